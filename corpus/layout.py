@@ -1,0 +1,36 @@
+"""Where prepared data lives: DATA_DIR/SOURCE/{raw,tokenizer,tokens,census}/ + prepared.json."""
+import json
+import os
+from pathlib import Path
+
+from corpus.errors import DataError
+
+ENV_VAR = "PACKAUDIT_DATA"
+
+
+def default_data_dir() -> Path:
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR])
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "packing-audit"
+
+
+class Layout:
+    def __init__(self, data_dir, source):
+        self.root = Path(data_dir) / source
+        self.source = source
+        self.raw = self.root / "raw"
+        self.tokenizer = self.root / "tokenizer"
+        self.tokens = self.root / "tokens"
+        self.census = self.root / "census"
+        self.record = self.root / "prepared.json"
+
+    def prepared(self) -> dict:
+        if not self.record.exists():
+            raise DataError(f"{self.record}: corpus not prepared (run `python prepare.py --source {self.source}`)")
+        return json.loads(self.record.read_text())
+
+    def shard_names(self, split: str):
+        rec = self.prepared()
+        names = rec["train_shards"] if split == "train" else [rec["val_shard"]]
+        return [Path(n).stem for n in names]
