@@ -1,0 +1,60 @@
+"""The Proposition of section 3, checked at every selection boundary of a replay.
+
+Protected set: the largest min(B-1, N_L) keys (L_i, i) among the long (L > R) original
+sources that have arrived. A protected span can only change or leave the buffer by being
+selected, so "every protected occurrence is buffered, unchanged and unstarted at every
+selection boundary" holds exactly when no event ever selects a source that is protected
+at that moment. Arrivals are interleaved with events through the core's refill log.
+"""
+import heapq
+
+
+class ProtectedSet:
+    def __init__(self, B, R):
+        self.cap, self.R = B - 1, R
+        self.heap = []  # min-heap of (length, source_id)
+        self.members = set()
+        self.mass = 0
+
+    def arrive(self, src, length):
+        if length <= self.R or self.cap <= 0:
+            return
+        key = (length, src)
+        if len(self.heap) < self.cap:
+            heapq.heappush(self.heap, key)
+        elif key > self.heap[0]:
+            old = heapq.heapreplace(self.heap, key)
+            self.members.discard(old[1])
+            self.mass -= old[0]
+        else:
+            return
+        self.members.add(src)
+        self.mass += length
+
+
+def check_proposition(stream, raw_events, refill_log, B, R, mass_trace=False):
+    """Returns (first_violation or None, ProtectedSet at the end, optional mass trace).
+
+    raw_events: core tuples; refill_log: (events_before, first_source_id, n_docs) tuples.
+    mass_trace: protected token mass before every event (a list), for plots.
+    """
+    ps = ProtectedSet(B, R)
+    lengths, n = stream.lengths, stream.n
+    trace = [] if mass_trace else None
+    r = 0
+    for e, ev in enumerate(raw_events):
+        while r < len(refill_log) and refill_log[r][0] <= e:
+            _, first, cnt = refill_log[r]
+            for src in range(first, first + cnt):
+                ps.arrive(src, int(lengths[src % n]))
+            r += 1
+        if trace is not None:
+            trace.append(ps.mass)
+        if ev[0] in ps.members:
+            return ({"event": e, "source_id": ev[0], "source_len": int(lengths[ev[0] % n])}, ps, trace)
+    while r < len(refill_log):
+        _, first, cnt = refill_log[r]
+        for src in range(first, first + cnt):
+            ps.arrive(src, int(lengths[src % n]))
+        r += 1
+    return None, ps, trace

@@ -1,0 +1,81 @@
+"""The four packers as token loaders: the core's events turned into rows and records.
+
+Packer(stream, "original" | "lossless" | "segment_first" | "random_span") produces rows of
+R tokens (inputs row[:-1], targets row[1:]) and one event record per selection with the
+schema of DESIGN.md: source_id, source_len, span_start, emitted, discarded, row,
+row_offset, target_offset, kind (+ lead_bos, see loaders/core.py).
+"""
+import numpy as np
+
+from loaders.core import PACKERS, RANDOM_SPAN_SEED, PackerCore
+
+EVENT_FIELDS = ("source_id", "source_len", "span_start", "emitted", "discarded", "row", "row_offset",
+                "target_offset", "kind", "lead_bos")
+EVENT_DTYPE = np.dtype([("source_id", np.int64), ("source_len", np.int64), ("span_start", np.int64),
+                        ("emitted", np.int64), ("discarded", np.int64), ("row", np.int64),
+                        ("row_offset", np.int64), ("target_offset", np.int64), ("kind", np.int8),
+                        ("lead_bos", np.int8)])
+
+
+def events_to_records(raw, stream, R, first_row=0) -> np.ndarray:
+    """Raw core tuples of whole rows starting at row `first_row` -> structured array."""
+    out = np.zeros(len(raw), dtype=EVENT_DTYPE)
+    if not raw:
+        return out
+    a = np.asarray(raw, dtype=np.int64)
+    out["source_id"], out["span_start"], out["emitted"] = a[:, 0], a[:, 1], a[:, 2]
+    out["discarded"], out["kind"], out["lead_bos"] = a[:, 3], a[:, 4], a[:, 5]
+    out["source_len"] = stream.lengths[a[:, 0] % stream.n]
+    pos = first_row * R + np.cumsum(a[:, 2]) - a[:, 2]
+    out["row"], out["row_offset"] = pos // R, pos % R
+    # targets are row positions 1..R-1: an emission at offset o has max(o-1, 0) targets before it in its row
+    out["target_offset"] = out["row"] * (R - 1) + np.maximum(out["row_offset"] - 1, 0)
+    return out
+
+
+def materialize(raw, stream, R, bos=None, out=None) -> np.ndarray:
+    """Token rows for the raw events of whole rows (the events fill them exactly)."""
+    total = sum(e[2] for e in raw)
+    if total % R:
+        raise ValueError("events do not fill whole rows")
+    flat = out.reshape(-1) if out is not None else np.empty(total, dtype=np.int64)
+    bos = stream.bos if bos is None else bos
+    n = stream.n
+    p = 0
+    for src, start, emitted, _d, _k, lead in raw:
+        toks = stream.doc_tokens(src % n)
+        if lead:
+            flat[p] = bos
+            flat[p + 1:p + emitted] = toks[start:start + emitted - 1]
+        else:
+            flat[p:p + emitted] = toks[start:start + emitted]
+        p += emitted
+    return flat.reshape(-1, R)
+
+
+class Packer:
+    """A packer over a stream: next_rows(n) -> (rows int64 [n, R], event records)."""
+
+    def __init__(self, stream, packer="original", row_capacity=2049, buffer_size=1000, seed=RANDOM_SPAN_SEED):
+        if packer not in PACKERS:
+            raise ValueError(f"unknown packer {packer!r}; choose one of {', '.join(PACKERS)}")
+        self.stream = stream
+        self.R = row_capacity
+        self.core = PackerCore(stream, packer, row_capacity, buffer_size, seed)
+
+    def next_raw(self, n_rows):
+        raw = []
+        self.core.pack_rows(n_rows, raw)
+        return raw
+
+    def next_rows(self, n_rows, with_tokens=True):
+        first = self.core.rows_done
+        raw = self.next_raw(n_rows)
+        rows = materialize(raw, self.stream, self.R) if with_tokens else None
+        return rows, events_to_records(raw, self.stream, self.R, first)
+
+    def state_dict(self):
+        return self.core.state_dict()
+
+    def load_state_dict(self, st):
+        self.core.load_state_dict(st)

@@ -1,0 +1,109 @@
+"""The document stream in the supplied baseline's order.
+
+Shards in sorted file order; inside a shard, row groups in order; each row group cut into
+consecutive 128-document refill slices (the last of a row group may be shorter). The
+stream repeats forever (passes) with no reset. A stream can also be a row range of one
+shard with some rows excluded (the evaluation streams), or a bare list of lengths (the
+audit, tests, synthetic census streams): packers only ever need `lengths` and `refills`,
+and `doc_tokens` when they materialize rows.
+"""
+from pathlib import Path
+
+import numpy as np
+
+from corpus.errors import DataError
+from corpus.pretokenize import TokenShard
+
+
+class DocumentStream:
+    """One pass of documents: lengths (BOS included), refill boundaries, optional tokens.
+
+    lengths[i] is the i-th document of a pass; refill k holds documents
+    refills[k]:refills[k+1]. Global arrival index of pass p, document i is p * n + i.
+    """
+
+    def __init__(self, lengths, refills, token_source=None, bos=None, name="stream"):
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.refills = np.asarray(refills, dtype=np.int64)
+        self.n = len(self.lengths)
+        self.name = name
+        self._tok = token_source  # callable i -> np.ndarray of tokens (BOS first)
+        self.bos = bos
+        if self.n == 0:
+            raise DataError(f"{name}: no documents")
+        if self.refills[0] != 0 or self.refills[-1] != self.n or np.any(np.diff(self.refills) <= 0):
+            raise DataError(f"{name}: refill boundaries must increase from 0 to {self.n}")
+        if self.lengths.min() < 1:
+            raise DataError(f"{name}: every document needs at least its BOS token")
+
+    @classmethod
+    def from_lengths(cls, lengths, refill_docs=128, name="lengths"):
+        n = len(lengths)
+        refills = np.append(np.arange(0, n, refill_docs), n)
+        return cls(lengths, refills, name=name)
+
+    @classmethod
+    def from_token_lists(cls, docs, refill_docs=128, name="tokens"):
+        """Small in-memory streams for tests: docs are token lists that start with BOS."""
+        arrs = [np.asarray(d, dtype=np.int64) for d in docs]
+        s = cls.from_lengths([len(a) for a in arrs], refill_docs, name)
+        s._tok = arrs.__getitem__
+        s.bos = int(arrs[0][0]) if arrs else None
+        return s
+
+    @classmethod
+    def from_shards(cls, tokens_dir, names, row_range=None, exclude=(), bos=None):
+        """Documents of pre-tokenized shards in order.
+
+        row_range=(a, b) keeps rows a:b of a single shard; exclude drops row indices (of that
+        shard) from their refill slices, which then hold fewer documents.
+        """
+        shards = [TokenShard(tokens_dir, n) for n in names]
+        if row_range is not None and len(shards) != 1:
+            raise DataError("a row range applies to exactly one shard")
+        lengths, refills, which, local = [], [0], [], []
+        exclude = set(int(x) for x in exclude)
+        for si, sh in enumerate(shards):
+            n_docs = len(sh.offsets) - 1
+            a, b = row_range if row_range is not None else (0, n_docs)
+            if not (0 <= a < b <= n_docs):
+                raise DataError(f"{sh.name}: row range {a}:{b} outside its {n_docs} documents")
+            sl = sh.lengths
+            for k in range(len(sh.refills) - 1):
+                lo, hi = max(int(sh.refills[k]), a), min(int(sh.refills[k + 1]), b)
+                rows = [r for r in range(lo, hi) if r not in exclude]
+                if not rows:
+                    continue
+                lengths.extend(sl[rows].tolist())
+                which.extend([si] * len(rows))
+                local.extend(rows)
+                refills.append(refills[-1] + len(rows))
+        which, local = np.asarray(which), np.asarray(local)
+
+        def tok(i):
+            return shards[which[i]].doc(local[i])
+
+        name = ",".join(names) + (f"[{row_range[0]}:{row_range[1]}]" if row_range else "")
+        s = cls(lengths, refills, tok, bos=bos, name=name)
+        s.shard_index, s.shard_row = which, local
+        return s
+
+    def doc_tokens(self, i) -> np.ndarray:
+        if self._tok is None:
+            raise DataError(f"{self.name}: a length-only stream has no tokens")
+        return self._tok(i)
+
+    def permuted(self, seed):
+        """The same multiset of lengths in a seeded random arrival order (same refill sizes)."""
+        perm = np.random.default_rng(seed).permutation(self.n)
+        return DocumentStream(self.lengths[perm], self.refills, name=f"{self.name}~perm{seed}")
+
+
+def open_split(data_dir, source, split, row_range=None, exclude=()):
+    """The train or val stream of a prepared corpus."""
+    from corpus.layout import Layout
+    from corpus.tokenizer import bos_id, load_encoding
+
+    lay = Layout(data_dir, source)
+    bos = bos_id(load_encoding(lay.tokenizer))
+    return DocumentStream.from_shards(lay.tokens, lay.shard_names(split), row_range, exclude, bos)
