@@ -114,7 +114,8 @@ class TokenShard:
         self.offsets = np.load(p["offsets"])
         self.refills = np.load(p["refills"])
         n = int(self.offsets[-1])
-        self.tokens = np.memmap(p["tokens"], dtype=np.uint16, mode="r", shape=(n,)) if n else np.zeros(0, np.uint16)
+        # a plain ndarray view of the map: memmap slices carry per-slice Python overhead
+        self.tokens = np.memmap(p["tokens"], dtype=np.uint16, mode="r", shape=(n,)).view(np.ndarray) if n else np.zeros(0, np.uint16)
         if self.refills[-1] != len(self.offsets) - 1:
             raise DataError(f"{p['refills']}: refill boundaries do not cover the {len(self.offsets) - 1} documents")
 

@@ -33,24 +33,34 @@ def events_to_records(raw, stream, R, first_row=0) -> np.ndarray:
     return out
 
 
-def materialize(raw, stream, R, bos=None, out=None) -> np.ndarray:
-    """Token rows for the raw events of whole rows (the events fill them exactly)."""
-    total = sum(e[2] for e in raw)
+def materialize(raw, stream, R, bos=None) -> np.ndarray:
+    """Token rows (int64 [n, R]) for the raw events of whole rows, by one vectorized gather."""
+    if not raw:
+        return np.empty((0, R), dtype=np.int64)
+    a = np.asarray(raw, dtype=np.int64)
+    em, lead = a[:, 2], a[:, 5]
+    total = int(em.sum())
     if total % R:
         raise ValueError("events do not fill whole rows")
-    flat = out.reshape(-1) if out is not None else np.empty(total, dtype=np.int64)
-    bos = stream.bos if bos is None else bos
-    n = stream.n
-    p = 0
-    for src, start, emitted, _d, _k, lead in raw:
-        toks = stream.doc_tokens(src % n)
-        if lead:
-            flat[p] = bos
-            flat[p + 1:p + emitted] = toks[start:start + emitted - 1]
-        else:
-            flat[p:p + emitted] = toks[start:start + emitted]
-        p += emitted
-    return flat.reshape(-1, R)
+    if stream.tokens is None:
+        raise ValueError(f"{stream.name}: a length-only stream has no tokens")
+    arrays, which, starts = stream.tokens
+    doc = a[:, 0] % stream.n
+    first = starts[doc] + a[:, 1]  # position in its token array of the first copied token
+    pos = np.cumsum(em) - em  # where each emission starts in the flat output
+    # output position j of event e copies arrays[..][first_e + (j - pos_e - lead_e)]
+    idx = np.arange(total, dtype=np.int64) + np.repeat(first - pos - lead, em)
+    out = np.empty(total, dtype=np.int64)
+    arr_of = which[doc]
+    if len(arrays) == 1:
+        out[:] = arrays[0][idx]
+    else:
+        per_tok = np.repeat(arr_of, em)
+        for k in np.unique(arr_of).tolist():
+            m = per_tok == k
+            out[m] = arrays[k][idx[m]]
+    out[pos[lead == 1]] = stream.bos if bos is None else bos
+    return out.reshape(-1, R)
 
 
 class Packer:

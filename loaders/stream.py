@@ -22,12 +22,14 @@ class DocumentStream:
     refills[k]:refills[k+1]. Global arrival index of pass p, document i is p * n + i.
     """
 
-    def __init__(self, lengths, refills, token_source=None, bos=None, name="stream"):
+    def __init__(self, lengths, refills, tokens=None, bos=None, name="stream"):
         self.lengths = np.asarray(lengths, dtype=np.int64)
         self.refills = np.asarray(refills, dtype=np.int64)
         self.n = len(self.lengths)
         self.name = name
-        self._tok = token_source  # callable i -> np.ndarray of tokens (BOS first)
+        # tokens: (list of 1-D token arrays, doc_array int[n], doc_offset int64[n]) where
+        # document i is arrays[doc_array[i]][doc_offset[i] : doc_offset[i] + lengths[i]]
+        self.tokens = tokens
         self.bos = bos
         if self.n == 0:
             raise DataError(f"{name}: no documents")
@@ -45,10 +47,12 @@ class DocumentStream:
     @classmethod
     def from_token_lists(cls, docs, refill_docs=128, name="tokens"):
         """Small in-memory streams for tests: docs are token lists that start with BOS."""
-        arrs = [np.asarray(d, dtype=np.int64) for d in docs]
-        s = cls.from_lengths([len(a) for a in arrs], refill_docs, name)
-        s._tok = arrs.__getitem__
-        s.bos = int(arrs[0][0]) if arrs else None
+        lengths = [len(d) for d in docs]
+        s = cls.from_lengths(lengths, refill_docs, name)
+        flat = np.asarray([t for d in docs for t in d], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        s.tokens = ([flat], np.zeros(len(docs), dtype=np.int64), offsets)
+        s.bos = int(docs[0][0])
         return s
 
     @classmethod
@@ -78,20 +82,21 @@ class DocumentStream:
                 which.extend([si] * len(rows))
                 local.extend(rows)
                 refills.append(refills[-1] + len(rows))
-        which, local = np.asarray(which), np.asarray(local)
-
-        def tok(i):
-            return shards[which[i]].doc(local[i])
-
+        which, local = np.asarray(which, dtype=np.int64), np.asarray(local, dtype=np.int64)
+        starts = np.zeros(len(which), dtype=np.int64)
+        for si, sh in enumerate(shards):
+            m = which == si
+            starts[m] = sh.offsets[local[m]]
         name = ",".join(names) + (f"[{row_range[0]}:{row_range[1]}]" if row_range else "")
-        s = cls(lengths, refills, tok, bos=bos, name=name)
+        s = cls(lengths, refills, ([sh.tokens for sh in shards], which, starts), bos=bos, name=name)
         s.shard_index, s.shard_row = which, local
         return s
 
     def doc_tokens(self, i) -> np.ndarray:
-        if self._tok is None:
+        if self.tokens is None:
             raise DataError(f"{self.name}: a length-only stream has no tokens")
-        return self._tok(i)
+        arrays, which, starts = self.tokens
+        return np.asarray(arrays[which[i]][starts[i]:starts[i] + self.lengths[i]])
 
     def permuted(self, seed):
         """The same multiset of lengths in a seeded random arrival order (same refill sizes)."""
