@@ -1,0 +1,236 @@
+"""Exact CPU audit: who is emitted, discarded, buffered or never started.
+
+  python -m audit --source stdlib                    # offline corpus, scaled budget
+  python -m audit --source climbmix                  # the paper's 499,646,464 targets
+  python -m audit --synthetic                        # paper-shaped synthetic census
+
+Replays the length stream of a prepared corpus through the packers (the selection core
+that trains, on lengths only) and writes to --out: events_<packer>.parquet and .csv,
+stream_lengths.txt (one refill per line, for checkers/packing_checker.py), summary.json,
+report.md and four PNG figures.
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, Replay, first_long_emission, rows_for_targets
+from corpus.errors import DataError
+from loaders.core import PACKERS
+
+PAPER_TOKEN_FRACTION = PAPER_TARGETS / 631_241_817  # the paper's budget as a share of its corpus
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m audit", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--source", choices=["stdlib", "climbmix"], default="stdlib", help="prepared corpus (default stdlib)")
+    src.add_argument("--synthetic", action="store_true", help="audit the paper-shaped synthetic census stream instead")
+    ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
+    ap.add_argument("--packers", default="all", help=f"comma list of {', '.join(PACKERS)} or 'all'")
+    b = ap.add_mutually_exclusive_group()
+    b.add_argument("--updates", type=int, help="budget in optimizer updates of 524,288 targets")
+    b.add_argument("--targets", type=int, help="budget in targets (a multiple of R-1); default: the paper's "
+                   "499,646,464 for climbmix/synthetic, the same share of the corpus (79%%) for stdlib")
+    ap.add_argument("--row-capacity", type=int, default=2049, help="R = context + 1 (default 2049)")
+    ap.add_argument("--buffer", type=int, default=1000, help="minimum buffered spans B (default 1000)")
+    ap.add_argument("--permutations", type=int, default=20, help="seeded arrival-order permutations for the startup delay (default 20)")
+    ap.add_argument("--thresholds", default="16384,32768,65536,131072",
+                    help="length thresholds of the repeated-corpus table (the longest source is always added)")
+    ap.add_argument("--out", default="runs/audit", help="output folder (default runs/audit)")
+    ap.add_argument("--no-csv", action="store_true", help="skip the CSV event export")
+    return ap.parse_args(argv)
+
+
+def load_stream(args):
+    from loaders.stream import DocumentStream
+
+    if args.synthetic:
+        from audit.synthetic import paper_like_lengths
+
+        return DocumentStream.from_lengths(paper_like_lengths(), name="synthetic-paper-census"), "synthetic"
+    from corpus.layout import Layout, default_data_dir
+    from corpus.pretokenize import TokenShard
+
+    lay = Layout(args.data_dir or default_data_dir(), args.source)
+    names = lay.shard_names("train")
+    lengths, refills = [], [0]
+    for n in names:  # lengths only: the audit never touches tokens
+        sh = TokenShard(lay.tokens, n)
+        lengths.append(sh.lengths)
+        refills.extend((refills[-1] + sh.refills[1:]).tolist())
+    return DocumentStream(np.concatenate(lengths), refills, name=f"{args.source}:train"), args.source
+
+
+def budget(args, stream, R):
+    if args.updates is not None:
+        return args.updates * TARGETS_PER_UPDATE, f"{args.updates} updates"
+    if args.targets is not None:
+        return args.targets, "--targets"
+    if args.synthetic or args.source == "climbmix":
+        return PAPER_TARGETS, "the paper's 953 updates"
+    # scale: the same share of the corpus's tokens as the paper's budget, whole rows
+    t = int(PAPER_TOKEN_FRACTION * int(stream.lengths.sum())) // (R - 1) * (R - 1)
+    return t, f"scaled to the offline corpus: {PAPER_TOKEN_FRACTION:.1%} of its {int(stream.lengths.sum()):,} tokens"
+
+
+def write_events(rep, out: Path, csv: bool):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from corpus.atomic import atomic_write_bytes
+    from loaders.core import KIND_NAMES
+
+    ev = rep.events
+    cols = {f: ev[f] for f in ev.dtype.names}
+    table = pa.table(cols)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    atomic_write_bytes(out / f"events_{rep.packer}.parquet", sink.getvalue().to_pybytes())
+    if csv:
+        names = list(ev.dtype.names)
+        arr = np.stack([ev[f].astype(np.int64) for f in names], axis=1)
+        lines = [",".join(names).replace("kind", "kind")]
+        kinds = np.asarray(KIND_NAMES)[ev["kind"]]
+        body = "\n".join(",".join(map(str, r[:-2])) + f",{k},{r[-1]}" for r, k in zip(arr.tolist(), kinds))
+        atomic_write_bytes(out / f"events_{rep.packer}.csv", ("\n".join(lines) + "\n" + body + "\n").encode())
+
+
+def write_stream_lengths(stream, path):
+    from corpus.atomic import atomic_write_text
+
+    L = stream.lengths.tolist()
+    r = stream.refills.tolist()
+    atomic_write_text(path, "".join(" ".join(map(str, L[a:b])) + "\n" for a, b in zip(r[:-1], r[1:])))
+
+
+def fmt(x):
+    if x is None:
+        return "n/a"
+    if isinstance(x, bool):
+        return "yes" if x else "NO"
+    if isinstance(x, float):
+        return f"{x:.4f}"
+    return f"{x:,}"
+
+
+def report_md(summary) -> str:
+    per = summary["packers"]
+    names = list(per)
+    rows = [
+        ("sources arrived", "sources_arrived"), ("tokens arrived", "tokens_arrived"),
+        ("BOS markers added", "bos_added"), ("emitted", "emitted"), ("discarded", "discarded"),
+        ("buffered", "buffered"), ("partition adds up", "partition_holds"),
+        ("selection events", "selection_events"), ("crop events", "crop_events"),
+        ("median crop emission", "crop_median_emitted"), ("crops emitting only BOS", "crops_emitting_only_bos"),
+        ("sources started", "sources_started"), ("sources fully emitted", "sources_fully_emitted"),
+        ("sources never started", "sources_never_started"),
+        ("sources > R arrived", "sources_longer_than_R_arrived"), ("sources > R started", "sources_longer_than_R_started"),
+        ("startup delay (targets)", "startup_delay_targets"),
+        ("share of emitted from sources > R", "share_emitted_from_long_sources"),
+    ]
+    out = [f"# Source audit: {summary['stream']}", "",
+           f"Budget: {summary['targets']:,} targets = {summary['rows']:,} rows of R={summary['row_capacity']} "
+           f"({summary['budget_reason']}); buffer B={summary['buffer']}. "
+           f"The trainer's final unused prefetch is excluded.", "",
+           "| quantity | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for label, key in rows:
+        out.append(f"| {label} | " + " | ".join(fmt(per[n][key]) for n in names) + " |")
+    for label, key in (("protected sources", "size"), ("protected tokens", "tokens"),
+                       ("protected share of arrived", "share_of_arrived"), ("protected share of buffered", "share_of_buffered"),
+                       ("Proposition held at every selection", "proposition_held")):
+        out.append(f"| {label} | " + " | ".join(fmt(per[n]["protected"][key]) if per[n]["protected"]["applies"] else "n/a" for n in names) + " |")
+    out += ["", "Segment-first pre-splits long sources, which removes the Proposition's hypothesis; it is not checked there.", ""]
+    for n in names:
+        v = per[n]["protected"].get("first_violation")
+        if v:
+            out.append(f"**{n}: Proposition violated** at event {v['event']} (source {v['source_id']}, length {v['source_len']}).")
+    out += ["## Retention of loaded token mass by original length", "",
+            "| stratum | sources | " + " | ".join(names) + " |", "|---|---:|" + "---:|" * len(names)]
+    for k, r in enumerate(per[names[0]]["retention_by_stratum"]):
+        cells = [fmt(per[n]["retention_by_stratum"][k]["retained"]) for n in names]
+        out.append(f"| {r['stratum']} | {r['sources']:,} | " + " | ".join(cells) + " |")
+    if summary.get("permutations"):
+        p = summary["permutations"]
+        out += ["", "## Startup delay under arrival-order permutations (original packer)", "",
+                f"{p['count']} seeded permutations (seeds {p['seeds'][0]}..{p['seeds'][-1]}): first emission of a source "
+                f"longer than R at {fmt(p['min'])} – {fmt(p['max'])} targets (unpermuted: {fmt(p['unpermuted'])})."]
+    out += ["", f"## Repeated-corpus bounds at B = {summary['buffer']}", "",
+            "| length at least | sources per pass | earliest possible pass |", "|---:|---:|---:|"]
+    for r in summary["pass_bounds"]:
+        out.append(f"| {r['length_at_least']:,} | {r['sources_per_pass']:,} | {fmt(r['earliest_possible_pass'])} |")
+    out += ["", "Necessary lower bounds (section 3), not service times.", "", "## Figures", ""]
+    for f in summary["figures"]:
+        out.append(f"![{f}]({f})")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    from tqdm import tqdm
+
+    from audit import plots
+    from audit.metrics import pass_bounds, summarize_replay
+    from corpus.atomic import atomic_write_json, atomic_write_text
+
+    try:
+        stream, label = load_stream(args)
+        packers = list(PACKERS) if args.packers == "all" else [p.strip() for p in args.packers.split(",")]
+        for p in packers:
+            if p not in PACKERS:
+                raise DataError(f"--packers: unknown packer {p!r} (choose from {', '.join(PACKERS)})")
+        R, B = args.row_capacity, args.buffer
+        targets, reason = budget(args, stream, R)
+        rows = rows_for_targets(targets, R)
+    except (DataError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"audit of {stream.name}: {stream.n:,} sources per pass -> {out}")
+    print(f"budget: {targets:,} targets = {rows:,} rows ({reason})")
+    t0 = time.time()
+    reps, summaries = [], {}
+    for p in tqdm(packers, desc="replay", unit="packer"):
+        rep = Replay(stream, p, rows, R, B)
+        summaries[p] = summarize_replay(rep)
+        write_events(rep, out, not args.no_csv)
+        reps.append(rep)
+    write_stream_lengths(stream, out / "stream_lengths.txt")
+    summary = {"stream": stream.name, "source": label, "targets": targets, "rows": rows, "budget_reason": reason,
+               "row_capacity": R, "buffer": B, "packers": summaries}
+    if args.permutations:
+        seeds = list(range(args.permutations))
+        delays = [first_long_emission(stream.permuted(s), R, B, max_rows=rows) for s in tqdm(seeds, desc="permutations")]
+        got = [d for d in delays if d is not None]
+        summary["permutations"] = {"count": len(seeds), "seeds": seeds, "delays": delays,
+                                   "min": min(got) if got else None, "max": max(got) if got else None,
+                                   "unpermuted": first_long_emission(stream, R, B, max_rows=rows)}
+    thr = sorted({int(t) for t in args.thresholds.split(",") if int(t) <= stream.lengths.max()} | {int(stream.lengths.max())})
+    vals, counts = np.unique(stream.lengths, return_counts=True)
+    summary["pass_bounds"] = pass_bounds(vals, counts, [t for t in thr if t > R], B)
+    figs = ["retention_by_stratum.png", "sources_started.png", "buffer_mass.png", "length_histogram.png"]
+    plots.retention_by_stratum(list(summaries.values()), out / figs[0])
+    plots.sources_started(reps, out / figs[1])
+    main_rep = next((r for r in reps if r.packer == "original"), reps[0])
+    plots.buffer_mass(main_rep, out / figs[2])
+    from audit.proposition import check_proposition
+
+    _, ps, _ = check_proposition(main_rep.stream, main_rep.raw, main_rep.refill_log, B, R)
+    plots.length_histogram(main_rep, ps.members, out / figs[3])
+    summary["figures"] = figs
+    summary["seconds"] = round(time.time() - t0, 2)
+    atomic_write_json(out / "summary.json", summary)
+    atomic_write_text(out / "report.md", report_md(summary))
+    print(report_md(summary).split("## Retention")[0])
+    print(f"wrote {out}/summary.json, report.md, events_*.parquet, 4 figures ({summary['seconds']}s)")
+    bad = [p for p, s in summaries.items() if not s["partition_holds"] or s["protected"]["proposition_held"] is False]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Census checker, standard library only: source mass and repeated-corpus pass bounds.
+
+  python3 -I -S checkers/check_length_histogram.py HIST.csv [--sources N --tokens T]
+      [--buffer 1000] [--row-capacity 2049] [--thresholds 16384,32768,65536,131072]
+
+HIST.csv has a header `length,count` (BOS-inclusive lengths). The table gives, for each
+threshold l > R (the longest source is always added), the sources per pass of length >= l
+and the earliest pass that can contain the first service of any of them: ceil(B / r).
+These are necessary lower bounds (section 3), not service times.
+"""
+import argparse
+import csv
+import math
+import sys
+
+
+def read_histogram(path):
+    with open(path, newline="") as f:
+        rd = csv.reader(f)
+        header = next(rd, None)
+        if header != ["length", "count"]:
+            raise ValueError(f"{path}: header must be 'length,count', found {header!r}")
+        hist = {}
+        for i, row in enumerate(rd, start=2):
+            if len(row) != 2:
+                raise ValueError(f"{path}: line {i}: expected 2 fields")
+            length, count = int(row[0]), int(row[1])
+            if length < 1 or count < 0:
+                raise ValueError(f"{path}: line {i}: length must be >= 1 and count >= 0")
+            hist[length] = hist.get(length, 0) + count
+    return hist
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("histogram")
+    ap.add_argument("--sources", type=int, help="declared number of sources to check")
+    ap.add_argument("--tokens", type=int, help="declared number of BOS-inclusive tokens to check")
+    ap.add_argument("--buffer", type=int, default=1000)
+    ap.add_argument("--row-capacity", type=int, default=2049)
+    ap.add_argument("--thresholds", default="16384,32768,65536,131072")
+    a = ap.parse_args(argv)
+    try:
+        hist = read_histogram(a.histogram)
+        thresholds = [int(t) for t in a.thresholds.split(",") if t.strip()]
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    sources = sum(hist.values())
+    tokens = sum(L * c for L, c in hist.items())
+    longest = max((L for L, c in hist.items() if c), default=0)
+    over = sum(c for L, c in hist.items() if L > a.row_capacity)
+    print(f"sources {sources:,}  tokens {tokens:,}  longest {longest:,}  over R={a.row_capacity}: {over:,}")
+    ok = True
+    for name, declared, got in (("sources", a.sources, sources), ("tokens", a.tokens, tokens)):
+        if declared is not None:
+            good = declared == got
+            ok &= good
+            print(f"{'PASS' if good else 'FAIL'}  declared {name} {declared:,} {'==' if good else '!='} {got:,}")
+    print(f"\n{'length at least':>16} {'sources per pass':>17} {'earliest possible pass':>23}   (B = {a.buffer})")
+    for t in sorted({t for t in thresholds if t > a.row_capacity} | {longest}):
+        r = sum(c for L, c in hist.items() if L >= t)
+        bound = math.ceil(a.buffer / r) if r else None
+        print(f"{t:>16,} {r:>17,} {bound if bound is not None else 'n/a':>23}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

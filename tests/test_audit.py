@@ -1,0 +1,143 @@
+"""The audit: length replay == token packer, exact partition, checkers against exports."""
+import csv
+import json
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from audit.__main__ import main as audit_main
+from audit.metrics import summarize_replay
+from audit.replay import Replay, first_long_emission
+from checkers.packing_checker import replay as checker_replay
+from conftest import ROOT
+from loaders.core import PACKERS
+from loaders.packers import Packer
+from loaders.stream import DocumentStream, open_split
+
+
+@pytest.fixture(scope="module")
+def audit_out(small_corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("audit")
+    rc = audit_main(["--data-dir", str(small_corpus), "--targets", str(300 * 128), "--row-capacity", "129",
+                     "--buffer", "40", "--permutations", "3", "--out", str(out)])
+    assert rc == 0
+    return out
+
+
+@pytest.mark.parametrize("packer", PACKERS)
+def test_audit_events_equal_token_packer_events(small_corpus, packer):
+    tok_stream = open_split(small_corpus, "stdlib", "train")
+    len_stream = DocumentStream(tok_stream.lengths, tok_stream.refills)  # no tokens at all
+    rows_tok, ev_tok = Packer(tok_stream, packer, 129, 40).next_rows(400)
+    rep = Replay(len_stream, packer, 400, 129, 40)
+    assert np.array_equal(rep.events, ev_tok)
+    # and the events describe the rows: each emission is where the record says
+    flat = rows_tok.reshape(-1)
+    for e in ev_tok[:: max(1, len(ev_tok) // 300)]:
+        doc = tok_stream.doc_tokens(e["source_id"] % tok_stream.n)
+        p = e["row"] * 129 + e["row_offset"]
+        frag = flat[p:p + e["emitted"]]
+        if e["lead_bos"]:
+            assert frag[0] == tok_stream.bos
+            assert np.array_equal(frag[1:], doc[e["span_start"]:e["span_start"] + e["emitted"] - 1])
+        else:
+            assert np.array_equal(frag, doc[e["span_start"]:e["span_start"] + e["emitted"]])
+
+
+def _independent_summary(refills, packer, R, B, rows):
+    """Mass partition and coverage recomputed from the standard-library checker's replay."""
+    ev, arr = checker_replay(refills, packer, R, B, rows)
+    arrived = sum(a[2] for a in arr)
+    emitted = sum(e[2] for e in ev)
+    discarded = sum(e[3] for e in ev)
+    started = {e[0] for e in ev}
+    added = sum(-(-(a[2] - 1) // (R - 1)) - 1 for a in arr if a[2] > R) if packer == "segment_first" else 0
+    return {"sources_arrived": len(arr), "tokens_arrived": arrived, "emitted": emitted, "discarded": discarded,
+            "buffered": arrived + added - emitted - discarded, "sources_started": len(started),
+            "sources_never_started": len(arr) - len(started), "selection_events": len(ev),
+            "crop_events": sum(e[4] == "crop" for e in ev), "bos_added": added}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_summary_matches_independent_replay(seed):
+    rng = random.Random(seed)
+    R, B = rng.randint(4, 40), rng.randint(2, 30)
+    lengths = [rng.choice([1, 2, R // 2, R, R + 1, 3 * R, 7 * R]) for _ in range(rng.randint(20, 200))]
+    stream = DocumentStream.from_lengths(lengths, refill_docs=rng.randint(1, 16))
+    refills = [lengths[a:b] for a, b in zip(stream.refills[:-1], stream.refills[1:])]
+    for packer in PACKERS:
+        rows = rng.randint(1, 60)
+        s = summarize_replay(Replay(stream, packer, rows, R, B))
+        want = _independent_summary(refills, packer, R, B, rows)
+        assert {k: s[k] for k in want} == want, packer
+        assert s["partition_holds"]
+        if packer != "segment_first":
+            assert s["protected"]["proposition_held"] and s["protected"]["all_buffered_unstarted"]
+
+
+def test_report_partition_and_files(audit_out):
+    s = json.loads((audit_out / "summary.json").read_text())
+    for p, d in s["packers"].items():
+        assert d["tokens_arrived"] + d["bos_added"] == d["emitted"] + d["discarded"] + d["buffered"], p
+        assert d["emitted"] == s["rows"] * 129
+    assert s["packers"]["lossless"]["discarded"] == 0
+    for f in s["figures"]:
+        assert (audit_out / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Proposition held" in (audit_out / "report.md").read_text()
+    assert len(s["permutations"]["delays"]) == 3
+
+
+def _checker(*args):
+    return subprocess.run([sys.executable, "-I", "-S", str(ROOT / "checkers" / "packing_checker.py"), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("packer", PACKERS)
+def test_packing_checker_matches_export_and_catches_an_altered_event(audit_out, tmp_path, packer):
+    args = ["--lengths", str(audit_out / "stream_lengths.txt"), "--packer", packer, "--row-capacity", "129", "--buffer", "40"]
+    r = _checker("--events", str(audit_out / f"events_{packer}.csv"), *args)
+    assert r.returncode == 0 and r.stdout.startswith("match:"), r.stdout + r.stderr
+    rows = list(csv.DictReader(open(audit_out / f"events_{packer}.csv")))
+    i = len(rows) // 2
+    rows[i]["span_start"] = str(int(rows[i]["span_start"]) + 1)
+    bad = tmp_path / "altered.csv"
+    with open(bad, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    r = _checker("--events", str(bad), *args)
+    assert r.returncode == 1 and f"MISMATCH at event {i}" in r.stdout
+
+
+def test_packing_checker_self_test_standard_library_only():
+    r = _checker("--self-test")
+    assert r.returncode == 0, r.stdout
+    assert "0 failed" in r.stdout and r.stdout.count("PASS") >= 9
+
+
+def test_check_length_histogram_reproduces_the_paper_pass_bounds(tmp_path):
+    # counts of sources with length >= 16,384 / 32,768 / 65,536 / 131,072 / 290,219: 789 / 196 / 39 / 9 / 1
+    hist = {1000: 5000, 16384: 789 - 196, 32768: 196 - 39, 65536: 39 - 9, 131072: 9 - 1, 290219: 1}
+    path = tmp_path / "h.csv"
+    path.write_text("length,count\n" + "".join(f"{k},{v}\n" for k, v in hist.items()))
+    tokens = sum(k * v for k, v in hist.items())
+    r = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "checkers" / "check_length_histogram.py"), str(path),
+                        "--sources", str(sum(hist.values())), "--tokens", str(tokens)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    table = [ln.split() for ln in r.stdout.splitlines() if ln.strip() and ln.split()[0].replace(",", "").isdigit()]
+    assert [int(t[2]) for t in table] == [2, 6, 26, 112, 1000]
+    r = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "checkers" / "check_length_histogram.py"), str(path),
+                        "--tokens", str(tokens + 1)], capture_output=True, text=True)
+    assert r.returncode == 1 and "FAIL" in r.stdout
+
+
+def test_first_long_emission_matches_full_replay(small_corpus):
+    s = open_split(small_corpus, "stdlib", "train")
+    rep = Replay(DocumentStream(s.lengths, s.refills), "original", 600, 129, 40)
+    long_ev = rep.events[rep.events["source_len"] > 129]
+    want = int(long_ev["target_offset"].min()) if len(long_ev) else None
+    assert first_long_emission(s, 129, 40, max_rows=600) == want

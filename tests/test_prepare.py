@@ -1,0 +1,139 @@
+"""prepare.py: offline corpus, tokenizer, token files, census, bad input, determinism."""
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import prepare
+from corpus.errors import DataError
+from corpus.layout import Layout
+from corpus.pretokenize import TokenShard, refill_boundaries
+from corpus.shards import iter_row_group_texts, open_shard
+from corpus.stdlib_corpus import build_stdlib_corpus, split_module
+from corpus.tokenizer import SPECIAL_TOKENS, bos_id, load_encoding, load_token_bytes
+from loaders.stream import open_split
+
+from conftest import ROOT
+
+
+def test_pretokenized_equals_on_the_fly_encoding(small_corpus):
+    lay = Layout(small_corpus, "stdlib")
+    enc = load_encoding(lay.tokenizer)
+    bos = bos_id(enc)
+    n_checked = 0
+    for name in lay.shard_names("train") + lay.shard_names("val"):
+        sh = TokenShard(lay.tokens, name)
+        i = 0
+        for _, texts in iter_row_group_texts(lay.raw / f"{name}.parquet"):
+            for t in texts:
+                assert sh.doc(i).tolist() == [bos] + enc.encode_ordinary(t)
+                i += 1
+        assert i == len(sh.offsets) - 1
+        n_checked += i
+    assert n_checked > 500
+
+
+def test_stream_yields_shards_in_order_with_row_group_refills(small_corpus):
+    lay = Layout(small_corpus, "stdlib")
+    s = open_split(small_corpus, "stdlib", "train")
+    shards = [TokenShard(lay.tokens, n) for n in lay.shard_names("train")]
+    flat = [sh.doc(i).tolist() for sh in shards for i in range(len(sh.offsets) - 1)]
+    assert [s.doc_tokens(i).tolist() for i in range(s.n)] == flat
+    sizes = np.diff(s.refills)
+    assert sizes.max() == 128 and (sizes < 128).any()  # 150-row groups: slices of 128 and 22
+    rr = open_split(small_corpus, "stdlib", "val", row_range=(10, 300), exclude=[20, 21])
+    val = TokenShard(lay.tokens, lay.shard_names("val")[0])
+    keep = [i for i in range(10, 300) if i not in (20, 21)]
+    assert [rr.doc_tokens(j).tolist() for j in range(rr.n)] == [val.doc(i).tolist() for i in keep]
+
+
+def test_refill_boundaries_respect_row_groups():
+    assert refill_boundaries([300, 50]).tolist() == [0, 128, 256, 300, 350]
+    assert refill_boundaries([128, 1]).tolist() == [0, 128, 129]
+
+
+def test_tokenizer_round_trip_and_token_bytes(small_corpus):
+    lay = Layout(small_corpus, "stdlib")
+    enc = load_encoding(lay.tokenizer)
+    assert enc.n_vocab == 400
+    assert [enc.encode_single_token(s) for s in SPECIAL_TOKENS] == [396, 397, 398, 399]
+    for text in ["def f(x):\n    return x ** 2  # ünïcödé ✓\n", "Hello, world! 12345 678", "\t\n  \r\n"]:
+        assert enc.decode(enc.encode_ordinary(text)) == text
+    tb = load_token_bytes(lay.tokenizer)
+    assert tb[396:].tolist() == [0, 0, 0, 0]
+    assert all(tb[i] == len(enc.decode([i]).encode("utf-8")) for i in range(396))
+
+
+def test_rerun_does_no_work(small_corpus, capsys):
+    rc = prepare.main(["--data-dir", str(small_corpus), "--max-files", "120", "--shards", "3",
+                       "--row-group-size", "150", "--vocab-size", "400"])
+    assert rc == 0
+    assert "nothing to do" in capsys.readouterr().out
+
+
+def test_same_seed_gives_byte_identical_shards(tmp_path):
+    build_stdlib_corpus(tmp_path / "a", n_shards=2, max_files=25, log=lambda m: None)
+    build_stdlib_corpus(tmp_path / "b", n_shards=2, max_files=25, log=lambda m: None)
+    for name in ("shard_00000.parquet", "shard_00001.parquet", "manifest.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    build_stdlib_corpus(tmp_path / "c", n_shards=2, max_files=25, seed=1, log=lambda m: None)
+    assert (tmp_path / "a" / "shard_00000.parquet").read_bytes() != (tmp_path / "c" / "shard_00000.parquet").read_bytes()
+
+
+def test_split_module_cuts_at_top_level_statements():
+    src = '"""doc."""\nimport os\n\n# about f\n@dec\ndef f():\n    """f doc"""\n    return 1\n\n\nclass C:\n    x = 1\n'
+    docs = [t for _, t in split_module(src)]
+    assert docs == ['"""doc."""\nimport os\n', "# about f\n@dec\ndef f():\n    \"\"\"f doc\"\"\"\n    return 1\n",
+                    "class C:\n    x = 1\n"]
+    assert "".join(docs).replace("\n", "") == src.replace("\n", "")  # nothing lost but blank lines
+
+
+def _write(path, table):
+    pq.write_table(table, path)
+    return path
+
+
+def test_bad_shards_give_one_line_errors(tmp_path):
+    bad = tmp_path / "corrupt.parquet"
+    bad.write_bytes(b"PAR1 this is not parquet")
+    notext = _write(tmp_path / "notext.parquet", pa.table({"body": ["a"]}))
+    empty = _write(tmp_path / "empty.parquet", pa.table({"text": pa.array([], pa.string())}))
+    nonutf = _write(tmp_path / "nonutf.parquet", pa.table({"text": pa.array([b"ok", b"bad \xff\xfe"], pa.binary())}))
+    cases = [(bad, "not a readable parquet"), (notext, "no 'text' column"), (empty, "empty shard"),
+             (nonutf, "not valid UTF-8"), (tmp_path / "missing.parquet", "not found")]
+    for path, msg in cases:
+        with pytest.raises(DataError) as e:
+            open_shard(path)
+            list(iter_row_group_texts(path))
+        text = str(e.value)
+        assert msg in text and str(path.name) in text and "\n" not in text
+
+
+def test_prepare_cli_reports_bad_input_in_one_line(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "prepare.py"), "--source", "climbmix", "-n", "1",
+                        "--data-dir", str(tmp_path), "--base-url", "http://127.0.0.1:9/none"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and "--source stdlib" in last and "Traceback" not in r.stderr
+
+
+def test_help_explains_every_option():
+    r = subprocess.run([sys.executable, str(ROOT / "prepare.py"), "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0
+    for opt in ("--source", "--data-dir", "--train-shards", "--vocab-size", "--threads", "--shards", "--seed"):
+        assert opt in r.stdout
+
+
+def test_queue_folder_never_shadows_the_standard_library():
+    r = subprocess.run([sys.executable, "-c", "import queue; print(queue.__file__)"], capture_output=True,
+                       text=True, cwd=ROOT)
+    import sysconfig
+
+    assert r.stdout.strip().startswith(sysconfig.get_paths()["stdlib"])
+    import queue
+
+    assert queue.__file__.startswith(sysconfig.get_paths()["stdlib"])
