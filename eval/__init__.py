@@ -1,0 +1,1 @@
+"""Evaluation: the official metric, source windows, position bins, bootstrap, rankings."""

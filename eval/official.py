@@ -1,0 +1,110 @@
+"""The official validation metric (SPEC.md "Official metric").
+
+The original packer over the validation shard from its start, `batches` batches of `rows`
+rows. BPB = sum of nats over targets with token_bytes > 0 / (ln 2 * sum of token_bytes of
+all targets); CE = those nats / their count; perplexity = exp(CE). Per row the sufficient
+statistics (nats, bytes, counted targets) are kept, with the SHA256 of the input/target
+token ids, so two evaluations of one checkpoint compare exactly.
+
+  python -m eval.official CHECKPOINT [--data-dir DIR] [--out stats.parquet]
+"""
+import argparse
+import hashlib
+import math
+import sys
+
+import numpy as np
+import torch
+
+from loaders.packers import Packer
+
+
+def row_statistics(model, stream, token_bytes, batches, rows, R, device, autocast=False, buffer=1000):
+    """Per-row (nats, bytes, count) over the official stream, and its fingerprint."""
+    packer = Packer(stream, "original", R, buffer)
+    tb = torch.as_tensor(token_bytes, dtype=torch.int64, device=device)
+    nats, nbytes, count = [], [], []
+    h = hashlib.sha256()
+    model.eval()
+    with torch.no_grad():
+        for _ in range(batches):
+            toks, _ = packer.next_rows(rows)
+            h.update(toks.astype(np.int64).tobytes())
+            t = torch.from_numpy(toks).to(device)
+            x, y = t[:, :-1], t[:, 1:]
+            with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=autocast):
+                loss = model(x, y, reduction="none").view(y.shape).double()
+            b = tb[y]
+            mask = b > 0
+            nats.append((loss * mask).sum(1).cpu())
+            nbytes.append(b.sum(1).cpu())
+            count.append(mask.sum(1).cpu())
+    return {"nats": torch.cat(nats).numpy(), "bytes": torch.cat(nbytes).numpy(),
+            "count": torch.cat(count).numpy(), "fingerprint": h.hexdigest()}
+
+
+def scores(stats) -> dict:
+    nats, nbytes, count = float(np.sum(stats["nats"])), int(np.sum(stats["bytes"])), int(np.sum(stats["count"]))
+    ce = nats / count
+    return {"bpb": nats / (math.log(2) * nbytes), "ce": ce, "perplexity": math.exp(ce), "counted_targets": count, "bytes": nbytes}
+
+
+def write_stats(path, stats, meta: dict):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from corpus.atomic import atomic_write_bytes
+
+    table = pa.table({"nats": stats["nats"], "bytes": stats["bytes"], "count": stats["count"]})
+    table = table.replace_schema_metadata({k: str(v) for k, v in {**meta, "fingerprint": stats["fingerprint"]}.items()})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu"):
+    from corpus.layout import Layout, default_data_dir
+    from corpus.tokenizer import load_token_bytes
+    from loaders.stream import open_split
+    from training.checkpoint import load_checkpoint
+    from training.config import TrainConfig
+    from train import build_model
+
+    payload = load_checkpoint(ckpt_path)
+    cfg = TrainConfig(**payload["config"])
+    dd = data_dir or cfg.data_dir or default_data_dir()
+    model = build_model(cfg, device, meta=False)
+    model.load_state_dict(payload["model"])
+    stream = open_split(dd, cfg.source, "val")
+    tb = load_token_bytes(Layout(dd, cfg.source).tokenizer)
+    stats = row_statistics(model, stream, tb, cfg.eval_batches, cfg.eval_rows, cfg.context + 1, device,
+                           autocast=torch.device(device).type == "cuda", buffer=cfg.buffer)
+    return stats, cfg
+
+
+def main(argv=None):
+    from corpus.atomic import sha256_file
+    from corpus.errors import DataError
+
+    ap = argparse.ArgumentParser(prog="python -m eval.official", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("checkpoint")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--out", default=None, help="write per-row sufficient statistics (parquet) here")
+    a = ap.parse_args(argv)
+    try:
+        stats, cfg = evaluate_checkpoint(a.checkpoint, a.data_dir, a.device)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    s = scores(stats)
+    print(f"{a.checkpoint}: BPB {s['bpb']:.8f}  CE {s['ce']:.8f}  perplexity {s['perplexity']:.5f}  "
+          f"targets {len(stats['nats']) * cfg.context:,}  fingerprint {stats['fingerprint'][:16]}")
+    if a.out:
+        write_stats(a.out, stats, {"checkpoint_sha256": sha256_file(a.checkpoint)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""The main job on the built-in offline corpus, every stage in order.
+
+  ./run.sh main [--data-dir DIR] [--out runs/main] [--stages prepare,audit,train,eval]
+
+prepare  offline corpus (this Python's standard library) -> tokenizer (vocab 8192)
+         -> pre-tokenized shards -> length census
+audit    the four packers replayed on lengths at a budget scaled to the corpus
+train    the six tiny configs (baseline / random_crop / segmented x seeds 43, 44) on CPU,
+         each ending with its official score, and the section 5.3-style table
+Each stage prints where it reads and writes; results land under --out.
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+STAGES = ("prepare", "audit", "train")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
+    ap.add_argument("--out", default="runs/main", help="results folder (default runs/main)")
+    ap.add_argument("--stages", default=",".join(STAGES), help=f"comma list of {', '.join(STAGES)}")
+    args = ap.parse_args(argv)
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    bad = [s for s in stages if s not in STAGES]
+    if bad:
+        print(f"error: unknown stage(s) {', '.join(bad)}; choose from {', '.join(STAGES)}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    t0 = time.time()
+    dd = ["--data-dir", args.data_dir] if args.data_dir else []
+    if "prepare" in stages:
+        print("== stage: prepare (offline corpus)", flush=True)
+        import prepare
+
+        rc = prepare.main(["--source", "stdlib", *dd])
+        if rc:
+            return rc
+    if "audit" in stages:
+        print("\n== stage: audit (four packers, scaled budget)", flush=True)
+        from audit.__main__ import main as audit_main
+
+        rc = audit_main(["--source", "stdlib", *dd, "--out", str(out / "audit")])
+        if rc:
+            return rc
+    if "train" in stages:
+        print("\n== stage: train (six tiny configs on CPU)", flush=True)
+        from protocols.run_six import main as run_six
+
+        rc = run_six(["--preset", "tiny", *dd, "--out", str(out / "train")])
+        if rc:
+            return rc
+    print(f"\nmain job done in {time.time() - t0:.0f}s; results under {out}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""The training core: the supplied model and optimizer on one of the four packers.
+
+  python train.py --config protocols/configs/paper/baseline_s43.json --dry-run
+  python train.py --config CONFIG.json [key=value ...] [--out DIR] [--resume]
+  torchrun --nproc_per_node=N train.py --config CONFIG.json        # DDP (NCCL / Gloo)
+
+Overrides are key=value pairs over the config's keys (an unknown key is an error). A
+run writes to --out: train_log.jsonl (one line per update), checkpoints (atomic, verified,
+see training/checkpoint.py), summary.json with the official score (eval/official.py) and
+row-level sufficient statistics. --resume continues from the newest good checkpoint and
+gives bitwise the parameters of an uninterrupted run on CPU.
+"""
+import argparse
+import json
+import math
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from corpus.errors import DataError
+from training.config import TrainConfig, resolve_config
+from training.model import GPT, ModelConfig
+
+H100_BF16_PEAK = 989e12  # dense bf16 FLOP/s, for MFU on CUDA
+
+
+def model_config(cfg: TrainConfig) -> ModelConfig:
+    return ModelConfig(sequence_len=cfg.context, vocab_size=cfg.vocab, n_layer=cfg.depth, n_embd=cfg.width,
+                       n_head=cfg.heads, n_kv_head=cfg.kv_heads, window_pattern=cfg.window_pattern,
+                       short_window=cfg.short_window)
+
+
+def resolve_device(cfg):
+    if cfg.device != "auto":
+        return cfg.device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def build_model(cfg: TrainConfig, device, meta=False, seed=None):
+    mc = model_config(cfg)
+    if meta:
+        with torch.device("meta"):
+            return GPT(mc)
+    if seed is not None:
+        torch.manual_seed(seed)
+        if torch.cuda.is_available():
+            torch.cuda.manual_seed(seed)
+    dev = torch.device(device)
+    model = GPT(mc, use_flex=dev.type == "cuda").to(dev)
+    model.init_weights()
+    if _bf16(cfg, device):
+        model.embeddings_to_bf16()
+    return model
+
+
+def _bf16(cfg, device):
+    return cfg.bf16 == "on" or (cfg.bf16 == "auto" and torch.device(device).type == "cuda")
+
+
+def dry_run(cfg: TrainConfig):
+    m = build_model(cfg, "meta", meta=True)
+    n = sum(p.numel() for p in m.parameters())
+    fpt = m.flops_per_token()
+    targets = cfg.updates * cfg.targets_per_update
+    info = {"parameters": n, "flops_per_token": fpt, "targets": targets, "updates": cfg.updates,
+            "flops_per_run": fpt * targets, "config": cfg.to_dict()}
+    print(json.dumps(cfg.to_dict(), indent=2))
+    print(f"parameters      {n:,}")
+    print(f"FLOPs per token {fpt:,}")
+    print(f"planned targets {targets:,} = {cfg.updates} updates x {cfg.targets_per_update:,}")
+    print(f"FLOPs per run   {fpt * targets:.6g}")
+    return info
+
+
+def dist_setup():
+    if "RANK" not in os.environ:
+        return 0, 1, 0
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend=backend)
+    return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0))
+
+
+def peak_memory_mib(device):
+    if torch.device(device).type == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
+    """Train cfg.updates updates (or stop_after of them, to simulate an interruption)."""
+    from tqdm import tqdm
+
+    from corpus.atomic import atomic_write_json
+    from corpus.layout import Layout, default_data_dir
+    from corpus.tokenizer import load_token_bytes
+    from eval.official import row_statistics, scores, write_stats
+    from loaders.batches import MicrobatchLoader
+    from loaders.packers import Packer
+    from loaders.stream import open_split
+    from training.checkpoint import code_sha256, newest_good_checkpoint, rng_states, save_checkpoint, set_rng_states
+    from training.optim import apply_schedules, build_optimizers
+
+    t_start = time.time()
+    rank, world, local_rank = dist_setup()
+    device = resolve_device(cfg)
+    if device == "cuda":
+        device = f"cuda:{local_rank}"
+        torch.cuda.set_device(local_rank)
+    if cfg.accum % world:
+        raise DataError(f"accum={cfg.accum} must be a multiple of the world size {world}")
+    accum_local = cfg.accum // world
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data_dir = cfg.data_dir or str(default_data_dir())
+    lay = Layout(data_dir, cfg.source)
+    if lay.prepared()["vocab_size"] != cfg.vocab:
+        raise DataError(f"config vocab {cfg.vocab} != prepared tokenizer vocab {lay.prepared()['vocab_size']}")
+    R = cfg.context + 1
+    stream = open_split(data_dir, cfg.source, "train")
+    loader = MicrobatchLoader(Packer(stream, cfg.loader, R, cfg.buffer, seed=cfg.random_span_seed), cfg.micro_rows,
+                              rank=rank, world=world, device=device, prefetch=cfg.prefetch)
+    model = build_model(cfg, device, seed=cfg.seed)
+    adamw, muon = build_optimizers(model, cfg.muon_lr, cfg.weight_decay)
+    autocast = _bf16(cfg, device)
+    fwd = torch.compile(model) if (cfg.compile == "on" or (cfg.compile == "auto" and "cuda" in device)) else model
+    step = 0
+    if resume:
+        path, payload = newest_good_checkpoint(out, log=log)
+        if payload is not None:
+            model.load_state_dict(payload["model"])
+            adamw.load_state_dict(payload["adamw"])
+            muon.load_state_dict(payload["muon"])
+            loader.load_state_dict(payload["loader"][rank] if isinstance(payload["loader"], list) else payload["loader"])
+            set_rng_states(payload["rng"])
+            step = payload["step"]
+            log(f"resumed from {path} at update {step}")
+        else:
+            log("no checkpoint to resume from; starting fresh")
+    log_path = out / "train_log.jsonl"
+    if step == 0 and rank == 0:
+        log_path.write_text("")
+    fpt = model.flops_per_token()
+    tokens_per_update = cfg.targets_per_update
+    end = cfg.updates if stop_after is None else min(cfg.updates, stop_after)
+    bar = tqdm(total=cfg.updates, initial=step, desc=cfg.name, unit="upd", disable=rank != 0)
+    t_train = 0.0
+    loss_val = float("nan")
+
+    def checkpoint(at):
+        states = [loader.state_dict()]
+        if world > 1:
+            gathered = [None] * world
+            dist.all_gather_object(gathered, states[0])
+            states = gathered
+        if rank == 0:
+            save_checkpoint(out, at, {"model": model.state_dict(), "adamw": adamw.state_dict(), "muon": muon.state_dict(),
+                                      "loader": states if world > 1 else states[0], "rng": rng_states(), "step": at,
+                                      "config": cfg.to_dict(), "code_sha256": code_sha256()}, keep=cfg.keep_checkpoints)
+
+    while step < end:
+        t0 = time.time()
+        lr_mult = apply_schedules(adamw, muon, step, cfg.updates, cfg.weight_decay)
+        total = torch.zeros((), device=device, dtype=torch.float64)
+        for _ in range(accum_local):
+            x, y = next(loader)
+            with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=autocast):
+                loss = fwd(x, y)
+            (loss / cfg.accum).backward()
+            total += loss.detach().double()
+        if world > 1:
+            for p in model.parameters():
+                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+            dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        adamw.step()
+        muon.step()
+        model.zero_grad(set_to_none=True)
+        loss_val = total.item() / cfg.accum
+        if not math.isfinite(loss_val):
+            raise RuntimeError(f"loss became {loss_val} at update {step}")
+        if "cuda" in device:
+            torch.cuda.synchronize()
+        dt = time.time() - t0
+        t_train += dt
+        step += 1
+        tps = tokens_per_update / dt
+        post = {"loss": f"{loss_val:.4f}", "tok/s": f"{tps:,.0f}"}
+        if "cuda" in device:
+            post["mfu"] = f"{100 * fpt * tps / (H100_BF16_PEAK * world):.1f}%"
+        bar.set_postfix(post)
+        bar.update(1)
+        if rank == 0:
+            with open(log_path, "a") as f:
+                f.write(json.dumps({"step": step, "loss": loss_val, "lr_mult": lr_mult,
+                                    "targets": step * tokens_per_update, "seconds": dt}) + "\n")
+        if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.updates:
+            checkpoint(step)
+    bar.close()
+    loader.close()
+    if step < cfg.updates:
+        return None
+    # official score at the end of the run
+    result = None
+    if rank == 0:
+        tb = load_token_bytes(lay.tokenizer)
+        val = open_split(data_dir, cfg.source, "val")
+        t_eval = time.time()
+        stats = row_statistics(model, val, tb, cfg.eval_batches, cfg.eval_rows, R, device, autocast, cfg.buffer)
+        sc = scores(stats)
+        from corpus.atomic import sha256_file
+
+        ckpt = out / f"ckpt_{cfg.updates:06d}.pt"
+        write_stats(out / "official_rows.parquet", stats, {"checkpoint_sha256": sha256_file(ckpt)})
+        result = {"name": cfg.name, "loader": cfg.loader, "seed": cfg.seed, "updates": cfg.updates,
+                  "targets": cfg.updates * tokens_per_update, "final_train_loss": loss_val,
+                  "official": {**sc, "eval_targets": cfg.eval_batches * cfg.eval_rows * cfg.context,
+                               "fingerprint": stats["fingerprint"], "seconds": time.time() - t_eval},
+                  "training_seconds": t_train, "total_seconds": time.time() - t_start,
+                  "peak_memory_mib": peak_memory_mib(device), "parameters": sum(p.numel() for p in model.parameters()),
+                  "flops_per_token": fpt, "world_size": world, "device": device, "config": cfg.to_dict()}
+        atomic_write_json(out / "summary.json", result)
+    if world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+    return result
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", help="JSON config (keys: see training/config.py TrainConfig)")
+    ap.add_argument("overrides", nargs="*", help="key=value overrides, e.g. updates=20 seed=44 loader=lossless")
+    ap.add_argument("--out", default=None, help="run folder (default runs/<name>)")
+    ap.add_argument("--dry-run", action="store_true", help="print config, parameters, FLOPs and planned targets; touch no data")
+    ap.add_argument("--resume", action="store_true", help="continue from the newest good checkpoint in --out")
+    a = ap.parse_args(argv)
+    try:
+        cfg = resolve_config(a.config, a.overrides)
+        if a.dry_run:
+            dry_run(cfg)
+            return 0
+        res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if res:
+        o = res["official"]
+        print(f"{res['name']}: official BPB {o['bpb']:.6f}  CE {o['ce']:.6f}  perplexity {o['perplexity']:.4f}  "
+              f"train {res['training_seconds']:.1f}s  total {res['total_seconds']:.1f}s  peak {res['peak_memory_mib']:.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

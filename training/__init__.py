@@ -1,0 +1,1 @@
+"""The training core's parts: model, optimizer, config, checkpoints (train.py drives them)."""
