@@ -140,8 +140,6 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
             set_rng_states(payload["rng"])
             step = payload["step"]
             log(f"resumed from {path} at update {step}")
-        else:
-            log("no checkpoint to resume from; starting fresh")
     log_path = out / "train_log.jsonl"
     if step == 0 and rank == 0:
         log_path.write_text("")
