@@ -92,6 +92,12 @@ class DocumentStream:
         s.shard_index, s.shard_row = which, local
         return s
 
+    def locations(self):
+        """(array index, start offset) of every document as Python lists (fast per-event lookups)."""
+        if getattr(self, "_loc", None) is None:
+            self._loc = (self.tokens[1].tolist(), self.tokens[2].tolist())
+        return self._loc
+
     def doc_tokens(self, i) -> np.ndarray:
         if self.tokens is None:
             raise DataError(f"{self.name}: a length-only stream has no tokens")
