@@ -129,3 +129,34 @@ def test_no_network_fails_at_once_naming_the_offline_corpus(tmp_path):
     with pytest.raises(DataError) as e:
         download_file("http://127.0.0.1:9/shard_00000.parquet", tmp_path / "shard_00000.parquet", backoff=5)
     assert "--source stdlib" in str(e.value)
+
+
+def test_prepare_climbmix_end_to_end_from_a_local_server(tmp_path):
+    """prepare.py --source climbmix against 127.0.0.1: download (with faults), tokenizer, tokens, census."""
+    import random
+
+    import prepare
+
+    rng = random.Random(0)
+    words = ["alpha", "beta", "gamma", "delta", "packing", "buffer", "source", "token", "row", "crop", "über", "naïve"]
+
+    def doc():
+        return " ".join(rng.choice(words) + str(rng.randint(0, 99)) for _ in range(rng.randint(5, 200)))
+
+    files = {n: _parquet_bytes([doc() for _ in range(300)]) for n in ("shard_00000.parquet", "shard_00001.parquet",
+                                                                      "shard_06542.parquet")}
+    srv = FaultyServer(files, {"shard_00001.parquet": ["cut"], "shard_06542.parquet": ["500"]})
+    try:
+        args = ["--source", "climbmix", "-n", "2", "--data-dir", str(tmp_path), "--base-url", srv.url,
+                "--vocab-size", "300"]
+        assert prepare.main(args) == 0
+        assert prepare.main(args) == 0  # second run: nothing to do, no new requests
+    finally:
+        srv.close()
+    assert len(srv.requests) == 5
+    from corpus.layout import Layout
+
+    rec = Layout(tmp_path, "climbmix").prepared()
+    assert rec["train_shards"] == ["shard_00000.parquet", "shard_00001.parquet"] and rec["val_shard"] == "shard_06542.parquet"
+    hist = (tmp_path / "climbmix" / "census" / "train_length_histogram.csv").read_text().splitlines()
+    assert hist[0] == "length,count" and sum(int(x.split(",")[1]) for x in hist[1:]) == 600
