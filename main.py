@@ -8,6 +8,9 @@ prepare  offline corpus (this Python's standard library) -> tokenizer (vocab 819
 audit    the four packers replayed on lengths at a budget scaled to the corpus
 train    the six tiny configs (baseline / random_crop / segmented x seeds 43, 44) on CPU,
          each ending with its official score, and the section 5.3-style table
+eval     source windows, position bins and paired bootstraps on two populations, the
+         confirmation score and prefix rankings of the six checkpoints, then the
+         numpy checkers recompute every number from the evidence files
 Each stage prints where it reads and writes; results land under --out.
 """
 import argparse
@@ -15,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-STAGES = ("prepare", "audit", "train")
+STAGES = ("prepare", "audit", "train", "eval")
 
 
 def main(argv=None):
@@ -53,6 +56,19 @@ def main(argv=None):
         rc = run_six(["--preset", "tiny", *dd, "--out", str(out / "train")])
         if rc:
             return rc
+    if "eval" in stages:
+        print("\n== stage: eval (windows, bins, bootstrap, confirmation, rankings)", flush=True)
+        from eval.__main__ import main as eval_main
+
+        rc = eval_main(["--runs", str(out / "train"), *dd, "--out", str(out / "eval")])
+        if rc:
+            return rc
+        import subprocess
+
+        for chk in ("verify_window_evidence.py", "verify_evaluation_summary.py"):
+            rc = subprocess.call([sys.executable, str(Path(__file__).parent / "checkers" / chk), str(out / "eval")])
+            if rc:
+                return rc
     print(f"\nmain job done in {time.time() - t0:.0f}s; results under {out}/")
     return 0
 

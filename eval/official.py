@@ -21,26 +21,20 @@ from loaders.packers import Packer
 
 def row_statistics(model, stream, token_bytes, batches, rows, R, device, autocast=False, buffer=1000):
     """Per-row (nats, bytes, count) over the official stream, and its fingerprint."""
+    from eval.scoring import score_rows
+
     packer = Packer(stream, "original", R, buffer)
-    tb = torch.as_tensor(token_bytes, dtype=torch.int64, device=device)
     nats, nbytes, count = [], [], []
     h = hashlib.sha256()
-    model.eval()
-    with torch.no_grad():
-        for _ in range(batches):
-            toks, _ = packer.next_rows(rows)
-            h.update(toks.astype(np.int64).tobytes())
-            t = torch.from_numpy(toks).to(device)
-            x, y = t[:, :-1], t[:, 1:]
-            with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=autocast):
-                loss = model(x, y, reduction="none").view(y.shape).double()
-            b = tb[y]
-            mask = b > 0
-            nats.append((loss * mask).sum(1).cpu())
-            nbytes.append(b.sum(1).cpu())
-            count.append(mask.sum(1).cpu())
-    return {"nats": torch.cat(nats).numpy(), "bytes": torch.cat(nbytes).numpy(),
-            "count": torch.cat(count).numpy(), "fingerprint": h.hexdigest()}
+    for _ in range(batches):
+        toks, _ = packer.next_rows(rows)
+        h.update(toks.astype(np.int64).tobytes())
+        n, b, c = score_rows(model, toks[:, :-1], toks[:, 1:], token_bytes, [0, R - 1], device, autocast)
+        nats.append(n[:, 0])
+        nbytes.append(b[:, 0])
+        count.append(c[:, 0])
+    return {"nats": np.concatenate(nats), "bytes": np.concatenate(nbytes), "count": np.concatenate(count),
+            "fingerprint": h.hexdigest()}
 
 
 def scores(stats) -> dict:

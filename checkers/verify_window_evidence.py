@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Recompute every number of the source-window tables from the evidence file alone (numpy only).
+
+  python checkers/verify_window_evidence.py runs/main/eval            # every window_summary_*.json there
+  python checkers/verify_window_evidence.py SUMMARY.json EVIDENCE.npz
+
+Checks, per cell (stratum x condition x seed): beginning and tail BPB deltas, the
+interaction, the exploratory 95% and the Bonferroni-adjusted bootstrap intervals (same
+generator, seed and draw order as stated in the evidence), the position-bin
+contributions, that the bins add up to the window delta within 1e-7, and that bytes and
+counted targets are whole non-negative numbers. Prints one line per check; exits 1 on
+any difference beyond the tolerance.
+"""
+import glob
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+TOL = 1e-9
+BIN_TOL = 1e-7
+
+
+def recompute(ev, p):
+    rng = np.random.default_rng(p["seed"])
+    contrasts = {tuple(c) for c in p["contrasts"]}
+    m = len(p["contrasts"])
+    kind, src, strat = ev["kind"], ev["source_index"], ev["stratum"]
+    out = []
+    for k in p["strata"]:
+        sel_b = np.flatnonzero((kind == 0) & (strat == k))
+        sel_t = np.flatnonzero((kind == 1) & (strat == k))
+        tails = {int(src[i]): i for i in sel_t}
+        pairs = sorted((int(src[i]), i, tails[int(src[i])]) for i in sel_b if int(src[i]) in tails)
+        if not pairs:
+            continue
+        bi = np.array([b for _, b, _ in pairs])
+        ti = np.array([t for _, _, t in pairs])
+        n = len(pairs)
+        for cond in p["conditions"]:
+            for s in p["seeds"]:
+                c, base = ev[f"{cond}_s{s}_nats"], ev[f"{p['baseline']}_s{s}_nats"]
+                db = c[bi].sum(1) - base[bi].sum(1)
+                dt = c[ti].sum(1) - base[ti].sum(1)
+                bb, bt = ev["bytes"][bi].sum(1), ev["bytes"][ti].sum(1)
+                begin = db.sum() / (math.log(2) * bb.sum())
+                tail = dt.sum() / (math.log(2) * bt.sum())
+                idx = rng.integers(0, n, size=(p["replicates"], n))
+                rep = dt[idx].sum(1) / (math.log(2) * bt[idx].sum(1)) - db[idx].sum(1) / (math.log(2) * bb[idx].sum(1))
+                cell = {"key": (k, cond, s), "sources": n, "begin_delta": begin, "tail_delta": tail,
+                        "interaction": tail - begin, "interval95": np.quantile(rep, [0.025, 0.975]),
+                        "begin_bins": (c[bi] - base[bi]).sum(0) / (math.log(2) * bb.sum()),
+                        "tail_bins": (c[ti] - base[ti]).sum(0) / (math.log(2) * bt.sum())}
+                if (k, cond, s) in contrasts:
+                    q = p["alpha"] / (2 * m)
+                    cell["interval_adjusted"] = np.quantile(rep, [q, 1 - q])
+                out.append(cell)
+    return out
+
+
+def verify(summary_path, evidence_path):
+    with open(summary_path) as f:
+        summary = json.load(f)
+    z = np.load(evidence_path)
+    ev = {k: z[k] for k in z.files if k != "meta"}
+    p = json.loads(str(z["meta"]))
+    ok = True
+
+    def check(name, good):
+        nonlocal ok
+        ok &= bool(good)
+        print(f"{'PASS' if good else 'FAIL'}  {name}")
+
+    check(f"{os.path.basename(summary_path)}: evidence parameters equal the summary's",
+          json.dumps(p, sort_keys=True) == json.dumps(summary["params"], sort_keys=True))
+    check("bytes and counts are whole and non-negative",
+          ev["bytes"].dtype.kind in "iu" and ev["count"].dtype.kind in "iu" and ev["bytes"].min() >= 0 and ev["count"].min() >= 0)
+    cells = recompute(ev, p)
+    saved = {(c["stratum"], c["condition"], c["seed"]): c for c in summary["cells"]}
+    check(f"{len(cells)} cells recomputed, {len(saved)} saved", len(cells) == len(saved))
+    worst, bins_ok = 0.0, True
+    for c in cells:
+        s = saved.get(c["key"])
+        if s is None:
+            check(f"cell {c['key']} present in the summary", False)
+            continue
+        for f in ("begin_delta", "tail_delta", "interaction"):
+            worst = max(worst, abs(s[f] - c[f]))
+        for f in ("interval95", "interval_adjusted", "begin_bins", "tail_bins"):
+            if f in c:
+                worst = max(worst, float(np.max(np.abs(np.asarray(s.get(f, [np.inf])) - c[f]))))
+        bins_ok &= abs(c["tail_bins"].sum() - c["tail_delta"]) < BIN_TOL and abs(c["begin_bins"].sum() - c["begin_delta"]) < BIN_TOL
+        bins_ok &= ("interval_adjusted" in c) == bool(s.get("declared"))
+    check(f"deltas, interactions, intervals and bin contributions agree (largest difference {worst:.2e} <= {TOL})", worst <= TOL)
+    check(f"position bins add up to the window deltas within {BIN_TOL} and declared contrasts match", bins_ok)
+    return ok
+
+
+def main(argv=None):
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) == 1 and os.path.isdir(args[0]):
+        pairs = [(s, s.replace("window_summary_", "window_evidence_").replace(".json", ".npz"))
+                 for s in sorted(glob.glob(os.path.join(args[0], "window_summary_*.json")))]
+    elif len(args) == 2:
+        pairs = [tuple(args)]
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    if not pairs:
+        print(f"error: no window_summary_*.json in {args[0]}", file=sys.stderr)
+        return 2
+    results = [verify(s, e) for s, e in pairs]
+    print(f"{sum(results)} passed, {len(results) - sum(results)} failed (summaries)")
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Evaluate finished training runs: source windows, confirmation, comparisons, rankings.
+
+  python -m eval --runs runs/main/train [--data-dir DIR] [--out runs/main/eval]
+
+For every run folder under --runs (summary.json + final checkpoint):
+  windows_dev.parquet, windows_conf.parquet   per-window, per-bin sufficient statistics
+  confirmation_rows.parquet                   official-style score of the confirmation stream
+Then, across runs: window comparisons (5.5), the confirmation table (5.4), prefix rankings
+(5.6), each as JSON + Markdown, plus evidence files (.npz) that the numpy checkers
+verify offline. Populations: validation rows 0:38016 (dev) and 49152:84992 (conf) for
+climbmix; the two halves of the validation shard for the offline corpus.
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from corpus.errors import DataError
+
+CONDITION_OF = {"original": "baseline", "random_span": "random_crop", "segment_first": "segmented", "lossless": "lossless"}
+PAPER_CONF_TARGETS = 10_485_760
+
+
+def populations(source, n_val):
+    from eval.windows import POPULATIONS
+
+    if source == "climbmix":
+        return {k: dict(v) for k, v in POPULATIONS.items()}
+    half = n_val // 2
+    return {"dev": {"rows": (0, half), "seed": POPULATIONS["dev"]["seed"]},
+            "conf": {"rows": (half, n_val), "seed": POPULATIONS["conf"]["seed"]}}
+
+
+def write_window_stats(path, win, stats, meta):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from corpus.atomic import atomic_write_bytes
+
+    cols = {k: win[k] for k in ("source_index", "source_row", "source_len", "stratum", "kind")}
+    nb = stats["nats"].shape[1]
+    for b in range(nb):
+        cols[f"nats_{b}"], cols[f"bytes_{b}"], cols[f"count_{b}"] = stats["nats"][:, b], stats["bytes"][:, b], stats["count"][:, b]
+    t = pa.table(cols).replace_schema_metadata({k: str(v) for k, v in {**meta, "bins": nb}.items()})
+    sink = pa.BufferOutputStream()
+    pq.write_table(t, sink)
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+def find_runs(runs_dir):
+    out = []
+    for s in sorted(Path(runs_dir).glob("*/summary.json")):
+        res = json.loads(s.read_text())
+        ckpt = s.parent / f"ckpt_{res['updates']:06d}.pt"
+        if ckpt.exists():
+            out.append((s.parent, res, ckpt))
+    if not out:
+        raise DataError(f"{runs_dir}: no finished runs (folders with summary.json and their final checkpoint)")
+    return out
+
+
+def main(argv=None):
+    from tqdm import tqdm
+
+    from corpus.atomic import atomic_write_json, atomic_write_text, sha256_file
+    from corpus.layout import Layout, default_data_dir
+    from corpus.tokenizer import load_token_bytes
+    from eval.compare import compare_windows, window_table_md, write_evidence
+    from eval.confirmation import find_duplicates
+    from eval.official import row_statistics, scores, write_stats
+    from eval.rankings import prefix_rows, rankings, rankings_md
+    from eval.windows import WindowSpec, build_windows, counts_per_stratum, score_windows
+    from loaders.stream import open_split
+    from train import build_model
+    from training.checkpoint import load_checkpoint
+    from training.config import TrainConfig
+
+    ap = argparse.ArgumentParser(prog="python -m eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", required=True, help="folder of run folders (e.g. runs/main/train)")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--out", default=None, help="results folder (default: <runs>/../eval)")
+    ap.add_argument("--replicates", type=int, default=10000, help="bootstrap replicates (default 10000)")
+    ap.add_argument("--per-stratum", type=int, default=None,
+                    help="sources sampled per stratum (default 256 for climbmix as the paper; 64 for the offline "
+                         "corpus, whose CPU scoring with an 8192-token head costs about 10 ms per window)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    a = ap.parse_args(argv)
+    t0 = time.time()
+    try:
+        runs = find_runs(a.runs)
+        cfg0 = TrainConfig(**runs[0][1]["config"])
+        dd = a.data_dir or cfg0.data_dir or str(default_data_dir())
+        lay = Layout(dd, cfg0.source)
+        tb = load_token_bytes(lay.tokenizer)
+        n_val = len(open_split(dd, cfg0.source, "val").lengths)
+        pops = populations(cfg0.source, n_val)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = Path(a.out or Path(a.runs).parent / "eval")
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"evaluating {len(runs)} runs from {a.runs} -> {out}")
+    dups = find_duplicates(dd, cfg0.source, pops["conf"]["rows"])
+    print(f"confirmation rows {pops['conf']['rows'][0]}:{pops['conf']['rows'][1]}: {len(dups)} exact duplicates excluded")
+    streams = {p: open_split(dd, cfg0.source, "val", row_range=v["rows"], exclude=[r for r, _ in dups] if p == "conf" else ())
+               for p, v in pops.items()}
+    per = a.per_stratum or (256 if cfg0.source == "climbmix" else 64)
+    specs = {p: WindowSpec.for_context(cfg0.context, v["seed"], per) for p, v in pops.items()}
+    wins = {p: build_windows(streams[p], specs[p]) for p in pops}
+    conf_targets = PAPER_CONF_TARGETS if cfg0.source == "climbmix" else cfg0.eval_batches * cfg0.eval_rows * cfg0.context // 2
+    conf_batches = max(1, conf_targets // (cfg0.eval_rows * cfg0.context))
+    conf_rows = {}
+    for run_dir, res, ckpt in tqdm(runs, desc="checkpoints"):
+        cfg = TrainConfig(**res["config"])
+        if cfg.context != cfg0.context or cfg.source != cfg0.source:
+            print(f"error: {run_dir}: runs differ in context or corpus", file=sys.stderr)
+            return 2
+        payload = load_checkpoint(ckpt)
+        model = build_model(cfg, a.device)
+        model.load_state_dict(payload["model"])
+        cond = CONDITION_OF[cfg.loader]
+        sha = sha256_file(ckpt)
+        ac = torch.device(a.device).type == "cuda"
+        ed = out / run_dir.name
+        ed.mkdir(exist_ok=True)
+        for p in pops:
+            st = score_windows(model, wins[p], tb, specs[p], a.device, ac)
+            write_window_stats(ed / f"windows_{p}.parquet", wins[p], st, {
+                "condition": cond, "seed": cfg.seed, "checkpoint_sha256": sha, "fingerprint": wins[p]["fingerprint"],
+                "population": p, "rows": pops[p]["rows"], "spec": json.dumps(specs[p].to_dict())})
+        cs = row_statistics(model, streams["conf"], tb, conf_batches, cfg.eval_rows, cfg.context + 1, a.device, ac, cfg.buffer)
+        write_stats(ed / "confirmation_rows.parquet", cs, {"checkpoint_sha256": sha, "condition": cond, "seed": cfg.seed})
+        conf_rows[(cond, cfg.seed)] = {**scores(cs), "fingerprint": cs["fingerprint"]}
+    report = [f"# Evaluation of {len(runs)} checkpoints", ""]
+    # 5.5 source windows, both populations
+    summaries = {}
+    for p in pops:
+        paths = [out / r[0].name / f"windows_{p}.parquet" for r in runs]
+        summary, ev = compare_windows(paths, replicates=a.replicates)
+        summary["per_stratum"] = counts_per_stratum(wins[p], specs[p])
+        summary["duplicates_excluded"] = [{"row": r, "duplicate_of": w} for r, w in dups] if p == "conf" else []
+        atomic_write_json(out / f"window_summary_{p}.json", summary)
+        write_evidence(out / f"window_evidence_{p}.npz", ev, summary)
+        summaries[p] = summary
+        report += [f"## Source windows: {p} (rows {pops[p]['rows'][0]}:{pops[p]['rows'][1]}, seed {pops[p]['seed']})", "",
+                   "| stratum | sources | tail windows |", "|---|---:|---:|"]
+        report += [f"| {c['stratum']} | {c['sources']} | {c['tail_windows']} |" for c in summary["per_stratum"]]
+        report += ["", window_table_md(summary)]
+    # 5.4 confirmation
+    report += ["## Official-style confirmation score", "",
+               f"{conf_batches * cfg0.eval_rows * cfg0.context:,} targets; {len(dups)} exact duplicates excluded.", "",
+               "| Condition | Seed | BPB | Delta vs same-seed control | CE | Perplexity |", "|---|---:|---:|---:|---:|---:|"]
+    for (cond, seed), s in sorted(conf_rows.items(), key=lambda kv: (kv[0][1], kv[0][0] != "baseline", kv[0][0])):
+        base = conf_rows.get(("baseline", seed))
+        d = s["bpb"] - base["bpb"] if base else float("nan")
+        report.append(f"| {cond} | {seed} | {s['bpb']:.8f} | {d:+.8f} | {s['ce']:.8f} | {s['perplexity']:.5f} |")
+    fps = {s["fingerprint"] for s in conf_rows.values()}
+    report += ["", f"Input/target fingerprint: {'one for all checkpoints: ' + next(iter(fps)) if len(fps) == 1 else 'DIFFERS'}", ""]
+    atomic_write_json(out / "confirmation.json", {"rows": pops["conf"]["rows"], "duplicates": dups, "targets":
+                      conf_batches * cfg0.eval_rows * cfg0.context,
+                      "scores": [{"condition": c, "seed": s, **v} for (c, s), v in conf_rows.items()]})
+    # 5.6 rankings on the official stream (seed 43 checkpoints, as the paper)
+    import pyarrow.parquet as pq
+
+    names, nats, nbytes = [], [], []
+    for run_dir, res, _ in runs:
+        t = pq.read_table(run_dir / "official_rows.parquet")
+        names.append(run_dir.name)
+        nats.append(t.column("nats").to_numpy())
+        nbytes.append(t.column("bytes").to_numpy())
+    nats, nbytes = np.stack(nats), np.stack(nbytes)
+    ref = next((n for n in names if n.startswith("baseline")), names[0])
+    pre = prefix_rows(nats.shape[1], cfg0.context)
+    rk = rankings(nats, nbytes, names, ref, pre)
+    atomic_write_json(out / "rankings.json", rk)
+    import io
+
+    from corpus.atomic import atomic_write_bytes
+
+    buf = io.BytesIO()
+    np.savez(buf, nats=nats, bytes=nbytes, names=np.asarray(names), reference=np.asarray(ref), prefixes=np.asarray(pre))
+    atomic_write_bytes(out / "ranking_evidence.npz", buf.getvalue())
+    report += ["## Rankings on the official stream at prefixes", "", rankings_md(rk, cfg0.context)]
+    atomic_write_text(out / "report.md", "\n".join(report))
+    print("\n".join(report))
+    print(f"wrote {out}/report.md, window_summary_*.json, confirmation.json, rankings.json and evidence files "
+          f"({time.time() - t0:.0f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
