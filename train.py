@@ -96,7 +96,7 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
     """Train cfg.updates updates (or stop_after of them, to simulate an interruption)."""
     from tqdm import tqdm
 
-    from corpus.atomic import atomic_write_json
+    from corpus.atomic import atomic_write_json, atomic_write_text
     from corpus.layout import Layout, default_data_dir
     from corpus.tokenizer import load_token_bytes
     from eval.official import row_statistics, scores, write_stats
@@ -141,8 +141,10 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
             step = payload["step"]
             log(f"resumed from {path} at update {step}")
     log_path = out / "train_log.jsonl"
-    if step == 0 and rank == 0:
-        log_path.write_text("")
+    if rank == 0:  # keep the log lines up to the resumed update: an interrupted run may have logged past it
+        kept = [ln for ln in (log_path.read_text().splitlines() if (step and log_path.exists()) else [])
+                if json.loads(ln)["step"] <= step]
+        atomic_write_text(log_path, "".join(ln + "\n" for ln in kept))
     fpt = model.flops_per_token()
     tokens_per_update = cfg.targets_per_update
     end = cfg.updates if stop_after is None else min(cfg.updates, stop_after)

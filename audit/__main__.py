@@ -21,6 +21,7 @@ from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, Replay, first_long_e
 from corpus.errors import DataError
 from loaders.core import PACKERS
 
+OFFICIAL_TARGETS = 160 * 64 * 2048  # 20,971,520
 PAPER_TOKEN_FRACTION = PAPER_TARGETS / 631_241_817  # the paper's budget as a share of its corpus
 
 
@@ -31,6 +32,9 @@ def parse_args(argv=None):
     src.add_argument("--source", choices=["stdlib", "climbmix"], default="stdlib", help="prepared corpus (default stdlib)")
     src.add_argument("--synthetic", action="store_true", help="audit the paper-shaped synthetic census stream instead")
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
+    ap.add_argument("--split", choices=["train", "val"], default="train",
+                    help="train: the eligible training corpus (default); val: the official development stream, "
+                         "whose default budget is the official 20,971,520 targets (climbmix)")
     ap.add_argument("--packers", default="all", help=f"comma list of {', '.join(PACKERS)} or 'all'")
     b = ap.add_mutually_exclusive_group()
     b.add_argument("--updates", type=int, help="budget in optimizer updates of 524,288 targets")
@@ -57,13 +61,13 @@ def load_stream(args):
     from corpus.pretokenize import TokenShard
 
     lay = Layout(args.data_dir or default_data_dir(), args.source)
-    names = lay.shard_names("train")
+    names = lay.shard_names(args.split)
     lengths, refills = [], [0]
     for n in names:  # lengths only: the audit never touches tokens
         sh = TokenShard(lay.tokens, n)
         lengths.append(sh.lengths)
         refills.extend((refills[-1] + sh.refills[1:]).tolist())
-    return DocumentStream(np.concatenate(lengths), refills, name=f"{args.source}:train"), args.source
+    return DocumentStream(np.concatenate(lengths), refills, name=f"{args.source}:{args.split}"), args.source
 
 
 def budget(args, stream, R):
@@ -71,6 +75,8 @@ def budget(args, stream, R):
         return args.updates * TARGETS_PER_UPDATE, f"{args.updates} updates"
     if args.targets is not None:
         return args.targets, "--targets"
+    if args.split == "val" and args.source == "climbmix":
+        return OFFICIAL_TARGETS, "the official metric's 160 batches of 64 rows"
     if args.synthetic or args.source == "climbmix":
         return PAPER_TARGETS, "the paper's 953 updates"
     # scale: the same share of the corpus's tokens as the paper's budget, whole rows

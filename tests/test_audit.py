@@ -141,3 +141,15 @@ def test_first_long_emission_matches_full_replay(small_corpus):
     long_ev = rep.events[rep.events["source_len"] > 129]
     want = int(long_ev["target_offset"].min()) if len(long_ev) else None
     assert first_long_emission(s, 129, 40, max_rows=600) == want
+
+
+def test_audit_of_the_validation_stream(small_corpus, tmp_path):
+    rc = audit_main(["--data-dir", str(small_corpus), "--split", "val", "--packers", "original", "--targets",
+                     str(50 * 128), "--row-capacity", "129", "--buffer", "40", "--permutations", "0", "--out",
+                     str(tmp_path), "--no-csv"])
+    assert rc == 0
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["stream"].endswith(":val") and s["packers"]["original"]["emitted"] == 50 * 129
+    val = open_split(small_corpus, "stdlib", "val")
+    rep = Replay(DocumentStream(val.lengths, val.refills), "original", 50, 129, 40)
+    assert s["packers"]["original"]["selection_events"] == len(rep.events)

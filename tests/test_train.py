@@ -60,6 +60,8 @@ def test_resume_is_bitwise_identical(small_corpus, tmp_path, loader):
     b = load_checkpoint(tmp_path / "cut" / "ckpt_000008.pt")["model"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert full["official"] == {**resumed["official"], "seconds": full["official"]["seconds"]}
+    steps = [json.loads(x)["step"] for x in (tmp_path / "cut" / "train_log.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 9))  # the interrupted run's updates 4-5 are not logged twice
 
 
 def test_checkpoint_in_fresh_process_gives_same_official_score(small_corpus, tmp_path):
