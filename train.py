@@ -59,6 +59,12 @@ def build_model(cfg: TrainConfig, device, meta=False, seed=None):
     return model
 
 
+def maybe_compile(model, cfg, device):
+    """torch.compile on CUDA by default (flex attention needs it to be fast), eager on CPU."""
+    on = cfg.compile == "on" or (cfg.compile == "auto" and torch.device(device).type == "cuda")
+    return torch.compile(model) if on else model
+
+
 def _bf16(cfg, device):
     return cfg.bf16 == "on" or (cfg.bf16 == "auto" and torch.device(device).type == "cuda")
 
@@ -128,7 +134,7 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
     model = build_model(cfg, device, seed=cfg.seed)
     adamw, muon = build_optimizers(model, cfg.muon_lr, cfg.weight_decay)
     autocast = _bf16(cfg, device)
-    fwd = torch.compile(model) if (cfg.compile == "on" or (cfg.compile == "auto" and "cuda" in device)) else model
+    fwd = maybe_compile(model, cfg, device)
     step = 0
     if resume:
         path, payload = newest_good_checkpoint(out, log=log)
@@ -210,7 +216,7 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
         tb = load_token_bytes(lay.tokenizer)
         val = open_split(data_dir, cfg.source, "val")
         t_eval = time.time()
-        stats = row_statistics(model, val, tb, cfg.eval_batches, cfg.eval_rows, R, device, autocast, cfg.buffer)
+        stats = row_statistics(fwd, val, tb, cfg.eval_batches, cfg.eval_rows, R, device, autocast, cfg.buffer)
         sc = scores(stats)
         from corpus.atomic import sha256_file
 

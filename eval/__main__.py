@@ -75,7 +75,7 @@ def main(argv=None):
     from eval.rankings import prefix_rows, rankings, rankings_md
     from eval.windows import WindowSpec, build_windows, counts_per_stratum, score_windows
     from loaders.stream import open_split
-    from train import build_model
+    from train import build_model, maybe_compile
     from training.checkpoint import load_checkpoint
     from training.config import TrainConfig
 
@@ -122,6 +122,7 @@ def main(argv=None):
         payload = load_checkpoint(ckpt)
         model = build_model(cfg, a.device)
         model.load_state_dict(payload["model"])
+        model = maybe_compile(model, cfg, a.device)
         cond = CONDITION_OF[cfg.loader]
         sha = sha256_file(ckpt)
         ac = torch.device(a.device).type == "cuda"

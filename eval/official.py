@@ -62,7 +62,7 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu"):
     from loaders.stream import open_split
     from training.checkpoint import load_checkpoint
     from training.config import TrainConfig
-    from train import build_model
+    from train import build_model, maybe_compile
 
     payload = load_checkpoint(ckpt_path)
     cfg = TrainConfig(**payload["config"])
@@ -71,7 +71,7 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu"):
     model.load_state_dict(payload["model"])
     stream = open_split(dd, cfg.source, "val")
     tb = load_token_bytes(Layout(dd, cfg.source).tokenizer)
-    stats = row_statistics(model, stream, tb, cfg.eval_batches, cfg.eval_rows, cfg.context + 1, device,
+    stats = row_statistics(maybe_compile(model, cfg, device), stream, tb, cfg.eval_batches, cfg.eval_rows, cfg.context + 1, device,
                            autocast=torch.device(device).type == "cuda", buffer=cfg.buffer)
     return stats, cfg
 

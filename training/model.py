@@ -70,25 +70,31 @@ class AttentionBackend:
         self.use_flex = use_flex
         self._masks = {}
 
+    @torch.compiler.disable  # masks are built once per (T, window) outside any compiled graph
+    def mask(self, kind, T, window, device):
+        key = (kind, T, window, str(device))
+        if key not in self._masks:
+            if kind == "flex":
+                from torch.nn.attention.flex_attention import create_block_mask
+
+                def mod(b, h, qi, ki):
+                    return (qi >= ki) & (qi - ki <= window)
+
+                self._masks[key] = create_block_mask(mod, None, None, T, T, device=device)
+            else:
+                self._masks[key] = window_mask(T, window, device)
+        return self._masks[key]
+
     def __call__(self, q, k, v, window):
         # q, k, v: (B, H, T, D)
         T = q.shape[2]
         if window >= T - 1:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
         if self.use_flex and q.is_cuda:
-            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            from torch.nn.attention.flex_attention import flex_attention
 
-            key = ("flex", T, window, q.device)
-            if key not in self._masks:
-                def mod(b, h, qi, ki):
-                    return (qi >= ki) & (qi - ki <= window)
-
-                self._masks[key] = create_block_mask(mod, None, None, T, T, device=q.device)
-            return flex_attention(q, k, v, block_mask=self._masks[key])
-        key = ("dense", T, window, q.device)
-        if key not in self._masks:
-            self._masks[key] = window_mask(T, window, q.device)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=self._masks[key])
+            return flex_attention(q, k, v, block_mask=self.mask("flex", T, window, q.device))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask("dense", T, window, q.device))
 
 
 class Attention(nn.Module):
