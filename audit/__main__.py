@@ -100,7 +100,7 @@ def write_events(rep, out: Path, csv: bool):
     if csv:
         names = list(ev.dtype.names)
         arr = np.stack([ev[f].astype(np.int64) for f in names], axis=1)
-        lines = [",".join(names).replace("kind", "kind")]
+        lines = [",".join(names)]
         kinds = np.asarray(KIND_NAMES)[ev["kind"]]
         body = "\n".join(",".join(map(str, r[:-2])) + f",{k},{r[-1]}" for r, k in zip(arr.tolist(), kinds))
         atomic_write_bytes(out / f"events_{rep.packer}.csv", ("\n".join(lines) + "\n" + body + "\n").encode())

@@ -43,7 +43,7 @@ class PackerCore:
         self.spans = {}  # seq -> (source_id, span_start, lead_bos)
         self.buckets = {}  # current length -> heap of seq
         self.lens = []  # sorted non-empty lengths
-        self.count = 0  # buffered spans
+        self.count = 0  # buffered spans (== len(self.spans); kept as an int for the hot loop)
         self.next_seq = 0
         self.pass_idx = 0
         self.refill_idx = 0

@@ -69,7 +69,7 @@ def _coerce(name, value, typ):
 
 def resolve_config(path=None, overrides=()):
     """TrainConfig from a JSON file and 'key=value' overrides, validated."""
-    types = {f.name: f.type if isinstance(f.type, type) else eval(f.type) for f in fields(TrainConfig)}
+    types = {f.name: f.type for f in fields(TrainConfig)}
     values = {}
     if path:
         try:
