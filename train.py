@@ -13,7 +13,6 @@ gives bitwise the parameters of an uninterrupted run on CPU.
 """
 import argparse
 import json
-import math
 import os
 import resource
 import sys
@@ -25,48 +24,15 @@ import torch.distributed as dist
 
 from corpus.errors import DataError
 from training.config import TrainConfig, resolve_config
-from training.model import GPT, ModelConfig
+from training.trainer import Trainer, build_model
 
 H100_BF16_PEAK = 989e12  # dense bf16 FLOP/s, for MFU on CUDA
-
-
-def model_config(cfg: TrainConfig) -> ModelConfig:
-    return ModelConfig(sequence_len=cfg.context, vocab_size=cfg.vocab, n_layer=cfg.depth, n_embd=cfg.width,
-                       n_head=cfg.heads, n_kv_head=cfg.kv_heads, window_pattern=cfg.window_pattern,
-                       short_window=cfg.short_window)
 
 
 def resolve_device(cfg):
     if cfg.device != "auto":
         return cfg.device
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def build_model(cfg: TrainConfig, device, meta=False, seed=None):
-    mc = model_config(cfg)
-    if meta:
-        with torch.device("meta"):
-            return GPT(mc)
-    if seed is not None:
-        torch.manual_seed(seed)
-        if torch.cuda.is_available():
-            torch.cuda.manual_seed(seed)
-    dev = torch.device(device)
-    model = GPT(mc, use_flex=dev.type == "cuda").to(dev)
-    model.init_weights()
-    if _bf16(cfg, device):
-        model.embeddings_to_bf16()
-    return model
-
-
-def maybe_compile(model, cfg, device):
-    """torch.compile on CUDA by default (flex attention needs it to be fast), eager on CPU."""
-    on = cfg.compile == "on" or (cfg.compile == "auto" and torch.device(device).type == "cuda")
-    return torch.compile(model) if on else model
-
-
-def _bf16(cfg, device):
-    return cfg.bf16 == "on" or (cfg.bf16 == "auto" and torch.device(device).type == "cuda")
 
 
 def dry_run(cfg: TrainConfig):
@@ -82,6 +48,32 @@ def dry_run(cfg: TrainConfig):
     print(f"planned targets {targets:,} = {cfg.updates} updates x {cfg.targets_per_update:,}")
     print(f"FLOPs per run   {fpt * targets:.6g}")
     return info
+
+
+def training_stream(cfg, data_dir):
+    """The train split, or the shards named in cfg.train_shards, or the documents listed in cfg.train_docs."""
+    from corpus.layout import Layout
+    from corpus.tokenizer import bos_id, load_encoding
+    from loaders.stream import DocumentStream, open_split
+
+    if not cfg.train_shards and not cfg.train_docs:
+        return open_split(data_dir, cfg.source, "train")
+    lay = Layout(data_dir, cfg.source)
+    names = lay.shard_names("train")
+    if cfg.train_shards:
+        want = [n.strip().removesuffix(".parquet") for n in cfg.train_shards.split(",") if n.strip()]
+        unknown = [n for n in want if n not in names]
+        if unknown:
+            raise DataError(f"config key 'train_shards': {', '.join(unknown)} not among the training shards")
+        names = want
+    stream = DocumentStream.from_shards(lay.tokens, names, bos=bos_id(load_encoding(lay.tokenizer)))
+    if cfg.train_docs:
+        try:
+            idx = [int(x) for x in open(cfg.train_docs).read().split()]
+        except (OSError, ValueError) as e:
+            raise DataError(f"{cfg.train_docs}: cannot read document indices ({type(e).__name__})") from None
+        stream = stream.subset(idx)
+    return stream
 
 
 def dist_setup():
@@ -110,7 +102,6 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
     from loaders.packers import Packer
     from loaders.stream import open_split
     from training.checkpoint import code_sha256, newest_good_checkpoint, rng_states, save_checkpoint, set_rng_states
-    from training.optim import apply_schedules, build_optimizers
 
     t_start = time.time()
     rank, world, local_rank = dist_setup()
@@ -120,7 +111,6 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
         torch.cuda.set_device(local_rank)
     if cfg.accum % world:
         raise DataError(f"accum={cfg.accum} must be a multiple of the world size {world}")
-    accum_local = cfg.accum // world
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data_dir = cfg.data_dir or str(default_data_dir())
@@ -128,20 +118,16 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
     if lay.prepared()["vocab_size"] != cfg.vocab:
         raise DataError(f"config vocab {cfg.vocab} != prepared tokenizer vocab {lay.prepared()['vocab_size']}")
     R = cfg.context + 1
-    stream = open_split(data_dir, cfg.source, "train")
+    stream = training_stream(cfg, data_dir)
     loader = MicrobatchLoader(Packer(stream, cfg.loader, R, cfg.buffer, seed=cfg.random_span_seed), cfg.micro_rows,
                               rank=rank, world=world, device=device, prefetch=cfg.prefetch)
-    model = build_model(cfg, device, seed=cfg.seed)
-    adamw, muon = build_optimizers(model, cfg.muon_lr, cfg.weight_decay)
-    autocast = _bf16(cfg, device)
-    fwd = maybe_compile(model, cfg, device)
+    tr = Trainer(cfg, device, world)
+    model, fwd, autocast = tr.model, tr.fwd, tr.autocast
     step = 0
     if resume:
         path, payload = newest_good_checkpoint(out, log=log)
         if payload is not None:
-            model.load_state_dict(payload["model"])
-            adamw.load_state_dict(payload["adamw"])
-            muon.load_state_dict(payload["muon"])
+            tr.load_state_dict(payload)
             loader.load_state_dict(payload["loader"][rank] if isinstance(payload["loader"], list) else payload["loader"])
             set_rng_states(payload["rng"])
             step = payload["step"]
@@ -165,30 +151,12 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
             dist.all_gather_object(gathered, states[0])
             states = gathered
         if rank == 0:
-            save_checkpoint(out, at, {"model": model.state_dict(), "adamw": adamw.state_dict(), "muon": muon.state_dict(),
-                                      "loader": states if world > 1 else states[0], "rng": rng_states(), "step": at,
+            save_checkpoint(out, at, {**tr.state_dict(), "loader": states if world > 1 else states[0], "rng": rng_states(), "step": at,
                                       "config": cfg.to_dict(), "code_sha256": code_sha256()}, keep=cfg.keep_checkpoints)
 
     while step < end:
         t0 = time.time()
-        lr_mult = apply_schedules(adamw, muon, step, cfg.updates, cfg.weight_decay)
-        total = torch.zeros((), device=device, dtype=torch.float64)
-        for _ in range(accum_local):
-            x, y = next(loader)
-            with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=autocast):
-                loss = fwd(x, y)
-            (loss / cfg.accum).backward()
-            total += loss.detach().double()
-        if world > 1:
-            for p in model.parameters():
-                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
-            dist.all_reduce(total, op=dist.ReduceOp.SUM)
-        adamw.step()
-        muon.step()
-        model.zero_grad(set_to_none=True)
-        loss_val = total.item() / cfg.accum
-        if not math.isfinite(loss_val):
-            raise RuntimeError(f"loss became {loss_val} at update {step}")
+        loss_val, lr_mult = tr.update(loader, step, cfg.updates)
         if "cuda" in device:
             torch.cuda.synchronize()
         dt = time.time() - t0

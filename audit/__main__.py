@@ -10,7 +10,6 @@ stream_lengths.txt (one refill per line, for checkers/packing_checker.py), summa
 report.md and four PNG figures.
 """
 import argparse
-import json
 import sys
 import time
 from pathlib import Path

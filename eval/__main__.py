@@ -75,7 +75,7 @@ def main(argv=None):
     from eval.rankings import prefix_rows, rankings, rankings_md
     from eval.windows import WindowSpec, build_windows, counts_per_stratum, score_windows
     from loaders.stream import open_split
-    from train import build_model, maybe_compile
+    from training.trainer import build_model, maybe_compile
     from training.checkpoint import load_checkpoint
     from training.config import TrainConfig
 

@@ -62,7 +62,7 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu"):
     from loaders.stream import open_split
     from training.checkpoint import load_checkpoint
     from training.config import TrainConfig
-    from train import build_model, maybe_compile
+    from training.trainer import build_model, maybe_compile
 
     payload = load_checkpoint(ckpt_path)
     cfg = TrainConfig(**payload["config"])

@@ -66,7 +66,7 @@ def rankings_md(res, context) -> str:
     for m in names:
         out.append(f"| {m} | {res['full'][m]:.6f} | " + " | ".join(f"{p['scores'][m]:.6f} (#{p['order'].index(m) + 1})"
                                                              for p in res["prefixes"]) + " |")
-    out += ["", f"Reversals against the full ranking: " +
+    out += ["", "Reversals against the full ranking: " +
             "; ".join(f"{p['rows'] * context:,}: {len(p['reversals'])}" for p in res["prefixes"]), "",
             f"| Contrast vs {res['reference']} | Prefix targets | Prefix delta | Full delta | 95% subset interval | Outside |",
             "|---|---:|---:|---:|---|---|"]

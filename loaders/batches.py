@@ -13,7 +13,6 @@ import copy
 import queue as std_queue  # the standard library's queue (the repo's queue/ folder has no __init__)
 import threading
 
-import numpy as np
 import torch
 
 from loaders.packers import materialize

@@ -7,7 +7,6 @@ shard with some rows excluded (the evaluation streams), or a bare list of length
 audit, tests, synthetic census streams): packers only ever need `lengths` and `refills`,
 and `doc_tokens` when they materialize rows.
 """
-from pathlib import Path
 
 import numpy as np
 
@@ -103,6 +102,18 @@ class DocumentStream:
             raise DataError(f"{self.name}: a length-only stream has no tokens")
         arrays, which, starts = self.tokens
         return np.asarray(arrays[which[i]][starts[i]:starts[i] + self.lengths[i]])
+
+    def subset(self, indices, refill_docs=128):
+        """These documents only, in the given order, refilled in slices of refill_docs."""
+        idx = np.asarray(indices, dtype=np.int64)
+        if len(idx) == 0 or idx.min() < 0 or idx.max() >= self.n:
+            raise DataError(f"{self.name}: document indices must lie in 0..{self.n - 1}")
+        refills = np.append(np.arange(0, len(idx), refill_docs), len(idx))
+        tokens = None
+        if self.tokens is not None:
+            arrays, which, starts = self.tokens
+            tokens = (arrays, which[idx], starts[idx])
+        return DocumentStream(self.lengths[idx], refills, tokens, bos=self.bos, name=f"{self.name}[subset of {len(idx)}]")
 
     def permuted(self, seed):
         """The same multiset of lengths in a seeded random arrival order (same refill sizes)."""

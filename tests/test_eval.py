@@ -16,7 +16,8 @@ from eval.rankings import rankings
 from eval.scoring import score_rows
 from eval.windows import WindowSpec, build_windows, sample_sources, score_windows
 from loaders.stream import open_split
-from train import build_model, train
+from train import train
+from training.trainer import build_model
 from training.config import resolve_config
 
 

@@ -1,7 +1,6 @@
 """The training core: paper sizes, learning, exact resume, checkpoints, DDP, optimizer, attention."""
 import json
 import math
-import shutil
 import subprocess
 import sys
 
@@ -10,7 +9,8 @@ import torch
 
 from conftest import ROOT
 from corpus.errors import DataError
-from train import build_model, train
+from train import train
+from training.trainer import build_model
 from training.checkpoint import load_checkpoint, newest_good_checkpoint
 from training.config import resolve_config
 from training.model import AttentionBackend, window_mask
@@ -197,3 +197,22 @@ def test_sliding_window_changes_the_model_output():
     m.windows = [32, 32]
     assert not torch.allclose(short, m(x))
     assert torch.allclose(short[:, :5], m(x)[:, :5])  # first 5 positions see the same keys either way
+
+
+def test_training_on_a_given_list_of_documents(small_corpus, tmp_path):
+    from corpus.layout import Layout
+    from loaders.stream import open_split
+    from train import training_stream
+
+    lay = Layout(small_corpus, "stdlib")
+    first = lay.shard_names("train")[0]
+    (tmp_path / "docs.txt").write_text("5 3 9 1 0 2")
+    cfg = tiny(small_corpus, train_shards=first, train_docs=str(tmp_path / "docs.txt"))
+    s = training_stream(cfg, str(small_corpus))
+    full = open_split(small_corpus, "stdlib", "train")
+    assert [s.doc_tokens(i).tolist() for i in range(s.n)] == [full.doc_tokens(i).tolist() for i in (5, 3, 9, 1, 0, 2)]
+    res = train(tiny(small_corpus, updates=2, train_shards=first, train_docs=str(tmp_path / "docs.txt")), tmp_path / "r",
+                log=lambda m: None)
+    assert res is not None and res["config"]["train_docs"].endswith("docs.txt")
+    with pytest.raises(DataError, match="not among the training shards"):
+        training_stream(tiny(small_corpus, train_shards="shard_99999"), str(small_corpus))

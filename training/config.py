@@ -25,6 +25,8 @@ class TrainConfig:
     source: str = "stdlib"
     data_dir: str = ""
     loader: str = "original"
+    train_shards: str = ""  # comma list of training shard names; empty: all of them
+    train_docs: str = ""  # file of document indices (whitespace separated) into those shards; empty: all
     buffer: int = 1000
     random_span_seed: int = 314159265
     # optimization

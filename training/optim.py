@@ -117,9 +117,9 @@ def muon_momentum(step: int) -> float:
     return (1 - f) * 0.85 + f * 0.95
 
 
-def apply_schedules(adamw, muon, step, updates, wd=0.2):
+def apply_schedules(adamw, muon, step, updates, wd=0.2, lr_mult=None):
     progress = step / updates
-    m = lr_multiplier(progress)
+    m = lr_multiplier(progress) if lr_mult is None else lr_mult
     for opt in (adamw, muon):
         for g in opt.param_groups:
             g["lr"] = g["initial_lr"] * m
