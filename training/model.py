@@ -117,6 +117,7 @@ class Attention(nn.Module):
         if ve is not None:
             gate = 2 * torch.sigmoid(self.ve_gate(x[..., : self.gate_ch]))  # (B, T, hkv)
             v = v + gate.unsqueeze(-1) * ve.view(B, T, self.hkv, self.hd)
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)  # under bf16 autocast q, k stay bf16 (as the baseline's bf16 tables)
         q, k = norm(rotary(q, cos, sin)), norm(rotary(k, cos, sin))
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         if self.hkv != self.h:
