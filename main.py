@@ -8,7 +8,9 @@ prepare  offline corpus (this Python's standard library) -> tokenizer (vocab 819
 audit    the four packers replayed on lengths at a budget scaled to the corpus
 train    the six tiny configs (baseline / random_crop / segmented x seeds 43, 44) on CPU,
          each ending with its official score, and the section 5.3-style table
-eval     source windows, position bins and paired bootstraps on two populations, the
+freeze   the comparison protocol (configs, populations, seeds, bootstrap, corpus and code
+         SHA256s) and a SHA256 manifest of the checkpoints, before any confirmation pass
+eval     under that protocol: source windows, position bins and paired bootstraps on two populations, the
          confirmation score and prefix rankings of the six checkpoints, then the
          numpy checkers recompute every number from the evidence files
 Each stage prints where it reads and writes; results land under --out.
@@ -18,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-STAGES = ("prepare", "audit", "train", "eval")
+STAGES = ("prepare", "audit", "train", "freeze", "eval")
 
 
 def main(argv=None):
@@ -56,11 +58,25 @@ def main(argv=None):
         rc = run_six(["--preset", "tiny", *dd, "--out", str(out / "train")])
         if rc:
             return rc
+    if "freeze" in stages:
+        print("\n== stage: freeze (protocol and checkpoint manifest)", flush=True)
+        from manifests.__main__ import main as manifest_main
+        from protocols.freeze import main as freeze_main
+
+        rc = freeze_main(["--preset", "tiny", *dd, "--out", str(out / "protocol.json")]) or manifest_main(
+            ["write", str(out / "train"), "--glob", "ckpt_*.pt", "--out", str(out / "checkpoints.sha256")])
+        if rc:
+            return rc
     if "eval" in stages:
         print("\n== stage: eval (windows, bins, bootstrap, confirmation, rankings)", flush=True)
         from eval.__main__ import main as eval_main
 
-        rc = eval_main(["--runs", str(out / "train"), *dd, "--out", str(out / "eval")])
+        from manifests.__main__ import verify_manifest
+
+        if (out / "checkpoints.sha256").exists() and not verify_manifest(out / "checkpoints.sha256"):
+            return 1
+        proto = ["--protocol", str(out / "protocol.json")] if (out / "protocol.json").exists() else []
+        rc = eval_main(["--runs", str(out / "train"), *dd, "--out", str(out / "eval"), *proto])
         if rc:
             return rc
         import subprocess

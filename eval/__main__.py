@@ -22,17 +22,6 @@ import torch
 from corpus.errors import DataError
 
 CONDITION_OF = {"original": "baseline", "random_span": "random_crop", "segment_first": "segmented", "lossless": "lossless"}
-PAPER_CONF_TARGETS = 10_485_760
-
-
-def populations(source, n_val):
-    from eval.windows import POPULATIONS
-
-    if source == "climbmix":
-        return {k: dict(v) for k, v in POPULATIONS.items()}
-    half = n_val // 2
-    return {"dev": {"rows": (0, half), "seed": POPULATIONS["dev"]["seed"]},
-            "conf": {"rows": (half, n_val), "seed": POPULATIONS["conf"]["seed"]}}
 
 
 def write_window_stats(path, win, stats, meta):
@@ -72,6 +61,7 @@ def main(argv=None):
     from eval.compare import compare_windows, window_table_md, write_evidence
     from eval.confirmation import find_duplicates
     from eval.official import row_statistics, scores, write_stats
+    from eval.plan import evaluation_plan
     from eval.rankings import prefix_rows, rankings, rankings_md
     from eval.windows import WindowSpec, build_windows, counts_per_stratum, score_windows
     from loaders.stream import open_split
@@ -87,6 +77,9 @@ def main(argv=None):
     ap.add_argument("--per-stratum", type=int, default=None,
                     help="sources sampled per stratum (default 256 for climbmix as the paper; 64 for the offline "
                          "corpus, whose CPU scoring with an 8192-token head costs about 10 ms per window)")
+    ap.add_argument("--protocol", default=None,
+                    help="a frozen protocol (protocols/freeze.py): its hash, runs, data and every checkpoint's "
+                         "official check are verified before any confirmation forward pass, and its parameters are used")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args(argv)
     t0 = time.time()
@@ -97,22 +90,29 @@ def main(argv=None):
         lay = Layout(dd, cfg0.source)
         tb = load_token_bytes(lay.tokenizer)
         n_val = len(open_split(dd, cfg0.source, "val").lengths)
-        pops = populations(cfg0.source, n_val)
+        if a.protocol:
+            from protocols.protocol import check_before_confirmation, load_protocol
+
+            proto = load_protocol(a.protocol)
+            check_before_confirmation(proto, runs, lay, log=print)
+            plan = proto["evaluation"]
+        else:
+            plan = evaluation_plan(cfg0.source, n_val, cfg0.context, cfg0.eval_rows, cfg0.eval_batches,
+                                   a.per_stratum, a.replicates)
+        pops = plan["populations"]
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     out = Path(a.out or Path(a.runs).parent / "eval")
     out.mkdir(parents=True, exist_ok=True)
     print(f"evaluating {len(runs)} runs from {a.runs} -> {out}")
-    dups = find_duplicates(dd, cfg0.source, pops["conf"]["rows"])
+    dups = find_duplicates(dd, cfg0.source, tuple(pops["conf"]["rows"]))
     print(f"confirmation rows {pops['conf']['rows'][0]}:{pops['conf']['rows'][1]}: {len(dups)} exact duplicates excluded")
-    streams = {p: open_split(dd, cfg0.source, "val", row_range=v["rows"], exclude=[r for r, _ in dups] if p == "conf" else ())
+    streams = {p: open_split(dd, cfg0.source, "val", row_range=tuple(v["rows"]), exclude=[r for r, _ in dups] if p == "conf" else ())
                for p, v in pops.items()}
-    per = a.per_stratum or (256 if cfg0.source == "climbmix" else 64)
-    specs = {p: WindowSpec.for_context(cfg0.context, v["seed"], per) for p, v in pops.items()}
+    specs = {p: WindowSpec.for_context(cfg0.context, v["seed"], plan["per_stratum"]) for p, v in pops.items()}
     wins = {p: build_windows(streams[p], specs[p]) for p in pops}
-    conf_targets = PAPER_CONF_TARGETS if cfg0.source == "climbmix" else cfg0.eval_batches * cfg0.eval_rows * cfg0.context // 2
-    conf_batches = max(1, conf_targets // (cfg0.eval_rows * cfg0.context))
+    conf_batches = plan["confirmation_batches"]
     conf_rows = {}
     for run_dir, res, ckpt in tqdm(runs, desc="checkpoints"):
         cfg = TrainConfig(**res["config"])
@@ -132,7 +132,7 @@ def main(argv=None):
             st = score_windows(model, wins[p], tb, specs[p], a.device, ac)
             write_window_stats(ed / f"windows_{p}.parquet", wins[p], st, {
                 "condition": cond, "seed": cfg.seed, "checkpoint_sha256": sha, "fingerprint": wins[p]["fingerprint"],
-                "population": p, "rows": pops[p]["rows"], "spec": json.dumps(specs[p].to_dict())})
+                "population": p, "rows": json.dumps(pops[p]["rows"]), "spec": json.dumps(specs[p].to_dict())})
         cs = row_statistics(model, streams["conf"], tb, conf_batches, cfg.eval_rows, cfg.context + 1, a.device, ac, cfg.buffer)
         write_stats(ed / "confirmation_rows.parquet", cs, {"checkpoint_sha256": sha, "condition": cond, "seed": cfg.seed})
         conf_rows[(cond, cfg.seed)] = {**scores(cs), "fingerprint": cs["fingerprint"]}
@@ -141,7 +141,8 @@ def main(argv=None):
     summaries = {}
     for p in pops:
         paths = [out / r[0].name / f"windows_{p}.parquet" for r in runs]
-        summary, ev = compare_windows(paths, replicates=a.replicates)
+        summary, ev = compare_windows(paths, contrast_strata=plan["contrast_strata"], replicates=plan["replicates"],
+                                      alpha=plan["alpha"], seed=plan["bootstrap_seed"])
         summary["per_stratum"] = counts_per_stratum(wins[p], specs[p])
         summary["duplicates_excluded"] = [{"row": r, "duplicate_of": w} for r, w in dups] if p == "conf" else []
         atomic_write_json(out / f"window_summary_{p}.json", summary)
@@ -176,7 +177,7 @@ def main(argv=None):
     nats, nbytes = np.stack(nats), np.stack(nbytes)
     ref = next((n for n in names if n.startswith("baseline")), names[0])
     pre = prefix_rows(nats.shape[1], cfg0.context)
-    rk = rankings(nats, nbytes, names, ref, pre)
+    rk = rankings(nats, nbytes, names, ref, pre, subsets=plan["ranking_subsets"], seed=plan["ranking_seed"])
     atomic_write_json(out / "rankings.json", rk)
     import io
 

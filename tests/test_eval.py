@@ -112,7 +112,7 @@ def test_rescoring_a_checkpoint_reproduces_its_statistics(evaluated, small_corpu
     meta = {k.decode(): v.decode() for k, v in t.schema.metadata.items()}
     spec = WindowSpec(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in json.loads(meta["spec"]).items()
                          if k != "labels"})
-    s = open_split(small_corpus, "stdlib", "val", row_range=tuple(json.loads(meta["rows"].replace("(", "[").replace(")", "]"))))
+    s = open_split(small_corpus, "stdlib", "val", row_range=tuple(json.loads(meta["rows"])))
     win = build_windows(s, spec)
     assert win["fingerprint"] == meta["fingerprint"]
     from corpus.layout import Layout

@@ -1,0 +1,64 @@
+"""Freeze the comparison protocol before any confirmation pass.
+
+  python -m protocols.freeze --preset tiny [--data-dir DIR] --out runs/main/protocol.json
+
+Writes canonical JSON with the six run configs, every evaluation parameter (populations,
+seeds, sampling, contrasts, bootstrap, confirmation size, rankings), the corpus and
+tokenizer SHA256s, the SHA256 of every code file and the UTC time, plus a
+`protocol.json.sha256` sidecar; prints the protocol's SHA256.
+"""
+import argparse
+import sys
+import time
+
+from corpus.errors import DataError
+
+
+def main(argv=None):
+    from corpus.layout import Layout, default_data_dir
+    from eval.plan import evaluation_plan
+    from loaders.stream import open_split
+    from protocols.generate_configs import configs
+    from protocols.protocol import write_protocol
+    from training.checkpoint import code_sha256
+    from training.config import resolve_config
+
+    ap = argparse.ArgumentParser(prog="python -m protocols.freeze", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"])
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--name", default=None, help="protocol name (default: <preset>-six)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--replicates", type=int, default=10000)
+    ap.add_argument("--per-stratum", type=int, default=None)
+    a = ap.parse_args(argv)
+    try:
+        dd = a.data_dir or str(default_data_dir())
+        runs = {}
+        for c in configs(a.preset):
+            ov = [f"{k}={v}" for k, v in c.items()] + ([f"data_dir={a.data_dir}"] if a.data_dir else [])
+            runs[c["name"]] = resolve_config(None, ov).to_dict()
+        first = next(iter(runs.values()))
+        lay = Layout(dd, first["source"])
+        rec = lay.prepared()
+        n_val = open_split(dd, first["source"], "val").n
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    proto = {
+        "name": a.name or f"{a.preset}-six",
+        "frozen_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "runs": runs,
+        "evaluation": evaluation_plan(first["source"], n_val, first["context"], first["eval_rows"],
+                                      first["eval_batches"], a.per_stratum, a.replicates),
+        "corpus": {"source": first["source"], "shards_sha256": rec["shards_sha256"],
+                   "tokenizer_sha256": rec["tokenizer_sha256"]},
+        "code_sha256": code_sha256(),
+    }
+    digest = write_protocol(a.out, proto)
+    print(f"froze protocol {proto['name']} at {proto['frozen_at_utc']}: {a.out}\nSHA256 {digest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Frozen protocols and SHA256 manifests: written, verified, and refused when broken."""
+import json
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from corpus.errors import DataError
+from corpus.layout import Layout
+from eval.__main__ import find_runs
+from eval.plan import evaluation_plan
+from manifests.__main__ import main as manifest_main
+from manifests.__main__ import verify_manifest
+from protocols.protocol import check_before_confirmation, load_protocol, write_protocol
+from train import train
+from training.checkpoint import code_sha256
+from training.config import resolve_config
+
+
+@pytest.fixture(scope="module")
+def two_runs(small_corpus, tmp_path_factory):
+    runs = tmp_path_factory.mktemp("proto_runs")
+    base = dict(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16, vocab=400, micro_rows=2,
+                accum=1, updates=2, eval_batches=2, eval_rows=2, buffer=40, data_dir=str(small_corpus))
+    for seed in (43, 44):
+        cfg = resolve_config(None, [f"{k}={v}" for k, v in {**base, "seed": seed, "name": f"baseline_s{seed}"}.items()])
+        train(cfg, runs / f"baseline_s{seed}", log=lambda m: None)
+    return runs
+
+
+def _protocol(small_corpus, runs_dir):
+    runs = find_runs(runs_dir)
+    rec = Layout(small_corpus, "stdlib").prepared()
+    return {"name": "test", "frozen_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "runs": {r[0].name: r[1]["config"] for r in runs},
+            "evaluation": evaluation_plan("stdlib", 100, 32, 2, 2),
+            "corpus": {"source": "stdlib", "shards_sha256": rec["shards_sha256"], "tokenizer_sha256": rec["tokenizer_sha256"]},
+            "code_sha256": code_sha256()}
+
+
+def test_protocol_checks_pass_then_refuse_each_broken_condition(small_corpus, two_runs, tmp_path):
+    lay = Layout(small_corpus, "stdlib")
+    path = tmp_path / "protocol.json"
+    write_protocol(path, _protocol(small_corpus, two_runs))
+    proto = load_protocol(path)
+    msgs = []
+    check_before_confirmation(proto, find_runs(two_runs), lay, log=msgs.append)
+    assert "official checks complete" in msgs[0]
+
+    # the file changed after freezing
+    path.write_text(path.read_text().replace('"test"', '"tampered"'))
+    with pytest.raises(DataError, match="does not match the frozen"):
+        load_protocol(path)
+    # a run's config is not the protocol's
+    p2 = _protocol(small_corpus, two_runs)
+    p2["runs"]["baseline_s44"]["seed"] = 45
+    write_protocol(path, p2)
+    with pytest.raises(DataError, match="config differs from the protocol in seed"):
+        check_before_confirmation(load_protocol(path), find_runs(two_runs), lay, log=msgs.append)
+    # a run missing from the folder
+    write_protocol(path, _protocol(small_corpus, two_runs))
+    with pytest.raises(DataError, match="are not the protocol's"):
+        check_before_confirmation(load_protocol(path), find_runs(two_runs)[:1], lay, log=msgs.append)
+    # the official check was made on another checkpoint
+    copy = tmp_path / "runs"
+    shutil.copytree(two_runs, copy)
+    shutil.copy(copy / "baseline_s43" / "official_rows.parquet", copy / "baseline_s44" / "official_rows.parquet")
+    with pytest.raises(DataError, match="not made on ckpt_000002.pt"):
+        check_before_confirmation(load_protocol(path), find_runs(copy), lay, log=msgs.append)
+    # the official check has not finished
+    (copy / "baseline_s44" / "official_rows.parquet").unlink()
+    with pytest.raises(DataError, match="has not finished"):
+        check_before_confirmation(load_protocol(path), find_runs(copy), lay, log=msgs.append)
+
+
+def test_eval_cli_refuses_confirmation_without_a_valid_protocol(small_corpus, two_runs, tmp_path, capsys):
+    from eval.__main__ import main as eval_main
+
+    path = tmp_path / "protocol.json"
+    p = _protocol(small_corpus, two_runs)
+    p["corpus"]["tokenizer_sha256"] = "0" * 64
+    write_protocol(path, p)
+    rc = eval_main(["--runs", str(two_runs), "--out", str(tmp_path / "ev"), "--protocol", str(path), "--device", "cpu"])
+    assert rc == 2 and "corpus or tokenizer differ" in capsys.readouterr().err
+    assert not (tmp_path / "ev").exists()  # nothing scored
+
+
+def test_manifest_round_trip_detects_changes_and_matches_sha256sum(tmp_path):
+    d = tmp_path / "ckpts"
+    d.mkdir()
+    for i in range(3):
+        (d / f"ckpt_{i}.pt").write_bytes(bytes([i]) * 1000)
+    (d / "other.txt").write_text("x")
+    assert manifest_main(["write", str(d), "--glob", "ckpt_*.pt", "--out", str(d / "m.sha256")]) == 0
+    lines = (d / "m.sha256").read_text().splitlines()
+    assert len(lines) == 3 and all(ln.split("  ")[1].startswith("ckpt_") for ln in lines)
+    assert subprocess.run(["sha256sum", "-c", "m.sha256"], cwd=d, capture_output=True).returncode == 0
+    assert verify_manifest(d / "m.sha256", log=lambda m: None)
+    (d / "ckpt_1.pt").write_bytes(b"changed")
+    msgs = []
+    assert not verify_manifest(d / "m.sha256", log=msgs.append)
+    assert any("MISMATCH  ckpt_1.pt" in m for m in msgs)
+    (d / "ckpt_2.pt").unlink()
+    assert manifest_main(["verify", str(d / "m.sha256")]) == 1
+
+
+def test_code_manifest_lists_tracked_code(tmp_path):
+    assert manifest_main(["write", "--code", "--out", str(tmp_path / "code.sha256")]) == 0
+    names = [ln.split("  ", 1)[1] for ln in (tmp_path / "code.sha256").read_text().splitlines()]
+    assert any(n.endswith("loaders/core.py") for n in names) and any(n.endswith("train.py") for n in names)
