@@ -1,5 +1,4 @@
 """Frozen protocols and SHA256 manifests: written, verified, and refused when broken."""
-import json
 import shutil
 import subprocess
 import time
