@@ -13,6 +13,9 @@ freeze   the comparison protocol (configs, populations, seeds, bootstrap, corpus
 eval     under that protocol: source windows, position bins and paired bootstraps on two populations, the
          confirmation score and prefix rankings of the six checkpoints, then the
          numpy checkers recompute every number from the evidence files
+queue    the rollback shard queue (proposal seeds/003) on the offline corpus: calibration on
+         one homogeneous source, then a rotation with two shards of random tokens added as
+         a known-bad source; every decision logged and reconstructed from the log
 Each stage prints where it reads and writes; results land under --out.
 """
 import argparse
@@ -20,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-STAGES = ("prepare", "audit", "train", "freeze", "eval")
+STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue")
 
 
 def main(argv=None):
@@ -85,8 +88,40 @@ def main(argv=None):
             rc = subprocess.call([sys.executable, str(Path(__file__).parent / "checkers" / chk), str(out / "eval")])
             if rc:
                 return rc
+    if "queue" in stages:
+        print("\n== stage: queue (calibrate, run with a known-bad source, reconstruct)", flush=True)
+        rc = run_queue_stage(out / "queue", args.data_dir)
+        if rc:
+            return rc
     print(f"\nmain job done in {time.time() - t0:.0f}s; results under {out}/")
     return 0
+
+
+def run_queue_stage(qdir, data_dir):
+    import json
+    import runpy
+
+    from protocols.generate_configs import PRESETS
+
+    qdir.mkdir(parents=True, exist_ok=True)
+    if (qdir / "queue_summary.json").exists():
+        print(f"already done ({qdir / 'queue_summary.json'})")
+        return 0
+    # the tiny model; one microbatch per update; `updates` only paces the weight-decay schedule here
+    cfg = {k: v for k, v in PRESETS["tiny"].items() if k not in ("eval_batches", "eval_rows")}
+    cfg.update({"accum": 1, "updates": 1000, "buffer": 100, "name": "queue"})
+    if data_dir:
+        cfg["data_dir"] = data_dir
+    (qdir / "config.json").write_text(json.dumps(cfg, indent=2))
+    qmain = runpy.run_path(str(Path(__file__).parent / "queue" / "run_queue.py"))["main"]
+    common = ["--config", str(qdir / "config.json"), "--out", str(qdir), "--shard-tokens", "10000"]
+    if not (qdir / "calibration.json").exists():
+        rc = qmain(["calibrate", *common, "--calibration-shards", "8", "--warmup-shards", "4"])
+        if rc:
+            return rc
+    rc = qmain(["run", *common, "--accept", "8", "--poison", "2", "--decay-updates", "4",
+                *(["--resume"] if list(qdir.glob("ckpt_*.pt")) else [])])
+    return rc or qmain(["reconstruct", "--out", str(qdir)])
 
 
 if __name__ == "__main__":

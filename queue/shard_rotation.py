@@ -1,0 +1,103 @@
+"""Document-aligned shards and a frozen, seeded rotation manifest.
+
+The eligible pool (a document stream) is cut, in stream order, into shards of whole
+documents holding at least `shard_tokens` tokens each (the remainder joins the last
+shard). Each shard records its documents (as index ranges), token count, source-label
+mix and the SHA256 of its token ids; the rotation order is a seeded permutation. The
+manifest is canonical JSON with a SHA256 sidecar, so an active rotation cannot change
+silently.
+"""
+import hashlib
+
+import numpy as np
+
+from protocols.protocol import load_protocol, write_protocol
+
+
+def _ranges(idx):
+    """Sorted-or-not index list -> [[start, end), ...] runs in the given order."""
+    out = []
+    for i in idx:
+        if out and out[-1][1] == i:
+            out[-1][1] = i + 1
+        else:
+            out.append([i, i + 1])
+    return out
+
+
+def shard_docs(shard):
+    return [i for a, b in shard["docs"] for i in range(a, b)]
+
+
+def shard_sha256(stream, docs):
+    h = hashlib.sha256()
+    for i in docs:
+        h.update(np.asarray(stream.doc_tokens(i), dtype=np.uint32).tobytes())
+    return h.hexdigest()
+
+
+def build_rotation(stream, labels, shard_tokens, seed, name="rotation", docs=None, prefix="s"):
+    """Manifest dict for the documents `docs` (default: all) of `stream`; labels[i] is doc i's source."""
+    docs = list(range(stream.n)) if docs is None else list(docs)
+    shards, cur, tok = [], [], 0
+    for i in docs:
+        cur.append(i)
+        tok += int(stream.lengths[i])
+        if tok >= shard_tokens:
+            shards.append(cur)
+            cur, tok = [], 0
+    if cur:
+        if shards:
+            shards[-1].extend(cur)
+        else:
+            shards.append(cur)
+    out = []
+    for k, d in enumerate(shards):
+        mix = {}
+        for i in d:
+            mix[labels[i]] = mix.get(labels[i], 0) + 1
+        out.append({"id": f"{prefix}{k:04d}", "docs": _ranges(d), "documents": len(d),
+                    "tokens": int(stream.lengths[d].sum()), "sources": dict(sorted(mix.items())),
+                    "sha256": shard_sha256(stream, d)})
+    order = [out[j]["id"] for j in np.random.default_rng(seed).permutation(len(out))]
+    return {"name": name, "version": 1, "seed": seed, "shard_tokens": shard_tokens, "stream": stream.name,
+            "stream_documents": stream.n, "shards": out, "order": order}
+
+
+def merge_rotations(name, seed, *manifests):
+    """One rotation from several (e.g. the pool and a known-bad source), re-ordered with `seed`."""
+    shards = [s for m in manifests for s in m["shards"]]
+    order = [shards[j]["id"] for j in np.random.default_rng(seed).permutation(len(shards))]
+    return {**manifests[0], "name": name, "seed": seed, "shards": shards, "order": order}
+
+
+def save_rotation(path, manifest):
+    return write_protocol(path, manifest)
+
+
+def load_rotation(path, stream=None):
+    """Load a frozen rotation; with a stream, re-hash every shard against it."""
+    from corpus.errors import DataError
+
+    m = load_protocol(path)
+    if stream is not None:
+        for s in m["shards"]:
+            if shard_sha256(stream, shard_docs(s)) != s["sha256"]:
+                raise DataError(f"{path}: shard {s['id']} does not match the stream's tokens (SHA256 differs)")
+    return m
+
+
+def source_labels(layout, split="train"):
+    """Per-document source labels of a prepared corpus in stream order ('climbmix' without a label column)."""
+    import pyarrow.parquet as pq
+
+    rec = layout.prepared()
+    names = rec["train_shards"] if split == "train" else [rec["val_shard"]]
+    out = []
+    for n in names:
+        pf = pq.ParquetFile(layout.raw / n)
+        if "source" in pf.schema_arrow.names:
+            out.extend(pf.read(columns=["source"]).column("source").to_pylist())
+        else:
+            out.extend([rec["source"]] * pf.metadata.num_rows)
+    return out
