@@ -84,9 +84,28 @@ def dist_setup():
     return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0))
 
 
+def reset_peak_memory(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        return
+    try:  # Linux: "5" resets this process's peak resident set size (VmHWM), so each run reports its own
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def peak_memory_mib(device):
+    """CUDA: peak allocated; CPU: peak resident set size since reset_peak_memory (Linux), else since start."""
     if torch.device(device).type == "cuda":
         return torch.cuda.max_memory_allocated() / 2**20
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -109,6 +128,7 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
     if device == "cuda":
         device = f"cuda:{local_rank}"
         torch.cuda.set_device(local_rank)
+    reset_peak_memory(device)
     if cfg.accum % world:
         raise DataError(f"accum={cfg.accum} must be a multiple of the world size {world}")
     out = Path(out_dir)

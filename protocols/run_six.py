@@ -16,7 +16,7 @@ from protocols.generate_configs import configs
 
 
 def table(results) -> str:
-    lines = ["| Condition | Seed | Official BPB | CE | Perplexity | Timed s | Total s | Peak MiB |",
+    lines = ["| Condition | Seed | Official BPB | CE | Perplexity | Timed s | Total s | Peak MiB (GPU alloc. / CPU RSS) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         o = r["official"]
