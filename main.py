@@ -119,7 +119,7 @@ def run_queue_stage(qdir, data_dir):
         rc = qmain(["calibrate", *common, "--calibration-shards", "8", "--warmup-shards", "4"])
         if rc:
             return rc
-    rc = qmain(["run", *common, "--accept", "8", "--poison", "2", "--decay-updates", "4",
+    rc = qmain(["run", *common, "--accept", "8", "--poison", "2", "--poison-tokens", "30000", "--decay-updates", "4",
                 *(["--resume"] if list(qdir.glob("ckpt_*.pt")) else [])])
     return rc or qmain(["reconstruct", "--out", str(qdir)])
 

@@ -224,6 +224,7 @@ def main(argv=None):
                     help="candidate shards per budgeted shard (the proposal's example: 1.5)")
     ap.add_argument("--decay-updates", type=int, default=4)
     ap.add_argument("--poison", type=int, default=0, help="add N shards of uniformly random tokens to the pool (a known-bad source)")
+    ap.add_argument("--poison-tokens", type=int, default=None, help="tokens per poison shard (default: --shard-tokens)")
     ap.add_argument("--seed", type=int, default=1003, help="rotation order seed")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -254,7 +255,7 @@ def main(argv=None):
         if not calib_path.exists():
             raise DataError(f"{calib_path}: run `calibrate` first (the rule is fixed before the queue runs)")
         calib = json.loads(calib_path.read_text())
-        stream, labels, poison = with_poison(train, labels, a.poison, a.shard_tokens, cfg.vocab, a.seed)
+        stream, labels, poison = with_poison(train, labels, a.poison, a.poison_tokens or a.shard_tokens, cfg.vocab, a.seed)
         rot_path = out / "rotation.json"
         used = set(calib["used_documents"])
         pool = [i for i in range(train.n) if i not in used]
