@@ -111,7 +111,7 @@ class QueueRunner:
         extra = {"sha256": self.shards[sid]["sha256"], "sources": self.shards[sid]["sources"]} if sid else {}
         e = dlog.write({"event": kind, "time": time.time(), **kw, **extra, "queue": copy.deepcopy(self.state)})
         self.log(f"[{e['seq']:>4}] {kind:<12} {sid or ''} " + " ".join(f"{k}={v}" for k, v in kw.items()
-                                                                        if k in ("outcome", "rotation", "flagged")))
+                                                                        if k in ("outcome", "rotation", "flagged", "unrecovered", "tested")))
         return e
 
     def run(self, accept_budget, resume=False):
