@@ -53,20 +53,14 @@ def find_runs(runs_dir):
 
 
 def main(argv=None):
-    from tqdm import tqdm
 
-    from corpus.atomic import atomic_write_json, atomic_write_text, sha256_file
+    from corpus.atomic import atomic_write_text
     from corpus.layout import Layout, default_data_dir
     from corpus.tokenizer import load_token_bytes
-    from eval.compare import compare_windows, window_table_md, write_evidence
     from eval.confirmation import find_duplicates
-    from eval.official import row_statistics, scores, write_stats
     from eval.plan import evaluation_plan
-    from eval.rankings import prefix_rows, rankings, rankings_md
-    from eval.windows import WindowSpec, build_windows, counts_per_stratum, score_windows
+    from eval.windows import WindowSpec, build_windows
     from loaders.stream import open_split
-    from training.trainer import build_model, maybe_compile
-    from training.checkpoint import load_checkpoint
     from training.config import TrainConfig
 
     ap = argparse.ArgumentParser(prog="python -m eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -108,37 +102,96 @@ def main(argv=None):
     print(f"evaluating {len(runs)} runs from {a.runs} -> {out}")
     dups = find_duplicates(dd, cfg0.source, tuple(pops["conf"]["rows"]))
     print(f"confirmation rows {pops['conf']['rows'][0]}:{pops['conf']['rows'][1]}: {len(dups)} exact duplicates excluded")
-    streams = {p: open_split(dd, cfg0.source, "val", row_range=tuple(v["rows"]), exclude=[r for r, _ in dups] if p == "conf" else ())
-               for p, v in pops.items()}
+    streams = {p: open_split(dd, cfg0.source, "val", row_range=tuple(v["rows"]),
+                             exclude=[r for r, _ in dups] if p == "conf" else ()) for p, v in pops.items()}
     specs = {p: WindowSpec.for_context(cfg0.context, v["seed"], plan["per_stratum"]) for p, v in pops.items()}
     wins = {p: build_windows(streams[p], specs[p]) for p in pops}
-    conf_batches = plan["confirmation_batches"]
-    conf_rows = {}
+    try:
+        conf = score_checkpoints(runs, cfg0, wins, specs, streams["conf"], plan, tb, out, a.device)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    report = [f"# Evaluation of {len(runs)} checkpoints", ""]
+    report += window_reports(runs, wins, specs, pops, plan, dups, out)
+    report += confirmation_report(conf, dups, pops, plan["confirmation_batches"] * cfg0.eval_rows * cfg0.context, out)
+    report += ranking_report(runs, cfg0.context, plan, out)
+    atomic_write_text(out / "report.md", "\n".join(report))
+    print("\n".join(report))
+    print(f"wrote {out}/report.md, window_summary_*.json, confirmation.json, rankings.json and evidence files "
+          f"({time.time() - t0:.0f}s)")
+    return 0
+
+
+def _done(path, sha, fingerprint=None):
+    """A statistics file already written for this checkpoint (and window sample): an interrupted evaluation resumes."""
+    import pyarrow.parquet as pq
+
+    if not path.exists():
+        return False
+    meta = pq.read_schema(path).metadata or {}
+    return meta.get(b"checkpoint_sha256", b"").decode() == sha and (
+        fingerprint is None or meta.get(b"fingerprint", b"").decode() == fingerprint)
+
+
+def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, device):
+    """Per checkpoint: window statistics of both populations and the confirmation rows. Returns confirmation scores."""
+    import pyarrow.parquet as pq
+    from tqdm import tqdm
+
+    from corpus.atomic import sha256_file
+    from eval.official import row_statistics, scores, write_stats
+    from eval.windows import score_windows
+    from training.checkpoint import load_checkpoint
+    from training.config import TrainConfig
+    from training.trainer import build_model, maybe_compile
+
+    conf = {}
+    ac = torch.device(device).type == "cuda"
     for run_dir, res, ckpt in tqdm(runs, desc="checkpoints"):
         cfg = TrainConfig(**res["config"])
         if cfg.context != cfg0.context or cfg.source != cfg0.source:
-            print(f"error: {run_dir}: runs differ in context or corpus", file=sys.stderr)
-            return 2
-        payload = load_checkpoint(ckpt)
-        model = build_model(cfg, a.device)
-        model.load_state_dict(payload["model"])
-        model = maybe_compile(model, cfg, a.device)
-        cond = CONDITION_OF[cfg.loader]
-        sha = sha256_file(ckpt)
-        ac = torch.device(a.device).type == "cuda"
+            raise DataError(f"{run_dir}: runs differ in context or corpus")
+        cond, sha = CONDITION_OF[cfg.loader], sha256_file(ckpt)
         ed = out / run_dir.name
         ed.mkdir(exist_ok=True)
-        for p in pops:
-            st = score_windows(model, wins[p], tb, specs[p], a.device, ac)
-            write_window_stats(ed / f"windows_{p}.parquet", wins[p], st, {
-                "condition": cond, "seed": cfg.seed, "checkpoint_sha256": sha, "fingerprint": wins[p]["fingerprint"],
-                "population": p, "rows": json.dumps(pops[p]["rows"]), "spec": json.dumps(specs[p].to_dict())})
-        cs = row_statistics(model, streams["conf"], tb, conf_batches, cfg.eval_rows, cfg.context + 1, a.device, ac, cfg.buffer)
-        write_stats(ed / "confirmation_rows.parquet", cs, {"checkpoint_sha256": sha, "condition": cond, "seed": cfg.seed})
-        conf_rows[(cond, cfg.seed)] = {**scores(cs), "fingerprint": cs["fingerprint"]}
-    report = [f"# Evaluation of {len(runs)} checkpoints", ""]
-    # 5.5 source windows, both populations
-    summaries = {}
+        model = None
+
+        def loaded():
+            nonlocal model
+            if model is None:
+                model = build_model(cfg, device)
+                model.load_state_dict(load_checkpoint(ckpt)["model"])
+                model = maybe_compile(model, cfg, device)
+            return model
+
+        for p in wins:
+            path = ed / f"windows_{p}.parquet"
+            if not _done(path, sha, wins[p]["fingerprint"]):
+                st = score_windows(loaded(), wins[p], tb, specs[p], device, ac)
+                write_window_stats(path, wins[p], st, {
+                    "condition": cond, "seed": cfg.seed, "checkpoint_sha256": sha, "fingerprint": wins[p]["fingerprint"],
+                    "population": p, "rows": json.dumps(plan["populations"][p]["rows"]),
+                    "spec": json.dumps(specs[p].to_dict())})
+        path = ed / "confirmation_rows.parquet"
+        if _done(path, sha):
+            t = pq.read_table(path)
+            cs = {k: t.column(k).to_numpy() for k in ("nats", "bytes", "count")}
+            cs["fingerprint"] = t.schema.metadata[b"fingerprint"].decode()
+        else:
+            cs = row_statistics(loaded(), conf_stream, tb, plan["confirmation_batches"], cfg.eval_rows, cfg.context + 1,
+                                device, ac, cfg.buffer)
+            write_stats(path, cs, {"checkpoint_sha256": sha, "condition": cond, "seed": cfg.seed})
+        conf[(cond, cfg.seed)] = {**scores(cs), "fingerprint": cs["fingerprint"]}
+    return conf
+
+
+def window_reports(runs, wins, specs, pops, plan, dups, out):
+    """Section 5.5: comparisons per population, written as JSON, evidence and Markdown."""
+    from corpus.atomic import atomic_write_json
+    from eval.compare import compare_windows, window_table_md, write_evidence
+    from eval.windows import counts_per_stratum
+
+    report = []
     for p in pops:
         paths = [out / r[0].name / f"windows_{p}.parquet" for r in runs]
         summary, ev = compare_windows(paths, contrast_strata=plan["contrast_strata"], replicates=plan["replicates"],
@@ -147,51 +200,54 @@ def main(argv=None):
         summary["duplicates_excluded"] = [{"row": r, "duplicate_of": w} for r, w in dups] if p == "conf" else []
         atomic_write_json(out / f"window_summary_{p}.json", summary)
         write_evidence(out / f"window_evidence_{p}.npz", ev, summary)
-        summaries[p] = summary
         report += [f"## Source windows: {p} (rows {pops[p]['rows'][0]}:{pops[p]['rows'][1]}, seed {pops[p]['seed']})", "",
                    "| stratum | sources | tail windows |", "|---|---:|---:|"]
         report += [f"| {c['stratum']} | {c['sources']} | {c['tail_windows']} |" for c in summary["per_stratum"]]
         report += ["", window_table_md(summary)]
-    # 5.4 confirmation
-    report += ["## Official-style confirmation score", "",
-               f"{conf_batches * cfg0.eval_rows * cfg0.context:,} targets; {len(dups)} exact duplicates excluded.", "",
-               "| Condition | Seed | BPB | Delta vs same-seed control | CE | Perplexity |", "|---|---:|---:|---:|---:|---:|"]
-    for (cond, seed), s in sorted(conf_rows.items(), key=lambda kv: (kv[0][1], kv[0][0] != "baseline", kv[0][0])):
-        base = conf_rows.get(("baseline", seed))
+    return report
+
+
+def confirmation_report(conf, dups, pops, targets, out):
+    """Section 5.4: the official-style score of the confirmation stream, deltas against the same-seed baseline."""
+    from corpus.atomic import atomic_write_json
+
+    report = ["## Official-style confirmation score", "", f"{targets:,} targets; {len(dups)} exact duplicates excluded.", "",
+              "| Condition | Seed | BPB | Delta vs same-seed control | CE | Perplexity |", "|---|---:|---:|---:|---:|---:|"]
+    for (cond, seed), s in sorted(conf.items(), key=lambda kv: (kv[0][1], kv[0][0] != "baseline", kv[0][0])):
+        base = conf.get(("baseline", seed))
         d = s["bpb"] - base["bpb"] if base else float("nan")
         report.append(f"| {cond} | {seed} | {s['bpb']:.8f} | {d:+.8f} | {s['ce']:.8f} | {s['perplexity']:.5f} |")
-    fps = {s["fingerprint"] for s in conf_rows.values()}
+    fps = {s["fingerprint"] for s in conf.values()}
     report += ["", f"Input/target fingerprint: {'one for all checkpoints: ' + next(iter(fps)) if len(fps) == 1 else 'DIFFERS'}", ""]
-    atomic_write_json(out / "confirmation.json", {"rows": pops["conf"]["rows"], "duplicates": dups, "targets":
-                      conf_batches * cfg0.eval_rows * cfg0.context,
-                      "scores": [{"condition": c, "seed": s, **v} for (c, s), v in conf_rows.items()]})
-    # 5.6 rankings on the official stream (seed 43 checkpoints, as the paper)
+    atomic_write_json(out / "confirmation.json", {"rows": pops["conf"]["rows"], "duplicates": dups, "targets": targets,
+                                                  "scores": [{"condition": c, "seed": s, **v} for (c, s), v in conf.items()]})
+    return report
+
+
+def ranking_report(runs, context, plan, out):
+    """Section 5.6: every run ranked on its official-stream rows, in full and at prefixes."""
+    import io
+
     import pyarrow.parquet as pq
 
+    from corpus.atomic import atomic_write_bytes, atomic_write_json
+    from eval.rankings import prefix_rows, rankings, rankings_md
+
     names, nats, nbytes = [], [], []
-    for run_dir, res, _ in runs:
+    for run_dir, _, _ in runs:
         t = pq.read_table(run_dir / "official_rows.parquet")
         names.append(run_dir.name)
         nats.append(t.column("nats").to_numpy())
         nbytes.append(t.column("bytes").to_numpy())
     nats, nbytes = np.stack(nats), np.stack(nbytes)
     ref = next((n for n in names if n.startswith("baseline")), names[0])
-    pre = prefix_rows(nats.shape[1], cfg0.context)
+    pre = prefix_rows(nats.shape[1], context)
     rk = rankings(nats, nbytes, names, ref, pre, subsets=plan["ranking_subsets"], seed=plan["ranking_seed"])
     atomic_write_json(out / "rankings.json", rk)
-    import io
-
-    from corpus.atomic import atomic_write_bytes
-
     buf = io.BytesIO()
     np.savez(buf, nats=nats, bytes=nbytes, names=np.asarray(names), reference=np.asarray(ref), prefixes=np.asarray(pre))
     atomic_write_bytes(out / "ranking_evidence.npz", buf.getvalue())
-    report += ["## Rankings on the official stream at prefixes", "", rankings_md(rk, cfg0.context)]
-    atomic_write_text(out / "report.md", "\n".join(report))
-    print("\n".join(report))
-    print(f"wrote {out}/report.md, window_summary_*.json, confirmation.json, rankings.json and evidence files "
-          f"({time.time() - t0:.0f}s)")
-    return 0
+    return ["## Rankings on the official stream at prefixes", "", rankings_md(rk, context)]
 
 
 if __name__ == "__main__":

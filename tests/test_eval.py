@@ -214,3 +214,15 @@ def test_checkers_pass_on_real_outputs_and_fail_on_altered_files(evaluated, tmp_
     (tmp_path / "r.json").write_text(json.dumps(rk))
     r = _run("verify_evaluation_summary.py", tmp_path / "r.json", out / "ranking_evidence.npz")
     assert r.returncode == 1 and "FAIL" in r.stdout
+
+
+def test_a_second_evaluation_reuses_finished_statistics(evaluated):
+    from eval.__main__ import main as eval_main
+
+    runs, out = evaluated
+    files = sorted(out.glob("*/windows_*.parquet")) + sorted(out.glob("*/confirmation_rows.parquet"))
+    before = {f: (f.stat().st_mtime_ns, f.read_bytes()) for f in files}
+    summary = (out / "window_summary_dev.json").read_text()
+    assert eval_main(["--runs", str(runs), "--out", str(out), "--replicates", "300", "--device", "cpu"]) == 0
+    assert {f: (f.stat().st_mtime_ns, f.read_bytes()) for f in files} == before  # nothing re-scored
+    assert (out / "window_summary_dev.json").read_text() == summary
