@@ -76,10 +76,10 @@ class Packer:
         self.core.pack_rows(n_rows, raw)
         return raw
 
-    def next_rows(self, n_rows, with_tokens=True):
+    def next_rows(self, n_rows):
         first = self.core.rows_done
         raw = self.next_raw(n_rows)
-        rows = materialize(raw, self.stream, self.R) if with_tokens else None
+        rows = materialize(raw, self.stream, self.R)
         return rows, events_to_records(raw, self.stream, self.R, first)
 
     def state_dict(self):

@@ -88,7 +88,7 @@ class DocumentStream:
             starts[m] = sh.offsets[local[m]]
         name = ",".join(names) + (f"[{row_range[0]}:{row_range[1]}]" if row_range else "")
         s = cls(lengths, refills, ([sh.tokens for sh in shards], which, starts), bos=bos, name=name)
-        s.shard_index, s.shard_row = which, local
+        s.shard_row = local  # row index inside its shard, for evaluation records
         return s
 
     def locations(self):

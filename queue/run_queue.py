@@ -193,7 +193,7 @@ class QueueRunner:
         return self.event(dlog, "decay", updates=updates, shards_used=acc, losses=after)
 
 
-def setup(cfg, out, device):
+def setup(cfg):
     from corpus.layout import Layout, default_data_dir
     from corpus.tokenizer import load_token_bytes
     from loaders.stream import open_split
@@ -246,7 +246,7 @@ def main(argv=None):
             return return_from_quarantine(out, a.shard)
         cfg = resolve_config(a.config, a.set)
         out.mkdir(parents=True, exist_ok=True)
-        lay, train, labels, controls, tb = setup(cfg, out, a.device)
+        lay, train, labels, controls, tb = setup(cfg)
         if a.command == "calibrate":
             res = run_calibration(cfg, train, labels, controls, tb, a, out)
             print(f"sigma {res['sigma']}  k {res['k']}  false-rejection rates {res['false_rejection_rates']}")
