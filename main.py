@@ -66,10 +66,13 @@ def main(argv=None):
         from manifests.__main__ import main as manifest_main
         from protocols.freeze import main as freeze_main
 
-        rc = freeze_main(["--preset", "tiny", *dd, "--out", str(out / "protocol.json")]) or manifest_main(
-            ["write", str(out / "train"), "--glob", "ckpt_*.pt", "--out", str(out / "checkpoints.sha256")])
-        if rc:
-            return rc
+        if (out / "protocol.json").exists():  # frozen once; a rerun must not re-freeze after results exist
+            print(f"protocol already frozen: {out / 'protocol.json'}")
+        else:
+            rc = freeze_main(["--preset", "tiny", *dd, "--out", str(out / "protocol.json")]) or manifest_main(
+                ["write", str(out / "train"), "--glob", "ckpt_*.pt", "--out", str(out / "checkpoints.sha256")])
+            if rc:
+                return rc
     if "eval" in stages:
         print("\n== stage: eval (windows, bins, bootstrap, confirmation, rankings)", flush=True)
         from eval.__main__ import main as eval_main
