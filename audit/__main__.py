@@ -222,10 +222,10 @@ def main(argv=None):
     plots.retention_by_stratum(list(summaries.values()), out / figs[0])
     plots.sources_started(reps, out / figs[1])
     main_rep = next((r for r in reps if r.packer == "original"), reps[0])
-    plots.buffer_mass(main_rep, out / figs[2])
     from audit.proposition import check_proposition
 
-    _, ps, _ = check_proposition(main_rep.stream, main_rep.raw, main_rep.refill_log, B, R)
+    _, ps, trace = check_proposition(main_rep.stream, main_rep.raw, main_rep.refill_log, B, R, mass_trace=True)
+    plots.buffer_mass(main_rep, trace, out / figs[2])
     plots.length_histogram(main_rep, ps.members, out / figs[3])
     summary["figures"] = figs
     summary["seconds"] = round(time.time() - t0, 2)

@@ -5,7 +5,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from audit.proposition import check_proposition  # noqa: E402
+
+
+def _save(fig, ax, title, xlabel, ylabel, path, legend_loc="best"):
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8, loc=legend_loc)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def retention_by_stratum(summaries, path):
@@ -17,13 +26,8 @@ def retention_by_stratum(summaries, path):
         vals = [100 * (r["retained"] or 0) for r in s["retention_by_stratum"]]
         ax.bar(x + (k - (len(summaries) - 1) / 2) * w, vals, w, label=s["packer"])
     ax.set_xticks(x, labels, rotation=30)
-    ax.set_xlabel("original source length (tokens, BOS included)")
-    ax.set_ylabel("emitted share of loaded tokens (%)")
-    ax.set_title("Retention of loaded token mass by source length")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, "Retention of loaded token mass by source length", "original source length (tokens, BOS included)",
+          "emitted share of loaded tokens (%)", path)
 
 
 def sources_started(reps, path):
@@ -33,18 +37,11 @@ def sources_started(reps, path):
         _, first = np.unique(ev["source_id"], return_index=True)
         t = np.sort(ev["target_offset"][first])
         ax.plot(t / 1e6, np.arange(1, len(t) + 1), label=rep.packer)
-    ax.set_xlabel("target offset (millions)")
-    ax.set_ylabel("original sources started")
-    ax.set_title("Sources started vs target offset")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, "Sources started vs target offset", "target offset (millions)", "original sources started", path)
 
 
-def buffer_mass(rep, path, points=2000):
-    """Buffered token mass before each selection, split into protected and other."""
-    _, _, trace = check_proposition(rep.stream, rep.raw, rep.refill_log, rep.B, rep.R, mass_trace=True)
+def buffer_mass(rep, trace, path, points=2000):
+    """Buffered token mass before each selection, split into protected and other (trace: protected mass per event)."""
     ev = rep.events
     n, lengths = rep.stream.n, rep.stream.lengths
     arrived_at = np.zeros(len(ev) + 1, dtype=np.int64)
@@ -58,13 +55,8 @@ def buffer_mass(rep, path, points=2000):
     x = ev["target_offset"][idx] / 1e6
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.stackplot(x, prot[idx] / 1e6, (total[idx] - prot[idx]) / 1e6, labels=["protected (largest B-1 long keys)", "other"])
-    ax.set_xlabel("target offset (millions)")
-    ax.set_ylabel("buffered tokens (millions)")
-    ax.set_title(f"Buffer token mass over the replay ({rep.packer})")
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, f"Buffer token mass over the replay ({rep.packer})", "target offset (millions)",
+          "buffered tokens (millions)", path, legend_loc="upper left")
 
 
 def length_histogram(rep, protected, path):
@@ -77,10 +69,4 @@ def length_histogram(rep, protected, path):
     ax.axvline(rep.R, color="k", ls="--", lw=1, label=f"row capacity R={rep.R}")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("source length (tokens, BOS included)")
-    ax.set_ylabel("sources")
-    ax.set_title("Source length histogram with the protected set")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, "Source length histogram with the protected set", "source length (tokens, BOS included)", "sources", path)

@@ -43,7 +43,8 @@ class MicrobatchLoader:
         raw = p.next_raw(self.rows)
         self.micro_idx += 1
         rows = materialize(raw, p.stream, p.R)
-        return rows, self._snapshot()
+        # only a prefetch thread runs ahead of the consumer; without one the live state is the consumer's
+        return rows, (self._snapshot() if self.prefetch > 0 else None)
 
     def _to_tensors(self, rows):
         t = torch.from_numpy(rows)
@@ -79,10 +80,13 @@ class MicrobatchLoader:
             if isinstance(item, BaseException):
                 raise item
             rows, st = item
-        self._state = st
+        if st is not None:
+            self._state = st
         return self._to_tensors(rows)
 
     def state_dict(self):
+        if self.prefetch <= 0:
+            return self._snapshot()
         return copy.deepcopy(self._state)
 
     def load_state_dict(self, st):
