@@ -32,7 +32,8 @@ def atomic_write_text(path, text: str) -> None:
 
 
 def atomic_write_json(path, obj) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    # allow_nan=False: NaN/Infinity are not JSON; a non-finite value must be caught, not written
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def sha256_file(path, chunk=1 << 20) -> str:

@@ -1,0 +1,37 @@
+"""One process per output folder: an exclusive, advisory fcntl lock on FOLDER/.lock.
+
+Two trainings (or a training and an evaluation) writing the same folder would interleave
+their logs and overwrite each other's checkpoints. The lock file records the holder's pid
+and command so the refusal can name it; the kernel drops the lock when the holder exits,
+so a killed run never leaves a stale lock behind.
+"""
+import fcntl
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class FolderLocked(RuntimeError):
+    """Another live process holds the folder's lock."""
+
+
+@contextmanager
+def folder_lock(folder, what: str = "this folder"):
+    """Hold FOLDER/.lock for the duration of the block, or raise FolderLocked naming the holder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / ".lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "unknown pid"
+            raise FolderLocked(f"{folder} is in use by another process ({holder}); "
+                               f"wait for it to finish or use another folder for {what}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}: {' '.join(sys.argv)[:200]}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
