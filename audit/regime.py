@@ -28,6 +28,8 @@ PAPER = {
     "sources_arrived": 836_864, "arrived_over_B": 836_864 / 1000,
     "budget_share_of_corpus": 499_646_464 / 631_241_817,
     "share_emitted_from_long_sources": 0.1176,
+    "sources_started_original": None,  # not stated in the paper
+    "sources_started_segment_first": 702_208,  # "consumes 702,208 original sources"
 }
 
 # what "the paper's order of magnitude" means for each indicator (checked by tests and shown in reports)
@@ -56,7 +58,10 @@ def regime_indicators(stream, R, B, targets, replay=None) -> dict:
     ev = rep.events
     emitted = int(ev["emitted"].sum())
     core = rep.core
+    seg = Replay(stream, "segment_first", rows, R, B).events["source_id"]
     return {
+        "sources_started_original": int(len(np.unique(ev["source_id"]))),
+        "sources_started_segment_first": int(len(np.unique(seg))),
         "row_capacity": int(R), "buffer": int(B), "targets": int(targets),
         "sources_per_pass": int(stream.n), "tokens_per_pass": int(stream.lengths.sum()),
         "longest": longest, "longest_chunks": chunks_of(longest, R),
@@ -93,6 +98,8 @@ ROWS = (
     ("sources arrived / B", "arrived_over_B", "{:,.1f}".format),
     ("budget / tokens per pass", "budget_share_of_corpus", _pct),
     ("emitted share from sources > R (original)", "share_emitted_from_long_sources", _pct),
+    ("sources started, original", "sources_started_original", "{:,}".format),
+    ("sources started, segment-first", "sources_started_segment_first", "{:,}".format),
 )
 
 
@@ -113,7 +120,7 @@ def preset_setting(preset: dict):
     return c.context + 1, c.buffer, c.updates * c.targets_per_update
 
 
-def preset_stream(data_dir, preset: dict):
+def preset_stream(data_dir, preset: dict, preset_name=None):
     """The training stream a preset reads (its train_docs cap applied), lengths only."""
     from loaders.stream import DocumentStream
     from corpus.layout import Layout
@@ -126,7 +133,9 @@ def preset_stream(data_dir, preset: dict):
         lengths.append(sh.lengths)
         refills.extend((refills[-1] + sh.refills[1:]).tolist())
     s = DocumentStream(np.concatenate(lengths), refills, name=f"{lay.source}:train")
-    cap = preset.get("max_source_len")
+    from protocols.generate_configs import DEMO_SOURCE_CAP
+
+    cap = preset.get("max_source_len") or DEMO_SOURCE_CAP.get(preset_name)
     if cap:
         keep = np.flatnonzero(s.lengths <= cap)
         s = s.subset(keep)
@@ -151,7 +160,7 @@ def main(argv=None):
     try:
         pre = PRESETS[a.preset]
         R, B, T = preset_setting(pre)
-        ind = regime_indicators(preset_stream(a.data_dir or default_data_dir(), pre), R, B, T)
+        ind = regime_indicators(preset_stream(a.data_dir or default_data_dir(), pre, a.preset), R, B, T)
     except (DataError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
