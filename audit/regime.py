@@ -120,7 +120,7 @@ def preset_setting(preset: dict):
     return c.context + 1, c.buffer, c.updates * c.targets_per_update
 
 
-def preset_stream(data_dir, preset: dict, preset_name=None):
+def preset_stream(data_dir, preset: dict):
     """The training stream a preset reads (its train_docs cap applied), lengths only."""
     from loaders.stream import DocumentStream
     from corpus.layout import Layout
@@ -133,9 +133,7 @@ def preset_stream(data_dir, preset: dict, preset_name=None):
         lengths.append(sh.lengths)
         refills.extend((refills[-1] + sh.refills[1:]).tolist())
     s = DocumentStream(np.concatenate(lengths), refills, name=f"{lay.source}:train")
-    from protocols.generate_configs import DEMO_SOURCE_CAP
-
-    cap = preset.get("max_source_len") or DEMO_SOURCE_CAP.get(preset_name)
+    cap = preset.get("max_source_len")
     if cap:
         keep = np.flatnonzero(s.lengths <= cap)
         s = s.subset(keep)
@@ -158,9 +156,11 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="print JSON instead of the Markdown table")
     a = ap.parse_args(argv)
     try:
-        pre = PRESETS[a.preset]
+        from protocols.generate_configs import TINY_REGIME
+
+        pre = {**PRESETS[a.preset], **(TINY_REGIME if a.preset == "tiny" else {})}
         R, B, T = preset_setting(pre)
-        ind = regime_indicators(preset_stream(a.data_dir or default_data_dir(), pre, a.preset), R, B, T)
+        ind = regime_indicators(preset_stream(a.data_dir or default_data_dir(), pre), R, B, T)
     except (DataError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

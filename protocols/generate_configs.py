@@ -16,6 +16,7 @@ Without the cap the offline corpus's longest source (~39k tokens) would make ~30
 segment-first chunks, 15x the buffer, and a few sources would fill every row. With it:
 the longest source's chunks are 3 of B = 20 (15%; paper 142 of 1000), the protected set
 holds ~4.9% of arrived tokens (paper 4.37%), and the stream does not wrap (paper: no wrap).
+B and the cap apply together, once the training configuration has `max_source_len`.
 """
 import argparse
 import os
@@ -30,23 +31,23 @@ SEEDS = (43, 44)
 PRESETS = {
     "paper": {"source": "climbmix"},
     "tiny": {"source": "stdlib", "depth": 2, "width": 64, "heads": 2, "kv_heads": 2, "context": 128,
-             "short_window": 64, "micro_rows": 8, "accum": 2, "updates": 40, "eval_batches": 16, "eval_rows": 8,
-             "buffer": 20},
+             "short_window": 64, "micro_rows": 8, "accum": 2, "updates": 40, "eval_batches": 16, "eval_rows": 8},
 }
-# demo-only cap on training source length (tokens, BOS included): the regime note above.
-# Applied only where the training config supports it (TrainConfig.max_source_len).
-DEMO_SOURCE_CAP = {"tiny": 320}
+# The tiny preset's regime settings (see the docstring): B = 20 and a demo-only cap on
+# training source length (tokens, BOS included). B = 20 without the cap would be worse than
+# B = 1000 (the longest source's ~308 chunks would be 15x the buffer), so both apply together,
+# and only where the training config supports the cap (TrainConfig.max_source_len).
+TINY_REGIME = {"buffer": 20, "max_source_len": 320}
 
 
-def _supports_cap() -> bool:
+def regime_settings_active() -> bool:
     from training.config import TrainConfig
 
     return "max_source_len" in TrainConfig.__dataclass_fields__
 
 
-if DEMO_SOURCE_CAP and _supports_cap():
-    for _p, _cap in DEMO_SOURCE_CAP.items():
-        PRESETS[_p]["max_source_len"] = _cap
+if regime_settings_active():
+    PRESETS["tiny"].update(TINY_REGIME)
 
 
 def configs(preset):
