@@ -360,7 +360,10 @@ def main(argv=None):
         if "work" in locals() and work.exists():
             shutil.rmtree(work, ignore_errors=True)
         lock.__exit__(None, None, None)
-    print(report_md(summary).split("### Retention")[0])
+    md = report_md(summary)
+    print(md.split("### Retention")[0])
+    if "## Regime" in md:
+        print("## Regime" + md.split("## Regime")[1].split("## Figures")[0])
     print(f"wrote {out}/summary.json, report.md, regime.json, events_*.parquet, 4 figures ({summary['seconds']}s)")
     bad = [p for p, s in summaries.items() if not s["partition_holds"] or s["protected"]["proposition_held"] is False]
     return 1 if bad else 0
