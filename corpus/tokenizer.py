@@ -1,10 +1,11 @@
-"""BPE tokenizer as the supplied baseline trains it (SPEC.md "Tokenizer").
+"""BPE tokenizer as the supplied baseline trains it.
 
 rustbpe learns the merges on the training shards only (each document cut to its first
 10,000 characters, 1e9 characters in all); the result is saved as a pickled
 tiktoken.Encoding with 4 special tokens after the merged ones, BOS = <|reserved_0|>.
 token_bytes[id] is the UTF-8 length of the token's decoded string (0 for specials): the
-positive-byte mask of every BPB figure.
+positive-byte mask of every BPB figure. Both files' sizes and SHA256s are recorded when
+the tokenizer is trained (tokenizer.sha256.json) and verified on every load.
 """
 import pickle
 from pathlib import Path
