@@ -10,6 +10,7 @@ second run on a complete data root does no work and says so.
 """
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -65,7 +66,7 @@ def _make_root(lay):
         lay.root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise DataError(f"{lay.root}: cannot create the data folder ({e.strerror})") from None
-    probe = Path(lay.root) / f".write-probe-{__import__('os').getpid()}"
+    probe = Path(lay.root) / f".write-probe-{os.getpid()}"
     try:
         probe.write_bytes(b"")
         probe.unlink()
@@ -216,7 +217,7 @@ def _prepare(args, lay) -> dict:
     shards = {s: TokenShard(lay.tokens, s, verify=False) for s in stems}  # checks offsets/refills
     census_path = lay.census / "census.json"
     summary = _read_json(census_path)
-    if did or summary is None or lay.record.exists() is False:
+    if did or summary is None or not lay.record.exists():
         train_len = np.concatenate([shards[s].lengths for s in stems[:-1]])
         summary = write_census(lay.census, {"train": train_len, "val": shards[stems[-1]].lengths})
         did.append("census")

@@ -12,6 +12,7 @@ sibling folder and swapped in at the end, under a lock: a failed or concurrent a
 leaves a mix of old and new files.
 """
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -294,8 +295,8 @@ def main(argv=None):
         if out.exists() and not out.is_dir():
             raise DataError(f"--out {out}: is a file, not a folder")
         out.parent.mkdir(parents=True, exist_ok=True)
-        lock = lock_file(out.parent / f".{out.name}.lock", f"the audit output {out}")
-        lock.__enter__()
+        stack = contextlib.ExitStack()
+        stack.enter_context(lock_file(out.parent / f".{out.name}.lock", f"the audit output {out}"))
     except (DataError, ValueError, FolderLocked, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -359,7 +360,7 @@ def main(argv=None):
     finally:
         if "work" in locals() and work.exists():
             shutil.rmtree(work, ignore_errors=True)
-        lock.__exit__(None, None, None)
+        stack.close()  # releases the lock
     md = report_md(summary)
     print(md.split("### Retention")[0])
     if "## Regime" in md:
