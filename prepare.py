@@ -10,6 +10,7 @@ second run on a complete data root does no work and says so.
 """
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -42,36 +43,122 @@ def _log(msg):
     print(msg, flush=True)
 
 
+def check_args(args):
+    """Every bad value refused in one line before any work."""
+    for name, v, lo in (("--shards", args.shards, 2), ("--train-shards", args.train_shards, 1),
+                        ("--workers", args.workers, 1), ("--threads", args.threads, 1),
+                        ("--row-group-size", args.row_group_size, 1), ("--max-files", args.max_files, 1)):
+        if v is not None and v < lo:
+            extra = " (one training and one validation shard)" if name == "--shards" else ""
+            raise DataError(f"{name} {v}: must be at least {lo}{extra}")
+    if not 256 + 4 <= args.vocab_size <= 65536:
+        raise DataError(f"--vocab-size {args.vocab_size}: must be 260..65536 (256 bytes + 4 special tokens; "
+                        f"token files are uint16)")
+
+
+def _make_root(lay):
+    from pathlib import Path
+
+    for parent in [lay.root, *lay.root.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise DataError(f"{parent}: is a file, not a folder; choose another --data-dir")
+    try:
+        lay.root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DataError(f"{lay.root}: cannot create the data folder ({e.strerror})") from None
+    probe = Path(lay.root) / f".write-probe-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise DataError(f"{lay.root}: data folder is not writable ({e.strerror})") from None
+
+
+def remove_stale_temporaries(root, log=_log) -> int:
+    """Temporaries a killed prepare left (atomic writes' .NAME.*.tmp, downloads' .NAME.part).
+
+    Called under the data root's lock, so no live writer owns them.
+    """
+    n = 0
+    for pat in (".*.tmp", ".*.part"):
+        for f in root.rglob(pat):
+            if f.is_file():
+                f.unlink()
+                n += 1
+    if n:
+        log(f"removed {n} stale temporary file(s) left by an interrupted run")
+    return n
+
+
+def _identity(args, sys_version):
+    """The build's arguments: what the completion record is valid for."""
+    a = {"source": args.source, "vocab_size": args.vocab_size}
+    if args.source == "stdlib":
+        a.update(seed=args.seed, shards=args.shards, row_group_size=args.row_group_size,
+                 max_files=args.max_files, python=sys_version)
+    else:
+        a.update(train_shards=args.train_shards)
+    return a
+
+
+def _read_json(path):
+    try:
+        return json.loads(path.read_text()) if path.exists() else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None  # a damaged record is no record: the step is redone
+
+
 def prepare(args) -> dict:
+    from corpus.runlock import folder_lock
+
+    check_args(args)
+    data_dir = args.data_dir or default_data_dir()
+    lay = Layout(data_dir, args.source)
+    _make_root(lay)
+    with folder_lock(lay.root, "prepare"):
+        return _prepare(args, lay)
+
+
+def _prepare(args, lay) -> dict:
+    import hashlib
+
     from tqdm import tqdm
 
     from corpus.census import write_census
-    from corpus.pretokenize import TokenShard, tokenize_shard, verify_shard
+    from corpus.pretokenize import TokenShard, shard_paths, tokenize_shard, verify_shard
     from corpus.shards import iter_row_group_texts
-    from corpus.tokenizer import load_encoding, save_encoding, train_encoding
+    from corpus.tokenizer import load_encoding, save_encoding, train_encoding, verify_tokenizer
+    from corpus.verify import file_record
 
-    data_dir = args.data_dir or default_data_dir()
-    lay = Layout(data_dir, args.source)
     _log(f"data root: {lay.root}")
+    remove_stale_temporaries(lay.root)
     did = []
+    ident = _identity(args, sys.version)
+    old = _read_json(lay.record)
+    if old is not None and old.get("arguments") != ident:
+        # another build starts here: no completion record may survive until it is complete
+        lay.record.unlink()
+        _log("arguments differ from the previous build: rebuilding what depends on them")
 
     # 1. shards
     if args.source == "stdlib":
         from corpus.stdlib_corpus import build_stdlib_corpus
 
-        want = {"seed": args.seed, "shards": args.shards, "row_group_size": args.row_group_size,
-                "max_files": args.max_files, "python": sys.version}
+        want = {k: v for k, v in ident.items() if k not in ("source", "vocab_size")}
         man_path = lay.raw / "manifest.json"
         cfg_path = lay.raw / "build.json"
-        have = json.loads(cfg_path.read_text()) if cfg_path.exists() else None
-        shards_ok = have == want and man_path.exists() and all(
-            (lay.raw / n).exists() for n in json.loads(man_path.read_text())["train_shards"])
+        have, man = _read_json(cfg_path), _read_json(man_path)
+        # a shard is reused only when build.json (written last) names these arguments and its SHA256
+        shards_ok = (have is not None and have.get("arguments") == want and man is not None
+                     and all((lay.raw / n).exists() and sha256_file(lay.raw / n) == have["shards_sha256"].get(n)
+                             for n in man["train_shards"] + [man["val_shard"]]))
         if not shards_ok:
+            cfg_path.unlink(missing_ok=True)
             man = build_stdlib_corpus(lay.raw, args.shards, args.seed, args.row_group_size, args.max_files, log=_log)
-            atomic_write_json(cfg_path, want)
+            names = man["train_shards"] + [man["val_shard"]]
+            atomic_write_json(cfg_path, {"arguments": want,
+                                         "shards_sha256": {n: sha256_file(lay.raw / n) for n in names}})
             did.append("shards")
-        else:
-            man = json.loads(man_path.read_text())
         train_names, val_name = man["train_shards"], man["val_shard"]
     else:
         from corpus.download import BASE_URL, climbmix_files, download_all
@@ -85,11 +172,18 @@ def prepare(args) -> dict:
 
     shard_sha = {n: sha256_file(lay.raw / n) for n in train_names + [val_name]}
 
-    # 2. tokenizer, trained on the training shards only
+    # 2. tokenizer, trained on the training shards only; reused only when its recorded SHA256 verifies
     tok_cfg = {"vocab_size": args.vocab_size, "train_shards_sha256": [shard_sha[n] for n in train_names]}
     tok_cfg_path = lay.tokenizer / "trained_on.json"
-    if not (tok_cfg_path.exists() and json.loads(tok_cfg_path.read_text()) == tok_cfg
-            and (lay.tokenizer / "tokenizer.pkl").exists()):
+    reuse = _read_json(tok_cfg_path) == tok_cfg and (lay.tokenizer / "tokenizer.pkl").exists()
+    if reuse:
+        try:
+            verify_tokenizer(lay.tokenizer, full=True)
+        except DataError as e:
+            _log(f"retraining the tokenizer: {e}")
+            reuse = False
+    if not reuse:
+        tok_cfg_path.unlink(missing_ok=True)
         t0 = time.time()
 
         def texts():
@@ -105,7 +199,7 @@ def prepare(args) -> dict:
     enc = load_encoding(lay.tokenizer)
     tok_sha = sha256_file(lay.tokenizer / "tokenizer.pkl")
 
-    # 3. pre-tokenized shards
+    # 3. pre-tokenized shards (a shard's json names its parquet and tokenizer SHA256s)
     names = train_names + [val_name]
     todo = [n for n in names if not verify_shard(lay.raw / n, lay.tokens, tok_sha, shard_sha[n])]
     if todo:
@@ -119,22 +213,54 @@ def prepare(args) -> dict:
     # 4. census (cheap, derived from the offsets; rewritten only when something changed)
     import numpy as np
 
+    stems = [n[:-8] for n in names]
+    shards = {s: TokenShard(lay.tokens, s, verify=False) for s in stems}  # checks offsets/refills
     census_path = lay.census / "census.json"
-    if did or not census_path.exists():
-        train_len = np.concatenate([TokenShard(lay.tokens, n[:-8]).lengths for n in train_names])
-        val_len = TokenShard(lay.tokens, val_name[:-8]).lengths
-        summary = write_census(lay.census, {"train": train_len, "val": val_len})
+    summary = _read_json(census_path)
+    if did or summary is None or not lay.record.exists():
+        train_len = np.concatenate([shards[s].lengths for s in stems[:-1]])
+        summary = write_census(lay.census, {"train": train_len, "val": shards[stems[-1]].lengths})
         did.append("census")
-    else:
-        summary = json.loads(census_path.read_text())
 
-    record = {"source": args.source, "train_shards": train_names, "val_shard": val_name,
-              "vocab_size": args.vocab_size, "tokenizer_sha256": tok_sha, "shards_sha256": shard_sha}
-    if not lay.record.exists() or json.loads(lay.record.read_text()) != record:
+    # 5. final verification, then the completion record, written last
+    files = {}
+    for s in stems:
+        for k, path in shard_paths(lay.tokens, s).items():
+            if k != "meta":
+                files[f"tokens/{path.name}"] = file_record(path)
+    for n in ("tokenizer.pkl", "token_bytes.npy"):
+        files[f"tokenizer/{n}"] = file_record(lay.tokenizer / n)
+    old = _read_json(lay.record)
+    overlap = old.get("val_rows_in_train") if old else None
+    if overlap is None or did:
+        overlap = _disjointness(lay, train_names, val_name, args.source)
+    record = {"source": args.source, "arguments": ident, "train_shards": train_names, "val_shard": val_name,
+              "vocab_size": args.vocab_size, "tokenizer_sha256": tok_sha, "shards_sha256": shard_sha,
+              "files": files, "val_rows_in_train": overlap,
+              "shards": {s: {"documents": int(len(sh.offsets) - 1), "tokens": int(sh.offsets[-1])}
+                         for s, sh in shards.items()}}
+    ident_keys = {k: record[k] for k in ("arguments", "shards_sha256", "tokenizer_sha256", "files")}
+    record["build_id"] = hashlib.sha256(json.dumps(ident_keys, sort_keys=True).encode()).hexdigest()
+    if old != record:
         atomic_write_json(lay.record, record)
     if not did:
         _log(f"nothing to do: {lay.root} is complete and verified")
-    return {"layout": lay, "census": summary, "did": did}
+    return {"layout": lay, "census": summary, "did": did, "record": record}
+
+
+def _disjointness(lay, train_names, val_name, source):
+    """Validation rows whose exact text occurs in training. The offline corpus keeps each
+    text once, so any overlap there means mixed builds; ClimbMix has a few natural
+    duplicates, which are recorded (the confirmation population excludes them)."""
+    from corpus.disjoint import val_rows_in_train
+
+    rows = val_rows_in_train([lay.raw / n for n in train_names], lay.raw / val_name)
+    if rows and source == "stdlib":
+        raise DataError(f"{lay.raw / val_name}: {len(rows)} validation documents also occur in the training "
+                        f"shards (first at row {rows[0]}): mixed builds; delete {lay.raw} and rerun prepare.py")
+    if rows:
+        _log(f"note: {len(rows)} validation documents have an exact duplicate in the training shards")
+    return rows
 
 
 def print_summary(summary):
@@ -148,9 +274,11 @@ def print_summary(summary):
 
 def main(argv=None):
     args = parse_args(argv)
+    from corpus.runlock import FolderLocked
+
     try:
         out = prepare(args)
-    except DataError as e:
+    except (DataError, FolderLocked, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print_summary(out["census"])

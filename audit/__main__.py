@@ -7,9 +7,13 @@
 Replays the length stream of a prepared corpus through the packers (the selection core
 that trains, on lengths only) and writes to --out: events_<packer>.parquet and .csv,
 stream_lengths.txt (one refill per line, for checkers/packing_checker.py), summary.json,
-report.md and four PNG figures.
+regime.json, report.md and four PNG figures. The output is written into a temporary
+sibling folder and swapped in at the end, under a lock: a failed or concurrent audit never
+leaves a mix of old and new files.
 """
 import argparse
+import contextlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -123,55 +127,151 @@ def fmt(x):
     return f"{x:,}"
 
 
+def pct(x):
+    return "n/a" if x is None else f"{100 * x:.2f}%"
+
+
 def report_md(summary) -> str:
     per = summary["packers"]
     names = list(per)
     rows = [
-        ("sources arrived", "sources_arrived"), ("tokens arrived", "tokens_arrived"),
-        ("BOS markers added", "bos_added"), ("emitted", "emitted"), ("discarded", "discarded"),
-        ("buffered", "buffered"), ("partition adds up", "partition_holds"),
-        ("selection events", "selection_events"), ("crop events", "crop_events"),
-        ("median crop emission", "crop_median_emitted"), ("crops emitting only BOS", "crops_emitting_only_bos"),
-        ("sources started", "sources_started"), ("sources fully emitted", "sources_fully_emitted"),
-        ("sources never started", "sources_never_started"),
-        ("sources > R arrived", "sources_longer_than_R_arrived"), ("sources > R started", "sources_longer_than_R_started"),
-        ("startup delay (targets)", "startup_delay_targets"),
-        ("share of emitted from sources > R", "share_emitted_from_long_sources"),
+        ("passes started (> 1: the stream wrapped)", "passes_started", fmt),
+        ("sources arrived", "sources_arrived", fmt), ("tokens arrived", "tokens_arrived", fmt),
+        ("BOS markers added", "bos_added", fmt), ("emitted", "emitted", fmt), ("discarded", "discarded", fmt),
+        ("buffered", "buffered", fmt), ("partition adds up", "partition_holds", fmt),
+        ("selection events", "selection_events", fmt), ("crop events", "crop_events", fmt),
+        ("median crop emission", "crop_median_emitted", fmt), ("crops emitting only BOS", "crops_emitting_only_bos", fmt),
+        ("sources started", "sources_started", fmt), ("sources fully emitted", "sources_fully_emitted", fmt),
+        ("sources never started", "sources_never_started", fmt),
+        ("sources > R arrived", "sources_longer_than_R_arrived", fmt),
+        ("sources > R started", "sources_longer_than_R_started", fmt),
+        ("startup delay (targets)", "startup_delay_targets", fmt),
+        ("share of emitted from sources > R", "share_emitted_from_long_sources", pct),
     ]
     out = [f"# Source audit: {summary['stream']}", "",
            f"Budget: {summary['targets']:,} targets = {summary['rows']:,} rows of R={summary['row_capacity']} "
            f"({summary['budget_reason']}); buffer B={summary['buffer']}. "
            f"The trainer's final unused prefetch is excluded.", "",
+           "## 5.1 Coverage at the budget", "",
            "| quantity | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
-    for label, key in rows:
-        out.append(f"| {label} | " + " | ".join(fmt(per[n][key]) for n in names) + " |")
-    for label, key in (("protected sources", "size"), ("protected tokens", "tokens"),
-                       ("protected share of arrived", "share_of_arrived"), ("protected share of buffered", "share_of_buffered"),
-                       ("Proposition held at every selection", "proposition_held")):
-        out.append(f"| {label} | " + " | ".join(fmt(per[n]["protected"][key]) if per[n]["protected"]["applies"] else "n/a" for n in names) + " |")
-    out += ["", "Segment-first pre-splits long sources, which removes the Proposition's hypothesis; it is not checked there.", ""]
+    for label, key, f in rows:
+        out.append(f"| {label} | " + " | ".join(f(per[n][key]) for n in names) + " |")
+    for label, key, f in (("protected sources", "size", fmt), ("protected tokens", "tokens", fmt),
+                          ("protected share of arrived", "share_of_arrived", pct),
+                          ("protected share of buffered", "share_of_buffered", pct),
+                          ("Proposition held at every selection", "proposition_held", fmt)):
+        out.append(f"| {label} | " + " | ".join(f(per[n]["protected"][key]) if per[n]["protected"]["applies"] else "n/a" for n in names) + " |")
+    out += ["", "Segment-first pre-splits long sources, which removes the Proposition's hypothesis (section 3, Limits); "
+            "it is not checked there. Paper (original packer): 999 protected sources, 4.37% of arrived source mass, "
+            "99.83% of buffered mass; 1 pass.", ""]
     for n in names:
         v = per[n]["protected"].get("first_violation")
         if v:
             out.append(f"**{n}: Proposition violated** at event {v['event']} (source {v['source_id']}, length {v['source_len']}).")
-    out += ["## Retention of loaded token mass by original length", "",
+    out += ["### Retention of loaded token mass by original length", "",
             "| stratum | sources | " + " | ".join(names) + " |", "|---|---:|" + "---:|" * len(names)]
     for k, r in enumerate(per[names[0]]["retention_by_stratum"]):
-        cells = [fmt(per[n]["retention_by_stratum"][k]["retained"]) for n in names]
+        cells = [pct(per[n]["retention_by_stratum"][k]["retained"]) for n in names]
         out.append(f"| {r['stratum']} | {r['sources']:,} | " + " | ".join(cells) + " |")
+    out += ["", "n/a: no source of that length arrived (0.00% means sources arrived and none of their tokens was emitted)."]
     if summary.get("permutations"):
         p = summary["permutations"]
-        out += ["", "## Startup delay under arrival-order permutations (original packer)", "",
+        out += ["", "### Startup delay under arrival-order permutations (original packer)", "",
                 f"{p['count']} seeded permutations (seeds {p['seeds'][0]}..{p['seeds'][-1]}): first emission of a source "
-                f"longer than R at {fmt(p['min'])} – {fmt(p['max'])} targets (unpermuted: {fmt(p['unpermuted'])})."]
-    out += ["", f"## Repeated-corpus bounds at B = {summary['buffer']}", "",
+                f"longer than R at {fmt(p['min'])} – {fmt(p['max'])} targets (unpermuted: {fmt(p['unpermuted'])}). "
+                f"Paper: 12.99–14.84 M targets."]
+    out += ["", f"## 5.2 Repeated-corpus bounds at B = {summary['buffer']}", "",
             "| length at least | sources per pass | earliest possible pass |", "|---:|---:|---:|"]
     for r in summary["pass_bounds"]:
         out.append(f"| {r['length_at_least']:,} | {r['sources_per_pass']:,} | {fmt(r['earliest_possible_pass'])} |")
-    out += ["", "Necessary lower bounds (section 3), not service times.", "", "## Figures", ""]
+    out += ["", "Necessary lower bounds (section 3), not service times.", ""]
+    if summary.get("regime"):
+        out += regime_section(summary["regime"])
+    out += ["## Figures", ""]
     for f in summary["figures"]:
         out.append(f"![{f}]({f})")
     return "\n".join(out) + "\n"
+
+
+def regime_section(reg) -> list:
+    from audit.regime import regime_table_md
+
+    cols = reg["columns"]
+    out = ["## Regime: where this demo sits against the paper's scale", "",
+           "The paper's effects depend on ratios; the offline corpus is small, so a setting is in the paper's regime "
+           "only where these indicators have the paper's order of magnitude.", "",
+           regime_table_md(cols), ""]
+    a = cols.get("this audit")
+    if a and a["buffer"] - 1 > a["sources_longer_than_R_per_pass"]:
+        out.append(f"**This audit is not in the paper's regime with the paper's B = {a['buffer']:,}:** the offline "
+                   f"corpus has {a['sources_per_pass']:,} sources per pass (paper {846_848:,}) and only "
+                   f"{a['sources_longer_than_R_per_pass']:,} longer than R, fewer than B - 1, so the protected set "
+                   f"is every long source that arrives ({pct(a['protected_share_of_arrived'])} of arrived tokens "
+                   f"against the paper's 4.37%). The mechanism checks above (partition, Proposition, bounds) hold "
+                   f"at any scale; the shares do not transfer. The tiny training setting is the scaled one that "
+                   f"is in the regime.")
+        out.append("")
+    from protocols.generate_configs import regime_settings_active
+
+    t, old, active = cols.get("tiny training"), cols.get("tiny before"), regime_settings_active()
+    if t and old:
+        out.append(
+            f"**Why segmented trained far worse in the earlier tiny demo:** at R = {old['row_capacity']} and "
+            f"B = {old['buffer']:,} with no cap, the longest source made {old['longest_chunks']:,} segment-first chunks "
+            f"({pct(old['longest_chunks_share_of_B'])} of B). Whole chunks fill an empty row exactly, so segment-first "
+            f"served the chunks of the few long sources first: its {old['targets']:,}-target budget started only "
+            f"{old['sources_started_segment_first']:,} sources against {old['sources_started_original']:,} for the "
+            f"original packer. The tiny preset now uses B = {t['buffer']} and caps training sources at "
+            f"{t['longest']} tokens (demo only): {t['longest_chunks']} chunks = {pct(t['longest_chunks_share_of_B'])} "
+            f"of B, protected share {pct(t['protected_share_of_arrived'])}, and segment-first starts "
+            f"{t['sources_started_segment_first']:,} sources against {t['sources_started_original']:,} "
+            f"(paper: 702,208 of 836,864 arrived).{'' if active else ' (These settings take effect once the training configuration supports max_source_len; until then the tiny runs still use B = 1,000 without a cap.)'} Remaining difference: at R = {t['row_capacity']} "
+            f"{pct(t['share_emitted_from_long_sources'])} of the original's emitted tokens come from sources "
+            f"longer than R (paper 11.76%), because offline sources are long relative to a 128-token context.")
+        out.append("")
+    return out
+
+
+def check_args(args):
+    """Every bad value refused in one line before anything is read or written."""
+    if args.row_capacity < 2:
+        raise DataError(f"--row-capacity {args.row_capacity}: R must be at least 2 (one input and one target)")
+    if args.buffer < 1:
+        raise DataError(f"--buffer {args.buffer}: B must be at least 1")
+    if args.targets is not None and args.targets < 1:
+        raise DataError(f"--targets {args.targets}: must be positive")
+    if args.updates is not None and args.updates < 1:
+        raise DataError(f"--updates {args.updates}: must be positive")
+    if args.permutations < 0:
+        raise DataError(f"--permutations {args.permutations}: must be 0 or more")
+    try:
+        thr = [int(t) for t in args.thresholds.split(",") if t.strip()]
+    except ValueError:
+        raise DataError(f"--thresholds {args.thresholds!r}: expected comma-separated integers") from None
+    if any(t < 1 for t in thr):
+        raise DataError(f"--thresholds {args.thresholds!r}: thresholds must be positive")
+    packers = list(PACKERS) if args.packers == "all" else [p.strip() for p in args.packers.split(",")]
+    for p in packers:
+        if p not in PACKERS:
+            raise DataError(f"--packers: unknown packer {p!r} (choose from {', '.join(PACKERS)})")
+    return packers, thr
+
+
+def regime(stream, R, B, targets, main_rep, data_dir, synthetic):
+    """Indicators of this audit's setting and, for the offline corpus, the tiny training preset."""
+    from audit.regime import preset_setting, preset_stream, regime_indicators
+
+    cols = {"this audit": regime_indicators(stream, R, B, targets, replay=main_rep)}
+    if not synthetic and stream.name.startswith("stdlib:train"):
+        from corpus.layout import default_data_dir
+        from protocols.generate_configs import PRESETS, TINY_REGIME
+
+        dd = data_dir or default_data_dir()
+        tiny = {**PRESETS["tiny"], **TINY_REGIME}
+        tR, tB, tT = preset_setting(tiny)
+        cols["tiny training"] = regime_indicators(preset_stream(dd, tiny), tR, tB, tT)
+        cols["tiny before"] = regime_indicators(stream, tR, 1000, tT)  # the earlier preset: B = 1000, no cap
+    return {"columns": cols}
 
 
 def main(argv=None):
@@ -181,58 +281,91 @@ def main(argv=None):
     from audit import plots
     from audit.metrics import pass_bounds, summarize_replay
     from corpus.atomic import atomic_write_json, atomic_write_text
+    from corpus.runlock import FolderLocked, lock_file
 
+    out = Path(args.out)
     try:
+        packers, thresholds = check_args(args)
         stream, label = load_stream(args)
-        packers = list(PACKERS) if args.packers == "all" else [p.strip() for p in args.packers.split(",")]
-        for p in packers:
-            if p not in PACKERS:
-                raise DataError(f"--packers: unknown packer {p!r} (choose from {', '.join(PACKERS)})")
         R, B = args.row_capacity, args.buffer
         targets, reason = budget(args, stream, R)
         rows = rows_for_targets(targets, R)
-    except (DataError, ValueError) as e:
+        if rows < 1:
+            raise DataError(f"budget of {targets} targets is less than one row of {R - 1}")
+        if out.exists() and not out.is_dir():
+            raise DataError(f"--out {out}: is a file, not a folder")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        stack = contextlib.ExitStack()
+        stack.enter_context(lock_file(out.parent / f".{out.name}.lock", f"the audit output {out}"))
+    except (DataError, ValueError, FolderLocked, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    print(f"audit of {stream.name}: {stream.n:,} sources per pass -> {out}")
-    print(f"budget: {targets:,} targets = {rows:,} rows ({reason})")
-    t0 = time.time()
-    reps, summaries = [], {}
-    for p in tqdm(packers, desc="replay", unit="packer"):
-        rep = Replay(stream, p, rows, R, B)
-        summaries[p] = summarize_replay(rep)
-        write_events(rep, out, not args.no_csv)
-        reps.append(rep)
-    write_stream_lengths(stream, out / "stream_lengths.txt")
-    summary = {"stream": stream.name, "source": label, "targets": targets, "rows": rows, "budget_reason": reason,
-               "row_capacity": R, "buffer": B, "packers": summaries}
-    if args.permutations:
-        seeds = list(range(args.permutations))
-        delays = [first_long_emission(stream.permuted(s), R, B, max_rows=rows) for s in tqdm(seeds, desc="permutations")]
-        got = [d for d in delays if d is not None]
-        summary["permutations"] = {"count": len(seeds), "seeds": seeds, "delays": delays,
-                                   "min": min(got) if got else None, "max": max(got) if got else None,
-                                   "unpermuted": first_long_emission(stream, R, B, max_rows=rows)}
-    thr = sorted({int(t) for t in args.thresholds.split(",") if int(t) <= stream.lengths.max()} | {int(stream.lengths.max())})
-    vals, counts = np.unique(stream.lengths, return_counts=True)
-    summary["pass_bounds"] = pass_bounds(vals, counts, [t for t in thr if t > R], B)
-    figs = ["retention_by_stratum.png", "sources_started.png", "buffer_mass.png", "length_histogram.png"]
-    plots.retention_by_stratum(list(summaries.values()), out / figs[0])
-    plots.sources_started(reps, out / figs[1])
-    main_rep = next((r for r in reps if r.packer == "original"), reps[0])
-    from audit.proposition import check_proposition
+    # everything is written into a fresh sibling folder and swapped in at the end, so a failed
+    # audit leaves the previous complete output untouched, never a mix of old and new files
+    import shutil
+    import tempfile
 
-    _, ps, trace = check_proposition(main_rep.stream, main_rep.raw, main_rep.refill_log, B, R, mass_trace=True)
-    plots.buffer_mass(main_rep, trace, out / figs[2])
-    plots.length_histogram(main_rep, ps.members, out / figs[3])
-    summary["figures"] = figs
-    summary["seconds"] = round(time.time() - t0, 2)
-    atomic_write_json(out / "summary.json", summary)
-    atomic_write_text(out / "report.md", report_md(summary))
-    print(report_md(summary).split("## Retention")[0])
-    print(f"wrote {out}/summary.json, report.md, events_*.parquet, 4 figures ({summary['seconds']}s)")
+    try:
+        for stale in out.parent.glob(f".{out.name}.new-*"):
+            shutil.rmtree(stale, ignore_errors=True)  # a killed audit's partial output (we hold the lock)
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+        work.chmod(0o755)  # mkdtemp makes 0700; the output folder gets the usual permissions
+        print(f"audit of {stream.name}: {stream.n:,} sources per pass -> {out}")
+        print(f"budget: {targets:,} targets = {rows:,} rows ({reason})")
+        t0 = time.time()
+        reps, summaries = [], {}
+        for p in tqdm(packers, desc="replay", unit="packer"):
+            rep = Replay(stream, p, rows, R, B)
+            summaries[p] = summarize_replay(rep)
+            write_events(rep, work, not args.no_csv)
+            reps.append(rep)
+        write_stream_lengths(stream, work / "stream_lengths.txt")
+        summary = {"stream": stream.name, "source": label, "targets": targets, "rows": rows, "budget_reason": reason,
+                   "row_capacity": R, "buffer": B, "packers": summaries}
+        if args.permutations:
+            seeds = list(range(args.permutations))
+            delays = [first_long_emission(stream.permuted(s), R, B, max_rows=rows) for s in tqdm(seeds, desc="permutations")]
+            got = [d for d in delays if d is not None]
+            summary["permutations"] = {"count": len(seeds), "seeds": seeds, "delays": delays,
+                                       "min": min(got) if got else None, "max": max(got) if got else None,
+                                       "unpermuted": first_long_emission(stream, R, B, max_rows=rows)}
+        thr = sorted({t for t in thresholds if t <= stream.lengths.max()} | {int(stream.lengths.max())})
+        vals, counts = np.unique(stream.lengths, return_counts=True)
+        summary["pass_bounds"] = pass_bounds(vals, counts, [t for t in thr if t > R], B)
+        figs = ["retention_by_stratum.png", "sources_started.png", "buffer_mass.png", "length_histogram.png"]
+        plots.retention_by_stratum(list(summaries.values()), work / figs[0])
+        plots.sources_started(reps, work / figs[1])
+        main_rep = next((r for r in reps if r.packer == "original"), reps[0])
+        from audit.proposition import check_proposition
+
+        _, ps, trace = check_proposition(main_rep.stream, main_rep.raw, main_rep.refill_log, B, R, mass_trace=True)
+        plots.buffer_mass(main_rep, trace, work / figs[2])
+        plots.length_histogram(main_rep, ps.members, work / figs[3])
+        summary["figures"] = figs
+        if main_rep.packer == "original":
+            summary["regime"] = regime(stream, R, B, targets, main_rep, args.data_dir, args.synthetic)
+            atomic_write_json(work / "regime.json", summary["regime"])
+        summary["seconds"] = round(time.time() - t0, 2)
+        atomic_write_json(work / "summary.json", summary)
+        atomic_write_text(work / "report.md", report_md(summary))
+        old = out.parent / f".{out.name}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if out.exists():
+            os.replace(out, old)
+        os.replace(work, out)
+        shutil.rmtree(old, ignore_errors=True)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if "work" in locals() and work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+        stack.close()  # releases the lock
+    md = report_md(summary)
+    print(md.split("### Retention")[0])
+    if "## Regime" in md:
+        print("## Regime" + md.split("## Regime")[1].split("## Figures")[0])
+    print(f"wrote {out}/summary.json, report.md, regime.json, events_*.parquet, 4 figures ({summary['seconds']}s)")
     bad = [p for p, s in summaries.items() if not s["partition_holds"] or s["protected"]["proposition_held"] is False]
     return 1 if bad else 0
 

@@ -25,26 +25,43 @@ def read_histogram(path):
         for i, row in enumerate(rd, start=2):
             if len(row) != 2:
                 raise ValueError(f"{path}: line {i}: expected 2 fields")
-            length, count = int(row[0]), int(row[1])
+            try:
+                length, count = int(row[0]), int(row[1])
+            except ValueError:
+                raise ValueError(f"{path}: line {i}: length and count must be integers") from None
             if length < 1 or count < 0:
                 raise ValueError(f"{path}: line {i}: length must be >= 1 and count >= 0")
             hist[length] = hist.get(length, 0) + count
+    if not hist:
+        raise ValueError(f"{path}: no data rows after the header")
+    if not any(hist.values()):
+        raise ValueError(f"{path}: every count is 0 (no sources)")
     return hist
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("histogram")
+    ap.add_argument("histogram", help="length,count CSV (e.g. census/train_length_histogram.csv)")
     ap.add_argument("--sources", type=int, help="declared number of sources to check")
     ap.add_argument("--tokens", type=int, help="declared number of BOS-inclusive tokens to check")
-    ap.add_argument("--buffer", type=int, default=1000)
-    ap.add_argument("--row-capacity", type=int, default=2049)
-    ap.add_argument("--thresholds", default="16384,32768,65536,131072")
+    ap.add_argument("--buffer", type=int, default=1000, help="minimum buffered spans B (default 1000)")
+    ap.add_argument("--row-capacity", type=int, default=2049, help="R (default 2049)")
+    ap.add_argument("--thresholds", default="16384,32768,65536,131072", help="comma-separated length thresholds")
     a = ap.parse_args(argv)
     try:
+        if a.buffer < 1:
+            raise ValueError(f"--buffer {a.buffer}: must be at least 1")
+        if a.row_capacity < 2:
+            raise ValueError(f"--row-capacity {a.row_capacity}: must be at least 2")
+        try:
+            thresholds = [int(t) for t in a.thresholds.split(",") if t.strip()]
+        except ValueError:
+            raise ValueError(f"--thresholds {a.thresholds!r}: expected comma-separated integers") from None
         hist = read_histogram(a.histogram)
-        thresholds = [int(t) for t in a.thresholds.split(",") if t.strip()]
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        print(f"error: {a.histogram}: cannot read ({e.strerror})", file=sys.stderr)
+        return 2
+    except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     sources = sum(hist.values())

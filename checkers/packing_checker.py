@@ -2,14 +2,17 @@
 """Independent packing checker, standard library only (runs as `python3 -I -S`).
 
 Its own literal, unsorted implementations of the four packers over length streams: the
-buffer is a list scanned on every selection, exactly as SPEC.md's prose reads.
+buffer is a list scanned on every selection, exactly as the baseline's prose description reads.
 
   python3 -I -S checkers/packing_checker.py --self-test
   python3 -I -S checkers/packing_checker.py --events runs/audit/events_original.csv \\
       --lengths runs/audit/stream_lengths.txt --packer original [--row-capacity 2049 --buffer 1000]
 
---lengths holds one refill batch per line (space-separated BOS-inclusive lengths), one pass
-of the stream; the stream repeats. Events are compared field by field, row by row.
+--lengths holds one refill batch per line (space-separated BOS-inclusive lengths, each >= 1),
+one pass of the stream; the stream repeats. Every column of every event is compared (the
+selection fields and the derived source_len, row, row_offset, target_offset); an empty or
+torn export is refused, and with --rows N or --summary runs/audit/summary.json the export
+must cover exactly the declared rows.
 """
 import argparse
 import csv
@@ -20,6 +23,8 @@ import sys
 PACKERS = ("original", "lossless", "segment_first", "random_span")
 RANDOM_SPAN_SEED = 314159265
 FIELDS = ("source_id", "span_start", "emitted", "discarded", "kind", "lead_bos")
+DERIVED = ("source_len", "row", "row_offset", "target_offset")
+ALL_FIELDS = FIELDS + DERIVED
 
 
 def replay(refills, packer, R, B, n_rows, seed=RANDOM_SPAN_SEED):
@@ -154,33 +159,119 @@ def self_test():
     return 0 if all(checks) else 1
 
 
+class InputError(Exception):
+    """Bad input, described in one line naming the file."""
+
+
 def read_refills(path):
-    with open(path) as f:
-        return [[int(x) for x in line.split()] for line in f if line.strip()]
+    """Refill batches of positive integer lengths; one line per batch."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read the lengths file ({e.strerror})")
+    refills = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            batch = [int(x) for x in line.split()]
+        except ValueError:
+            raise InputError(f"{path}: line {i}: lengths must be integers")
+        bad = [L for L in batch if L < 1]
+        if bad:  # a zero-length source can never fill a row: the replay would loop forever
+            raise InputError(f"{path}: line {i}: length {bad[0]} < 1 (every source holds at least its BOS)")
+        refills.append(batch)
+    if not refills:
+        raise InputError(f"{path}: no lengths (empty file)")
+    return refills
 
 
-def compare(events_csv, lengths_path, packer, R, B):
-    with open(events_csv, newline="") as f:
-        rows = list(csv.DictReader(f))
-    missing = [c for c in FIELDS if rows and c not in rows[0]]
+def expected_columns(events, R):
+    """The derived columns of every event, as the audit exports them."""
+    out, pos = [], 0
+    for ev in events:
+        row, off = divmod(pos, R)
+        out.append({"row": row, "row_offset": off, "target_offset": row * (R - 1) + max(off - 1, 0)})
+        pos += ev[2]
+    return out
+
+
+def read_events(path):
+    try:
+        with open(path, newline="") as f:
+            text = f.read()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read the events file ({e.strerror})")
+    if text and not text.endswith("\n"):
+        raise InputError(f"{path}: last line is torn (no final newline): the export was cut short")
+    rows = list(csv.reader(text.splitlines()))
+    if not rows:
+        raise InputError(f"{path}: empty export (no header)")
+    header, body = rows[0], rows[1:]
+    missing = [c for c in ALL_FIELDS if c not in header]
     if missing:
-        print(f"error: {events_csv}: missing columns {', '.join(missing)}", file=sys.stderr)
-        return 2
-    total = sum(int(r["emitted"]) for r in rows)
+        raise InputError(f"{path}: missing columns {', '.join(missing)}")
+    if not body:
+        raise InputError(f"{path}: no events (an empty export matches nothing)")
+    out = []
+    for i, r in enumerate(body, start=2):
+        if len(r) != len(header):
+            raise InputError(f"{path}: line {i}: {len(r)} fields, the header has {len(header)}")
+        rec = dict(zip(header, r))
+        for c in ALL_FIELDS:
+            if c == "kind":
+                if rec[c] not in ("fit", "crop"):
+                    raise InputError(f"{path}: line {i}: kind {rec[c]!r} is not fit or crop")
+                continue
+            try:
+                rec[c] = int(rec[c])
+            except ValueError:
+                raise InputError(f"{path}: line {i}: {c} {rec[c]!r} is not an integer")
+        out.append(rec)
+    return out
+
+
+def compare(events_csv, lengths_path, packer, R, B, rows=None):
+    """Every column of every event against this replay; the export must cover `rows` rows."""
+    events = read_events(events_csv)
+    refills = read_refills(lengths_path)
+    total = sum(r["emitted"] for r in events)
     if total % R:
-        print(f"error: {events_csv}: events fill {total} tokens, not whole rows of {R}", file=sys.stderr)
-        return 2
-    want, _ = replay(read_refills(lengths_path), packer, R, B, total // R)
-    for i, (r, w) in enumerate(zip(rows, want)):
-        got = (int(r["source_id"]), int(r["span_start"]), int(r["emitted"]), int(r["discarded"]), r["kind"], int(r["lead_bos"]))
-        if got != w:
-            print(f"MISMATCH at event {i}: file {got} != checker {w}")
-            return 1
-    if len(rows) != len(want):
-        print(f"MISMATCH: file has {len(rows)} events, checker {len(want)}")
+        raise InputError(f"{events_csv}: events fill {total} tokens, not whole rows of {R}")
+    if rows is not None and total // R != rows:
+        print(f"MISMATCH: the export covers {total // R} rows, {rows} were declared")
         return 1
-    print(f"match: {len(rows)} events, {total // R} rows ({packer}, R={R}, B={B})")
+    n = sum(len(b) for b in refills)
+    flat = [L for b in refills for L in b]
+    want, _ = replay(refills, packer, R, B, total // R)
+    derived = expected_columns(want, R)
+    for i, (r, w) in enumerate(zip(events, want)):
+        exp = dict(zip(FIELDS, w))
+        exp.update(derived[i], source_len=flat[w[0] % n])
+        diff = [c for c in ALL_FIELDS if r[c] != exp[c]]
+        if diff:
+            c = diff[0]
+            print(f"MISMATCH at event {i}, column {c}: file {r[c]!r} != checker {exp[c]!r}")
+            return 1
+    if len(events) != len(want):
+        print(f"MISMATCH: file has {len(events)} events, checker {len(want)}")
+        return 1
+    print(f"match: {len(events)} events, {total // R} rows, all {len(ALL_FIELDS)} columns ({packer}, R={R}, B={B})")
     return 0
+
+
+def declared_rows(summary_path, packer):
+    import json
+
+    try:
+        with open(summary_path) as f:
+            s = json.load(f)
+        return int(s["packers"][packer]["rows"])
+    except OSError as e:
+        raise InputError(f"{summary_path}: cannot read the audit summary ({e.strerror})")
+    except (ValueError, KeyError, TypeError):
+        raise InputError(f"{summary_path}: not an audit summary with packers.{packer}.rows")
 
 
 def main(argv=None):
@@ -188,15 +279,31 @@ def main(argv=None):
     ap.add_argument("--self-test", action="store_true", help="hand-worked examples, the Proposition, pass bounds")
     ap.add_argument("--events", help="events CSV exported by the audit")
     ap.add_argument("--lengths", help="stream lengths file: one refill batch per line")
-    ap.add_argument("--packer", choices=PACKERS, default="original")
-    ap.add_argument("--row-capacity", type=int, default=2049)
-    ap.add_argument("--buffer", type=int, default=1000)
+    ap.add_argument("--packer", choices=PACKERS, default="original", help="packer that produced the events")
+    ap.add_argument("--row-capacity", type=int, default=2049, help="R = context + 1 (default 2049)")
+    ap.add_argument("--buffer", type=int, default=1000, help="minimum buffered spans B (default 1000)")
+    cov = ap.add_mutually_exclusive_group()
+    cov.add_argument("--rows", type=int, help="rows the export must cover")
+    cov.add_argument("--summary", help="audit summary.json: the export must cover its declared rows")
     a = ap.parse_args(argv)
     if a.self_test:
         return self_test()
     if not (a.events and a.lengths):
         ap.error("give --self-test, or both --events and --lengths")
-    return compare(a.events, a.lengths, a.packer, a.row_capacity, a.buffer)
+    try:
+        if a.row_capacity < 2:
+            raise InputError(f"--row-capacity {a.row_capacity}: must be at least 2")
+        if a.buffer < 1:
+            raise InputError(f"--buffer {a.buffer}: must be at least 1")
+        if a.rows is not None and a.rows < 1:
+            raise InputError(f"--rows {a.rows}: must be positive")
+        rows = declared_rows(a.summary, a.packer) if a.summary else a.rows
+        if rows is None:
+            print("note: no --rows or --summary given: coverage of the declared budget is not checked", file=sys.stderr)
+        return compare(a.events, a.lengths, a.packer, a.row_capacity, a.buffer, rows)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -28,7 +28,9 @@ class Layout:
     def prepared(self) -> dict:
         if not self.record.exists():
             raise DataError(f"{self.record}: corpus not prepared (run `python prepare.py --source {self.source}`)")
-        return json.loads(self.record.read_text())
+        from corpus.verify import prepared_record
+
+        return prepared_record(self.root)
 
     def shard_names(self, split: str):
         rec = self.prepared()

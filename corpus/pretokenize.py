@@ -104,20 +104,41 @@ def tokenize_shard(parquet_path, tokens_dir, enc, tokenizer_sha, threads=2, batc
 
 
 class TokenShard:
-    """Read-only view of one pre-tokenized shard (memory-mapped tokens)."""
+    """Read-only view of one pre-tokenized shard (memory-mapped tokens).
 
-    def __init__(self, tokens_dir, name):
+    verify=True (every reader): the three files must match the sizes and SHA256s in
+    prepared.json (corpus/verify.py) and the offsets/refills must be consistent with the
+    token file and the recorded document count, before anything is read from them.
+    prepare.py itself opens with verify=False before it writes that record.
+    """
+
+    def __init__(self, tokens_dir, name, verify=True):
+        from corpus.verify import check_index, prepared_record, verified_file
+
         p = shard_paths(tokens_dir, name)
         if not p["meta"].exists():
             raise DataError(f"{p['meta']}: pre-tokenized shard missing (run prepare.py)")
         self.name = name
-        self.offsets = np.load(p["offsets"])
-        self.refills = np.load(p["refills"])
+        if verify:
+            rec = prepared_record(Path(tokens_dir).parent)
+            for k in ("tokens", "offsets", "refills"):
+                verified_file(p[k], rec["files"].get(f"tokens/{p[k].name}"))
+            census = rec.get("shards", {}).get(name)
+            if census is None:
+                raise DataError(f"{Path(tokens_dir).parent / 'prepared.json'}: shard {name} is not part of this build")
+        size = p["tokens"].stat().st_size if p["tokens"].exists() else -1
+        if size < 0 or size % 2:
+            raise DataError(f"{p['tokens']}: missing or not a whole number of uint16 tokens")
+        try:
+            self.offsets = np.load(p["offsets"])
+            self.refills = np.load(p["refills"])
+        except (OSError, ValueError) as e:
+            raise DataError(f"{p['offsets'].with_suffix('')}: offsets or refills unreadable ({type(e).__name__})") from None
+        n_docs = census["documents"] if verify else len(self.offsets) - 1
+        check_index(self.offsets, self.refills, size // 2, n_docs, p["offsets"])
         n = int(self.offsets[-1])
         # a plain ndarray view of the map: memmap slices carry per-slice Python overhead
-        self.tokens = np.memmap(p["tokens"], dtype=np.uint16, mode="r", shape=(n,)).view(np.ndarray) if n else np.zeros(0, np.uint16)
-        if self.refills[-1] != len(self.offsets) - 1:
-            raise DataError(f"{p['refills']}: refill boundaries do not cover the {len(self.offsets) - 1} documents")
+        self.tokens = np.memmap(p["tokens"], dtype=np.uint16, mode="r", shape=(n,)).view(np.ndarray)
 
     @property
     def lengths(self) -> np.ndarray:

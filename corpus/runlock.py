@@ -17,21 +17,32 @@ class FolderLocked(RuntimeError):
 
 
 @contextmanager
-def folder_lock(folder, what: str = "this folder"):
-    """Hold FOLDER/.lock for the duration of the block, or raise FolderLocked naming the holder."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / ".lock"
+def lock_file(path, what: str = "this folder"):
+    """Hold an exclusive lock on PATH (created if missing), or raise FolderLocked naming the holder.
+
+    For outputs that are swapped in whole (the audit), the lock must live beside the folder,
+    not inside it.
+    """
+    path = Path(path)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "unknown pid"
-            raise FolderLocked(f"{folder} is in use by another process ({holder}); "
-                               f"wait for it to finish or use another folder for {what}") from None
+            raise FolderLocked(f"{path.parent if path.name == '.lock' else path} is in use by another process "
+                               f"({holder}); wait for it to finish or use another folder for {what}") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}: {' '.join(sys.argv)[:200]}\n".encode(), 0)
         yield path
     finally:
         os.close(fd)  # closing the descriptor releases the flock
+
+
+@contextmanager
+def folder_lock(folder, what: str = "this folder"):
+    """Hold FOLDER/.lock for the duration of the block, or raise FolderLocked naming the holder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with lock_file(folder / ".lock", what) as p:
+        yield p

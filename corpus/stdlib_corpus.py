@@ -5,7 +5,8 @@ texts. Whole files make too few, too long documents, so each module is cut at it
 top-level statements: a class or function (decorators, leading comments and docstring
 included) is one document, and consecutive small statements are grouped until the group
 reaches GROUP_CHARS. Each pydoc topic stays whole. Every document carries a source label
-(library | test | prose) and its origin (file:line) so a run can say what it saw.
+(library | test | prose) and its origin (file:line) so a run can say what it saw. Exact
+duplicate texts are kept once, so training and validation share no document.
 """
 import ast
 import hashlib
@@ -136,7 +137,19 @@ def build_stdlib_corpus(out_dir, n_shards=8, seed=20261008, row_group_size=1000,
     if n_shards < 2:
         raise ValueError("need at least 2 shards: one training and one validation")
     out_dir = Path(out_dir)
+    if out_dir.exists():
+        for f in out_dir.glob("shard_*.parquet"):
+            f.unlink()  # shards of an earlier build are never mixed with this one's
     docs, sources, skipped = collect_documents(max_files=max_files)
+    # exact duplicate texts (identical small functions, license headers) would sit on both
+    # sides of the train/validation split; keep each text once, at its first occurrence
+    seen, unique = set(), []
+    for d in docs:
+        h = hashlib.sha256(d[0].encode("utf-8")).digest()
+        if h not in seen:
+            seen.add(h)
+            unique.append(d)
+    n_dup, docs = len(docs) - len(unique), unique
     random.Random(seed).shuffle(docs)
     per = -(-len(docs) // n_shards)
     shards = []
@@ -153,6 +166,7 @@ def build_stdlib_corpus(out_dir, n_shards=8, seed=20261008, row_group_size=1000,
         "group_chars": GROUP_CHARS,
         "row_group_size": row_group_size,
         "documents": len(docs),
+        "duplicate_texts_dropped": n_dup,
         "train_shards": shards[:-1],
         "val_shard": shards[-1],
         "inputs": sources,

@@ -1,10 +1,11 @@
-"""BPE tokenizer as the supplied baseline trains it (SPEC.md "Tokenizer").
+"""BPE tokenizer as the supplied baseline trains it.
 
 rustbpe learns the merges on the training shards only (each document cut to its first
 10,000 characters, 1e9 characters in all); the result is saved as a pickled
 tiktoken.Encoding with 4 special tokens after the merged ones, BOS = <|reserved_0|>.
 token_bytes[id] is the UTF-8 length of the token's decoded string (0 for specials): the
-positive-byte mask of every BPB figure.
+positive-byte mask of every BPB figure. Both files' sizes and SHA256s are recorded when
+the tokenizer is trained (tokenizer.sha256.json) and verified on every load.
 """
 import pickle
 from pathlib import Path
@@ -59,20 +60,54 @@ def token_bytes_table(enc) -> np.ndarray:
     return out
 
 
+RECORD = "tokenizer.sha256.json"
+
+
 def save_encoding(enc, directory) -> None:
-    directory = Path(directory)
-    atomic_write_bytes(directory / "tokenizer.pkl", pickle.dumps(enc))
+    """tokenizer.pkl, token_bytes.npy derived from it, and their sizes + SHA256s (written last)."""
     import io
 
+    from corpus.atomic import atomic_write_json
+    from corpus.verify import file_record
+
+    directory = Path(directory)
+    (directory / RECORD).unlink(missing_ok=True)  # no record describes half-written files
+    atomic_write_bytes(directory / "tokenizer.pkl", pickle.dumps(enc))
     buf = io.BytesIO()
     np.save(buf, token_bytes_table(enc))
     atomic_write_bytes(directory / "token_bytes.npy", buf.getvalue())
+    atomic_write_json(directory / RECORD, {n: file_record(directory / n) for n in ("tokenizer.pkl", "token_bytes.npy")})
+
+
+def tokenizer_record(directory) -> dict:
+    import json
+
+    path = Path(directory) / RECORD
+    if not path.exists():
+        raise DataError(f"{path}: no recorded tokenizer SHA256 (rerun prepare.py)")
+    try:
+        rec = json.loads(path.read_text())
+        if not all(isinstance(rec.get(n), dict) for n in ("tokenizer.pkl", "token_bytes.npy")):
+            raise ValueError
+        return rec
+    except (ValueError, UnicodeDecodeError):
+        raise DataError(f"{path}: not a valid tokenizer record (rerun prepare.py)") from None
+
+
+def verify_tokenizer(directory, full=False) -> None:
+    """Both tokenizer files match the SHA256s recorded when the tokenizer was trained."""
+    from corpus.verify import verified_file
+
+    rec = tokenizer_record(directory)
+    for n in ("tokenizer.pkl", "token_bytes.npy"):
+        verified_file(Path(directory) / n, rec[n], full=full)
 
 
 def load_encoding(directory):
     path = Path(directory) / "tokenizer.pkl"
     if not path.exists():
         raise DataError(f"{path}: tokenizer not found (run prepare.py first)")
+    verify_tokenizer(directory)  # before unpickling: a damaged pickle is refused, never executed
     with open(path, "rb") as f:
         return pickle.load(f)
 
@@ -81,6 +116,7 @@ def load_token_bytes(directory) -> np.ndarray:
     path = Path(directory) / "token_bytes.npy"
     if not path.exists():
         raise DataError(f"{path}: token_bytes table not found (run prepare.py first)")
+    verify_tokenizer(directory)
     return np.load(path)
 
 

@@ -41,6 +41,9 @@ def main(argv=None):
         first = next(iter(runs.values()))
         lay = Layout(dd, first["source"])
         rec = lay.prepared()
+        from corpus.verify import verify_prepared
+
+        verify_prepared(lay.root, full=True)  # the frozen hashes must describe files that verify now
         n_val = open_split(dd, first["source"], "val").n
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -52,7 +55,7 @@ def main(argv=None):
         "evaluation": evaluation_plan(first["source"], n_val, first["context"], first["eval_rows"],
                                       first["eval_batches"], a.per_stratum, a.replicates),
         "corpus": {"source": first["source"], "shards_sha256": rec["shards_sha256"],
-                   "tokenizer_sha256": rec["tokenizer_sha256"]},
+                   "tokenizer_sha256": rec["tokenizer_sha256"], "files": rec["files"], "build_id": rec["build_id"]},
         "code_sha256": code_sha256(),
     }
     digest = write_protocol(a.out, proto)

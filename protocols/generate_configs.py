@@ -6,7 +6,17 @@
 Conditions: baseline (original packer), random_crop (random spans), segmented
 (segment-first), each at model seeds 43 and 44. The paper preset is 953 updates of
 64 rows x 2048 targets x 4 accumulation steps; the tiny preset changes only sizes
-(model, context, rows, updates, evaluation length), nothing about packing or the seeds.
+(model, context, rows, updates, evaluation length) and scales the buffer, nothing about
+the packing rules or the seeds.
+
+The tiny preset is chosen to sit in the paper's regime (see `python -m audit.regime`):
+R = 129, B = 20 and a budget of 81,920 targets, with training sources capped at 320
+tokens FOR THE DEMO ONLY (max_source_len; the audit and the evaluation see every source).
+Without the cap the offline corpus's longest source (~39k tokens) would make ~306
+segment-first chunks, 15x the buffer, and a few sources would fill every row. With it:
+the longest source's chunks are 3 of B = 20 (15%; paper 142 of 1000), the protected set
+holds ~4.9% of arrived tokens (paper 4.37%), and the stream does not wrap (paper: no wrap).
+B and the cap apply together, once the training configuration has `max_source_len`.
 """
 import argparse
 import os
@@ -23,6 +33,21 @@ PRESETS = {
     "tiny": {"source": "stdlib", "depth": 2, "width": 64, "heads": 2, "kv_heads": 2, "context": 128,
              "short_window": 64, "micro_rows": 8, "accum": 2, "updates": 40, "eval_batches": 16, "eval_rows": 8},
 }
+# The tiny preset's regime settings (see the docstring): B = 20 and a demo-only cap on
+# training source length (tokens, BOS included). B = 20 without the cap would be worse than
+# B = 1000 (the longest source's ~308 chunks would be 15x the buffer), so both apply together,
+# and only where the training config supports the cap (TrainConfig.max_source_len).
+TINY_REGIME = {"buffer": 20, "max_source_len": 320}
+
+
+def regime_settings_active() -> bool:
+    from training.config import TrainConfig
+
+    return "max_source_len" in TrainConfig.__dataclass_fields__
+
+
+if regime_settings_active():
+    PRESETS["tiny"].update(TINY_REGIME)
 
 
 def configs(preset):

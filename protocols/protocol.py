@@ -75,9 +75,16 @@ def check_before_confirmation(proto, runs, layout, log=print):
         meta = pq.read_schema(rows).metadata or {}
         if meta.get(b"checkpoint_sha256", b"").decode() != sha256_file(ckpt):
             raise DataError(f"{run_dir}: the official check was not made on {ckpt.name} (checkpoint SHA256 differs)")
+    from corpus.verify import verify_prepared
+
     rec = layout.prepared()
     if rec["shards_sha256"] != proto["corpus"]["shards_sha256"] or rec["tokenizer_sha256"] != proto["corpus"]["tokenizer_sha256"]:
         raise DataError(f"{layout.root}: corpus or tokenizer differ from the protocol's")
+    if "files" in proto["corpus"] and rec["files"] != proto["corpus"]["files"]:
+        diff = sorted(f for f in set(rec["files"]) | set(proto["corpus"]["files"])
+                      if rec["files"].get(f) != proto["corpus"]["files"].get(f))
+        raise DataError(f"{layout.root}: token or tokenizer files differ from the protocol's: {', '.join(diff[:3])}")
+    verify_prepared(layout.root, full=True)  # every token, offsets, refill and tokenizer file, hashed now
     now = code_sha256()
     changed = sorted(f for f in set(now) | set(proto["code_sha256"]) if now.get(f) != proto["code_sha256"].get(f))
     log(f"protocol {proto['name']} ({proto['_sha256'][:16]}…, frozen {proto['frozen_at_utc']}): "

@@ -153,3 +153,22 @@ def test_audit_of_the_validation_stream(small_corpus, tmp_path):
     val = open_split(small_corpus, "stdlib", "val")
     rep = Replay(DocumentStream(val.lengths, val.refills), "original", 50, 129, 40)
     assert s["packers"]["original"]["selection_events"] == len(rep.events)
+
+
+def test_regime_indicators_match_the_paper_arithmetic_and_the_audit(small_corpus):
+    from audit.regime import PAPER, chunks_of, regime_indicators
+
+    # the paper's longest source, 290,219 tokens at R = 2049: 2049 + 141 chunks of BOS + <= 2048
+    assert chunks_of(290_219, 2049) == 142 == PAPER["longest_chunks"]
+    assert chunks_of(2049, 2049) == 1 and chunks_of(2050, 2049) == 2 and chunks_of(4097, 2049) == 2
+    assert chunks_of(4098, 2049) == 3
+    s = open_split(small_corpus, "stdlib", "train")
+    s = DocumentStream(s.lengths, s.refills)
+    rep = Replay(s, "original", 200, 129, 12)
+    ind = regime_indicators(s, 129, 12, 200 * 128, replay=rep)
+    summ = summarize_replay(rep)
+    assert ind["protected_share_of_arrived"] == summ["protected"]["share_of_arrived"]
+    assert ind["passes_started"] == summ["passes_started"] and ind["sources_started_original"] == summ["sources_started"]
+    seg = summarize_replay(Replay(s, "segment_first", 200, 129, 12))
+    assert ind["sources_started_segment_first"] == seg["sources_started"]
+    assert ind["longest_chunks"] == chunks_of(int(s.lengths.max()), 129)

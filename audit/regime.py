@@ -1,0 +1,175 @@
+"""Regime indicators: is a (corpus, R, B, budget) setting in the paper's regime?
+
+The paper's effects depend on ratios, not sizes. A demo on a small corpus can show the
+same mechanism only where these ratios have the paper's order of magnitude:
+
+  longest_chunks_share_of_B  chunks of the longest source under segment-first, over B
+                             (paper: 142 of 1000 = 14.2%); above ~100% a single source
+                             can fill the whole buffer with its chunks
+  protected_share_of_arrived tokens of the protected set (largest B-1 long sources) over
+                             arrived source tokens, original packer (paper: 4.37%)
+  passes_started             stream passes begun within the budget (paper: 1, no wrap)
+  arrived_over_B             original sources that arrived, over B (paper: 836,864/1000)
+  budget_share_of_corpus     targets over one pass's tokens (paper: 79.2%)
+
+`regime_indicators` computes them with the exact replay; `regime_table_md` prints them
+beside the paper's values. `python -m audit.regime --json` prints them for a prepared
+corpus and a preset, for other reports to include.
+"""
+import math
+
+import numpy as np
+
+PAPER = {
+    "row_capacity": 2049, "buffer": 1000, "targets": 499_646_464,
+    "sources_per_pass": 846_848, "tokens_per_pass": 631_241_817, "longest": 290_219,
+    "longest_chunks": 142, "longest_chunks_share_of_B": 142 / 1000,
+    "protected_share_of_arrived": 0.0437, "passes_started": 1,
+    "sources_arrived": 836_864, "arrived_over_B": 836_864 / 1000,
+    "budget_share_of_corpus": 499_646_464 / 631_241_817,
+    "share_emitted_from_long_sources": 0.1176,
+    "sources_started_original": None,  # not stated in the paper
+    "sources_started_segment_first": 702_208,  # "consumes 702,208 original sources"
+}
+
+# what "the paper's order of magnitude" means for each indicator (checked by tests and shown in reports)
+TARGET = {
+    "longest_chunks_share_of_B": (0.0, 0.15),
+    "protected_share_of_arrived": (0.01, 0.10),
+    "passes_started": (1, 1),
+}
+
+
+def chunks_of(length, R) -> int:
+    """Segment-first entries of one source: the first chunk holds R tokens, each later one BOS + R-1."""
+    return 1 if length <= R else 1 + math.ceil((length - R) / (R - 1))
+
+
+def regime_indicators(stream, R, B, targets, replay=None) -> dict:
+    """The indicators of one setting; replay: an existing original-packer Replay at (R, B, targets)."""
+    from audit.proposition import check_proposition
+    from audit.replay import Replay, rows_for_targets
+
+    rows = rows_for_targets(targets, R)
+    rep = replay if replay is not None else Replay(stream, "original", rows, R, B)
+    _, ps, _ = check_proposition(rep.stream, rep.raw, rep.refill_log, B, R)
+    arrived = rep.arrived_lengths()
+    longest = int(stream.lengths.max())
+    ev = rep.events
+    emitted = int(ev["emitted"].sum())
+    core = rep.core
+    seg = Replay(stream, "segment_first", rows, R, B).events["source_id"]
+    return {
+        "sources_started_original": int(len(np.unique(ev["source_id"]))),
+        "sources_started_segment_first": int(len(np.unique(seg))),
+        "row_capacity": int(R), "buffer": int(B), "targets": int(targets),
+        "sources_per_pass": int(stream.n), "tokens_per_pass": int(stream.lengths.sum()),
+        "longest": longest, "longest_chunks": chunks_of(longest, R),
+        "longest_chunks_share_of_B": chunks_of(longest, R) / B,
+        "sources_longer_than_R_per_pass": int((stream.lengths > R).sum()),
+        "protected_sources": len(ps.members), "protected_tokens": int(ps.mass),
+        "protected_share_of_arrived": ps.mass / int(arrived.sum()),
+        "passes_started": core.pass_idx + (1 if core.refill_idx else 0),
+        "sources_arrived": int(len(arrived)), "arrived_over_B": len(arrived) / B,
+        "budget_share_of_corpus": targets / int(stream.lengths.sum()),
+        "share_emitted_from_long_sources": float(ev["emitted"][ev["source_len"] > R].sum() / emitted) if emitted else 0.0,
+    }
+
+
+def in_regime(ind) -> dict:
+    """Indicator -> True/False against TARGET."""
+    return {k: lo <= ind[k] <= hi for k, (lo, hi) in TARGET.items()}
+
+
+def _pct(x):
+    return f"{100 * x:.2f}%"
+
+
+ROWS = (
+    ("R (row capacity)", "row_capacity", "{:,}".format),
+    ("B (minimum buffered spans)", "buffer", "{:,}".format),
+    ("budget (targets)", "targets", "{:,}".format),
+    ("sources per pass", "sources_per_pass", "{:,}".format),
+    ("longest source (tokens)", "longest", "{:,}".format),
+    ("its segment-first chunks", "longest_chunks", "{:,}".format),
+    ("... as a share of B (paper's regime: at most ~15%)", "longest_chunks_share_of_B", _pct),
+    ("protected share of arrived tokens (paper's regime: 1-10%)", "protected_share_of_arrived", _pct),
+    ("passes started (1: the stream did not wrap)", "passes_started", "{:,}".format),
+    ("sources arrived / B", "arrived_over_B", "{:,.1f}".format),
+    ("budget / tokens per pass", "budget_share_of_corpus", _pct),
+    ("emitted share from sources > R (original)", "share_emitted_from_long_sources", _pct),
+    ("sources started, original", "sources_started_original", "{:,}".format),
+    ("sources started, segment-first", "sources_started_segment_first", "{:,}".format),
+)
+
+
+def regime_table_md(columns: dict) -> str:
+    """columns: {label: indicators}; the paper's column comes first."""
+    cols = {"paper": PAPER, **columns}
+    out = ["| indicator | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for label, key, f in ROWS:
+        out.append(f"| {label} | " + " | ".join(f(c[key]) if c.get(key) is not None else "n/a" for c in cols.values()) + " |")
+    return "\n".join(out) + "\n"
+
+
+def preset_setting(preset: dict):
+    """(R, B, targets) of a training preset."""
+    from training.config import TrainConfig
+
+    c = TrainConfig(**{k: v for k, v in preset.items() if k in TrainConfig.__dataclass_fields__})
+    return c.context + 1, c.buffer, c.updates * c.targets_per_update
+
+
+def preset_stream(data_dir, preset: dict):
+    """The training stream a preset reads (its train_docs cap applied), lengths only."""
+    from loaders.stream import DocumentStream
+    from corpus.layout import Layout
+    from corpus.pretokenize import TokenShard
+
+    lay = Layout(data_dir, preset.get("source", "stdlib"))
+    lengths, refills = [], [0]
+    for n in lay.shard_names("train"):
+        sh = TokenShard(lay.tokens, n)
+        lengths.append(sh.lengths)
+        refills.extend((refills[-1] + sh.refills[1:]).tolist())
+    s = DocumentStream(np.concatenate(lengths), refills, name=f"{lay.source}:train")
+    cap = preset.get("max_source_len")
+    if cap:
+        keep = np.flatnonzero(s.lengths <= cap)
+        s = s.subset(keep)
+    return s
+
+
+def main(argv=None):
+    import argparse
+    import json
+    import sys
+
+    from corpus.errors import DataError
+    from corpus.layout import default_data_dir
+    from protocols.generate_configs import PRESETS
+
+    ap = argparse.ArgumentParser(prog="python -m audit.regime", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
+    ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of the Markdown table")
+    a = ap.parse_args(argv)
+    try:
+        from protocols.generate_configs import TINY_REGIME
+
+        pre = {**PRESETS[a.preset], **(TINY_REGIME if a.preset == "tiny" else {})}
+        R, B, T = preset_setting(pre)
+        ind = regime_indicators(preset_stream(a.data_dir or default_data_dir(), pre), R, B, T)
+    except (DataError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.json:
+        print(json.dumps({"paper": PAPER, a.preset: ind, "in_regime": in_regime(ind)}, indent=2))
+    else:
+        print(regime_table_md({a.preset: ind}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
