@@ -1,0 +1,400 @@
+"""SUMMARY.md: what a run of the study found, section by section, our numbers beside the paper's.
+
+  python -m findings.summary --out runs/main
+  python -m findings.summary --audit runs/audit_climbmix --train runs/six_paper --eval runs/eval_paper --out runs/paper
+
+Every number on the page is read from a result file of the run (audit/summary.json,
+audit/regime.json, train/*/summary.json, eval/*.json, queue/queue_summary.json,
+queue_study/study.json) or computed here from such numbers; the paper's values come from
+findings/paper_values.json, the one place the repository keeps them. A stage whose results
+are missing is reported as not run, never filled in. The same facts go to findings.json,
+and the headline of each section is printed.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+PAPER = json.loads((Path(__file__).with_name("paper_values.json")).read_text())
+CONDITIONS = ("baseline", "random_crop", "segmented")
+SEEDS = (43, 44)
+
+
+def _load(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _pct(x, nd=2):
+    return "n/a" if x is None else f"{100 * x:.{nd}f}%"
+
+
+def _n(x):
+    return "n/a" if x is None else f"{x:,}"
+
+
+def _f(x, nd=4, sign=False):
+    return "n/a" if x is None else (f"{x:+.{nd}f}" if sign else f"{x:.{nd}f}")
+
+
+def _link(base, target, label=None):
+    return f"[{label or target}]({target})" if (base / target).exists() else None
+
+
+class Section:
+    def __init__(self, key, title):
+        self.key, self.title = key, title
+        self.headline, self.text, self.rows, self.links, self.notes = None, [], [], [], []
+
+    def row(self, quantity, ours, paper):
+        self.rows.append((quantity, ours, paper))
+
+    def to_md(self):
+        out = [f"## {self.title}", ""]
+        if self.headline:
+            out += [f"**{self.headline}**", ""]
+        out += [*self.text]
+        if self.text:
+            out.append("")
+        if self.rows:
+            out += ["| quantity | ours | paper |", "|---|---:|---:|"]
+            out += [f"| {q} | {o} | {p} |" for q, o, p in self.rows]
+            out.append("")
+        out += [f"- {n}" for n in self.notes]
+        links = [x for x in self.links if x]
+        if links:
+            out += ["", "Details: " + ", ".join(links)]
+        return out + [""]
+
+    def to_json(self):
+        return {"key": self.key, "title": self.title, "headline": self.headline, "text": self.text,
+                "rows": [list(r) for r in self.rows], "notes": self.notes}
+
+
+# ---------------------------------------------------------------- audit (3, 5.1, 5.2)
+
+def audit_sections(d, out):
+    s = _load(d / "summary.json")
+    if not s:
+        return [_missing("s3", "3 Exact source retention (the Proposition)", d),
+                _missing("s5_1", "5.1 Coverage at the horizon", d), _missing("s5_2", "5.2 Repeated-corpus bounds", d)]
+    rel = lambda f: str((d / f).relative_to(out)) if (d / f).is_relative_to(out) else str(d / f)
+    pk = s["packers"]
+    o = pk["original"]
+    P1 = PAPER["s5_1_coverage"]
+
+    s3 = Section("s3", "3 Exact source retention (the Proposition)")
+    checked = {k: v["protected"] for k, v in pk.items() if v["protected"].get("applies")}
+    held = [k for k, v in checked.items() if v.get("proposition_held")]
+    s3.headline = (f"The Proposition held at every selection for {len(held)} of {len(checked)} packers it covers "
+                   f"({', '.join(held) or 'none'}): the {_n(o['protected']['size'])} longest long sources that had arrived "
+                   f"stayed buffered and unstarted.") if checked else "No packer's replay covered the Proposition."
+    s3.row("protected sources (original)", _n(o["protected"]["size"]), _n(P1["protected_sources"]))
+    s3.row("protected sources all buffered and unstarted",
+           "yes" if o["protected"].get("all_buffered_unstarted") else "no", "yes")
+    s3.row("buffer B / row capacity R", f"{s['buffer']:,} / {s['row_capacity']:,}",
+           f"{PAPER['setup']['B']:,} / {PAPER['setup']['R']:,}")
+    s3.links = [_link(out, rel("report.md"), "audit/report.md")]
+
+    s51 = Section("s5_1", "5.1 Coverage at the horizon")
+    share_arr = o["protected"]["share_of_arrived"]
+    s51.headline = (f"At {s['targets']:,} targets the original packer conserves mass exactly (arrived = emitted + discarded + "
+                    f"buffered: {'holds' if o['partition_holds'] else 'FAILS'}), yet {_n(o['protected']['size'])} protected "
+                    f"sources hold {_pct(share_arr)} of arrived tokens (paper {P1['protected_pct_of_arrived']}%), and "
+                    f"{o['sources_longer_than_R_arrived'] - o['sources_longer_than_R_started']:,} of "
+                    f"{o['sources_longer_than_R_arrived']:,} arrived sources longer than R never started.")
+    s51.row("sources arrived", _n(o["sources_arrived"]), _n(P1["sources_arrived"]))
+    s51.row("tokens arrived = emitted + discarded + buffered",
+            f"{o['tokens_arrived']:,} = {o['emitted']:,} + {o['discarded']:,} + {o['buffered']:,}",
+            f"{P1['tokens_arrived']:,} = {P1['emitted']:,} + {P1['discarded']:,} + {P1['buffered']:,}")
+    s51.row("crop events, median retained prefix, BOS-only crops",
+            f"{o['crop_events']:,}, {o['crop_median_emitted']:g}, {o['crops_emitting_only_bos']:,}",
+            f"{P1['crop_events']:,}, {P1['crop_median_emitted']}, {P1['crops_emitting_only_bos']:,}")
+    s51.row("protected tokens (share of arrived / of buffered)",
+            f"{o['protected']['tokens']:,} ({_pct(share_arr)} / {_pct(o['protected']['share_of_buffered'])})",
+            f"{P1['protected_tokens']:,} ({P1['protected_pct_of_arrived']}% / {P1['protected_pct_of_buffered']}%)")
+    perm = s.get("permutations")
+    if perm:
+        s51.row(f"first long emission over {perm['count']} permutations (targets)",
+                f"{perm['min']:,}–{perm['max']:,}",
+                f"{P1['startup_delay_min_targets'] / 1e6:.2f}–{P1['startup_delay_max_targets'] / 1e6:.2f} M")
+    if "lossless" in pk:
+        ll = pk["lossless"]
+        s51.row("lossless: discarded, buffered, in protected", f"{ll['discarded']:,}, {ll['buffered']:,}, {ll['protected']['tokens']:,}",
+                f"{P1['lossless_discarded']}, {P1['lossless_buffered']:,}, {P1['lossless_protected_tokens']:,}")
+    if "segment_first" in pk:
+        sf = pk["segment_first"]
+        s51.row("segment first: buffered, discarded, added BOS", f"{sf['buffered']:,}, {sf['discarded']:,}, {sf['bos_added']:,}",
+                f"{P1['segment_first_buffered']:,}, {P1['segment_first_discarded']:,}, {P1['segment_first_added_bos']:,}")
+        s51.row("share of emitted tokens from sources > R: original → segment first",
+                f"{_pct(o['share_emitted_from_long_sources'])} → {_pct(sf['share_emitted_from_long_sources'])}",
+                f"{P1['share_emitted_long_pct_original']}% → {P1['share_emitted_long_pct_segment_first']}%")
+    s51.links = [_link(out, rel("report.md"), "audit/report.md"), _link(out, rel("sources_started.png"), "sources started"),
+                 _link(out, rel("length_histogram.png"), "length histogram"),
+                 _link(out, rel("retention_by_stratum.png"), "retention by stratum"), _link(out, rel("buffer_mass.png"), "buffer mass")]
+
+    s52 = Section("s5_2", "5.2 Repeated-corpus bounds")
+    pb = s.get("pass_bounds") or []
+    if pb:
+        last = pb[-1]
+        s52.headline = (f"In a corpus repeated without a buffer reset, the unique longest source ({last['length_at_least']:,} "
+                        f"tokens) cannot start before pass {last['earliest_possible_pass']:,} at B = {s['buffer']:,} "
+                        f"(paper: {PAPER['s5_2_pass_bounds'][-1][0]:,} tokens, pass {PAPER['s5_2_pass_bounds'][-1][2]:,}).")
+        paper = {r[0]: r for r in PAPER["s5_2_pass_bounds"]}
+        for r in pb:
+            p = paper.get(r["length_at_least"])
+            s52.row(f"length ≥ {r['length_at_least']:,}: sources per pass, earliest pass",
+                    f"{r['sources_per_pass']:,}, {r['earliest_possible_pass']:,}", f"{p[1]:,}, {p[2]:,}" if p else "—")
+    s52.links = [_link(out, rel("report.md"), "audit/report.md")]
+    return [s3, s51, s52]
+
+
+def regime_section(d, out):
+    r = _load(d / "regime.json")
+    sec = Section("regime", "Regime: where this run differs from the paper's scale")
+    if not r:
+        sec.text = ["No regime indicators were written (audit/regime.json is missing)."]
+        return sec
+    cols = r.get("columns", r)  # regime.json: {"columns": {name: indicators}, ...} or one set of indicators
+    if isinstance(cols, dict) and "buffer" in cols:
+        cols = {"this run": cols}
+    from audit.regime import PAPER as RP
+
+    names = list(cols)
+    sec.text = ["The paper's effects depend on ratios, not sizes; this table says which ratios the run shares with "
+                "the paper (columns: " + ", ".join(names) + ")."]
+    sec.rows = []
+    for key, label, fmt in (("longest_chunks_share_of_B", "longest source's segment-first chunks / B", _pct),
+                            ("protected_share_of_arrived", "protected share of arrived tokens", _pct),
+                            ("passes_started", "stream passes started", str),
+                            ("arrived_over_B", "sources arrived / B", lambda x: f"{x:,.1f}"),
+                            ("share_emitted_from_long_sources", "emitted share from sources > R", _pct)):
+        ours = "; ".join(f"{n}: {fmt(c[key])}" for n, c in cols.items() if isinstance(c, dict) and key in c)
+        sec.row(label, ours or "n/a", fmt(RP[key]) if RP.get(key) is not None else "—")
+    return sec
+
+
+# ---------------------------------------------------------------- training (5.3)
+
+def train_section(d, out):
+    runs = {}
+    for f in sorted(d.glob("*/summary.json")):
+        s = _load(f)
+        if s and s.get("official"):
+            c = s["config"]
+            cond = {"original": "baseline", "random_span": "random_crop", "segment_first": "segmented"}.get(c["loader"], c["loader"])
+            runs[(cond, c["seed"])] = s
+    sec = Section("s5_3", "5.3 Matched training runs (official BPB)")
+    if not runs:
+        return _missing("s5_3", sec.title, d)
+    P = PAPER["s5_3_official_bpb"]
+    deltas = {}
+    for (cond, seed), s in sorted(runs.items()):
+        bpb = s["official"]["bpb"]
+        base = runs.get(("baseline", seed))
+        dl = bpb - base["official"]["bpb"] if base and cond != "baseline" else None
+        if dl is not None:
+            deltas[(cond, seed)] = dl
+        pk = f"{cond}_s{seed}"
+        pd = PAPER["s5_3_delta_vs_baseline"].get(pk)
+        sec.row(f"{cond} seed {seed}: BPB (Δ vs same-seed baseline)",
+                f"{bpb:.5f}" + (f" ({dl:+.5f})" if dl is not None else ""),
+                (f"{P[pk]:.5f}" + (f" ({pd:+.6f})" if pd is not None else "")) if pk in P else "—")
+    any_cfg = next(iter(runs.values()))["config"]
+    parts = []
+    for cond in ("random_crop", "segmented"):
+        ds = [deltas[(cond, s)] for s in SEEDS if (cond, s) in deltas]
+        if ds:
+            worse = sum(x > 0 for x in ds)
+            parts.append(f"{cond} is {'worse' if worse == len(ds) else 'better' if worse == 0 else 'mixed'} than the "
+                         f"baseline at {len(ds)} seed(s) (Δ {', '.join(f'{x:+.4f}' for x in ds)} BPB)")
+    pdl = PAPER["s5_3_delta_vs_baseline"]
+    sec.headline = ("; ".join(parts) + f". Paper: random_crop {pdl['random_crop_s43']:+.4f}/{pdl['random_crop_s44']:+.4f}, "
+                    f"segmented {pdl['segmented_s43']:+.4f}/{pdl['segmented_s44']:+.4f}.") if parts else None
+    sec.text = [f"Model: depth {any_cfg['depth']}, width {any_cfg['width']}, context {any_cfg['context']}, "
+                f"{any_cfg['updates']} updates; paper: depth 8, width 512, context 2048, {PAPER['setup']['updates']} updates "
+                f"({PAPER['setup']['parameters']:,} parameters)."]
+    sec.links = [_link(out, str((d / "table.md").relative_to(out)) if d.is_relative_to(out) else str(d / "table.md"), "train/table.md"),
+                 _link(out, str((d / "learning_curves.png").relative_to(out)) if d.is_relative_to(out) else "", "learning curves")]
+    return sec
+
+
+# ---------------------------------------------------------------- evaluation (5.4–5.6)
+
+def eval_sections(d, out):
+    rel = lambda f: str((d / f).relative_to(out)) if d.is_relative_to(out) else str(d / f)
+    secs = []
+    conf = _load(d / "confirmation.json")
+    s54 = Section("s5_4", "5.4 Confirmation score")
+    if conf and conf.get("scores"):
+        sc = {(r["condition"], r["seed"]): r["bpb"] for r in conf["scores"]}
+        P = PAPER["s5_4_delta_vs_baseline"]
+        parts = []
+        for (cond, seed), b in sorted(sc.items()):
+            base = sc.get(("baseline", seed))
+            if cond == "baseline" or base is None:
+                continue
+            pk = f"{cond}_s{seed}"
+            s54.row(f"{cond} seed {seed}: Δ BPB vs same-seed baseline", f"{b - base:+.5f}",
+                    f"{P[pk]:+.5f}" if pk in P else "—")
+            parts.append(b - base)
+        worse = sum(x > 0 for x in parts)
+        s54.headline = (f"On the confirmation stream ({conf.get('targets', 0):,} targets, {len(conf.get('duplicates', [])):,} "
+                        f"exact duplicates excluded) the interventions are worse than the baseline in {worse} of "
+                        f"{len(parts)} contrasts (paper: 4 of 4, {PAPER['s5_4_duplicates_excluded']} duplicates excluded).")
+        if conf.get("status") and conf["status"] != "confirmed":
+            s54.notes.append(f"status: {conf['status']}")
+    else:
+        s54 = _missing("s5_4", s54.title, d)
+    s54.links = [_link(out, rel("report.md"), "eval/report.md")]
+    secs.append(s54)
+
+    s55 = Section("s5_5", "5.5 Source windows: beginnings against tails")
+    ws = {p: _load(d / f"window_summary_{p}.json") for p in ("dev", "conf")}
+    if ws["conf"]:
+        cells = ws["conf"]["cells"]
+        declared = [c for c in cells if c.get("declared")]
+        key = "interval_adjusted"
+        neg = sum(c["interaction"] < 0 for c in declared)
+        excl = sum(c[key][1] < 0 or c[key][0] > 0 for c in declared)
+        tails_better = sum(c["tail_delta"] < 0 for c in declared)
+        P5 = PAPER["s5_5_windows"]
+        s55.headline = (f"Confirmation: {neg} of {len(declared)} declared tail-minus-beginning interactions are negative "
+                        f"and {excl} intervals exclude zero; tails improve in {tails_better} of {len(declared)} "
+                        f"(paper: {P5['interactions_negative']} of {P5['contrasts']} negative, "
+                        f"{P5['intervals_excluding_zero']} exclude zero).")
+        s55.row("declared contrasts: negative interactions", f"{neg} of {len(declared)}",
+                f"{P5['interactions_negative']} of {P5['contrasts']}")
+        s55.row(f"intervals excluding zero ({key.replace('_', ' ')})", f"{excl} of {len(declared)}",
+                f"{P5['intervals_excluding_zero']} of {P5['contrasts']} ({P5['level_pct']}%)")
+        s55.row("confirmation sources (per stratum cap)", _n(sum(p["sources"] for p in ws["conf"]["per_stratum"])),
+                _n(P5["conf_sources"]))
+    else:
+        s55 = _missing("s5_5", s55.title, d)
+    if ws["dev"]:
+        shares = _position_shares(ws["dev"])
+        if shares:
+            lo, hi = min(shares), max(shares)
+            P = PAPER["s5_5_position_bins"]
+            s55.row("development tails: share of the improvement after the last bin boundary (scaled 512)",
+                    f"{lo:.0f}–{hi:.0f}% over {len(shares)} improving cells",
+                    f"{P['after_512_share_pct_min']}–{P['after_512_share_pct_max']}%")
+    s55.links = [_link(out, rel("report.md"), "eval/report.md")] + [
+        _link(out, rel(f.name), f.stem.replace("_", " ")) for f in sorted(d.glob("*.png"))]
+    secs.append(s55)
+
+    s56 = Section("s5_6", "5.6 Prefix rankings")
+    rk = _load(d / "rankings.json")
+    if rk and not rk.get("skipped") and rk.get("prefixes"):
+        rev = sum(len(p.get("reversals", [])) for p in rk["prefixes"])
+        contrasts = [c for p in rk["prefixes"] for c in p["contrasts"]]
+        outside = sum(bool(c.get("outside")) for c in contrasts)
+        P6 = PAPER["s5_6_rankings"]
+        s56.headline = (f"{rev} ranking reversal(s) between the full score and {len(rk['prefixes'])} prefixes; "
+                        f"{outside} of {len(contrasts)} method/prefix contrasts outside their 95% subset interval "
+                        f"(paper: {P6['reversals']} reversals, {P6['contrasts_outside_95']} of {P6['contrasts']}).")
+        s56.row("ranking reversals", str(rev), str(P6["reversals"]))
+        s56.row("contrasts outside the 95% subset interval", f"{outside} of {len(contrasts)}",
+                f"{P6['contrasts_outside_95']} of {P6['contrasts']}")
+        s56.row("ranked checkpoints", str(len(rk.get("methods", []))), str(P6["checkpoints"]))
+    else:
+        s56 = _missing("s5_6", s56.title, d)
+    s56.links = [_link(out, rel("report.md"), "eval/report.md")]
+    secs.append(s56)
+    return secs
+
+
+def _position_shares(summary):
+    """Per improving development tail cell: % of the window delta contributed after the last bin boundary."""
+    out = []
+    for c in summary["cells"]:
+        bins, total = c.get("tail_bins"), c.get("tail_delta")
+        if bins and total is not None and total < 0:
+            out.append(100 * bins[-1] / total)
+    return out
+
+
+# ---------------------------------------------------------------- the queue
+
+def queue_section(d, out):
+    s = _load(d / "queue_summary.json")
+    sec = Section("queue", "The shard queue (proposal: rollback, deferral, quarantine)")
+    if not s:
+        return _missing("queue", sec.title, d)
+    counts = s.get("decisions") or s.get("counts") or {}
+    if isinstance(counts, dict) and counts:
+        sec.headline = "Decisions: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + "."
+    for k in ("false_rejection_rate", "false_rejection_upper95", "k", "screen_spearman", "screen_auc"):
+        if k in s.get("calibration", s):
+            v = s.get("calibration", s)[k]
+            sec.row(k.replace("_", " "), f"{v:.4g}" if isinstance(v, float) else str(v), "—")
+    sec.links = [_link(out, str((d / "report.md").relative_to(out)) if d.is_relative_to(out) else "", "queue/report.md")]
+    return sec
+
+
+def study_section(d, out):
+    s = _load(d / "study.json")
+    sec = Section("queue_study", "The queue study (arms A/B/C, adoption rule)")
+    if not s:
+        return _missing("queue_study", sec.title, d)
+    verdict = s.get("verdict")
+    sec.headline = f"Verdict: {verdict}." if verdict else None
+    sec.links = [_link(out, str((d / "report.md").relative_to(out)) if d.is_relative_to(out) else "", "queue_study/report.md")]
+    return sec
+
+
+def _missing(key, title, d):
+    sec = Section(key, title)
+    sec.headline = f"Not run: no results under {d}."
+    return sec
+
+
+# ---------------------------------------------------------------- page
+
+def build(out, audit=None, train=None, evald=None, queue=None, study=None):
+    out = Path(out)
+    audit, train = Path(audit or out / "audit"), Path(train or out / "train")
+    evald, queue, study = Path(evald or out / "eval"), Path(queue or out / "queue"), Path(study or out / "queue_study")
+    return [*audit_sections(audit, out), regime_section(audit, out), train_section(train, out),
+            *eval_sections(evald, out), queue_section(queue, out), study_section(study, out)]
+
+
+def render(sections, out):
+    lines = ["# Findings", "",
+             "What this run found, section by section, with the paper's published value beside ours. The paper is "
+             "*Source Exclusion in Streaming Pretraining: An Exact Audit of Minimum-Crop Packing*; the queue follows "
+             "the proposal *Can a model help choose its next training data?*. Every number below is read from this "
+             "run's result files; the paper's values come from `findings/paper_values.json`. Read the regime section "
+             "before comparing magnitudes: a small demo shares the paper's mechanism, not its scale.", ""]
+    for s in sections:
+        lines += s.to_md()
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="runs/main", help="run folder; SUMMARY.md and findings.json are written here (default runs/main)")
+    for k in ("audit", "train", "eval", "queue", "study"):
+        ap.add_argument(f"--{k}", default=None, help=f"{k} results folder (default OUT/{'queue_study' if k == 'study' else k})")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    if not out.is_dir():
+        print(f"error: {out}: no such run folder", file=sys.stderr)
+        return 2
+    from corpus.atomic import atomic_write_json, atomic_write_text
+
+    secs = build(out, a.audit, a.train, a.eval, a.queue, a.study)
+    atomic_write_text(out / "SUMMARY.md", render(secs, out) + "\n")
+    atomic_write_json(out / "findings.json", {"sections": [s.to_json() for s in secs]})
+    print("\nFindings:")
+    for s in secs:
+        if s.headline:
+            print(f"  {s.title.split(' (')[0]}: {s.headline}")
+    print(f"\nRead {out / 'SUMMARY.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
