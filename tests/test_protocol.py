@@ -92,8 +92,9 @@ def test_manifest_round_trip_detects_changes_and_matches_sha256sum(tmp_path):
         (d / f"ckpt_{i}.pt").write_bytes(bytes([i]) * 1000)
     (d / "other.txt").write_text("x")
     assert manifest_main(["write", str(d), "--glob", "ckpt_*.pt", "--out", str(d / "m.sha256")]) == 0
-    lines = (d / "m.sha256").read_text().splitlines()
+    lines = [ln for ln in (d / "m.sha256").read_text().splitlines() if not ln.startswith("#")]
     assert len(lines) == 3 and all(ln.split("  ")[1].startswith("ckpt_") for ln in lines)
+    assert "# covers: . glob ckpt_*.pt" in (d / "m.sha256").read_text()  # other.txt is outside the glob
     assert subprocess.run(["sha256sum", "-c", "m.sha256"], cwd=d, capture_output=True).returncode == 0
     assert verify_manifest(d / "m.sha256", log=lambda m: None)
     (d / "ckpt_1.pt").write_bytes(b"changed")

@@ -1,0 +1,104 @@
+"""The evaluation's figures (matplotlib, PNG), drawn from the summaries the report prints."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+COLORS = {"random_crop": "tab:orange", "segmented": "tab:green", "lossless": "tab:purple"}
+
+
+def _title(fig, text, label):
+    fig.suptitle(text + (f" {label}" if label else ""), fontsize=11)
+    fig.tight_layout()
+
+
+def contrasts_forest(summaries, path, label=""):
+    """Section 5.5: declared contrasts (tail minus beginning) with Bonferroni intervals, one panel per population."""
+    fig, axes = plt.subplots(1, len(summaries), figsize=(5.2 * len(summaries), 4.6), sharey=True, squeeze=False)
+    keys = sorted({(c["condition"], c["seed"], c["stratum"]) for s in summaries for c in s["cells"] if c.get("declared")},
+                  key=lambda k: (k[2], k[0], k[1]))
+    ypos = {k: i for i, k in enumerate(reversed(keys))}
+    for ax, s in zip(axes[0], summaries):
+        labels = s["spec"]["labels"]
+        for c in s["cells"]:
+            if not c.get("declared"):
+                continue
+            y = ypos[(c["condition"], c["seed"], c["stratum"])]
+            lo, hi = c["interval_adjusted"]
+            col = COLORS.get(c["condition"], "tab:blue")
+            ax.errorbar(c["interaction"], y, xerr=[[c["interaction"] - lo], [hi - c["interaction"]]], fmt="o",
+                        color=col, capsize=3)
+        ax.axvline(0, color="black", lw=1)
+        lvl = 100 * (1 - s["params"]["alpha"] / max(1, len(s["params"]["contrasts"])))
+        ax.set_title(f"{s['population']} ({'development' if s['population'] == 'dev' else 'confirmation'})", fontsize=10)
+        ax.set_xlabel(f"tail minus beginning BPB delta\n(vs same-seed baseline; {lvl:.3f}% Bonferroni interval)")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(list(ypos.values()), [f"{k[0]} s{k[1]}, {summaries[0]['spec']['labels'][k[2]]}" for k in ypos])
+    if not keys:
+        axes[0][0].text(0.5, 0.5, "no declared contrasts evaluated", transform=axes[0][0].transAxes, ha="center")
+    _title(fig, "Section 5.5: declared contrasts, development and confirmation", label)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def bin_contributions(summaries, path, label=""):
+    """Tail position-bin contributions per condition/seed and stratum: stacked bars, a marker at their sum."""
+    n = len(summaries)
+    fig, axes = plt.subplots(n, 1, figsize=(9.5, 3.8 * n), squeeze=False)
+    cmap = plt.get_cmap("viridis")
+    for ax, s in zip(axes[:, 0], summaries):
+        bins, labels = s["spec"]["bins"], s["spec"]["labels"]
+        cells = sorted(s["cells"], key=lambda c: (c["stratum"], c["condition"], c["seed"]))
+        x = np.arange(len(cells))
+        pos, neg = np.zeros(len(cells)), np.zeros(len(cells))
+        for b in range(len(bins) - 1):
+            v = np.array([c["tail_bins"][b] for c in cells])
+            base = np.where(v >= 0, pos, neg)
+            ax.bar(x, v, bottom=base, color=cmap(b / max(1, len(bins) - 2)), width=0.7,
+                   label=f"positions [{bins[b]},{bins[b + 1]})")
+            pos, neg = pos + np.clip(v, 0, None), neg + np.clip(v, None, 0)
+        ax.scatter(x, [c["tail_delta"] for c in cells], marker="D", color="red", zorder=3, s=22,
+                   label="window delta (sum of bins)")
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set_xticks(x, [f"{c['condition']} s{c['seed']}\n{labels[c['stratum']]}" for c in cells], fontsize=7,
+                      rotation=45, ha="right")
+        ax.set_ylabel("tail BPB delta contribution")
+        ax.set_title(f"{s['population']} ({'development' if s['population'] == 'dev' else 'confirmation'})", fontsize=10)
+        if cells:
+            ax.legend(fontsize=7, loc="best")
+        else:
+            ax.text(0.5, 0.5, "no cells evaluated", transform=ax.transAxes, ha="center")
+    _title(fig, "Tail position-bin contributions by condition, seed and source-length stratum", label)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def prefix_rankings(rk, context, path, label=""):
+    """Section 5.6: each method's BPB delta to the reference at each prefix with its subset interval; full delta."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    methods = [m for m in rk["methods"] if m != rk["reference"]]
+    targets = [p["rows"] * context for p in rk["prefixes"]]
+    full_t = rk.get("total_rows", 0) * context
+    for j, m in enumerate(methods):
+        col = plt.get_cmap("tab10")(j)
+        d = [next(c for c in p["contrasts"] if c["method"] == m) for p in rk["prefixes"]]
+        dx = 1 + 0.04 * (j - (len(methods) - 1) / 2)  # small multiplicative offsets keep intervals apart
+        xs = [t * dx for t in targets]
+        y = [c["delta"] for c in d]
+        err = [[c["delta"] - c["interval95"][0] for c in d], [c["interval95"][1] - c["delta"] for c in d]]
+        ax.errorbar(xs, y, yerr=err, fmt="o-", color=col, capsize=3, label=f"{m} (95% subset interval)")
+        for x_, c in zip(xs, d):
+            if c["outside"]:
+                ax.scatter([x_], [c["delta"]], s=120, facecolors="none", edgecolors="red", zorder=3)
+        if full_t:
+            ax.scatter([full_t], [rk["full"][m] - rk["full"][rk["reference"]]], marker="*", s=120, color=col, zorder=3)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("prefix of the official stream (targets, log scale); star = full stream")
+    ax.set_ylabel(f"BPB delta vs {rk['reference']}")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    _title(fig, "Section 5.6: prefix BPB deltas with subset intervals (red ring = outside)", label)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
