@@ -172,7 +172,8 @@ def evaluate(a, ctx, out):
     claim_folder(out, ctx)
     runs, cfg0, plan, status = ctx["runs"], ctx["cfg0"], ctx["plan"], ctx["status"]
     label = "" if ctx["protocol_sha256"] else " (UNCONFIRMED)"
-    pops = plan["populations"]
+    # development before confirmation, whatever order the (sorted-key) protocol lists them in
+    pops = {p: plan["populations"][p] for p in ("dev", "conf")}
     print(f"evaluating {len(runs)} runs from {a.runs} -> {out}")
     if ctx["absent"]:
         print("absent: " + "; ".join(f"{n} ({why})" for n, why in ctx["absent"]))

@@ -15,7 +15,8 @@ def _title(fig, text, label):
 
 def contrasts_forest(summaries, path, label=""):
     """Section 5.5: declared contrasts (tail minus beginning) with Bonferroni intervals, one panel per population."""
-    fig, axes = plt.subplots(1, len(summaries), figsize=(5.2 * len(summaries), 4.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(summaries), figsize=(5.2 * len(summaries), 4.6), sharey=True, sharex=True,
+                             squeeze=False)
     keys = sorted({(c["condition"], c["seed"], c["stratum"]) for s in summaries for c in s["cells"] if c.get("declared")},
                   key=lambda k: (k[2], k[0], k[1]))
     ypos = {k: i for i, k in enumerate(reversed(keys))}
@@ -43,62 +44,64 @@ def contrasts_forest(summaries, path, label=""):
 
 
 def bin_contributions(summaries, path, label=""):
-    """Tail position-bin contributions per condition/seed and stratum: stacked bars, a marker at their sum."""
-    n = len(summaries)
-    fig, axes = plt.subplots(n, 1, figsize=(9.5, 3.8 * n), squeeze=False)
+    """Tail position-bin contributions: one panel per population (rows) and condition (columns), so a small
+    effect is not flattened by a large one; per seed and stratum stacked bars with a marker at their sum."""
+    conds = sorted({c["condition"] for s in summaries for c in s["cells"]}) or ["(none)"]
+    fig, axes = plt.subplots(len(summaries), len(conds), figsize=(5.2 * len(conds), 3.9 * len(summaries)),
+                             squeeze=False, sharey="col")
     cmap = plt.get_cmap("viridis")
-    for ax, s in zip(axes[:, 0], summaries):
+    for row, s in enumerate(summaries):
         bins, labels = s["spec"]["bins"], s["spec"]["labels"]
-        cells = sorted(s["cells"], key=lambda c: (c["stratum"], c["condition"], c["seed"]))
-        x = np.arange(len(cells))
-        pos, neg = np.zeros(len(cells)), np.zeros(len(cells))
-        for b in range(len(bins) - 1):
-            v = np.array([c["tail_bins"][b] for c in cells])
-            base = np.where(v >= 0, pos, neg)
-            ax.bar(x, v, bottom=base, color=cmap(b / max(1, len(bins) - 2)), width=0.7,
-                   label=f"positions [{bins[b]},{bins[b + 1]})")
-            pos, neg = pos + np.clip(v, 0, None), neg + np.clip(v, None, 0)
-        ax.scatter(x, [c["tail_delta"] for c in cells], marker="D", color="red", zorder=3, s=22,
-                   label="window delta (sum of bins)")
-        ax.axhline(0, color="black", lw=0.8)
-        ax.set_xticks(x, [f"{c['condition']} s{c['seed']}\n{labels[c['stratum']]}" for c in cells], fontsize=7,
-                      rotation=45, ha="right")
-        ax.set_ylabel("tail BPB delta contribution")
-        ax.set_title(f"{s['population']} ({'development' if s['population'] == 'dev' else 'confirmation'})", fontsize=10)
-        if cells:
-            ax.legend(fontsize=7, loc="best")
-        else:
-            ax.text(0.5, 0.5, "no cells evaluated", transform=ax.transAxes, ha="center")
-    _title(fig, "Tail position-bin contributions by condition, seed and source-length stratum", label)
+        for col, cond in enumerate(conds):
+            ax = axes[row][col]
+            cells = sorted((c for c in s["cells"] if c["condition"] == cond), key=lambda c: (c["stratum"], c["seed"]))
+            x = np.arange(len(cells))
+            pos, neg = np.zeros(len(cells)), np.zeros(len(cells))
+            for b in range(len(bins) - 1):
+                v = np.array([c["tail_bins"][b] for c in cells])
+                ax.bar(x, v, bottom=np.where(v >= 0, pos, neg), color=cmap(b / max(1, len(bins) - 2)), width=0.7,
+                       label=f"positions [{bins[b]},{bins[b + 1]})")
+                pos, neg = pos + np.clip(v, 0, None), neg + np.clip(v, None, 0)
+            ax.scatter(x, [c["tail_delta"] for c in cells], marker="D", color="red", zorder=3, s=22,
+                       label="window delta (sum of the bins)")
+            ax.axhline(0, color="black", lw=0.8)
+            ax.set_xticks(x, [f"s{c['seed']}\n{labels[c['stratum']]}" for c in cells], fontsize=7)
+            ax.set_title(f"{cond}, {'development' if s['population'] == 'dev' else 'confirmation'}", fontsize=10)
+            if col == 0:
+                ax.set_ylabel("tail BPB delta contribution")
+            if not cells:
+                ax.text(0.5, 0.5, "no cells evaluated", transform=ax.transAxes, ha="center")
+            elif row == 0 and col == len(conds) - 1:
+                ax.legend(fontsize=7, loc="best")
+    _title(fig, "Tail position-bin contributions vs same-seed baseline, by seed and source-length stratum", label)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def prefix_rankings(rk, context, path, label=""):
-    """Section 5.6: each method's BPB delta to the reference at each prefix with its subset interval; full delta."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    """Section 5.6: per method (one panel each), the BPB delta to the reference at each prefix with its subset
+    interval, and the full-stream delta."""
     methods = [m for m in rk["methods"] if m != rk["reference"]]
+    fig, axes = plt.subplots(1, len(methods), figsize=(5.0 * len(methods), 4.2), squeeze=False)
     targets = [p["rows"] * context for p in rk["prefixes"]]
-    full_t = rk.get("total_rows", 0) * context
-    for j, m in enumerate(methods):
-        col = plt.get_cmap("tab10")(j)
+    full_t = rk["total_rows"] * context
+    for ax, m in zip(axes[0], methods):
         d = [next(c for c in p["contrasts"] if c["method"] == m) for p in rk["prefixes"]]
-        dx = 1 + 0.04 * (j - (len(methods) - 1) / 2)  # small multiplicative offsets keep intervals apart
-        xs = [t * dx for t in targets]
         y = [c["delta"] for c in d]
         err = [[c["delta"] - c["interval95"][0] for c in d], [c["interval95"][1] - c["delta"] for c in d]]
-        ax.errorbar(xs, y, yerr=err, fmt="o-", color=col, capsize=3, label=f"{m} (95% subset interval)")
-        for x_, c in zip(xs, d):
-            if c["outside"]:
-                ax.scatter([x_], [c["delta"]], s=120, facecolors="none", edgecolors="red", zorder=3)
-        if full_t:
-            ax.scatter([full_t], [rk["full"][m] - rk["full"][rk["reference"]]], marker="*", s=120, color=col, zorder=3)
-    ax.axhline(0, color="black", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("prefix of the official stream (targets, log scale); star = full stream")
-    ax.set_ylabel(f"BPB delta vs {rk['reference']}")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    _title(fig, "Section 5.6: prefix BPB deltas with subset intervals (red ring = outside)", label)
+        ax.errorbar(targets, y, yerr=err, fmt="o", color="tab:blue", capsize=4, label="prefix delta, 95% subset interval")
+        out = [(t, c["delta"]) for t, c in zip(targets, d) if c["outside"]]
+        if out:
+            ax.scatter(*zip(*out), s=140, facecolors="none", edgecolors="red", zorder=3, label="outside its interval")
+        ax.scatter([full_t], [rk["full"][m] - rk["full"][rk["reference"]]], marker="*", s=140, color="tab:orange",
+                   zorder=3, label="full stream")
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_title(m, fontsize=10)
+        ax.set_xlabel("targets scored (log scale)")
+        ax.set_ylabel(f"BPB delta vs {rk['reference']}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    _title(fig, "Section 5.6: BPB deltas on prefixes of the official stream, with same-size subset intervals", label)
     fig.savefig(path, dpi=110)
     plt.close(fig)
