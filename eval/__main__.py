@@ -187,9 +187,10 @@ def evaluate(a, ctx, out):
     rk = rankings_of(runs, cfg0.context, plan, out, status)
     figures(summaries, rk, cfg0.context, out, label)
     report = header(runs, ctx, label) + stream_check_md(ctx["checks"], fp_ok, label)
-    report += confirmation_md(conf, runs, ctx["dups"], plan["confirmation_batches"] * cfg0.eval_rows * cfg0.context, label)
+    report += confirmation_md(conf, runs, ctx["dups"], plan["confirmation_batches"] * cfg0.eval_rows * cfg0.context, label,
+                              ctx["checks"]["conf"])
     report += windows_md(summaries, pops, label)
-    report += ranking_md(rk, plan, cfg0.context, label)
+    report += ranking_md(rk, plan, cfg0.context, label, ctx["checks"]["dev"])
     atomic_write_json(out / "confirmation.json", {
         "status": status, "rows": pops["conf"]["rows"], "duplicates": ctx["dups"],
         "targets": plan["confirmation_batches"] * cfg0.eval_rows * cfg0.context,
@@ -364,12 +365,13 @@ def stream_check_md(checks, fp_ok, label):
     return out + [""]
 
 
-def confirmation_md(conf, runs, dups, targets, label):
+def confirmation_md(conf, runs, dups, targets, label, check):
     """Section 5.4: development (each run's official score) beside the confirmation score, deltas vs same-seed baseline."""
     dev = {(CONDITION_OF[r[1]["config"]["loader"]], r[1]["config"]["seed"]): r[1].get("official", {}).get("bpb") for r in runs}
     out = [f"## 5.4 Untouched original-style confirmation{label}", "",
-           f"{targets:,} confirmation targets; {len(dups)} exact duplicates excluded. Development is each run's official "
-           "score (section 5.3); deltas are against the same-seed baseline.", "",
+           f"{targets:,} confirmation targets; {len(dups)} exact duplicates excluded. As measured before scoring, this "
+           f"stream emits no source whose original length exceeds R = {check['R']} (longest: {check['longest_emitted']}). "
+           "Development is each run's official score (section 5.3); deltas are against the same-seed baseline.", "",
            "| Condition | Seed | Development BPB | Development delta | Confirmation BPB | Confirmation delta | CE | Perplexity |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
 
@@ -404,10 +406,13 @@ def windows_md(summaries, pops, label):
     return out
 
 
-def ranking_md(rk, plan, context, label):
+def ranking_md(rk, plan, context, label, check):
     from eval.rankings import rankings_md
 
     out = [f"## 5.6 Rankings on the official development stream at prefixes{label}", "",
+           f"In its {check['targets']:,} targets the official development stream emits no source longer than "
+           f"{check['max_source_len']} (the paper's 4096 at context 2048, scaled to {context}; longest emitted: "
+           f"{check['longest_emitted']}), so its score cannot contain the section 5.5 effects on longer sources.", "",
            "Ranked set (declared " + ("by the protocol" if "(UNCONFIRMED)" not in label else "by the default rule, "
                                       "unconfirmed") + f"): {', '.join(plan['ranking']['population'])}; reference "
            f"{plan['ranking']['reference']}.", ""]
