@@ -144,7 +144,7 @@ def window_table_md(summary, label="") -> str:
     cells = summary["cells"]
     declared = [c for c in cells if c.get("declared")]
     m = max(1, len(summary["params"]["contrasts"]))
-    out = [f"#### Declared contrasts ({pop}{label}): tail minus beginning, paired-source bootstrap", "",
+    out = [f"#### Declared contrasts ({pop}){label}: tail minus beginning, paired-source bootstrap", "",
            f"{len(summary['params']['contrasts'])} declared contrasts; Bonferroni-adjusted "
            f"{100 * (1 - summary['params']['alpha'] / m):.3f}% quantiles of {summary['params']['replicates']:,} replicates.",
            "", "| Condition | Seed | Source length | Sources | Prefix delta | Tail delta | Tail minus prefix | "
@@ -161,7 +161,7 @@ def window_table_md(summary, label="") -> str:
     i_first, i_after, first, after = paper_bin_cuts(bins, context)
     scaled = "" if context == 2048 else (f" At context {context} the positions scale by {context}/2048: the paper's "
                                          f"first 128 are the first {first} here, after 512 is after {after}.")
-    out += ["", f"#### Tail position-bin contributions ({pop}{label})", "",
+    out += ["", f"#### Tail position-bin contributions ({pop}){label}", "",
             "Each bin's loss difference divided by the whole window's bytes, so the bins add up to the tail delta; "
             "shares are of the tail delta (of the improvement where it is negative)." + scaled, "",
             f"| Condition | Seed | Source length | Full tail delta | Contribution first {first} | "
@@ -178,7 +178,7 @@ def window_table_md(summary, label="") -> str:
     for c in declared:
         out.append(f"| {c['condition']} | {c['seed']} | {labels[c['stratum']]} | {c['tail_delta']:+.6f} | " +
                    " | ".join(f"{x:+.6f} ({_pct(x, c['tail_delta'])})" for x in c["tail_bins"]) + " |")
-    out += ["", f"#### All cells ({pop}{label}), exploratory 95% intervals", "",
+    out += ["", f"#### All cells ({pop}){label}, exploratory 95% intervals", "",
             "| Condition | Seed | Source length | Sources | Prefix delta | Tail delta | Tail minus prefix | 95% interval |",
             "|---|---:|---|---:|---:|---:|---:|---|"]
     for c in cells:

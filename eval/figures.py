@@ -47,7 +47,7 @@ def bin_contributions(summaries, path, label=""):
     """Tail position-bin contributions: one panel per population (rows) and condition (columns), so a small
     effect is not flattened by a large one; per seed and stratum stacked bars with a marker at their sum."""
     conds = sorted({c["condition"] for s in summaries for c in s["cells"]}) or ["(none)"]
-    fig, axes = plt.subplots(len(summaries), len(conds), figsize=(5.2 * len(conds), 3.9 * len(summaries)),
+    fig, axes = plt.subplots(len(summaries), len(conds), figsize=(max(9.5, 5.2 * len(conds)), 3.9 * len(summaries)),
                              squeeze=False, sharey="col")
     cmap = plt.get_cmap("viridis")
     for row, s in enumerate(summaries):
@@ -82,7 +82,7 @@ def prefix_rankings(rk, context, path, label=""):
     """Section 5.6: per method (one panel each), the BPB delta to the reference at each prefix with its subset
     interval, and the full-stream delta."""
     methods = [m for m in rk["methods"] if m != rk["reference"]]
-    fig, axes = plt.subplots(1, len(methods), figsize=(5.0 * len(methods), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(methods), figsize=(max(9.5, 5.0 * len(methods)), 4.2), squeeze=False)
     targets = [p["rows"] * context for p in rk["prefixes"]]
     full_t = rk["total_rows"] * context
     for ax, m in zip(axes[0], methods):
