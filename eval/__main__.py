@@ -66,6 +66,8 @@ def parse_args(argv):
     ap.add_argument("--per-stratum", type=int, default=None,
                     help="sources sampled per stratum, exploratory only (default 256 for climbmix as the paper; 64 for "
                          "the offline corpus, whose CPU scoring with an 8192-token head costs about 10 ms per window)")
+    ap.add_argument("--no-figures", action="store_true",
+                    help="skip the three PNGs (about 3 s of matplotlib on a small machine); JSON and Markdown are unchanged")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device (default: "
                     "cuda when available)")
     return ap.parse_args(argv)
@@ -185,12 +187,13 @@ def evaluate(a, ctx, out):
     atomic_write_json(out / "stream_checks.json", {"status": status, "checks": ctx["checks"], "fingerprints": fp_ok})
     summaries = window_summaries(runs, wins, specs, pops, plan, ctx["dups"], out, status)
     rk = rankings_of(runs, cfg0.context, plan, out, status)
-    figures(summaries, rk, cfg0.context, out, label)
+    if not a.no_figures:
+        figures(summaries, rk, cfg0.context, out, label)
     report = header(runs, ctx, label) + stream_check_md(ctx["checks"], fp_ok, label)
     report += confirmation_md(conf, runs, ctx["dups"], plan["confirmation_batches"] * cfg0.eval_rows * cfg0.context, label,
                               ctx["checks"]["conf"])
-    report += windows_md(summaries, pops, label)
-    report += ranking_md(rk, plan, cfg0.context, label, ctx["checks"]["dev"])
+    report += windows_md(summaries, pops, label, not a.no_figures)
+    report += ranking_md(rk, plan, cfg0.context, label, ctx["checks"]["dev"], not a.no_figures)
     atomic_write_json(out / "confirmation.json", {
         "status": status, "rows": pops["conf"]["rows"], "duplicates": ctx["dups"],
         "targets": plan["confirmation_batches"] * cfg0.eval_rows * cfg0.context,
@@ -389,13 +392,14 @@ def confirmation_md(conf, runs, dups, targets, label, check):
     return out
 
 
-def windows_md(summaries, pops, label):
+def windows_md(summaries, pops, label, linked=True):
     from eval.compare import window_table_md
 
     out = [f"## 5.5 Conditional source windows{label}", "",
            f"Declared contrasts with their Bonferroni intervals, both populations: [{FIGURES['contrasts']}]"
            f"({FIGURES['contrasts']}). Tail position-bin contributions (stacked; the red marker is their sum, the window "
-           f"delta): [{FIGURES['bins']}]({FIGURES['bins']}).", ""]
+           f"delta): [{FIGURES['bins']}]({FIGURES['bins']}).", ""] if linked else [
+           f"## 5.5 Conditional source windows{label}", "", "(figures skipped: --no-figures)", ""]
     for s in summaries:
         p = s["population"]
         name = "Development" if p == "dev" else "Confirmation"
@@ -406,7 +410,7 @@ def windows_md(summaries, pops, label):
     return out
 
 
-def ranking_md(rk, plan, context, label, check):
+def ranking_md(rk, plan, context, label, check, linked=True):
     from eval.rankings import rankings_md
 
     out = [f"## 5.6 Rankings on the official development stream at prefixes{label}", "",
@@ -420,8 +424,9 @@ def ranking_md(rk, plan, context, label, check):
         out += [f"Not ranked (absent): {', '.join(rk['missing'])}.", ""]
     if rk.get("skipped"):
         return out + ["No ranking: the reference or a second member of the ranked set is absent.", ""]
-    return out + [f"BPB delta against prefix size with subset intervals: [{FIGURES['rankings']}]({FIGURES['rankings']}).",
-                  "", rankings_md(rk, context)]
+    if linked:
+        out += [f"BPB delta against prefix size with subset intervals: [{FIGURES['rankings']}]({FIGURES['rankings']}).", ""]
+    return out + [rankings_md(rk, context)]
 
 
 if __name__ == "__main__":

@@ -38,7 +38,8 @@ def evaluated(small_corpus, tmp_path_factory):
     from eval.__main__ import main as eval_main
 
     out = tmp_path_factory.mktemp("eval")
-    assert eval_main(["--runs", str(runs), "--out", str(out), "--replicates", "300", "--device", "cpu", "--exploratory"]) == 0
+    assert eval_main(["--runs", str(runs), "--out", str(out), "--replicates", "300", "--device", "cpu", "--exploratory",
+                      "--no-figures"]) == 0
     return runs, out
 
 
@@ -223,6 +224,7 @@ def test_a_second_evaluation_reuses_finished_statistics(evaluated):
     files = sorted(out.glob("*/windows_*.parquet")) + sorted(out.glob("*/confirmation_rows.parquet"))
     before = {f: (f.stat().st_mtime_ns, f.read_bytes()) for f in files}
     summary = (out / "window_summary_dev.json").read_text()
-    assert eval_main(["--runs", str(runs), "--out", str(out), "--replicates", "300", "--device", "cpu", "--exploratory"]) == 0
+    assert eval_main(["--runs", str(runs), "--out", str(out), "--replicates", "300", "--device", "cpu", "--exploratory",
+                      "--no-figures"]) == 0
     assert {f: (f.stat().st_mtime_ns, f.read_bytes()) for f in files} == before  # nothing re-scored
     assert (out / "window_summary_dev.json").read_text() == summary

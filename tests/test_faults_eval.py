@@ -108,7 +108,7 @@ def test_confirmation_needs_a_protocol_which_decides_the_ranked_set(partial_runs
     ranked = ["baseline_s44", "baseline_s43", "segmented_s43"]  # not the default set: the protocol decides
     write_protocol(tmp_path / "protocol.json", _protocol(small_corpus, partial_runs, ranked))
     assert eval_main(["--runs", str(partial_runs), "--out", str(out), "--protocol", str(tmp_path / "protocol.json"),
-                      "--device", "cpu"]) == 0
+                      "--device", "cpu", "--no-figures"]) == 0
     rk = json.loads((out / "rankings.json").read_text())
     assert rk["methods"] == sorted(ranked) and rk["reference"] == "baseline_s44"
     assert sum(len(p["contrasts"]) for p in rk["prefixes"]) == 2 * 3
