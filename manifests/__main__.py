@@ -113,10 +113,12 @@ def main(argv=None):
     w = sub.add_parser("write", help="write a manifest")
     w.add_argument("paths", nargs="*", help="files or folders")
     w.add_argument("--code", action="store_true", help="the repository's tracked code files")
-    w.add_argument("--glob", default="*", help="pattern for files inside folders (default: all)")
-    w.add_argument("--out", required=False, default=None)
+    w.add_argument("--glob", default="*", help="pattern for files inside folders, searched recursively; the folder "
+                   "and pattern are recorded so verify also catches unlisted files (default: all)")
+    w.add_argument("--out", required=False, default=None,
+                   help="manifest file (default: manifests/code.sha256 with --code, else manifest.sha256)")
     v = sub.add_parser("verify", help="verify a manifest")
-    v.add_argument("manifest")
+    v.add_argument("manifest", help="a manifest written by 'write' (or by sha256sum)")
     v.add_argument("--allow-extra", action="store_true",
                    help="files in a covered folder that the manifest does not list are reported, not a failure")
     a = ap.parse_args(argv)

@@ -27,10 +27,11 @@ def main(argv=None):
 
     ap = argparse.ArgumentParser(prog="python -m protocols.freeze", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"])
-    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"],
+                    help="which six configs (protocols/generate_configs.py presets; default tiny)")
+    ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
     ap.add_argument("--name", default=None, help="protocol name (default: <preset>-six)")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", required=True, help="protocol file to write (a <file>.sha256 sidecar goes beside it)")
     ap.add_argument("--replicates", type=int, default=10000, help="bootstrap replicates (default 10000)")
     ap.add_argument("--per-stratum", type=int, default=None,
                     help="window sources per stratum (default 256 for climbmix, 64 for the offline corpus)")
