@@ -228,3 +228,17 @@ def test_a_second_evaluation_reuses_finished_statistics(evaluated):
                       "--no-figures"]) == 0
     assert {f: (f.stat().st_mtime_ns, f.read_bytes()) for f in files} == before  # nothing re-scored
     assert (out / "window_summary_dev.json").read_text() == summary
+
+
+def test_checkers_and_official_have_working_help(capsys):
+    for script in ("verify_window_evidence.py", "verify_evaluation_summary.py"):
+        r = _run(script, "--help")
+        assert r.returncode == 0 and "usage" not in r.stderr and "Recompute" in r.stdout, r.stderr
+    from eval.official import main as official_main
+
+    with pytest.raises(SystemExit) as e:
+        official_main(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    for phrase in ("a training checkpoint", "data root", "torch device", "per-row sufficient statistics"):
+        assert phrase in out

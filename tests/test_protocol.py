@@ -109,3 +109,19 @@ def test_code_manifest_lists_tracked_code(tmp_path):
     assert manifest_main(["write", "--code", "--out", str(tmp_path / "code.sha256")]) == 0
     names = [ln.split("  ", 1)[1] for ln in (tmp_path / "code.sha256").read_text().splitlines()]
     assert any(n.endswith("loaders/core.py") for n in names) and any(n.endswith("train.py") for n in names)
+
+
+def test_a_protocol_frozen_before_the_ranked_set_was_declared_ranks_its_own_seed_43_runs():
+    from eval.plan import complete_plan
+
+    old = evaluation_plan("stdlib", 100, 128, 8, 16)
+    del old["ranking"], old["stream_checks"]
+    names = ["baseline_s43", "baseline_s44", "segmented_s43", "random_crop_s43"]
+    plan, notes = complete_plan(old, names, 8, 16, 1000)
+    assert plan["ranking"]["population"] == ["baseline_s43", "random_crop_s43", "segmented_s43"]
+    assert plan["ranking"]["reference"] == "baseline_s43" and len(notes) == 2
+    assert plan["stream_checks"]["conf"]["max_source_len"] == 129  # R
+    assert plan["stream_checks"]["dev"]["max_source_len"] == 256 and plan["stream_checks"]["dev"]["rows"] == 128
+    fresh = evaluation_plan("stdlib", 100, 2048, 64, 160, run_names=names)
+    assert fresh["stream_checks"]["dev"]["max_source_len"] == 4096 and fresh["stream_checks"]["conf"]["max_source_len"] == 2049
+    assert complete_plan(fresh, [], 64, 160, 1000) == (fresh, [])
