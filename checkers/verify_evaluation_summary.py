@@ -7,7 +7,8 @@
 From the per-row sufficient statistics (nats, bytes) of every checkpoint: full and prefix
 BPB, the orders, the reversals against the full order, and each method/prefix contrast's
 nominal 95% interval over same-size uniform row subsets (same generator, seed and draw
-order as stated). One line per check; exit 1 on any difference beyond 1e-9.
+order as stated). One line per check; exit 1 on any difference beyond 1e-9, 2 on missing
+or unreadable files.
 """
 import json
 import math
@@ -29,14 +30,24 @@ def ranked(d):
 
 def main(argv=None):
     args = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in args):
+        print(__doc__)
+        return 0
     if len(args) == 1 and os.path.isdir(args[0]):
         args = [os.path.join(args[0], "rankings.json"), os.path.join(args[0], "ranking_evidence.npz")]
     if len(args) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    with open(args[0]) as f:
-        saved = json.load(f)
-    z = np.load(args[1])
+    try:
+        with open(args[0]) as f:
+            saved = json.load(f)
+        if saved.get("skipped"):
+            print(f"PASS  {args[0]}: no ranking was made (reference or ranked set absent), nothing to recompute")
+            return 0
+        z = np.load(args[1])
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     nats, nbytes = z["nats"], z["bytes"]
     names, ref = [str(x) for x in z["names"]], str(z["reference"])
     results = []

@@ -8,8 +8,9 @@ Checks, per cell (stratum x condition x seed): beginning and tail BPB deltas, th
 interaction, the exploratory 95% and the Bonferroni-adjusted bootstrap intervals (same
 generator, seed and draw order as stated in the evidence), the position-bin
 contributions, that the bins add up to the window delta within 1e-7, and that bytes and
-counted targets are whole non-negative numbers. Prints one line per check; exits 1 on
-any difference beyond the tolerance.
+counted targets are whole non-negative numbers. Cells exist only for the (condition, seed)
+pairs whose same-seed baseline was evaluated (the evidence lists them). Prints one line
+per check; exits 1 on any difference beyond the tolerance, 2 on missing or unreadable files.
 """
 import glob
 import json
@@ -41,6 +42,8 @@ def recompute(ev, p):
         n = len(pairs)
         for cond in p["conditions"]:
             for s in p["seeds"]:
+                if [cond, s] not in p.get("pairs", [[cond, s]]):
+                    continue  # a partial set: no same-seed baseline or no such run
                 c, base = ev[f"{cond}_s{s}_nats"], ev[f"{p['baseline']}_s{s}_nats"]
                 db = c[bi].sum(1) - base[bi].sum(1)
                 dt = c[ti].sum(1) - base[ti].sum(1)
@@ -64,7 +67,7 @@ def verify(summary_path, evidence_path):
     with open(summary_path) as f:
         summary = json.load(f)
     z = np.load(evidence_path)
-    ev = {k: z[k] for k in z.files if k != "meta"}
+    ev = {k: z[k] for k in z.files if k not in ("meta", "status")}
     p = json.loads(str(z["meta"]))
     ok = True
 
@@ -100,6 +103,9 @@ def verify(summary_path, evidence_path):
 
 def main(argv=None):
     args = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in args):
+        print(__doc__)
+        return 0
     if len(args) == 1 and os.path.isdir(args[0]):
         pairs = [(s, s.replace("window_summary_", "window_evidence_").replace(".json", ".npz"))
                  for s in sorted(glob.glob(os.path.join(args[0], "window_summary_*.json")))]
@@ -111,7 +117,11 @@ def main(argv=None):
     if not pairs:
         print(f"error: no window_summary_*.json in {args[0]}", file=sys.stderr)
         return 2
-    results = [verify(s, e) for s, e in pairs]
+    try:
+        results = [verify(s, e) for s, e in pairs]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed (summaries)")
     return 0 if all(results) else 1
 

@@ -1,12 +1,22 @@
 """Evaluate finished training runs: source windows, confirmation, comparisons, rankings.
 
-  python -m eval --runs runs/main/train [--data-dir DIR] [--out runs/main/eval]
+  python -m eval --runs runs/main/train --protocol runs/main/protocol.json [--out runs/main/eval]
+  python -m eval --runs runs/main/train --exploratory [--out DIR]     # no protocol: every output UNCONFIRMED
 
-For every run folder under --runs (summary.json + final checkpoint):
-  windows_dev.parquet, windows_conf.parquet   per-window, per-bin sufficient statistics
-  confirmation_rows.parquet                   official-style score of the confirmation stream
-Then, across runs: window comparisons (5.5), the confirmation table (5.4), prefix rankings
-(5.6), each as JSON + Markdown, plus evidence files (.npz) that the numpy checkers
+A confirmation pass needs a frozen protocol (python -m protocols.freeze): its hash, runs,
+corpus and every checkpoint's official check are verified before any forward pass, and its
+parameters (populations, seeds, contrasts, the ranked set, the stream checks) are used.
+Without one, only an exploratory pass runs (--exploratory); it evaluates exactly the
+finished runs present, names the configured runs that are absent, and labels every file,
+table and figure as unconfirmed.
+
+Before scoring, the evaluation streams are replayed on CPU (the audit's packer replay):
+the confirmation stream must emit no source longer than R (section 5.4) and the official
+development stream none longer than 4096 scaled with the context (section 5.6), or nothing
+is scored. Then, for every run: windows_dev.parquet, windows_conf.parquet (per-window,
+per-bin sufficient statistics) and confirmation_rows.parquet; across runs: the
+confirmation table (5.4), window comparisons (5.5), prefix rankings (5.6), each as JSON +
+Markdown in report.md, three figures, and evidence files (.npz) that the numpy checkers
 verify offline. Populations: validation rows 0:38016 (dev) and 49152:84992 (conf) for
 climbmix; the two halves of the validation shard for the offline corpus.
 """
@@ -20,8 +30,10 @@ import numpy as np
 import torch
 
 from corpus.errors import DataError
+from eval.runs import find_runs, survey_runs  # noqa: F401  (find_runs: the public name tests and tools use)
 
 CONDITION_OF = {"original": "baseline", "random_span": "random_crop", "segment_first": "segmented", "lossless": "lossless"}
+UNCONFIRMED = "EXPLORATORY, UNCONFIRMED (no frozen protocol)"
 
 
 def write_window_stats(path, win, stats, meta):
@@ -40,85 +52,161 @@ def write_window_stats(path, win, stats, meta):
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
-def find_runs(runs_dir):
-    out = []
-    for s in sorted(Path(runs_dir).glob("*/summary.json")):
-        res = json.loads(s.read_text())
-        ckpt = s.parent / f"ckpt_{res['updates']:06d}.pt"
-        if ckpt.exists():
-            out.append((s.parent, res, ckpt))
-    if not out:
-        raise DataError(f"{runs_dir}: no finished runs (folders with summary.json and their final checkpoint)")
-    return out
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="python -m eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", required=True, help="folder of run folders (e.g. runs/main/train)")
+    ap.add_argument("--data-dir", default=None, help="data root (default: the runs' own, else $PACKAUDIT_DATA)")
+    ap.add_argument("--out", default=None, help="results folder (default: <runs>/../eval); locked while in use")
+    ap.add_argument("--protocol", default=None,
+                    help="a frozen protocol (protocols/freeze.py): a confirmation pass; its hash, runs, data and every "
+                         "checkpoint's official check are verified before any forward pass, and its parameters are used")
+    ap.add_argument("--exploratory", action="store_true",
+                    help="evaluate without a protocol; every output is labelled unconfirmed")
+    ap.add_argument("--replicates", type=int, default=10000, help="bootstrap replicates, exploratory only (default 10000)")
+    ap.add_argument("--per-stratum", type=int, default=None,
+                    help="sources sampled per stratum, exploratory only (default 256 for climbmix as the paper; 64 for "
+                         "the offline corpus, whose CPU scoring with an 8192-token head costs about 10 ms per window)")
+    ap.add_argument("--no-figures", action="store_true",
+                    help="skip the three PNGs (about 3 s of matplotlib on a small machine); JSON and Markdown are unchanged")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device (default: "
+                    "cuda when available)")
+    return ap.parse_args(argv)
 
 
 def main(argv=None):
+    from corpus.runlock import FolderLocked, folder_lock
 
-    from corpus.atomic import atomic_write_text
+    a = parse_args(argv)
+    if a.protocol and a.exploratory:
+        print("error: --protocol makes a confirmation pass and --exploratory an unconfirmed one; choose one", file=sys.stderr)
+        return 2
+    if not a.protocol and not a.exploratory:
+        print("error: a confirmation pass needs a frozen protocol (--protocol FILE, written by python -m protocols.freeze); "
+              "pass --exploratory for an unconfirmed look", file=sys.stderr)
+        return 2
+    for name, v in (("--replicates", a.replicates), ("--per-stratum", a.per_stratum)):
+        if v is not None and v < 1:
+            print(f"error: {name} must be >= 1, got {v}", file=sys.stderr)
+            return 2
+    t0 = time.time()
+    try:
+        ctx = prepare(a)
+        out = Path(a.out or Path(a.runs).parent / "eval")
+        with folder_lock(out, "an evaluation"):
+            rc = evaluate(a, ctx, out)
+    except (DataError, FolderLocked) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"({time.time() - t0:.0f}s)")
+    return rc
+
+
+def prepare(a):
+    """Everything checked before an output folder is touched: runs, protocol, data, streams."""
     from corpus.layout import Layout, default_data_dir
     from corpus.tokenizer import load_token_bytes
     from eval.confirmation import find_duplicates
-    from eval.plan import evaluation_plan
-    from eval.windows import WindowSpec, build_windows
+    from eval.plan import complete_plan, evaluation_plan
+    from eval.runs import CONFIGURED
+    from eval.stream_checks import audit_streams, require
     from loaders.stream import open_split
     from training.config import TrainConfig
 
-    ap = argparse.ArgumentParser(prog="python -m eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", required=True, help="folder of run folders (e.g. runs/main/train)")
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default=None, help="results folder (default: <runs>/../eval)")
-    ap.add_argument("--replicates", type=int, default=10000, help="bootstrap replicates (default 10000)")
-    ap.add_argument("--per-stratum", type=int, default=None,
-                    help="sources sampled per stratum (default 256 for climbmix as the paper; 64 for the offline "
-                         "corpus, whose CPU scoring with an 8192-token head costs about 10 ms per window)")
-    ap.add_argument("--protocol", default=None,
-                    help="a frozen protocol (protocols/freeze.py): its hash, runs, data and every checkpoint's "
-                         "official check are verified before any confirmation forward pass, and its parameters are used")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    a = ap.parse_args(argv)
-    t0 = time.time()
+    runs, absent = survey_runs(a.runs)
+    if not runs:
+        raise DataError(f"{a.runs}: no finished runs (folders with summary.json and their final checkpoint)")
     try:
-        runs = find_runs(a.runs)
         cfg0 = TrainConfig(**runs[0][1]["config"])
-        dd = a.data_dir or cfg0.data_dir or str(default_data_dir())
-        lay = Layout(dd, cfg0.source)
-        tb = load_token_bytes(lay.tokenizer)
-        n_val = len(open_split(dd, cfg0.source, "val").lengths)
-        if a.protocol:
-            from protocols.protocol import check_before_confirmation, load_protocol
+    except TypeError as e:
+        raise DataError(f"{runs[0][0] / 'summary.json'}: config is not a training config ({e})") from None
+    dd = a.data_dir or cfg0.data_dir or str(default_data_dir())
+    lay = Layout(dd, cfg0.source)
+    tb = load_token_bytes(lay.tokenizer)
+    n_val = len(open_split(dd, cfg0.source, "val").lengths)
+    notes = []
+    if a.protocol:
+        from protocols.protocol import check_before_confirmation, load_protocol, require_keys
 
-            proto = load_protocol(a.protocol)
-            check_before_confirmation(proto, runs, lay, log=print)
-            plan = proto["evaluation"]
-        else:
-            plan = evaluation_plan(cfg0.source, n_val, cfg0.context, cfg0.eval_rows, cfg0.eval_batches,
-                                   a.per_stratum, a.replicates)
-        pops = plan["populations"]
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    out = Path(a.out or Path(a.runs).parent / "eval")
-    out.mkdir(parents=True, exist_ok=True)
-    print(f"evaluating {len(runs)} runs from {a.runs} -> {out}")
+        proto = load_protocol(a.protocol)
+        require_keys(proto, a.protocol)
+        check_before_confirmation(proto, runs, lay, log=print)
+        plan, notes = complete_plan(proto["evaluation"], list(proto["runs"]), cfg0.eval_rows, cfg0.eval_batches,
+                                    cfg0.buffer)
+        status = f"confirmation under protocol {proto['name']} (SHA256 {proto['_sha256']}, frozen {proto['frozen_at_utc']})"
+        absent = []  # the protocol's runs are all present, or check_before_confirmation refused
+    else:
+        names = sorted(set(CONFIGURED) | {r[0].name for r in runs})
+        plan = evaluation_plan(cfg0.source, n_val, cfg0.context, cfg0.eval_rows, cfg0.eval_batches,
+                               a.per_stratum, a.replicates, run_names=names, buffer=cfg0.buffer)
+        status = UNCONFIRMED
+    pops = plan["populations"]
     dups = find_duplicates(dd, cfg0.source, tuple(pops["conf"]["rows"]))
-    print(f"confirmation rows {pops['conf']['rows'][0]}:{pops['conf']['rows'][1]}: {len(dups)} exact duplicates excluded")
     streams = {p: open_split(dd, cfg0.source, "val", row_range=tuple(v["rows"]),
                              exclude=[r for r, _ in dups] if p == "conf" else ()) for p, v in pops.items()}
+    checks = audit_streams(plan, {"dev": open_split(dd, cfg0.source, "val"), "conf": streams["conf"]}, cfg0.eval_rows)
+    require(checks)
+    return {"runs": runs, "absent": absent, "cfg0": cfg0, "dd": dd, "tb": tb, "plan": plan, "notes": notes,
+            "status": status, "dups": dups, "streams": streams, "checks": checks,
+            "protocol_sha256": proto["_sha256"] if a.protocol else None}
+
+
+def claim_folder(out, ctx):
+    """One kind of pass per folder: confirmed and unconfirmed results never mix, nor two protocols."""
+    from corpus.atomic import atomic_write_json
+
+    path = out / "eval_status.json"
+    want = {"mode": "confirmation" if ctx["protocol_sha256"] else "exploratory", "status": ctx["status"],
+            "protocol_sha256": ctx["protocol_sha256"]}
+    if path.exists():
+        try:
+            have = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            raise DataError(f"{path}: unreadable; this folder's earlier pass is unknown, use a fresh --out") from None
+        if have.get("protocol_sha256") != want["protocol_sha256"]:
+            raise DataError(f"{out} holds results of another pass ({have.get('status')}); use a fresh --out")
+    atomic_write_json(path, want)
+
+
+def evaluate(a, ctx, out):
+    from corpus.atomic import atomic_write_json, atomic_write_text
+    from eval.windows import WindowSpec, build_windows
+
+    claim_folder(out, ctx)
+    runs, cfg0, plan, status = ctx["runs"], ctx["cfg0"], ctx["plan"], ctx["status"]
+    label = "" if ctx["protocol_sha256"] else " (UNCONFIRMED)"
+    # development before confirmation, whatever order the (sorted-key) protocol lists them in
+    pops = {p: plan["populations"][p] for p in ("dev", "conf")}
+    print(f"evaluating {len(runs)} runs from {a.runs} -> {out}")
+    if ctx["absent"]:
+        print("absent: " + "; ".join(f"{n} ({why})" for n, why in ctx["absent"]))
+    print(f"confirmation rows {pops['conf']['rows'][0]}:{pops['conf']['rows'][1]}: {len(ctx['dups'])} exact duplicates excluded")
     specs = {p: WindowSpec.for_context(cfg0.context, v["seed"], plan["per_stratum"]) for p, v in pops.items()}
-    wins = {p: build_windows(streams[p], specs[p]) for p in pops}
-    try:
-        conf = score_checkpoints(runs, cfg0, wins, specs, streams["conf"], plan, tb, out, a.device)
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    report = [f"# Evaluation of {len(runs)} checkpoints", ""]
-    report += window_reports(runs, wins, specs, pops, plan, dups, out)
-    report += confirmation_report(conf, dups, pops, plan["confirmation_batches"] * cfg0.eval_rows * cfg0.context, out)
-    report += ranking_report(runs, cfg0.context, plan, out)
+    wins = {p: build_windows(ctx["streams"][p], specs[p]) for p in pops}
+    conf = score_checkpoints(runs, cfg0, wins, specs, ctx["streams"]["conf"], plan, ctx["tb"], out, a.device, status)
+    fp_ok = fingerprints_agree(ctx["checks"], conf, runs)
+    atomic_write_json(out / "stream_checks.json", {"status": status, "checks": ctx["checks"], "fingerprints": fp_ok})
+    summaries = window_summaries(runs, wins, specs, pops, plan, ctx["dups"], out, status)
+    rk = rankings_of(runs, cfg0.context, plan, out, status)
+    if not a.no_figures:
+        figures(summaries, rk, cfg0.context, out, label)
+    report = header(runs, ctx, label) + stream_check_md(ctx["checks"], fp_ok, label)
+    report += confirmation_md(conf, runs, ctx["dups"], plan["confirmation_batches"] * cfg0.eval_rows * cfg0.context, label,
+                              ctx["checks"]["conf"])
+    report += windows_md(summaries, pops, label, not a.no_figures)
+    report += ranking_md(rk, plan, cfg0.context, label, ctx["checks"]["dev"], not a.no_figures)
+    atomic_write_json(out / "confirmation.json", {
+        "status": status, "rows": pops["conf"]["rows"], "duplicates": ctx["dups"],
+        "targets": plan["confirmation_batches"] * cfg0.eval_rows * cfg0.context,
+        "scores": [{"condition": c, "seed": s, **v} for (c, s), v in conf.items()]})
     atomic_write_text(out / "report.md", "\n".join(report))
     print("\n".join(report))
-    print(f"wrote {out}/report.md, window_summary_*.json, confirmation.json, rankings.json and evidence files "
-          f"({time.time() - t0:.0f}s)")
+    print(f"wrote {out}/report.md, stream_checks.json, window_summary_*.json, confirmation.json, rankings.json, "
+          f"three figures and evidence files")
+    if not all(fp_ok.values()):
+        bad = [k for k, v in fp_ok.items() if not v]
+        print(f"error: the CPU replay's input/target fingerprint differs from the scored stream's ({', '.join(bad)})",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -133,7 +221,7 @@ def _done(path, sha, fingerprint=None):
         fingerprint is None or meta.get(b"fingerprint", b"").decode() == fingerprint)
 
 
-def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, device):
+def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, device, status):
     """Per checkpoint: window statistics of both populations and the confirmation rows. Returns confirmation scores."""
     import pyarrow.parquet as pq
     from tqdm import tqdm
@@ -171,7 +259,7 @@ def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, devic
                 write_window_stats(path, wins[p], st, {
                     "condition": cond, "seed": cfg.seed, "checkpoint_sha256": sha, "fingerprint": wins[p]["fingerprint"],
                     "population": p, "rows": json.dumps(plan["populations"][p]["rows"]),
-                    "spec": json.dumps(specs[p].to_dict())})
+                    "spec": json.dumps(specs[p].to_dict()), "status": status})
         path = ed / "confirmation_rows.parquet"
         if _done(path, sha):
             t = pq.read_table(path)
@@ -180,74 +268,165 @@ def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, devic
         else:
             cs = row_statistics(loaded(), conf_stream, tb, plan["confirmation_batches"], cfg.eval_rows, cfg.context + 1,
                                 device, ac, cfg.buffer)
-            write_stats(path, cs, {"checkpoint_sha256": sha, "condition": cond, "seed": cfg.seed})
-        conf[(cond, cfg.seed)] = {**scores(cs), "fingerprint": cs["fingerprint"]}
+            write_stats(path, cs, {"checkpoint_sha256": sha, "condition": cond, "seed": cfg.seed, "status": status})
+        conf[(cond, cfg.seed)] = {**scores(cs), "fingerprint": cs["fingerprint"], "run": run_dir.name}
     return conf
 
 
-def window_reports(runs, wins, specs, pops, plan, dups, out):
-    """Section 5.5: comparisons per population, written as JSON, evidence and Markdown."""
+def fingerprints_agree(checks, conf, runs):
+    """The replayed streams are the scored ones: confirmation rows of every checkpoint, each run's official rows."""
+    return {"conf": all(s["fingerprint"] == checks["conf"]["fingerprint"] for s in conf.values()),
+            "dev": all(r[1].get("official", {}).get("fingerprint", checks["dev"]["fingerprint"]) == checks["dev"]["fingerprint"]
+                       for r in runs)}
+
+
+def window_summaries(runs, wins, specs, pops, plan, dups, out, status):
+    """Section 5.5 comparisons per population, written as JSON and evidence."""
     from corpus.atomic import atomic_write_json
-    from eval.compare import compare_windows, window_table_md, write_evidence
+    from eval.compare import compare_windows, write_evidence
     from eval.windows import counts_per_stratum
 
-    report = []
+    summaries = []
     for p in pops:
         paths = [out / r[0].name / f"windows_{p}.parquet" for r in runs]
         summary, ev = compare_windows(paths, contrast_strata=plan["contrast_strata"], replicates=plan["replicates"],
                                       alpha=plan["alpha"], seed=plan["bootstrap_seed"])
+        summary["status"] = status
         summary["per_stratum"] = counts_per_stratum(wins[p], specs[p])
         summary["duplicates_excluded"] = [{"row": r, "duplicate_of": w} for r, w in dups] if p == "conf" else []
         atomic_write_json(out / f"window_summary_{p}.json", summary)
         write_evidence(out / f"window_evidence_{p}.npz", ev, summary)
-        report += [f"## Source windows: {p} (rows {pops[p]['rows'][0]}:{pops[p]['rows'][1]}, seed {pops[p]['seed']})", "",
-                   "| stratum | sources | tail windows |", "|---|---:|---:|"]
-        report += [f"| {c['stratum']} | {c['sources']} | {c['tail_windows']} |" for c in summary["per_stratum"]]
-        report += ["", window_table_md(summary)]
-    return report
+        summaries.append(summary)
+    return summaries
 
 
-def confirmation_report(conf, dups, pops, targets, out):
-    """Section 5.4: the official-style score of the confirmation stream, deltas against the same-seed baseline."""
-    from corpus.atomic import atomic_write_json
-
-    report = ["## Official-style confirmation score", "", f"{targets:,} targets; {len(dups)} exact duplicates excluded.", "",
-              "| Condition | Seed | BPB | Delta vs same-seed control | CE | Perplexity |", "|---|---:|---:|---:|---:|---:|"]
-    for (cond, seed), s in sorted(conf.items(), key=lambda kv: (kv[0][1], kv[0][0] != "baseline", kv[0][0])):
-        base = conf.get(("baseline", seed))
-        d = s["bpb"] - base["bpb"] if base else float("nan")
-        report.append(f"| {cond} | {seed} | {s['bpb']:.8f} | {d:+.8f} | {s['ce']:.8f} | {s['perplexity']:.5f} |")
-    fps = {s["fingerprint"] for s in conf.values()}
-    report += ["", f"Input/target fingerprint: {'one for all checkpoints: ' + next(iter(fps)) if len(fps) == 1 else 'DIFFERS'}", ""]
-    atomic_write_json(out / "confirmation.json", {"rows": pops["conf"]["rows"], "duplicates": dups, "targets": targets,
-                                                  "scores": [{"condition": c, "seed": s, **v} for (c, s), v in conf.items()]})
-    return report
-
-
-def ranking_report(runs, context, plan, out):
-    """Section 5.6: every run ranked on its official-stream rows, in full and at prefixes."""
+def rankings_of(runs, context, plan, out, status):
+    """Section 5.6: the protocol's ranked set (never the folder's contents) on the official-stream rows."""
     import io
 
     import pyarrow.parquet as pq
 
     from corpus.atomic import atomic_write_bytes, atomic_write_json
-    from eval.rankings import prefix_rows, rankings, rankings_md
+    from eval.rankings import prefix_rows, rankings
 
-    names, nats, nbytes = [], [], []
-    for run_dir, _, _ in runs:
-        t = pq.read_table(run_dir / "official_rows.parquet")
-        names.append(run_dir.name)
+    decl = plan["ranking"]
+    have = {r[0].name: r for r in runs}
+    names = [n for n in decl["population"] if n in have]
+    missing = [n for n in decl["population"] if n not in have]
+    if decl["reference"] not in have or len(names) < 2:
+        rk = {"status": status, "declared": decl, "missing": missing, "skipped": True}
+        atomic_write_json(out / "rankings.json", rk)
+        return rk
+    nats, nbytes = [], []
+    for n in names:
+        t = pq.read_table(have[n][0] / "official_rows.parquet")
         nats.append(t.column("nats").to_numpy())
         nbytes.append(t.column("bytes").to_numpy())
     nats, nbytes = np.stack(nats), np.stack(nbytes)
-    ref = next((n for n in names if n.startswith("baseline")), names[0])
-    pre = prefix_rows(nats.shape[1], context)
-    rk = rankings(nats, nbytes, names, ref, pre, subsets=plan["ranking_subsets"], seed=plan["ranking_seed"])
+    pre = prefix_rows(nats.shape[1], context, tuple(decl["prefix_targets"]))
+    rk = rankings(nats, nbytes, names, decl["reference"], pre, subsets=plan["ranking_subsets"], seed=plan["ranking_seed"])
+    rk.update({"status": status, "declared": decl, "missing": missing})
     atomic_write_json(out / "rankings.json", rk)
     buf = io.BytesIO()
-    np.savez(buf, nats=nats, bytes=nbytes, names=np.asarray(names), reference=np.asarray(ref), prefixes=np.asarray(pre))
+    np.savez(buf, nats=nats, bytes=nbytes, names=np.asarray(names), reference=np.asarray(decl["reference"]),
+             prefixes=np.asarray(pre), status=np.asarray(status))
     atomic_write_bytes(out / "ranking_evidence.npz", buf.getvalue())
-    return ["## Rankings on the official stream at prefixes", "", rankings_md(rk, context)]
+    return rk
+
+
+FIGURES = {"contrasts": "contrasts_forest.png", "bins": "bin_contributions.png", "rankings": "prefix_rankings.png"}
+
+
+def figures(summaries, rk, context, out, label):
+    from eval import figures as fg
+
+    fg.contrasts_forest(summaries, out / FIGURES["contrasts"], label)
+    fg.bin_contributions(summaries, out / FIGURES["bins"], label)
+    if not rk.get("skipped"):
+        fg.prefix_rankings(rk, context, out / FIGURES["rankings"], label)
+
+
+def header(runs, ctx, label):
+    out = [f"# Evaluation of {len(runs)} checkpoints{label}", "", f"Status: **{ctx['status']}**.", "",
+           "Evaluated: " + ", ".join(r[0].name for r in runs) + ".", ""]
+    if ctx["protocol_sha256"] is None:
+        out += ["Absent configured runs: " + ("; ".join(f"{n} ({why})" for n, why in ctx["absent"]) or "none") + ".", "",
+                "Without a frozen protocol every number below is exploratory and unconfirmed.", ""]
+    out += [f"Note: {n}." for n in ctx["notes"]] + ([""] if ctx["notes"] else [])
+    return out
+
+
+def stream_check_md(checks, fp_ok, label):
+    out = [f"## Stream checks before scoring (sections 5.4 and 5.6){label}", "",
+           "Each evaluation stream replayed on CPU with the audit's packer code before any forward pass.", "",
+           "| Stream | Section | Rows | Targets | R | B | Limit | Longest emitted source | Sources over | Holds | "
+           "Fingerprint equals the scored stream's |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    for p, r in checks.items():
+        out.append(f"| {'official development' if p == 'dev' else 'confirmation'} | {r['section']} | {r['rows']:,} | "
+                   f"{r['targets']:,} | {r['R']} | {r['buffer']} | {r['max_source_len']} | {r['longest_emitted']} | "
+                   f"{r['sources_over']} | {'yes' if r['holds'] else 'NO'} | {'yes' if fp_ok[p] else 'NO'} |")
+    return out + [""]
+
+
+def confirmation_md(conf, runs, dups, targets, label, check):
+    """Section 5.4: development (each run's official score) beside the confirmation score, deltas vs same-seed baseline."""
+    dev = {(CONDITION_OF[r[1]["config"]["loader"]], r[1]["config"]["seed"]): r[1].get("official", {}).get("bpb") for r in runs}
+    out = [f"## 5.4 Untouched original-style confirmation{label}", "",
+           f"{targets:,} confirmation targets; {len(dups)} exact duplicates excluded. As measured before scoring, this "
+           f"stream emits no source whose original length exceeds R = {check['R']} (longest: {check['longest_emitted']}). "
+           "Development is each run's official score (section 5.3); deltas are against the same-seed baseline.", "",
+           "| Condition | Seed | Development BPB | Development delta | Confirmation BPB | Confirmation delta | CE | Perplexity |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def delta(table, key):
+        base = table.get(("baseline", key[1]))
+        return f"{table[key] - base:+.8f}" if base is not None and table[key] is not None else "n/a (no baseline)"
+
+    cb = {k: v["bpb"] for k, v in conf.items()}
+    for key, s in sorted(conf.items(), key=lambda kv: (kv[0][1], kv[0][0] != "baseline", kv[0][0])):
+        d = f"{dev[key]:.8f}" if dev.get(key) is not None else "n/a"
+        out.append(f"| {key[0]} | {key[1]} | {d} | {delta(dev, key) if dev.get(key) is not None else 'n/a'} | "
+                   f"{s['bpb']:.8f} | {delta(cb, key)} | {s['ce']:.8f} | {s['perplexity']:.5f} |")
+    fps = {s["fingerprint"] for s in conf.values()}
+    out += ["", f"Input/target fingerprint: {'one for all checkpoints: ' + next(iter(fps)) if len(fps) == 1 else 'DIFFERS'}", ""]
+    return out
+
+
+def windows_md(summaries, pops, label, linked=True):
+    from eval.compare import window_table_md
+
+    out = [f"## 5.5 Conditional source windows{label}", "",
+           f"Declared contrasts with their Bonferroni intervals, both populations: [{FIGURES['contrasts']}]"
+           f"({FIGURES['contrasts']}). Tail position-bin contributions (stacked; the red marker is their sum, the window "
+           f"delta): [{FIGURES['bins']}]({FIGURES['bins']}).", ""] if linked else [
+           f"## 5.5 Conditional source windows{label}", "", "(figures skipped: --no-figures)", ""]
+    for s in summaries:
+        p = s["population"]
+        name = "Development" if p == "dev" else "Confirmation"
+        out += [f"### 5.5 {name}: rows {pops[p]['rows'][0]}:{pops[p]['rows'][1]}, seed {pops[p]['seed']}{label}", "",
+                "| stratum | sources | tail windows |", "|---|---:|---:|"]
+        out += [f"| {c['stratum']} | {c['sources']} | {c['tail_windows']} |" for c in s["per_stratum"]]
+        out += ["", window_table_md(s, label)]
+    return out
+
+
+def ranking_md(rk, plan, context, label, check, linked=True):
+    from eval.rankings import rankings_md
+
+    out = [f"## 5.6 Rankings on the official development stream at prefixes{label}", "",
+           f"In its {check['targets']:,} targets the official development stream emits no source longer than "
+           f"{check['max_source_len']} (the paper's 4096 at context 2048, scaled to {context}; longest emitted: "
+           f"{check['longest_emitted']}), so its score cannot contain the section 5.5 effects on longer sources.", "",
+           "Ranked set (declared " + ("by the protocol" if "(UNCONFIRMED)" not in label else "by the default rule, "
+                                      "unconfirmed") + f"): {', '.join(plan['ranking']['population'])}; reference "
+           f"{plan['ranking']['reference']}.", ""]
+    if rk.get("missing"):
+        out += [f"Not ranked (absent): {', '.join(rk['missing'])}.", ""]
+    if rk.get("skipped"):
+        return out + ["No ranking: the reference or a second member of the ranked set is absent.", ""]
+    if linked:
+        out += [f"BPB delta against prefix size with subset intervals: [{FIGURES['rankings']}]({FIGURES['rankings']}).", ""]
+    return out + [rankings_md(rk, context)]
 
 
 if __name__ == "__main__":

@@ -41,6 +41,8 @@ def window_cells(ev, conditions, baseline, seeds, strata, contrasts, replicates,
             continue
         for cond in conditions:
             for s in seeds:
+                if f"{cond}_s{s}_nats" not in ev or f"{baseline}_s{s}_nats" not in ev:
+                    continue  # a partial set: this condition or its same-seed baseline was not evaluated
                 c, base = ev[f"{cond}_s{s}_nats"], ev[f"{baseline}_s{s}_nats"]
                 nbytes = ev["bytes"]
                 db = (c[b_idx] - base[b_idx]).sum(1)
@@ -91,14 +93,17 @@ def load_window_runs(paths):
 
 def compare_windows(paths, contrast_strata=(5, 6), baseline="baseline", replicates=10000, alpha=0.05,
                     seed=BOOTSTRAP_SEED):
+    """Cells for every (condition, seed) whose same-seed baseline is among the paths; contrasts only among those."""
     ev, meta, runs = load_window_runs(paths)
     spec = json.loads(meta["spec"])
     seeds = sorted({r["seed"] for r in runs})
     conditions = sorted({r["condition"] for r in runs} - {baseline})
     first_long = int(np.searchsorted(np.asarray(spec["strata"]), spec["context"] + 1, side="left")) + 1
     strata = list(range(first_long, len(spec["labels"])))
-    contrasts = [(int(k), c, int(s)) for k in contrast_strata for c in conditions for s in seeds]
-    params = {"conditions": conditions, "baseline": baseline, "seeds": seeds, "strata": strata,
+    present = {r["name"] for r in runs}
+    pairs = [[c, s] for c in conditions for s in seeds if f"{c}_s{s}" in present and f"{baseline}_s{s}" in present]
+    contrasts = [(int(k), c, int(s)) for k in contrast_strata for c, s in pairs]
+    params = {"conditions": conditions, "baseline": baseline, "seeds": seeds, "pairs": pairs, "strata": strata,
               "contrasts": contrasts, "replicates": replicates, "alpha": alpha, "seed": seed,
               "generator": "numpy.random.default_rng (PCG64)", "labels": spec["labels"], "bins": spec["bins"]}
     cells = window_cells(ev, conditions, baseline, seeds, strata, set(contrasts), replicates, alpha, seed)
@@ -112,34 +117,71 @@ def write_evidence(path, ev, summary):
     import io
 
     buf = io.BytesIO()
-    np.savez(buf, meta=np.asarray(json.dumps(summary["params"])), **ev)
+    extra = {"status": np.asarray(summary["status"])} if "status" in summary else {}
+    np.savez(buf, meta=np.asarray(json.dumps(summary["params"])), **extra, **ev)
     atomic_write_bytes(path, buf.getvalue())
 
 
-def window_table_md(summary) -> str:
+PAPER_FIRST, PAPER_AFTER = 128, 512  # the paper's "first 128" and "after 512" positions at context 2048
+
+
+def paper_bin_cuts(bins, context):
+    """Bin indices of the paper's first-128 / after-512 split, scaled with the context (positions are bin edges)."""
+    first, after = round(PAPER_FIRST * context / 2048), round(PAPER_AFTER * context / 2048)
+    if first not in bins or after not in bins:
+        raise ValueError(f"bins {bins} have no edges at {first} and {after}")
+    return list(bins).index(first), list(bins).index(after), first, after
+
+
+def _pct(part, whole):
+    return f"{100 * part / whole:.1f}%" if whole else "n/a"
+
+
+def window_table_md(summary, label="") -> str:
+    """Section 5.5 tables of one population: declared contrasts, position bins (also in the paper's form), all cells."""
     labels = summary["spec"]["labels"]
-    out = [f"### Declared contrasts ({summary['population']}): tail minus beginning, paired-source bootstrap",
-           "", f"| Condition | Seed | Source length | Sources | Prefix delta | Tail delta | Tail minus prefix | "
-           f"{100 * (1 - summary['params']['alpha'] / max(1, len(summary['params']['contrasts']))):.3f}% interval |",
+    pop = summary["population"]
+    cells = summary["cells"]
+    declared = [c for c in cells if c.get("declared")]
+    m = max(1, len(summary["params"]["contrasts"]))
+    out = [f"#### Declared contrasts ({pop}){label}: tail minus beginning, paired-source bootstrap", "",
+           f"{len(summary['params']['contrasts'])} declared contrasts; Bonferroni-adjusted "
+           f"{100 * (1 - summary['params']['alpha'] / m):.3f}% quantiles of {summary['params']['replicates']:,} replicates.",
+           "", "| Condition | Seed | Source length | Sources | Prefix delta | Tail delta | Tail minus prefix | "
+           f"{100 * (1 - summary['params']['alpha'] / m):.3f}% interval |",
            "|---|---:|---|---:|---:|---:|---:|---|"]
-    for c in summary["cells"]:
-        if c.get("declared"):
-            lo, hi = c["interval_adjusted"]
-            out.append(f"| {c['condition']} | {c['seed']} | {labels[c['stratum']]} | {c['sources']} | {c['begin_delta']:+.6f} | "
-                       f"{c['tail_delta']:+.6f} | {c['interaction']:+.6f} | [{lo:+.6f}, {hi:+.6f}] |")
-    bins = summary["spec"]["bins"]
-    out += ["", f"### Tail position-bin contributions ({summary['population']})", "",
+    for c in declared:
+        lo, hi = c["interval_adjusted"]
+        out.append(f"| {c['condition']} | {c['seed']} | {labels[c['stratum']]} | {c['sources']} | {c['begin_delta']:+.6f} | "
+                   f"{c['tail_delta']:+.6f} | {c['interaction']:+.6f} | [{lo:+.6f}, {hi:+.6f}] |")
+    if not declared:
+        out.append("| (none: no condition has its same-seed baseline, or no declared stratum has tail windows) |"
+                   " | | | | | | |")
+    bins, context = summary["spec"]["bins"], summary["spec"]["context"]
+    i_first, i_after, first, after = paper_bin_cuts(bins, context)
+    scaled = "" if context == 2048 else (f" At context {context} the positions scale by {context}/2048: the paper's "
+                                         f"first 128 are the first {first} here, after 512 is after {after}.")
+    out += ["", f"#### Tail position-bin contributions ({pop}){label}", "",
+            "Each bin's loss difference divided by the whole window's bytes, so the bins add up to the tail delta; "
+            "shares are of the tail delta (of the improvement where it is negative)." + scaled, "",
+            f"| Condition | Seed | Source length | Full tail delta | Contribution first {first} | "
+            f"Contribution after {after} | Share first {first} | Share after {after} |",
+            "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for c in declared:
+        a, b = sum(c["tail_bins"][:i_first]), sum(c["tail_bins"][i_after:])
+        out.append(f"| {c['condition']} | {c['seed']} | {labels[c['stratum']]} | {c['tail_delta']:+.6f} | {a:+.6f} | "
+                   f"{b:+.6f} | {_pct(a, c['tail_delta'])} | {_pct(b, c['tail_delta'])} |")
+    out += ["", "Every bin:", "",
             "| Condition | Seed | Source length | Full tail delta | " +
             " | ".join(f"[{a},{b})" for a, b in zip(bins[:-1], bins[1:])) + " |",
             "|---|---:|---|---:|" + "---:|" * (len(bins) - 1)]
-    for c in summary["cells"]:
-        if c.get("declared"):
-            out.append(f"| {c['condition']} | {c['seed']} | {labels[c['stratum']]} | {c['tail_delta']:+.6f} | " +
-                       " | ".join(f"{x:+.6f}" for x in c["tail_bins"]) + " |")
-    out += ["", f"### All cells ({summary['population']}), exploratory 95% intervals", "",
+    for c in declared:
+        out.append(f"| {c['condition']} | {c['seed']} | {labels[c['stratum']]} | {c['tail_delta']:+.6f} | " +
+                   " | ".join(f"{x:+.6f} ({_pct(x, c['tail_delta'])})" for x in c["tail_bins"]) + " |")
+    out += ["", f"#### All cells ({pop}){label}, exploratory 95% intervals", "",
             "| Condition | Seed | Source length | Sources | Prefix delta | Tail delta | Tail minus prefix | 95% interval |",
             "|---|---:|---|---:|---:|---:|---:|---|"]
-    for c in summary["cells"]:
+    for c in cells:
         lo, hi = c["interval95"]
         out.append(f"| {c['condition']} | {c['seed']} | {labels[c['stratum']]} | {c['sources']} | {c['begin_delta']:+.6f} | "
                    f"{c['tail_delta']:+.6f} | {c['interaction']:+.6f} | [{lo:+.6f}, {hi:+.6f}] |")

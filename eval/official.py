@@ -1,4 +1,4 @@
-"""The official validation metric (SPEC.md "Official metric").
+"""The official validation metric (the supplied baseline's evaluation).
 
 The original packer over the validation shard from its start, `batches` batches of `rows`
 rows. BPB = sum of nats over targets with token_bytes > 0 / (ln 2 * sum of token_bytes of
@@ -82,9 +82,11 @@ def main(argv=None):
 
     ap = argparse.ArgumentParser(prog="python -m eval.official", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("checkpoint")
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("checkpoint", help="a training checkpoint (ckpt_<updates>.pt); its config names the corpus")
+    ap.add_argument("--data-dir", default=None,
+                    help="data root (default: the checkpoint's, else $PACKAUDIT_DATA or ~/.cache/packing-audit)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                    help="torch device (default: cuda when available, else cpu)")
     ap.add_argument("--out", default=None, help="write per-row sufficient statistics (parquet) here")
     a = ap.parse_args(argv)
     try:

@@ -38,7 +38,7 @@ def rankings(nats, nbytes, names, reference, prefixes, subsets=1000, seed=RANKIN
     rng = np.random.default_rng(seed)
     r = names.index(reference)
     n = nats.shape[1]
-    out = {"methods": names, "reference": reference, "full": full, "full_order": full_order, "prefixes": [],
+    out = {"methods": names, "reference": reference, "full": full, "full_order": full_order, "prefixes": [], "total_rows": n,
            "subsets": subsets, "seed": seed, "generator": "numpy.random.default_rng (PCG64)"}
     for rows in prefixes:
         pre = {m: bpb(nats[i, :rows], nbytes[i, :rows]) for i, m in enumerate(names)}
@@ -61,7 +61,12 @@ def rankings(nats, nbytes, names, reference, prefixes, subsets=1000, seed=RANKIN
 
 def rankings_md(res, context) -> str:
     names = res["full_order"]
-    out = ["| Method | Full BPB | " + " | ".join(f"{p['rows'] * context:,} targets" for p in res["prefixes"]) + " |",
+    k, p = len(res["methods"]) - 1, len(res["prefixes"])
+    outside = sum(c["outside"] for q in res["prefixes"] for c in q["contrasts"])
+    out = [f"{len(res['methods'])} checkpoints on the first {res['total_rows'] * context:,} targets of the official stream; "
+           f"{k} methods x {p} prefixes = {k * p} contrasts against {res['reference']} (the paper: 6 x 3 = 18); "
+           f"{outside} of {k * p} lie outside their nominal 95% subset interval (not multiplicity-adjusted).", "",
+           "| Method | Full BPB | " + " | ".join(f"{p['rows'] * context:,} targets" for p in res["prefixes"]) + " |",
            "|---|---:|" + "---:|" * len(res["prefixes"])]
     for m in names:
         out.append(f"| {m} | {res['full'][m]:.6f} | " + " | ".join(f"{p['scores'][m]:.6f} (#{p['order'].index(m) + 1})"

@@ -2,12 +2,17 @@
 
   python -m manifests write --code [--out manifests/code.sha256]        # every tracked .py file
   python -m manifests write FILE_OR_DIR... --out runs/main/checkpoints.sha256 [--glob 'ckpt_*.pt']
-  python -m manifests verify runs/main/checkpoints.sha256               # exit 1 on any mismatch
+  python -m manifests verify runs/main/checkpoints.sha256 [--allow-extra]
 
 Paths are stored relative to the manifest's folder, so a manifest travels with its files;
-`sha256sum -c` checks the same file.
+`sha256sum -c` checks the same file (it skips the '#' lines). A manifest written from a
+folder records it as "# covers: <folder> glob <pattern>" (recursive): verify then fails on
+a file there that the manifest does not list, unless --allow-extra. Verify exits 1 on a
+missing or changed file, an unlisted covered file, an unparsable line (named by its line
+number) or an empty manifest; 2 when the manifest itself is not found.
 """
 import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,39 +28,82 @@ def code_files():
     return [ROOT / p for p in out]
 
 
-def write_manifest(files, out: Path):
+COVERS = "# covers: "
+LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")  # sha256sum's text and binary forms
+
+
+def _rel(p: Path, base: Path) -> str:
+    p = p.resolve()
+    return (p.relative_to(base) if p.is_relative_to(base) else p).as_posix()
+
+
+def write_manifest(files, out: Path, covers=()):
+    """covers: (folder, glob) pairs whose every matching file (recursively) the manifest claims to list."""
     out = out.resolve()
-    lines = []
-    for f in sorted(Path(p).resolve() for p in files):
-        rel = f.relative_to(out.parent) if f.is_relative_to(out.parent) else f
-        lines.append(f"{sha256_file(f)}  {rel.as_posix()}\n")
-    atomic_write_text(out, "".join(lines))
-    return len(lines)
-
-
-def verify_manifest(path: Path, log=print):
-    path = Path(path)
-    bad = 0
+    lines = [f"{COVERS}{_rel(Path(folder), out.parent)} glob {pattern}\n" for folder, pattern in covers]
     n = 0
-    for i, line in enumerate(path.read_text().splitlines(), 1):
+    for f in sorted({Path(p).resolve() for p in files}):
+        lines.append(f"{sha256_file(f)}  {_rel(f, out.parent)}\n")
+        n += 1
+    atomic_write_text(out, "".join(lines))
+    return n
+
+
+def covered_files(folder: Path, pattern: str, manifest: Path):
+    return {f.resolve() for f in folder.rglob(pattern)
+            if f.is_file() and not f.name.endswith(".sha256") and f.resolve() != manifest.resolve()}
+
+
+def verify_manifest(path: Path, log=print, allow_extra=False):
+    """True when every listed file matches, the manifest lists at least one file, every line parses,
+    and no file in a covered folder/glob is missing from the list (unless allow_extra)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        log(f"{path}: unreadable manifest ({type(e).__name__})")
+        return False
+    bad_lines, bad_files, n, listed, covers = 0, 0, 0, set(), []
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            digest, name = line.split("  ", 1)
-        except ValueError:
-            log(f"{path}:{i}: not a '<sha256>  <path>' line")
-            bad += 1
+        if line.startswith("#"):
+            if line.startswith(COVERS):
+                folder, sep, pattern = line[len(COVERS):].rpartition(" glob ")
+                if not sep or not folder or not pattern:
+                    log(f"{path}:{i}: not a '{COVERS}<folder> glob <pattern>' line")
+                    bad_lines += 1
+                else:
+                    covers.append((folder, pattern))
             continue
+        m = LINE.match(line)
+        if not m:
+            log(f"{path}:{i}: not a '<sha256>  <path>' line")
+            bad_lines += 1
+            continue
+        digest, name = m.group(1).lower(), m.group(2)
         f = Path(name) if Path(name).is_absolute() else path.parent / name
+        listed.add(f.resolve())
         n += 1
         if not f.exists():
             log(f"MISSING   {name}")
-            bad += 1
+            bad_files += 1
         elif sha256_file(f) != digest:
             log(f"MISMATCH  {name}")
-            bad += 1
-    log(f"{n - bad} of {n} files verified against {path}")
-    return bad == 0
+            bad_files += 1
+    if n == 0:
+        log(f"{path}: empty manifest (no '<sha256>  <path>' lines): nothing to verify")
+        return False
+    extra = 0
+    for folder, pattern in covers:
+        root = Path(folder) if Path(folder).is_absolute() else path.parent / folder
+        for f in sorted(covered_files(root, pattern, path) - listed):
+            extra += 1
+            log(f"EXTRA     {_rel(f, path.parent.resolve())} (matches {pattern} in {folder} but is not listed)")
+    log(f"{n - bad_files} of {n} listed files verified against {path}"
+        + (f"; {bad_lines} unparsable line(s)" if bad_lines else "")
+        + (f"; {extra} unlisted file(s) in covered folders{' (allowed)' if allow_extra else ''}" if extra else ""))
+    return bad_lines == 0 and bad_files == 0 and (allow_extra or extra == 0)
 
 
 def main(argv=None):
@@ -65,27 +113,36 @@ def main(argv=None):
     w = sub.add_parser("write", help="write a manifest")
     w.add_argument("paths", nargs="*", help="files or folders")
     w.add_argument("--code", action="store_true", help="the repository's tracked code files")
-    w.add_argument("--glob", default="*", help="pattern for files inside folders (default: all)")
-    w.add_argument("--out", required=False, default=None)
+    w.add_argument("--glob", default="*", help="pattern for files inside folders, searched recursively; the folder "
+                   "and pattern are recorded so verify also catches unlisted files (default: all)")
+    w.add_argument("--out", required=False, default=None,
+                   help="manifest file (default: manifests/code.sha256 with --code, else manifest.sha256)")
     v = sub.add_parser("verify", help="verify a manifest")
-    v.add_argument("manifest")
+    v.add_argument("manifest", help="a manifest written by 'write' (or by sha256sum)")
+    v.add_argument("--allow-extra", action="store_true",
+                   help="files in a covered folder that the manifest does not list are reported, not a failure")
     a = ap.parse_args(argv)
     if a.cmd == "verify":
         if not Path(a.manifest).exists():
             print(f"error: {a.manifest}: manifest not found", file=sys.stderr)
             return 2
-        return 0 if verify_manifest(Path(a.manifest)) else 1
+        return 0 if verify_manifest(Path(a.manifest), allow_extra=a.allow_extra) else 1
     files = code_files() if a.code else []
+    out = Path(a.out or (ROOT / "manifests" / "code.sha256" if a.code else "manifest.sha256"))
+    covers = []
     for p in map(Path, a.paths):
         if p.is_dir():
-            files += [f for f in p.rglob(a.glob) if f.is_file() and not f.name.endswith(".sha256")]
+            covers.append((p, a.glob))
+            files += sorted(covered_files(p, a.glob, out))
         elif p.is_file():
             files.append(p)
         else:
             print(f"error: {p}: not found", file=sys.stderr)
             return 2
-    out = Path(a.out or (ROOT / "manifests" / "code.sha256" if a.code else "manifest.sha256"))
-    n = write_manifest(files, out)
+    if not files:
+        print("error: no files to list (an empty manifest verifies nothing)", file=sys.stderr)
+        return 2
+    n = write_manifest(files, out, covers)
     print(f"wrote {out}: {n} files")
     return 0
 

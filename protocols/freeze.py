@@ -3,7 +3,9 @@
   python -m protocols.freeze --preset tiny [--data-dir DIR] --out runs/main/protocol.json
 
 Writes canonical JSON with the six run configs, every evaluation parameter (populations,
-seeds, sampling, contrasts, bootstrap, confirmation size, rankings), the corpus and
+seeds, sampling, contrasts, bootstrap, confirmation size, the stream checks made before
+scoring, and the section 5.6 ranked set: the seed-43 runs with baseline_s43 as the
+reference, unless --rank names another set), the corpus and
 tokenizer SHA256s, the SHA256 of every code file and the UTC time, plus a
 `protocol.json.sha256` sidecar; prints the protocol's SHA256.
 """
@@ -25,13 +27,22 @@ def main(argv=None):
 
     ap = argparse.ArgumentParser(prog="python -m protocols.freeze", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"])
-    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"],
+                    help="which six configs (protocols/generate_configs.py presets; default tiny)")
+    ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
     ap.add_argument("--name", default=None, help="protocol name (default: <preset>-six)")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--replicates", type=int, default=10000)
-    ap.add_argument("--per-stratum", type=int, default=None)
+    ap.add_argument("--out", required=True, help="protocol file to write (a <file>.sha256 sidecar goes beside it)")
+    ap.add_argument("--replicates", type=int, default=10000, help="bootstrap replicates (default 10000)")
+    ap.add_argument("--per-stratum", type=int, default=None,
+                    help="window sources per stratum (default 256 for climbmix, 64 for the offline corpus)")
+    ap.add_argument("--rank", default=None,
+                    help="comma list of run names for the section 5.6 ranking, the first is the reference "
+                         "(default: the seed-43 runs, baseline_s43 first)")
     a = ap.parse_args(argv)
+    for name, v in (("--replicates", a.replicates), ("--per-stratum", a.per_stratum)):
+        if v is not None and v < 1:
+            print(f"error: {name} must be >= 1, got {v}", file=sys.stderr)
+            return 2
     try:
         dd = a.data_dir or str(default_data_dir())
         runs = {}
@@ -53,11 +64,20 @@ def main(argv=None):
         "frozen_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "runs": runs,
         "evaluation": evaluation_plan(first["source"], n_val, first["context"], first["eval_rows"],
-                                      first["eval_batches"], a.per_stratum, a.replicates),
+                                      first["eval_batches"], a.per_stratum, a.replicates, run_names=list(runs),
+                                      buffer=first["buffer"]),
         "corpus": {"source": first["source"], "shards_sha256": rec["shards_sha256"],
                    "tokenizer_sha256": rec["tokenizer_sha256"], "files": rec["files"], "build_id": rec["build_id"]},
         "code_sha256": code_sha256(),
     }
+    if a.rank:
+        names = [n.strip() for n in a.rank.split(",") if n.strip()]
+        unknown = [n for n in names if n not in runs]
+        if len(names) < 2 or unknown:
+            print(f"error: --rank needs two or more of the protocol's runs ({', '.join(runs)})"
+                  + (f"; unknown: {', '.join(unknown)}" if unknown else ""), file=sys.stderr)
+            return 2
+        proto["evaluation"]["ranking"].update({"population": sorted(names), "reference": names[0], "seed": None})
     digest = write_protocol(a.out, proto)
     print(f"froze protocol {proto['name']} at {proto['frozen_at_utc']}: {a.out}\nSHA256 {digest}")
     return 0

@@ -37,20 +37,51 @@ def load_protocol(path) -> dict:
         raise DataError(f"{path}: protocol not found")
     if not side.exists():
         raise DataError(f"{path}: no {side.name} beside it; a protocol without its hash is not frozen")
-    want = side.read_text().split()[0]
+    try:
+        fields = side.read_text().split()
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError(f"{side}: unreadable protocol hash ({type(e).__name__})") from None
+    if not fields or len(fields[0]) != 64 or any(ch not in "0123456789abcdef" for ch in fields[0]):
+        raise DataError(f"{side}: {'empty' if not fields else 'not a SHA256 line'}; a protocol without its hash is not frozen")
+    want = fields[0]
     data = path.read_bytes()
     got = hashlib.sha256(data).hexdigest()
     if got != want:
         raise DataError(f"{path}: SHA256 {got[:16]}… does not match the frozen {want[:16]}… in {side.name}")
-    proto = json.loads(data)
+    try:
+        proto = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{path}: not a JSON protocol ({str(e).splitlines()[0]})") from None
+    if not isinstance(proto, dict):
+        raise DataError(f"{path}: a protocol must be a JSON object, not {type(proto).__name__}")
     proto["_sha256"] = got
     return proto
 
 
-def _comparable(cfg: dict) -> dict:
+REQUIRED = {"name": str, "frozen_at_utc": str, "runs": dict, "evaluation": dict, "corpus": dict, "code_sha256": dict}
+
+
+def require_keys(proto, path):
+    """An evaluation protocol has every section the checks read; name the first one missing."""
+    for key, typ in REQUIRED.items():
+        if not isinstance(proto.get(key), typ):
+            raise DataError(f"{path}: protocol key '{key}' missing or not a {typ.__name__}")
+    for key in ("populations", "per_stratum", "context", "replicates", "alpha", "bootstrap_seed", "contrast_strata",
+                "confirmation_batches", "ranking_seed", "ranking_subsets"):
+        if key not in proto["evaluation"]:
+            raise DataError(f"{path}: protocol key 'evaluation.{key}' missing")
+    for key in ("shards_sha256", "tokenizer_sha256"):
+        if key not in proto["corpus"]:
+            raise DataError(f"{path}: protocol key 'corpus.{key}' missing")
+
+
+def _comparable(cfg, where="") -> dict:
     from training.config import TrainConfig
 
-    full = TrainConfig(**cfg).to_dict()  # keys added since a run was made take their defaults
+    try:
+        full = TrainConfig(**cfg).to_dict()  # keys added since a run was made take their defaults
+    except (TypeError, ValueError) as e:
+        raise DataError(f"{where}: not a training config ({str(e).splitlines()[0]})") from None
     return {k: v for k, v in full.items() if k not in MACHINE_KEYS}
 
 
@@ -63,9 +94,12 @@ def check_before_confirmation(proto, runs, layout, log=print):
     have = {r[0].name: r for r in runs}
     want = proto["runs"]
     if set(have) != set(want):
-        raise DataError(f"runs {sorted(have)} are not the protocol's {sorted(want)}")
+        missing, extra = sorted(set(want) - set(have)), sorted(set(have) - set(want))
+        raise DataError(f"runs {sorted(have)} are not the protocol's {sorted(want)}"
+                        + (f"; missing or unfinished: {', '.join(missing)}" if missing else "")
+                        + (f"; not in the protocol: {', '.join(extra)}" if extra else ""))
     for name, (run_dir, summary, ckpt) in sorted(have.items()):
-        got, exp = _comparable(summary["config"]), _comparable(want[name])
+        got, exp = _comparable(summary["config"], run_dir / "summary.json"), _comparable(want[name], f"protocol run {name}")
         if got != exp:
             diff = sorted(k for k in exp if got.get(k) != exp.get(k))
             raise DataError(f"{run_dir}: config differs from the protocol in {', '.join(diff)}")

@@ -23,7 +23,7 @@ from training.config import resolve_config
 
 def tiny_cfg(small_corpus, **kw):
     base = dict(depth=2, width=32, heads=2, kv_heads=2, context=32, short_window=16, vocab=400, micro_rows=4,
-                accum=2, updates=3, eval_batches=4, eval_rows=4, buffer=40, data_dir=str(small_corpus))
+                accum=2, updates=3, eval_batches=4, eval_rows=4, buffer=1000, data_dir=str(small_corpus))
     base.update(kw)
     return resolve_config(None, [f"{k}={v}" for k, v in base.items()])
 
@@ -38,7 +38,8 @@ def evaluated(small_corpus, tmp_path_factory):
     from eval.__main__ import main as eval_main
 
     out = tmp_path_factory.mktemp("eval")
-    assert eval_main(["--runs", str(runs), "--out", str(out), "--replicates", "300", "--device", "cpu"]) == 0
+    assert eval_main(["--runs", str(runs), "--out", str(out), "--replicates", "300", "--device", "cpu", "--exploratory",
+                      "--no-figures"]) == 0
     return runs, out
 
 
@@ -223,6 +224,21 @@ def test_a_second_evaluation_reuses_finished_statistics(evaluated):
     files = sorted(out.glob("*/windows_*.parquet")) + sorted(out.glob("*/confirmation_rows.parquet"))
     before = {f: (f.stat().st_mtime_ns, f.read_bytes()) for f in files}
     summary = (out / "window_summary_dev.json").read_text()
-    assert eval_main(["--runs", str(runs), "--out", str(out), "--replicates", "300", "--device", "cpu"]) == 0
+    assert eval_main(["--runs", str(runs), "--out", str(out), "--replicates", "300", "--device", "cpu", "--exploratory",
+                      "--no-figures"]) == 0
     assert {f: (f.stat().st_mtime_ns, f.read_bytes()) for f in files} == before  # nothing re-scored
     assert (out / "window_summary_dev.json").read_text() == summary
+
+
+def test_checkers_and_official_have_working_help(capsys):
+    for script in ("verify_window_evidence.py", "verify_evaluation_summary.py"):
+        r = _run(script, "--help")
+        assert r.returncode == 0 and "usage" not in r.stderr and "Recompute" in r.stdout, r.stderr
+    from eval.official import main as official_main
+
+    with pytest.raises(SystemExit) as e:
+        official_main(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    for phrase in ("a training checkpoint", "data root", "torch device", "per-row sufficient statistics"):
+        assert phrase in out

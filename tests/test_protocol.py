@@ -92,8 +92,9 @@ def test_manifest_round_trip_detects_changes_and_matches_sha256sum(tmp_path):
         (d / f"ckpt_{i}.pt").write_bytes(bytes([i]) * 1000)
     (d / "other.txt").write_text("x")
     assert manifest_main(["write", str(d), "--glob", "ckpt_*.pt", "--out", str(d / "m.sha256")]) == 0
-    lines = (d / "m.sha256").read_text().splitlines()
+    lines = [ln for ln in (d / "m.sha256").read_text().splitlines() if not ln.startswith("#")]
     assert len(lines) == 3 and all(ln.split("  ")[1].startswith("ckpt_") for ln in lines)
+    assert "# covers: . glob ckpt_*.pt" in (d / "m.sha256").read_text()  # other.txt is outside the glob
     assert subprocess.run(["sha256sum", "-c", "m.sha256"], cwd=d, capture_output=True).returncode == 0
     assert verify_manifest(d / "m.sha256", log=lambda m: None)
     (d / "ckpt_1.pt").write_bytes(b"changed")
@@ -108,3 +109,19 @@ def test_code_manifest_lists_tracked_code(tmp_path):
     assert manifest_main(["write", "--code", "--out", str(tmp_path / "code.sha256")]) == 0
     names = [ln.split("  ", 1)[1] for ln in (tmp_path / "code.sha256").read_text().splitlines()]
     assert any(n.endswith("loaders/core.py") for n in names) and any(n.endswith("train.py") for n in names)
+
+
+def test_a_protocol_frozen_before_the_ranked_set_was_declared_ranks_its_own_seed_43_runs():
+    from eval.plan import complete_plan
+
+    old = evaluation_plan("stdlib", 100, 128, 8, 16)
+    del old["ranking"], old["stream_checks"]
+    names = ["baseline_s43", "baseline_s44", "segmented_s43", "random_crop_s43"]
+    plan, notes = complete_plan(old, names, 8, 16, 1000)
+    assert plan["ranking"]["population"] == ["baseline_s43", "random_crop_s43", "segmented_s43"]
+    assert plan["ranking"]["reference"] == "baseline_s43" and len(notes) == 2
+    assert plan["stream_checks"]["conf"]["max_source_len"] == 129  # R
+    assert plan["stream_checks"]["dev"]["max_source_len"] == 256 and plan["stream_checks"]["dev"]["rows"] == 128
+    fresh = evaluation_plan("stdlib", 100, 2048, 64, 160, run_names=names)
+    assert fresh["stream_checks"]["dev"]["max_source_len"] == 4096 and fresh["stream_checks"]["conf"]["max_source_len"] == 2049
+    assert complete_plan(fresh, [], 64, 160, 1000) == (fresh, [])

@@ -1,0 +1,64 @@
+"""Which runs an evaluation has: finished ones, and configured ones that are absent.
+
+A finished run folder holds summary.json and its final checkpoint (ckpt_<updates>.pt).
+The configured runs are the six of the study (three conditions x seeds 43, 44, the same
+names in every preset) plus any other run folder under --runs; whatever is not finished
+is reported as absent with its reason, never silently dropped.
+"""
+import json
+from pathlib import Path
+
+from corpus.errors import DataError
+from protocols.generate_configs import CONDITIONS, SEEDS
+
+CONFIGURED = tuple(f"{cond}_s{seed}" for cond, _ in CONDITIONS for seed in SEEDS)
+RUN_MARKERS = ("summary.json", "train_log.jsonl", "config.json")
+
+
+def read_summary(path: Path) -> dict:
+    try:
+        res = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{path}: not a readable JSON summary ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+    if not isinstance(res, dict):
+        raise DataError(f"{path}: a run summary must be a JSON object, not {type(res).__name__}")
+    for key, typ in (("updates", int), ("config", dict)):
+        if not isinstance(res.get(key), typ):
+            raise DataError(f"{path}: key '{key}' missing or not a {typ.__name__}")
+    from training.config import TrainConfig
+
+    try:
+        TrainConfig(**res["config"])
+    except (TypeError, ValueError) as e:
+        raise DataError(f"{path}: 'config' is not a training config ({str(e).splitlines()[0]})") from None
+    return res
+
+
+def survey_runs(runs_dir):
+    """([(run_dir, summary, final_ckpt)] finished, sorted by name; [(name, reason)] absent)."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        raise DataError(f"{runs_dir}: no such folder of runs")
+    finished, absent = [], []
+    folders = sorted(d for d in runs_dir.iterdir() if d.is_dir() and (
+        any((d / m).exists() for m in RUN_MARKERS) or any(d.glob("ckpt_*.pt"))))
+    for d in folders:
+        if not (d / "summary.json").exists():
+            absent.append((d.name, "unfinished: no summary.json"))
+            continue
+        res = read_summary(d / "summary.json")
+        ckpt = d / f"ckpt_{res['updates']:06d}.pt"
+        if ckpt.exists():
+            finished.append((d, res, ckpt))
+        else:
+            absent.append((d.name, f"final checkpoint {ckpt.name} missing"))
+    seen = {d.name for d in folders}
+    absent += [(n, "no run folder") for n in CONFIGURED if n not in seen]
+    return finished, sorted(absent)
+
+
+def find_runs(runs_dir):
+    runs, _ = survey_runs(runs_dir)
+    if not runs:
+        raise DataError(f"{runs_dir}: no finished runs (folders with summary.json and their final checkpoint)")
+    return runs

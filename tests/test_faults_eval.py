@@ -1,0 +1,203 @@
+"""Evaluation under faults and bad inputs, on real tiny runs: partial sets, locks, manifests,
+corrupt summaries and protocols, the pre-scoring stream checks, confirmed vs exploratory passes."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT
+from corpus.errors import DataError
+from corpus.layout import Layout
+from corpus.runlock import folder_lock
+from eval.__main__ import main as eval_main
+from eval.plan import evaluation_plan
+from eval.stream_checks import audit_stream, require
+from loaders.stream import open_split
+from manifests.__main__ import main as manifest_main
+from protocols.protocol import write_protocol
+from train import train
+from training.checkpoint import code_sha256
+from training.config import resolve_config
+
+BASE = dict(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16, vocab=400, micro_rows=2,
+            accum=1, updates=2, eval_batches=2, eval_rows=2, buffer=1000)
+FINISHED = (("baseline_s43", "original", 43), ("segmented_s43", "segment_first", 43), ("baseline_s44", "original", 44))
+FAST = ["--per-stratum", "4", "--replicates", "50", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def partial_runs(small_corpus, tmp_path_factory):
+    """Three finished runs of the six, and one started but never finished."""
+    runs = tmp_path_factory.mktemp("partial_runs")
+    for name, loader, seed in FINISHED:
+        ov = {**BASE, "loader": loader, "seed": seed, "name": name, "data_dir": str(small_corpus)}
+        train(resolve_config(None, [f"{k}={v}" for k, v in ov.items()]), runs / name, log=lambda m: None)
+    (runs / "random_crop_s43").mkdir()
+    (runs / "random_crop_s43" / "train_log.jsonl").write_text("")
+    return runs
+
+
+def _one_line_error(capsys, rc, *needles):
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "Traceback" not in err and len(err.splitlines()) == 1 and err.startswith("error: "), err
+    for n in needles:
+        assert n in err, err
+    return err
+
+
+def _protocol(small_corpus, runs_dir, ranked=None):
+    rec = Layout(small_corpus, "stdlib").prepared()
+    n_val = open_split(small_corpus, "stdlib", "val").n
+    runs = {n: json.loads((runs_dir / n / "summary.json").read_text())["config"] for n, _, _ in FINISHED}
+    plan = evaluation_plan("stdlib", n_val, 32, 2, 2, per_stratum=4, replicates=50, run_names=list(runs), buffer=1000)
+    if ranked:
+        plan["ranking"].update({"population": sorted(ranked), "reference": ranked[0]})
+    return {"name": "faults", "frozen_at_utc": "2026-01-01T00:00:00Z", "runs": runs, "evaluation": plan,
+            "corpus": {"source": "stdlib", "shards_sha256": rec["shards_sha256"], "tokenizer_sha256": rec["tokenizer_sha256"]},
+            "code_sha256": code_sha256()}
+
+
+def _checker(script, folder):
+    return subprocess.run([sys.executable, str(ROOT / "checkers" / script), str(folder)], capture_output=True, text=True)
+
+
+def test_partial_set_is_evaluated_as_found_absent_runs_named_every_output_unconfirmed(partial_runs, tmp_path):
+    out = tmp_path / "ev"
+    assert eval_main(["--runs", str(partial_runs), "--out", str(out), "--exploratory", *FAST]) == 0
+    report = (out / "report.md").read_text()
+    head = report.split("\n## ")[0]
+    assert head.startswith("# Evaluation of 3 checkpoints (UNCONFIRMED)")
+    for name, why in (("random_crop_s43", "unfinished: no summary.json"), ("random_crop_s44", "no run folder"),
+                      ("segmented_s44", "no run folder")):
+        assert f"{name} ({why})" in head
+    # cells only where a condition has its same-seed baseline; the numpy checkers agree from the evidence alone
+    for p in ("dev", "conf"):
+        s = json.loads((out / f"window_summary_{p}.json").read_text())
+        assert s["params"]["pairs"] == [["segmented", 43]]
+        assert s["cells"] and {(c["condition"], c["seed"]) for c in s["cells"]} == {("segmented", 43)}
+        assert any(c["tail_delta"] != 0 for c in s["cells"])  # two different models were compared
+    for chk in ("verify_window_evidence.py", "verify_evaluation_summary.py"):
+        r = _checker(chk, out)
+        assert r.returncode == 0 and "0 failed" in r.stdout, r.stdout + r.stderr
+    # the default ranked set (seed 43), not the folder's contents: baseline_s44 is present but not ranked
+    rk = json.loads((out / "rankings.json").read_text())
+    assert rk["methods"] == ["baseline_s43", "segmented_s43"] and rk["missing"] == ["random_crop_s43"]
+    # every file, table and figure says unconfirmed
+    for f in out.glob("*.json"):
+        assert "UNCONFIRMED" in json.loads(f.read_text())["status"], f
+    for f in out.glob("*/*.parquet"):
+        assert b"UNCONFIRMED" in pq.read_schema(f).metadata[b"status"], f
+    for f in out.glob("*.npz"):
+        assert "UNCONFIRMED" in str(np.load(f)["status"]), f
+    headings = [ln for ln in report.splitlines() if ln.startswith("#")]
+    assert len(headings) > 8 and all("(UNCONFIRMED)" in h for h in headings)
+    for png in ("contrasts_forest.png", "bin_contributions.png", "prefix_rankings.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({png})" in report
+
+
+def test_confirmation_needs_a_protocol_which_decides_the_ranked_set(partial_runs, small_corpus, tmp_path, capsys):
+    out = tmp_path / "ev"
+    rc = eval_main(["--runs", str(partial_runs), "--out", str(out), "--device", "cpu"])
+    _one_line_error(capsys, rc, "needs a frozen protocol", "--exploratory")
+    assert not out.exists()
+    ranked = ["baseline_s44", "baseline_s43", "segmented_s43"]  # not the default set: the protocol decides
+    write_protocol(tmp_path / "protocol.json", _protocol(small_corpus, partial_runs, ranked))
+    assert eval_main(["--runs", str(partial_runs), "--out", str(out), "--protocol", str(tmp_path / "protocol.json"),
+                      "--device", "cpu", "--no-figures"]) == 0
+    rk = json.loads((out / "rankings.json").read_text())
+    assert rk["methods"] == sorted(ranked) and rk["reference"] == "baseline_s44"
+    assert sum(len(p["contrasts"]) for p in rk["prefixes"]) == 2 * 3
+    report = (out / "report.md").read_text()
+    assert "UNCONFIRMED" not in report and "confirmation under protocol faults" in report
+    assert "2 methods x 3 prefixes = 6 contrasts" in report
+    checks = json.loads((out / "stream_checks.json").read_text())
+    assert checks["fingerprints"] == {"conf": True, "dev": True}
+    # an unconfirmed pass may not write into a confirmed folder
+    capsys.readouterr()
+    rc = eval_main(["--runs", str(partial_runs), "--out", str(out), "--exploratory", *FAST])
+    _one_line_error(capsys, rc, "holds results of another pass")
+
+
+def test_stream_checks_match_the_independent_replay_and_refuse_before_scoring(partial_runs, small_corpus, tmp_path,
+                                                                              capsys):
+    from checkers.packing_checker import replay
+
+    full = open_split(small_corpus, "stdlib", "val")
+    half = full.n // 2
+    conf = open_split(small_corpus, "stdlib", "val", row_range=(half, full.n))
+    for B in (40, 1000):
+        got = audit_stream(conf, 8, 33, B, 33)
+        refills = [conf.lengths[a:b].tolist() for a, b in zip(conf.refills[:-1], conf.refills[1:])]
+        events, _ = replay(refills, "original", 33, B, 8)
+        want = max(int(conf.lengths[e[0] % conf.n]) for e in events if e[2] > 0)
+        assert got["longest_emitted"] == want and got["holds"] == (want <= 33)
+    with pytest.raises(DataError, match="section 5.4 check fails before scoring"):
+        require({"conf": {**audit_stream(conf, 8, 33, 40, 33), "section": "5.4", "claim": "x"}})
+    # through the command: the runs' buffer of 40 lets long sources into the confirmation stream; nothing is written
+    runs = tmp_path / "runs"
+    shutil.copytree(partial_runs, runs)
+    for s in runs.glob("*/summary.json"):
+        res = json.loads(s.read_text())
+        res["config"]["buffer"] = 40
+        s.write_text(json.dumps(res))
+    rc = eval_main(["--runs", str(runs), "--out", str(tmp_path / "ev"), "--exploratory", *FAST])
+    _one_line_error(capsys, rc, "section 5.4 check fails before scoring", "B=40")
+    assert not (tmp_path / "ev").exists()
+
+
+def test_a_locked_output_folder_is_refused_naming_the_holder(partial_runs, tmp_path, capsys):
+    out = tmp_path / "ev"
+    with folder_lock(out, "a test"):
+        rc = eval_main(["--runs", str(partial_runs), "--out", str(out), "--exploratory", *FAST])
+    _one_line_error(capsys, rc, f"pid {os.getpid()}")
+    assert sorted(p.name for p in out.iterdir()) == [".lock"]
+
+
+def test_corrupt_summary_and_protocols_give_one_line(partial_runs, small_corpus, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    shutil.copytree(partial_runs, runs)
+    (runs / "baseline_s44" / "summary.json").write_text('{"updates": 2, "config": ')
+    rc = eval_main(["--runs", str(runs), "--out", str(tmp_path / "ev"), "--exploratory", *FAST])
+    _one_line_error(capsys, rc, "baseline_s44/summary.json", "not a readable JSON summary")
+
+    proto = tmp_path / "protocol.json"
+    write_protocol(proto, _protocol(small_corpus, partial_runs))
+    (tmp_path / "protocol.json.sha256").write_text("")
+    rc = eval_main(["--runs", str(partial_runs), "--out", str(tmp_path / "ev"), "--protocol", str(proto)])
+    _one_line_error(capsys, rc, "protocol.json.sha256", "empty")
+    for garbage, needle in ((b"\x00garbage{", "not a JSON protocol"), (b"[1, 2]", "must be a JSON object"),
+                            (b'{"name": "x"}', "protocol key 'frozen_at_utc' missing")):
+        proto.write_bytes(garbage)
+        import hashlib
+
+        (tmp_path / "protocol.json.sha256").write_text(f"{hashlib.sha256(garbage).hexdigest()}  protocol.json\n")
+        rc = eval_main(["--runs", str(partial_runs), "--out", str(tmp_path / "ev"), "--protocol", str(proto)])
+        _one_line_error(capsys, rc, "protocol.json", needle)
+    assert not (tmp_path / "ev").exists()
+
+
+def test_manifest_refuses_extra_files_empty_manifests_and_garbage_lines(partial_runs, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    shutil.copytree(partial_runs, runs)
+    m = tmp_path / "checkpoints.sha256"
+    assert manifest_main(["write", str(runs), "--glob", "ckpt_*.pt", "--out", str(m)]) == 0
+    assert subprocess.run(["sha256sum", "-c", "--strict", m.name], cwd=tmp_path, capture_output=True).returncode == 0
+    assert manifest_main(["verify", str(m)]) == 0
+    shutil.copy(runs / "baseline_s43" / "ckpt_000002.pt", runs / "baseline_s43" / "ckpt_000001.pt")
+    capsys.readouterr()
+    assert manifest_main(["verify", str(m)]) == 1
+    assert "EXTRA     runs/baseline_s43/ckpt_000001.pt" in capsys.readouterr().out
+    assert manifest_main(["verify", str(m), "--allow-extra"]) == 0
+    m.write_text("")
+    assert manifest_main(["verify", str(m)]) == 1
+    assert "empty manifest" in capsys.readouterr().out
+    lines = [f"{'0' * 64}  runs/baseline_s43/ckpt_000002.pt", "", "this is not a manifest line"]
+    m.write_text("\n".join(lines) + "\n")
+    assert manifest_main(["verify", str(m)]) == 1
+    out = capsys.readouterr().out
+    assert f"{m}:3: not a '<sha256>  <path>' line" in out and "MISMATCH  runs/baseline_s43/ckpt_000002.pt" in out
