@@ -91,6 +91,7 @@ def test_corrupt_checkpoint_is_reported_and_resume_falls_back(small_corpus, tmp_
     path, payload = newest_good_checkpoint(tmp_path, log=msgs.append)
     assert path.name == "ckpt_000002.pt" and payload["step"] == 2
     assert any("ckpt_000004.pt" in m for m in msgs)
+    (tmp_path / "summary.json").unlink()  # as if killed before the end: a finished run is never retrained
     res = train(cfg, tmp_path, resume=True, log=msgs.append)
     assert res is not None and load_checkpoint(newest)["step"] == 4
 
@@ -126,7 +127,8 @@ def reference_muon_step(p, g, buf, sm, lr, mu, wd, beta2=0.95):
             A = X @ X.T
             X = a * X + (b * A + c * (A @ A)) @ X
     u = X.float()
-    v = (u ** 2).mean(dim=1, keepdim=True) if rows > cols else (u ** 2).mean(dim=0, keepdim=True)
+    # second moment: per row for tall AND square (rows >= cols), per column only when wide
+    v = (u ** 2).mean(dim=1, keepdim=True) if rows >= cols else (u ** 2).mean(dim=0, keepdim=True)
     sm = sm + (v - sm) * (1 - beta2)
     u2 = u / sm.clamp_min(1e-10).sqrt()
     u2 = u2 * (u.norm() / u2.norm())
@@ -142,7 +144,7 @@ def test_muon_matches_reference(shape):
     opt = Muon(ps, lr=0.04, momentum=0.9, weight_decay=0.1)
     ref = [(p.detach().clone(), torch.zeros(shape), None) for p in ps]
     rows, cols = shape
-    ref = [(p, b, torch.zeros(rows, 1) if rows > cols else torch.zeros(1, cols)) for p, b, _ in ref]
+    ref = [(p, b, torch.zeros(rows, 1) if rows >= cols else torch.zeros(1, cols)) for p, b, _ in ref]
     for step in range(3):
         grads = [torch.randn(*shape) for _ in ps]
         for p, g in zip(ps, grads):
@@ -151,6 +153,29 @@ def test_muon_matches_reference(shape):
         ref = [reference_muon_step(p, g, b, s, 0.04, 0.9, 0.1) for (p, b, s), g in zip(ref, grads)]
         for p, (rp, _, _) in zip(ps, ref):
             assert torch.allclose(p.detach(), rp, rtol=1e-5, atol=1e-6)
+
+
+def test_normuon_statistic_shape_on_square_tall_and_wide_matrices():
+    # written by hand from the baseline: a square matrix gets one value per ROW, like a tall one
+    expected = {(6, 6): (1, 6, 1), (8, 4): (1, 8, 1), (4, 8): (1, 1, 8)}
+    for shape, want in expected.items():
+        p = torch.nn.Parameter(torch.randn(*shape))
+        p.grad = torch.randn(*shape)
+        opt = Muon([p])
+        opt.step()
+        assert tuple(opt.state[p]["second_moment"].shape) == want, shape
+
+
+def test_orthogonalize_square_takes_the_wide_form():
+    # rows > cols strictly selects X <- aX + X(bA + cA^2), A = X^T X; a square matrix takes the other form
+    torch.manual_seed(3)
+    G = torch.randn(5, 5)
+    X = G.bfloat16()
+    X = X / (X.norm() * 1.02 + 1e-6)
+    for a, b, c in POLAR_EXPRESS:
+        A = X @ X.T
+        X = a * X + (b * A + c * (A @ A)) @ X
+    assert torch.equal(orthogonalize(G), X)
 
 
 def test_orthogonalize_gives_near_orthogonal_factor():
