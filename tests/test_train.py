@@ -96,21 +96,6 @@ def test_corrupt_checkpoint_is_reported_and_resume_falls_back(small_corpus, tmp_
     assert res is not None and load_checkpoint(newest)["step"] == 4
 
 
-def test_torchrun_two_gloo_processes_match_one_process(small_corpus, tmp_path):
-    cfg = tiny(small_corpus, updates=3, prefetch=0)
-    train(cfg, tmp_path / "one", log=lambda m: None)
-    args = [f"{k}={v}" for k, v in cfg.to_dict().items()]
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                        "train.py", *args, "--out", str(tmp_path / "two")], capture_output=True, text=True,
-                       cwd=ROOT, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    a = load_checkpoint(tmp_path / "one" / "ckpt_000003.pt")["model"]
-    b = load_checkpoint(tmp_path / "two" / "ckpt_000003.pt")["model"]
-    for k in a:
-        assert torch.allclose(a[k].float(), b[k].float(), rtol=1e-4, atol=1e-5), k
-    assert json.loads((tmp_path / "two" / "summary.json").read_text())["world_size"] == 2
-
-
 # ---- optimizer against a plain reading of SPEC.md -----------------------------------
 def reference_muon_step(p, g, buf, sm, lr, mu, wd, beta2=0.95):
     """One Muon update for one matrix, written out line by line from SPEC.md."""
@@ -241,3 +226,86 @@ def test_training_on_a_given_list_of_documents(small_corpus, tmp_path):
     assert res is not None and res["config"]["train_docs"].endswith("docs.txt")
     with pytest.raises(DataError, match="not among the training shards"):
         training_stream(tiny(small_corpus, train_shards="shard_99999"), str(small_corpus))
+
+
+# ---- the GPU code path, exercised on CPU ---------------------------------------------
+def test_bf16_cpu_forward_keeps_the_cuda_dtypes():
+    """Under bf16 autocast the residual stream is bf16 (as on CUDA) and the logits float32."""
+    cfg = resolve_config(None, ["depth=2", "width=32", "heads=2", "kv_heads=2", "context=16", "short_window=8",
+                                "vocab=64", "bf16=on", "device=cpu"])
+    m = build_model(cfg, "cpu", seed=0)
+    assert m.wte.weight.dtype == torch.bfloat16 and m.lm_head.weight.dtype == torch.float32
+    seen = []
+    for b in m.blocks:
+        b.register_forward_hook(lambda mod, inp, out: seen.append((inp[0].dtype, out.dtype)))
+    x = torch.randint(0, 64, (2, 16))
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        logits = m(x)
+    assert seen == [(torch.bfloat16, torch.bfloat16)] * 2
+    assert logits.dtype == torch.float32
+    seen.clear()
+    m(x)  # without autocast the stream follows the fp32 weights
+    assert seen == [(torch.float32, torch.float32)] * 2
+
+
+def test_flex_and_dense_mask_match_float64_on_the_sssl_pattern():
+    """Per layer of the SSSL pattern: flex (forward; torch has no CPU flex backward) and SDPA
+    with the dense mask (forward and backward) against a float64 reference; then the whole
+    model with attention=flex against attention=sdpa, same weights."""
+    import warnings
+
+    from training.model import ModelConfig
+
+    warnings.filterwarnings("ignore", message=".*flex.*", category=UserWarning)
+    T, S = 64, 16
+    windows = ModelConfig(sequence_len=T, n_layer=4, window_pattern="SSSL", short_window=S).windows()
+    assert windows == [S, S, S, T]
+    torch.manual_seed(0)
+    flex, dense = AttentionBackend(use_flex=True), AttentionBackend(use_flex=False)
+    for w in sorted(set(windows)):
+        q, k, v = (torch.randn(1, 2, T, 16, requires_grad=True) for _ in range(3))
+        qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+        want = reference_attention(qd, kd, vd, w)
+        assert torch.allclose(flex(q.detach(), k.detach(), v.detach(), w).double(), want, atol=1e-5), w
+        got = dense(q, k, v, w)
+        assert torch.allclose(got.double(), want, atol=1e-5), w
+        gout = torch.randn_like(got)
+        got.backward(gout)
+        want.backward(gout.double())
+        for a, b in ((q, qd), (k, kd), (v, vd)):
+            assert torch.allclose(a.grad.double(), b.grad, atol=1e-4), w
+    base = ["depth=4", "width=32", "heads=2", "kv_heads=2", f"context={T}", f"short_window={S}", "vocab=64",
+            "window_pattern=SSSL", "device=cpu"]
+    m_flex = build_model(resolve_config(None, base + ["attention=flex"]), "cpu", seed=0)
+    m_sdpa = build_model(resolve_config(None, base + ["attention=sdpa"]), "cpu", seed=0)
+    for m in (m_flex, m_sdpa):  # attention must matter: non-zero output projections
+        torch.manual_seed(1)
+        for b in m.blocks:
+            torch.nn.init.normal_(b.attn.c_proj.weight, 0, 0.2)
+    assert m_flex.attend.use_flex and not m_sdpa.attend.use_flex
+    x = torch.randint(0, 64, (2, T))
+    with torch.no_grad():
+        assert torch.allclose(m_flex(x), m_sdpa(x), atol=1e-5)
+
+
+def test_evaluation_pads_a_smaller_last_batch_to_the_fixed_shape():
+    """A last batch of 3 rows scored padded to 5 (targets -1) gives the 3 rows' statistics exactly."""
+    import numpy as np
+
+    from eval.official import score_fixed_shape
+    from eval.scoring import score_rows
+
+    cfg = resolve_config(None, ["depth=2", "width=32", "heads=2", "kv_heads=2", "context=16", "short_window=8",
+                                "vocab=64", "device=cpu"])
+    m = build_model(cfg, "cpu", seed=0)
+    shapes = []
+    m.register_forward_pre_hook(lambda mod, args: shapes.append(tuple(args[0].shape)))
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 64, (3, 16)), rng.integers(0, 64, (3, 16))
+    tb = rng.integers(0, 4, 64)
+    want = score_rows(m, x, y, tb, [0, 8, 16], "cpu")
+    got = score_fixed_shape(m, x, y, tb, [0, 8, 16], "cpu", batch=5)
+    assert shapes == [(3, 16), (5, 16)]
+    for a, b in zip(want, got):
+        assert a.shape == b.shape and np.allclose(a, b, rtol=1e-12, atol=0)
+    assert all(np.array_equal(a, b) for a, b in zip(want[1:], got[1:]))  # bytes and counts exactly
