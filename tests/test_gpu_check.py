@@ -10,7 +10,7 @@ from training.gpu_check import main
 
 EXPECTED = ["attention forward, flex vs float64", "attention forward, flex vs SDPA-with-mask",
             "attention backward dq", "attention backward dk", "attention backward dv", "device", "tokens/s",
-            "MFU", "peak memory MiB", "loader wait share", "loss falls", "resume at 20: max |loss difference|",
+            "MFU", "peak memory MiB", "loader wait share", "loss falls", "resume at 20: max abs loss difference",
             "resume at 20: parameters after 30"]
 
 
@@ -24,7 +24,7 @@ def run_check(tmp_path, capsys, *extra):
     assert all(r["pass"] in (True, None) for r in res["rows"]) and res["passed"]
     # the resumed updates 21-30 equal the uninterrupted ones bitwise on CPU
     assert res["resumed_losses"] == res["losses"][20:] and len(res["losses"]) == 30
-    assert by["resume at 20: max |loss difference| updates 21-30"]["value"] == 0
+    assert by["resume at 20: max abs loss difference, updates 21-30"]["value"] == 0
     assert 0 <= by["loader wait share of update time"]["value"] < 1
     assert by["tokens/s"]["value"] > 0 and by["MFU"]["value"] is None  # no CPU peak is invented
     assert (tmp_path / "ckpt_000020.pt").exists() and (tmp_path / "gpu_check.md").read_text() in printed

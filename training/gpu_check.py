@@ -191,7 +191,7 @@ def check_training(cfg, device, out, updates, resume_at, warmup=10):
         {"check": f"loss falls (mean of updates 1-3 vs {updates - 2}-{updates})",
          "value": float(np.mean(losses[:3]) - np.mean(losses[-3:])), "criterion": "> 0", "pass":
              bool(np.mean(losses[-3:]) < np.mean(losses[:3]))},
-        {"check": f"resume at {resume_at}: max |loss difference| updates {resume_at + 1}-{updates}", "value": dloss,
+        {"check": f"resume at {resume_at}: max abs loss difference, updates {resume_at + 1}-{updates}", "value": dloss,
          "criterion": f"<= {tol:g}" + (" (CUDA kernels are not bitwise deterministic)" if cuda else " (CPU: bitwise)"),
          "pass": dloss <= tol},
         {"check": f"resume at {resume_at}: parameters after {updates} (max rel. Frobenius)", "value": dparam,
