@@ -32,6 +32,7 @@ def test_paper_config_dry_run_matches_the_paper():
     assert "FLOPs per token 239,078,400" in r.stdout
     assert "planned targets 499,646,464" in r.stdout
     assert "1.19455e+17" in r.stdout
+    assert '"checkpoint_every": 100' in r.stdout  # periodic checkpoints by default at paper scale
 
 
 def test_unknown_config_key_is_named():
@@ -48,6 +49,12 @@ def test_tiny_model_loss_falls(small_corpus, tmp_path):
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < sum(losses[:3]) / 3 - 0.5
     assert math.isfinite(res["official"]["bpb"]) and res["official"]["bpb"] > 0
+    # timed as the baseline: the first 10 updates (compilation, warm-up) are left out; all are in the total
+    secs = [json.loads(line)["seconds"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert res["timed_updates"] == 20 and res["untimed_warmup_updates"] == 10
+    assert res["training_seconds"] == pytest.approx(sum(secs[10:]), rel=1e-9)
+    assert res["all_update_seconds"] == pytest.approx(sum(secs), rel=1e-9) and res["total_seconds"] > sum(secs)
+    assert res["tokens_per_second"] == pytest.approx(20 * cfg.targets_per_update / sum(secs[10:]), rel=1e-9)
 
 
 @pytest.mark.parametrize("loader", ["original", "random_span"])
@@ -62,6 +69,9 @@ def test_resume_is_bitwise_identical(small_corpus, tmp_path, loader):
     assert full["official"] == {**resumed["official"], "seconds": full["official"]["seconds"]}
     steps = [json.loads(x)["step"] for x in (tmp_path / "cut" / "train_log.jsonl").read_text().splitlines()]
     assert steps == list(range(1, 9))  # the interrupted run's updates 4-5 are not logged twice
+    # the newest keep_checkpoints (2) periodic ones plus the final one are kept
+    assert sorted(p.name for p in (tmp_path / "full").glob("ckpt_*.pt")) == [
+        "ckpt_000003.pt", "ckpt_000006.pt", "ckpt_000008.pt"]
 
 
 def test_checkpoint_in_fresh_process_gives_same_official_score(small_corpus, tmp_path):
