@@ -35,7 +35,7 @@ import torch.distributed as dist
 
 from corpus.errors import DataError
 from training.config import TrainConfig, resolve_config
-from training.trainer import Trainer, build_model
+from training.trainer import Trainer, TrainingDiverged, build_model
 
 from training.mfu import peak_flops
 
@@ -350,7 +350,7 @@ def main(argv=None):
             dry_run(cfg)
             return 0
         res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume)
-    except DataError as e:
+    except (DataError, TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if res:

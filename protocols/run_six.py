@@ -90,6 +90,7 @@ def learning_curves(run_dirs, results, path):
 def main(argv=None):
     from corpus.errors import DataError
     from train import result_line, train
+    from training.trainer import TrainingDiverged
     from training.config import resolve_config
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -106,7 +107,7 @@ def main(argv=None):
         try:
             cfg = resolve_config(None, ov)
             res = train(cfg, run_dir, resume=True, log=print)
-        except DataError as e:
+        except (DataError, TrainingDiverged) as e:
             print(f"error: {c['name']}: {e}", file=sys.stderr)
             return 2
         print(result_line(res), flush=True)

@@ -22,6 +22,10 @@ from training.optim import apply_schedules, build_optimizers
 _CHECK_MULT = 0x1F3D5B79A1C3E5F7
 
 
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite: nothing after it is logged or checkpointed."""
+
+
 def model_config(cfg: TrainConfig) -> ModelConfig:
     return ModelConfig(sequence_len=cfg.context, vocab_size=cfg.vocab, n_layer=cfg.depth, n_embd=cfg.width,
                        n_head=cfg.heads, n_kv_head=cfg.kv_heads, window_pattern=cfg.window_pattern,
@@ -128,7 +132,7 @@ class Trainer:
         self.last_checks = [int(c) for c in torch.stack(checks).cpu()]
         self.last_wait = wait
         if not math.isfinite(loss):
-            raise RuntimeError(f"loss became {loss} at update {step}")
+            raise TrainingDiverged(f"loss became {loss} at update {step + 1}; nothing of it was logged or checkpointed")
         return loss, m
 
     def state_dict(self):
