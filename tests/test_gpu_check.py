@@ -45,3 +45,33 @@ def test_gpu_check_tiny_compiled_on_cpu(tmp_path, capsys):
 def test_gpu_check_refuses_without_a_device_choice(capsys):
     assert main(["--device", "cpu", "--updates", "5"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_mfu_peak_comes_from_the_detected_device(monkeypatch):
+    import torch
+
+    from training.mfu import peak_flops
+
+    assert peak_flops("cpu") is None
+    for name, want in (("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H200", 989e12), ("NVIDIA A100-SXM4-80GB", 312e12),
+                       ("Some Future GPU", None)):
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda dev=None, n=name: n)
+        assert peak_flops("cuda:0") == want, name
+
+
+def test_compile_is_static_shape(monkeypatch):
+    """torch.compile(model, dynamic=False) as the baseline (evaluation pads instead of recompiling)."""
+    import torch
+
+    from training.config import resolve_config
+    from training.trainer import build_model, maybe_compile
+
+    seen = []
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: seen.append(kw) or m)
+    cfg = resolve_config(None, ["depth=1", "width=16", "heads=1", "kv_heads=1", "context=8", "short_window=4",
+                                "vocab=32", "compile=on"])
+    maybe_compile(build_model(cfg, "cpu", seed=0), cfg, "cpu")
+    assert seen == [{"dynamic": False}]
+    cfg.compile = "auto"  # auto: eager on CPU
+    maybe_compile(build_model(cfg, "cpu", seed=0), cfg, "cpu")
+    assert len(seen) == 1
