@@ -5,28 +5,39 @@
   python train.py --config CONFIG.json [key=value ...] [--out DIR] [--resume]
   torchrun --nproc_per_node=N train.py --config CONFIG.json        # DDP (NCCL / Gloo)
 
-Overrides are key=value pairs over the config's keys (an unknown key is an error). A
-run writes to --out: train_log.jsonl (one line per update), checkpoints (atomic, verified,
-see training/checkpoint.py), summary.json with the official score (eval/official.py) and
-row-level sufficient statistics. --resume continues from the newest good checkpoint and
-gives bitwise the parameters of an uninterrupted run on CPU.
+Overrides are key=value pairs over the config's keys (an unknown key or a value out of
+range is an error). A run holds an exclusive lock on --out and writes there:
+train_log.jsonl (one line per update, with a fingerprint of every microbatch it trained),
+checkpoints every checkpoint_every updates (default 100; the newest keep_checkpoints plus
+the final one are kept; atomic, verified, see training/checkpoint.py), summary.json with
+the official score (eval/official.py) and row-level sufficient statistics.
+
+--resume continues from the newest checkpoint that verifies and gives bitwise the
+parameters of an uninterrupted run on CPU. It refuses a checkpoint written under another
+config (naming the keys; only run-time keys such as device, eval_batches may differ), and
+on a finished run it says so and changes nothing.
+
+Timing: "timed" seconds leave out the first 10 updates of every process (compilation and
+warm-up), as the baseline's training time does; "total" seconds count everything.
 """
 import argparse
 import json
+import math
 import os
 import resource
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
 from corpus.errors import DataError
 from training.config import TrainConfig, resolve_config
-from training.trainer import Trainer, build_model
+from training.trainer import Trainer, TrainingDiverged, build_model
 
-H100_BF16_PEAK = 989e12  # dense bf16 FLOP/s, for MFU on CUDA
+from training.mfu import peak_flops
 
 
 def resolve_device(cfg):
@@ -109,11 +120,59 @@ def peak_memory_mib(device):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+WARMUP_UPDATES = 10  # as the baseline's training time: the first 10 updates (compile, warm-up) are not timed
+
+
+def check_token_files(data_dir, source, names):
+    """A .tokens.bin shorter or longer than its offsets say is named in one line before any use."""
+    from corpus.layout import Layout
+    from corpus.pretokenize import shard_paths
+
+    lay = Layout(data_dir, source)
+    for n in names:
+        p = shard_paths(lay.tokens, n)
+        if not p["offsets"].exists() or not p["tokens"].exists():
+            continue  # TokenShard names the missing shard
+        try:
+            want = 2 * int(np.load(p["offsets"])[-1])
+        except (ValueError, IndexError, OSError):
+            raise DataError(f"{p['offsets']}: unreadable document offsets") from None
+        have = p["tokens"].stat().st_size
+        if have != want:
+            raise DataError(f"{p['tokens']}: {have:,} bytes, its offsets need {want:,} (truncated or altered; "
+                            f"rerun prepare.py)")
+
+
+def compact_config(cfg: TrainConfig) -> str:
+    from training.config import config_sha256
+
+    d = cfg.to_dict()
+    return f"config {config_sha256(d)[:12]}: " + " ".join(f"{k}={d[k]}" for k in sorted(d))
+
+
+def finite_or_none(x):
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
 def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
     """Train cfg.updates updates (or stop_after of them, to simulate an interruption)."""
+    from corpus.runlock import FolderLocked, folder_lock
+
+    rank = int(os.environ.get("RANK", 0))
+    out = Path(out_dir)
+    if rank != 0:
+        return _train(cfg, out, resume, stop_after, log)
+    try:
+        with folder_lock(out, "a training run"):
+            return _train(cfg, out, resume, stop_after, log)
+    except FolderLocked as e:
+        raise DataError(str(e)) from None
+
+
+def _train(cfg, out, resume, stop_after, log):
     from tqdm import tqdm
 
-    from corpus.atomic import atomic_write_json, atomic_write_text
+    from corpus.atomic import atomic_write_json, atomic_write_text, sha256_file
     from corpus.layout import Layout, default_data_dir
     from corpus.tokenizer import load_token_bytes
     from eval.official import row_statistics, scores, write_stats
@@ -121,8 +180,23 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
     from loaders.packers import Packer
     from loaders.stream import open_split
     from training.checkpoint import code_sha256, newest_good_checkpoint, rng_states, save_checkpoint, set_rng_states
+    from training.config import config_sha256, resume_differences
 
     t_start = time.time()
+    rank = int(os.environ.get("RANK", 0))
+    summary_path = out / "summary.json"
+    if resume and summary_path.exists():
+        # a finished run is reported, never rewritten
+        try:
+            done = json.loads(summary_path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            raise DataError(f"{summary_path}: unreadable; move it aside to score the final checkpoint again") from None
+        diff = resume_differences(done.get("config", {}), cfg)
+        if diff:
+            raise DataError(f"{out}: finished under another config (differs in {', '.join(diff)})")
+        if rank == 0:
+            log(f"{cfg.name}: already finished ({summary_path}); nothing to do")
+        return done
     rank, world, local_rank = dist_setup()
     device = resolve_device(cfg)
     if device == "cuda":
@@ -131,38 +205,52 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
     reset_peak_memory(device)
     if cfg.accum % world:
         raise DataError(f"accum={cfg.accum} must be a multiple of the world size {world}")
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data_dir = cfg.data_dir or str(default_data_dir())
     lay = Layout(data_dir, cfg.source)
     if lay.prepared()["vocab_size"] != cfg.vocab:
         raise DataError(f"config vocab {cfg.vocab} != prepared tokenizer vocab {lay.prepared()['vocab_size']}")
+    check_token_files(data_dir, cfg.source, lay.shard_names("train") + lay.shard_names("val"))
     R = cfg.context + 1
+    payload, path = None, None
+    if resume:  # the config is compared before anything is built from it
+        path, payload = newest_good_checkpoint(out, log=log)
+        if payload is not None:
+            diff = resume_differences(payload.get("config", {}), cfg)
+            if diff:
+                raise DataError(f"{path}: written under another config; refusing to resume "
+                                f"(differs in {', '.join(diff)})")
+    if rank == 0:
+        log(f"{cfg.name}: {compact_config(cfg)}")
     stream = training_stream(cfg, data_dir)
     loader = MicrobatchLoader(Packer(stream, cfg.loader, R, cfg.buffer, seed=cfg.random_span_seed), cfg.micro_rows,
                               rank=rank, world=world, device=device, prefetch=cfg.prefetch)
     tr = Trainer(cfg, device, world)
     model, fwd, autocast = tr.model, tr.fwd, tr.autocast
     step = 0
-    if resume:
-        path, payload = newest_good_checkpoint(out, log=log)
-        if payload is not None:
-            tr.load_state_dict(payload)
-            loader.load_state_dict(payload["loader"][rank] if isinstance(payload["loader"], list) else payload["loader"])
-            set_rng_states(payload["rng"])
-            step = payload["step"]
+    # times carried across resumes: timed (after warm-up), all updates, and wall time of earlier processes
+    clock = {"timed_seconds": 0.0, "timed_updates": 0, "update_seconds": 0.0, "loader_wait_seconds": 0.0,
+             "earlier_process_seconds": 0.0}
+    loss_val = None
+    if payload is not None:
+        tr.load_state_dict(payload)
+        loader.load_state_dict(payload["loader"][rank] if isinstance(payload["loader"], list) else payload["loader"])
+        set_rng_states(payload["rng"])
+        step = payload["step"]
+        clock.update(payload.get("clock", {}))
+        loss_val = payload.get("train_loss")
+        if rank == 0:
             log(f"resumed from {path} at update {step}")
     log_path = out / "train_log.jsonl"
     if rank == 0:  # keep the log lines up to the resumed update: an interrupted run may have logged past it
         kept = [ln for ln in (log_path.read_text().splitlines() if (step and log_path.exists()) else [])
-                if json.loads(ln)["step"] <= step]
+                if ln.strip() and json.loads(ln)["step"] <= step]
         atomic_write_text(log_path, "".join(ln + "\n" for ln in kept))
     fpt = model.flops_per_token()
     tokens_per_update = cfg.targets_per_update
     end = cfg.updates if stop_after is None else min(cfg.updates, stop_after)
     bar = tqdm(total=cfg.updates, initial=step, desc=cfg.name, unit="upd", disable=rank != 0)
-    t_train = 0.0
-    loss_val = float("nan")
+    done_here = 0
 
     def checkpoint(at):
         states = [loader.state_dict()]
@@ -171,8 +259,11 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
             dist.all_gather_object(gathered, states[0])
             states = gathered
         if rank == 0:
-            save_checkpoint(out, at, {**tr.state_dict(), "loader": states if world > 1 else states[0], "rng": rng_states(), "step": at,
-                                      "config": cfg.to_dict(), "code_sha256": code_sha256()}, keep=cfg.keep_checkpoints)
+            clk = {**clock, "earlier_process_seconds": clock["earlier_process_seconds"] + time.time() - t_start}
+            save_checkpoint(out, at, {**tr.state_dict(), "loader": states if world > 1 else states[0], "rng": rng_states(),
+                                      "step": at, "train_loss": loss_val, "clock": clk, "config": cfg.to_dict(),
+                                      "config_sha256": config_sha256(cfg.to_dict()), "code_sha256": code_sha256()},
+                            keep=cfg.keep_checkpoints, protect=(cfg.updates,))
 
     while step < end:
         t0 = time.time()
@@ -180,24 +271,40 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
         if "cuda" in device:
             torch.cuda.synchronize()
         dt = time.time() - t0
-        t_train += dt
+        done_here += 1
+        clock["update_seconds"] += dt
+        clock["loader_wait_seconds"] += tr.last_wait
+        if done_here > WARMUP_UPDATES:
+            clock["timed_seconds"] += dt
+            clock["timed_updates"] += 1
         step += 1
+        checks = [tr.last_checks]
+        if world > 1:
+            checks = [None] * world
+            dist.all_gather_object(checks, tr.last_checks)
         tps = tokens_per_update / dt
         post = {"loss": f"{loss_val:.4f}", "tok/s": f"{tps:,.0f}"}
-        if "cuda" in device:
-            post["mfu"] = f"{100 * fpt * tps / (H100_BF16_PEAK * world):.1f}%"
+        if peak_flops(device):
+            post["mfu"] = f"{100 * fpt * tps / (peak_flops(device) * world):.1f}%"
         bar.set_postfix(post)
         bar.update(1)
         if rank == 0:
+            # microbatches in global order (rank r ran the j-th of each group of world): which rows trained when
+            order = [(r, checks[r][j]) for j in range(len(checks[0])) for r in range(world)]
             with open(log_path, "a") as f:
                 f.write(json.dumps({"step": step, "loss": loss_val, "lr_mult": lr_mult,
-                                    "targets": step * tokens_per_update, "seconds": dt}) + "\n")
+                                    "targets": step * tokens_per_update, "seconds": dt,
+                                    "micro": [c for _, c in order], "micro_rank": [r for r, _ in order]},
+                                   allow_nan=False) + "\n")
         if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.updates:
             checkpoint(step)
     bar.close()
     loader.close()
     if step < cfg.updates:
         return None
+    if loss_val is None:  # resumed at the final checkpoint of a run killed while scoring
+        kept = [json.loads(ln) for ln in log_path.read_text().splitlines() if ln.strip()] if log_path.exists() else []
+        loss_val = kept[-1]["loss"] if kept and kept[-1]["step"] == step else None
     # official score at the end of the run
     result = None
     if rank == 0:
@@ -206,18 +313,23 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
         t_eval = time.time()
         stats = row_statistics(fwd, val, tb, cfg.eval_batches, cfg.eval_rows, R, device, autocast, cfg.buffer)
         sc = scores(stats)
-        from corpus.atomic import sha256_file
-
         ckpt = out / f"ckpt_{cfg.updates:06d}.pt"
         write_stats(out / "official_rows.parquet", stats, {"checkpoint_sha256": sha256_file(ckpt)})
+        timed_tps = clock["timed_updates"] * tokens_per_update / clock["timed_seconds"] if clock["timed_seconds"] else None
         result = {"name": cfg.name, "loader": cfg.loader, "seed": cfg.seed, "updates": cfg.updates,
-                  "targets": cfg.updates * tokens_per_update, "final_train_loss": loss_val,
+                  "targets": cfg.updates * tokens_per_update, "final_train_loss": finite_or_none(loss_val),
                   "official": {**sc, "eval_targets": cfg.eval_batches * cfg.eval_rows * cfg.context,
                                "fingerprint": stats["fingerprint"], "seconds": time.time() - t_eval},
-                  "training_seconds": t_train, "total_seconds": time.time() - t_start,
+                  "training_seconds": clock["timed_seconds"], "timed_updates": clock["timed_updates"],
+                  "untimed_warmup_updates": WARMUP_UPDATES, "all_update_seconds": clock["update_seconds"],
+                  "tokens_per_second": timed_tps,
+                  "loader_wait_share": (clock["loader_wait_seconds"] / clock["update_seconds"]
+                                        if clock["update_seconds"] else None),
+                  "total_seconds": clock["earlier_process_seconds"] + time.time() - t_start,
                   "peak_memory_mib": peak_memory_mib(device), "parameters": sum(p.numel() for p in model.parameters()),
-                  "flops_per_token": fpt, "world_size": world, "device": device, "config": cfg.to_dict()}
-        atomic_write_json(out / "summary.json", result)
+                  "flops_per_token": fpt, "world_size": world, "device": device, "context": cfg.context,
+                  "config": cfg.to_dict(), "config_sha256": config_sha256(cfg.to_dict())}
+        atomic_write_json(summary_path, result)
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
@@ -238,14 +350,18 @@ def main(argv=None):
             dry_run(cfg)
             return 0
         res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume)
-    except DataError as e:
+    except (DataError, TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if res:
-        o = res["official"]
-        print(f"{res['name']}: official BPB {o['bpb']:.6f}  CE {o['ce']:.6f}  perplexity {o['perplexity']:.4f}  "
-              f"train {res['training_seconds']:.1f}s  total {res['total_seconds']:.1f}s  peak {res['peak_memory_mib']:.0f} MiB")
+        print(result_line(res))
     return 0
+
+
+def result_line(res) -> str:
+    o = res["official"]
+    return (f"{res['name']}: official BPB {o['bpb']:.6f}  CE {o['ce']:.6f}  perplexity {o['perplexity']:.4f}  "
+            f"timed {res['training_seconds']:.1f}s  total {res['total_seconds']:.1f}s  peak {res['peak_memory_mib']:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -19,17 +19,29 @@ import torch
 from loaders.packers import Packer
 
 
-def row_statistics(model, stream, token_bytes, batches, rows, R, device, autocast=False, buffer=1000):
-    """Per-row (nats, bytes, count) over the official stream, and its fingerprint."""
+def score_fixed_shape(model, x, y, token_bytes, edges, device, autocast=False, batch=None):
+    """score_rows on a batch padded to `batch` rows (padding targets -1 count nowhere), so a
+    compiled model (dynamic=False) sees one shape and a last, smaller batch never recompiles."""
     from eval.scoring import score_rows
 
+    n = len(x)
+    if batch is not None and n < batch:
+        x = np.concatenate([x, np.zeros((batch - n, x.shape[1]), dtype=x.dtype)])
+        y = np.concatenate([y, np.full((batch - n, y.shape[1]), -1, dtype=y.dtype)])
+    nats, nbytes, count = score_rows(model, x, y, token_bytes, edges, device, autocast)
+    return nats[:n], nbytes[:n], count[:n]
+
+
+def row_statistics(model, stream, token_bytes, batches, rows, R, device, autocast=False, buffer=1000):
+    """Per-row (nats, bytes, count) over the official stream, and its fingerprint."""
     packer = Packer(stream, "original", R, buffer)
     nats, nbytes, count = [], [], []
     h = hashlib.sha256()
     for _ in range(batches):
         toks, _ = packer.next_rows(rows)
         h.update(toks.astype(np.int64).tobytes())
-        n, b, c = score_rows(model, toks[:, :-1], toks[:, 1:], token_bytes, [0, R - 1], device, autocast)
+        n, b, c = score_fixed_shape(model, toks[:, :-1], toks[:, 1:].astype(np.int64), token_bytes, [0, R - 1], device,
+                                    autocast, rows)
         nats.append(n[:, 0])
         nbytes.append(b[:, 0])
         count.append(c[:, 0])

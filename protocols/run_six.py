@@ -3,8 +3,11 @@
 
   python -m protocols.run_six --preset tiny [--data-dir DIR] [--out runs/six]
 
-A finished run (its summary.json exists) is not trained again; an interrupted one
-resumes from its newest good checkpoint.
+Each run prints its resolved configuration when it starts and its official BPB line when
+it ends. A finished run (its summary.json exists) is not trained again; an interrupted one
+resumes from its newest good checkpoint. Writes OUT/table.md (with the runs' model size,
+updates, targets and context in its header), OUT/results.json and OUT/train_curves.png
+(train loss against targets, both seeds per condition, from each run's train_log.jsonl).
 """
 import argparse
 import json
@@ -14,46 +17,108 @@ from pathlib import Path
 from corpus.atomic import atomic_write_json, atomic_write_text
 from protocols.generate_configs import configs
 
+CURVES = "train_curves.png"
+
+
+def condition(r):
+    return r["name"].rsplit("_s", 1)[0]
+
+
+def fmt_tps(r):
+    t = r.get("tokens_per_second")
+    return f"{t:,.0f}" if t else "-"
+
 
 def table(results) -> str:
-    lines = ["| Condition | Seed | Official BPB | CE | Perplexity | Timed s | Total s | Peak MiB (GPU alloc. / CPU RSS) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    r0 = results[0]
+    c = r0["config"]
+    same = all(r["parameters"] == r0["parameters"] and r["updates"] == r0["updates"] for r in results)
+    head = (f"Section 5.3: {len(results)} runs of a {c['depth']}-layer, width-{c['width']} decoder with "
+            f"{r0['parameters']:,} parameters{'' if same else ' (sizes differ between runs!)'}; "
+            f"{r0['updates']:,} updates of {c['micro_rows'] * c['accum'] * c['context']:,} targets "
+            f"({c['micro_rows']} rows x {c['accum']} accumulation steps x context {c['context']:,}) = "
+            f"{r0['targets']:,} training targets per run; official metric on "
+            f"{r0['official']['eval_targets']:,} validation targets.\n\n"
+            "Timed s: update time without the first 10 updates of each process (compilation and warm-up), "
+            "as the baseline's training time; Total s: the whole run, evaluation included. Tokens/s: training "
+            "targets per timed second (machine load shows here, not as a method effect).\n\n"
+            f"Learning curves: [{CURVES}]({CURVES}).\n\n")
+    lines = ["| Condition | Seed | Official BPB | CE | Perplexity | Timed s | Total s | Tokens/s | "
+             "Peak MiB (GPU alloc. / CPU RSS) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         o = r["official"]
-        cond = r["name"].rsplit("_s", 1)[0]
-        lines.append(f"| {cond} | {r['seed']} | {o['bpb']:.8f} | {o['ce']:.8f} | {o['perplexity']:.5f} | "
-                     f"{r['training_seconds']:.3f} | {r['total_seconds']:.3f} | {r['peak_memory_mib']:.2f} |")
-    return "\n".join(lines) + "\n"
+        lines.append(f"| {condition(r)} | {r['seed']} | {o['bpb']:.8f} | {o['ce']:.8f} | {o['perplexity']:.5f} | "
+                     f"{r['training_seconds']:.3f} | {r['total_seconds']:.3f} | {fmt_tps(r)} | "
+                     f"{r['peak_memory_mib']:.2f} |")
+    return head + "\n".join(lines) + "\n"
+
+
+def learning_curves(run_dirs, results, path):
+    """Train loss against training targets: one panel per condition, both seeds in each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    conds = list(dict.fromkeys(condition(r) for r in results))
+    fig, axes = plt.subplots(1, len(conds), figsize=(4.2 * len(conds), 3.8), sharey=True, squeeze=False)
+    for ax, cond in zip(axes[0], conds):
+        for run_dir, r in zip(run_dirs, results):
+            if condition(r) != cond:
+                continue
+            log = [json.loads(x) for x in (run_dir / "train_log.jsonl").read_text().splitlines() if x.strip()]
+            ax.plot([e["targets"] for e in log], [e["loss"] for e in log], lw=1.2,
+                    ls="-" if r["seed"] == 43 else "--", label=f"seed {r['seed']} (final {log[-1]['loss']:.3f})")
+        ax.set_title(cond)
+        ax.set_xlabel("training targets")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("train loss (nats per target)")
+    fig.suptitle("Learning curves of the six runs (train loss, from train_log.jsonl)", fontsize=10)
+    fig.tight_layout()
+    import io
+
+    from corpus.atomic import atomic_write_bytes
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def main(argv=None):
-    from train import train
+    from corpus.errors import DataError
+    from train import result_line, train
+    from training.trainer import TrainingDiverged
     from training.config import resolve_config
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"])
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default="runs/six")
+    ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"], help="config sizes (default tiny)")
+    ap.add_argument("--data-dir", default=None, help="prepared data root (default: the usual data folder)")
+    ap.add_argument("--out", default="runs/six", help="output folder, one subfolder per run (default runs/six)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides applied to all six")
     a = ap.parse_args(argv)
     out = Path(a.out)
-    results = []
+    results, run_dirs = [], []
     for c in configs(a.preset):
         run_dir = out / c["name"]
-        done = run_dir / "summary.json"
-        if done.exists():
-            results.append(json.loads(done.read_text()))
-            print(f"{c['name']}: already done ({done})")
-            continue
         ov = [f"{k}={v}" for k, v in c.items()] + ([f"data_dir={a.data_dir}"] if a.data_dir else []) + a.overrides
-        cfg = resolve_config(None, ov)
-        res = train(cfg, run_dir, resume=True, log=print)
+        try:
+            cfg = resolve_config(None, ov)
+            res = train(cfg, run_dir, resume=True, log=print)
+        except (DataError, TrainingDiverged) as e:
+            print(f"error: {c['name']}: {e}", file=sys.stderr)
+            return 2
+        print(result_line(res), flush=True)
         results.append(res)
+        run_dirs.append(run_dir)
     md = table(results)
     atomic_write_text(out / "table.md", md)
     atomic_write_json(out / "results.json", results)
+    learning_curves(run_dirs, results, out / CURVES)
     print("\n" + md)
-    print(f"wrote {out}/table.md and results.json")
+    print(f"wrote {out}/table.md, results.json and {CURVES}")
     return 0
 
 

@@ -32,6 +32,7 @@ def test_paper_config_dry_run_matches_the_paper():
     assert "FLOPs per token 239,078,400" in r.stdout
     assert "planned targets 499,646,464" in r.stdout
     assert "1.19455e+17" in r.stdout
+    assert '"checkpoint_every": 100' in r.stdout  # periodic checkpoints by default at paper scale
 
 
 def test_unknown_config_key_is_named():
@@ -48,6 +49,12 @@ def test_tiny_model_loss_falls(small_corpus, tmp_path):
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < sum(losses[:3]) / 3 - 0.5
     assert math.isfinite(res["official"]["bpb"]) and res["official"]["bpb"] > 0
+    # timed as the baseline: the first 10 updates (compilation, warm-up) are left out; all are in the total
+    secs = [json.loads(line)["seconds"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert res["timed_updates"] == 20 and res["untimed_warmup_updates"] == 10
+    assert res["training_seconds"] == pytest.approx(sum(secs[10:]), rel=1e-9)
+    assert res["all_update_seconds"] == pytest.approx(sum(secs), rel=1e-9) and res["total_seconds"] > sum(secs)
+    assert res["tokens_per_second"] == pytest.approx(20 * cfg.targets_per_update / sum(secs[10:]), rel=1e-9)
 
 
 @pytest.mark.parametrize("loader", ["original", "random_span"])
@@ -62,6 +69,9 @@ def test_resume_is_bitwise_identical(small_corpus, tmp_path, loader):
     assert full["official"] == {**resumed["official"], "seconds": full["official"]["seconds"]}
     steps = [json.loads(x)["step"] for x in (tmp_path / "cut" / "train_log.jsonl").read_text().splitlines()]
     assert steps == list(range(1, 9))  # the interrupted run's updates 4-5 are not logged twice
+    # the newest keep_checkpoints (2) periodic ones plus the final one are kept
+    assert sorted(p.name for p in (tmp_path / "full").glob("ckpt_*.pt")) == [
+        "ckpt_000003.pt", "ckpt_000006.pt", "ckpt_000008.pt"]
 
 
 def test_checkpoint_in_fresh_process_gives_same_official_score(small_corpus, tmp_path):
@@ -91,23 +101,9 @@ def test_corrupt_checkpoint_is_reported_and_resume_falls_back(small_corpus, tmp_
     path, payload = newest_good_checkpoint(tmp_path, log=msgs.append)
     assert path.name == "ckpt_000002.pt" and payload["step"] == 2
     assert any("ckpt_000004.pt" in m for m in msgs)
+    (tmp_path / "summary.json").unlink()  # as if killed before the end: a finished run is never retrained
     res = train(cfg, tmp_path, resume=True, log=msgs.append)
     assert res is not None and load_checkpoint(newest)["step"] == 4
-
-
-def test_torchrun_two_gloo_processes_match_one_process(small_corpus, tmp_path):
-    cfg = tiny(small_corpus, updates=3, prefetch=0)
-    train(cfg, tmp_path / "one", log=lambda m: None)
-    args = [f"{k}={v}" for k, v in cfg.to_dict().items()]
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                        "train.py", *args, "--out", str(tmp_path / "two")], capture_output=True, text=True,
-                       cwd=ROOT, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    a = load_checkpoint(tmp_path / "one" / "ckpt_000003.pt")["model"]
-    b = load_checkpoint(tmp_path / "two" / "ckpt_000003.pt")["model"]
-    for k in a:
-        assert torch.allclose(a[k].float(), b[k].float(), rtol=1e-4, atol=1e-5), k
-    assert json.loads((tmp_path / "two" / "summary.json").read_text())["world_size"] == 2
 
 
 # ---- optimizer against a plain reading of SPEC.md -----------------------------------
@@ -126,7 +122,8 @@ def reference_muon_step(p, g, buf, sm, lr, mu, wd, beta2=0.95):
             A = X @ X.T
             X = a * X + (b * A + c * (A @ A)) @ X
     u = X.float()
-    v = (u ** 2).mean(dim=1, keepdim=True) if rows > cols else (u ** 2).mean(dim=0, keepdim=True)
+    # second moment: per row for tall AND square (rows >= cols), per column only when wide
+    v = (u ** 2).mean(dim=1, keepdim=True) if rows >= cols else (u ** 2).mean(dim=0, keepdim=True)
     sm = sm + (v - sm) * (1 - beta2)
     u2 = u / sm.clamp_min(1e-10).sqrt()
     u2 = u2 * (u.norm() / u2.norm())
@@ -142,7 +139,7 @@ def test_muon_matches_reference(shape):
     opt = Muon(ps, lr=0.04, momentum=0.9, weight_decay=0.1)
     ref = [(p.detach().clone(), torch.zeros(shape), None) for p in ps]
     rows, cols = shape
-    ref = [(p, b, torch.zeros(rows, 1) if rows > cols else torch.zeros(1, cols)) for p, b, _ in ref]
+    ref = [(p, b, torch.zeros(rows, 1) if rows >= cols else torch.zeros(1, cols)) for p, b, _ in ref]
     for step in range(3):
         grads = [torch.randn(*shape) for _ in ps]
         for p, g in zip(ps, grads):
@@ -151,6 +148,29 @@ def test_muon_matches_reference(shape):
         ref = [reference_muon_step(p, g, b, s, 0.04, 0.9, 0.1) for (p, b, s), g in zip(ref, grads)]
         for p, (rp, _, _) in zip(ps, ref):
             assert torch.allclose(p.detach(), rp, rtol=1e-5, atol=1e-6)
+
+
+def test_normuon_statistic_shape_on_square_tall_and_wide_matrices():
+    # written by hand from the baseline: a square matrix gets one value per ROW, like a tall one
+    expected = {(6, 6): (1, 6, 1), (8, 4): (1, 8, 1), (4, 8): (1, 1, 8)}
+    for shape, want in expected.items():
+        p = torch.nn.Parameter(torch.randn(*shape))
+        p.grad = torch.randn(*shape)
+        opt = Muon([p])
+        opt.step()
+        assert tuple(opt.state[p]["second_moment"].shape) == want, shape
+
+
+def test_orthogonalize_square_takes_the_wide_form():
+    # rows > cols strictly selects X <- aX + X(bA + cA^2), A = X^T X; a square matrix takes the other form
+    torch.manual_seed(3)
+    G = torch.randn(5, 5)
+    X = G.bfloat16()
+    X = X / (X.norm() * 1.02 + 1e-6)
+    for a, b, c in POLAR_EXPRESS:
+        A = X @ X.T
+        X = a * X + (b * A + c * (A @ A)) @ X
+    assert torch.equal(orthogonalize(G), X)
 
 
 def test_orthogonalize_gives_near_orthogonal_factor():
@@ -216,3 +236,86 @@ def test_training_on_a_given_list_of_documents(small_corpus, tmp_path):
     assert res is not None and res["config"]["train_docs"].endswith("docs.txt")
     with pytest.raises(DataError, match="not among the training shards"):
         training_stream(tiny(small_corpus, train_shards="shard_99999"), str(small_corpus))
+
+
+# ---- the GPU code path, exercised on CPU ---------------------------------------------
+def test_bf16_cpu_forward_keeps_the_cuda_dtypes():
+    """Under bf16 autocast the residual stream is bf16 (as on CUDA) and the logits float32."""
+    cfg = resolve_config(None, ["depth=2", "width=32", "heads=2", "kv_heads=2", "context=16", "short_window=8",
+                                "vocab=64", "bf16=on", "device=cpu"])
+    m = build_model(cfg, "cpu", seed=0)
+    assert m.wte.weight.dtype == torch.bfloat16 and m.lm_head.weight.dtype == torch.float32
+    seen = []
+    for b in m.blocks:
+        b.register_forward_hook(lambda mod, inp, out: seen.append((inp[0].dtype, out.dtype)))
+    x = torch.randint(0, 64, (2, 16))
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        logits = m(x)
+    assert seen == [(torch.bfloat16, torch.bfloat16)] * 2
+    assert logits.dtype == torch.float32
+    seen.clear()
+    m(x)  # without autocast the stream follows the fp32 weights
+    assert seen == [(torch.float32, torch.float32)] * 2
+
+
+def test_flex_and_dense_mask_match_float64_on_the_sssl_pattern():
+    """Per layer of the SSSL pattern: flex (forward; torch has no CPU flex backward) and SDPA
+    with the dense mask (forward and backward) against a float64 reference; then the whole
+    model with attention=flex against attention=sdpa, same weights."""
+    import warnings
+
+    from training.model import ModelConfig
+
+    warnings.filterwarnings("ignore", message=".*flex.*", category=UserWarning)
+    T, S = 64, 16
+    windows = ModelConfig(sequence_len=T, n_layer=4, window_pattern="SSSL", short_window=S).windows()
+    assert windows == [S, S, S, T]
+    torch.manual_seed(0)
+    flex, dense = AttentionBackend(use_flex=True), AttentionBackend(use_flex=False)
+    for w in sorted(set(windows)):
+        q, k, v = (torch.randn(1, 2, T, 16, requires_grad=True) for _ in range(3))
+        qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+        want = reference_attention(qd, kd, vd, w)
+        assert torch.allclose(flex(q.detach(), k.detach(), v.detach(), w).double(), want, atol=1e-5), w
+        got = dense(q, k, v, w)
+        assert torch.allclose(got.double(), want, atol=1e-5), w
+        gout = torch.randn_like(got)
+        got.backward(gout)
+        want.backward(gout.double())
+        for a, b in ((q, qd), (k, kd), (v, vd)):
+            assert torch.allclose(a.grad.double(), b.grad, atol=1e-4), w
+    base = ["depth=4", "width=32", "heads=2", "kv_heads=2", f"context={T}", f"short_window={S}", "vocab=64",
+            "window_pattern=SSSL", "device=cpu"]
+    m_flex = build_model(resolve_config(None, base + ["attention=flex"]), "cpu", seed=0)
+    m_sdpa = build_model(resolve_config(None, base + ["attention=sdpa"]), "cpu", seed=0)
+    for m in (m_flex, m_sdpa):  # attention must matter: non-zero output projections
+        torch.manual_seed(1)
+        for b in m.blocks:
+            torch.nn.init.normal_(b.attn.c_proj.weight, 0, 0.2)
+    assert m_flex.attend.use_flex and not m_sdpa.attend.use_flex
+    x = torch.randint(0, 64, (2, T))
+    with torch.no_grad():
+        assert torch.allclose(m_flex(x), m_sdpa(x), atol=1e-5)
+
+
+def test_evaluation_pads_a_smaller_last_batch_to_the_fixed_shape():
+    """A last batch of 3 rows scored padded to 5 (targets -1) gives the 3 rows' statistics exactly."""
+    import numpy as np
+
+    from eval.official import score_fixed_shape
+    from eval.scoring import score_rows
+
+    cfg = resolve_config(None, ["depth=2", "width=32", "heads=2", "kv_heads=2", "context=16", "short_window=8",
+                                "vocab=64", "device=cpu"])
+    m = build_model(cfg, "cpu", seed=0)
+    shapes = []
+    m.register_forward_pre_hook(lambda mod, args: shapes.append(tuple(args[0].shape)))
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 64, (3, 16)), rng.integers(0, 64, (3, 16))
+    tb = rng.integers(0, 4, 64)
+    want = score_rows(m, x, y, tb, [0, 8, 16], "cpu")
+    got = score_fixed_shape(m, x, y, tb, [0, 8, 16], "cpu", batch=5)
+    assert shapes == [(3, 16), (5, 16)]
+    for a, b in zip(want, got):
+        assert a.shape == b.shape and np.allclose(a, b, rtol=1e-12, atol=0)
+    assert all(np.array_equal(a, b) for a, b in zip(want[1:], got[1:]))  # bytes and counts exactly

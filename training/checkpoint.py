@@ -2,8 +2,9 @@
 
 ckpt_{step:06d}.pt holds model, optimizers, loader state, RNG states, step, resolved
 config and the SHA256 of the code files; ckpt_{step:06d}.json (written after it) holds the
-checkpoint's own SHA256. A checkpoint whose bytes do not match is reported in one line
-and `--resume` falls back to the previous good one.
+checkpoint's own SHA256. A checkpoint whose bytes or sidecar do not verify is reported in
+one line and `--resume` falls back to the previous good one. Pruning keeps the newest
+`keep` checkpoints plus any step named in `protect` (train.py protects the final one).
 """
 import hashlib
 import io
@@ -41,7 +42,7 @@ def set_rng_states(st):
         torch.cuda.set_rng_state_all(st["cuda"])
 
 
-def save_checkpoint(out_dir, step, payload: dict, keep=2) -> Path:
+def save_checkpoint(out_dir, step, payload: dict, keep=2, protect=()) -> Path:
     out_dir = Path(out_dir)
     buf = io.BytesIO()
     torch.save(payload, buf)
@@ -51,10 +52,18 @@ def save_checkpoint(out_dir, step, payload: dict, keep=2) -> Path:
     atomic_write_json(path.with_suffix(".json"), {"step": step, "sha256": hashlib.sha256(data).hexdigest(),
                                                    "bytes": len(data)})
     if keep > 0:
-        for old in sorted(out_dir.glob("ckpt_*.pt"))[:-keep]:
+        prunable = [p for p in sorted(out_dir.glob("ckpt_*.pt")) if checkpoint_step(p) not in set(protect)]
+        for old in prunable[:-keep]:
             old.unlink()
             old.with_suffix(".json").unlink(missing_ok=True)
     return path
+
+
+def checkpoint_step(path) -> int:
+    try:
+        return int(Path(path).stem.split("_", 1)[1])
+    except (IndexError, ValueError):
+        return -1
 
 
 def load_checkpoint(path, map_location="cpu") -> dict:
@@ -64,9 +73,13 @@ def load_checkpoint(path, map_location="cpu") -> dict:
         raise DataError(f"{path}: checkpoint not found")
     if not meta.exists():
         raise DataError(f"{path}: no {meta.name} beside it (incomplete write?)")
-    want = json.loads(meta.read_text())
+    try:
+        want = json.loads(meta.read_text())
+        want_bytes, want_sha = int(want["bytes"]), str(want["sha256"])
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        raise DataError(f"{meta}: unreadable or truncated checkpoint sidecar") from None
     data = path.read_bytes()
-    if len(data) != want["bytes"] or hashlib.sha256(data).hexdigest() != want["sha256"]:
+    if len(data) != want_bytes or hashlib.sha256(data).hexdigest() != want_sha:
         raise DataError(f"{path}: corrupt or truncated checkpoint ({len(data)} bytes, SHA256 does not match {meta.name})")
     try:
         return torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)

@@ -1,5 +1,9 @@
-"""Run configuration: a JSON file plus key=value overrides; unknown keys are errors."""
+"""Run configuration: a JSON file plus key=value overrides; unknown keys and values out of
+range are errors naming the key. A checkpoint stores the resolved config and its hash;
+resuming under a config that differs outside RESUME_MAY_DIFFER is refused."""
+import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 
 from corpus.errors import DataError
@@ -41,10 +45,11 @@ class TrainConfig:
     eval_rows: int = 64
     # run
     name: str = "run"
-    checkpoint_every: int = 0  # 0: only at the end
+    checkpoint_every: int = 100  # also at the end; 0: only at the end
     keep_checkpoints: int = 2
     device: str = "auto"
     compile: str = "auto"  # auto: on for CUDA, off on CPU
+    attention: str = "auto"  # auto: flex on CUDA, SDPA with a dense mask elsewhere; or flex / sdpa
     bf16: str = "auto"  # autocast + bf16 embeddings: auto = on for CUDA
     prefetch: int = 1
 
@@ -54,6 +59,45 @@ class TrainConfig:
 
     def to_dict(self):
         return asdict(self)
+
+
+# keys that change how a run is executed or evaluated, never what it trains
+RESUME_MAY_DIFFER = ("name", "data_dir", "device", "compile", "attention", "prefetch", "checkpoint_every",
+                     "keep_checkpoints", "eval_batches", "eval_rows")
+POSITIVE = ("depth", "width", "heads", "kv_heads", "context", "vocab", "short_window", "buffer", "updates",
+            "micro_rows", "accum", "eval_batches", "eval_rows", "keep_checkpoints")
+CHOICES = {"device": None, "compile": ("auto", "on", "off"), "bf16": ("auto", "on", "off"),
+           "attention": ("auto", "flex", "sdpa")}
+
+
+def config_sha256(d: dict) -> str:
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+def resume_differences(saved: dict, cfg: "TrainConfig") -> list:
+    """Keys (outside RESUME_MAY_DIFFER) whose values differ between a checkpoint's config and cfg."""
+    now = cfg.to_dict()
+    return sorted(k for k in set(saved) | set(now) if k not in RESUME_MAY_DIFFER and saved.get(k) != now.get(k))
+
+
+def validate(cfg: "TrainConfig", where="config"):
+    for k in POSITIVE:
+        if getattr(cfg, k) < 1:
+            raise DataError(f"{where} key {k!r}: {getattr(cfg, k)} must be at least 1")
+    for k in ("muon_lr", "weight_decay"):
+        v = getattr(cfg, k)
+        if not math.isfinite(v) or v < 0:
+            raise DataError(f"{where} key {k!r}: {v} must be a finite number >= 0")
+    if cfg.checkpoint_every < 0 or cfg.prefetch < 0:
+        raise DataError(f"{where} keys 'checkpoint_every' and 'prefetch' must be >= 0")
+    if not cfg.window_pattern or set(cfg.window_pattern) - {"S", "L"}:
+        raise DataError(f"{where} key 'window_pattern': {cfg.window_pattern!r} must be letters S and L")
+    for k, allowed in CHOICES.items():
+        v = getattr(cfg, k)
+        if allowed and v not in allowed:
+            raise DataError(f"{where} key {k!r}: {v!r} is not one of {', '.join(allowed)}")
+    if cfg.device not in ("auto", "cpu", "cuda") and not cfg.device.startswith("cuda:"):
+        raise DataError(f"{where} key 'device': {cfg.device!r} is not auto, cpu, cuda or cuda:N")
 
 
 def _coerce(name, value, typ):
@@ -76,11 +120,16 @@ def resolve_config(path=None, overrides=()):
     if path:
         try:
             with open(path) as f:
-                values.update(json.load(f))
+                loaded = json.load(f)
         except FileNotFoundError:
             raise DataError(f"{path}: config file not found") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise DataError(f"{path}: cannot be read ({type(e).__name__})") from None
         except json.JSONDecodeError as e:
             raise DataError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        if not isinstance(loaded, dict):
+            raise DataError(f"{path}: a config must be a JSON object of key: value, not a {type(loaded).__name__}")
+        values.update(loaded)
     for ov in overrides:
         if "=" not in ov:
             raise DataError(f"override {ov!r} is not of the form key=value")
@@ -94,6 +143,7 @@ def resolve_config(path=None, overrides=()):
         cfg.loader = CONDITIONS[cfg.loader]
     if cfg.loader not in PACKERS:
         raise DataError(f"config key 'loader': {cfg.loader!r} is not one of {', '.join(PACKERS)}")
+    validate(cfg, where=str(path) if path else "config")
     if cfg.width % cfg.heads or cfg.heads % cfg.kv_heads:
         raise DataError("config: width must divide by heads, and heads by kv_heads")
     return cfg

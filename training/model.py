@@ -63,8 +63,9 @@ def window_mask(T, window, device):
 
 
 class AttentionBackend:
-    """Picks the attention kernel: SDPA (explicit mask, or is_causal when the window
-    covers the context) everywhere; flex attention with a sliding-window block mask on CUDA."""
+    """Picks the attention kernel: SDPA (explicit mask, or is_causal when the window covers
+    the context), or flex attention with a sliding-window block mask when use_flex. The flex
+    path is the same on every device; torch 2.13 has its forward on CPU but no CPU backward."""
 
     def __init__(self, use_flex=False):
         self.use_flex = use_flex
@@ -90,7 +91,7 @@ class AttentionBackend:
         T = q.shape[2]
         if window >= T - 1:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        if self.use_flex and q.is_cuda:
+        if self.use_flex:
             from torch.nn.attention.flex_attention import flex_attention
 
             return flex_attention(q, k, v, block_mask=self.mask("flex", T, window, q.device))
@@ -197,7 +198,8 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None, reduction="mean"):
         B, T = idx.shape
         cos, sin = self.cos[:, :T], self.sin[:, :T]
-        dtype = self.lm_head.weight.dtype if not torch.is_autocast_enabled() else torch.bfloat16
+        # device-aware: the argument-less form only sees CUDA autocast, so CPU bf16 stayed fp32
+        dtype = torch.bfloat16 if torch.is_autocast_enabled(idx.device.type) else self.lm_head.weight.dtype
         x = norm(self.wte(idx).to(dtype))
         x0 = x
         for i, block in enumerate(self.blocks):

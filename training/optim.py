@@ -2,7 +2,8 @@
 inside the blocks, AdamW for embeddings, head and scalars, and the schedules.
 
 Muon per shape group: Nesterov momentum, 5 Polar-Express orthogonalization steps in bf16,
-a NorMuon-style per-row/column second-moment normalization that keeps the Frobenius norm,
+a NorMuon-style second-moment normalization that keeps the Frobenius norm (one value per
+row when rows >= cols, square included; one per column of a wide matrix),
 and cautious weight decay p <- p - lr*g - lr*wd*p*[g*p >= 0].
 """
 import torch
@@ -20,7 +21,7 @@ def orthogonalize(G: torch.Tensor, steps: int = 5) -> torch.Tensor:
     """Approximate polar factor of each matrix in G (..., rows, cols), computed in bf16."""
     X = G.bfloat16()
     X = X / (X.norm(dim=(-2, -1), keepdim=True) * 1.02 + 1e-6)
-    tall = X.size(-2) > X.size(-1)
+    tall = X.size(-2) > X.size(-1)  # strictly: a square matrix takes the A = X X^T form
     for a, b, c in POLAR_EXPRESS[:steps]:
         if tall:
             A = X.mT @ X
@@ -57,18 +58,20 @@ class Muon(torch.optim.Optimizer):
             st = self.state[params[0]]  # group state lives on the first parameter
             G = torch.stack([p.grad for p in params]).float()
             rows, cols = G.shape[-2:]
-            tall = rows > cols
+            # the statistic's side differs from orthogonalize's branch on square matrices:
+            # one value per row when rows >= cols (tall and square), per column when wide
+            per_row = rows >= cols
             if "momentum_buffer" not in st:
                 st["momentum_buffer"] = torch.zeros_like(G)
-                st["second_moment"] = torch.zeros(*G.shape[:-2], rows if tall else 1, 1 if tall else cols,
+                st["second_moment"] = torch.zeros(*G.shape[:-2], rows if per_row else 1, 1 if per_row else cols,
                                                   dtype=torch.float32, device=G.device)
             mu = group["momentum"]
             buf = st["momentum_buffer"]
             buf.lerp_(G, 1 - mu)
             G = G.lerp(buf, mu)  # Nesterov
             O = orthogonalize(G, group["ns_steps"]).float()
-            # NorMuon: EMA of the mean squared update over the smaller dimension
-            v = O.square().mean(dim=-1 if tall else -2, keepdim=True)
+            # NorMuon: EMA of the mean squared update over the last dim (per row) or over the rows (per column)
+            v = O.square().mean(dim=-1 if per_row else -2, keepdim=True)
             sm = st["second_moment"]
             sm.lerp_(v, 1 - group["beta2"])
             U = O * sm.clamp_min(1e-10).rsqrt()

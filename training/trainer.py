@@ -1,16 +1,29 @@
 """Model, optimizers and one optimizer update: the piece train.py and the shard queue share.
 
 A Trainer's state_dict (model + both optimizers) together with a loader's state_dict and
-the RNG states is everything a rollback point needs.
+the RNG states is everything a rollback point needs. With a process group of W ranks the
+model is wrapped in DistributedDataParallel; each rank runs accum/W microbatches and the
+gradients are averaged across ranks once per update (no_sync on all but the last).
 """
+import contextlib
 import math
+import time
 
 import torch
 import torch.distributed as dist
 
+from corpus.errors import DataError
 from training.config import TrainConfig
 from training.model import GPT, ModelConfig
 from training.optim import apply_schedules, build_optimizers
+
+# odd 61-bit multiplier: a position-weighted int64 sum of a microbatch's token ids
+# identifies it cheaply on any device (integer sums wrap identically in any order)
+_CHECK_MULT = 0x1F3D5B79A1C3E5F7
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite: nothing after it is logged or checkpointed."""
 
 
 def model_config(cfg: TrainConfig) -> ModelConfig:
@@ -23,6 +36,10 @@ def bf16_enabled(cfg, device):
     return cfg.bf16 == "on" or (cfg.bf16 == "auto" and torch.device(device).type == "cuda")
 
 
+def flex_enabled(cfg, device):
+    return cfg.attention == "flex" or (cfg.attention == "auto" and torch.device(device).type == "cuda")
+
+
 def build_model(cfg: TrainConfig, device, meta=False, seed=None):
     mc = model_config(cfg)
     if meta:
@@ -33,29 +50,53 @@ def build_model(cfg: TrainConfig, device, meta=False, seed=None):
         if torch.cuda.is_available():
             torch.cuda.manual_seed(seed)
     dev = torch.device(device)
-    model = GPT(mc, use_flex=dev.type == "cuda").to(dev)
+    model = GPT(mc, use_flex=flex_enabled(cfg, device)).to(dev)
     model.init_weights()
     if bf16_enabled(cfg, device):
         model.embeddings_to_bf16()
     return model
 
 
+def compile_enabled(cfg, device):
+    return cfg.compile == "on" or (cfg.compile == "auto" and torch.device(device).type == "cuda")
+
+
 def maybe_compile(model, cfg, device):
-    """torch.compile on CUDA by default (flex attention needs it to be fast), eager on CPU."""
-    on = cfg.compile == "on" or (cfg.compile == "auto" and torch.device(device).type == "cuda")
-    return torch.compile(model) if on else model
+    """torch.compile(dynamic=False) on CUDA by default (as the baseline; flex attention needs it
+    to be fast), eager on CPU. Fixed shapes: evaluation pads its last batch instead of recompiling."""
+    return torch.compile(model, dynamic=False) if compile_enabled(cfg, device) else model
+
+
+def microbatch_check(x, y):
+    """An int64 fingerprint of one (inputs, targets) microbatch, computed where the tensors live."""
+    rows = torch.cat([x, y[:, -1:]], dim=1).long()
+    w = torch.arange(1, rows.numel() + 1, device=rows.device, dtype=torch.int64) * _CHECK_MULT
+    return (rows.flatten() * w).sum()
 
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, device, world=1):
         if cfg.accum % world:
-            raise ValueError(f"accum={cfg.accum} must be a multiple of the world size {world}")
+            raise DataError(f"accum={cfg.accum} must be a multiple of the world size {world}")
+        if flex_enabled(cfg, device) and torch.device(device).type != "cuda":
+            raise DataError("attention=flex: torch has flex attention's forward on CPU but no backward; "
+                            "train on CPU with attention=sdpa (evaluation may use flex)")
         self.cfg, self.device, self.world = cfg, device, world
         self.accum_local = cfg.accum // world
         self.model = build_model(cfg, device, seed=cfg.seed)
         self.adamw, self.muon = build_optimizers(self.model, cfg.muon_lr, cfg.weight_decay)
-        self.fwd = maybe_compile(self.model, cfg, device)
+        self.ddp = None
+        if world > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            dev = torch.device(device)
+            # cos/sin are constants: no buffer broadcast each forward
+            self.ddp = DDP(self.model, device_ids=[dev.index] if dev.type == "cuda" else None,
+                           broadcast_buffers=False)
+        self.fwd = maybe_compile(self.ddp or self.model, cfg, device)
         self.autocast = bf16_enabled(cfg, device)
+        self.last_checks = []  # this rank's microbatch fingerprints of the last update
+        self.last_wait = 0.0  # seconds of the last update spent waiting for the loader
 
     def update(self, loader, step, updates, lr_mult=None):
         """One optimizer update from accum microbatches of `loader`; returns (mean loss, lr multiplier).
@@ -65,23 +106,33 @@ class Trainer:
         """
         m = apply_schedules(self.adamw, self.muon, step, updates, self.cfg.weight_decay, lr_mult)
         total = torch.zeros((), device=self.device, dtype=torch.float64)
+        checks = []
         dev_type = torch.device(self.device).type
-        for _ in range(self.accum_local):
+        # DDP averages over ranks; scaling by world makes the result sum/accum as in one process
+        scale = self.world / self.cfg.accum
+        wait = 0.0
+        for j in range(self.accum_local):
+            t0 = time.perf_counter()
             x, y = next(loader)
-            with torch.autocast(device_type=dev_type, dtype=torch.bfloat16, enabled=self.autocast):
-                loss = self.fwd(x, y)
-            (loss / self.cfg.accum).backward()
+            wait += time.perf_counter() - t0
+            checks.append(microbatch_check(x, y))
+            last = j == self.accum_local - 1
+            sync = self.ddp.no_sync() if (self.ddp is not None and not last) else contextlib.nullcontext()
+            with sync:
+                with torch.autocast(device_type=dev_type, dtype=torch.bfloat16, enabled=self.autocast):
+                    loss = self.fwd(x, y)
+                (loss * scale).backward()
             total += loss.detach().double()
         if self.world > 1:
-            for p in self.model.parameters():
-                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
             dist.all_reduce(total, op=dist.ReduceOp.SUM)
         self.adamw.step()
         self.muon.step()
         self.model.zero_grad(set_to_none=True)
         loss = total.item() / self.cfg.accum
+        self.last_checks = [int(c) for c in torch.stack(checks).cpu()]
+        self.last_wait = wait
         if not math.isfinite(loss):
-            raise RuntimeError(f"loss became {loss} at update {step}")
+            raise TrainingDiverged(f"loss became {loss} at update {step + 1}; nothing of it was logged or checkpointed")
         return loss, m
 
     def state_dict(self):
