@@ -68,7 +68,7 @@ def training_stream(cfg, data_dir):
     from loaders.stream import DocumentStream, open_split
 
     if not cfg.train_shards and not cfg.train_docs:
-        return open_split(data_dir, cfg.source, "train")
+        return _capped(open_split(data_dir, cfg.source, "train"), cfg)
     lay = Layout(data_dir, cfg.source)
     names = lay.shard_names("train")
     if cfg.train_shards:
@@ -84,7 +84,16 @@ def training_stream(cfg, data_dir):
         except (OSError, ValueError) as e:
             raise DataError(f"{cfg.train_docs}: cannot read document indices ({type(e).__name__})") from None
         stream = stream.subset(idx)
-    return stream
+    return _capped(stream, cfg)
+
+
+def _capped(stream, cfg):
+    """The demo-only source-length cap: drop sources longer than cfg.max_source_len (0 keeps all)."""
+    if not cfg.max_source_len:
+        return stream
+    import numpy as np
+
+    return stream.subset(np.flatnonzero(stream.lengths <= cfg.max_source_len))
 
 
 def dist_setup():
@@ -311,7 +320,7 @@ def _train(cfg, out, resume, stop_after, log):
         tb = load_token_bytes(lay.tokenizer)
         val = open_split(data_dir, cfg.source, "val")
         t_eval = time.time()
-        stats = row_statistics(fwd, val, tb, cfg.eval_batches, cfg.eval_rows, R, device, autocast, cfg.buffer)
+        stats = row_statistics(fwd, val, tb, cfg.eval_batches, cfg.eval_rows, R, device, autocast, cfg.eval_buffer)
         sc = scores(stats)
         ckpt = out / f"ckpt_{cfg.updates:06d}.pt"
         write_stats(out / "official_rows.parquet", stats, {"checkpoint_sha256": sha256_file(ckpt)})

@@ -211,9 +211,7 @@ def regime_section(reg) -> list:
                    f"at any scale; the shares do not transfer. The tiny training setting is the scaled one that "
                    f"is in the regime.")
         out.append("")
-    from protocols.generate_configs import regime_settings_active
-
-    t, old, active = cols.get("tiny training"), cols.get("tiny before"), regime_settings_active()
+    t, old = cols.get("tiny training"), cols.get("tiny before")
     if t and old:
         out.append(
             f"**Why segmented trained far worse in the earlier tiny demo:** at R = {old['row_capacity']} and "
@@ -225,7 +223,7 @@ def regime_section(reg) -> list:
             f"{t['longest']} tokens (demo only): {t['longest_chunks']} chunks = {pct(t['longest_chunks_share_of_B'])} "
             f"of B, protected share {pct(t['protected_share_of_arrived'])}, and segment-first starts "
             f"{t['sources_started_segment_first']:,} sources against {t['sources_started_original']:,} "
-            f"(paper: 702,208 of 836,864 arrived).{'' if active else ' (These settings take effect once the training configuration supports max_source_len; until then the tiny runs still use B = 1,000 without a cap.)'} Remaining difference: at R = {t['row_capacity']} "
+            f"(paper: 702,208 of 836,864 arrived). Remaining difference: at R = {t['row_capacity']} "
             f"{pct(t['share_emitted_from_long_sources'])} of the original's emitted tokens come from sources "
             f"longer than R (paper 11.76%), because offline sources are long relative to a 128-token context.")
         out.append("")

@@ -131,13 +131,13 @@ def prepare(a):
         require_keys(proto, a.protocol)
         check_before_confirmation(proto, runs, lay, log=print)
         plan, notes = complete_plan(proto["evaluation"], list(proto["runs"]), cfg0.eval_rows, cfg0.eval_batches,
-                                    cfg0.buffer)
+                                    cfg0.eval_buffer)
         status = f"confirmation under protocol {proto['name']} (SHA256 {proto['_sha256']}, frozen {proto['frozen_at_utc']})"
         absent = []  # the protocol's runs are all present, or check_before_confirmation refused
     else:
         names = sorted(set(CONFIGURED) | {r[0].name for r in runs})
         plan = evaluation_plan(cfg0.source, n_val, cfg0.context, cfg0.eval_rows, cfg0.eval_batches,
-                               a.per_stratum, a.replicates, run_names=names, buffer=cfg0.buffer)
+                               a.per_stratum, a.replicates, run_names=names, buffer=cfg0.eval_buffer)
         status = UNCONFIRMED
     pops = plan["populations"]
     dups = find_duplicates(dd, cfg0.source, tuple(pops["conf"]["rows"]))
@@ -267,7 +267,7 @@ def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, devic
             cs["fingerprint"] = t.schema.metadata[b"fingerprint"].decode()
         else:
             cs = row_statistics(loaded(), conf_stream, tb, plan["confirmation_batches"], cfg.eval_rows, cfg.context + 1,
-                                device, ac, cfg.buffer)
+                                device, ac, cfg.eval_buffer)
             write_stats(path, cs, {"checkpoint_sha256": sha, "condition": cond, "seed": cfg.seed, "status": status})
         conf[(cond, cfg.seed)] = {**scores(cs), "fingerprint": cs["fingerprint"], "run": run_dir.name}
     return conf

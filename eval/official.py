@@ -84,7 +84,7 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu"):
     stream = open_split(dd, cfg.source, "val")
     tb = load_token_bytes(Layout(dd, cfg.source).tokenizer)
     stats = row_statistics(maybe_compile(model, cfg, device), stream, tb, cfg.eval_batches, cfg.eval_rows, cfg.context + 1, device,
-                           autocast=torch.device(device).type == "cuda", buffer=cfg.buffer)
+                           autocast=torch.device(device).type == "cuda", buffer=cfg.eval_buffer)
     return stats, cfg
 
 

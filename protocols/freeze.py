@@ -65,7 +65,7 @@ def main(argv=None):
         "runs": runs,
         "evaluation": evaluation_plan(first["source"], n_val, first["context"], first["eval_rows"],
                                       first["eval_batches"], a.per_stratum, a.replicates, run_names=list(runs),
-                                      buffer=first["buffer"]),
+                                      buffer=first.get("eval_buffer", 1000)),
         "corpus": {"source": first["source"], "shards_sha256": rec["shards_sha256"],
                    "tokenizer_sha256": rec["tokenizer_sha256"], "files": rec["files"], "build_id": rec["build_id"]},
         "code_sha256": code_sha256(),

@@ -16,7 +16,6 @@ Without the cap the offline corpus's longest source (~39k tokens) would make ~30
 segment-first chunks, 15x the buffer, and a few sources would fill every row. With it:
 the longest source's chunks are 3 of B = 20 (15%; paper 142 of 1000), the protected set
 holds ~4.9% of arrived tokens (paper 4.37%), and the stream does not wrap (paper: no wrap).
-B and the cap apply together, once the training configuration has `max_source_len`.
 """
 import argparse
 import os
@@ -35,19 +34,9 @@ PRESETS = {
 }
 # The tiny preset's regime settings (see the docstring): B = 20 and a demo-only cap on
 # training source length (tokens, BOS included). B = 20 without the cap would be worse than
-# B = 1000 (the longest source's ~308 chunks would be 15x the buffer), so both apply together,
-# and only where the training config supports the cap (TrainConfig.max_source_len).
+# B = 1000 (the longest source's ~308 chunks would be 15x the buffer), so both apply together.
 TINY_REGIME = {"buffer": 20, "max_source_len": 320}
-
-
-def regime_settings_active() -> bool:
-    from training.config import TrainConfig
-
-    return "max_source_len" in TrainConfig.__dataclass_fields__
-
-
-if regime_settings_active():
-    PRESETS["tiny"].update(TINY_REGIME)
+PRESETS["tiny"].update(TINY_REGIME)
 
 
 def configs(preset):

@@ -238,6 +238,24 @@ def test_training_on_a_given_list_of_documents(small_corpus, tmp_path):
         training_stream(tiny(small_corpus, train_shards="shard_99999"), str(small_corpus))
 
 
+
+def test_demo_source_cap_drops_exactly_the_longer_sources_and_leaves_evaluation_alone(small_corpus):
+    from loaders.stream import open_split
+    from train import training_stream
+
+    full = open_split(small_corpus, "stdlib", "train")
+    cap = int(sorted(full.lengths)[len(full.lengths) // 2])  # the median length: about half the sources stay
+    s = training_stream(tiny(small_corpus, max_source_len=cap), str(small_corpus))
+    kept = [i for i in range(full.n) if full.lengths[i] <= cap]  # the obvious reference, in arrival order
+    assert 0 < s.n == len(kept) < full.n
+    assert [s.doc_tokens(j).tolist() for j in range(s.n)] == [full.doc_tokens(i).tolist() for i in kept]
+    assert training_stream(tiny(small_corpus), str(small_corpus)).n == full.n  # 0: no cap
+    with pytest.raises(DataError, match="max_source_len"):
+        tiny(small_corpus, max_source_len=10)  # not longer than a row (context 32 + 1)
+    # the official metric packs with eval_buffer, never with the (demo-sized) training buffer
+    cfg = tiny(small_corpus, buffer=3)
+    assert cfg.eval_buffer == 1000 and cfg.buffer == 3
+
 # ---- the GPU code path, exercised on CPU ---------------------------------------------
 def test_bf16_cpu_forward_keeps_the_cuda_dtypes():
     """Under bf16 autocast the residual stream is bf16 (as on CUDA) and the logits float32."""

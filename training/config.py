@@ -31,7 +31,8 @@ class TrainConfig:
     loader: str = "original"
     train_shards: str = ""  # comma list of training shard names; empty: all of them
     train_docs: str = ""  # file of document indices (whitespace separated) into those shards; empty: all
-    buffer: int = 1000
+    buffer: int = 1000  # the training stream's minimum buffer B
+    max_source_len: int = 0  # demo only: train on sources of at most this many tokens (0: all); evaluation sees all
     random_span_seed: int = 314159265
     # optimization
     updates: int = 953
@@ -43,6 +44,7 @@ class TrainConfig:
     # evaluation (SPEC.md "Official metric")
     eval_batches: int = 160
     eval_rows: int = 64
+    eval_buffer: int = 1000  # B of the official and evaluation streams: the paper's metric, whatever the training B
     # run
     name: str = "run"
     checkpoint_every: int = 100  # also at the end; 0: only at the end
@@ -65,7 +67,7 @@ class TrainConfig:
 RESUME_MAY_DIFFER = ("name", "data_dir", "device", "compile", "attention", "prefetch", "checkpoint_every",
                      "keep_checkpoints", "eval_batches", "eval_rows")
 POSITIVE = ("depth", "width", "heads", "kv_heads", "context", "vocab", "short_window", "buffer", "updates",
-            "micro_rows", "accum", "eval_batches", "eval_rows", "keep_checkpoints")
+            "micro_rows", "accum", "eval_batches", "eval_rows", "eval_buffer", "keep_checkpoints")
 CHOICES = {"device": None, "compile": ("auto", "on", "off"), "bf16": ("auto", "on", "off"),
            "attention": ("auto", "flex", "sdpa")}
 
@@ -90,6 +92,9 @@ def validate(cfg: "TrainConfig", where="config"):
             raise DataError(f"{where} key {k!r}: {v} must be a finite number >= 0")
     if cfg.checkpoint_every < 0 or cfg.prefetch < 0:
         raise DataError(f"{where} keys 'checkpoint_every' and 'prefetch' must be >= 0")
+    if cfg.max_source_len and cfg.max_source_len <= cfg.context + 1:
+        raise DataError(f"{where} key 'max_source_len': {cfg.max_source_len} must be 0 (no cap) or longer than a row "
+                        f"({cfg.context + 1}), or no source would be long")
     if not cfg.window_pattern or set(cfg.window_pattern) - {"S", "L"}:
         raise DataError(f"{where} key 'window_pattern': {cfg.window_pattern!r} must be letters S and L")
     for k, allowed in CHOICES.items():
