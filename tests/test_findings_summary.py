@@ -1,0 +1,116 @@
+"""SUMMARY.md: every number it states comes from the run's result files (recomputed here from the JSON)."""
+import json
+import random
+import re
+
+from findings.summary import PAPER, build, main, render
+
+
+def _write(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def _packer(rng, name, applies=True):
+    arrived = rng.randrange(10**6, 10**7)
+    emitted, discarded = rng.randrange(arrived // 3), rng.randrange(arrived // 10)
+    return {"packer": name, "sources_arrived": rng.randrange(1000, 99999), "tokens_arrived": arrived, "emitted": emitted,
+            "discarded": discarded, "buffered": arrived - emitted - discarded, "partition_holds": True,
+            "crop_events": rng.randrange(5000), "crop_median_emitted": float(rng.randrange(1, 30)),
+            "crops_emitting_only_bos": rng.randrange(500), "bos_added": rng.randrange(900),
+            "sources_longer_than_R_arrived": 900, "sources_longer_than_R_started": rng.randrange(900),
+            "share_emitted_from_long_sources": rng.random(),
+            "protected": {"applies": applies, "proposition_held": True if applies else None, "size": rng.randrange(1, 999),
+                          "tokens": rng.randrange(arrived), "share_of_arrived": rng.random(), "share_of_buffered": rng.random(),
+                          "all_buffered_unstarted": True}}
+
+
+def fake_run(root, rng):
+    pk = {n: _packer(rng, n, n != "segment_first") for n in ("original", "random_span", "lossless", "segment_first")}
+    _write(root / "audit" / "summary.json", {
+        "packers": pk, "buffer": 20, "row_capacity": 129, "targets": 81920,
+        "permutations": {"count": 5, "min": 1234567, "max": 2345678},
+        "pass_bounds": [{"length_at_least": 4096, "sources_per_pass": 7, "earliest_possible_pass": 3},
+                        {"length_at_least": 39167, "sources_per_pass": 1, "earliest_possible_pass": 20}]})
+    bpb = {}
+    for cond, loader in (("baseline", "original"), ("random_crop", "random_span"), ("segmented", "segment_first")):
+        for seed in (43, 44):
+            bpb[(cond, seed)] = 2 + rng.random()
+            _write(root / "train" / f"{cond}_s{seed}" / "summary.json", {
+                "config": {"loader": loader, "seed": seed, "depth": 2, "width": 64, "context": 128, "updates": 40},
+                "official": {"bpb": bpb[(cond, seed)]}})
+    conf = {(c, s): 2 + rng.random() for c, s in bpb}
+    _write(root / "eval" / "confirmation.json", {"status": "confirmed", "targets": 8192, "duplicates": [[1, "x"]] * 3,
+                                                 "scores": [{"condition": c, "seed": s, "bpb": v} for (c, s), v in conf.items()]})
+    cells = []
+    for i in range(8):
+        lo = rng.uniform(-0.1, 0.05)
+        cells.append({"declared": True, "condition": "random_crop", "seed": 43, "stratum": i, "sources": 10,
+                      "interaction": rng.uniform(-0.1, 0.1), "tail_delta": rng.uniform(-0.1, 0.1),
+                      "interval_adjusted": [lo, lo + rng.uniform(0, 0.1)], "tail_bins": [rng.uniform(-0.01, 0.01)] * 4})
+    for p in ("dev", "conf"):
+        _write(root / "eval" / f"window_summary_{p}.json", {"cells": cells, "per_stratum": [{"sources": 11}, {"sources": 4}]})
+    prefixes = [{"reversals": [["a", "b"]] * rng.randrange(3),
+                 "contrasts": [{"outside": rng.random() < 0.3} for _ in range(2)]} for _ in range(3)]
+    _write(root / "eval" / "rankings.json", {"prefixes": prefixes, "methods": ["a", "b", "c"]})
+    return pk, bpb, conf, cells, prefixes
+
+
+def _rows(md, title):
+    """The (quantity, ours, paper) rows of one section of the page."""
+    part = md.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+    return [tuple(c.strip() for c in line.strip("|").split("|")) for line in part.splitlines()
+            if line.startswith("| ") and not line.startswith("| quantity")]
+
+
+def test_summary_numbers_are_the_result_files_numbers(tmp_path):
+    rng = random.Random(7)
+    for trial in range(5):
+        root = tmp_path / f"run{trial}"
+        pk, bpb, conf, cells, prefixes = fake_run(root, rng)
+        md = render(build(root), root)
+        o = pk["original"]
+        rows51 = dict((q, ours) for q, ours, _ in _rows(md, "5.1 Coverage at the horizon"))
+        assert rows51["sources arrived"] == f"{o['sources_arrived']:,}"
+        assert rows51["tokens arrived = emitted + discarded + buffered"] == \
+            f"{o['tokens_arrived']:,} = {o['emitted']:,} + {o['discarded']:,} + {o['buffered']:,}"
+        assert f"{100 * o['protected']['share_of_arrived']:.2f}%" in rows51["protected tokens (share of arrived / of buffered)"]
+        rows53 = _rows(md, "5.3 Matched training runs (official BPB)")
+        for (cond, seed), v in bpb.items():
+            ours = next(r[1] for r in rows53 if r[0].startswith(f"{cond} seed {seed}"))
+            assert ours.startswith(f"{v:.5f}")
+            if cond != "baseline":  # the delta is recomputed here from the two summaries
+                assert f"({v - bpb[('baseline', seed)]:+.5f})" in ours
+        rows54 = _rows(md, "5.4 Confirmation score")
+        for (cond, seed), v in conf.items():
+            if cond != "baseline":
+                ours = next(r[1] for r in rows54 if r[0].startswith(f"{cond} seed {seed}"))
+                assert ours == f"{v - conf[('baseline', seed)]:+.5f}"
+        neg = sum(c["interaction"] < 0 for c in cells)
+        excl = sum(c["interval_adjusted"][1] < 0 or c["interval_adjusted"][0] > 0 for c in cells)
+        rows55 = dict((q, ours) for q, ours, _ in _rows(md, "5.5 Source windows: beginnings against tails"))
+        assert rows55["declared contrasts: negative interactions"] == f"{neg} of 8"
+        assert rows55["intervals excluding zero (interval adjusted)"] == f"{excl} of 8"
+        rev = sum(len(p["reversals"]) for p in prefixes)
+        outside = sum(c["outside"] for p in prefixes for c in p["contrasts"])
+        rows56 = dict((q, ours) for q, ours, _ in _rows(md, "5.6 Prefix rankings"))
+        assert rows56["ranking reversals"] == str(rev)
+        assert rows56["contrasts outside the 95% subset interval"] == f"{outside} of 6"
+
+
+def test_paper_column_is_the_data_file(tmp_path):
+    fake_run(tmp_path, random.Random(1))
+    md = render(build(tmp_path), tmp_path)
+    rows53 = _rows(md, "5.3 Matched training runs (official BPB)")
+    paper = next(r[2] for r in rows53 if r[0].startswith("segmented seed 44"))
+    assert paper.startswith(f"{PAPER['s5_3_official_bpb']['segmented_s44']:.5f}")
+
+
+def test_missing_stages_are_reported_not_filled_in(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    assert main(["--out", str(tmp_path / "run")]) == 0
+    md = (tmp_path / "run" / "SUMMARY.md").read_text()
+    assert md.count("Not run: no results under") >= 7
+    assert not re.search(r"\| [\d,.]+ \|", md.split("## Regime")[0])  # no number of ours where nothing ran
+    assert "Read " in capsys.readouterr().out
+    assert main(["--out", str(tmp_path / "nowhere")]) == 2
