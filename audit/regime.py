@@ -20,16 +20,21 @@ import math
 
 import numpy as np
 
+from findings import PAPER as _P
+
+_S, _C = _P["setup"], _P["s5_1_coverage"]
+_LONGEST_CHUNKS = 1 + math.ceil((_S["longest_source"] - _S["R"]) / (_S["R"] - 1))  # 142, as chunks_of() below
+# the paper's indicators, derived from its published values (findings/paper_values.json)
 PAPER = {
-    "row_capacity": 2049, "buffer": 1000, "targets": 499_646_464,
-    "sources_per_pass": 846_848, "tokens_per_pass": 631_241_817, "longest": 290_219,
-    "longest_chunks": 142, "longest_chunks_share_of_B": 142 / 1000,
-    "protected_share_of_arrived": 0.0437, "passes_started": 1,
-    "sources_arrived": 836_864, "arrived_over_B": 836_864 / 1000,
-    "budget_share_of_corpus": 499_646_464 / 631_241_817,
-    "share_emitted_from_long_sources": 0.1176,
+    "row_capacity": _S["R"], "buffer": _S["B"], "targets": _S["targets_per_run"],
+    "sources_per_pass": _S["eligible_sources"], "tokens_per_pass": _S["eligible_tokens"], "longest": _S["longest_source"],
+    "longest_chunks": _LONGEST_CHUNKS, "longest_chunks_share_of_B": _LONGEST_CHUNKS / _S["B"],
+    "protected_share_of_arrived": _C["protected_pct_of_arrived"] / 100, "passes_started": 1,
+    "sources_arrived": _C["sources_arrived"], "arrived_over_B": _C["sources_arrived"] / _S["B"],
+    "budget_share_of_corpus": _S["targets_per_run"] / _S["eligible_tokens"],
+    "share_emitted_from_long_sources": _C["share_emitted_long_pct_original"] / 100,
     "sources_started_original": None,  # not stated in the paper
-    "sources_started_segment_first": 702_208,  # "consumes 702,208 original sources"
+    "sources_started_segment_first": _C["segment_first_sources"],
 }
 
 # what "the paper's order of magnitude" means for each indicator (checked by tests and shown in reports)

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-PAPER = json.loads((Path(__file__).with_name("paper_values.json")).read_text())
+from findings import PAPER
 CONDITIONS = ("baseline", "random_crop", "segmented")
 SEEDS = (43, 44)
 
