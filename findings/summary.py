@@ -211,6 +211,8 @@ def train_section(d, out):
             parts.append(f"{cond} is {'worse' if worse == len(ds) else 'better' if worse == 0 else 'mixed'} than the "
                          f"baseline at {len(ds)} seed(s) (Δ {', '.join(f'{x:+.4f}' for x in ds)} BPB)")
     pdl = PAPER["s5_3_delta_vs_baseline"]
+    same = sum((deltas[k] > 0) == (pdl[f"{k[0]}_s{k[1]}"] > 0) for k in deltas if f"{k[0]}_s{k[1]}" in pdl)
+    parts.append(f"the sign of the effect agrees with the paper in {same} of {len(deltas)} contrasts")
     sec.headline = ("; ".join(parts) + f". Paper: random_crop {pdl['random_crop_s43']:+.4f}/{pdl['random_crop_s44']:+.4f}, "
                     f"segmented {pdl['segmented_s43']:+.4f}/{pdl['segmented_s44']:+.4f}.") if parts else None
     sec.text = [f"Model: depth {any_cfg['depth']}, width {any_cfg['width']}, context {any_cfg['context']}, "
@@ -274,13 +276,15 @@ def eval_sections(d, out):
     else:
         s55 = _missing("s5_5", s55.title, d)
     if ws["dev"]:
-        shares = _position_shares(ws["dev"])
-        if shares:
-            lo, hi = min(shares), max(shares)
+        first, last = _position_shares(ws["dev"])
+        if last:
             P = PAPER["s5_5_position_bins"]
-            s55.row("development tails: share of the improvement after the last bin boundary (scaled 512)",
-                    f"{lo:.0f}–{hi:.0f}% over {len(shares)} improving cells",
+            rng = lambda xs: f"{min(xs):.0f}–{max(xs):.0f}% (median {sorted(xs)[len(xs) // 2]:.0f}%)"
+            s55.row(f"development tails, {len(last)} declared cells that improved: share of the improvement "
+                    "after position 512 (scaled to the context)", rng(last),
                     f"{P['after_512_share_pct_min']}–{P['after_512_share_pct_max']}%")
+            s55.row("... in the first 128 positions (scaled)", rng(first),
+                    f"{P['first_128_share_pct_min']}–{P['first_128_share_pct_max']}%")
     s55.links = [_link(out, rel("report.md"), "eval/report.md")] + [
         _link(out, rel(f.name), f.stem.replace("_", " ")) for f in sorted(d.glob("*.png"))]
     secs.append(s55)
@@ -307,13 +311,17 @@ def eval_sections(d, out):
 
 
 def _position_shares(summary):
-    """Per improving development tail cell: % of the window delta contributed after the last bin boundary."""
-    out = []
+    """Declared development tail cells that improved: % of the window delta in the first two bins and in the last.
+
+    The bins are [0,32), [32,128), [128,512), [512,2048) scaled to the context, as the paper's
+    "first 128" (first two bins) and "after 512" (last bin) contributions."""
+    first, last = [], []
     for c in summary["cells"]:
         bins, total = c.get("tail_bins"), c.get("tail_delta")
-        if bins and total is not None and total < 0:
-            out.append(100 * bins[-1] / total)
-    return out
+        if c.get("declared") and bins and total is not None and total < 0:
+            first.append(100 * (bins[0] + bins[1]) / total)
+            last.append(100 * bins[-1] / total)
+    return first, last
 
 
 # ---------------------------------------------------------------- the queue
