@@ -26,7 +26,7 @@ from corpus.errors import DataError  # noqa: E402
 CFG = dict(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16, vocab=400, micro_rows=4, accum=1,
            muon_lr=0.02, updates=1000, eval_batches=2, eval_rows=4)
 SETTINGS = dict(shard_tokens=300, warmup_shards=1, sigma_shards=4, held_out_shards=3, candidates=8, decay_shards=1,
-                harmful_shards=1, per_domain=4, pool_seed=7)
+                harmful_shards=1, prose_shards=0, per_domain=4, pool_seed=7)
 
 
 def test_standard_library_queue_still_wins():
@@ -353,7 +353,7 @@ def test_cli_calibrate_failure_is_one_line_and_nonzero(calibrated, tmp_path, mon
            [x for k, v in SETTINGS.items() for x in (f"--{k.replace('_', '-')}", str(v))]
     assert rq.main(args) == 1
     err = capsys.readouterr().err
-    lines = [ln for ln in err.replace("\r", "\n").splitlines() if not ln.startswith("calibration shards")]
+    lines = [ln for ln in err.replace("\r", "\n").splitlines() if ln.strip() and not ln.startswith("calibration shards")]
     assert len(lines) == 1 and lines[0].startswith("error: calibration failed") and "Traceback" not in err
 
 
