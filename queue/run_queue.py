@@ -96,8 +96,12 @@ def score_checkpoint(path, calibration_dir, device="cpu"):
     from training.checkpoint import load_checkpoint
     from training.trainer import build_model
 
-    cfg, world, _, _ = open_calibration(calibration_dir, device)
-    p = load_checkpoint(path)
+    cfg, world, _, calib = open_calibration(calibration_dir, device)
+    path = Path(path)
+    if path.name == "calibrated_state.pt":
+        p = _read_state(path, calib["state_sha256"])
+    else:
+        p = load_checkpoint(path)
     model = build_model(cfg, device)
     model.load_state_dict(p["trainer"]["model"])
     return score(model, world, cfg)

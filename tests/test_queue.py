@@ -382,3 +382,18 @@ def test_a_second_process_is_locked_out(calibrated, tmp_path, capsys):
     with folder_lock(tmp_path / "q", "test"):
         rc = rq.main(["run", "--out", str(tmp_path / "q"), "--calibration", str(calibrated["strict"])])
     assert rc == 2 and "in use by another process" in capsys.readouterr().err
+
+
+def test_unlabeled_text_gets_deterministic_register_domains():
+    from control_domains import domain_texts, register_of
+
+    code = "import os\n\ndef f(x):\n    return x + 1\n\nclass A:\n    pass\n"
+    qa = "Question: what is a shard?\nAnswer: a group of whole documents. Why? Who? How?"
+    polish = "Zażółć gęślą jaźń — " * 3
+    cyr = "Это пример текста на русском языке, написанный кириллицей."
+    prose = "The queue trains one shard at a time and measures held-out losses after each."
+    assert [register_of(t) for t in (code, qa, cyr, prose)] == ["code", "qa", "non_latin", "prose"]
+    assert register_of(polish) == "prose"  # Latin script with diacritics stays Latin
+    doms = domain_texts([code, code, qa, qa, prose, prose], ["climbmix"] * 6)
+    assert set(doms) == {"code", "sel_code", "qa", "sel_qa", "prose", "sel_prose"}
+    assert not {i for _, i in doms["code"]} & {i for _, i in doms["sel_code"]}
