@@ -8,7 +8,6 @@ comparable sizes. The harmful source (harmful.py) is built from training documen
 are then never used as ordinary pool documents.
 """
 import hashlib
-from pathlib import Path
 
 import numpy as np
 

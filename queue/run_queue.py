@@ -39,7 +39,7 @@ import torch  # noqa: E402
 
 from control_domains import measure  # noqa: E402
 from decision_log import read_log  # noqa: E402
-from queue_runner import POLICIES, QueueRunner, params_sha256, train_rows  # noqa: E402
+from queue_runner import POLICIES, QueueRunner, train_rows  # noqa: E402
 from queue_world import World, build_pool  # noqa: E402
 from rejection_rule import FRAC_GRID, K_GRID, TARGET, calibrate as calibrate_rule  # noqa: E402
 from shard_packing import shard_rows, shard_tokens  # noqa: E402
@@ -190,7 +190,7 @@ def open_calibration(calibration_dir, device="cpu"):
     if pool["_sha256"] != calib["pool_sha256"]:
         raise DataError(f"{d / 'pool.json'}: not the pool this calibration was made on")
     world = World(cfg, device, calib["plan"]["settings"]["per_domain"])
-    from harmful import LABEL, with_harmful_copies
+    from harmful import with_harmful_copies
 
     world.stream, world.labels_all, copies = with_harmful_copies(world.train, world.labels,
                                                                   pool["harmful"]["source_documents"], pool["seed"] + 7,

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "queue"))  # queue/ is a folder of scripts, never 
 import run_queue as rq  # noqa: E402
 from decision_log import read_log  # noqa: E402
 from log_replay import reconstruct_folder  # noqa: E402
-from queue_runner import QueueRunner, params_sha256, train_rows  # noqa: E402
+from queue_runner import QueueRunner, params_sha256  # noqa: E402
 from rejection_rule import calibrate as calibrate_rule, clopper_pearson_upper, held_out_rate  # noqa: E402
 from shard_packing import shard_rows, shard_tokens, update_batches  # noqa: E402
 from shard_rotation import shard_docs  # noqa: E402
