@@ -12,9 +12,9 @@ The core only decides; it emits one event per selection:
 and an emission's tokens are [BOS] * lead_bos + source[span_start : span_start + emitted - lead_bos].
 kind is the rule that selected the span (FIT: whole current span; CROP: shortest, cut).
 A lossless continuation is visible as span_start > 0 with lead_bos = 0; a segment-first
-chunk k > 0 and a random-span crop carry lead_bos = 1. (DESIGN.md lists `continue` and
-`segment` as kinds; a lossless suffix can be taken by either rule, so one label could not
-carry both facts, and the packer plus span_start already say it.)
+chunk k > 0 and a random-span crop carry lead_bos = 1. (There is no `continue` or `segment`
+kind: a lossless suffix can be taken by either rule, so one label could not carry both
+facts, and the packer plus span_start already say it.)
 """
 import random
 from bisect import bisect_right, insort

@@ -1,8 +1,8 @@
 """The four packers as token loaders: the core's events turned into rows and records.
 
 Packer(stream, "original" | "lossless" | "segment_first" | "random_span") produces rows of
-R tokens (inputs row[:-1], targets row[1:]) and one event record per selection with the
-schema of DESIGN.md: source_id, source_len, span_start, emitted, discarded, row,
+R tokens (inputs row[:-1], targets row[1:]) and one event record per selection, one schema
+for all four: source_id, source_len, span_start, emitted, discarded, row,
 row_offset, target_offset, kind (+ lead_bos, see loaders/core.py).
 """
 import numpy as np

@@ -1,4 +1,4 @@
-"""Slow, literal reference packers: a Python list scanned exactly as SPEC.md's prose reads.
+"""Slow, literal reference packers: a Python list scanned exactly as the packing rules read (docs/baseline.md, "Packing").
 
 The buffer is a list in arrival order. Fit: the first index holding the largest length
 <= remaining. Otherwise: the first index holding the smallest length; original,

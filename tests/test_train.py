@@ -106,9 +106,9 @@ def test_corrupt_checkpoint_is_reported_and_resume_falls_back(small_corpus, tmp_
     assert res is not None and load_checkpoint(newest)["step"] == 4
 
 
-# ---- optimizer against a plain reading of SPEC.md -----------------------------------
+# ---- optimizer against a plain reading of docs/baseline.md -----------------------------------
 def reference_muon_step(p, g, buf, sm, lr, mu, wd, beta2=0.95):
-    """One Muon update for one matrix, written out line by line from SPEC.md."""
+    """One Muon update for one matrix, written out line by line from docs/baseline.md."""
     buf = buf + (g - buf) * (1 - mu)  # buf <- lerp(buf, g, 1 - mu)
     g = g + (buf - g) * mu  # g <- lerp(g, buf, mu)
     X = g.bfloat16()

@@ -16,7 +16,7 @@ CONDITIONS = {"baseline": "original", "random_crop": "random_span", "segmented":
 
 @dataclass
 class TrainConfig:
-    # model (SPEC.md "Model")
+    # model (docs/baseline.md, "Model")
     depth: int = 8
     width: int = 512
     heads: int = 4
@@ -41,7 +41,7 @@ class TrainConfig:
     seed: int = 43
     muon_lr: float = 0.04
     weight_decay: float = 0.2
-    # evaluation (SPEC.md "Official metric")
+    # evaluation (docs/baseline.md, "Official metric")
     eval_batches: int = 160
     eval_rows: int = 64
     eval_buffer: int = 1000  # B of the official and evaluation streams: the paper's metric, whatever the training B

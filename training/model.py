@@ -1,4 +1,4 @@
-"""The supplied baseline's decoder (SPEC.md "Model"), written from its description.
+"""The supplied baseline's decoder (docs/baseline.md, "Model"), written from its description.
 
 RMS norm without weights everywhere; embedding normed and kept as x0; before block i,
 x = resid_lambda[i] * x + x0_lambda[i] * x0; attention with rotary then QK norm, sliding

@@ -1,4 +1,4 @@
-"""The supplied optimizer (SPEC.md "Optimizer and schedule"): Muon for the 2-D matrices
+"""The supplied optimizer (docs/baseline.md, "Optimizer and schedule"): Muon for the 2-D matrices
 inside the blocks, AdamW for embeddings, head and scalars, and the schedules.
 
 Muon per shape group: Nesterov momentum, 5 Polar-Express orthogonalization steps in bf16,
@@ -85,7 +85,7 @@ class Muon(torch.optim.Optimizer):
 
 
 def build_optimizers(model, muon_lr=0.04, wd=0.2):
-    """AdamW groups (SPEC.md) and Muon for the block matrices. Returns (adamw, muon)."""
+    """AdamW groups (docs/baseline.md) and Muon for the block matrices. Returns (adamw, muon)."""
     s = (model.cfg.n_embd / 768) ** -0.5
     betas = (0.8, 0.95)
     adam_groups = [
