@@ -11,12 +11,15 @@ from training.checkpoint import load_checkpoint
 from training.config import resolve_config
 
 # Tolerance. Two ranks sum their microbatch gradients as (g1+g3)+(g2+g4) where one process
-# sums ((g1+g2)+g3)+g4: float32 rounding differences of ~1e-7 relative. Muon orthogonalizes
-# in bf16, where such a difference flips roundings, so after 3 updates the block matrices
-# differ by up to ~2% (relative Frobenius; measured 0.06-2.1%), embeddings and head by
-# < 0.1%. A missing gradient sync (each rank stepping on its half) gives tens of percent.
-REL_TOL = 0.05
-LOSS_TOL = 1e-4
+# sums ((g1+g2)+g3)+g4: float32 rounding differences of ~1e-7 relative. Two places amplify
+# them: Muon orthogonalizes in bf16, where such a difference flips roundings, and AdamW with
+# eps 1e-10 turns a near-zero gradient into a +-lr step whose sign rounding can flip. After 3
+# updates the block matrices differ by 0.06-2.1% (relative Frobenius), the bf16 value
+# embeddings by up to ~7% and the zero-initialised value-embedding gates (tiny norms) by up
+# to 21% (measured over runs). A missing gradient sync (each rank stepping on its half) gives
+# ~160%.
+REL_TOL = 0.5
+LOSS_TOL = 2e-3
 
 
 def log(path):
@@ -49,6 +52,8 @@ def test_torchrun_two_gloo_processes_match_one_process(small_corpus, tmp_path):
         mine = [{c for c, r in zip(u2["micro"], u2["micro_rank"]) if r == k} for k in (0, 1)]
         assert len(mine[0]) == len(mine[1]) == 2 and not mine[0] & mine[1]  # disjoint, equal shares
         assert mine[0] | mine[1] == set(u1["micro"])  # complete
-        assert abs(u1["loss"] - u2["loss"]) < LOSS_TOL
+        # update 1 runs the same parameters on the same microbatches: equal to float rounding; later updates
+        # inherit the amplified rounding differences above (measured 1.3e-5 at update 2, 4.7e-4 at update 3)
+        assert abs(u1["loss"] - u2["loss"]) < (1e-6 if u1["step"] == 1 else LOSS_TOL), (u1["step"], u1["loss"], u2["loss"])
     every = [c for u in one for c in u["micro"]]
     assert len(set(every)) == len(every)  # no microbatch trained twice across updates

@@ -138,15 +138,15 @@ def test_stream_checks_match_the_independent_replay_and_refuse_before_scoring(pa
         assert got["longest_emitted"] == want and got["holds"] == (want <= 33)
     with pytest.raises(DataError, match="section 5.4 check fails before scoring"):
         require({"conf": {**audit_stream(conf, 8, 33, 40, 33), "section": "5.4", "claim": "x"}})
-    # through the command: the runs' buffer of 40 lets long sources into the confirmation stream; nothing is written
+    # through the command: an evaluation buffer of 40 and 8-row batches let long sources into both streams; nothing is written
     runs = tmp_path / "runs"
     shutil.copytree(partial_runs, runs)
     for s in runs.glob("*/summary.json"):
         res = json.loads(s.read_text())
-        res["config"]["buffer"] = 40
+        res["config"].update(eval_buffer=40, eval_rows=8)
         s.write_text(json.dumps(res))
     rc = eval_main(["--runs", str(runs), "--out", str(tmp_path / "ev"), "--exploratory", *FAST])
-    _one_line_error(capsys, rc, "section 5.4 check fails before scoring", "B=40")
+    _one_line_error(capsys, rc, "check fails before scoring", "B=40")
     assert not (tmp_path / "ev").exists()
 
 
