@@ -1,0 +1,168 @@
+"""The queue study: reference-curve identifiability, efficiency points, the adoption rule,
+arm C's random rejections, the presets' plans, and the report's schema."""
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "queue"))  # queue/ is a folder of scripts, never a package shadowing `queue`
+
+from adoption import ADOPTED, NOT_ADOPTED, adoption, seed_spread  # noqa: E402
+from curve_fit import check_identifiable, curve, residual  # noqa: E402
+from efficiency import average_curves, efficiency_points, equivalent_targets  # noqa: E402
+from random_rejection import rejected_positions  # noqa: E402
+from study_presets import PROXY_TARGET_PARAMS, plan  # noqa: E402
+from study_report import SchemaError, validate  # noqa: E402
+
+
+# ---- reference curve -------------------------------------------------------------------
+def test_identifiability_accepts_a_power_law_and_recovers_it():
+    rng = np.random.default_rng(1)
+    D = np.arange(1, 11) * 4096.0
+    L = curve(D, 2.0, 8.0, 0.4, D0=4096.0) + rng.normal(0, 0.003, len(D))
+    fit = check_identifiable(D, L)
+    assert fit["ok"], fit["reason"]
+    assert abs(fit["a"] - 2.0) < 0.1 and abs(fit["c"] - 0.4) < 0.03 and abs(fit["b"] - 8.0) < 0.3
+    lo, hi = fit["intervals"]["c"]
+    assert lo < 0.4 < hi
+    assert abs(residual(fit, D[3], L[3] + 0.5) - (0.5 + L[3] - curve(D[3], fit["a"], fit["b"], fit["c"], fit["D0"]))) < 1e-12
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.01])
+def test_identifiability_refuses_a_flat_curve(noise):
+    rng = np.random.default_rng(2)
+    D = np.arange(1, 11) * 4096.0
+    fit = check_identifiable(D, 3.0 + rng.normal(0, noise, len(D)) if noise else np.full(len(D), 3.0))
+    assert not fit["ok"]
+    assert fit["reason"] and "\n" not in fit["reason"]
+
+
+def test_identifiability_refuses_too_few_points_and_a_weak_decline():
+    D = np.arange(1, 11) * 4096.0
+    assert "at least" in check_identifiable(D[:4], curve(D[:4], 2.0, 8.0, 0.4, 4096.0))["reason"]
+    # a real but tiny decline buried in noise: the parameters are not pinned down
+    L = curve(D, 5.0, 0.3, 0.5, 4096.0) + np.random.default_rng(3).normal(0, 0.02, len(D))
+    assert not check_identifiable(D, L)["ok"]
+
+
+# ---- efficiency points -----------------------------------------------------------------
+def _log_linear_curve():
+    # L = 6 - 0.5 ln D is exactly linear in log D, so the interpolation is exact and the answer known
+    D = np.array([1e4, 2e4, 4e4, 8e4, 1.6e5])
+    return D, 6.0 - 0.5 * np.log(D)
+
+
+def test_efficiency_points_on_a_constructed_curve():
+    D, L = _log_linear_curve()
+    d_arm = 3e4
+    for extra in (0.25, -0.2, 0.0, 1.5):
+        loss = 6.0 - 0.5 * math.log(d_arm * (1 + extra))
+        e = efficiency_points(D, L, d_arm, loss)
+        assert e["points"] == pytest.approx(100 * extra, abs=1e-9)
+    # at a grid point exactly
+    assert equivalent_targets(D, L, L[2])[0] == pytest.approx(4e4)
+
+
+def test_efficiency_points_refuse_extrapolation():
+    D, L = _log_linear_curve()
+    below = efficiency_points(D, L, 3e4, L.min() - 0.01)
+    above = efficiency_points(D, L, 3e4, L.max() + 0.01)
+    assert below["points"] is None and "extrapolation" in below["reason"]
+    assert above["points"] is None and "above every point" in above["reason"]
+
+
+def test_efficiency_takes_the_first_crossing_of_a_non_monotone_curve():
+    D = np.array([1.0, 2.0, 4.0, 8.0])
+    L = np.array([3.0, 2.0, 2.5, 1.0])  # a bump: 2.25 is crossed first between D=1 and D=2
+    d_eq, _ = equivalent_targets(D, L, 2.25)
+    assert d_eq == pytest.approx(math.exp(0.75 * math.log(2.0)))
+
+
+def test_average_curves_interpolates_in_log_targets_inside_the_common_range():
+    a = ([1e4, 4e4], [4.0, 2.0])
+    b = ([2e4, 3e4, 5e4], [3.0, 3.0, 3.0])
+    D, L = average_curves([a, b])
+    assert D == [2e4, 3e4, 4e4]  # 1e4 and 5e4 lie outside the range both cover
+    assert L[0] == pytest.approx((3.0 + 3.0) / 2)  # a at 2e4 is halfway in log D: 3.0
+    assert L[2] == pytest.approx((2.0 + 3.0) / 2)
+
+
+# ---- adoption rule ---------------------------------------------------------------------
+def _points(b, a=(0.0, 0.2), c=(0.1, -0.1)):
+    return {"A": {43: a[0], 44: a[1]}, "B": {43: b[0], 44: b[1]}, "C": {43: c[0], 44: c[1]}}
+
+
+def test_seed_spread_is_the_largest_within_arm_difference():
+    spread, arm, per = seed_spread(_points((1.0, 1.5)))
+    assert spread == pytest.approx(0.5) and arm == "B"
+    assert per == {"A": pytest.approx(0.2), "B": pytest.approx(0.5), "C": pytest.approx(0.2)}
+
+
+def test_adoption_on_both_sides_of_the_floor():
+    # spread 0.2 -> threshold max(0.6, 0.4) = 0.6; B - A and B - C at both seeds decide
+    yes = adoption(_points((0.9, 1.0)))
+    assert yes["threshold"] == pytest.approx(0.6) and yes["adopt"] and yes["verdict"] == ADOPTED
+    no = adoption(_points((0.65, 0.75)))  # B - A at seed 44 is 0.55 < 0.6
+    assert not no["adopt"] and no["verdict"] == NOT_ADOPTED
+    assert any("B-A at seed 44" in r for r in no["reasons"])
+
+
+def test_adoption_on_both_sides_of_twice_the_seed_spread():
+    # A's seeds differ by 1.0 -> threshold 2.0 > 0.6
+    a = (0.0, 1.0)
+    yes = adoption(_points((3.1, 3.05), a=a, c=(0.5, 0.6)))
+    assert yes["seed_spread"] == pytest.approx(1.0) and yes["threshold"] == pytest.approx(2.0) and yes["adopt"]
+    no = adoption(_points((2.9, 2.95), a=a, c=(0.5, 0.6)))  # B - A at seed 44 is 1.95: above 0.6, below 2.0
+    assert no["threshold"] == pytest.approx(2.0) and not no["adopt"]
+    assert no["reasons"] == ["B-A at seed 44 is +1.95, not above the threshold 2.00"]
+
+
+def test_adoption_needs_b_above_c_too_and_refuses_missing_points():
+    no = adoption(_points((2.0, 2.0), c=(1.8, 1.8), a=(0.0, 0.0)))  # beats A by 2, C by only 0.2
+    assert not no["adopt"] and all("B-C" in r for r in no["reasons"])
+    miss = adoption(_points((None, 2.0)))
+    assert not miss["adopt"] and miss["threshold"] is None and miss["verdict"] == NOT_ADOPTED
+
+
+# ---- arm C -----------------------------------------------------------------------------
+def test_random_rejections_follow_rate_and_seed_and_repeat_exactly():
+    for rate in (0.0, 0.1, 0.25, 0.5, 1.0):
+        pos = rejected_positions(rate, 40, 43)
+        assert len(pos) == round(rate * 40) and len(set(pos)) == len(pos) and all(0 <= p < 40 for p in pos)
+        assert pos == rejected_positions(rate, 40, 43)
+    assert rejected_positions(0.25, 40, 43) != rejected_positions(0.25, 40, 44)
+    # identical in a fresh interpreter (no hidden global state)
+    code = ("import sys; sys.path.insert(0, %r); from random_rejection import rejected_positions; "
+            "print(rejected_positions(0.25, 40, 43))" % str(ROOT / "queue"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == rejected_positions(0.25, 40, 43)
+    with pytest.raises(ValueError):
+        rejected_positions(1.5, 10, 1)
+
+
+# ---- presets ---------------------------------------------------------------------------
+def test_proxy64m_plan_is_within_five_percent_of_64m_parameters():
+    pl = plan("proxy64m")
+    assert abs(pl["parameters"] / PROXY_TARGET_PARAMS - 1) < 0.05
+    assert pl["pool_shards"] >= 1.5 * pl["budget_shards"]
+    assert pl["arms"]["B"]["trained_targets"] == pl["arms"]["C"]["trained_targets"] == pl["budget_targets"]
+
+
+def test_dry_run_prints_the_plan():
+    out = subprocess.run([sys.executable, str(ROOT / "queue" / "study.py"), "--preset", "proxy64m", "--dry-run"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "65,864,334 parameters" in out.stdout and "| B (per seed) |" in out.stdout and "FLOPs" in out.stdout
+
+
+# ---- report schema ---------------------------------------------------------------------
+def test_schema_names_the_missing_key():
+    with pytest.raises(SchemaError, match="'preset' is missing"):
+        validate({"schema": "x"})
+    with pytest.raises(SchemaError, match=r"summary\.schema: expected str"):
+        validate({"schema": 3})
