@@ -16,6 +16,9 @@ eval     under that protocol: source windows, position bins and paired bootstrap
 queue    the rollback shard queue (proposal seeds/003) on the offline corpus: calibration on
          one homogeneous source, then a rotation with two shards of random tokens added as
          a known-bad source; every decision logged and reconstructed from the log
+queue_study  the proposal's experiment at tiny scale: stage A once, arms A (plain) / B (queue) /
+         C (random rejection at B's rate) x seeds 43, 44, selection axis after the decay,
+         efficiency points, the adoption rule and its verdict (queue_study/report.md)
 Each stage prints where it reads and writes; results land under --out.
 """
 import argparse
@@ -23,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue")
+STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue", "queue_study")
 
 
 def main(argv=None):
@@ -96,6 +99,11 @@ def main(argv=None):
         rc = run_queue_stage(out / "queue", args.data_dir)
         if rc:
             return rc
+    if "queue_study" in stages:
+        print("\n== stage: queue_study (arms A/B/C x two seeds, adoption rule)", flush=True)
+        rc = run_queue_study_stage(out / "queue_study", args.data_dir)
+        if rc:
+            return rc
     print(f"\nmain job done in {time.time() - t0:.0f}s; results under {out}/")
     return 0
 
@@ -125,6 +133,16 @@ def run_queue_stage(qdir, data_dir):
     rc = qmain(["run", *common, "--accept", "8", "--poison", "2", "--poison-tokens", "30000", "--decay-updates", "4",
                 *(["--resume"] if list(qdir.glob("ckpt_*.pt")) else [])])
     return rc or qmain(["reconstruct", "--out", str(qdir)])
+
+
+def run_queue_study_stage(sdir, data_dir):
+    import runpy
+
+    if (sdir / "report.md").exists():
+        print(f"already done ({sdir / 'report.md'})")
+        return 0
+    smain = runpy.run_path(str(Path(__file__).parent / "queue" / "study.py"))["main"]
+    return smain(["--preset", "tiny", "--out", str(sdir), *(["--data-dir", data_dir] if data_dir else [])])
 
 
 if __name__ == "__main__":

@@ -150,7 +150,9 @@ def test_proxy64m_plan_is_within_five_percent_of_64m_parameters():
     pl = plan("proxy64m")
     assert abs(pl["parameters"] / PROXY_TARGET_PARAMS - 1) < 0.05
     assert pl["pool_shards"] >= 1.5 * pl["budget_shards"]
-    assert pl["arms"]["B"]["trained_targets"] == pl["arms"]["C"]["trained_targets"] == pl["budget_targets"]
+    per_run = (pl["budget_shards"] + pl["decay_shards"]) * pl["shard_targets"]
+    assert pl["arms"]["B"]["trained_targets"] == pl["arms"]["C"]["trained_targets"] == per_run
+    assert pl["targets_per_update"] == 32768 and pl["shard_targets"] == 655_360_000
 
 
 def test_dry_run_prints_the_plan():
@@ -166,3 +168,63 @@ def test_schema_names_the_missing_key():
         validate({"schema": "x"})
     with pytest.raises(SchemaError, match=r"summary\.schema: expected str"):
         validate({"schema": 3})
+
+
+# ---- budgets and accounting from the logs ------------------------------------------------------
+def _run(name, arm, stable, decay=512, start=10_000):
+    D = start + stable + decay
+    if arm == "A":
+        return {"name": name, "arm": arm, "start_targets": start, "accounting": {},
+                "branches": [{"threshold": 4096, "D": D, "decay_targets": decay, "selection": {}, "control": {}}]}
+    return {"name": name, "arm": arm, "start_targets": start, "final": {"selection": {}, "control": {}},
+            "accounting": {"trained_targets": D, "decay_targets": decay}}
+
+
+def test_budget_check_accepts_equal_budgets_and_names_an_unequal_run():
+    from study_run import budget_check
+
+    ok = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4096), _run("C_s43", "C", 5000)], 4096, 1100)
+    assert ok["equal"] and ok["stable"] == {"A_s43": 4200, "B_s43": 4096, "C_s43": 5000}
+    short = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 3000)], 4096, 1100)
+    assert not short["equal"] and short["problems"] == ["B_s43: 3,000 stable-phase targets for a budget of 4,096"]
+    over = budget_check([_run("A_s43", "A", 4200), _run("C_s43", "C", 5300)], 4096, 1100)
+    assert not over["equal"]
+    dec = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4200, decay=600)], 4096, 1100)
+    assert not dec["equal"] and "decay targets differ" in dec["problems"][0]
+
+
+def test_accounting_separates_accepted_from_wasted_work():
+    from study_accounting import accounting, control_trace
+
+    def train(sid, role, n, **kw):
+        return {"event": "train", "shard": sid, "role": role, "updates": n, "targets": 100 * n, "seconds": 1.0 * n,
+                "screen": {"score": 0.0}, "losses": {"d": 1.0}, "ref": {"d": 0.9}, "history_targets": 0, **kw}
+
+    recs = [{"event": "start", "losses": {"d": 1.0}, "start_targets": 0},
+            train("s1", "candidate", 2, position=0, flagged=[]), {"event": "accept", "shard": "s1"},
+            train("s2", "candidate", 2, position=1, flagged=["d"]),
+            train("s3", "recovery", 3, tested="s2", unrecovered=["d"]),
+            {"event": "rollback", "shard": "s2"}, {"event": "return_front", "shard": "s3"},
+            {"event": "branch", "shard": "s2", "possible": True, "updates": 1, "targets": 100, "seconds": 0.5},
+            {"event": "reject", "shard": "s2", "outcome": "deferred", "sources": {"x": 1.0}},
+            train("s3", "candidate", 3, position=2, flagged=[]), {"event": "accept", "shard": "s3"},
+            {"event": "decay", "trained": [{"updates": 4, "targets": 400, "seconds": 2.0}], "history_targets": 1000,
+             "scores": {"control": {"d": 0.5}}}]
+    acc = accounting(recs)
+    assert acc["wasted_updates"] == {"rejected": 2, "recovery": 3, "branch": 1}
+    assert acc["accepted_updates"] == 2 + 3 + 4 and acc["accepted_targets"] == 500 and acc["decay_targets"] == 400
+    assert acc["decisions"]["reject"] == 1 and acc["decisions"]["deferred"] == 1 and acc["decisions"]["flag"] == 1
+    assert acc["rejected"] == [{"shard": "s2", "sources": {"x": 1.0}, "outcome": "deferred", "position": 1}]
+    assert acc["screen_passes"] == 4 and acc["candidates"] == 3 and acc["trained_targets"] == 1000
+    marks = [t["mark"] for t in control_trace(recs)]
+    assert marks == ["start", "accept", "flag", "reject", "rollback", "accept", "decay"]
+
+
+def test_polish_axis_rule():
+    from non_english import is_polish, polish_axis
+
+    assert is_polish("Zażółć gęślą jaźń, a to jest zwykłe polskie zdanie o łące i śniegu.")
+    assert not is_polish("An ordinary English sentence about meadows and snow, with naïve café accents.")
+    assert not is_polish("Где находится библиотека? Это русский текст.")
+    res = polish_axis(["Zażółć gęślą jaźń i łąka."] * 3 + ["plain text"] * 10)
+    assert not res["present"] and res["documents"] == [0, 1, 2] and res["text"].startswith("absent: 3 of 13")
