@@ -1,63 +1,67 @@
-"""The decision log: one JSON line per event, fsynced, and the replay that rebuilds the queue.
+"""The decision log: one JSON line per record, appended and fsynced, never rewritten.
 
-Events that change the queue: rotation (a new rotation starts from the deferred list),
-take (a shard leaves the front of the queue), accept, reject (with outcome deferred or
-quarantined), return_front (the recovery shard goes back to the front), return (one
-return from quarantine). Every event carries the queue state after it, so a reader can
-check any prefix; `reconstruct` recomputes the state from the events alone.
+A record is written only after the checkpoint that holds its outcome, and that checkpoint
+carries the records it owes the log, so a crash between the two is repaired on resume by
+appending exactly the missing records: an interrupted run resumes to the same log as an
+uninterrupted one (plus a `resumed` record). A torn last line (a crash inside a write, no
+newline) is reported, saved beside the log (`decisions.jsonl.torn`) and cut off; complete
+lines are never changed.
+
+`reconstruct` replays the queue from the rotation manifests and the records alone and
+checks every field of every record against the replay.
 """
 import json
 import os
+from pathlib import Path
+
+from corpus.errors import DataError
+
+
+def read_log(path, repair=False, log=print):
+    """Records of the log; a torn last line is reported (and with repair=True saved aside and cut off)."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no decision log")
+    data = path.read_bytes()
+    if not data:
+        raise DataError(f"{path}: the decision log is empty")
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        log(f"warning: {path}: torn last line ({len(data) - end} bytes without a newline) dropped")
+        if repair:
+            with open(path.with_name(path.name + ".torn"), "ab") as f:
+                f.write(data[end:] + b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.truncate(path, end)
+    out = []
+    for n, line in enumerate(data[:end].decode("utf-8", "replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            raise DataError(f"{path}: line {n} is not a JSON record") from None
+        if not isinstance(rec, dict) or rec.get("seq") != len(out) + 1:
+            raise DataError(f"{path}: line {n}: expected record seq {len(out) + 1}, found {rec.get('seq') if isinstance(rec, dict) else rec!r}")
+        out.append(rec)
+    if not out:
+        raise DataError(f"{path}: the decision log holds no records")
+    return out
 
 
 class DecisionLog:
-    def __init__(self, path, keep_until=None):
-        self.path = path
-        events = read_log(path) if os.path.exists(path) else []
-        if keep_until is not None:  # resuming: drop what happened after the restored checkpoint
-            events = [e for e in events if e["seq"] <= keep_until]
-            with open(path, "w") as f:
-                f.writelines(json.dumps(e, sort_keys=True) + "\n" for e in events)
-        self.seq = events[-1]["seq"] if events else 0
+    """Append-only writer; `seq` is the number of records in the file."""
 
-    def write(self, event: dict):
-        self.seq += 1
-        event = {"seq": self.seq, **event}
+    def __init__(self, path, seq=0):
+        self.path, self.seq = Path(path), seq
+
+    def write(self, rec: dict):
+        if rec.get("seq") != self.seq + 1:
+            raise RuntimeError(f"record seq {rec.get('seq')} written after {self.seq}")
         with open(self.path, "a") as f:
-            f.write(json.dumps(event, sort_keys=True) + "\n")
+            f.write(json.dumps(rec, sort_keys=True, allow_nan=False) + "\n")
             f.flush()
             os.fsync(f.fileno())
-        return event
-
-
-def read_log(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def reconstruct(order, events):
-    """Queue state from the rotation order and the events alone."""
-    pending, nxt, quarantined, accepted, rejections, returns = list(order), [], [], [], {}, {}
-    rotation = 0
-    for e in events:
-        kind = e["event"]
-        if kind == "rotation":
-            pending, nxt, rotation = list(nxt), [], rotation + 1
-        elif kind == "take":
-            if not pending or pending[0] != e["shard"]:
-                raise ValueError(f"event {e['seq']}: takes {e['shard']} but the front is {pending[:1]}")
-            pending.pop(0)
-        elif kind == "accept":
-            accepted.append(e["shard"])
-        elif kind == "reject":
-            s = e["shard"]
-            rejections[s] = rejections.get(s, 0) + 1
-            (nxt if e["outcome"] == "deferred" else quarantined).append(s)
-        elif kind == "return_front":
-            pending.insert(0, e["shard"])
-        elif kind == "return":
-            quarantined.remove(e["shard"])
-            returns[e["shard"]] = returns.get(e["shard"], 0) + 1
-            nxt.append(e["shard"])
-    return {"pending": pending, "next_rotation": nxt, "quarantined": quarantined, "accepted": accepted,
-            "rejections": rejections, "returns": returns, "rotation": rotation}
+        self.seq = rec["seq"]
+        return rec

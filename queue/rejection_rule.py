@@ -1,13 +1,28 @@
-"""The rejection rule and its calibration (proposal section 2, "rejection and curve rules").
+"""The rejection rule, the recovery criterion and a calibration that can fail.
 
-A shard is flagged when some domain's held-out loss rose by more than k * sigma_d over
-the last accepted state; it is rejected when, after the next shard, the flagged domains
-have not come back within k * sigma_d of that state (an unrecovered rise). sigma_d is the
-spread of shard-to-shard loss changes on a homogeneous source; k starts at the pre-set
-3 (the proposal's illustration) and is raised along a fixed grid until the measured
-false-rejection rate on that calibration sequence is below the target (5%).
+Rule (the proposal's basic rule, section 2). With L_d the held-out control BPB of domain
+d and ref the last accepted state, a shard is *flagged* when some domain rose by more
+than k * sigma_d. A flagged shard is judged after one more (recovery) shard: it is
+*unrecovered*, hence rejected, when some flagged domain still sits more than
+frac * k * sigma_d above ref. frac < 1 makes the recovery test stricter than "back
+inside the flag threshold": a rise must mostly vanish, not merely dip below k * sigma_d.
+
+Calibration (stage A). sigma_d is the sample spread (ddof=1) of the shard-to-shard
+changes over ten shards of one homogeneous source. The false-rejection rate is measured
+on *held-out* transitions of further shards of that source (never on the deltas that set
+sigma_d, where a k of 3 could not fail): transition t (state t-1 -> t, recovery state t+1)
+counts as a false rejection when the rule, with reference state t-1, would reject it in
+any domain. k and frac come from a grid fixed before calibration runs; the first grid
+point (in the written order) whose held-out rate is below the target is chosen; if none
+is, calibration fails. The rate's one-sided 95% Clopper-Pearson upper bound is reported.
 """
+import math
+
 import numpy as np
+
+K_GRID = (2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0)
+FRAC_GRID = (0.25, 0.5)  # strictest recovery first at each k
+TARGET = 0.05
 
 
 def rises(before, after, sigma, k, domains=None):
@@ -16,37 +31,75 @@ def rises(before, after, sigma, k, domains=None):
     return [d for d in doms if after[d] - before[d] > k * sigma[d]]
 
 
-def false_rejections(losses, sigma, k):
-    """Fraction of judged shards in a calibration sequence that the rule would reject.
+def unrecovered(ref, after, sigma, k, frac, flagged):
+    """Flagged domains still more than frac * k * sigma_d above the reference."""
+    return [d for d in flagged if after[d] - ref[d] > frac * k * sigma[d]]
 
-    losses: per-domain losses after each shard, index 0 = before the first shard. The
-    reference moves to the newest accepted state, as in the queue. A flagged shard is
-    judged by the next one; that next shard only served as the recovery test when the
-    rise was unrecovered (the queue would roll both back), so it is not judged itself. A
-    flagged last shard cannot be judged.
-    """
-    ref, rejected, judged, t, n = losses[0], 0, 0, 1, len(losses) - 1
-    while t <= n:
-        flagged = rises(ref, losses[t], sigma, k)
-        if not flagged:
-            ref, judged, t = losses[t], judged + 1, t + 1
-            continue
-        if t + 1 > n:
-            break
-        if rises(ref, losses[t + 1], sigma, k, flagged):
-            rejected, judged = rejected + 1, judged + 1
+
+def judge(ref, after, after_recovery, sigma, k, frac):
+    """(flagged domains, unrecovered domains) of one transition and its recovery state."""
+    f = rises(ref, after, sigma, k)
+    return f, (unrecovered(ref, after_recovery, sigma, k, frac, f) if f else [])
+
+
+def held_out_rate(states, sigma, k, frac):
+    """(false rejections, transitions) over held-out states: transitions 1..len-2, each with its recovery state."""
+    bad = sum(bool(judge(states[t - 1], states[t], states[t + 1], sigma, k, frac)[1]) for t in range(1, len(states) - 1))
+    return bad, max(0, len(states) - 2)
+
+
+def sigma_from(states):
+    doms = sorted(states[0])
+    return {d: float(np.std(np.diff([s[d] for s in states]), ddof=1)) for d in doms}
+
+
+def binom_cdf(x, n, p):
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(x + 1))
+
+
+def clopper_pearson_upper(x, n, conf=0.95):
+    """One-sided upper confidence bound for a binomial rate x/n (exact, by bisection)."""
+    if n == 0:
+        return 1.0
+    if x >= n:
+        return 1.0
+    lo, hi = x / n, 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if binom_cdf(x, n, mid) > 1 - conf:
+            lo = mid
         else:
-            ref, judged = losses[t + 1], judged + 2
-        t += 2
-    return rejected / judged if judged else 0.0
+            hi = mid
+    return hi
 
 
-def calibrate(losses, k_grid=(3.0, 3.5, 4.0, 5.0, 6.0, 8.0), target=0.05):
-    """sigma_d from the shard-to-shard changes, and the smallest k on the grid under the target."""
-    doms = sorted(losses[0])
-    deltas = {d: np.diff([l[d] for l in losses]) for d in doms}
-    sigma = {d: float(np.std(deltas[d], ddof=1)) if len(deltas[d]) > 1 else float("inf") for d in doms}
-    rates = {k: false_rejections(losses, sigma, k) for k in k_grid}
-    ok = [k for k in k_grid if rates[k] < target]
-    return {"sigma": sigma, "k": (min(ok) if ok else max(k_grid)), "false_rejection_rates": rates, "target": target,
-            "shards": len(losses) - 1, "deltas": {d: v.tolist() for d, v in deltas.items()}}
+def calibrate(sigma_states, held_states, k_grid=K_GRID, frac_grid=FRAC_GRID, target=TARGET):
+    """sigma_d from sigma_states (n+1 states = n deltas); k and frac chosen on held_states.
+
+    Returns the calibration record; `ok` is False (with `reason`) when no grid point is
+    below the target on the held-out transitions.
+    """
+    if len(sigma_states) < 3:
+        raise ValueError("need at least 3 states (2 deltas) to estimate sigma")
+    if len(held_states) < 3:
+        raise ValueError("need at least 3 held-out states (one judged transition with its recovery)")
+    sigma = sigma_from(sigma_states)
+    grid = []
+    for k in k_grid:
+        for frac in frac_grid:
+            bad, n = held_out_rate(held_states, sigma, k, frac)
+            grid.append({"k": k, "frac": frac, "false_rejections": bad, "transitions": n, "rate": bad / n,
+                         "upper95": clopper_pearson_upper(bad, n)})
+    chosen = next((g for g in grid if g["rate"] < target), None)
+    rec = {"sigma": sigma, "grid": grid, "k_grid": list(k_grid), "frac_grid": list(frac_grid), "target": target,
+           "sigma_deltas": {d: np.diff([s[d] for s in sigma_states]).tolist() for d in sigma},
+           "held_out_deltas": {d: np.diff([s[d] for s in held_states]).tolist() for d in sigma}, "ok": chosen is not None}
+    if chosen is None:
+        best = min(grid, key=lambda g: g["rate"])
+        rec["reason"] = (f"no grid point has a held-out false-rejection rate below {target:.0%} "
+                         f"(best: k={best['k']}, frac={best['frac']}: {best['false_rejections']}/{best['transitions']})")
+        return rec
+    rec.update({"k": chosen["k"], "frac": chosen["frac"], "false_rejection_rate": chosen["rate"],
+                "false_rejections": chosen["false_rejections"], "transitions": chosen["transitions"],
+                "upper95": chosen["upper95"]})
+    return rec

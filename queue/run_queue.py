@@ -1,23 +1,32 @@
 #!/usr/bin/env python3
-"""The rollback shard queue (proposal seeds/003): train one shard at a time, measure
-held-out domain losses, roll back a shard whose rise does not recover over the next
-shard, defer it once, quarantine it on a second rejection, and log every decision.
+"""The rollback shard queue of the proposal "Can a model help choose its next training data?".
 
-  python queue/run_queue.py calibrate --config CFG.json [key=value ...] --out runs/queue
-  python queue/run_queue.py run --config CFG.json [key=value ...] --out runs/queue [--resume]
-  python queue/run_queue.py return SHARD --out runs/queue     # one return from quarantine
-  python queue/run_queue.py reconstruct --out runs/queue      # rebuild the queue from the log
+  python queue/run_queue.py calibrate --config CFG.json [--set key=value ...] --out runs/queue
+  python queue/run_queue.py run --out runs/queue [--policy queue|plain|random] [--resume | --fresh]
+  python queue/run_queue.py dose --out runs/queue_dose --calibration runs/queue
+  python queue/run_queue.py return SHARD --out runs/queue    # one return from quarantine (needs an inspection)
+  python queue/run_queue.py reconstruct --out runs/queue     # replay the log and check every record
 
-`calibrate` trains on shards of one homogeneous source and fixes sigma_d and k
-(calibration.json). `run` freezes a rotation manifest (rotation.json + .sha256) over the
-training pool, then works through it with a constant learning rate; every accepted state
-is a checkpoint holding the model, optimizers, RNG and the queue position; at the end a
-linear decay runs on accepted shards only and the official metric is taken.
+`calibrate` (stage A) freezes the pool (pool.json + .sha256: calibration, candidate,
+decay and harmful shards with their SHA256s and source mix, the control/selection set
+hashes and their 13-gram overlap with the pool), trains warm-up shards of one homogeneous
+source, estimates sigma_d on ten more, and chooses k and the recovery fraction from a
+grid written down first (calibration_plan.json) on held-out transitions; it fails when
+no grid point keeps the held-out false-rejection rate below 5%.
+`run` works through rotations of the pool from the calibrated state at a constant
+learning rate: every shard is screened (forward only), trained once whole, measured on
+the control domains and decided; a flagged shard is judged after one recovery shard;
+an unrecovered one is rolled back bitwise, deferred to the next rotation (its own
+manifest), quarantined on a second rejection and inspected. At the end a linear decay to
+LR 0 runs on reserved fresh pool shards and the final model is scored (official metric,
+control and selection domains). Then report.md, decisions.parquet/.csv and a figure.
+Config overrides are given as `--set key=value` (never as bare words).
 """
 import argparse
-import copy
+import io
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,350 +37,367 @@ sys.path.insert(1, str(HERE))
 
 import torch  # noqa: E402
 
-from control_domains import build_controls, measure  # noqa: E402
-from decision_log import DecisionLog, read_log, reconstruct  # noqa: E402
-from rejection_rule import calibrate, rises  # noqa: E402
-from shard_rotation import (build_rotation, load_rotation, merge_rotations, save_rotation, shard_docs,  # noqa: E402
-                            source_labels)
+from control_domains import measure  # noqa: E402
+from decision_log import read_log  # noqa: E402
+from queue_runner import POLICIES, QueueRunner, params_sha256, train_rows  # noqa: E402
+from queue_world import World, build_pool  # noqa: E402
+from rejection_rule import FRAC_GRID, K_GRID, TARGET, calibrate as calibrate_rule  # noqa: E402
+from shard_packing import shard_rows, shard_tokens  # noqa: E402
+from shard_rotation import load_rotation, save_rotation, shard_docs  # noqa: E402
 
-from corpus.atomic import atomic_write_json  # noqa: E402
+from corpus.atomic import atomic_write_bytes, atomic_write_json, sha256_file  # noqa: E402
 from corpus.errors import DataError  # noqa: E402
 
+RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*", "final.*", "report.md",
+             "decisions.parquet", "decisions.csv", "queue_summary.json", "control_curves.png", "inspection",
+             "start_state.pt")
 
-class QueueRunner:
-    """State: pending (front first), next_rotation, quarantined, accepted, rejections, returns."""
-
-    def __init__(self, cfg, stream, manifest, controls, token_bytes, calib, out, device="cpu", measure_fn=None,
-                 log=print):
-        from training.trainer import Trainer
-
-        self.cfg, self.stream, self.manifest, self.out = cfg, stream, manifest, Path(out)
-        self.controls, self.tb, self.calib, self.device, self.log = controls, token_bytes, calib, device, log
-        self.shards = {s["id"]: s for s in manifest["shards"]}
-        self.trainer = Trainer(cfg, device)
-        self.measure_fn = measure_fn or (lambda model, history: measure(model, controls, token_bytes, device))
-        self.state = {"pending": list(manifest["order"]), "next_rotation": [], "quarantined": [], "accepted": [],
-                      "rejections": {}, "returns": {}, "rotation": 0}
-        self.step = 0  # optimizer updates done in the current model history
-        self.history = []  # shards trained since the start, in the current (not rolled back) history
-        self.ref = None  # control losses at the last accepted state
-        self.rollback = None  # in-memory copy of the last accepted state
-
-    # ---- training --------------------------------------------------------------------
-    def updates_for(self, sid):
-        return max(1, self.shards[sid]["tokens"] // self.cfg.targets_per_update)
-
-    def train_shard(self, sid):
-        from loaders.batches import MicrobatchLoader
-        from loaders.packers import Packer
-
-        sub = self.stream.subset(shard_docs(self.shards[sid]))
-        loader = MicrobatchLoader(Packer(sub, "original", self.cfg.context + 1, self.cfg.buffer), self.cfg.micro_rows,
-                                  device=self.device)
-        n = self.updates_for(sid)
-        losses = [self.trainer.update(loader, self.step + i, self.cfg.updates, lr_mult=1.0)[0] for i in range(n)]
-        self.step += n
-        self.history.append(sid)
-        return float(sum(losses) / n), n
-
-    def snapshot(self):
-        from training.checkpoint import rng_states
-
-        return {"trainer": copy.deepcopy(self.trainer.state_dict()), "rng": rng_states(), "step": self.step,
-                "history": list(self.history), "ref": dict(self.ref), "state": copy.deepcopy(self.state)}
-
-    def restore(self, snap):
-        from training.checkpoint import set_rng_states
-
-        self.trainer.load_state_dict(copy.deepcopy(snap["trainer"]))
-        set_rng_states(snap["rng"])
-        self.step, self.history, self.ref = snap["step"], list(snap["history"]), dict(snap["ref"])
-
-    def checkpoint(self, seq):
-        from training.checkpoint import save_checkpoint
-
-        self.rollback = self.snapshot()
-        save_checkpoint(self.out, seq, {**self.rollback, "log_seq": seq, "config": self.cfg.to_dict()}, keep=3)
-
-    # ---- queue -------------------------------------------------------------------------
-    def next_shard(self, dlog):
-        st = self.state
-        if not st["pending"] and st["next_rotation"]:
-            st["pending"], st["next_rotation"] = st["next_rotation"], []
-            st["rotation"] += 1
-            self.event(dlog, "rotation", rotation=st["rotation"])
-        if not st["pending"]:
-            return None
-        sid = st["pending"].pop(0)
-        self.event(dlog, "take", shard=sid)
-        return sid
-
-    def event(self, dlog, kind, **kw):
-        sid = kw.get("shard")
-        extra = {"sha256": self.shards[sid]["sha256"], "sources": self.shards[sid]["sources"]} if sid else {}
-        e = dlog.write({"event": kind, "time": time.time(), **kw, **extra, "queue": copy.deepcopy(self.state)})
-        self.log(f"[{e['seq']:>4}] {kind:<12} {sid or ''} " + " ".join(f"{k}={v}" for k, v in kw.items()
-                                                                        if k in ("outcome", "rotation", "flagged", "unrecovered", "tested")))
-        return e
-
-    def run(self, accept_budget, resume=False):
-        from training.checkpoint import newest_good_checkpoint
-
-        self.out.mkdir(parents=True, exist_ok=True)
-        k, sigma = self.calib["k"], self.calib["sigma"]
-        log_path = self.out / "decisions.jsonl"
-        if resume:
-            path, payload = newest_good_checkpoint(self.out, log=self.log)
-            if payload is None:
-                raise DataError(f"{self.out}: nothing to resume from")
-            self.restore(payload)
-            self.state = copy.deepcopy(payload["state"])
-            self.rollback = payload
-            dlog = DecisionLog(log_path, keep_until=payload["log_seq"])
-            self.log(f"resumed from {path.name}: {len(self.state['accepted'])} shards accepted")
-        else:
-            if log_path.exists():
-                log_path.unlink()
-            dlog = DecisionLog(log_path)
-            self.ref = self.measure_fn(self.trainer.model, self.history)
-            e = self.event(dlog, "start", losses=self.ref, k=k, sigma=sigma, manifest=self.manifest["name"])
-            self.checkpoint(e["seq"])
-        while len(self.state["accepted"]) < accept_budget:
-            sid = self.next_shard(dlog)
-            if sid is None:
-                break
-            loss, n = self.train_shard(sid)
-            after = self.measure_fn(self.trainer.model, self.history)
-            flagged = rises(self.ref, after, sigma, k)
-            self.event(dlog, "measure", shard=sid, train_loss=loss, updates=n, losses=after,
-                       deltas={d: after[d] - self.ref[d] for d in after}, flagged=flagged)
-            if not flagged:
-                self.state["accepted"].append(sid)
-                self.ref = after
-                self.checkpoint(self.event(dlog, "accept", shard=sid)["seq"])
-                continue
-            rec = self.next_shard(dlog)  # the recovery test: one more shard from the flagged state
-            if rec is not None:
-                loss2, n2 = self.train_shard(rec)
-                after2 = self.measure_fn(self.trainer.model, self.history)
-                still = rises(self.ref, after2, sigma, k, flagged)
-                self.event(dlog, "recovery", shard=rec, tested=sid, train_loss=loss2, updates=n2, losses=after2,
-                           deltas={d: after2[d] - self.ref[d] for d in after2}, unrecovered=still)
-                if not still:
-                    self.state["accepted"] += [sid, rec]
-                    self.ref = after2
-                    self.event(dlog, "accept", shard=sid, note="recovered")
-                    self.checkpoint(self.event(dlog, "accept", shard=rec)["seq"])
-                    continue
-            # unrecovered rise (or nothing left to test recovery with): roll back, retry later
-            self.restore(self.rollback)
-            self.event(dlog, "rollback", shard=sid, to_step=self.step)
-            if rec is not None:
-                self.state["pending"].insert(0, rec)
-                self.event(dlog, "return_front", shard=rec)
-            self.state["rejections"][sid] = self.state["rejections"].get(sid, 0) + 1
-            outcome = "deferred" if self.state["rejections"][sid] == 1 else "quarantined"
-            (self.state["next_rotation"] if outcome == "deferred" else self.state["quarantined"]).append(sid)
-            self.checkpoint(self.event(dlog, "reject", shard=sid, outcome=outcome, flagged=flagged)["seq"])
-        return dlog
-
-    def decay(self, dlog, updates, decay_shards=4):
-        """Linear decay to zero on the last accepted shards only."""
-        from loaders.batches import MicrobatchLoader
-        from loaders.packers import Packer
-
-        acc = self.state["accepted"][-decay_shards:]
-        if not acc or updates <= 0:
-            return None
-        docs = [i for sid in acc for i in shard_docs(self.shards[sid])]
-        loader = MicrobatchLoader(Packer(self.stream.subset(docs), "original", self.cfg.context + 1, self.cfg.buffer),
-                                  self.cfg.micro_rows, device=self.device)
-        for i in range(updates):
-            self.trainer.update(loader, self.step, self.cfg.updates, lr_mult=1.0 - i / updates)
-            self.step += 1
-        after = self.measure_fn(self.trainer.model, self.history)
-        return self.event(dlog, "decay", updates=updates, shards_used=acc, losses=after)
+DEFAULTS = {"shard_tokens": 1500, "warmup_shards": 6, "sigma_shards": 10, "held_out_shards": 12, "candidates": 14,
+            "decay_shards": 2, "harmful_shards": 1, "per_domain": 12, "pool_seed": 1003}
 
 
-def setup(cfg):
-    from corpus.layout import Layout, default_data_dir
-    from corpus.tokenizer import load_token_bytes
-    from loaders.stream import open_split
-
-    dd = cfg.data_dir or str(default_data_dir())
-    lay = Layout(dd, cfg.source)
-    train = open_split(dd, cfg.source, "train")
-    val = open_split(dd, cfg.source, "val")
-    controls = build_controls(val, source_labels(lay, "val"), cfg.context)
-    return lay, train, source_labels(lay, "train"), controls, load_token_bytes(lay.tokenizer)
-
-
-def main(argv=None):
+# ---- programmatic use ----------------------------------------------------------------------
+def load_config(config=None, overrides=()):
     from training.config import resolve_config
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["calibrate", "run", "return", "reconstruct"])
-    ap.add_argument("shard", nargs="?", help="with `return`: the quarantined shard")
-    ap.add_argument("--config", default=None)
-    ap.add_argument("--set", nargs="*", default=[], help="key=value config overrides")
-    ap.add_argument("--out", default="runs/queue")
-    ap.add_argument("--shard-tokens", type=int, default=20000, help="tokens per document-aligned shard")
-    ap.add_argument("--calibration-shards", type=int, default=10, help="homogeneous shards for calibration (stage A)")
-    ap.add_argument("--warmup-shards", type=int, default=4, help="shards trained before calibration starts measuring")
-    ap.add_argument("--calibration-source", default=None, help="source label of the homogeneous shards (default: the commonest)")
-    ap.add_argument("--accept", type=int, default=12, help="stop after this many accepted shards (the budget)")
-    ap.add_argument("--pool-factor", type=float, default=1.5,
-                    help="candidate shards per budgeted shard (the proposal's example: 1.5)")
-    ap.add_argument("--decay-updates", type=int, default=4)
-    ap.add_argument("--poison", type=int, default=0, help="add N shards of uniformly random tokens to the pool (a known-bad source)")
-    ap.add_argument("--poison-tokens", type=int, default=None, help="tokens per poison shard (default: --shard-tokens)")
-    ap.add_argument("--seed", type=int, default=1003, help="rotation order seed")
-    ap.add_argument("--resume", action="store_true")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    a = ap.parse_args(argv)
-    out = Path(a.out)
-    try:
-        if a.command == "reconstruct":
-            man = json.loads((out / "rotation.json").read_text())
-            events = read_log(out / "decisions.jsonl")
-            st = reconstruct(man["order"], events)
-            last = events[-1]["queue"]
-            same = {k: st[k] for k in ("pending", "next_rotation", "quarantined", "accepted")} == \
-                   {k: last[k] for k in ("pending", "next_rotation", "quarantined", "accepted")}
-            print(f"accepted {st['accepted']}\nnext rotation {st['next_rotation']}\nquarantined {st['quarantined']}\n"
-                  f"rejections {st['rejections']}\nreturns {st['returns']}")
-            print(f"{len(events)} events; reconstruction {'matches' if same else 'DIFFERS FROM'} the logged final state")
-            return 0 if same else 1
-        if a.command == "return":
-            return return_from_quarantine(out, a.shard)
-        cfg = resolve_config(a.config, a.set)
-        out.mkdir(parents=True, exist_ok=True)
-        lay, train, labels, controls, tb = setup(cfg)
-        if a.command == "calibrate":
-            res = run_calibration(cfg, train, labels, controls, tb, a, out)
-            print(f"sigma {res['sigma']}  k {res['k']}  false-rejection rates {res['false_rejection_rates']}")
-            return 0
-        calib_path = out / "calibration.json"
-        if not calib_path.exists():
-            raise DataError(f"{calib_path}: run `calibrate` first (the rule is fixed before the queue runs)")
-        calib = json.loads(calib_path.read_text())
-        stream, labels, poison = with_poison(train, labels, a.poison, a.poison_tokens or a.shard_tokens, cfg.vocab, a.seed)
-        rot_path = out / "rotation.json"
-        used = set(calib["used_documents"])
-        pool = [i for i in range(train.n) if i not in used]
-        if rot_path.exists():
-            man = load_rotation(rot_path, stream)
-        else:
-            man = build_rotation(stream, labels, a.shard_tokens, a.seed, "pool", docs=pool)
-            keep = set(man["order"][: max(1, int(a.pool_factor * a.accept + 0.5) - len(poison))])
-            man["shards"] = [sh for sh in man["shards"] if sh["id"] in keep]
-            man["order"] = [sid for sid in man["order"] if sid in keep]
-            if poison:
-                man = merge_rotations("rotation-v1", a.seed, man,
-                                      build_rotation(stream, labels, a.shard_tokens, a.seed, "poison", docs=poison, prefix="p"))
-            save_rotation(rot_path, man)
-        runner = QueueRunner(cfg, stream, man, controls, tb, calib, out, a.device)
-        runner.trainer.load_state_dict(torch.load(out / "calibrated_state.pt", weights_only=False))
-        runner.step = calib["step"]
-        dlog = runner.run(a.accept, resume=a.resume)
-        runner.decay(dlog, a.decay_updates)
-        runner.event(dlog, "done")
-        st = runner.state
-        atomic_write_json(out / "queue_summary.json", {"state": st, "calibration": calib, "manifest": man["name"]})
-        print(f"accepted {len(st['accepted'])}, deferred {len(st['next_rotation'])}, quarantined {st['quarantined']}, "
-              f"rejections {st['rejections']}")
-        return 0
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    for ov in overrides:
+        if "=" not in ov:
+            raise DataError(f"override {ov!r} is not of the form key=value")
+    return resolve_config(config, list(overrides))
 
 
-def with_poison(train, labels, n_poison, shard_tokens, vocab, seed):
-    """The pool plus n_poison documents of uniformly random tokens, one shard's worth each (label 'poison')."""
-    if not n_poison:
-        return train, labels, []
-    import numpy as np
+def score(model, world, cfg=None):
+    """{"official": BPB, "control": {domain: BPB}, "selection": {domain: BPB}} of a model."""
+    from eval.official import row_statistics, scores
 
-    from loaders.stream import DocumentStream
-
-    rng = np.random.default_rng(seed + 1)
-    arrays, which, starts = train.tokens
-    body = rng.integers(0, vocab - 4, size=(n_poison, shard_tokens)).astype(np.int64)
-    body[:, 0] = train.bos
-    arr = body.reshape(-1)
-    s = DocumentStream(np.concatenate([train.lengths, np.full(n_poison, shard_tokens)]),
-                       np.append(train.refills, train.n + n_poison),
-                       (list(arrays) + [arr], np.concatenate([which, np.full(n_poison, len(arrays))]),
-                        np.concatenate([starts, np.arange(n_poison) * shard_tokens])),
-                       bos=train.bos, name=f"{train.name}+poison{n_poison}")
-    return s, list(labels) + ["poison"] * n_poison, list(range(train.n, train.n + n_poison))
+    cfg = cfg or world.cfg
+    stats = row_statistics(model, world.val, world.token_bytes, cfg.eval_batches, cfg.eval_rows, cfg.context + 1,
+                              world.device)
+    return {"official": scores(stats)["bpb"],
+            "control": measure(model, world.sets["control"], world.token_bytes, world.device),
+            "selection": measure(model, world.sets["selection"], world.token_bytes, world.device)}
 
 
-def run_calibration(cfg, train, labels, controls, tb, a, out):
-    """Stage A: warm-up shards, then calibration shards of one source; sigma_d and k from the latter.
-
-    The model state at the end is where the queue starts, so sigma is measured at the
-    training stage the rule is applied in.
-    """
-    from collections import Counter
-
-    from corpus.atomic import atomic_write_bytes
-
-    src = a.calibration_source or Counter(labels).most_common(1)[0][0]
-    n = a.warmup_shards + a.calibration_shards
-    docs, tok = [], 0
-    for i, lab in enumerate(labels):  # just enough documents of one source (none longer than a shard) for stage A
-        if lab == src and train.lengths[i] <= a.shard_tokens and tok < n * a.shard_tokens:
-            docs.append(i)
-            tok += int(train.lengths[i])
-    man = build_rotation(train, labels, a.shard_tokens, a.seed, "calibration", docs=docs, prefix="c")
-    runner = QueueRunner(cfg, train, man, controls, tb, {"k": 0, "sigma": {}}, out, a.device)
-    losses = []
-    for j, s in enumerate(man["shards"]):
-        if j == a.warmup_shards:
-            losses.append(runner.measure_fn(runner.trainer.model, runner.history))
-        runner.train_shard(s["id"])
-        if j >= a.warmup_shards:
-            losses.append(runner.measure_fn(runner.trainer.model, runner.history))
-    if len(losses) < 3:
-        raise DataError(f"source {src!r} has too few documents for {a.calibration_shards} calibration shards")
-    res = calibrate(losses)
-    res.update({"source": src, "losses": losses, "warmup_shards": a.warmup_shards,
-                "shards": [s["id"] for s in man["shards"]], "used_documents": docs, "step": runner.step})
-    import io
-
-    buf = io.BytesIO()
-    torch.save(runner.trainer.state_dict(), buf)
-    atomic_write_bytes(out / "calibrated_state.pt", buf.getvalue())
-    atomic_write_json(out / "calibration.json", res)
-    return res
-
-
-def return_from_quarantine(out, shard):
-    """Log one return of a quarantined shard to the next rotation (allowed once per shard)."""
+def score_checkpoint(path, calibration_dir, device="cpu"):
+    """score() of a queue checkpoint file (ckpt_*.pt, final.pt or calibrated_state.pt)."""
     from training.checkpoint import load_checkpoint
+    from training.trainer import build_model
 
+    cfg, world, _, _ = open_calibration(calibration_dir, device)
+    p = load_checkpoint(path)
+    model = build_model(cfg, device)
+    model.load_state_dict(p["trainer"]["model"])
+    return score(model, world, cfg)
+
+
+def _write_state(path, payload):
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    atomic_write_bytes(path, buf.getvalue())
+    return sha256_file(path)
+
+
+def _read_state(path, want_sha):
+    if not Path(path).exists():
+        raise DataError(f"{path}: not found")
+    if sha256_file(path) != want_sha:
+        raise DataError(f"{path}: SHA256 does not match calibration.json (changed or truncated)")
+    return torch.load(path, weights_only=False)
+
+
+def calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=print, fresh=False):
+    """Stage A; writes config.json, pool.json, calibration_plan.json, calibration.json and
+    calibrated_state.pt into `out`. Returns the calibration record (rec["ok"] False: failed)."""
+    from tqdm import tqdm
+
+    from training.checkpoint import rng_states
+    from training.trainer import Trainer
+
+    s = {**DEFAULTS, **(settings or {})}
+    out = Path(out)
+    if (out / "calibration.json").exists() or (out / "decisions.jsonl").exists():
+        if not fresh:
+            raise DataError(f"{out}: holds an earlier calibration or run; use another folder or --fresh "
+                            f"(moves the old contents aside)")
+        move_aside(out, None)
+    cfg = load_config(config, overrides)
+    world = World(cfg, device, s["per_domain"])
+    n_cal = s["warmup_shards"] + s["sigma_shards"] + s["held_out_shards"] + 1
+    pool = build_pool(world, s["shard_tokens"], s["pool_seed"], n_cal, s["candidates"], s["decay_shards"],
+                      s["harmful_shards"])
+    atomic_write_json(out / "config.json", cfg.to_dict())
+    save_rotation(out / "pool.json", pool)
+    plan = {"k_grid": list(K_GRID), "frac_grid": list(FRAC_GRID), "target": TARGET, "settings": s,
+            "rule": "first grid point (k ascending, then frac as listed) with held-out rate < target",
+            "recalibration": "none during a run (no schedule is set); a new calibration is a new folder",
+            "calibration_source": pool["calibration_source"], "shards": pool["calibration"]}
+    atomic_write_json(out / "calibration_plan.json", plan)
+    shards = {x["id"]: x for x in pool["shards"]}
+    trainer = Trainer(cfg, device)
+    step, targets, states = 0, 0, []
+    bar = tqdm(pool["calibration"], desc="calibration shards", unit="shard", file=sys.stderr)
+    for j, sid in enumerate(bar):
+        if j == s["warmup_shards"]:
+            states.append(measure(trainer.model, world.sets["control"], world.token_bytes, device))
+        x, y = shard_rows(shard_tokens(world.stream, shard_docs(shards[sid])), cfg.context, world.bos)
+        loss, n, t = train_rows(trainer, x, y, step, cfg.updates, cfg.micro_rows, cfg.accum, 1.0)
+        step, targets = step + n, targets + t
+        if j >= s["warmup_shards"]:
+            states.append(measure(trainer.model, world.sets["control"], world.token_bytes, device))
+            bar.set_postfix(loss=f"{loss:.3f}")
+    ns = s["sigma_shards"]
+    rec = calibrate_rule(states[: ns + 1], states[ns:])
+    sha = _write_state(out / "calibrated_state.pt", {"trainer": trainer.state_dict(), "rng": rng_states(),
+                                                    "step": step, "targets": targets, "ref": states[-1]})
+    rec.update({"plan": plan, "states": states, "seed": cfg.seed, "step": step, "targets": targets,
+                "state_sha256": sha, "pool_sha256": load_rotation(out / "pool.json")["_sha256"],
+                "sigma_shards": pool["calibration"][s["warmup_shards"]: s["warmup_shards"] + ns],
+                "held_out_shards": pool["calibration"][s["warmup_shards"] + ns:]})
+    atomic_write_json(out / "calibration.json", rec)
+    return rec
+
+
+def open_calibration(calibration_dir, device="cpu"):
+    """(cfg, world, pool, calibration record) of a calibration folder, verified."""
+    from training.config import resolve_config
+
+    d = Path(calibration_dir)
+    if not (d / "calibration.json").exists():
+        raise DataError(f"{d / 'calibration.json'}: not found; run `calibrate` first (the rule is fixed before the queue runs)")
+    calib = json.loads((d / "calibration.json").read_text())
+    if not calib.get("ok"):
+        raise DataError(f"{d / 'calibration.json'}: the calibration failed ({calib.get('reason')})")
+    cfg_d = json.loads((d / "config.json").read_text())
+    cfg = resolve_config(None, [f"{k}={v}" for k, v in cfg_d.items()])
+    pool = load_rotation(d / "pool.json")
+    if pool["_sha256"] != calib["pool_sha256"]:
+        raise DataError(f"{d / 'pool.json'}: not the pool this calibration was made on")
+    world = World(cfg, device, calib["plan"]["settings"]["per_domain"])
+    from harmful import with_shuffled_copies
+
+    world.stream, world.labels_all, copies = with_shuffled_copies(world.train, world.labels,
+                                                                  pool["harmful"]["source_documents"], pool["seed"] + 7)
+    if copies != pool["harmful"]["copies"]:
+        raise DataError(f"{d / 'pool.json'}: the harmful source does not rebuild identically")
+    return cfg, world, pool, calib
+
+
+def start_state(cfg, world, pool, calib, calibration_dir, seed, out):
+    """The state the queue starts from: the calibrated one for the calibration seed; for another
+    seed, a model initialised with that seed and trained on the same calibration shards."""
+    if seed == calib["seed"]:
+        return _read_state(Path(calibration_dir) / "calibrated_state.pt", calib["state_sha256"])
+    from training.checkpoint import rng_states
+    from training.trainer import Trainer
+
+    cache = Path(out) / "start_state.pt"
+    if cache.exists():
+        return torch.load(cache, weights_only=False)
+    cfg2 = type(cfg)(**{**cfg.to_dict(), "seed": seed})
+    trainer = Trainer(cfg2, world.device)
+    shards = {x["id"]: x for x in pool["shards"]}
+    step, targets = 0, 0
+    for sid in pool["calibration"]:
+        x, y = shard_rows(shard_tokens(world.stream, shard_docs(shards[sid])), cfg.context, world.bos)
+        _, n, t = train_rows(trainer, x, y, step, cfg.updates, cfg.micro_rows, cfg.accum, 1.0)
+        step, targets = step + n, targets + t
+    st = {"trainer": trainer.state_dict(), "rng": rng_states(), "step": step, "targets": targets}
+    _write_state(cache, st)
+    return st
+
+
+def move_aside(out, keep):
+    """Move a previous run's files into out/previous/<time>/ (never delete them)."""
+    out = Path(out)
+    dest = out / "previous" / time.strftime("%Y%m%dT%H%M%S")
+    names = RUN_FILES if keep == "calibration" else ("*",)
+    moved = []
+    for pat in names:
+        for p in sorted(out.glob(pat)):
+            if p.name in ("previous", ".lock"):
+                continue
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(p), str(dest / p.name))
+            moved.append(p.name)
+    return dest, moved
+
+
+def run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, budget_targets=None,
+        rotation_shards=6, branch_check=True, resume=False, fresh=False, device="cpu", log=print, report=True):
+    """One queue run (any policy) to the end, decay and scores included; returns the summary dict
+    (also written to out/queue_summary.json). The same calibration folder gives every arm the same
+    pool, control/selection sets, decay shards and (for the same seed) start state."""
+    from training.checkpoint import set_rng_states
+
+    out = Path(out)
+    calibration_dir = Path(calibration_dir or out)
+    log_path = out / "decisions.jsonl"
+    if resume and not log_path.exists():
+        raise DataError(f"{log_path}: nothing to resume")
+    if not resume and (log_path.exists() or list(out.glob("ckpt_*.pt"))):
+        if not fresh:
+            raise DataError(f"{out}: holds an earlier run (decisions.jsonl); use --resume, another folder, or --fresh "
+                            f"(moves the old run aside)")
+        dest, moved = move_aside(out, "calibration")
+        log(f"moved the earlier run ({len(moved)} files) to {dest}")
+    cfg, world, pool, calib = open_calibration(calibration_dir, device)
+    seed = calib["seed"] if seed is None else seed
+    cfg = type(cfg)(**{**cfg.to_dict(), "seed": seed})
+    if budget_targets is None:
+        budget_targets = int(0.6 * sum(s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]))
+    runner = QueueRunner(cfg, world, pool, calib, out, policy, seed, reject_rate, rotation_shards, budget_targets,
+                         branch_check, log=log)
+    if resume:
+        done = [r for r in read_log(log_path, log=lambda s: None) if r["event"] == "done"]
+        if done and (out / "queue_summary.json").exists():
+            log(f"{out}: this run has finished; nothing to resume")
+            return json.loads((out / "queue_summary.json").read_text())
+        runner.run(resume=True)
+    else:
+        st = start_state(cfg, world, pool, calib, calibration_dir, seed, out)
+        runner.trainer.load_state_dict(st["trainer"])
+        set_rng_states(st["rng"])
+        runner.step, runner.targets = st["step"], st["targets"]
+        runner.run()
+    recs = read_log(log_path, log=lambda s: None)
+    if not any(r["event"] == "done" for r in recs):
+        runner.decay(lambda m: score(m, world, cfg))
+        recs = read_log(log_path, log=lambda s: None)
+    summary = summarize(recs, calib, pool, out)
+    atomic_write_json(out / "queue_summary.json", summary)
+    if report:
+        from queue_report import write_report
+
+        write_report(out, recs, calib, pool, summary)
+    return summary
+
+
+def summarize(recs, calib, pool, out):
+    from queue_report import screen_agreement
+
+    st = recs[-1]["queue"]
+    decay = [r for r in recs if r["event"] == "decay"]
+    trains = [r for r in recs if r["event"] == "train"]
+    shards = {s["id"]: s for s in pool["shards"]}
+    acc_targets = sum(r["targets"] for r in trains if r["shard"] in st["accepted"] and r["role"] != "branch")
+    start = recs[0]
+    return {"policy": start["policy"], "seed": start["seed"], "reject_rate": start["reject_rate"],
+            "run_id": start["run_id"], "accepted": st["accepted"], "quarantined": st["quarantined"],
+            "deferred_pending": st["next_rotation"], "undecided": st["undecided"], "rejections": st["rejections"],
+            "returns": st["returns"], "rotations": st["rotation"],
+            "accepted_tokens": sum(shards[s]["tokens"] for s in st["accepted"]),
+            "spent": recs[-1].get("spent") or {}, "final": decay[-1]["scores"] if decay else None,
+            "start_losses": start["losses"], "calibration": {k: calib.get(k) for k in ("k", "frac", "sigma")},
+            "curve": [{"shard": r["shard"], "role": r["role"], "history_targets": r["history_targets"],
+                       "spent_targets": r["spent_targets"], "losses": r["losses"]} for r in trains],
+            "screen": screen_agreement(recs), "accepted_records_targets": acc_targets,
+            "harmful_accepted": [s for s in st["accepted"] if shards[s]["sources"].get("shuffled")
+                                 and not st["returns"].get(s)]}
+
+
+def return_from_quarantine(out, shard, log=print):
+    """One return of a quarantined shard to the next rotation; needs its inspection with no cause found."""
+    from queue_state import apply
+
+    from training.checkpoint import load_checkpoint, save_checkpoint
+
+    out = Path(out)
     if not shard:
         raise DataError("give the shard id to return")
-    ckpts = sorted(Path(out).glob("ckpt_*.pt"))
-    if not ckpts:
-        raise DataError(f"{out}: no queue checkpoint")
-    payload = load_checkpoint(ckpts[-1])
-    st = payload["state"]
+    recs = read_log(out / "decisions.jsonl", repair=True, log=log)
+    run_id = recs[0]["run_id"]
+    insp = [r for r in recs if r["event"] == "inspect" and r.get("shard") == shard]
+    st = recs[-1]["queue"]
     if shard not in st["quarantined"]:
         raise DataError(f"{shard} is not in quarantine (quarantined: {', '.join(st['quarantined']) or 'none'})")
     if st["returns"].get(shard, 0) >= 1:
         raise DataError(f"{shard} has already returned from quarantine once")
-    st["quarantined"].remove(shard)
-    st["returns"][shard] = st["returns"].get(shard, 0) + 1
-    st["next_rotation"].append(shard)
-    dlog = DecisionLog(out / "decisions.jsonl")
-    e = dlog.write({"event": "return", "shard": shard, "time": time.time(), "queue": st})
-    from training.checkpoint import save_checkpoint
+    if not insp or not (out / "inspection" / f"{shard}.json").exists():
+        raise DataError(f"{shard}: no inspection report (inspection/{shard}.json); a return needs one")
+    found = json.loads((out / "inspection" / f"{shard}.json").read_text())
+    if found.get("cause_found"):
+        raise DataError(f"{shard}: its inspection found a cause ({'; '.join(found['causes'])}); it stays in quarantine")
+    ckpts = sorted(out.glob("ckpt_*.pt"))
+    if not ckpts:
+        raise DataError(f"{out}: no queue checkpoint")
+    payload = load_checkpoint(ckpts[-1])
+    if payload.get("run_id") != run_id or payload["log_seq"] != len(recs):
+        raise DataError(f"{ckpts[-1]}: not the newest state of run {run_id} (log has {len(recs)} records)")
+    rec = {"seq": len(recs) + 1, "event": "return", "shard": shard, "time": round(time.time(), 3), "run_id": run_id,
+           "inspection": f"inspection/{shard}.json"}
+    rec["queue"] = apply(st, rec)
+    payload.update(state=rec["queue"], log_seq=rec["seq"], records=[rec])
+    save_checkpoint(out, rec["seq"], payload, keep=0)
+    from decision_log import DecisionLog
 
-    save_checkpoint(out, e["seq"], {**payload, "state": st, "log_seq": e["seq"]}, keep=3)
-    print(f"{shard} returns to the next rotation (logged as event {e['seq']})")
+    DecisionLog(out / "decisions.jsonl", seq=len(recs)).write(rec)
+    log(f"{shard} returns to the next rotation (record {rec['seq']})")
     return 0
+
+
+# ---- command line ----------------------------------------------------------------------------------
+def main(argv=None):
+    from corpus.runlock import FolderLocked, folder_lock
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["calibrate", "run", "dose", "return", "reconstruct"])
+    ap.add_argument("shard", nargs="?", help="with `return`: the quarantined shard (nothing else takes a word)")
+    ap.add_argument("--config", default=None, help="training config JSON (calibrate)")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides (calibrate)")
+    ap.add_argument("--out", default="runs/queue", help="queue folder (default runs/queue)")
+    ap.add_argument("--calibration", default=None, help="calibration folder for run/dose (default: --out)")
+    for k, v in DEFAULTS.items():
+        ap.add_argument(f"--{k.replace('_', '-')}", type=int, default=v, help=f"calibrate: {k.replace('_', ' ')} (default {v})")
+    ap.add_argument("--policy", choices=POLICIES, default="queue", help="run: queue (the rule), plain, random")
+    ap.add_argument("--reject-rate", type=float, default=0.0, help="run --policy random: rejection probability")
+    ap.add_argument("--seed", type=int, default=None, help="run: model init and in-rotation order (default: calibration's)")
+    ap.add_argument("--budget-targets", type=int, default=None, help="run: stop after this many accepted targets")
+    ap.add_argument("--rotation-shards", type=int, default=6, help="run: a rotation boundary every N shards")
+    ap.add_argument("--no-branch-check", action="store_true", help="run: skip the branch check of first-rotation rejections")
+    ap.add_argument("--resume", action="store_true", help="run: continue an interrupted run")
+    ap.add_argument("--fresh", action="store_true", help="calibrate/run: move an earlier run in --out aside first")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    try:
+        if a.shard is not None and a.command != "return":
+            raise DataError(f"unexpected argument {a.shard!r}: `{a.command}` takes no shard"
+                            + ("; give config overrides as --set key=value" if "=" in a.shard else ""))
+        if a.command == "return" and a.shard and "=" in a.shard:
+            raise DataError(f"{a.shard!r} is not a shard id")
+        if a.command == "reconstruct":
+            from log_replay import reconstruct_folder
+
+            return reconstruct_folder(out)
+        with folder_lock(out, f"queue {a.command}"):
+            if a.command == "return":
+                return return_from_quarantine(out, a.shard)
+            if a.command == "calibrate":
+                s = {k: getattr(a, k) for k in DEFAULTS}
+                rec = calibrate(out, a.config, a.set, s, a.device, fresh=a.fresh)
+                if not rec["ok"]:
+                    print(f"error: calibration failed: {rec['reason']}", file=sys.stderr)
+                    return 1
+                print(f"calibrated: k={rec['k']} frac={rec['frac']} held-out false rejections "
+                      f"{rec['false_rejections']}/{rec['transitions']} (95% upper bound {rec['upper95']:.3f}); "
+                      f"sigma {', '.join(f'{d}={v:.4f}' for d, v in rec['sigma'].items())}")
+                return 0
+            if a.command == "dose":
+                from dose import dose_response
+
+                dose_response(out, a.calibration or "runs/queue", device=a.device)
+                return 0
+            summary = run(out, a.calibration, a.policy, a.seed, a.reject_rate, a.budget_targets, a.rotation_shards,
+                          not a.no_branch_check, a.resume, a.fresh, a.device)
+            print(f"accepted {len(summary['accepted'])} shards ({summary['accepted_tokens']} targets), quarantined "
+                  f"{summary['quarantined']}, rejections {summary['rejections']}; report: {out / 'report.md'}")
+            if summary["harmful_accepted"]:
+                print(f"error: harmful shard(s) {summary['harmful_accepted']} ended accepted without a return", file=sys.stderr)
+                return 1
+            return 0
+    except (DataError, FolderLocked) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,423 @@
+"""The queue runner: train a whole shard, measure, and decide under a policy.
+
+Policies (one code path, a switch at the decision only):
+  queue   the measured rule (rejection_rule.py): flag a rise above k*sigma_d, judge it after
+          one recovery shard, roll back an unrecovered rise
+  plain   no measurement-driven decision: every shard is accepted in (seeded) order
+  random  a shard is "flagged" with probability reject_rate by an RNG seeded with (seed,
+          position), and then rejected with the queue's own mechanics (recovery shard,
+          rollback, return to the front, deferral, quarantine)
+
+One step = one shard trained (or one decision): its records are applied to the state,
+a checkpoint holding the model, both optimizers, RNG, step, state and the step's records
+is written, and only then are the records appended to the log.
+"""
+import copy
+import hashlib
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from control_domains import measure, rows_bpb
+from decision_log import DecisionLog, read_log
+from queue_state import apply, initial_state
+from rejection_rule import judge, rises
+from shard_packing import shard_rows, shard_tokens, update_batches
+from shard_rotation import save_rotation, shard_docs
+
+from corpus.errors import DataError
+
+POLICIES = ("queue", "plain", "random")
+KEEP = 3
+
+
+def params_sha256(model):
+    h = hashlib.sha256()
+    for k, v in sorted(model.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if v.numel() else b"")
+    return h.hexdigest()
+
+
+def train_rows(trainer, x, y, step, updates, micro_rows, accum, lr_mult):
+    """Optimizer updates over rows (x, y), each token weighted equally within its update.
+
+    Returns (mean loss per target, updates, targets)."""
+    from training.optim import apply_schedules
+
+    cfg = trainer.cfg
+    nats, targets, n_up = 0.0, 0, 0
+    for i, mbs in enumerate(update_batches(x, y, micro_rows, accum)):
+        mult = lr_mult(i) if callable(lr_mult) else lr_mult
+        apply_schedules(trainer.adamw, trainer.muon, step + i, updates, cfg.weight_decay, mult)
+        valid = sum(int((yy >= 0).sum()) for _, yy in mbs)
+        total = torch.zeros((), dtype=torch.float64)
+        for xx, yy in mbs:
+            loss = trainer.fwd(torch.as_tensor(xx), torch.as_tensor(yy), reduction="none").sum()
+            (loss / valid).backward()
+            total += loss.detach().double()
+        trainer.adamw.step()
+        trainer.muon.step()
+        trainer.model.zero_grad(set_to_none=True)
+        if not np.isfinite(total.item()):
+            raise RuntimeError(f"loss became {total.item()} at update {step + i}")
+        nats, targets, n_up = nats + total.item(), targets + valid, n_up + 1
+    return nats / max(targets, 1), n_up, targets
+
+
+class QueueRunner:
+    def __init__(self, cfg, world, pool, calib, out, policy="queue", seed=None, reject_rate=0.0, rotation_shards=6,
+                 budget_targets=None, branch_check=True, measure_fn=None, log=print, run_id=None):
+        from training.trainer import Trainer
+
+        if policy not in POLICIES:
+            raise DataError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
+        if policy == "random" and not 0 < reject_rate < 1:
+            raise DataError(f"policy random needs 0 < reject_rate < 1 (got {reject_rate})")
+        self.cfg, self.world, self.pool, self.calib, self.out = cfg, world, pool, calib, Path(out)
+        self.policy, self.seed, self.reject_rate = policy, cfg.seed if seed is None else seed, reject_rate
+        self.rotation_shards, self.budget, self.branch = rotation_shards, budget_targets, branch_check
+        self.log = log
+        self.shards = {s["id"]: s for s in pool["shards"]}
+        self.trainer = Trainer(cfg, world.device)
+        self.measure_fn = measure_fn or (lambda model: measure(model, world.sets["control"], world.token_bytes,
+                                                              world.device))
+        self.state = initial_state(pool["order"])
+        self.step, self.targets, self.spent = 0, 0, {"updates": 0, "targets": 0, "seconds": 0.0}
+        self.ref, self.rollback, self.seq, self.run_id = None, None, 0, run_id or uuid.uuid4().hex[:12]
+        self._pool_bpb = {}
+        self._rows_cache = {}
+
+    # ---- model ---------------------------------------------------------------------
+    def rows(self, sid):
+        if sid not in self._rows_cache:
+            toks = shard_tokens(self.world.stream, shard_docs(self.shards[sid]))
+            self._rows_cache[sid] = shard_rows(toks, self.cfg.context, self.world.bos)
+        return self._rows_cache[sid]
+
+    def train_shard(self, sid, lr_mult=1.0, total_updates=None):
+        x, y = self.rows(sid)
+        t0 = time.time()
+        loss, n, targets = train_rows(self.trainer, x, y, self.step, total_updates or self.cfg.updates,
+                                      self.cfg.micro_rows, self.cfg.accum, lr_mult)
+        sec = time.time() - t0
+        self.step += n
+        self.targets += targets
+        self.spent["updates"] += n
+        self.spent["targets"] += targets
+        self.spent["seconds"] += sec
+        return {"train_loss": loss, "updates": n, "targets": targets, "seconds": round(sec, 3)}
+
+    def screen(self, sid):
+        """Forward-only screen: the model's BPB on the shard minus its BPB on the pool sample."""
+        key = params_sha256(self.trainer.model)
+        if key not in self._pool_bpb:
+            x, y = self.pool_sample()
+            self._pool_bpb = {key: rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device)}
+        x, y = self.rows(sid)
+        b = rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device)
+        return {"shard_bpb": b, "pool_bpb": self._pool_bpb[key], "score": b - self._pool_bpb[key]}
+
+    def pool_sample(self, n_rows=32):
+        if not hasattr(self, "_pool_sample"):
+            ids = [s for s in self.pool["order"] if not self.shards[s]["sources"].get("shuffled")]
+            rng = np.random.default_rng(self.pool["seed"] + 5)
+            xs, ys = [], []
+            for sid in ids:
+                x, y = self.rows(sid)
+                xs.append(x[:-1])  # full rows only
+                ys.append(y[:-1])
+            x, y = np.concatenate(xs), np.concatenate(ys)
+            pick = np.sort(rng.choice(len(x), size=min(n_rows, len(x)), replace=False))
+            self._pool_sample = (x[pick], y[pick])
+        return self._pool_sample
+
+    def snapshot(self):
+        from training.checkpoint import rng_states
+
+        return {"trainer": copy.deepcopy(self.trainer.state_dict()), "rng": rng_states(), "step": self.step,
+                "targets": self.targets, "ref": dict(self.ref), "params_sha256": params_sha256(self.trainer.model)}
+
+    def restore(self, snap):
+        from training.checkpoint import set_rng_states
+
+        self.trainer.load_state_dict(copy.deepcopy(snap["trainer"]))
+        set_rng_states(snap["rng"])
+        self.step, self.targets, self.ref = snap["step"], snap["targets"], dict(snap["ref"])
+        got = params_sha256(self.trainer.model)
+        if got != snap["params_sha256"]:
+            raise RuntimeError("rollback did not restore the parameters bitwise")
+        return got
+
+    # ---- records, checkpoints ---------------------------------------------------------
+    def record(self, event, **kw):
+        sid = kw.get("shard")
+        rec = {"seq": self.seq + 1, "event": event, "time": round(time.time(), 3), "run_id": self.run_id, **kw}
+        if sid:
+            rec.update(sha256=self.shards[sid]["sha256"], sources=self.shards[sid]["sources"])
+        self.state = apply(self.state, rec)
+        rec["queue"] = copy.deepcopy(self.state)
+        self.seq += 1
+        self._owed.append(rec)
+        return rec
+
+    def commit(self):
+        """Checkpoint (with the records it owes the log), then append those records."""
+        from training.checkpoint import rng_states, save_checkpoint
+
+        payload = {"trainer": self.trainer.state_dict(), "rng": rng_states(), "step": self.step, "targets": self.targets,
+                   "ref": self.ref, "state": self.state, "log_seq": self.seq, "records": self._owed,
+                   "run_id": self.run_id, "spent": self.spent, "policy": self.policy, "seed": self.seed,
+                   "rollback": self.rollback if self.state["flagged"] else None, "flag_info": self.flag_info,
+                   "config": self.cfg.to_dict()}
+        save_checkpoint(self.out, self.seq, payload, keep=0)
+        for old in sorted(self.out.glob("ckpt_*.pt"))[:-KEEP]:
+            old.unlink()
+            old.with_suffix(".json").unlink(missing_ok=True)
+        for rec in self._owed:
+            self.dlog.write(rec)
+            self.log(self.describe(rec))
+        self._owed = []
+
+    @staticmethod
+    def describe(rec):
+        bits = [f"[{rec['seq']:>4}] {rec['event']:<12} {rec.get('shard', '')}"]
+        for k in ("role", "outcome", "flagged", "unrecovered", "note", "rotation"):
+            if rec.get(k) not in (None, [], ""):
+                bits.append(f"{k}={rec[k]}")
+        if "deltas" in rec:
+            bits.append("max rise/thr " + " ".join(f"{d[:8]}={rec['deltas'][d]:+.4f}" for d in sorted(rec["deltas"])))
+        return " ".join(bits)
+
+    # ---- the queue -----------------------------------------------------------------------
+    def start_rotation(self, seed_extra=0):
+        """A rotation boundary: carried shards plus the next fresh ones, in an order seeded by (seed, rotation)."""
+        st = self.state
+        n_fresh = min(len(st["fresh"]), max(0, self.rotation_shards - len(st["next_rotation"])))
+        members = list(st["next_rotation"]) + st["fresh"][:n_fresh]
+        if not members:
+            return False
+        r = st["rotation"] + 1
+        rng = np.random.default_rng([self.seed, r])
+        order = [members[j] for j in rng.permutation(len(members))]
+        man = {"name": f"rotation-v{r}", "version": r, "seed": self.seed, "pool_sha256": self.pool["_sha256"],
+               "carried": list(st["next_rotation"]), "order": order,
+               "shards": [self.shards[s] for s in order]}
+        path = self.out / f"rotation_v{r}.json"
+        if path.exists():
+            from shard_rotation import load_rotation
+
+            old = load_rotation(path)
+            old.pop("_sha256")
+            if old != man:
+                raise DataError(f"{path}: an active rotation manifest cannot be changed (it differs from the replay)")
+            digest = (self.out / f"rotation_v{r}.json.sha256").read_text().split()[0]
+        else:
+            digest = save_rotation(path, man)
+        self.record("rotation", rotation=r, order=order, fresh_taken=n_fresh, manifest=path.name, manifest_sha256=digest)
+        return True
+
+    def next_front(self):
+        if not self.state["pending"] and not self.start_rotation():
+            return None
+        return self.state["pending"][0]
+
+    def budget_left(self):
+        acc = sum(self.shards[s]["tokens"] for s in self.state["accepted"])
+        return self.budget is None or acc < self.budget
+
+    def decide(self, position, ref, after):
+        """Flagged domains under the policy."""
+        if self.policy == "plain":
+            return []
+        if self.policy == "random":
+            u = np.random.default_rng([self.seed, 7919, position]).random()
+            return ["random"] if u < self.reject_rate else []
+        return rises(ref, after, self.calib["sigma"], self.calib["k"])
+
+    def measured(self, sid, role, info, after, **kw):
+        ref = self.ref
+        sig, k = self.calib.get("sigma", {}), self.calib.get("k", 0.0)
+        return self.record("train", shard=sid, role=role, **info, losses=after, ref=ref,
+                           deltas={d: after[d] - ref[d] for d in after},
+                           thresholds={d: k * sig[d] for d in after if d in sig}, history_targets=self.targets,
+                           spent_targets=self.spent["targets"], policy=self.policy, **kw)
+
+    def candidate_step(self):
+        sid = self.state["pending"][0]
+        position = self.state["candidates"]
+        scr = self.screen(sid)
+        self.rollback = self.snapshot()
+        info = self.train_shard(sid)
+        after = self.measure_fn(self.trainer.model)
+        flagged = self.decide(position, self.ref, after)
+        self.measured(sid, "candidate", info, after, screen=scr, flagged=flagged, position=position)
+        self.flag_info = {"losses": after, "flagged": flagged} if flagged else None
+        if not flagged:
+            self.ref = after
+            self.record("accept", shard=sid, note="")
+        self.commit()
+
+    def recovery_step(self):
+        sid = self.state["flagged"]
+        flagged = self.flag_info["flagged"]
+        rec_sid = self.next_front()
+        if rec_sid is None:  # nothing anywhere to test recovery with
+            self.restore(self.rollback)
+            self.record("rollback", shard=sid, to_step=self.step, params_sha256=self.rollback["params_sha256"])
+            self.record("undecided", shard=sid, note="no shard left to test recovery with")
+            self.commit()
+            return
+        scr = self.screen(rec_sid)
+        info = self.train_shard(rec_sid)
+        after = self.measure_fn(self.trainer.model)
+        if self.policy == "random":
+            still = flagged
+        else:
+            still = judge(self.ref, self.flag_info["losses"], after, self.calib["sigma"], self.calib["k"], self.calib["frac"])[1]
+        frac, k = self.calib.get("frac", 0.0), self.calib.get("k", 0.0)
+        self.measured(rec_sid, "recovery", info, after, screen=scr, tested=sid, unrecovered=still, flagged=[],
+                      limits={d: frac * k * self.calib["sigma"][d] for d in flagged if d in self.calib.get("sigma", {})})
+        if not still:
+            self.ref = after
+            self.record("accept", shard=sid, note="recovered")
+            self.record("accept", shard=rec_sid, note="recovery shard")
+            self.commit()
+            return
+        got = self.restore(self.rollback)
+        self.record("rollback", shard=sid, to_step=self.step, params_sha256=got)
+        self.record("return_front", shard=rec_sid)
+        outcome = None
+        if self.policy == "queue" and self.branch and self.state["rotation"] == 1 and not self.state["rejections"].get(sid):
+            outcome = self.branch_check(sid, flagged)
+        if outcome is None:
+            outcome = "deferred" if not self.state["rejections"].get(sid) else "quarantined"
+        self.record("reject", shard=sid, outcome=outcome, flagged=flagged, unrecovered=still)
+        if outcome == "quarantined":
+            from inspection import inspect_shard
+
+            path, cause = inspect_shard(self, sid)
+            self.record("inspect", shard=sid, report=path, cause_found=cause)
+        self.commit()
+
+    def branch_check(self, sid, flagged):
+        """From the pre-shard state, train another shard of the same source; the same rise blames the phase."""
+        src = max(self.shards[sid]["sources"].items(), key=lambda kv: kv[1])[0]
+        st = self.state
+        cands = [s for s in st["pending"] + st["fresh"] + st["next_rotation"]
+                 if s != sid and max(self.shards[s]["sources"].items(), key=lambda kv: kv[1])[0] == src]
+        if not cands:
+            self.record("branch", shard=sid, possible=False, note=f"no other shard of source {src!r} is left in the pool")
+            return None
+        b = cands[0]
+        info = self.train_shard(b)
+        after = self.measure_fn(self.trainer.model)
+        same = rises(self.ref, after, self.calib["sigma"], self.calib["k"], flagged) == flagged
+        got = self.restore(self.rollback)
+        self.record("branch", shard=sid, possible=True, branch_shard=b, source=src, **info, losses=after,
+                    deltas={d: after[d] - self.ref[d] for d in after}, same_rise=same, params_sha256=got)
+        return "returned" if same else None
+
+    def run(self, resume=False):
+        """Work through rotations until the budget of accepted targets is reached or nothing is left."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        log_path = self.out / "decisions.jsonl"
+        self._owed, self.flag_info = [], None
+        if resume:
+            self.resume(log_path)
+        else:
+            if log_path.exists():
+                raise DataError(f"{log_path}: a decision log exists; resume it or start with --fresh")
+            self.dlog = DecisionLog(log_path)
+            self.ref = self.measure_fn(self.trainer.model)
+            self.record("start", losses=self.ref, policy=self.policy, seed=self.seed, reject_rate=self.reject_rate,
+                        calibration={k: self.calib.get(k) for k in ("k", "frac", "sigma")},
+                        pool_sha256=self.pool["_sha256"], budget_targets=self.budget,
+                        rotation_shards=self.rotation_shards, start_step=self.step, start_targets=self.targets)
+            self.commit()
+        while True:
+            if self.state["flagged"]:
+                self.recovery_step()
+                continue
+            if not self.budget_left() or self.next_front() is None:
+                break
+            self.candidate_step()
+        if self._owed:
+            self.commit()
+        return self
+
+    def resume(self, log_path):
+        from training.checkpoint import load_checkpoint
+
+        recs = read_log(log_path, repair=True, log=self.log)
+        run_id = recs[0].get("run_id")
+        good = None
+        for path in sorted(self.out.glob("ckpt_*.pt"), reverse=True):
+            try:
+                p = load_checkpoint(path)
+            except DataError as e:
+                self.log(f"warning: {e}; trying the previous checkpoint")
+                continue
+            if p.get("run_id") != run_id:
+                raise DataError(f"{path}: belongs to run {p.get('run_id')}, but {log_path.name} is run {run_id}")
+            good = (path, p)
+            break
+        if good is None:
+            raise DataError(f"{self.out}: no checkpoint to resume from")
+        path, p = good
+        last, C = len(recs), p["log_seq"]
+        owed = p["records"]
+        first_owed = owed[0]["seq"] if owed else C + 1
+        if last > C or last < first_owed - 1:
+            raise DataError(f"{log_path}: holds {last} records but {path.name} was written at record {C}; "
+                            f"the log and the checkpoint do not belong together")
+        for r in owed:
+            if r["seq"] <= last and {k: v for k, v in recs[r["seq"] - 1].items()} != r:
+                raise DataError(f"{log_path}: record {r['seq']} differs from the one {path.name} holds")
+        self.dlog = DecisionLog(log_path, seq=last)
+        for r in owed:
+            if r["seq"] > last:
+                self.dlog.write(r)
+        self.run_id = run_id
+        self.trainer.load_state_dict(p["trainer"])
+        from training.checkpoint import set_rng_states
+
+        set_rng_states(p["rng"])
+        self.step, self.targets, self.ref, self.state, self.seq = p["step"], p["targets"], p["ref"], p["state"], C
+        self.spent, self.rollback = p["spent"], p["rollback"]
+        self.flag_info = p["flag_info"]
+        self.record("resumed", checkpoint=path.name, log_seq=C)
+        self.commit()
+
+    # ---- the final decay ------------------------------------------------------------------
+    def decay(self, score_fn):
+        """Linear decay to LR 0 over the reserved decay shards (fresh pool shards, never judged), then score.
+
+        The LR multiplier of decay update i of U is 1 - i/U, so the last update runs at 1/U and
+        the schedule reaches 0 at the end. The same shards and length serve every policy.
+        """
+        from training.checkpoint import rng_states, save_checkpoint
+
+        ids = list(self.pool["decay"])
+        total = sum(len(update_batches(*self.rows(s), self.cfg.micro_rows, self.cfg.accum)) for s in ids)
+        done, infos = 0, []
+        for sid in ids:
+            start = done
+            info = self.train_shard(sid, lr_mult=lambda i, s=start: 1.0 - (s + i) / total)
+            done += info["updates"]
+            infos.append({"shard": sid, **info})
+        scores = score_fn(self.trainer.model)
+        path = save_checkpoint(self.out, 999999, {"trainer": self.trainer.state_dict(), "rng": rng_states(),
+                                                  "step": self.step, "targets": self.targets, "run_id": self.run_id,
+                                                  "scores": scores, "config": self.cfg.to_dict()}, keep=0)
+        final = self.out / "final.pt"
+        path.replace(final)
+        path.with_suffix(".json").replace(self.out / "final.json")
+        self.record("decay", shards=ids, updates=done, trained=infos, history_targets=self.targets, scores=scores,
+                    checkpoint=final.name, params_sha256=params_sha256(self.trainer.model))
+        self.record("done", spent=self.spent)
+        self.commit()
+        return scores

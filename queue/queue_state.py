@@ -1,0 +1,74 @@
+"""The queue's state and the one function that changes it: apply(state, record).
+
+The runner changes its state only through `apply`, and `reconstruct` replays the log
+through the same function, so a log is a complete account of the queue.
+
+State: rotation (number), pending (the current rotation, front first), next_rotation
+(deferred and returned shards waiting for the next boundary), fresh (pool shards not yet
+in any rotation, in pool order), accepted, quarantined, undecided, rejections and returns
+per shard, flagged (the shard waiting for its recovery check, or None), candidates
+(how many candidate shards were trained: the random policy's draw position).
+"""
+import copy
+
+from corpus.errors import DataError
+
+
+def initial_state(fresh):
+    return {"rotation": 0, "pending": [], "next_rotation": [], "fresh": list(fresh), "accepted": [], "quarantined": [],
+            "undecided": [], "rejections": {}, "returns": {}, "flagged": None, "candidates": 0}
+
+
+def _fail(rec, msg):
+    raise DataError(f"record {rec.get('seq')} ({rec.get('event')}): {msg}")
+
+
+def apply(state, rec):
+    """New state after one record (the input is not modified); raises DataError on an impossible record."""
+    st = copy.deepcopy(state)
+    ev, sid = rec["event"], rec.get("shard")
+    if ev == "rotation":
+        carried, taken = list(st["next_rotation"]), st["fresh"][: rec["fresh_taken"]]
+        if sorted(rec["order"]) != sorted(carried + taken):
+            _fail(rec, f"rotation order {rec['order']} is not the carried {carried} plus fresh {taken}")
+        if st["pending"]:
+            _fail(rec, f"a new rotation starts while {st['pending']} are pending")
+        st.update(pending=list(rec["order"]), next_rotation=[], fresh=st["fresh"][rec["fresh_taken"]:],
+                  rotation=st["rotation"] + 1)
+    elif ev == "train" and rec["role"] in ("candidate", "recovery"):
+        if not st["pending"] or st["pending"][0] != sid:
+            _fail(rec, f"trains {sid} but the front of the queue is {st['pending'][:1]}")
+        st["pending"].pop(0)
+        if rec["role"] == "candidate":
+            st["candidates"] += 1
+            if rec["flagged"]:
+                st["flagged"] = sid
+    elif ev == "accept":
+        st["accepted"].append(sid)
+        if st["flagged"] == sid:
+            st["flagged"] = None
+    elif ev == "return_front":
+        st["pending"].insert(0, sid)
+    elif ev in ("reject", "undecided"):
+        if st["flagged"] != sid:
+            _fail(rec, f"decides {sid} but the flagged shard is {st['flagged']}")
+        st["flagged"] = None
+        if ev == "undecided":
+            st["undecided"].append(sid)
+        elif rec["outcome"] == "returned":  # the branch check blamed the training phase
+            st["next_rotation"].append(sid)
+        else:
+            st["rejections"][sid] = st["rejections"].get(sid, 0) + 1
+            want = "deferred" if st["rejections"][sid] == 1 else "quarantined"
+            if rec["outcome"] != want:
+                _fail(rec, f"outcome {rec['outcome']} but rejection {st['rejections'][sid]} of {sid} means {want}")
+            (st["next_rotation"] if want == "deferred" else st["quarantined"]).append(sid)
+    elif ev == "return":
+        if sid not in st["quarantined"]:
+            _fail(rec, f"returns {sid}, which is not in quarantine")
+        if st["returns"].get(sid, 0) >= 1:
+            _fail(rec, f"a second return of {sid}")
+        st["quarantined"].remove(sid)
+        st["returns"][sid] = 1
+        st["next_rotation"].append(sid)
+    return st

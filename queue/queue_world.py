@@ -1,0 +1,137 @@
+"""What a queue run works on: the training stream with its source labels, the control and
+selection sets, and the candidate pool cut into document-aligned shards.
+
+The pool excludes, by exact text hash, every training document identical to a validation
+document that a control or selection window came from, and the documents used for
+calibration. Documents longer than half a shard are left out so shards have ordinary,
+comparable sizes. The harmful source (harmful.py) is built from training documents that
+are then never used as ordinary pool documents.
+"""
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from control_domains import build_sets, ngram_hashes, overlap_rate, text_sha256, used_documents
+from shard_rotation import build_rotation, shard_docs
+
+from corpus.errors import DataError
+
+
+class World:
+    """stream (train [+ harmful]), labels, sets {"control", "selection"}, token_bytes, val, bos, device."""
+
+    def __init__(self, cfg, device="cpu", per_domain=16):
+        import pyarrow.parquet as pq
+
+        from corpus.layout import Layout, default_data_dir
+        from corpus.tokenizer import bos_id, load_encoding, load_token_bytes
+        from loaders.stream import open_split
+        from shard_rotation import source_labels
+
+        self.cfg, self.device = cfg, device
+        self.data_dir = cfg.data_dir or str(default_data_dir())
+        lay = Layout(self.data_dir, cfg.source)
+        rec = lay.prepared()
+        self.enc = load_encoding(lay.tokenizer)
+        self.bos = bos_id(self.enc)
+        self.token_bytes = load_token_bytes(lay.tokenizer)
+        self.train = open_split(self.data_dir, cfg.source, "train")
+        self.val = open_split(self.data_dir, cfg.source, "val")
+        self.labels = source_labels(lay, "train")
+        val_texts = pq.read_table(lay.raw / rec["val_shard"], columns=["text"]).column("text").to_pylist()
+        val_labels = source_labels(lay, "val")
+        self.sets = build_sets(val_texts, val_labels, self.enc, self.bos, cfg.context, per_domain)
+        self.excluded_sha = {text_sha256(val_texts[i]) for i in used_documents(self.sets)}
+        self.excluded_sha |= {h for part in self.sets.values() for s in part.values() for h in s["sha256"]}
+        self._train_sha = None
+        self.lay, self.rec = lay, rec
+        self.stream = self.train
+
+    def train_text_sha(self):
+        import pyarrow.parquet as pq
+
+        if self._train_sha is None:
+            out = []
+            for n in self.rec["train_shards"]:
+                out += [text_sha256(t) for t in pq.read_table(self.lay.raw / n, columns=["text"]).column("text").to_pylist()]
+            self._train_sha = out
+        return self._train_sha
+
+    def set_hashes(self):
+        """SHA256 of every control and selection window text, per domain (for the manifest)."""
+        return {part: {d: hashlib.sha256("".join(s["sha256"]).encode()).hexdigest() for d, s in sets.items()}
+                for part, sets in self.sets.items()}
+
+
+def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, n_harmful, harmful_fraction=None,
+               calibration_source=None):
+    """Calibration shards (one homogeneous source), candidate pool shards, decay reserve, harmful shards.
+
+    Returns the pool manifest dict (not yet frozen). Harmful shards (prefix h) are made of
+    shuffled copies of training documents that are removed from the ordinary pool.
+    """
+    from collections import Counter
+
+    from harmful import with_shuffled_copies
+
+    train, labels = world.train, world.labels
+    sha = world.train_text_sha()
+    excluded = [i for i in range(train.n) if sha[i] in world.excluded_sha]
+    ok = np.array([sha[i] not in world.excluded_sha and train.lengths[i] <= shard_tokens // 2 for i in range(train.n)])
+    src = calibration_source or Counter(labels).most_common(1)[0][0]
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(train.n)
+    need_cal = n_calibration * shard_tokens * 1.25
+    cal, tok = [], 0
+    for i in perm.tolist():
+        if ok[i] and labels[i] == src and tok < need_cal:
+            cal.append(i)
+            tok += int(train.lengths[i])
+    if tok < need_cal:
+        raise DataError(f"source {src!r} has too few documents for {n_calibration} calibration shards")
+    used = set(cal)
+
+    def take(n_tokens, pred=lambda i: True):
+        got, t = [], 0
+        for i in perm.tolist():
+            if t >= n_tokens:
+                break
+            if ok[i] and i not in used and pred(i):
+                got.append(i)
+                used.add(i)
+                t += int(train.lengths[i])
+        return sorted(got)
+
+    harm_src = take(n_harmful * shard_tokens * 1.25) if n_harmful else []
+    cand = take((n_candidates + n_decay) * shard_tokens * 1.25)
+    stream, lab, harm = with_shuffled_copies(train, labels, harm_src, seed + 7)
+    world.stream, world.labels_all = stream, lab
+    calm = build_rotation(stream, lab, shard_tokens, seed, "calibration", docs=sorted(cal), prefix="c")
+    calm["order"] = [s["id"] for s in calm["shards"]]  # stream order: calibration is one fixed sequence
+    if len(calm["shards"]) < n_calibration:
+        raise DataError(f"source {src!r}: only {len(calm['shards'])} calibration shards, {n_calibration} needed")
+    poolm = build_rotation(stream, lab, shard_tokens, seed, "pool", docs=cand, prefix="s")
+    if len(poolm["shards"]) < n_candidates + n_decay:
+        raise DataError(f"only {len(poolm['shards'])} pool shards, {n_candidates + n_decay} needed")
+    keep = set(poolm["order"][: n_candidates + n_decay])
+    poolm["shards"] = [s for s in poolm["shards"] if s["id"] in keep]
+    order = [s for s in poolm["order"] if s in keep]
+    decay, order = order[:n_decay], order[n_decay:]
+    shards = calm["shards"][:n_calibration] + poolm["shards"]
+    if n_harmful:
+        hm = build_rotation(stream, lab, shard_tokens, seed, "harmful", docs=harm, prefix="h")
+        shards += hm["shards"][:n_harmful]
+        hids = [s["id"] for s in hm["shards"][:n_harmful]]
+        # harmful shards join the pool order at seeded positions inside the first rotation's reach
+        pos = sorted(np.random.default_rng(seed + 11).choice(range(1, max(2, min(len(order), 6))), size=len(hids),
+                                                            replace=len(hids) > 4).tolist())
+        for p, h in zip(pos[::-1], hids[::-1]):
+            order.insert(p, h)
+    pool_hashes = np.unique(np.concatenate([ngram_hashes(np.concatenate([stream.doc_tokens(i) for i in shard_docs(s)]))
+                                            for s in shards]))
+    return {"name": "pool", "version": 1, "seed": seed, "shard_tokens": shard_tokens, "stream": stream.name,
+            "calibration_source": src, "calibration": calm["order"][:n_calibration], "order": order, "decay": decay,
+            "shards": shards, "harmful": {"label": "shuffled", "source_documents": harm_src, "copies": harm},
+            "excluded_by_text_hash": len(excluded), "sets_sha256": world.set_hashes(),
+            "overlap_13gram": overlap_rate(world.sets, pool_hashes)}
