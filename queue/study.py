@@ -40,6 +40,8 @@ def parse(argv):
     ap.add_argument("--dry-run", action="store_true", help="print each arm's planned shards, targets, updates, FLOPs")
     ap.add_argument("--curve", action="store_true",
                     help="arm B uses the curve-guided residual rule (if the reference curves are identifiable)")
+    ap.add_argument("--calibration", default=None,
+                    help="an existing stage-A folder of this preset to reuse (default: OUT/stage_a, made if missing)")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     return ap.parse_args(argv)
 

@@ -120,3 +120,42 @@ def control_trace(recs):
             if ctrl:
                 out.append({"D": r["history_targets"], "losses": ctrl, "mark": "decay"})
     return out
+
+
+def decision_rows(recs):
+    """One row per judged candidate shard: identity, sources, screen, per-domain deltas and thresholds,
+    the recovery shard's deltas, the decision, rejection history, trained targets, seconds."""
+    import json
+
+    rows, rejections = [], {}
+    for i, r in enumerate(recs):
+        if not (r["event"] == "train" and r.get("role") == "candidate"):
+            continue
+        sid = r["shard"]
+        row = {"shard": sid, "sha256": r.get("sha256", ""), "sources": json.dumps(r.get("sources") or {}, sort_keys=True),
+               "position": r.get("position"), "screen_score": (r.get("screen") or {}).get("score"),
+               "flagged": ",".join(r.get("flagged") or []), "targets": r.get("targets"), "seconds": r.get("seconds"),
+               "history_targets": r.get("history_targets")}
+        for d, v in sorted((r.get("deltas") or {}).items()):
+            row[f"delta_{d}"] = v
+        for d, v in sorted((r.get("thresholds") or {}).items()):
+            row[f"threshold_{d}"] = v
+        decision, outcome = "accept", ""
+        for q in recs[i + 1:]:
+            if q["event"] == "train" and q.get("role") == "recovery" and q.get("tested") == sid:
+                row["recovery_shard"] = q["shard"]
+                for d, v in sorted((q.get("deltas") or {}).items()):
+                    row[f"recovery_delta_{d}"] = v
+            elif q["event"] == "accept" and q.get("shard") == sid:
+                decision = "recovered" if q.get("note") == "recovered" else "accept"
+                break
+            elif q["event"] == "reject" and q.get("shard") == sid:
+                decision, outcome = "reject", q.get("outcome") or ""
+                rejections[sid] = rejections.get(sid, 0) + 1
+                break
+            elif q["event"] == "undecided" and q.get("shard") == sid:
+                decision = "undecided"
+                break
+        row.update(decision=decision, outcome=outcome, rejections_so_far=rejections.get(sid, 0))
+        rows.append(row)
+    return rows

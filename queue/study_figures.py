@@ -34,7 +34,6 @@ def selection_figure(summary, path):
         i = seeds.index(r["seed"])
         ax.plot([r["trained_targets"]], [r["final_selection"]["mean"]], marker=mk, ms=10, color=col,
                 fillstyle=SEED_FILL[i], ls="none", label=f"{r['arm']} seed {r['seed']} final")
-    ax.axvline(summary["plan"]["budget_targets"], color="grey", lw=0.8, ls="-.", label="budget")
     ax.set_xscale("log")
     ax.set_title("Selection axis after the final decay: loss against trained targets")
     ax.set_xlabel("trained targets (log scale)")

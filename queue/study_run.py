@@ -96,8 +96,11 @@ def run_arm(rq, arm, seed, out, cal, budget, rotation, log, device, cls=None, at
     fresh = (d / "decisions.jsonl").exists() or bool(list(d.glob("ckpt_*.pt")))
     log(f"\n-- arm {arm}, seed {seed}: policy {policy}" + (f", rate {rate:.3f}" if policy == "random" else ""))
     t0 = time.time()
+    import queue_report
+
     with runner_class(rq, cls or rq.QueueRunner, **(attrs or {})) as made:
-        summary = rq.run(d, cal, policy, seed, rate, budget, rotation, True, False, fresh, device, log=log)
+        summary = rq.run(d, cal, policy, seed, rate, budget, rotation, True, False, fresh, device, log=log,
+                         report=hasattr(queue_report, "write_report"))
     wall = time.time() - t0
     recs = read_log(d / "decisions.jsonl", log=lambda s: None)
     acc = accounting(recs)
@@ -294,24 +297,31 @@ def share_start_state(out, seed, calib_seed):
 
 
 def concat_decisions(out, runs):
-    """The decision datasets of the B runs in one table (arm and seed columns added)."""
+    """The decision datasets of the B runs in one table (arm and seed columns first).
+
+    Each run's own decisions.parquet is used when the queue wrote one; otherwise the rows
+    are built from its decision log by study_accounting.decision_rows.
+    """
     import pyarrow as pa
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
 
+    from study_accounting import decision_rows
+
     tables = []
     for r in runs:
         f = out / r["name"] / "decisions.parquet"
-        if not f.exists():
-            raise DataError(f"{f}: missing (the queue run writes it)")
-        t = pq.read_table(f)
+        if f.exists():
+            t = pq.read_table(f)
+        else:
+            t = pa.Table.from_pylist(decision_rows(read_log(out / r["name"] / "decisions.jsonl", log=lambda s: None)))
         t = t.add_column(0, "seed", pa.array([r["seed"]] * t.num_rows, pa.int64()))
         t = t.add_column(0, "arm", pa.array([r["arm"]] * t.num_rows, pa.string()))
         tables.append(t)
     t = pa.concat_tables(tables, promote_options="permissive")
     pq.write_table(t, out / "decisions_B.parquet")
-    pcsv.write_csv(t.select([c for c in t.column_names if not pa.types.is_nested(t.schema.field(c).type)]),
-                   out / "decisions_B.csv")
+    flat = t.select([c for c in t.column_names if not pa.types.is_nested(t.schema.field(c).type)])
+    pcsv.write_csv(flat, out / "decisions_B.csv")
     return {"rows": t.num_rows, "parquet": "decisions_B.parquet", "csv": "decisions_B.csv"}
 
 
