@@ -39,9 +39,9 @@ class ReferenceBranchRunner(QueueRunner):
             return
         acc = self.accepted_targets()
         while len(self.branches) < len(self.thresholds) and acc >= self.thresholds[len(self.branches)]:
-            self.branches.append(self.branch(self.thresholds[len(self.branches)], acc))
+            self.branches.append(self.reference_branch(self.thresholds[len(self.branches)], acc))
 
-    def branch(self, threshold, acc):
+    def reference_branch(self, threshold, acc):
         from shard_packing import update_batches
 
         t0 = time.time()

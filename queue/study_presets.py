@@ -25,7 +25,7 @@ PRESETS = {
         "model": {"depth": 2, "width": 64, "heads": 2, "kv_heads": 2, "context": 128, "short_window": 64,
                   "micro_rows": 8, "accum": 1, "eval_batches": 4, "eval_rows": 8},
         "shard_targets": 2048,
-        "budget_shards": 5,  # accepted shards in the stable phase
+        "budget_shards": 4,  # accepted shards in the stable phase
         "decay_shards": 1,
         "pool_factor": 1.5,
         "warmup_shards": 2,

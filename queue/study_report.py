@@ -109,6 +109,8 @@ def render(s):
                  f"{d.get('accept', 0)} | {d.get('flag', 0)} | {d.get('reject', 0)} | {d.get('deferred', 0)} | "
                  f"{d.get('quarantined', 0)} |")
     bc = s["budget_check"]
+    L += ["", "Arm A's trained targets and losses are those of its decay branch at the budget; its decision counts "
+              "cover its whole run (it continues to the end of its reference curve)."]
     L += ["", f"Budget check ({bc['rule']}): " + ("equal across all six runs." if bc["equal"] else
                                                   "NOT equal: " + ", ".join(f"{k} {v:,}" for k, v in bc["targets"].items())),
           "", f"Arm C's rate: {s['rejection_rate']['value']:.3f} ({s['rejection_rate']['source']}).", ""]

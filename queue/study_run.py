@@ -340,12 +340,12 @@ def recovery_text(calib):
 def limits_text(preset, p):
     if preset == "tiny":
         return ("Tiny setting: a 1.7M-parameter model, shards of "
-                f"{p['shard_targets']:,} targets, a stable budget of {p['budget_shards']} shards, one harmful "
-                "(token-shuffled) shard in the pool, control and selection windows of 128 tokens. It shows that every "
+                f"{p['shard_targets']:,} targets, a stable budget of {p['budget_shards']} shards, one harmful shard "
+                "(the queue's corrupted source) in the pool, control and selection windows of 128 tokens. It shows that every "
                 "path of the study runs and is accounted for (calibration, three arms, two seeds, rollback, random "
                 "rejection, decay branches, efficiency points, the rule). It cannot show whether the queue helps: "
                 "shard-to-shard noise is large against the differences a handful of shards can make, the seed spread "
-                "dominates, and the harmful shard is an easy, planted case. The verdict below is the rule applied to "
+                "dominates, and the harmful shard is an easy, planted case. The verdict above is the rule applied to "
                 "these numbers, not evidence about the 64M proxy.")
     return ("The 64M proxy setting of the proposal on ClimbMix, on one GPU. The verdict holds for this setting only "
             "(model size, training stage, pool, control and selection domains).")
