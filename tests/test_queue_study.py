@@ -155,11 +155,12 @@ def test_proxy64m_plan_is_within_five_percent_of_64m_parameters():
     assert pl["targets_per_update"] == 32768 and pl["shard_targets"] == 655_360_000
 
 
-def test_dry_run_prints_the_plan():
-    out = subprocess.run([sys.executable, str(ROOT / "queue" / "study.py"), "--preset", "proxy64m", "--dry-run"],
-                         capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 0, out.stderr
-    assert "65,864,334 parameters" in out.stdout and "| B (per seed) |" in out.stdout and "FLOPs" in out.stdout
+def test_dry_run_prints_the_plan(capsys):
+    from study import main as study_main
+
+    assert study_main(["--preset", "proxy64m", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "65,864,334 parameters" in out and "| B (per seed) |" in out and "FLOPs" in out and "GB" in out
 
 
 # ---- report schema ---------------------------------------------------------------------
