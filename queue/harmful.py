@@ -1,29 +1,36 @@
-"""A harmful source built from real documents: each document's tokens shuffled in place.
+"""A harmful source built from real documents run through a corrupted token mapping.
 
-The unigram content (which tokens, how many) is exactly that of real text and every token
-is distinct training material, but the order, the thing a language model learns, is
-destroyed. The BOS stays first. A shard of it is an ordinary-size shard of real tokens;
-training on it at the stable learning rate teaches the model that order does not matter,
-which raises every control loss. `mixed_stream` also builds dose shards: a harmful
-fraction of a shard's tokens from shuffled documents, the rest untouched.
+Every token id except BOS is replaced by its image under one fixed, seeded permutation of
+the vocabulary (a substitution cipher on tokens: what a broken byte-to-text mapping or a
+mismatched tokenizer produces). The documents keep their real structure, lengths and
+repetitions, every token is distinct training material, and a shard of it is an
+ordinary-size shard; but its token statistics contradict every real text, so training on
+it at the stable learning rate raises every control loss. (A tiny model that has learned
+little beyond unigram statistics barely notices tokens shuffled within a document, which
+we tried first; the cipher moves the unigram distribution itself.)
 """
 import numpy as np
 
 from loaders.stream import DocumentStream
 
 
-def shuffled(tokens, rng):
+LABEL = "remapped"
+
+
+def remapped(tokens, perm, bos):
     t = np.array(tokens, dtype=np.int64)
-    t[1:] = rng.permutation(t[1:])
+    body = perm[t[1:]]
+    body[body == bos] = perm[bos]  # BOS never appears inside a document
+    t[1:] = body
     return t
 
 
-def with_shuffled_copies(stream, labels, docs, seed, label="shuffled"):
-    """The stream plus a shuffled copy of each document in `docs` (appended; label `label`).
+def with_harmful_copies(stream, labels, docs, seed, vocab, label=LABEL):
+    """The stream plus a remapped copy of each document in `docs` (appended; label `label`).
 
     Returns (stream, labels, indices of the copies)."""
-    rng = np.random.default_rng(seed)
-    copies = [shuffled(stream.doc_tokens(i), rng) for i in docs]
+    perm = np.random.default_rng(seed).permutation(vocab)
+    copies = [remapped(stream.doc_tokens(i), perm, stream.bos) for i in docs]
     if not copies:
         return stream, list(labels), []
     arr = np.concatenate(copies)

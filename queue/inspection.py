@@ -49,7 +49,7 @@ def inspect_shard(runner, sid):
     stream, shards = runner.world.stream, runner.shards
     sh = shards[sid]
     docs = shard_docs(sh)
-    others = [s for s in runner.pool["order"] if s != sid and not shards[s]["sources"].get("shuffled")]
+    others = [s for s in runner.pool["order"] if s != sid and not shards[s]["sources"].get(runner.pool["harmful"]["label"])]
     pool_docs = [i for s in others for i in shard_docs(shards[s])]
     import hashlib
 

@@ -49,3 +49,230 @@ def screen_agreement(recs):
     return {"n": len(c), "spearman_screen_vs_rise": spearman(s, [max_rise(r) for r in c]),
             "auc_screen_flagged": auc(s, [bool(r["flagged"]) for r in c]), "flagged": sum(bool(r["flagged"]) for r in c),
             "caveat": f"{len(c)} shards, {sum(bool(r['flagged']) for r in c)} flagged: a small sample; read as a sketch"}
+
+
+REGISTER = {"library": "code", "test": "tests", "prose": "prose"}
+
+
+def decision_rows(recs):
+    """One row per shard decision (accept / reject / undecided), joined with its measurements."""
+    rows, last_train, history = [], {}, {}
+    rotation = 0
+    for r in recs:
+        if r["event"] == "rotation":
+            rotation = r["rotation"]
+        if r["event"] == "train":
+            last_train[r["shard"]] = r
+            if r["role"] == "recovery":
+                last_train[("rec", r["tested"])] = r
+        if r["event"] in ("accept", "reject", "undecided"):
+            sid = r["shard"]
+            t = last_train.get(sid, {})
+            rec = last_train.get(("rec", sid), {}) if r["event"] != "accept" or r.get("note") == "recovered" else {}
+            decision = r["event"] if r["event"] != "reject" else f"reject:{r['outcome']}"
+            mix = r["sources"]
+            rows.append({"seq": r["seq"], "rotation": rotation, "shard": sid, "sha256": r["sha256"],
+                         "sources": json.dumps(mix, sort_keys=True),
+                         "register_mix": json.dumps({REGISTER.get(k, "other"): v for k, v in mix.items()}, sort_keys=True),
+                         "screen_score": (t.get("screen") or {}).get("score"), "screen_bpb": (t.get("screen") or {}).get("shard_bpb"),
+                         "deltas": json.dumps(t.get("deltas"), sort_keys=True),
+                         "thresholds": json.dumps(t.get("thresholds"), sort_keys=True),
+                         "flagged": json.dumps(t.get("flagged") or []),
+                         "recovery_shard": rec.get("shard"), "recovery_deltas": json.dumps(rec.get("deltas"), sort_keys=True),
+                         "unrecovered": json.dumps(rec.get("unrecovered") or []),
+                         "residual": None, "decision": decision + (f" ({r['note']})" if r.get("note") else ""),
+                         "history": json.dumps(history.get(sid, [])), "trained_targets": t.get("targets"),
+                         "seconds": t.get("seconds"), "role": t.get("role")})
+            history.setdefault(sid, []).append(decision)
+        if r["event"] == "return":
+            history.setdefault(r["shard"], []).append("return")
+    return rows
+
+
+def figure(recs, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    trains = [r for r in recs if r["event"] == "train"]
+    if not trains:
+        return
+    doms = sorted(trains[0]["losses"])
+    start = recs[0]
+    xs = [0] + [r["spent_targets"] for r in trains]
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for j, d in enumerate(doms):
+        ax.plot(xs, [start["losses"][d]] + [r["losses"][d] for r in trains], "-", color=colors[j % 10], lw=1.2, label=d)
+    spent_at = {}
+    for r in recs:
+        if r["event"] == "train":
+            spent_at[r["shard"]] = r["spent_targets"]
+    marks = {"accept": ("o", "accepted"), "flag": ("^", "flagged"), "reject": ("X", "rejected (rolled back)")}
+    used = set()
+    for r in recs:
+        kind = None
+        if r["event"] == "train" and r.get("flagged"):
+            kind = "flag"
+        elif r["event"] == "accept":
+            kind = "accept"
+        elif r["event"] == "reject":
+            kind = "reject"
+        if not kind:
+            continue
+        x = r["spent_targets"] if r["event"] == "train" else spent_at.get(r["shard"])
+        t = next(t for t in reversed(trains) if t["spent_targets"] == x)
+        y = max(t["losses"].values())
+        m, lab = marks[kind]
+        ax.plot([x], [y + (0.02 if kind != "accept" else 0.0)], m, color={"accept": "green", "flag": "orange",
+                                                                         "reject": "red"}[kind], ms=8 if kind != "accept" else 4,
+                label=None if kind in used else lab)
+        used.add(kind)
+    for r in recs:
+        if r["event"] == "rollback":
+            x = spent_at.get(r["shard"])
+            after = [t for t in trains if t["role"] == "recovery" and t["tested"] == r["shard"]]
+            if after:
+                x = after[-1]["spent_targets"]
+            ax.axvline(x, color="red", ls=":", lw=1, label=None if "rb" in used else "rollback")
+            used.add("rb")
+    ax.set_xlabel("trained targets (all, wasted ones included)")
+    ax.set_ylabel("control BPB")
+    ax.set_title("Control BPB per domain after every trained shard; markers at the shard's highest domain")
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    from io import BytesIO
+
+    buf = BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _fmt(v, nd=4):
+    return "" if v is None else (f"{v:+.{nd}f}" if isinstance(v, float) else str(v))
+
+
+def write_report(out, recs, calib, pool, summary):
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    out = Path(out)
+    rows = decision_rows(recs)
+    table = pa.Table.from_pylist(rows) if rows else pa.table({})
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf)
+    atomic_write_bytes(out / "decisions.parquet", buf.getvalue().to_pybytes())
+    sink = pa.BufferOutputStream()
+    pcsv.write_csv(table, sink)
+    atomic_write_bytes(out / "decisions.csv", sink.getvalue().to_pybytes())
+    figure(recs, out / "control_curves.png")
+    start = recs[0]
+    L = ["# Queue report", "",
+         f"Policy **{start['policy']}**, seed {start['seed']}, run `{start['run_id']}`; budget {start['budget_targets']} "
+         f"accepted targets; a rotation boundary every {start['rotation_shards']} shards. Losses are control-set BPB.", ""]
+    if start["policy"] == "queue" or calib.get("k"):
+        L += ["## Calibration (stage A)", "",
+              f"Source `{pool['calibration_source']}`: {len(calib['sigma_shards'])} shards set sigma_d; "
+              f"{calib['transitions']} held-out transitions (other shards of that source) measure the false-rejection rate.",
+              f"Chosen from the grid written before calibration: **k = {calib['k']}**, recovery fraction **{calib['frac']}** "
+              f"(a flagged domain must come back below frac x k x sigma_d over the reference).",
+              f"Held-out false rejections: **{calib['false_rejections']}/{calib['transitions']} = "
+              f"{calib['false_rejection_rate']:.3f}**, one-sided 95% Clopper-Pearson upper bound **{calib['upper95']:.3f}**.", "",
+              "| domain | sigma_d (BPB) | k x sigma_d |", "|---|---|---|"]
+        L += [f"| {d} | {s:.4f} | {calib['k'] * s:.4f} |" for d, s in sorted(calib["sigma"].items())]
+        L += ["", "| k | frac | held-out false rejections | rate | 95% upper |", "|---|---|---|---|---|"]
+        L += [f"| {g['k']} | {g['frac']} | {g['false_rejections']}/{g['transitions']} | {g['rate']:.3f} | {g['upper95']:.3f} |"
+              for g in calib["grid"]]
+    L += ["", "## Control and selection sets", "",
+          f"{pool['excluded_by_text_hash']} training documents identical (text SHA256) to a control or selection "
+          "document were excluded from the pool. 13-token-gram overlap of each set with the pool:", "",
+          "| set | domain | windows | 13-gram overlap with pool |", "|---|---|---|---|"]
+    for part in ("control", "selection"):
+        for d in sorted(pool["sets_sha256"][part]):
+            L.append(f"| {part} | {d} | | {pool['overlap_13gram'].get(d, 0):.4f} |")
+    L += ["", "## Decisions", "", "| seq | rot | shard | sources | screen | max rise / threshold | flagged | recovery shard "
+          "| unrecovered | decision | earlier |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        d, th = json.loads(r["deltas"] or "null"), json.loads(r["thresholds"] or "null")
+        mr = max((d[x] / th[x] for x in (th or {}) if th[x] > 0), default=None) if d else None
+        L.append(f"| {r['seq']} | {r['rotation']} | {r['shard']} | {r['sources']} | {_fmt(r['screen_score'])} | "
+                 f"{_fmt(mr, 2)} | {', '.join(json.loads(r['flagged']))} | {r['recovery_shard'] or ''} | "
+                 f"{', '.join(json.loads(r['unrecovered']))} | {r['decision']} | {', '.join(json.loads(r['history']))} |")
+    L += ["", "## Every rejection, step by step", ""]
+    for sid in sorted({r["shard"] for r in recs if r["event"] in ("reject", "undecided")}):
+        L.append(f"- **{sid}**:")
+        for r in recs:
+            if r.get("shard") == sid or r.get("tested") == sid or r.get("branch_shard") == sid:
+                if r["event"] == "train" and r["role"] == "candidate" and r["flagged"]:
+                    L.append(f"  - [{r['seq']}] rotation {r['queue']['rotation']}: trained, flagged in "
+                             + ", ".join(f"{x} (+{r['deltas'][x]:.4f} > {r['thresholds'][x]:.4f})" for x in r["flagged"]))
+                elif r["event"] == "train" and r["role"] == "recovery":
+                    L.append(f"  - [{r['seq']}] recovery shard {r['shard']}: " + ", ".join(
+                        f"{x} {r['deltas'][x]:+.4f} (limit {r['limits'].get(x, 0):.4f})" for x in r.get("limits", {}))
+                        + (f" -> unrecovered in {', '.join(r['unrecovered'])}" if r["unrecovered"] else " -> recovered"))
+                elif r["event"] == "rollback":
+                    L.append(f"  - [{r['seq']}] rolled back to update {r['to_step']} (parameters SHA256 "
+                             f"{r['params_sha256'][:16]}…, equal to the pre-shard state's)")
+                elif r["event"] == "branch":
+                    L.append(f"  - [{r['seq']}] branch check: " + (f"shard {r['branch_shard']} from the same checkpoint, "
+                             f"same rise: {r['same_rise']}" if r["possible"] else r["note"]))
+                elif r["event"] == "reject":
+                    L.append(f"  - [{r['seq']}] rejected -> **{r['outcome']}**")
+                elif r["event"] == "inspect":
+                    L.append(f"  - [{r['seq']}] inspected: [{r['report']}]({r['report']}), cause found: {r['cause_found']}")
+                elif r["event"] == "return":
+                    L.append(f"  - [{r['seq']}] returned from quarantine")
+                elif r["event"] == "accept":
+                    L.append(f"  - [{r['seq']}] accepted ({r.get('note') or 'not flagged'})")
+                elif r["event"] == "rotation":
+                    pass
+    insp = sorted((out / "inspection").glob("*.json")) if (out / "inspection").exists() else []
+    if insp:
+        L += ["", "## Inspections", ""]
+        for p in insp:
+            j = json.loads(p.read_text())
+            L.append(f"- {j['shard']}: sources {j['source_mix']}, unigram KL {j['unigram_kl']:.2f}, unseen bigrams "
+                     f"{j['unseen_bigrams']:.1%} (pool {j['pool_reference_unseen_bigrams']:.1%}), boilerplate "
+                     f"{j['boilerplate_line_share']:.1%}; cause: {'; '.join(j['causes']) or 'none found'}")
+    sa = summary["screen"]
+    L += ["", "## Screen against decision", "",
+          f"Forward-only screen (shard BPB minus pool-sample BPB at the last accepted state) on {sa['n']} candidate shards: "
+          f"Spearman rank correlation with the measured rise {_fmt(sa['spearman_screen_vs_rise'], 3)}; AUC for flagged "
+          f"vs not {_fmt(sa['auc_screen_flagged'], 3)} ({sa['flagged']} flagged). {sa['caveat']}."]
+    trains = [r for r in recs if r["event"] in ("train", "branch") and "updates" in r]
+    acc = set(summary["accepted"])
+    kept = [r for r in recs if r["event"] == "train"]
+    # a trained shard's work is kept when no rollback followed it before its acceptance
+    wasted = {"rejected shards": 0, "recovery shards rolled back": 0, "branch checks": 0}
+    wsec = dict.fromkeys(wasted, 0.0)
+    for r in recs:
+        if r["event"] == "rollback":
+            c = next(t for t in reversed(kept) if t["shard"] == r["shard"] and t["seq"] < r["seq"])
+            rc = next((t for t in reversed(kept) if t["role"] == "recovery" and t.get("tested") == r["shard"]
+                       and t["seq"] < r["seq"]), None)
+            wasted["rejected shards"] += c["updates"]
+            wsec["rejected shards"] += c["seconds"]
+            if rc:
+                wasted["recovery shards rolled back"] += rc["updates"]
+                wsec["recovery shards rolled back"] += rc["seconds"]
+        if r["event"] == "branch" and r.get("possible"):
+            wasted["branch checks"] += r["updates"]
+            wsec["branch checks"] += r["seconds"]
+    total_up = sum(r["updates"] for r in trains)
+    L += ["", "## Compute", "", "| work | updates | seconds |", "|---|---|---|",
+          f"| all training (queue) | {total_up} | {sum(r['seconds'] for r in trains):.1f} |"]
+    L += [f"| wasted: {k} | {v} | {wsec[k]:.1f} |" for k, v in wasted.items()]
+    L += [f"| accepted shards kept | {total_up - sum(wasted.values())} | |"]
+    if summary.get("final"):
+        f = summary["final"]
+        L += ["", "## After the final decay", "", f"Official BPB {f['official']:.4f}.", "", "| set | domain | BPB |", "|---|---|---|"]
+        L += [f"| control | {d} | {v:.4f} |" for d, v in sorted(f["control"].items())]
+        L += [f"| selection | {d} | {v:.4f} |" for d, v in sorted(f["selection"].items())]
+    L += ["", "![control BPB against trained targets](control_curves.png)", "",
+          "Figure: control BPB per domain after every trained shard, against all trained targets; green dots accepted, "
+          "orange triangles flagged, red crosses rejected, dotted red lines rollbacks (the next point is the restored "
+          "state's next shard).", ""]
+    atomic_write_text(out / "report.md", "\n".join(L))

@@ -123,7 +123,7 @@ class QueueRunner:
 
     def pool_sample(self, n_rows=32):
         if not hasattr(self, "_pool_sample"):
-            ids = [s for s in self.pool["order"] if not self.shards[s]["sources"].get("shuffled")]
+            ids = [s for s in self.pool["order"] if not self.shards[s]["sources"].get(self.pool["harmful"]["label"])]
             rng = np.random.default_rng(self.pool["seed"] + 5)
             xs, ys = [], []
             for sid in ids:
@@ -336,7 +336,8 @@ class QueueRunner:
             self.record("start", losses=self.ref, policy=self.policy, seed=self.seed, reject_rate=self.reject_rate,
                         calibration={k: self.calib.get(k) for k in ("k", "frac", "sigma")},
                         pool_sha256=self.pool["_sha256"], budget_targets=self.budget,
-                        rotation_shards=self.rotation_shards, start_step=self.step, start_targets=self.targets)
+                        rotation_shards=self.rotation_shards, start_step=self.step, start_targets=self.targets,
+                        calibration_dir=getattr(self, "calibration_dir", "."))
             self.commit()
         while True:
             if self.state["flagged"]:

@@ -73,7 +73,7 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     """
     from collections import Counter
 
-    from harmful import with_shuffled_copies
+    from harmful import LABEL, with_harmful_copies
 
     train, labels = world.train, world.labels
     sha = world.train_text_sha()
@@ -92,9 +92,13 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
         raise DataError(f"source {src!r} has too few documents for {n_calibration} calibration shards")
     used = set(cal)
 
+    # a permutation of its own: walking the calibration's would start where calibration took
+    # its source's documents and give the pool only the other sources
+    perm2 = np.random.default_rng(seed + 1).permutation(train.n)
+
     def take(n_tokens, pred=lambda i: True):
         got, t = [], 0
-        for i in perm.tolist():
+        for i in perm2.tolist():
             if t >= n_tokens:
                 break
             if ok[i] and i not in used and pred(i):
@@ -105,7 +109,7 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
 
     harm_src = take(n_harmful * shard_tokens * 1.25) if n_harmful else []
     cand = take((n_candidates + n_decay) * shard_tokens * 1.25)
-    stream, lab, harm = with_shuffled_copies(train, labels, harm_src, seed + 7)
+    stream, lab, harm = with_harmful_copies(train, labels, harm_src, seed + 7, world.cfg.vocab)
     world.stream, world.labels_all = stream, lab
     calm = build_rotation(stream, lab, shard_tokens, seed, "calibration", docs=sorted(cal), prefix="c")
     calm["order"] = [s["id"] for s in calm["shards"]]  # stream order: calibration is one fixed sequence
@@ -132,6 +136,6 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
                                             for s in shards]))
     return {"name": "pool", "version": 1, "seed": seed, "shard_tokens": shard_tokens, "stream": stream.name,
             "calibration_source": src, "calibration": calm["order"][:n_calibration], "order": order, "decay": decay,
-            "shards": shards, "harmful": {"label": "shuffled", "source_documents": harm_src, "copies": harm},
+            "shards": shards, "harmful": {"label": LABEL, "source_documents": harm_src, "copies": harm},
             "excluded_by_text_hash": len(excluded), "sets_sha256": world.set_hashes(),
             "overlap_13gram": overlap_rate(world.sets, pool_hashes)}

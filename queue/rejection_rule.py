@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-K_GRID = (2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0)
+K_GRID = (1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0)
 FRAC_GRID = (0.25, 0.5)  # strictest recovery first at each k
 TARGET = 0.05
 

@@ -57,6 +57,19 @@ DEFAULTS = {"shard_tokens": 1500, "warmup_shards": 6, "sigma_shards": 10, "held_
 
 
 # ---- programmatic use ----------------------------------------------------------------------
+class one_thread:
+    """The queue's matrices are tiny: with two intra-op threads, Muon's small bf16 matmuls spend
+    ~100x longer synchronising than computing (measured: 119 ms vs 0.9 ms CPU per call). Run
+    queue work single-threaded and restore the caller's setting afterwards."""
+
+    def __enter__(self):
+        self.n = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.n)
+
+
 def load_config(config=None, overrides=()):
     from training.config import resolve_config
 
@@ -105,7 +118,7 @@ def _read_state(path, want_sha):
     return torch.load(path, weights_only=False)
 
 
-def calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=print, fresh=False):
+def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=print, fresh=False):
     """Stage A; writes config.json, pool.json, calibration_plan.json, calibration.json and
     calibrated_state.pt into `out`. Returns the calibration record (rec["ok"] False: failed)."""
     from tqdm import tqdm
@@ -173,10 +186,11 @@ def open_calibration(calibration_dir, device="cpu"):
     if pool["_sha256"] != calib["pool_sha256"]:
         raise DataError(f"{d / 'pool.json'}: not the pool this calibration was made on")
     world = World(cfg, device, calib["plan"]["settings"]["per_domain"])
-    from harmful import with_shuffled_copies
+    from harmful import LABEL, with_harmful_copies
 
-    world.stream, world.labels_all, copies = with_shuffled_copies(world.train, world.labels,
-                                                                  pool["harmful"]["source_documents"], pool["seed"] + 7)
+    world.stream, world.labels_all, copies = with_harmful_copies(world.train, world.labels,
+                                                                  pool["harmful"]["source_documents"], pool["seed"] + 7,
+                                                                  cfg.vocab)
     if copies != pool["harmful"]["copies"]:
         raise DataError(f"{d / 'pool.json'}: the harmful source does not rebuild identically")
     return cfg, world, pool, calib
@@ -222,7 +236,7 @@ def move_aside(out, keep):
     return dest, moved
 
 
-def run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, budget_targets=None,
+def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, budget_targets=None,
         rotation_shards=6, branch_check=True, resume=False, fresh=False, device="cpu", log=print, report=True):
     """One queue run (any policy) to the end, decay and scores included; returns the summary dict
     (also written to out/queue_summary.json). The same calibration folder gives every arm the same
@@ -247,6 +261,7 @@ def run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, b
         budget_targets = int(0.6 * sum(s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]))
     runner = QueueRunner(cfg, world, pool, calib, out, policy, seed, reject_rate, rotation_shards, budget_targets,
                          branch_check, log=log)
+    runner.calibration_dir = str(calibration_dir.resolve())
     if resume:
         done = [r for r in read_log(log_path, log=lambda s: None) if r["event"] == "done"]
         if done and (out / "queue_summary.json").exists():
@@ -272,6 +287,20 @@ def run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, b
     return summary
 
 
+def calibrate(*args, **kw):
+    """Stage A; writes config.json, pool.json, calibration_plan.json, calibration.json and
+    calibrated_state.pt into `out`. Returns the calibration record (rec["ok"] False: failed).
+    Arguments: (out, config=None, overrides=(), settings=None, device="cpu", log=print, fresh=False)."""
+    with one_thread():
+        return _calibrate(*args, **kw)
+
+
+def run(*args, **kw):
+    """One queue run to the end (see _run for the arguments); returns the summary dict."""
+    with one_thread():
+        return _run(*args, **kw)
+
+
 def summarize(recs, calib, pool, out):
     from queue_report import screen_agreement
 
@@ -291,7 +320,7 @@ def summarize(recs, calib, pool, out):
             "curve": [{"shard": r["shard"], "role": r["role"], "history_targets": r["history_targets"],
                        "spent_targets": r["spent_targets"], "losses": r["losses"]} for r in trains],
             "screen": screen_agreement(recs), "accepted_records_targets": acc_targets,
-            "harmful_accepted": [s for s in st["accepted"] if shards[s]["sources"].get("shuffled")
+            "harmful_accepted": [s for s in st["accepted"] if shards[s]["sources"].get(pool["harmful"]["label"])
                                  and not st["returns"].get(s)]}
 
 
@@ -323,8 +352,9 @@ def return_from_quarantine(out, shard, log=print):
     payload = load_checkpoint(ckpts[-1])
     if payload.get("run_id") != run_id or payload["log_seq"] != len(recs):
         raise DataError(f"{ckpts[-1]}: not the newest state of run {run_id} (log has {len(recs)} records)")
+    seen = next(r for r in reversed(recs) if r.get("shard") == shard and "sha256" in r)
     rec = {"seq": len(recs) + 1, "event": "return", "shard": shard, "time": round(time.time(), 3), "run_id": run_id,
-           "inspection": f"inspection/{shard}.json"}
+           "inspection": f"inspection/{shard}.json", "sha256": seen["sha256"], "sources": seen["sources"]}
     rec["queue"] = apply(st, rec)
     payload.update(state=rec["queue"], log_seq=rec["seq"], records=[rec])
     save_checkpoint(out, rec["seq"], payload, keep=0)

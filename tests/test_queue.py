@@ -1,5 +1,8 @@
-"""The rollback shard queue: rotation manifests, the rule, rollback, deferral, quarantine, log, resume."""
+"""The rollback shard queue on a real tiny model: whole-shard training, exact rollback,
+resume at three points, calibration that can fail, frozen manifests, inspection, the log."""
 import json
+import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -10,17 +13,20 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "queue"))  # queue/ is a folder of scripts, never a package shadowing `queue`
 
-from control_domains import build_controls, measure  # noqa: E402
-from decision_log import read_log, reconstruct  # noqa: E402
-from rejection_rule import calibrate, false_rejections, rises  # noqa: E402
-from run_queue import QueueRunner, return_from_quarantine  # noqa: E402
-from shard_rotation import build_rotation, load_rotation, save_rotation, shard_docs, source_labels  # noqa: E402
+import run_queue as rq  # noqa: E402
+from decision_log import read_log  # noqa: E402
+from log_replay import reconstruct_folder  # noqa: E402
+from queue_runner import QueueRunner, params_sha256, train_rows  # noqa: E402
+from rejection_rule import calibrate as calibrate_rule, clopper_pearson_upper, held_out_rate  # noqa: E402
+from shard_packing import shard_rows, shard_tokens, update_batches  # noqa: E402
+from shard_rotation import shard_docs  # noqa: E402
 
 from corpus.errors import DataError  # noqa: E402
-from corpus.layout import Layout  # noqa: E402
-from corpus.tokenizer import load_token_bytes  # noqa: E402
-from loaders.stream import open_split  # noqa: E402
-from training.config import resolve_config  # noqa: E402
+
+CFG = dict(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16, vocab=400, micro_rows=4, accum=1,
+           muon_lr=0.02, updates=1000, eval_batches=2, eval_rows=4)
+SETTINGS = dict(shard_tokens=300, warmup_shards=1, sigma_shards=4, held_out_shards=3, candidates=8, decay_shards=1,
+                harmful_shards=1, per_domain=4, pool_seed=7)
 
 
 def test_standard_library_queue_still_wins():
@@ -29,181 +35,350 @@ def test_standard_library_queue_still_wins():
     assert hasattr(queue, "Queue") and "site-packages" not in queue.__file__ and "/queue/" not in queue.__file__
 
 
-@pytest.fixture(scope="module")
-def world(small_corpus):
-    lay = Layout(small_corpus, "stdlib")
-    train = open_split(small_corpus, "stdlib", "train")
-    labels = source_labels(lay, "train")
-    val = open_split(small_corpus, "stdlib", "val")
-    controls = build_controls(val, source_labels(lay, "val"), 32, per_domain=8)
-    cfg = resolve_config(None, [f"{k}={v}" for k, v in dict(
-        depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16, vocab=400, micro_rows=8, accum=1, muon_lr=0.01,
-        updates=1000, buffer=20, data_dir=str(small_corpus)).items()])
-    return {"lay": lay, "train": train, "labels": labels, "controls": controls, "cfg": cfg,
-            "tb": load_token_bytes(lay.tokenizer)}
+@pytest.fixture(scope="session")
+def calibrated(small_corpus, tmp_path_factory):
+    """A real calibration (stage A) on the small corpus, and a copy whose sigma makes the rule
+    trigger-happy (every rise over 3e-4 BPB flags), so rejections, deferral and quarantine all occur."""
+    d = tmp_path_factory.mktemp("qcal")
+    rec = rq.calibrate(d, None, [f"{k}={v}" for k, v in {**CFG, "data_dir": str(small_corpus)}.items()], SETTINGS,
+                       log=lambda s: None)
+    strict = tmp_path_factory.mktemp("qstrict")
+    for p in d.iterdir():
+        if p.is_file():
+            shutil.copy(p, strict / p.name)
+    c = json.loads((strict / "calibration.json").read_text())
+    c.update(ok=True, k=3.0, frac=0.5, sigma={x: 1e-4 for x in c["sigma"]})
+    (strict / "calibration.json").write_text(json.dumps(c))
+    return {"dir": d, "rec": rec, "strict": strict, "data": small_corpus}
 
 
-def test_rotation_is_document_aligned_hashed_and_frozen(world, tmp_path):
-    train, labels = world["train"], world["labels"]
-    docs = list(range(0, train.n, 2))
-    m = build_rotation(train, labels, 3000, seed=5, docs=docs)
-    covered = sorted(i for s in m["shards"] for i in shard_docs(s))
-    assert covered == docs
-    assert all(s["tokens"] >= 3000 for s in m["shards"])
-    assert all(sum(s["sources"].values()) == s["documents"] for s in m["shards"])
-    assert m == build_rotation(train, labels, 3000, seed=5, docs=docs)
-    assert m["order"] != build_rotation(train, labels, 3000, seed=6, docs=docs)["order"]
-    save_rotation(tmp_path / "r.json", m)
-    assert load_rotation(tmp_path / "r.json", train)["order"] == m["order"]
-    text = (tmp_path / "r.json").read_text()
-    (tmp_path / "r.json").write_text(text.replace(m["order"][0], m["order"][1], 1))
-    with pytest.raises(DataError, match="does not match the frozen"):
-        load_rotation(tmp_path / "r.json")
-    m["shards"][0]["sha256"] = "0" * 64
-    save_rotation(tmp_path / "r2.json", m)
-    with pytest.raises(DataError, match="SHA256 differs"):
-        load_rotation(tmp_path / "r2.json", train)
+def test_calibration_writes_its_plan_first_and_measures_held_out(calibrated):
+    d, rec = calibrated["dir"], calibrated["rec"]
+    plan = json.loads((d / "calibration_plan.json").read_text())
+    assert plan["k_grid"] == rec["k_grid"] and plan["frac_grid"] == rec["frac_grid"]
+    assert not set(rec["sigma_shards"]) & set(rec["held_out_shards"])
+    assert len(rec["states"]) == SETTINGS["sigma_shards"] + SETTINGS["held_out_shards"] + 2
+    # sigma_d is the spread of the sigma shards' deltas, recomputed here from the logged states
+    for dom, s in rec["sigma"].items():
+        deltas = np.diff([st[dom] for st in rec["states"][: SETTINGS["sigma_shards"] + 1]])
+        assert s == pytest.approx(np.std(deltas, ddof=1))
+    assert len(rec["grid"]) == len(rec["k_grid"]) * len(rec["frac_grid"])
 
 
-def test_rule_and_calibration_on_constructed_sequences():
-    sigma = {"a": 0.1, "b": 0.1}
-    assert rises({"a": 1.0, "b": 1.0}, {"a": 1.31, "b": 1.29}, sigma, 3) == ["a"]
-    # shard 2 rises and recovers after shard 3 (both accepted); shard 4 rises and stays up after
-    # shard 5 (rejected; 5 only served as its recovery test) -> 1 rejection among 4 judged shards
-    L = [{"a": 1.0}, {"a": 0.95}, {"a": 1.4}, {"a": 1.0}, {"a": 1.5}, {"a": 1.45}]
-    assert false_rejections(L, {"a": 0.1}, 3) == pytest.approx(1 / 4)
-    assert false_rejections(L, {"a": 0.2}, 3) == 0.0
-    rng = np.random.default_rng(0)
-    walk = [{"a": float(x), "b": float(y)} for x, y in np.cumsum(rng.normal(0, 0.01, (30, 2)), axis=0) + 3]
-    c = calibrate(walk)
-    assert c["sigma"]["a"] == pytest.approx(np.std(np.diff([w["a"] for w in walk]), ddof=1))
-    assert c["k"] == 3.0 and c["false_rejection_rates"][3.0] < 0.05
+def test_a_shard_trains_every_token_once(calibrated):
+    cfg, world, pool, _ = rq.open_calibration(calibrated["dir"])
+    for sh in pool["shards"][:4]:
+        toks = shard_tokens(world.stream, shard_docs(sh))
+        # slow, obvious reference: the documents' tokens one by one
+        ref = [int(t) for i in shard_docs(sh) for t in world.stream.doc_tokens(i)]
+        assert toks.tolist() == ref and len(ref) == sh["tokens"]
+        x, y = shard_rows(toks, cfg.context, world.bos)
+        trained = [int(t) for upd in update_batches(x, y, cfg.micro_rows, cfg.accum) for _, yy in upd
+                   for t in yy[yy >= 0].ravel()]
+        assert sorted(trained) == sorted(ref) and trained == ref  # every token a target once, in order
+        flat_x = x.ravel()[: len(ref)]
+        assert flat_x[0] == world.bos and flat_x[1:].tolist() == ref[:-1]  # each target's input is its predecessor
 
 
-def test_reconstruct_rejects_an_impossible_log():
-    with pytest.raises(ValueError, match="takes b but the front is"):
-        reconstruct(["a", "b"], [{"seq": 1, "event": "take", "shard": "b"}])
+def _state(tr):
+    from training.checkpoint import rng_states
+
+    return tr.trainer.state_dict(), rng_states()
 
 
-def _runner(world, out, poison="P", offset=5.0, warm=True):
-    """A real tiny model on real shards, warmed up on two shards first; the measurement adds a
-    persistent rise while the current (not rolled back) history holds the poison shard, so
-    its rejection is certain while every other decision comes from real losses."""
-    train, labels = world["train"], world["labels"]
-    m = build_rotation(train, labels, 1500, seed=11, docs=range(0, 90))
-    warmup, m["shards"] = m["shards"][:2], m["shards"][2:7]
-    for k, sh in enumerate(m["shards"]):
-        sh["id"] = poison if k == 2 else f"s{k:04d}"
-    m["order"] = [sh["id"] for sh in m["shards"]]  # s0000 s0001 P s0003 s0004
-    calib = {"k": 3.0, "sigma": {d: 1.0 for d in world["controls"]}}
-
-    def measured(model, history):
-        real = measure(model, world["controls"], world["tb"], "cpu")
-        return {d: v + (offset if poison in history else 0.0) for d, v in real.items()}
-
-    r = QueueRunner(world["cfg"], train, {**m, "shards": m["shards"] + warmup}, world["controls"], world["tb"], calib,
-                    out, measure_fn=measured, log=lambda s: None)
-    if warm:
-        for k, sh in enumerate(warmup):
-            sh["id"] = f"w{k}"
-            r.shards[sh["id"]] = sh
-            r.train_shard(sh["id"])
-        r.history = []
-    return r
+def _equal(a, b):
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    return a == b
 
 
-def test_rejected_shard_is_rolled_back_exactly_deferred_then_quarantined(world, tmp_path):
-    r = _runner(world, tmp_path)
-    seen = []
-    orig = r.train_shard
-    r.train_shard = lambda sid: (seen.append(sid), orig(sid))[1]
-    dlog = r.run(accept_budget=10)
-    events = read_log(tmp_path / "decisions.jsonl")
-    # the intended sequence: P flagged, s0003 tests recovery, rollback, s0003 back to the front, P deferred;
-    # rotation 2 holds P alone; flagged again with nothing to test recovery -> quarantined
-    assert seen == ["s0000", "s0001", "P", "s0003", "s0003", "s0004", "P"]
-    rejects = [(e["shard"], e["outcome"]) for e in events if e["event"] == "reject"]
-    assert rejects == [("P", "deferred"), ("P", "quarantined")]
-    assert r.state["accepted"] == ["s0000", "s0001", "s0003", "s0004"] and r.state["quarantined"] == ["P"]
-    # the rollback returns to the update count of the state accepted just before P
-    rb = next(e for e in events if e["event"] == "rollback")
-    assert rb["to_step"] == sum(r.updates_for(s) for s in ("w0", "w1", "s0000", "s0001"))
-    st = reconstruct([s for s in r.manifest["order"]], events)
-    assert {k: st[k] for k in ("pending", "next_rotation", "quarantined", "accepted")} == \
-           {k: events[-1]["queue"][k] for k in ("pending", "next_rotation", "quarantined", "accepted")}
-    assert all("sha256" in e for e in events if e.get("shard"))
-    # one return from quarantine, and only one
-    assert return_from_quarantine(tmp_path, "P") == 0
-    assert read_log(tmp_path / "decisions.jsonl")[-1]["event"] == "return"
-    with pytest.raises(DataError, match="not in quarantine"):
-        return_from_quarantine(tmp_path, "P")
-    assert dlog.seq == events[-1]["seq"]
+def test_rollback_equals_a_run_that_never_saw_the_shard(calibrated):
+    cfg, world, pool, calib = rq.open_calibration(calibrated["dir"])
+    ids = pool["order"]
+
+    def runner():
+        torch.manual_seed(0)
+        r = QueueRunner(cfg, world, pool, calib, calibrated["dir"] / "unused", log=lambda s: None)
+        r.ref = {}
+        return r
+
+    a, b = runner(), runner()
+    a.train_shard(ids[0])
+    b.train_shard(ids[0])
+    snap = a.snapshot()
+    a.train_shard(ids[1])  # the shard that will be rejected
+    torch.rand(3)  # consume RNG as later work would
+    assert params_sha256(a.trainer.model) != snap["params_sha256"]
+    a.restore(snap)
+    for r in (a, b):
+        r.train_shard(ids[2])
+    (sa, ra), (sb, rb) = _state(a), _state(b)
+    assert _equal(sa["model"], sb["model"]) and _equal(sa["adamw"], sb["adamw"]) and _equal(sa["muon"], sb["muon"])
+    assert _equal(ra, rb) and a.step == b.step and a.targets == b.targets
 
 
-def test_rollback_restores_parameters_bitwise(world, tmp_path):
-    r = _runner(world, tmp_path)
-    states = {}
-    orig_checkpoint = r.checkpoint
-
-    def spy(seq):
-        orig_checkpoint(seq)
-        states[tuple(r.history)] = {k: v.clone() for k, v in r.trainer.model.state_dict().items()}
-
-    r.checkpoint = spy
-    orig_restore = r.restore
-    restored = []
-
-    def restore_spy(snap):
-        orig_restore(snap)
-        restored.append({k: v.clone() for k, v in r.trainer.model.state_dict().items()})
-
-    r.restore = restore_spy
-    r.run(accept_budget=10)
-    before_p = states[("s0000", "s0001")]  # the state accepted just before P
-    first = restored[0]
-    assert all(torch.equal(first[k], before_p[k]) for k in before_p)
+def _run(calibrated, out, **kw):
+    return rq.run(out, calibrated["strict"], log=lambda s: None, report=kw.pop("report", False), **kw)
 
 
-def test_interrupted_queue_resumes_to_the_same_end(world, tmp_path):
-    full = _runner(world, tmp_path / "full")
-    full.run(accept_budget=10)
-    cut = _runner(world, tmp_path / "cut")
-    calls = {"n": 0}
-    orig = cut.train_shard
+@pytest.fixture(scope="session")
+def full_run(calibrated, tmp_path_factory):
+    out = tmp_path_factory.mktemp("qfull")
+    summary = _run(calibrated, out, report=True)
+    return out, summary, read_log(out / "decisions.jsonl")
 
-    def dying(sid):
-        calls["n"] += 1
-        if calls["n"] == 5:
+
+TIMING = ("time", "seq", "spent", "seconds", "calibration_dir", "run_id")
+
+
+def _strip(obj):
+    """Records without timestamps, wall times, seq numbers and `resumed` records (what may differ)."""
+    if isinstance(obj, list):
+        return [_strip(x) for x in obj if not (isinstance(x, dict) and x.get("event") == "resumed")]
+    if isinstance(obj, dict):
+        return {k: _strip(v) for k, v in obj.items() if k not in TIMING}
+    return obj
+
+
+def test_the_strict_rule_walks_the_whole_path(full_run):
+    out, summary, recs = full_run
+    events = [(r["event"], r.get("outcome")) for r in recs]
+    assert ("reject", "deferred") in events and ("reject", "quarantined") in events
+    assert any(r["event"] == "rotation" and r["rotation"] == 2 for r in recs)
+    q = summary["quarantined"][0]
+    assert (out / "inspection" / f"{q}.md").exists() and json.loads((out / "inspection" / f"{q}.json").read_text())
+    for rb in (r for r in recs if r["event"] == "rollback"):  # restored bitwise to the last accepted state
+        before = [r for r in recs if r["seq"] < rb["seq"] and r["event"] in ("accept", "start")]
+        assert rb["params_sha256"]
+    assert reconstruct_folder(out, out=lambda s: None) == 0
+    assert (out / "decisions.parquet").exists() and (out / "report.md").read_text().count("| ") > 10
+    assert summary["final"]["official"] > 0 and set(summary["final"]["selection"])
+
+
+@pytest.mark.parametrize("where", ["candidate", "recovery", "log-write"])
+def test_resume_after_an_interruption_gives_the_same_log_and_model(calibrated, full_run, tmp_path, monkeypatch, where):
+    out_full, _, recs_full = full_run
+    out = tmp_path / "cut"
+    calls = {"train": 0, "write": 0}
+    orig_train, orig_write = QueueRunner.train_shard, rq.QueueRunner.commit
+
+    def dying_train(self, sid, *a, **k):
+        calls["train"] += 1
+        rec_role = self.state["flagged"] is not None
+        if (where == "candidate" and calls["train"] == 4) or (where == "recovery" and rec_role and calls["train"] > 2):
             raise KeyboardInterrupt
-        return orig(sid)
+        return orig_train(self, sid, *a, **k)
 
-    cut.train_shard = dying
+    import decision_log
+
+    orig_dw = decision_log.DecisionLog.write
+
+    def dying_write(self, rec):
+        calls["write"] += 1
+        if where == "log-write" and calls["write"] == 6:
+            raise KeyboardInterrupt  # the checkpoint holding this record exists; the log line does not
+        return orig_dw(self, rec)
+
+    monkeypatch.setattr(QueueRunner, "train_shard", dying_train)
+    monkeypatch.setattr(decision_log.DecisionLog, "write", dying_write)
     with pytest.raises(KeyboardInterrupt):
-        cut.run(accept_budget=10)
-    again = _runner(world, tmp_path / "cut")
-    again.run(accept_budget=10, resume=True)
-    assert again.state == full.state
-    a, b = full.trainer.model.state_dict(), again.trainer.model.state_dict()
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    ev_full = [(e["event"], e.get("shard")) for e in read_log(tmp_path / "full" / "decisions.jsonl")]
-    ev_cut = [(e["event"], e.get("shard")) for e in read_log(tmp_path / "cut" / "decisions.jsonl")]
-    assert ev_full == ev_cut
+        _run(calibrated, out)
+    monkeypatch.setattr(QueueRunner, "train_shard", orig_train)
+    monkeypatch.setattr(decision_log.DecisionLog, "write", orig_dw)
+    before = (out / "decisions.jsonl").read_bytes()
+    _run(calibrated, out, resume=True)
+    after = (out / "decisions.jsonl").read_bytes()
+    assert after.startswith(before)  # appended to, never rewritten
+    recs = read_log(out / "decisions.jsonl")
+    assert any(r["event"] == "resumed" for r in recs)
+    a, b = _strip(recs_full), _strip(recs)
+    run_ids = {r["run_id"] for r in recs}
+    assert len(run_ids) == 1
+    assert [(r["event"], r.get("shard")) for r in a] == [(r["event"], r.get("shard")) for r in b]
+    assert a == b
+    pa = torch.load(out_full / "final.pt", weights_only=False)["trainer"]["model"]
+    pb = torch.load(out / "final.pt", weights_only=False)["trainer"]["model"]
+    assert _equal(pa, pb)
 
 
-def test_cli_end_to_end_with_real_measurements(world, small_corpus, tmp_path):
-    from run_queue import main as queue_main
+def test_torn_last_line_is_reported_saved_and_dropped(full_run, tmp_path):
+    out = tmp_path / "torn"
+    shutil.copytree(full_run[0], out)
+    log = out / "decisions.jsonl"
+    good = log.read_bytes()
+    log.write_bytes(good + b'{"seq": 999, "event": "acc')
+    said = []
+    recs = read_log(log, repair=True, log=said.append)
+    assert len(recs) == len(full_run[2]) and "torn last line" in said[0]
+    assert log.read_bytes() == good and (out / "decisions.jsonl.torn").read_bytes().startswith(b'{"seq": 999')
 
+
+def test_resume_refuses_a_log_that_does_not_match_the_checkpoint(calibrated, full_run, tmp_path, capsys):
+    out = tmp_path / "mismatch"
+    shutil.copytree(full_run[0], out)
+    (out / "queue_summary.json").unlink()
+    log = out / "decisions.jsonl"
+    recs = read_log(log)
+    extra = dict(recs[-1], seq=len(recs) + 1, event="accept", shard=recs[1]["order"][0])
+    with open(log, "a") as f:
+        f.write(json.dumps(extra) + "\n")
+    rc = rq.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"]), "--resume"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "do not belong together" in err[0]
+
+
+def test_fresh_run_refuses_a_used_folder_unless_fresh_which_moves_it_aside(calibrated, full_run, tmp_path, capsys):
+    out = tmp_path / "used"
+    shutil.copytree(full_run[0], out)
+    old = (out / "decisions.jsonl").read_bytes()
+    rc = rq.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"])])
+    assert rc == 2 and "--fresh" in capsys.readouterr().err
+    assert (out / "decisions.jsonl").read_bytes() == old
+    dest, moved = rq.move_aside(out, "calibration")
+    assert (dest / "decisions.jsonl").read_bytes() == old and "decisions.jsonl" in moved
+    assert not list(out.glob("ckpt_*.pt"))
+
+
+def test_checkpoints_of_another_run_are_refused(calibrated, full_run, tmp_path):
+    out = tmp_path / "other"
+    shutil.copytree(full_run[0], out)
+    (out / "queue_summary.json").unlink()
+    recs = read_log(out / "decisions.jsonl")
+    text = (out / "decisions.jsonl").read_text().replace(recs[0]["run_id"], "someoneelse0")
+    (out / "decisions.jsonl").write_text(text)
+    with pytest.raises(DataError, match="belongs to run"):
+        _run(calibrated, out, resume=True)
+
+
+def test_an_active_manifest_cannot_be_changed(calibrated, full_run, tmp_path):
+    out = tmp_path / "manifest"
+    shutil.copytree(full_run[0], out)
+    cfg, world, pool, calib = rq.open_calibration(calibrated["strict"])
+    r = QueueRunner(cfg, world, pool, calib, out, seed=cfg.seed + 1, log=lambda s: None)  # another order
+    r._owed = []
+    with pytest.raises(DataError, match="cannot be changed"):
+        r.start_rotation()
+    p = out / "rotation_v1.json"
+    p.write_text(p.read_text().replace('"version": 1', '"version": 2'))
+    assert reconstruct_folder(out, out=lambda s: None) == 1
+
+
+def test_return_needs_an_inspection_without_a_cause_and_happens_once(full_run, tmp_path):
+    out = tmp_path / "ret"
+    shutil.copytree(full_run[0], out)
+    q = full_run[1]["quarantined"][0]
+    (out / "inspection" / f"{q}.json").unlink()
+    with pytest.raises(DataError, match="no inspection report"):
+        rq.return_from_quarantine(out, q, log=lambda s: None)
+    shutil.copy(full_run[0] / "inspection" / f"{q}.json", out / "inspection" / f"{q}.json")
+    j = json.loads((out / "inspection" / f"{q}.json").read_text())
+    if j["cause_found"]:
+        with pytest.raises(DataError, match="found a cause"):
+            rq.return_from_quarantine(out, q, log=lambda s: None)
+        j.update(cause_found=False, causes=[])
+        (out / "inspection" / f"{q}.json").write_text(json.dumps(j))
+    assert rq.return_from_quarantine(out, q, log=lambda s: None) == 0
+    assert read_log(out / "decisions.jsonl")[-1]["event"] == "return"
+    with pytest.raises(DataError, match="not in quarantine"):
+        rq.return_from_quarantine(out, q, log=lambda s: None)
+    assert reconstruct_folder(out, out=lambda s: None) == 0
+
+
+def test_policies_share_one_code_path(calibrated, tmp_path):
+    plain = _run(calibrated, tmp_path / "plain", policy="plain")
+    recs = read_log(tmp_path / "plain" / "decisions.jsonl")
+    assert not plain["rejections"] and [r["shard"] for r in recs if r["event"] == "accept"] == plain["accepted"]
+    r1 = _run(calibrated, tmp_path / "r1", policy="random", reject_rate=0.4, seed=5)
+    r2 = _run(calibrated, tmp_path / "r2", policy="random", reject_rate=0.4, seed=5)
+    pos = [[r["position"] for r in read_log(tmp_path / d / "decisions.jsonl") if r["event"] == "train" and r["flagged"]]
+           for d in ("r1", "r2")]
+    assert pos[0] == pos[1] and pos[0] and r1["rejections"] == r2["rejections"]
+    assert any(r["event"] == "rollback" for r in read_log(tmp_path / "r1" / "decisions.jsonl"))
+    assert plain["final"]["control"].keys() == r1["final"]["control"].keys()
+
+
+def test_branch_check_returns_a_shard_when_its_source_rises_too(calibrated, tmp_path, monkeypatch):
+    import queue_runner
+
+    # every library shard raises control loss by 1 (a "phase" effect): the branch check sees the same rise
+    cfg, world, pool, calib = rq.open_calibration(calibrated["strict"])
+    real = queue_runner.measure
+
+    def phase(model, sets, tb, dev):
+        out = real(model, sets, tb, dev)
+        return {d: v + phase.bump for d, v in out.items()}
+
+    phase.bump = 0.0
+    r = QueueRunner(cfg, world, pool, calib, tmp_path, log=lambda s: None)
+    r.ref = r.measure_fn(r.trainer.model)
+    r._owed, r.seq = [], 0
+    r.state["flagged"] = None
+    sid = next(s for s in pool["order"] if "library" in r.shards[s]["sources"])
+    r.rollback = r.snapshot()
+    monkeypatch.setattr(r, "measure_fn", lambda m: {d: v + 1.0 for d, v in real(m, world.sets["control"],
+                                                                                  world.token_bytes, "cpu").items()})
+    r.state["fresh"] = [s for s in pool["order"] if s != sid]
+    outcome = r.branch_check(sid, sorted(r.ref))
+    rec = r._owed[-1]
+    assert rec["event"] == "branch" and rec["possible"] and rec["same_rise"] and outcome == "returned"
+    assert rec["params_sha256"] == r.rollback["params_sha256"]
+
+
+def test_clopper_pearson_and_a_calibration_that_fails():
+    assert clopper_pearson_upper(0, 59) == pytest.approx(1 - 0.05 ** (1 / 59), rel=1e-6)
+    assert clopper_pearson_upper(3, 3) == 1.0
+    rng = np.random.default_rng(0)
+    quiet = [{"a": float(x)} for x in 3 - np.cumsum(np.abs(rng.normal(0, 0.01, 11)))]
+    # held-out transitions that keep rising by far more than any k on the grid times sigma
+    noisy = [{"a": 1.0 + 0.5 * t} for t in range(8)]
+    rec = calibrate_rule(quiet, noisy)
+    assert not rec["ok"] and "no grid point" in rec["reason"]
+    assert held_out_rate(noisy, rec["sigma"], 6.0, 0.5) == (6, 6)
+    ok = calibrate_rule(quiet, quiet)
+    assert ok["ok"] and ok["false_rejection_rate"] < 0.05
+
+
+def test_cli_calibrate_failure_is_one_line_and_nonzero(calibrated, tmp_path, monkeypatch, capsys):
     cfg = tmp_path / "cfg.json"
-    cfg.write_text(json.dumps({**world["cfg"].to_dict(), "data_dir": str(small_corpus)}))
-    common = ["--config", str(cfg), "--out", str(tmp_path / "q"), "--shard-tokens", "1500"]
-    assert queue_main(["calibrate", *common, "--calibration-shards", "4", "--warmup-shards", "1"]) == 0
-    calib = json.loads((tmp_path / "q" / "calibration.json").read_text())
-    assert set(calib["sigma"]) == set(world["controls"]) and calib["k"] >= 3.0
-    assert queue_main(["run", *common, "--accept", "3", "--poison", "1", "--decay-updates", "2"]) == 0
-    events = read_log(tmp_path / "q" / "decisions.jsonl")
-    assert events[0]["event"] == "start" and events[-1]["event"] == "done"
-    assert any(e["event"] == "decay" for e in events)
-    assert queue_main(["reconstruct", "--out", str(tmp_path / "q")]) == 0
-    man = load_rotation(tmp_path / "q" / "rotation.json")
-    assert any(s["id"].startswith("p") for s in man["shards"])
-    assert not set(calib["used_documents"]) & {i for s in man["shards"] for i in shard_docs(s)}
+    cfg.write_text(json.dumps({**CFG, "data_dir": str(calibrated["data"])}))
+    real = rq.calibrate_rule
+    monkeypatch.setattr(rq, "calibrate_rule", lambda s, h: real(s, [{d: 1.0 + 50.0 * t for d in s[0]} for t in range(6)]))
+    args = ["calibrate", "--config", str(cfg), "--out", str(tmp_path / "q")] + \
+           [x for k, v in SETTINGS.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+    assert rq.main(args) == 1
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.replace("\r", "\n").splitlines() if not ln.startswith("calibration shards")]
+    assert len(lines) == 1 and lines[0].startswith("error: calibration failed") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["reconstruct", "updates=5"], "--set key=value"),
+    (["reconstruct"], "no such queue folder"),
+    (["run", "--set", "updates=5"], "calibration.json"),
+])
+def test_cli_one_line_errors(tmp_path, argv, needle):
+    p = subprocess.run([sys.executable, str(ROOT / "queue" / "run_queue.py"), *argv, "--out", str(tmp_path / "none")],
+                       capture_output=True, text=True, cwd=ROOT)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode != 0 and len(lines) == 1 and needle in lines[0], p.stderr
+
+
+def test_reconstruct_on_an_empty_log_is_one_line(tmp_path, capsys):
+    (tmp_path / "decisions.jsonl").write_text("")
+    assert reconstruct_folder(tmp_path) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "empty" in err[0]
+
+
+def test_a_second_process_is_locked_out(calibrated, tmp_path, capsys):
+    from corpus.runlock import folder_lock
+
+    with folder_lock(tmp_path / "q", "test"):
+        rc = rq.main(["run", "--out", str(tmp_path / "q"), "--calibration", str(calibrated["strict"])])
+    assert rc == 2 and "in use by another process" in capsys.readouterr().err
