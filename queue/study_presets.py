@@ -31,7 +31,7 @@ PRESETS = {
         "warmup_shards": 2,
         "sigma_shards": 10,
         "held_out_shards": 8,
-        "harmful_shards": 1,
+        "harmful_shards": 2,
         "per_domain": 8,
         "rotation_shards": 6,
         "reference_fractions": [0.5, 1.0, 1.5],
