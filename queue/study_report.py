@@ -84,11 +84,15 @@ def render(s):
          f"## Verdict: {ad['verdict']}", ""]
     L += [f"- {r}" for r in ad["reasons"]] or ["- B beats A and C at both seeds by more than the threshold."]
     L += ["", "## Adoption table (efficiency points on the selection axis)", "",
-          "| Seed | A | B | C | B - A | B - C |", "|---:|---:|---:|---:|---:|---:|"]
+          "| Seed | A | B | C | B - A | B - C | B - A (BPB) | B - C (BPB) |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     eff = {(r["arm"], r["seed"]): r["efficiency"]["points"] for r in s["runs"]}
+    sel = {(r["arm"], r["seed"]): r["final_selection"]["mean"] for r in s["runs"]}
     for sd in seeds:
         L.append(f"| {sd} | {_pts(eff.get(('A', sd)))} | {_pts(eff.get(('B', sd)))} | {_pts(eff.get(('C', sd)))} | "
-                 f"{_pts(ad['b_minus_a'].get(str(sd)))} | {_pts(ad['b_minus_c'].get(str(sd)))} |")
+                 f"{_pts(ad['b_minus_a'].get(str(sd)))} | {_pts(ad['b_minus_c'].get(str(sd)))} | "
+                 f"{sel[('B', sd)] - sel[('A', sd)]:+.4f} | {sel[('B', sd)] - sel[('C', sd)]:+.4f} |")
+    L += ["", "The last two columns are the raw differences of the final selection loss (negative: B lower, "
+              "better); they show the direction when efficiency points are refused, and the rule does not read them."]
     L += ["", f"Seed spread (the largest within-arm absolute difference between the two seeds' efficiency points, "
               f"over arms A, B, C): **{_pts(ad['seed_spread'])}** (arm {ad.get('seed_spread_arm') or 'n/a'}). "
               f"Threshold max(0.6, 2 x seed spread) = **{_pts(ad['threshold'])}** points. Adopt only if B - A and "
