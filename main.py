@@ -13,9 +13,12 @@ freeze   the comparison protocol (configs, populations, seeds, bootstrap, corpus
 eval     under that protocol: source windows, position bins and paired bootstraps on two populations, the
          confirmation score and prefix rankings of the six checkpoints, then the
          numpy checkers recompute every number from the evidence files
-queue    the rollback shard queue (proposal seeds/003) on the offline corpus: calibration on
-         one homogeneous source, then a rotation with two shards of random tokens added as
-         a known-bad source; every decision logged and reconstructed from the log
+queue    the rollback shard queue ("Can a model help choose its next training data?") on the
+         offline corpus with a model smaller than tiny: calibration on one homogeneous source
+         (sigma_d on ten shards, the false-rejection rate on held-out ones), then rotations of
+         a pool holding a harmful source (real documents through a corrupted token mapping):
+         flagged, recovery check, bitwise rollback, deferral, retry in rotation 2, quarantine,
+         inspection; final decay and scores; every record checked by `reconstruct`
 queue_study  the proposal's experiment at tiny scale: stage A once, arms A (plain) / B (queue) /
          C (random rejection at B's rate) x seeds 43, 44, selection axis after the decay,
          efficiency points, the adoption rule and its verdict (queue_study/report.md)
@@ -109,6 +112,13 @@ def main(argv=None):
 
 
 def run_queue_stage(qdir, data_dir):
+    """The rollback shard queue end to end: calibrate, run with a harmful source, reconstruct.
+
+    The model is smaller than the tiny preset (depth 1, width 32, context 64) and an update
+    is 2 rows, so a 1,500-token shard is 12 updates: enough for a corrupted shard to show
+    a rise well above the calibrated threshold, small enough for the stage to take about
+    a minute and a half of CPU time.
+    """
     import json
     import runpy
 
@@ -118,21 +128,21 @@ def run_queue_stage(qdir, data_dir):
     if (qdir / "queue_summary.json").exists():
         print(f"already done ({qdir / 'queue_summary.json'})")
         return 0
-    # the tiny model; one microbatch per update; `updates` only paces the weight-decay schedule here
-    cfg = {k: v for k, v in PRESETS["tiny"].items() if k not in ("eval_batches", "eval_rows")}
-    cfg.update({"accum": 1, "updates": 1000, "buffer": 100, "name": "queue"})
+    cfg = {**PRESETS["tiny"], "depth": 1, "width": 32, "context": 64, "short_window": 32, "micro_rows": 2, "accum": 1,
+           "updates": 1000, "eval_batches": 4, "eval_rows": 8, "name": "queue"}
     if data_dir:
         cfg["data_dir"] = data_dir
-    (qdir / "config.json").write_text(json.dumps(cfg, indent=2))
+    if not (qdir / "config.json").exists():
+        (qdir / "config.json").write_text(json.dumps(cfg, indent=2))
     qmain = runpy.run_path(str(Path(__file__).parent / "queue" / "run_queue.py"))["main"]
-    common = ["--config", str(qdir / "config.json"), "--out", str(qdir), "--shard-tokens", "10000"]
+    out = ["--out", str(qdir)]
     if not (qdir / "calibration.json").exists():
-        rc = qmain(["calibrate", *common, "--calibration-shards", "8", "--warmup-shards", "4"])
+        rc = qmain(["calibrate", "--config", str(qdir / "config.json"), *out, "--fresh"])
         if rc:
             return rc
-    rc = qmain(["run", *common, "--accept", "8", "--poison", "2", "--poison-tokens", "30000", "--decay-updates", "4",
-                *(["--resume"] if list(qdir.glob("ckpt_*.pt")) else [])])
-    return rc or qmain(["reconstruct", "--out", str(qdir)])
+    rc = qmain(["run", *out, "--budget-targets", "24000", "--rotation-shards", "6",
+                *(["--resume"] if (qdir / "decisions.jsonl").exists() else [])])
+    return rc or qmain(["reconstruct", *out])
 
 
 def run_queue_study_stage(sdir, data_dir):

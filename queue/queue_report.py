@@ -105,37 +105,22 @@ def figure(recs, path):
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for j, d in enumerate(doms):
         ax.plot(xs, [start["losses"][d]] + [r["losses"][d] for r in trains], "-", color=colors[j % 10], lw=1.2, label=d)
-    spent_at = {}
-    for r in recs:
+    marks = {"accept": ("o", "accepted", "green", 4), "flag": ("^", "flagged", "orange", 9),
+             "reject": ("X", "rejected (rolled back)", "red", 9)}
+    used, pos, last = set(), {}, None
+    for r in recs:  # in log order, so a shard trained twice is marked where each decision happened
         if r["event"] == "train":
-            spent_at[r["shard"]] = r["spent_targets"]
-    marks = {"accept": ("o", "accepted"), "flag": ("^", "flagged"), "reject": ("X", "rejected (rolled back)")}
-    used = set()
-    for r in recs:
-        kind = None
-        if r["event"] == "train" and r.get("flagged"):
-            kind = "flag"
-        elif r["event"] == "accept":
-            kind = "accept"
-        elif r["event"] == "reject":
-            kind = "reject"
-        if not kind:
-            continue
-        x = r["spent_targets"] if r["event"] == "train" else spent_at.get(r["shard"])
-        t = next(t for t in reversed(trains) if t["spent_targets"] == x)
-        y = max(t["losses"].values())
-        m, lab = marks[kind]
-        ax.plot([x], [y + (0.02 if kind != "accept" else 0.0)], m, color={"accept": "green", "flag": "orange",
-                                                                         "reject": "red"}[kind], ms=8 if kind != "accept" else 4,
-                label=None if kind in used else lab)
-        used.add(kind)
-    for r in recs:
+            pos[r["shard"]], last = r, r
+        kind = ("flag" if r["event"] == "train" and r.get("flagged") else
+                r["event"] if r["event"] in ("accept", "reject") else None)
+        if kind:
+            t = pos[r["shard"]]
+            m, lab, col, ms = marks[kind]
+            ax.plot([t["spent_targets"]], [max(t["losses"].values()) + (0.03 if kind == "reject" else 0.0)], m,
+                    color=col, ms=ms, label=None if kind in used else lab)
+            used.add(kind)
         if r["event"] == "rollback":
-            x = spent_at.get(r["shard"])
-            after = [t for t in trains if t["role"] == "recovery" and t["tested"] == r["shard"]]
-            if after:
-                x = after[-1]["spent_targets"]
-            ax.axvline(x, color="red", ls=":", lw=1, label=None if "rb" in used else "rollback")
+            ax.axvline(last["spent_targets"], color="red", ls=":", lw=1, label=None if "rb" in used else "rollback")
             used.add("rb")
     ax.set_xlabel("trained targets (all, wasted ones included)")
     ax.set_ylabel("control BPB")

@@ -64,12 +64,12 @@ class World:
                 for part, sets in self.sets.items()}
 
 
-def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, n_harmful, harmful_fraction=None,
+def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, n_harmful, n_prose=0,
                calibration_source=None):
     """Calibration shards (one homogeneous source), candidate pool shards, decay reserve, harmful shards.
 
     Returns the pool manifest dict (not yet frozen). Harmful shards (prefix h) are made of
-    shuffled copies of training documents that are removed from the ordinary pool.
+    remapped copies (harmful.py) of training documents that are removed from the ordinary pool.
     """
     from collections import Counter
 
@@ -108,6 +108,9 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
         return sorted(got)
 
     harm_src = take(n_harmful * shard_tokens * 1.25) if n_harmful else []
+    # a source in another register: a shard of reference prose only (a "new domain" for a model fed
+    # mostly code; the proposal warns that such a shard may raise control losses before it helps)
+    prose = take(n_prose * shard_tokens, lambda i: labels[i] == "prose") if n_prose else []
     cand = take((n_candidates + n_decay) * shard_tokens * 1.25)
     stream, lab, harm = with_harmful_copies(train, labels, harm_src, seed + 7, world.cfg.vocab)
     world.stream, world.labels_all = stream, lab
@@ -123,6 +126,10 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     order = [s for s in poolm["order"] if s in keep]
     decay, order = order[:n_decay], order[n_decay:]
     shards = calm["shards"][:n_calibration] + poolm["shards"]
+    if prose:
+        pm = build_rotation(stream, lab, shard_tokens, seed, "prose", docs=prose, prefix="r")
+        shards += pm["shards"]
+        order.insert(min(len(order), 2), pm["shards"][0]["id"])
     if n_harmful:
         hm = build_rotation(stream, lab, shard_tokens, seed, "harmful", docs=harm, prefix="h")
         shards += hm["shards"][:n_harmful]

@@ -53,7 +53,7 @@ RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*",
              "start_state.pt")
 
 DEFAULTS = {"shard_tokens": 1500, "warmup_shards": 6, "sigma_shards": 10, "held_out_shards": 12, "candidates": 14,
-            "decay_shards": 2, "harmful_shards": 1, "per_domain": 12, "pool_seed": 1003}
+            "decay_shards": 2, "harmful_shards": 1, "prose_shards": 1, "per_domain": 12, "pool_seed": 1003}
 
 
 # ---- programmatic use ----------------------------------------------------------------------
@@ -96,8 +96,12 @@ def score_checkpoint(path, calibration_dir, device="cpu"):
     from training.checkpoint import load_checkpoint
     from training.trainer import build_model
 
-    cfg, world, _, _ = open_calibration(calibration_dir, device)
-    p = load_checkpoint(path)
+    cfg, world, _, calib = open_calibration(calibration_dir, device)
+    path = Path(path)
+    if path.name == "calibrated_state.pt":
+        p = _read_state(path, calib["state_sha256"])
+    else:
+        p = load_checkpoint(path)
     model = build_model(cfg, device)
     model.load_state_dict(p["trainer"]["model"])
     return score(model, world, cfg)
@@ -137,7 +141,7 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     world = World(cfg, device, s["per_domain"])
     n_cal = s["warmup_shards"] + s["sigma_shards"] + s["held_out_shards"] + 1
     pool = build_pool(world, s["shard_tokens"], s["pool_seed"], n_cal, s["candidates"], s["decay_shards"],
-                      s["harmful_shards"])
+                      s["harmful_shards"], s["prose_shards"])
     atomic_write_json(out / "config.json", cfg.to_dict())
     save_rotation(out / "pool.json", pool)
     plan = {"k_grid": list(K_GRID), "frac_grid": list(FRAC_GRID), "target": TARGET, "settings": s,

@@ -26,7 +26,7 @@ from corpus.errors import DataError  # noqa: E402
 CFG = dict(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16, vocab=400, micro_rows=4, accum=1,
            muon_lr=0.02, updates=1000, eval_batches=2, eval_rows=4)
 SETTINGS = dict(shard_tokens=300, warmup_shards=1, sigma_shards=4, held_out_shards=3, candidates=8, decay_shards=1,
-                harmful_shards=1, per_domain=4, pool_seed=7)
+                harmful_shards=1, prose_shards=0, per_domain=4, pool_seed=7)
 
 
 def test_standard_library_queue_still_wins():
@@ -353,7 +353,7 @@ def test_cli_calibrate_failure_is_one_line_and_nonzero(calibrated, tmp_path, mon
            [x for k, v in SETTINGS.items() for x in (f"--{k.replace('_', '-')}", str(v))]
     assert rq.main(args) == 1
     err = capsys.readouterr().err
-    lines = [ln for ln in err.replace("\r", "\n").splitlines() if not ln.startswith("calibration shards")]
+    lines = [ln for ln in err.replace("\r", "\n").splitlines() if ln.strip() and not ln.startswith("calibration shards")]
     assert len(lines) == 1 and lines[0].startswith("error: calibration failed") and "Traceback" not in err
 
 
@@ -382,3 +382,18 @@ def test_a_second_process_is_locked_out(calibrated, tmp_path, capsys):
     with folder_lock(tmp_path / "q", "test"):
         rc = rq.main(["run", "--out", str(tmp_path / "q"), "--calibration", str(calibrated["strict"])])
     assert rc == 2 and "in use by another process" in capsys.readouterr().err
+
+
+def test_unlabeled_text_gets_deterministic_register_domains():
+    from control_domains import domain_texts, register_of
+
+    code = "import os\n\ndef f(x):\n    return x + 1\n\nclass A:\n    pass\n"
+    qa = "Question: what is a shard?\nAnswer: a group of whole documents. Why? Who? How?"
+    polish = "Zażółć gęślą jaźń — " * 3
+    cyr = "Это пример текста на русском языке, написанный кириллицей."
+    prose = "The queue trains one shard at a time and measures held-out losses after each."
+    assert [register_of(t) for t in (code, qa, cyr, prose)] == ["code", "qa", "non_latin", "prose"]
+    assert register_of(polish) == "prose"  # Latin script with diacritics stays Latin
+    doms = domain_texts([code, code, qa, qa, prose, prose], ["climbmix"] * 6)
+    assert set(doms) == {"code", "sel_code", "qa", "sel_qa", "prose", "sel_prose"}
+    assert not {i for _, i in doms["code"]} & {i for _, i in doms["sel_code"]}
