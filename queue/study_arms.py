@@ -79,6 +79,15 @@ class FixedRandomRunner(QueueRunner):
         return super().decide(position, ref, after)
 
 
+def residual_measure(base, curves, targets):
+    """A measure function whose values are observed minus reference loss at the current trained
+    targets (targets() is read at measurement time); domains without a curve pass through."""
+    def measure_residuals(model):
+        D = targets()
+        return {d: v - (float(curve(D, **curves[d])) if d in curves else 0.0) for d, v in base(model).items()}
+    return measure_residuals
+
+
 class CurveRunner(QueueRunner):
     """Arm B with the curve-guided rule: the rule reads residuals from the frozen reference curves."""
 
@@ -86,10 +95,8 @@ class CurveRunner(QueueRunner):
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
-        base = self.measure_fn
         if self.curves:
-            self.measure_fn = lambda model: {d: v - (float(curve(self.targets, **self.curves[d])) if d in self.curves else 0.0)
-                                             for d, v in base(model).items()}
+            self.measure_fn = residual_measure(self.measure_fn, self.curves, lambda: self.targets)
 
 
 @contextlib.contextmanager

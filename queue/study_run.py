@@ -40,6 +40,8 @@ def mean(d):
 def stage_a(a, p, out, rq, log):
     """The calibration folder, calibrated if needed; (cfg, world, pool, calib, folder)."""
     cal = Path(a.calibration) if getattr(a, "calibration", None) else out / "stage_a"
+    if getattr(a, "calibration", None) and not (cal / "calibration.json").exists():
+        raise DataError(f"{cal / 'calibration.json'}: not found (--calibration names an existing stage-A folder)")
     if not (cal / "calibration.json").exists():
         ov = [f"{k}={v}" for k, v in p["model"].items()] + [f"source={p['source']}", f"seed={p['seeds'][0]}",
                                                             f"updates={updates_horizon(p)}", "name=queue_study"]

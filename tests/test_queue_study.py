@@ -229,3 +229,15 @@ def test_polish_axis_rule():
     assert not is_polish("Где находится библиотека? Это русский текст.")
     res = polish_axis(["Zażółć gęślą jaźń i łąka."] * 3 + ["plain text"] * 10)
     assert not res["present"] and res["documents"] == [0, 1, 2] and res["text"].startswith("absent: 3 of 13")
+
+
+def test_curve_variant_measures_residuals_from_the_frozen_curve():
+    from study_arms import residual_measure
+
+    curves = {"a": {"a": 2.0, "b": 1.0, "c": 0.5, "D0": 100.0}}
+    state = {"D": 400.0}
+    m = residual_measure(lambda model: {"a": 2.6, "b": 3.0}, curves, lambda: state["D"])
+    got = m(None)
+    assert got["a"] == pytest.approx(2.6 - (2.0 + 1.0 * 4.0 ** -0.5)) and got["b"] == 3.0
+    state["D"] = 100.0  # the reference moves with the model's trained targets
+    assert m(None)["a"] == pytest.approx(2.6 - 3.0)
