@@ -8,7 +8,6 @@ shard) is trained and the recovery criterion applied. Every trial starts from th
 calibrated state (restored bitwise). Output: dose.json and dose.md (flag and rejection
 rate per fraction, with the mean largest rise in units of the threshold).
 """
-import json
 import sys
 from pathlib import Path
 

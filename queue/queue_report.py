@@ -174,10 +174,10 @@ def write_report(out, recs, calib, pool, summary):
     L += ["", "## Control and selection sets", "",
           f"{pool['excluded_by_text_hash']} training documents identical (text SHA256) to a control or selection "
           "document were excluded from the pool. 13-token-gram overlap of each set with the pool:", "",
-          "| set | domain | windows | 13-gram overlap with pool |", "|---|---|---|---|"]
+          "| set | domain | 13-gram overlap with pool |", "|---|---|---|"]
     for part in ("control", "selection"):
         for d in sorted(pool["sets_sha256"][part]):
-            L.append(f"| {part} | {d} | | {pool['overlap_13gram'].get(d, 0):.4f} |")
+            L.append(f"| {part} | {d} | {pool['overlap_13gram'].get(d, 0):.4f} |")
     L += ["", "## Decisions", "", "| seq | rot | shard | sources | screen | max rise / threshold | flagged | recovery shard "
           "| unrecovered | decision | earlier |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

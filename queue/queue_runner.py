@@ -193,8 +193,47 @@ class QueueRunner:
         return " ".join(bits)
 
     # ---- the queue -----------------------------------------------------------------------
+    def admit_sources(self, r):
+        """At the boundary before rotation r: input checks and own calibration of each new source due."""
+        from control_domains import ngram_hashes
+
+        done = set(self.state["sources"])
+        for src in self.pool.get("late_sources", []):
+            if src["enter_rotation"] != r or src["label"] in done:
+                continue
+            checks = {}
+            for sid in src["calibration"] + src["shards"]:
+                toks = shard_tokens(self.world.stream, shard_docs(self.shards[sid]))
+                import hashlib as _h
+
+                h = _h.sha256()
+                for i in shard_docs(self.shards[sid]):
+                    h.update(np.asarray(self.world.stream.doc_tokens(i), dtype=np.uint32).tobytes())
+                starts = np.cumsum([0] + [int(self.world.stream.lengths[i]) for i in shard_docs(self.shards[sid])])[:-1]
+                bos_ok = bool(np.all(toks[starts] == self.world.bos)) and int((toks == self.world.bos).sum()) == len(starts)
+                checks[sid] = {"sha256": h.hexdigest() == self.shards[sid]["sha256"],
+                               "token_ids_in_vocab": bool(toks.max() < self.cfg.vocab), "bos_only_at_starts": bos_ok}
+            grams = np.unique(np.concatenate([ngram_hashes(shard_tokens(self.world.stream, shard_docs(self.shards[s])))
+                                              for s in src["shards"]]))
+            from control_domains import overlap_rate
+
+            overlap = overlap_rate(self.world.sets, grams)
+            # its own calibration: its calibration shards trained from the current state on a branch
+            snap = self.snapshot()
+            states = [self.measure_fn(self.trainer.model)]
+            for sid in src["calibration"]:
+                self.train_shard(sid)
+                states.append(self.measure_fn(self.trainer.model))
+            restored = self.restore(snap)
+            deltas = {d: [b[d] - a[d] for a, b in zip(states, states[1:])] for d in states[0]}
+            passed = all(all(c.values()) for c in checks.values()) and max(overlap.values(), default=0) <= 0.05
+            self.record("source", label=src["label"], admitted=src["shards"] if passed else [], passed=passed,
+                        checks=checks, overlap_13gram=overlap, calibration_shards=src["calibration"],
+                        calibration_deltas=deltas, params_sha256=restored)
+
     def start_rotation(self, seed_extra=0):
         """A rotation boundary: carried shards plus the next fresh ones, in an order seeded by (seed, rotation)."""
+        self.admit_sources(self.state["rotation"] + 1)
         st = self.state
         n_fresh = min(len(st["fresh"]), max(0, self.rotation_shards - len(st["next_rotation"])))
         members = list(st["next_rotation"]) + st["fresh"][:n_fresh]

@@ -16,7 +16,7 @@ from corpus.errors import DataError
 
 def initial_state(fresh):
     return {"rotation": 0, "pending": [], "next_rotation": [], "fresh": list(fresh), "accepted": [], "quarantined": [],
-            "undecided": [], "rejections": {}, "returns": {}, "flagged": None, "candidates": 0}
+            "undecided": [], "rejections": {}, "returns": {}, "flagged": None, "candidates": 0, "sources": []}
 
 
 def _fail(rec, msg):
@@ -63,6 +63,12 @@ def apply(state, rec):
             if rec["outcome"] != want:
                 _fail(rec, f"outcome {rec['outcome']} but rejection {st['rejections'][sid]} of {sid} means {want}")
             (st["next_rotation"] if want == "deferred" else st["quarantined"]).append(sid)
+    elif ev == "source":  # a new source admitted at a rotation boundary joins the fresh shards
+        if st["pending"]:
+            _fail(rec, "a source enters while a rotation is active")
+        st["sources"].append(rec["label"])
+        if rec["passed"]:
+            st["fresh"].extend(rec["admitted"])
     elif ev == "return":
         if sid not in st["quarantined"]:
             _fail(rec, f"returns {sid}, which is not in quarantine")

@@ -8,7 +8,6 @@ comparable sizes. The harmful source (harmful.py) is built from training documen
 are then never used as ordinary pool documents.
 """
 import hashlib
-from pathlib import Path
 
 import numpy as np
 
@@ -65,7 +64,7 @@ class World:
 
 
 def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, n_harmful, n_prose=0,
-               calibration_source=None):
+               calibration_source=None, n_late=0, late_rotation=2):
     """Calibration shards (one homogeneous source), candidate pool shards, decay reserve, harmful shards.
 
     Returns the pool manifest dict (not yet frozen). Harmful shards (prefix h) are made of
@@ -112,6 +111,9 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     # mostly code; the proposal warns that such a shard may raise control losses before it helps)
     prose = take(n_prose * shard_tokens, lambda i: labels[i] == "prose") if n_prose else []
     cand = take((n_candidates + n_decay) * shard_tokens * 1.25)
+    # a new source that may enter only at rotation `late_rotation` (after its input checks and its
+    # own calibration shards): documents of the pool's kind, labelled `late` so they stay traceable
+    late = take(2 * n_late * shard_tokens * 1.25) if n_late else []
     stream, lab, harm = with_harmful_copies(train, labels, harm_src, seed + 7, world.cfg.vocab)
     world.stream, world.labels_all = stream, lab
     calm = build_rotation(stream, lab, shard_tokens, seed, "calibration", docs=sorted(cal), prefix="c")
@@ -126,6 +128,18 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     order = [s for s in poolm["order"] if s in keep]
     decay, order = order[:n_decay], order[n_decay:]
     shards = calm["shards"][:n_calibration] + poolm["shards"]
+    late_rec = None
+    if late:
+        llab = list(lab)
+        for i in late:
+            llab[i] = "late"
+        lm = build_rotation(stream, llab, shard_tokens, seed, "late", docs=late, prefix="n")
+        ids = [x["id"] for x in lm["shards"]]
+        if len(ids) < 2 * n_late:
+            raise DataError(f"only {len(ids)} shards for the late source, {2 * n_late} needed")
+        shards += lm["shards"][: 2 * n_late]
+        late_rec = [{"label": "late", "enter_rotation": late_rotation, "calibration": ids[:n_late],
+                     "shards": ids[n_late: 2 * n_late]}]
     if prose:
         pm = build_rotation(stream, lab, shard_tokens, seed, "prose", docs=prose, prefix="r")
         shards += pm["shards"]
@@ -143,6 +157,7 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
                                             for s in shards]))
     return {"name": "pool", "version": 1, "seed": seed, "shard_tokens": shard_tokens, "stream": stream.name,
             "calibration_source": src, "calibration": calm["order"][:n_calibration], "order": order, "decay": decay,
+            "late_sources": late_rec or [],
             "shards": shards, "harmful": {"label": LABEL, "source_documents": harm_src, "copies": harm},
             "excluded_by_text_hash": len(excluded), "sets_sha256": world.set_hashes(),
             "overlap_13gram": overlap_rate(world.sets, pool_hashes)}

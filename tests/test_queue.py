@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "queue"))  # queue/ is a folder of scripts, never 
 import run_queue as rq  # noqa: E402
 from decision_log import read_log  # noqa: E402
 from log_replay import reconstruct_folder  # noqa: E402
-from queue_runner import QueueRunner, params_sha256, train_rows  # noqa: E402
+from queue_runner import QueueRunner, params_sha256  # noqa: E402
 from rejection_rule import calibrate as calibrate_rule, clopper_pearson_upper, held_out_rate  # noqa: E402
 from shard_packing import shard_rows, shard_tokens, update_batches  # noqa: E402
 from shard_rotation import shard_docs  # noqa: E402
@@ -397,3 +397,27 @@ def test_unlabeled_text_gets_deterministic_register_domains():
     doms = domain_texts([code, code, qa, qa, prose, prose], ["climbmix"] * 6)
     assert set(doms) == {"code", "sel_code", "qa", "sel_qa", "prose", "sel_prose"}
     assert not {i for _, i in doms["code"]} & {i for _, i in doms["sel_code"]}
+
+
+def test_a_new_source_enters_only_at_its_rotation_boundary(small_corpus, tmp_path):
+    d = tmp_path / "cal"
+    rec = rq.calibrate(d, None, [f"{k}={v}" for k, v in {**CFG, "data_dir": str(small_corpus)}.items()],
+                       {**SETTINGS, "late_shards": 1, "candidates": 5}, log=lambda s: None)
+    c = json.loads((d / "calibration.json").read_text())
+    c.update(ok=True, k=3.0, frac=0.5)
+    (d / "calibration.json").write_text(json.dumps(c))
+    pool = json.loads((d / "pool.json").read_text())
+    late = pool["late_sources"][0]
+    assert not set(late["shards"]) & set(pool["order"])  # not in the pool until admitted
+    out = tmp_path / "run"
+    rq.run(out, d, rotation_shards=3, budget_targets=10 ** 9, log=lambda s: None, report=False)
+    recs = read_log(out / "decisions.jsonl")
+    src = [r for r in recs if r["event"] == "source"]
+    assert len(src) == 1 and src[0]["passed"] and src[0]["admitted"] == late["shards"]
+    before = [r for r in recs if r["seq"] < src[0]["seq"] and r["event"] == "rotation"]
+    assert len(before) == late["enter_rotation"] - 1  # checked and admitted at the boundary, not earlier
+    v1 = json.loads((out / "rotation_v1.json").read_text())
+    assert not set(late["shards"]) & set(v1["order"])
+    trained = [r["shard"] for r in recs if r["event"] == "train"]
+    assert set(late["shards"]) <= set(trained) and not set(late["calibration"]) & set(trained)
+    assert reconstruct_folder(out, out=lambda s: None) == 0
