@@ -27,7 +27,8 @@ def polish_axis(texts):
     """{"present", "documents", "text"}: the axis verdict for these validation texts."""
     docs = [i for i, t in enumerate(texts) if is_polish(t)]
     present = len(docs) >= MIN_DOCS
-    text = (f"present: {len(docs)} of {len(texts)} validation documents meet the rule ({RULE})." if present else
+    text = (f"present: {len(docs)} of {len(texts)} validation documents meet the rule ({RULE}); the study does not "
+            f"yet score them as a separate selection axis, so there is no per-axis result." if present else
             f"absent: {len(docs)} of {len(texts)} validation documents meet the rule ({RULE}), fewer than "
             f"{MIN_DOCS}; no Polish or other non-English selection axis is scored in this setting.")
     return {"present": present, "documents": docs, "text": text}
