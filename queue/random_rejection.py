@@ -21,10 +21,3 @@ def rejected_positions(rate, n_positions, seed):
     rng = np.random.default_rng([int(seed), STREAM])
     return sorted(int(p) for p in rng.choice(n_positions, size=k, replace=False)) if k else []
 
-
-def measured_rate(decisions):
-    """Arm B's rejection rate: rejections / shard decisions (each judged shard counts once per judgement)."""
-    judged = [d for d in decisions if d in ("accept", "reject")]
-    if not judged:
-        raise ValueError("arm B made no decisions; no rate to copy")
-    return sum(d == "reject" for d in judged) / len(judged)
