@@ -19,6 +19,9 @@ queue    the rollback shard queue ("Can a model help choose its next training da
          a pool holding a harmful source (real documents through a corrupted token mapping):
          flagged, recovery check, bitwise rollback, deferral, retry in rotation 2, quarantine,
          inspection; final decay and scores; every record checked by `reconstruct`
+queue_study  the proposal's experiment at tiny scale: stage A once, arms A (plain) / B (queue) /
+         C (random rejection at B's rate) x seeds 43, 44, selection axis after the decay,
+         efficiency points, the adoption rule and its verdict (queue_study/report.md)
 Each stage prints where it reads and writes; results land under --out.
 """
 import argparse
@@ -26,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue")
+STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue", "queue_study")
 
 
 def main(argv=None):
@@ -99,6 +102,11 @@ def main(argv=None):
         rc = run_queue_stage(out / "queue", args.data_dir)
         if rc:
             return rc
+    if "queue_study" in stages:
+        print("\n== stage: queue_study (arms A/B/C x two seeds, adoption rule)", flush=True)
+        rc = run_queue_study_stage(out / "queue_study", args.data_dir)
+        if rc:
+            return rc
     print(f"\nmain job done in {time.time() - t0:.0f}s; results under {out}/")
     return 0
 
@@ -135,6 +143,16 @@ def run_queue_stage(qdir, data_dir):
     rc = qmain(["run", *out, "--budget-targets", "24000", "--rotation-shards", "6",
                 *(["--resume"] if (qdir / "decisions.jsonl").exists() else [])])
     return rc or qmain(["reconstruct", *out])
+
+
+def run_queue_study_stage(sdir, data_dir):
+    import runpy
+
+    if (sdir / "report.md").exists():
+        print(f"already done ({sdir / 'report.md'})")
+        return 0
+    smain = runpy.run_path(str(Path(__file__).parent / "queue" / "study.py"))["main"]
+    return smain(["--preset", "tiny", "--out", str(sdir), *(["--data-dir", data_dir] if data_dir else [])])
 
 
 if __name__ == "__main__":

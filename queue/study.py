@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""The queue experiment of the proposal "Can a model help choose its next training data?".
+
+  python queue/study.py --preset tiny --out runs/queue_study        # the CPU setting the main job runs
+  python queue/study.py --preset proxy64m --dry-run                 # the 64M proxy plan: shards, targets, FLOPs
+  python queue/study.py --preset proxy64m --out runs/study64m [--curve]   # on one GPU with ClimbMix prepared
+
+Stage A calibrates the rule once (one homogeneous source) and is shared by all arms.
+Stage B runs three arms at the same trained-target budget, two seeds each, from the same
+candidate pool and frozen rotation manifest, with the same final decay length:
+  A  the eligible pool in plain seeded order, no measurement-driven decisions; it also
+     provides the reference curve of the selection axis (decay branches);
+  B  the queue (basic rule; --curve: the curve-guided residual rule when the reference
+     curves pass the identifiability check);
+  C  random rejection at the rate B measured, same rollback/deferral mechanics.
+Every arm is scored on the selection set only after its decay; efficiency points against
+arm A's curve feed the adoption rule: adopt only if B beats A and C at both seeds by more
+than max(0.6, 2 x seed spread) points.
+
+Writes OUT/summary.json, OUT/report.md, OUT/selection.png, OUT/control_b.png,
+OUT/decisions_B.parquet (+ .csv) and one folder per run. A finished run is not redone.
+"""
+import argparse
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(1, str(HERE))
+
+from study_presets import PRESETS, format_plan, plan  # noqa: E402
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny", help="setting (default tiny)")
+    ap.add_argument("--out", default="runs/queue_study", help="results folder (default runs/queue_study)")
+    ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
+    ap.add_argument("--dry-run", action="store_true", help="print each arm's planned shards, targets, updates, FLOPs")
+    ap.add_argument("--curve", action="store_true",
+                    help="arm B uses the curve-guided residual rule (if the reference curves are identifiable)")
+    ap.add_argument("--calibration", default=None,
+                    help="an existing stage-A folder of this preset to reuse (default: OUT/stage_a, made if missing)")
+    ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    a = parse(argv)
+    if a.dry_run:
+        print(format_plan(plan(a.preset)))
+        return 0
+    from study_run import run_study
+
+    return run_study(a)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""The queue study: reference-curve identifiability, efficiency points, the adoption rule,
+arm C's random rejections, the presets' plans, and the report's schema."""
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "queue"))  # queue/ is a folder of scripts, never a package shadowing `queue`
+
+from adoption import ADOPTED, NOT_ADOPTED, adoption, seed_spread  # noqa: E402
+from curve_fit import check_identifiable, curve, residual  # noqa: E402
+from efficiency import average_curves, efficiency_points, equivalent_targets  # noqa: E402
+from random_rejection import rejected_positions  # noqa: E402
+from study_presets import PROXY_TARGET_PARAMS, plan  # noqa: E402
+from study_report import SchemaError, validate  # noqa: E402
+
+
+# ---- reference curve -------------------------------------------------------------------
+def test_identifiability_accepts_a_power_law_and_recovers_it():
+    rng = np.random.default_rng(1)
+    D = np.arange(1, 11) * 4096.0
+    L = curve(D, 2.0, 8.0, 0.4, D0=4096.0) + rng.normal(0, 0.003, len(D))
+    fit = check_identifiable(D, L)
+    assert fit["ok"], fit["reason"]
+    assert abs(fit["a"] - 2.0) < 0.1 and abs(fit["c"] - 0.4) < 0.03 and abs(fit["b"] - 8.0) < 0.3
+    lo, hi = fit["intervals"]["c"]
+    assert lo < 0.4 < hi
+    assert abs(residual(fit, D[3], L[3] + 0.5) - (0.5 + L[3] - curve(D[3], fit["a"], fit["b"], fit["c"], fit["D0"]))) < 1e-12
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.01])
+def test_identifiability_refuses_a_flat_curve(noise):
+    rng = np.random.default_rng(2)
+    D = np.arange(1, 11) * 4096.0
+    fit = check_identifiable(D, 3.0 + rng.normal(0, noise, len(D)) if noise else np.full(len(D), 3.0))
+    assert not fit["ok"]
+    assert fit["reason"] and "\n" not in fit["reason"]
+
+
+def test_identifiability_refuses_too_few_points_and_a_weak_decline():
+    D = np.arange(1, 11) * 4096.0
+    assert "at least" in check_identifiable(D[:4], curve(D[:4], 2.0, 8.0, 0.4, 4096.0))["reason"]
+    # a real but tiny decline buried in noise: the parameters are not pinned down
+    L = curve(D, 5.0, 0.3, 0.5, 4096.0) + np.random.default_rng(3).normal(0, 0.02, len(D))
+    assert not check_identifiable(D, L)["ok"]
+
+
+# ---- efficiency points -----------------------------------------------------------------
+def _log_linear_curve():
+    # L = 6 - 0.5 ln D is exactly linear in log D, so the interpolation is exact and the answer known
+    D = np.array([1e4, 2e4, 4e4, 8e4, 1.6e5])
+    return D, 6.0 - 0.5 * np.log(D)
+
+
+def test_efficiency_points_on_a_constructed_curve():
+    D, L = _log_linear_curve()
+    d_arm = 3e4
+    for extra in (0.25, -0.2, 0.0, 1.5):
+        loss = 6.0 - 0.5 * math.log(d_arm * (1 + extra))
+        e = efficiency_points(D, L, d_arm, loss)
+        assert e["points"] == pytest.approx(100 * extra, abs=1e-9)
+    # at a grid point exactly
+    assert equivalent_targets(D, L, L[2])[0] == pytest.approx(4e4)
+
+
+def test_efficiency_points_refuse_extrapolation():
+    D, L = _log_linear_curve()
+    below = efficiency_points(D, L, 3e4, L.min() - 0.01)
+    above = efficiency_points(D, L, 3e4, L.max() + 0.01)
+    assert below["points"] is None and "extrapolation" in below["reason"]
+    assert above["points"] is None and "above every point" in above["reason"]
+
+
+def test_efficiency_takes_the_first_crossing_of_a_non_monotone_curve():
+    D = np.array([1.0, 2.0, 4.0, 8.0])
+    L = np.array([3.0, 2.0, 2.5, 1.0])  # a bump: 2.25 is crossed first between D=1 and D=2
+    d_eq, _ = equivalent_targets(D, L, 2.25)
+    assert d_eq == pytest.approx(math.exp(0.75 * math.log(2.0)))
+
+
+def test_average_curves_interpolates_in_log_targets_inside_the_common_range():
+    a = ([1e4, 4e4], [4.0, 2.0])
+    b = ([2e4, 3e4, 5e4], [3.0, 3.0, 3.0])
+    D, L = average_curves([a, b])
+    assert D == [2e4, 3e4, 4e4]  # 1e4 and 5e4 lie outside the range both cover
+    assert L[0] == pytest.approx((3.0 + 3.0) / 2)  # a at 2e4 is halfway in log D: 3.0
+    assert L[2] == pytest.approx((2.0 + 3.0) / 2)
+
+
+# ---- adoption rule ---------------------------------------------------------------------
+def _points(b, a=(0.0, 0.2), c=(0.1, -0.1)):
+    return {"A": {43: a[0], 44: a[1]}, "B": {43: b[0], 44: b[1]}, "C": {43: c[0], 44: c[1]}}
+
+
+def test_seed_spread_is_the_largest_within_arm_difference():
+    spread, arm, per = seed_spread(_points((1.0, 1.5)))
+    assert spread == pytest.approx(0.5) and arm == "B"
+    assert per == {"A": pytest.approx(0.2), "B": pytest.approx(0.5), "C": pytest.approx(0.2)}
+
+
+def test_adoption_on_both_sides_of_the_floor():
+    # spread 0.2 -> threshold max(0.6, 0.4) = 0.6; B - A and B - C at both seeds decide
+    yes = adoption(_points((0.9, 1.0)))
+    assert yes["threshold"] == pytest.approx(0.6) and yes["adopt"] and yes["verdict"] == ADOPTED
+    no = adoption(_points((0.65, 0.75)))  # B - A at seed 44 is 0.55 < 0.6
+    assert not no["adopt"] and no["verdict"] == NOT_ADOPTED
+    assert any("B-A at seed 44" in r for r in no["reasons"])
+
+
+def test_adoption_on_both_sides_of_twice_the_seed_spread():
+    # A's seeds differ by 1.0 -> threshold 2.0 > 0.6
+    a = (0.0, 1.0)
+    yes = adoption(_points((3.1, 3.05), a=a, c=(0.5, 0.6)))
+    assert yes["seed_spread"] == pytest.approx(1.0) and yes["threshold"] == pytest.approx(2.0) and yes["adopt"]
+    no = adoption(_points((2.9, 2.95), a=a, c=(0.5, 0.6)))  # B - A at seed 44 is 1.95: above 0.6, below 2.0
+    assert no["threshold"] == pytest.approx(2.0) and not no["adopt"]
+    assert no["reasons"] == ["B-A at seed 44 is +1.95, not above the threshold 2.00"]
+
+
+def test_adoption_needs_b_above_c_too_and_refuses_missing_points():
+    no = adoption(_points((2.0, 2.0), c=(1.8, 1.8), a=(0.0, 0.0)))  # beats A by 2, C by only 0.2
+    assert not no["adopt"] and all("B-C" in r for r in no["reasons"])
+    miss = adoption(_points((None, 2.0)))
+    assert not miss["adopt"] and miss["threshold"] is None and miss["verdict"] == NOT_ADOPTED
+
+
+# ---- arm C -----------------------------------------------------------------------------
+def test_random_rejections_follow_rate_and_seed_and_repeat_exactly():
+    for rate in (0.0, 0.1, 0.25, 0.5, 1.0):
+        pos = rejected_positions(rate, 40, 43)
+        assert len(pos) == round(rate * 40) and len(set(pos)) == len(pos) and all(0 <= p < 40 for p in pos)
+        assert pos == rejected_positions(rate, 40, 43)
+    assert rejected_positions(0.25, 40, 43) != rejected_positions(0.25, 40, 44)
+    # identical in a fresh interpreter (no hidden global state)
+    code = ("import sys; sys.path.insert(0, %r); from random_rejection import rejected_positions; "
+            "print(rejected_positions(0.25, 40, 43))" % str(ROOT / "queue"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == rejected_positions(0.25, 40, 43)
+    with pytest.raises(ValueError):
+        rejected_positions(1.5, 10, 1)
+
+
+# ---- presets ---------------------------------------------------------------------------
+def test_proxy64m_plan_is_within_five_percent_of_64m_parameters():
+    pl = plan("proxy64m")
+    assert abs(pl["parameters"] / PROXY_TARGET_PARAMS - 1) < 0.05
+    assert pl["pool_shards"] >= 1.5 * pl["budget_shards"]
+    per_run = (pl["budget_shards"] + pl["decay_shards"]) * pl["shard_targets"]
+    assert pl["arms"]["B"]["trained_targets"] == pl["arms"]["C"]["trained_targets"] == per_run
+    assert pl["targets_per_update"] == 32768 and pl["shard_targets"] == 655_360_000
+
+
+def test_dry_run_prints_the_plan(capsys):
+    from study import main as study_main
+
+    assert study_main(["--preset", "proxy64m", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "65,864,334 parameters" in out and "| B (per seed) |" in out and "FLOPs" in out and "GB" in out
+
+
+# ---- report schema ---------------------------------------------------------------------
+def test_schema_names_the_missing_key():
+    with pytest.raises(SchemaError, match="'preset' is missing"):
+        validate({"schema": "x"})
+    with pytest.raises(SchemaError, match=r"summary\.schema: expected str"):
+        validate({"schema": 3})
+
+
+# ---- budgets and accounting from the logs ------------------------------------------------------
+def _run(name, arm, stable, decay=512, start=10_000):
+    D = start + stable + decay
+    if arm == "A":
+        return {"name": name, "arm": arm, "start_targets": start, "accounting": {},
+                "branches": [{"threshold": 4096, "D": D, "decay_targets": decay, "selection": {}, "control": {}}]}
+    return {"name": name, "arm": arm, "start_targets": start, "final": {"selection": {}, "control": {}},
+            "accounting": {"trained_targets": D, "decay_targets": decay}}
+
+
+def test_budget_check_accepts_equal_budgets_and_names_an_unequal_run():
+    from study_run import budget_check
+
+    ok = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4096), _run("C_s43", "C", 5000)], 4096, 1100)
+    assert ok["equal"] and ok["stable"] == {"A_s43": 4200, "B_s43": 4096, "C_s43": 5000}
+    short = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 3000)], 4096, 1100)
+    assert not short["equal"] and short["problems"] == ["B_s43: 3,000 stable-phase targets for a budget of 4,096"]
+    over = budget_check([_run("A_s43", "A", 4200), _run("C_s43", "C", 5300)], 4096, 1100)
+    assert not over["equal"]
+    dec = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4200, decay=600)], 4096, 1100)
+    assert not dec["equal"] and "decay targets differ" in dec["problems"][0]
+
+
+def test_accounting_separates_accepted_from_wasted_work():
+    from study_accounting import accounting, control_trace
+
+    def train(sid, role, n, **kw):
+        return {"event": "train", "shard": sid, "role": role, "updates": n, "targets": 100 * n, "seconds": 1.0 * n,
+                "screen": {"score": 0.0}, "losses": {"d": 1.0}, "ref": {"d": 0.9}, "history_targets": 0, **kw}
+
+    recs = [{"event": "start", "losses": {"d": 1.0}, "start_targets": 0},
+            train("s1", "candidate", 2, position=0, flagged=[]), {"event": "accept", "shard": "s1"},
+            train("s2", "candidate", 2, position=1, flagged=["d"]),
+            train("s3", "recovery", 3, tested="s2", unrecovered=["d"]),
+            {"event": "rollback", "shard": "s2"}, {"event": "return_front", "shard": "s3"},
+            {"event": "branch", "shard": "s2", "possible": True, "updates": 1, "targets": 100, "seconds": 0.5},
+            {"event": "reject", "shard": "s2", "outcome": "deferred", "sources": {"x": 1.0}},
+            train("s3", "candidate", 3, position=2, flagged=[]), {"event": "accept", "shard": "s3"},
+            {"event": "decay", "trained": [{"updates": 4, "targets": 400, "seconds": 2.0}], "history_targets": 1000,
+             "scores": {"control": {"d": 0.5}}}]
+    acc = accounting(recs)
+    assert acc["wasted_updates"] == {"rejected": 2, "recovery": 3, "branch": 1}
+    assert acc["accepted_updates"] == 2 + 3 + 4 and acc["accepted_targets"] == 500 and acc["decay_targets"] == 400
+    assert acc["decisions"]["reject"] == 1 and acc["decisions"]["deferred"] == 1 and acc["decisions"]["flag"] == 1
+    assert acc["rejected"] == [{"shard": "s2", "sources": {"x": 1.0}, "outcome": "deferred", "position": 1}]
+    assert acc["screen_passes"] == 4 and acc["candidates"] == 3 and acc["trained_targets"] == 1000
+    marks = [t["mark"] for t in control_trace(recs)]
+    assert marks == ["start", "accept", "flag", "reject", "rollback", "accept", "decay"]
+
+
+def test_polish_axis_rule():
+    from non_english import is_polish, polish_axis
+
+    assert is_polish("Zażółć gęślą jaźń, a to jest zwykłe polskie zdanie o łące i śniegu.")
+    assert not is_polish("An ordinary English sentence about meadows and snow, with naïve café accents.")
+    assert not is_polish("Где находится библиотека? Это русский текст.")
+    res = polish_axis(["Zażółć gęślą jaźń i łąka."] * 3 + ["plain text"] * 10)
+    assert not res["present"] and res["documents"] == [0, 1, 2] and res["text"].startswith("absent: 3 of 13")
+
+
+def test_curve_variant_measures_residuals_from_the_frozen_curve():
+    from study_arms import residual_measure
+
+    curves = {"a": {"a": 2.0, "b": 1.0, "c": 0.5, "D0": 100.0}}
+    state = {"D": 400.0}
+    m = residual_measure(lambda model: {"a": 2.6, "b": 3.0}, curves, lambda: state["D"])
+    got = m(None)
+    assert got["a"] == pytest.approx(2.6 - (2.0 + 1.0 * 4.0 ** -0.5)) and got["b"] == 3.0
+    state["D"] = 100.0  # the reference moves with the model's trained targets
+    assert m(None)["a"] == pytest.approx(2.6 - 3.0)
