@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The main job on the built-in offline corpus, every stage in order.
 
-  ./run.sh main [--data-dir DIR] [--out runs/main] [--stages prepare,audit,train,eval]
+  ./run.sh main [--data-dir DIR] [--out runs/main] [--stages prepare,audit,train,freeze,eval,...]
+
+Read runs/main/SUMMARY.md first: what was found, section by section, beside the paper's values.
+A subset of stages runs in the order below; eval needs the protocol that freeze writes.
 
 prepare  offline corpus (this Python's standard library) -> tokenizer (vocab 8192)
          -> pre-tokenized shards -> length census
@@ -22,6 +25,8 @@ queue    the rollback shard queue ("Can a model help choose its next training da
 queue_study  the proposal's experiment at tiny scale: stage A once, arms A (plain) / B (queue) /
          C (random rejection at B's rate) x seeds 43, 44, selection axis after the decay,
          efficiency points, the adoption rule and its verdict (queue_study/report.md)
+summary  SUMMARY.md and findings.json from all the results above, the paper's values beside
+         ours; the headlines are printed
 Each stage prints where it reads and writes; results land under --out.
 """
 import argparse
@@ -29,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue", "queue_study")
+STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue", "queue_study", "summary")
 
 
 def main(argv=None):
@@ -107,7 +112,14 @@ def main(argv=None):
         rc = run_queue_study_stage(out / "queue_study", args.data_dir)
         if rc:
             return rc
-    print(f"\nmain job done in {time.time() - t0:.0f}s; results under {out}/")
+    if "summary" in stages:
+        print("\n== stage: summary (findings beside the paper's values)", flush=True)
+        from findings.summary import main as summary_main
+
+        rc = summary_main(["--out", str(out)])
+        if rc:
+            return rc
+    print(f"\nmain job done in {time.time() - t0:.0f}s; results under {out}/; read {out / 'SUMMARY.md'}")
     return 0
 
 

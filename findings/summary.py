@@ -44,8 +44,8 @@ def _link(base, target, label=None):
 
 
 class Section:
-    def __init__(self, key, title):
-        self.key, self.title = key, title
+    def __init__(self, key, title, ref="paper"):
+        self.key, self.title, self.ref = key, title, ref
         self.headline, self.text, self.rows, self.links, self.notes = None, [], [], [], []
 
     def row(self, quantity, ours, paper):
@@ -59,7 +59,7 @@ class Section:
         if self.text:
             out.append("")
         if self.rows:
-            out += ["| quantity | ours | paper |", "|---|---:|---:|"]
+            out += [f"| quantity | ours | {self.ref} |", "|---|---:|---:|"]
             out += [f"| {q} | {o} | {p} |" for q, o, p in self.rows]
             out.append("")
         out += [f"- {n}" for n in self.notes]
@@ -328,29 +328,62 @@ def _position_shares(summary):
 
 def queue_section(d, out):
     s = _load(d / "queue_summary.json")
-    sec = Section("queue", "The shard queue (proposal: rollback, deferral, quarantine)")
+    sec = Section("queue", "The shard queue (proposal: rollback, deferral, quarantine)", ref="proposal")
     if not s:
         return _missing("queue", sec.title, d)
-    counts = s.get("decisions") or s.get("counts") or {}
-    if isinstance(counts, dict) and counts:
-        sec.headline = "Decisions: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + "."
-    for k in ("false_rejection_rate", "false_rejection_upper95", "k", "screen_spearman", "screen_auc"):
-        if k in s.get("calibration", s):
-            v = s.get("calibration", s)[k]
-            sec.row(k.replace("_", " "), f"{v:.4g}" if isinstance(v, float) else str(v), "—")
-    sec.links = [_link(out, str((d / "report.md").relative_to(out)) if d.is_relative_to(out) else "", "queue/report.md")]
+    cal = _load(d / "calibration.json") or {}
+    rej, quar = s.get("rejections", {}), s.get("quarantined", [])
+    harmful_caught = [x for x in quar if x.startswith("h")]
+    sec.headline = (f"{len(s.get('accepted', []))} shards accepted, {sum(rej.values())} rejections of {len(rej)} shard(s), "
+                    f"quarantined: {', '.join(quar) or 'none'}; harmful shards accepted: "
+                    f"{len(s.get('harmful_accepted', []))}.")
+    if cal:
+        sec.row("calibrated k and recovery fraction", f"k = {cal['k']}, {cal['frac']}", "illustrated as 3σ_d; not fixed")
+        sec.row("held-out false-rejection rate (one-sided 95% upper bound)",
+                f"{cal['false_rejections']}/{cal['transitions']} ({100 * cal['upper95']:.1f}%)", "below 5% required")
+    sc = s.get("screen") or {}
+    if sc:
+        sec.row("forward-only screen vs training decision: Spearman, AUC",
+                f"{sc['spearman_screen_vs_rise']:+.2f}, {sc['auc_screen_flagged']:.2f} ({sc['n']} shards, {sc['flagged']} flagged)",
+                "asked, not measured")
+    fin, start = s.get("final", {}).get("control", {}), s.get("start_losses", {})
+    if fin and start:
+        better = sum(fin[k] < start[k] for k in fin if k in start)
+        sec.row("control domains lower after the run than at its start", f"{better} of {len(fin)}", "—")
+    sec.text = ["No queue result has been measured in the proposal; this is the mechanism on the offline corpus "
+                "with a planted harmful source" + (f" (caught: {', '.join(harmful_caught)})." if harmful_caught else ".")]
+    sec.links = [_link(out, _rel(d / "report.md", out), "queue/report.md")]
     return sec
 
 
 def study_section(d, out):
-    s = _load(d / "study.json")
-    sec = Section("queue_study", "The queue study (arms A/B/C, adoption rule)")
-    if not s:
+    s = _load(d / "summary.json")
+    sec = Section("queue_study", "The queue study (arms A/B/C, adoption rule)", ref="proposal")
+    if not s or "adoption" not in s:
         return _missing("queue_study", sec.title, d)
-    verdict = s.get("verdict")
-    sec.headline = f"Verdict: {verdict}." if verdict else None
-    sec.links = [_link(out, str((d / "report.md").relative_to(out)) if d.is_relative_to(out) else "", "queue_study/report.md")]
+    ad = s["adoption"]
+    fin = {(r["arm"], r["seed"]): r["final_selection"]["mean"] for r in s.get("runs", [])}
+    raw = {}
+    for seed in ad.get("seeds", []):
+        for other in ("A", "C"):
+            if ("B", seed) in fin and (other, seed) in fin:
+                raw[(other, seed)] = fin[("B", seed)] - fin[(other, seed)]
+    sec.headline = f"Verdict: {ad['verdict']}" + (f" ({'; '.join(ad['reasons'])})" if ad.get("reasons") else "") + "."
+    for other in ("A", "C"):
+        pts = ad.get(f"b_minus_{other.lower()}", {})
+        sec.row(f"B − {other}, efficiency points (seeds {', '.join(map(str, ad.get('seeds', [])))})",
+                ", ".join("refused" if pts.get(str(x)) is None else f"{pts[str(x)]:+.2f}" for x in ad.get("seeds", [])),
+                "> max(0.6, 2 × seed spread) to adopt")
+        sec.row(f"B − {other}, final selection BPB", ", ".join(f"{raw[(other, x)]:+.4f}" for x in ad.get("seeds", [])
+                                                             if (other, x) in raw), "no result measured")
+    sec.row("seed spread, threshold", f"{_f(ad.get('seed_spread'), 2)}, {_f(ad.get('threshold'), 2)}", "—")
+    sec.links = [_link(out, _rel(d / "report.md", out), "queue_study/report.md")]
     return sec
+
+
+def _rel(path, out):
+    path = Path(path)
+    return str(path.relative_to(out)) if path.is_relative_to(out) else str(path)
 
 
 def _missing(key, title, d):
