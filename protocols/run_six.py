@@ -87,6 +87,19 @@ def learning_curves(run_dirs, results, path):
     atomic_write_bytes(path, buf.getvalue())
 
 
+def regime_md(cfg: dict) -> str:
+    """The regime indicators of the runs' training setting beside the paper's (computed by the audit's replay)."""
+    from audit.regime import preset_setting, preset_stream, regime_indicators, regime_table_md
+    from corpus.layout import default_data_dir
+
+    R, B, T = preset_setting(cfg)
+    ind = regime_indicators(preset_stream(cfg.get("data_dir") or default_data_dir(), cfg), R, B, T)
+    cap = f", sources capped at {cfg['max_source_len']:,} tokens for this demo" if cfg.get("max_source_len") else ""
+    return (f"\n## Regime of these runs against the paper's\n\nThe packing effects depend on ratios, not sizes. These "
+            f"runs train at R = {R:,}, B = {B:,} and {T:,} targets{cap}; the official metric packs its stream at "
+            f"B = {cfg.get('eval_buffer', 1000):,}, as the paper's does.\n\n" + regime_table_md({"these runs": ind}))
+
+
 def main(argv=None):
     from corpus.errors import DataError
     from train import result_line, train
@@ -113,7 +126,7 @@ def main(argv=None):
         print(result_line(res), flush=True)
         results.append(res)
         run_dirs.append(run_dir)
-    md = table(results)
+    md = table(results) + regime_md(results[0]["config"])
     atomic_write_text(out / "table.md", md)
     atomic_write_json(out / "results.json", results)
     learning_curves(run_dirs, results, out / CURVES)

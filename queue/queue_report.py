@@ -7,6 +7,19 @@ import numpy as np
 from corpus.atomic import atomic_write_bytes, atomic_write_text
 
 
+
+def _flag_text(r, x):
+    """One flagged domain of a candidate record; the random policy's flag is a draw, not a measured domain."""
+    if x not in r["deltas"]:
+        return f"{x} (drawn by the random policy, not measured)"
+    return f"{x} (+{r['deltas'][x]:.4f} > {r['thresholds'][x]:.4f})"
+
+
+def _recovery_text(r, x):
+    if x not in r["deltas"]:
+        return f"{x} (the random policy's draw)"
+    return f"{x} {r['deltas'][x]:+.4f} (limit {r['limits'].get(x, 0):.4f})"
+
 def _ranks(v):
     v = np.asarray(v, dtype=float)
     order = np.argsort(v, kind="mergesort")
@@ -193,10 +206,10 @@ def write_report(out, recs, calib, pool, summary):
             if r.get("shard") == sid or r.get("tested") == sid or r.get("branch_shard") == sid:
                 if r["event"] == "train" and r["role"] == "candidate" and r["flagged"]:
                     L.append(f"  - [{r['seq']}] rotation {r['queue']['rotation']}: trained, flagged in "
-                             + ", ".join(f"{x} (+{r['deltas'][x]:.4f} > {r['thresholds'][x]:.4f})" for x in r["flagged"]))
+                             + ", ".join(_flag_text(r, x) for x in r["flagged"]))
                 elif r["event"] == "train" and r["role"] == "recovery":
                     L.append(f"  - [{r['seq']}] recovery shard {r['shard']}: " + ", ".join(
-                        f"{x} {r['deltas'][x]:+.4f} (limit {r['limits'].get(x, 0):.4f})" for x in r.get("limits", {}))
+                        _recovery_text(r, x) for x in r.get("limits", {}))
                         + (f" -> unrecovered in {', '.join(r['unrecovered'])}" if r["unrecovered"] else " -> recovered"))
                 elif r["event"] == "rollback":
                     L.append(f"  - [{r['seq']}] rolled back to update {r['to_step']} (parameters SHA256 "

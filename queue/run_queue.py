@@ -241,10 +241,12 @@ def move_aside(out, keep):
 
 
 def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, budget_targets=None,
-        rotation_shards=6, branch_check=True, resume=False, fresh=False, device="cpu", log=print, report=True):
+        rotation_shards=6, branch_check=True, resume=False, fresh=False, device="cpu", log=print, report=True,
+        runner_cls=None):
     """One queue run (any policy) to the end, decay and scores included; returns the summary dict
     (also written to out/queue_summary.json). The same calibration folder gives every arm the same
-    pool, control/selection sets, decay shards and (for the same seed) start state."""
+    pool, control/selection sets, decay shards and (for the same seed) start state. runner_cls: a
+    QueueRunner subclass (the study's arm variants); default QueueRunner."""
     from training.checkpoint import set_rng_states
 
     out = Path(out)
@@ -263,8 +265,8 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
     cfg = type(cfg)(**{**cfg.to_dict(), "seed": seed})
     if budget_targets is None:
         budget_targets = int(0.6 * sum(s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]))
-    runner = QueueRunner(cfg, world, pool, calib, out, policy, seed, reject_rate, rotation_shards, budget_targets,
-                         branch_check, log=log)
+    runner = (runner_cls or QueueRunner)(cfg, world, pool, calib, out, policy, seed, reject_rate, rotation_shards,
+                                         budget_targets, branch_check, log=log)
     runner.calibration_dir = str(calibration_dir.resolve())
     if resume:
         done = [r for r in read_log(log_path, log=lambda s: None) if r["event"] == "done"]

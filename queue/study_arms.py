@@ -11,7 +11,6 @@ B  policy queue; with the curve variant, the control values the rule sees are re
 C  policy random, but the rejected candidate positions are fixed in advance from (rate,
    seed) by random_rejection.rejected_positions, so C rejects exactly as often as B did.
 """
-import contextlib
 import copy
 import time
 
@@ -99,21 +98,12 @@ class CurveRunner(QueueRunner):
             self.measure_fn = residual_measure(self.measure_fn, self.curves, lambda: self.targets)
 
 
-@contextlib.contextmanager
-def runner_class(run_queue_module, cls, **attrs):
-    """run_queue.run builds its runner from the module's QueueRunner; point it at an arm's variant meanwhile."""
-    sub = type(cls.__name__, (cls,), dict(attrs))
-    old = run_queue_module.QueueRunner
-    run_queue_module.QueueRunner = sub
+def runner_class(cls, **attrs):
+    """(subclass of cls with attrs set, list that collects its instances): for run_queue.run(runner_cls=...)."""
     made = []
-    orig_init = sub.__init__
 
     def init(self, *a, **k):
-        orig_init(self, *a, **k)
+        cls.__init__(self, *a, **k)
         made.append(self)
 
-    sub.__init__ = init
-    try:
-        yield made
-    finally:
-        run_queue_module.QueueRunner = old
+    return type(cls.__name__, (cls,), {**attrs, "__init__": init}), made

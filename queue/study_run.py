@@ -98,12 +98,8 @@ def run_arm(rq, arm, seed, out, cal, budget, rotation, log, device, cls=None, at
     fresh = (d / "decisions.jsonl").exists() or bool(list(d.glob("ckpt_*.pt")))
     log(f"\n-- arm {arm}, seed {seed}: policy {policy}" + (f", rate {rate:.3f}" if policy == "random" else ""))
     t0 = time.time()
-    import queue_report
-
-    with runner_class(rq, cls or rq.QueueRunner, **(attrs or {})) as made:
-        summary = rq.run(d, cal, policy, seed, rate, budget, rotation, True, False, fresh, device, log=log,
-                         # the queue's own report cannot yet render a random-policy flag (no domain named "random")
-                         report=hasattr(queue_report, "write_report") and policy != "random")
+    sub, made = runner_class(cls or rq.QueueRunner, **(attrs or {}))
+    summary = rq.run(d, cal, policy, seed, rate, budget, rotation, True, False, fresh, device, log=log, runner_cls=sub)
     wall = time.time() - t0
     recs = read_log(d / "decisions.jsonl", log=lambda s: None)
     acc = accounting(recs)

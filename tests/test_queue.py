@@ -294,13 +294,15 @@ def test_policies_share_one_code_path(calibrated, tmp_path):
     plain = _run(calibrated, tmp_path / "plain", policy="plain")
     recs = read_log(tmp_path / "plain" / "decisions.jsonl")
     assert not plain["rejections"] and [r["shard"] for r in recs if r["event"] == "accept"] == plain["accepted"]
-    r1 = _run(calibrated, tmp_path / "r1", policy="random", reject_rate=0.4, seed=5)
+    r1 = _run(calibrated, tmp_path / "r1", policy="random", reject_rate=0.4, seed=5, report=True)
     r2 = _run(calibrated, tmp_path / "r2", policy="random", reject_rate=0.4, seed=5)
     pos = [[r["position"] for r in read_log(tmp_path / d / "decisions.jsonl") if r["event"] == "train" and r["flagged"]]
            for d in ("r1", "r2")]
     assert pos[0] == pos[1] and pos[0] and r1["rejections"] == r2["rejections"]
     assert any(r["event"] == "rollback" for r in read_log(tmp_path / "r1" / "decisions.jsonl"))
     assert plain["final"]["control"].keys() == r1["final"]["control"].keys()
+    # the queue's own report renders a random-policy rejection (a draw, not a measured domain)
+    assert "drawn by the random policy" in (tmp_path / "r1" / "report.md").read_text()
 
 
 def test_branch_check_returns_a_shard_when_its_source_rises_too(calibrated, tmp_path, monkeypatch):
