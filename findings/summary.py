@@ -12,6 +12,7 @@ and the headline of each section is printed.
 """
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -55,9 +56,8 @@ class Section:
         out = [f"## {self.title}", ""]
         if self.headline:
             out += [f"**{self.headline}**", ""]
-        out += [*self.text]
-        if self.text:
-            out.append("")
+        for t in self.text:
+            out += [t, ""]
         if self.rows:
             out += [f"| quantity | ours | {self.ref} |", "|---|---:|---:|"]
             out += [f"| {q} | {o} | {p} |" for q, o, p in self.rows]
@@ -215,9 +215,18 @@ def train_section(d, out):
     parts.append(f"the sign of the effect agrees with the paper in {same} of {len(deltas)} contrasts")
     sec.headline = ("; ".join(parts) + f". Paper: random_crop {pdl['random_crop_s43']:+.4f}/{pdl['random_crop_s44']:+.4f}, "
                     f"segmented {pdl['segmented_s43']:+.4f}/{pdl['segmented_s44']:+.4f}.") if parts else None
+    params = next(iter(runs.values())).get("parameters")
     sec.text = [f"Model: depth {any_cfg['depth']}, width {any_cfg['width']}, context {any_cfg['context']}, "
-                f"{any_cfg['updates']} updates; paper: depth 8, width 512, context 2048, {PAPER['setup']['updates']} updates "
-                f"({PAPER['setup']['parameters']:,} parameters)."]
+                f"{any_cfg['updates']} updates" + (f" ({params:,} parameters)" if params else "") +
+                (f", training buffer B = {any_cfg['buffer']}" if "buffer" in any_cfg else "") +
+                (f" with sources capped at {any_cfg['max_source_len']} tokens (demo only)" if any_cfg.get("max_source_len") else "") +
+                f"; paper: depth 8, width 512, context 2048, {PAPER['setup']['updates']} updates "
+                f"({PAPER['setup']['parameters']:,} parameters), B = 1,000."]
+    base = [runs[("baseline", x)]["official"]["bpb"] for x in SEEDS if ("baseline", x) in runs]
+    if len(base) == 2:
+        sec.text.append(f"Seed noise for scale: the two baseline seeds differ by {abs(base[0] - base[1]):.4f} BPB; "
+                        "a delta smaller than that is not evidence of an effect (the paper makes the same caution "
+                        "for random spans).")
     sec.links = [_link(out, str((d / "table.md").relative_to(out)) if d.is_relative_to(out) else str(d / "table.md"), "train/table.md"),
                  _link(out, str((d / "learning_curves.png").relative_to(out)) if d.is_relative_to(out) else "", "learning curves")]
     return sec
@@ -271,7 +280,7 @@ def eval_sections(d, out):
                 f"{P5['interactions_negative']} of {P5['contrasts']}")
         s55.row(f"intervals excluding zero ({key.replace('_', ' ')})", f"{excl} of {len(declared)}",
                 f"{P5['intervals_excluding_zero']} of {P5['contrasts']} ({P5['level_pct']}%)")
-        s55.row("confirmation sources (per stratum cap)", _n(sum(p["sources"] for p in ws["conf"]["per_stratum"])),
+        s55.row("confirmation sources, all strata", _n(sum(p["sources"] for p in ws["conf"]["per_stratum"])),
                 _n(P5["conf_sources"]))
     else:
         s55 = _missing("s5_5", s55.title, d)
@@ -279,9 +288,9 @@ def eval_sections(d, out):
         first, last = _position_shares(ws["dev"])
         if last:
             P = PAPER["s5_5_position_bins"]
-            rng = lambda xs: f"{min(xs):.0f}–{max(xs):.0f}% (median {sorted(xs)[len(xs) // 2]:.0f}%)"
+            rng = lambda xs: f"median {statistics.median(xs):.0f}% (range {min(xs):.0f} to {max(xs):.0f}%)"
             s55.row(f"development tails, {len(last)} declared cells that improved: share of the improvement "
-                    "after position 512 (scaled to the context)", rng(last),
+                    "after position 512 (scaled to the context; a cell with a tiny total gives an extreme share)", rng(last),
                     f"{P['after_512_share_pct_min']}–{P['after_512_share_pct_max']}%")
             s55.row("... in the first 128 positions (scaled)", rng(first),
                     f"{P['first_128_share_pct_min']}–{P['first_128_share_pct_max']}%")
@@ -340,7 +349,12 @@ def queue_section(d, out):
     if cal:
         sec.row("calibrated k and recovery fraction", f"k = {cal['k']}, {cal['frac']}", "illustrated as 3σ_d; not fixed")
         sec.row("held-out false-rejection rate (one-sided 95% upper bound)",
-                f"{cal['false_rejections']}/{cal['transitions']} ({100 * cal['upper95']:.1f}%)", "below 5% required")
+                f"{cal['false_rejections']}/{cal['transitions']} ({100 * cal['upper95']:.1f}%)",
+                "rate below 5% required: met" if cal["false_rejections"] / max(1, cal["transitions"]) < 0.05 else
+                "rate below 5% required: NOT met")
+        if cal["upper95"] >= 0.05:
+            sec.notes.append(f"With {cal['transitions']} held-out transitions the 95% bound cannot fall below 5%: "
+                             "the calibration meets the rule's point estimate, not a guarantee.")
     sc = s.get("screen") or {}
     if sc:
         sec.row("forward-only screen vs training decision: Spearman, AUC",
@@ -352,8 +366,25 @@ def queue_section(d, out):
         sec.row("control domains lower after the run than at its start", f"{better} of {len(fin)}", "—")
     sec.text = ["No queue result has been measured in the proposal; this is the mechanism on the offline corpus "
                 "with a planted harmful source" + (f" (caught: {', '.join(harmful_caught)})." if harmful_caught else ".")]
+    for q, rec in _confounded_recoveries(d / "decisions.jsonl", quar):
+        sec.notes.append(f"{q} is not from the harmful source, yet it was quarantined: its recovery shard {rec} was "
+                         f"harmful, so the recovery check measured {rec}'s damage (a limit of a one-shard recovery check).")
     sec.links = [_link(out, _rel(d / "report.md", out), "queue/report.md")]
     return sec
+
+
+def _confounded_recoveries(log_path, quarantined):
+    """(quarantined non-harmful shard, harmful shard that served as its recovery shard) pairs, from the log."""
+    out = []
+    try:
+        recs = [json.loads(x) for x in Path(log_path).read_text().splitlines() if x.strip()]
+    except (OSError, ValueError):
+        return out
+    for r in recs:
+        if (r.get("event") == "train" and r.get("role") == "recovery" and r.get("tested") in quarantined
+                and not str(r["tested"]).startswith("h") and str(r.get("shard", "")).startswith("h")):
+            out.append((r["tested"], r["shard"]))
+    return sorted(set(out))
 
 
 def study_section(d, out):
