@@ -100,10 +100,11 @@ def build_windows(stream, spec: WindowSpec):
 
 
 def score_windows(model, win, token_bytes, spec: WindowSpec, device, autocast=False, batch=64):
-    from eval.scoring import score_rows
+    from eval.official import score_fixed_shape
 
-    parts = [score_rows(model, win["x"][s:s + batch], win["y"][s:s + batch], token_bytes, list(spec.bins), device, autocast)
-             for s in range(0, len(win["x"]), batch)]
+    # the last, smaller batch is padded to `batch` rows with masked targets: a compiled model sees one shape
+    parts = [score_fixed_shape(model, win["x"][s:s + batch], win["y"][s:s + batch], token_bytes, list(spec.bins), device,
+                               autocast, batch) for s in range(0, len(win["x"]), batch)]
     return {"nats": np.concatenate([p[0] for p in parts]), "bytes": np.concatenate([p[1] for p in parts]),
             "count": np.concatenate([p[2] for p in parts])}
 

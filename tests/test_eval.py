@@ -66,6 +66,33 @@ def test_bins_add_up_to_the_whole_window(small_corpus, model):
     assert np.array_equal(whole["count"][:, 0], ((win["y"] >= 0) & (tb[np.maximum(win["y"], 0)] > 0)).sum(1))
 
 
+
+def test_window_batches_keep_one_shape_and_padding_changes_no_statistic(small_corpus, model):
+    s = open_split(small_corpus, "stdlib", "val")
+    spec = WindowSpec.for_context(32, 147018, per_stratum=20)
+    win = build_windows(s, spec)
+    tb = np.random.default_rng(0).integers(0, 5, 400)
+    n = len(win["x"])
+    batch = 7 if n % 7 else 6  # a last, smaller batch exists
+    assert n % batch
+    shapes = []
+
+    class Recorder(torch.nn.Module):  # the model, recording the batch shapes it is given
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, *a, **k):
+            shapes.append(tuple(a[0].shape))
+            return self.m(*a, **k)
+
+    padded = score_windows(Recorder(model), win, tb, spec, "cpu", batch=batch)
+    one = score_windows(model, win, tb, spec, "cpu", batch=n)  # one batch, nothing padded: the reference
+    assert set(shapes) == {(batch, win["x"].shape[1])}
+    for k in ("bytes", "count"):
+        assert np.array_equal(padded[k], one[k])
+    assert np.abs(padded["nats"] - one["nats"]).max() < 1e-4
+
 def test_right_padding_changes_no_loss(model):
     rng = np.random.default_rng(1)
     tb = np.ones(400, dtype=np.int64)
