@@ -102,6 +102,15 @@ def decision_rows(recs):
     return rows
 
 
+def _marked_domain(t):
+    """The flagged domain with the largest rise over its threshold; else the highest loss (accepted shards)."""
+    th, d = t.get("thresholds") or {}, t.get("deltas") or {}
+    measured = [x for x in t.get("flagged", []) if x in d and th.get(x)]
+    if measured:
+        return max(measured, key=lambda x: d[x] / th[x])
+    return max(t["losses"], key=t["losses"].get)
+
+
 def figure(recs, path):
     import matplotlib
 
@@ -114,7 +123,7 @@ def figure(recs, path):
     doms = sorted(trains[0]["losses"])
     start = recs[0]
     xs = [0] + [r["spent_targets"] for r in trains]
-    fig, ax = plt.subplots(figsize=(10, 5.5))
+    fig, ax = plt.subplots(figsize=(11.5, 5.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for j, d in enumerate(doms):
         ax.plot(xs, [start["losses"][d]] + [r["losses"][d] for r in trains], "-", color=colors[j % 10], lw=1.2, label=d)
@@ -129,16 +138,17 @@ def figure(recs, path):
         if kind:
             t = pos[r["shard"]]
             m, lab, col, ms = marks[kind]
-            ax.plot([t["spent_targets"]], [max(t["losses"].values()) + (0.03 if kind == "reject" else 0.0)], m,
-                    color=col, ms=ms, label=None if kind in used else lab)
+            ax.plot([t["spent_targets"]], [t["losses"][_marked_domain(t)] + (0.03 if kind == "reject" else 0.0)], m,
+                    color=col, ms=ms, label=None if kind in used else lab, zorder=3)
             used.add(kind)
         if r["event"] == "rollback":
             ax.axvline(last["spent_targets"], color="red", ls=":", lw=1, label=None if "rb" in used else "rollback")
             used.add("rb")
     ax.set_xlabel("trained targets (all, wasted ones included)")
     ax.set_ylabel("control BPB")
-    ax.set_title("Control BPB per domain after every trained shard; markers at the shard's highest domain")
-    ax.legend(fontsize=8, ncol=2)
+    ax.set_title("Control BPB per domain after every trained shard; a flag or rejection is marked on the domain "
+                 "that exceeded its threshold most", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     from io import BytesIO
 
