@@ -205,8 +205,9 @@ def regime_section(reg) -> list:
     if a and a["buffer"] - 1 > a["sources_longer_than_R_per_pass"]:
         out.append(f"**This audit is not in the paper's regime with the paper's B = {a['buffer']:,}:** the offline "
                    f"corpus has {a['sources_per_pass']:,} sources per pass (paper {846_848:,}) and only "
-                   f"{a['sources_longer_than_R_per_pass']:,} longer than R, fewer than B - 1, so the protected set "
-                   f"is every long source that arrives ({pct(a['protected_share_of_arrived'])} of arrived tokens "
+                   f"{a['sources_longer_than_R_per_pass']:,} longer than R per pass, fewer than B - 1, so the protected set "
+                   f"holds every long source of a pass (the stream wraps within this budget, so copies arrive "
+                   f"again; {pct(a['protected_share_of_arrived'])} of arrived tokens "
                    f"against the paper's 4.37%). The mechanism checks above (partition, Proposition, bounds) hold "
                    f"at any scale; the shares do not transfer. The tiny training setting is the scaled one that "
                    f"is in the regime.")
