@@ -235,7 +235,7 @@ def _train(cfg, out, resume, stop_after, log):
     loader = MicrobatchLoader(Packer(stream, cfg.loader, R, cfg.buffer, seed=cfg.random_span_seed), cfg.micro_rows,
                               rank=rank, world=world, device=device, prefetch=cfg.prefetch)
     tr = Trainer(cfg, device, world)
-    model, fwd, autocast = tr.model, tr.fwd, tr.autocast
+    model, fwd, autocast = tr.model, tr.eval_fwd, tr.autocast
     step = 0
     # times carried across resumes: timed (after warm-up), all updates, and wall time of earlier processes
     clock = {"timed_seconds": 0.0, "timed_updates": 0, "update_seconds": 0.0, "loader_wait_seconds": 0.0,

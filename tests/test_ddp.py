@@ -34,7 +34,7 @@ def test_torchrun_two_gloo_processes_match_one_process(small_corpus, tmp_path):
     args = [f"{k}={v}" for k, v in cfg.to_dict().items()]
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                         "train.py", *args, "--out", str(tmp_path / "two")], capture_output=True, text=True,
-                       cwd=ROOT, timeout=600)
+                       cwd=ROOT, timeout=240)
     assert r.returncode == 0, r.stderr[-3000:]
     a = load_checkpoint(tmp_path / "one" / "ckpt_000003.pt")["model"]
     b = load_checkpoint(tmp_path / "two" / "ckpt_000003.pt")["model"]

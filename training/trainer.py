@@ -94,6 +94,9 @@ class Trainer:
             self.ddp = DDP(self.model, device_ids=[dev.index] if dev.type == "cuda" else None,
                            broadcast_buffers=False)
         self.fwd = maybe_compile(self.ddp or self.model, cfg, device)
+        # scoring runs on rank 0 alone: through the bare model, since a DDP forward may join collectives
+        # that the other ranks (waiting at the final barrier) never enter
+        self.eval_fwd = self.fwd if self.ddp is None else maybe_compile(self.model, cfg, device)
         self.autocast = bf16_enabled(cfg, device)
         self.last_checks = []  # this rank's microbatch fingerprints of the last update
         self.last_wait = 0.0  # seconds of the last update spent waiting for the loader
