@@ -104,7 +104,9 @@ def audit_sections(d, out):
                     f"buffered: {'holds' if o['partition_holds'] else 'FAILS'}), yet {_n(o['protected']['size'])} protected "
                     f"sources hold {_pct(share_arr)} of arrived tokens (paper {P1['protected_pct_of_arrived']}%), and "
                     f"{o['sources_longer_than_R_arrived'] - o['sources_longer_than_R_started']:,} of "
-                    f"{o['sources_longer_than_R_arrived']:,} arrived sources longer than R never started.")
+                    f"{o['sources_longer_than_R_arrived']:,} arrivals of sources longer than R never started"
+                    + (f" (the stream wrapped: {o['passes_started']} passes started, so a document can arrive twice)."
+                       if o.get("passes_started", 1) > 1 else "."))
     s51.row("sources arrived", _n(o["sources_arrived"]), _n(P1["sources_arrived"]))
     s51.row("tokens arrived = emitted + discarded + buffered",
             f"{o['tokens_arrived']:,} = {o['emitted']:,} + {o['discarded']:,} + {o['buffered']:,}",
