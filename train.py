@@ -68,7 +68,7 @@ def training_stream(cfg, data_dir):
     from loaders.stream import DocumentStream, open_split
 
     if not cfg.train_shards and not cfg.train_docs:
-        return _capped(open_split(data_dir, cfg.source, "train"), cfg)
+        return open_split(data_dir, cfg.source, "train").capped(cfg.max_source_len)
     lay = Layout(data_dir, cfg.source)
     names = lay.shard_names("train")
     if cfg.train_shards:
@@ -84,16 +84,7 @@ def training_stream(cfg, data_dir):
         except (OSError, ValueError) as e:
             raise DataError(f"{cfg.train_docs}: cannot read document indices ({type(e).__name__})") from None
         stream = stream.subset(idx)
-    return _capped(stream, cfg)
-
-
-def _capped(stream, cfg):
-    """The demo-only source-length cap: drop sources longer than cfg.max_source_len (0 keeps all)."""
-    if not cfg.max_source_len:
-        return stream
-    import numpy as np
-
-    return stream.subset(np.flatnonzero(stream.lengths <= cfg.max_source_len))
+    return stream.capped(cfg.max_source_len)
 
 
 def dist_setup():

@@ -138,11 +138,7 @@ def preset_stream(data_dir, preset: dict):
         lengths.append(sh.lengths)
         refills.extend((refills[-1] + sh.refills[1:]).tolist())
     s = DocumentStream(np.concatenate(lengths), refills, name=f"{lay.source}:train")
-    cap = preset.get("max_source_len")
-    if cap:
-        keep = np.flatnonzero(s.lengths <= cap)
-        s = s.subset(keep)
-    return s
+    return s.capped(preset.get("max_source_len", 0))
 
 
 def main(argv=None):

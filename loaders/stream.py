@@ -115,6 +115,10 @@ class DocumentStream:
             tokens = (arrays, which[idx], starts[idx])
         return DocumentStream(self.lengths[idx], refills, tokens, bos=self.bos, name=f"{self.name}[subset of {len(idx)}]")
 
+    def capped(self, max_len):
+        """The demo-only source-length cap: the documents of at most max_len tokens (0 keeps every one)."""
+        return self.subset(np.flatnonzero(self.lengths <= max_len)) if max_len else self
+
     def permuted(self, seed):
         """The same multiset of lengths in a seeded random arrival order (same refill sizes)."""
         perm = np.random.default_rng(seed).permutation(self.n)
