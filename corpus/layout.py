@@ -1,5 +1,4 @@
 """Where prepared data lives: DATA_DIR/SOURCE/{raw,tokenizer,tokens,census}/ + prepared.json."""
-import json
 import os
 from pathlib import Path
 

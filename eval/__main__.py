@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from corpus.errors import DataError
-from eval.runs import find_runs, survey_runs  # noqa: F401  (find_runs: the public name tests and tools use)
+from eval.runs import survey_runs
 
 CONDITION_OF = {"original": "baseline", "random_span": "random_crop", "segment_first": "segmented", "lossless": "lossless"}
 UNCONFIRMED = "EXPLORATORY, UNCONFIRMED (no frozen protocol)"

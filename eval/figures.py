@@ -21,7 +21,6 @@ def contrasts_forest(summaries, path, label=""):
                   key=lambda k: (k[2], k[0], k[1]))
     ypos = {k: i for i, k in enumerate(reversed(keys))}
     for ax, s in zip(axes[0], summaries):
-        labels = s["spec"]["labels"]
         for c in s["cells"]:
             if not c.get("declared"):
                 continue

@@ -251,7 +251,6 @@ def write_report(out, recs, calib, pool, summary):
           f"Spearman rank correlation with the measured rise {_fmt(sa['spearman_screen_vs_rise'], 3)}; AUC for flagged "
           f"vs not {_fmt(sa['auc_screen_flagged'], 3)} ({sa['flagged']} flagged). {sa['caveat']}."]
     trains = [r for r in recs if r["event"] in ("train", "branch") and "updates" in r]
-    acc = set(summary["accepted"])
     kept = [r for r in recs if r["event"] == "train"]
     # a trained shard's work is kept when no rollback followed it before its acceptance
     wasted = {"rejected shards": 0, "recovery shards rolled back": 0, "branch checks": 0}

@@ -3,7 +3,6 @@ import json
 import subprocess
 import sys
 
-import torch
 
 from conftest import ROOT
 from train import train

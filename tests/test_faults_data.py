@@ -2,7 +2,6 @@
 
 A small real corpus is prepared once; tests that damage files work on a copy of it.
 """
-import json
 import shutil
 import subprocess
 import sys

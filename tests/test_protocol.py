@@ -7,7 +7,7 @@ import pytest
 
 from corpus.errors import DataError
 from corpus.layout import Layout
-from eval.__main__ import find_runs
+from eval.runs import find_runs
 from eval.plan import evaluation_plan
 from manifests.__main__ import main as manifest_main
 from manifests.__main__ import verify_manifest

@@ -154,7 +154,6 @@ def test_the_strict_rule_walks_the_whole_path(full_run):
     q = summary["quarantined"][0]
     assert (out / "inspection" / f"{q}.md").exists() and json.loads((out / "inspection" / f"{q}.json").read_text())
     for rb in (r for r in recs if r["event"] == "rollback"):  # restored bitwise to the last accepted state
-        before = [r for r in recs if r["seq"] < rb["seq"] and r["event"] in ("accept", "start")]
         assert rb["params_sha256"]
     assert reconstruct_folder(out, out=lambda s: None) == 0
     assert (out / "decisions.parquet").exists() and (out / "report.md").read_text().count("| ") > 10
@@ -166,7 +165,7 @@ def test_resume_after_an_interruption_gives_the_same_log_and_model(calibrated, f
     out_full, _, recs_full = full_run
     out = tmp_path / "cut"
     calls = {"train": 0, "write": 0}
-    orig_train, orig_write = QueueRunner.train_shard, rq.QueueRunner.commit
+    orig_train = QueueRunner.train_shard
 
     def dying_train(self, sid, *a, **k):
         calls["train"] += 1
@@ -403,7 +402,7 @@ def test_unlabeled_text_gets_deterministic_register_domains():
 
 def test_a_new_source_enters_only_at_its_rotation_boundary(small_corpus, tmp_path):
     d = tmp_path / "cal"
-    rec = rq.calibrate(d, None, [f"{k}={v}" for k, v in {**CFG, "data_dir": str(small_corpus)}.items()],
+    rq.calibrate(d, None, [f"{k}={v}" for k, v in {**CFG, "data_dir": str(small_corpus)}.items()],
                        {**SETTINGS, "late_shards": 1, "candidates": 5}, log=lambda s: None)
     c = json.loads((d / "calibration.json").read_text())
     c.update(ok=True, k=3.0, frac=0.5)

@@ -20,7 +20,6 @@
 Exit status 0 when every counted check passes, 1 when one fails, 2 on bad arguments.
 """
 import argparse
-import json
 import math
 import sys
 import time
