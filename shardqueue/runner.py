@@ -208,7 +208,7 @@ class QueueRunner:
             if rec.get(k) not in (None, [], ""):
                 bits.append(f"{k}={rec[k]}")
         if "deltas" in rec:
-            bits.append("max rise/thr " + " ".join(f"{d[:8]}={rec['deltas'][d]:+.4f}" for d in sorted(rec["deltas"])))
+            bits.append("max rise/thr " + " ".join(f"{d}={rec['deltas'][d]:+.4f}" for d in sorted(rec["deltas"])))
         return " ".join(bits)
 
     # ---- the queue -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from shardqueue.study.adoption import ADOPTED, NOT_ADOPTED, adoption, seed_spread
+from shardqueue.study.adoption import ADOPTED, NOT_ADOPTED, NOT_MEASURABLE, adoption, seed_spread
 from shardqueue.study.curve_fit import check_identifiable, curve, residual
 from shardqueue.study.efficiency import (
     average_curves,
@@ -126,8 +126,10 @@ def test_adoption_on_both_sides_of_twice_the_seed_spread():
 def test_adoption_needs_b_above_c_too_and_refuses_missing_points():
     no = adoption(_points((2.0, 2.0), c=(1.8, 1.8), a=(0.0, 0.0)))  # beats A by 2, C by only 0.2
     assert not no["adopt"] and all("B-C" in r for r in no["reasons"])
-    miss = adoption(_points((None, 2.0)))
-    assert not miss["adopt"] and miss["threshold"] is None and miss["verdict"] == NOT_ADOPTED
+    miss = adoption(_points((None, 2.0)), {"B_s43": "loss 2.40 is below every point of the reference curve"})
+    assert not miss["adopt"] and miss["threshold"] is None and miss["verdict"] == NOT_MEASURABLE
+    assert miss["reasons"] == ["B_s43: loss 2.40 is below every point of the reference curve"]
+    assert "baseline stays" not in miss["verdict"]
 
 
 # ---- arm C -----------------------------------------------------------------------------
@@ -173,13 +175,14 @@ def test_schema_names_the_missing_key():
 
 
 # ---- budgets and accounting from the logs ------------------------------------------------------
-def _run(name, arm, stable, decay=512, start=10_000):
+def _run(name, arm, stable, decay=512, start=10_000, decay_updates=4):
     D = start + stable + decay
     if arm == "A":
         return {"name": name, "arm": arm, "start_targets": start, "accounting": {},
-                "branches": [{"threshold": 4096, "D": D, "decay_targets": decay, "selection": {}, "control": {}}]}
+                "branches": [{"threshold": 4096, "D": D, "decay_targets": decay, "decay_updates": decay_updates,
+                              "selection": {}, "control": {}}]}
     return {"name": name, "arm": arm, "start_targets": start, "final": {"selection": {}, "control": {}},
-            "accounting": {"trained_targets": D, "decay_targets": decay}}
+            "accounting": {"trained_targets": D, "decay_targets": decay, "decay_updates": decay_updates}}
 
 
 def test_budget_check_accepts_equal_budgets_and_names_an_unequal_run():
@@ -191,8 +194,11 @@ def test_budget_check_accepts_equal_budgets_and_names_an_unequal_run():
     assert not short["equal"] and short["problems"] == ["B_s43: 3,000 stable-phase targets for a budget of 4,096"]
     over = budget_check([_run("A_s43", "A", 4200), _run("C_s43", "C", 5300)], 4096, 1100)
     assert not over["equal"]
-    dec = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4200, decay=600)], 4096, 1100)
-    assert not dec["equal"] and "decay targets differ" in dec["problems"][0]
+    # the decay's length is its updates (LR 1 -> 0); its targets may differ by the shards' masked padding
+    pad = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4200, decay=600)], 4096, 1100)
+    assert pad["equal"]
+    dec = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4200, decay_updates=5)], 4096, 1100)
+    assert not dec["equal"] and dec["problems"] == ["decay lengths differ: A_s43 4 updates, B_s43 5 updates"]
 
 
 def test_accounting_separates_accepted_from_wasted_work():

@@ -105,7 +105,7 @@ def max_rise(row):
 
 def answers(out, runs, pool, calib):
     kinds = shard_kind(pool)
-    table, clean, screen = {}, {}, {"score": [], "rise": [], "flagged": [], "rejected": []}
+    table, clean, screen = {}, {}, {"score": [], "rise": [], "flagged": [], "rejected": [], "kind": []}
     for r in runs:
         if r["arm"] != "B":
             continue
@@ -142,6 +142,7 @@ def answers(out, runs, pool, calib):
             screen["rise"].append(rise)
             screen["flagged"].append(bool(row["flagged"]))
             screen["rejected"].append(row["decision"] == "reject")
+            screen["kind"].append(kinds.get(row["shard"], ("clean", 0.0))[0])
     from shardqueue.rule import clopper_pearson_upper
 
     cj = sum(c["judged"] for c in clean.values())
@@ -156,8 +157,9 @@ def answers(out, runs, pool, calib):
         "screen": {"n": n, "spearman_score_vs_rise": spearman(screen["score"], screen["rise"]),
                    "auc_flagged": auc(screen["score"], screen["flagged"]), "flagged": int(sum(screen["flagged"])),
                    "auc_rejected": auc(screen["score"], screen["rejected"]), "rejected": int(sum(screen["rejected"])),
-                   "points": [{"score": s, "rise": x, "flagged": f, "rejected": j} for s, x, f, j in
-                              zip(screen["score"], screen["rise"], screen["flagged"], screen["rejected"])]},
+                   "points": [{"score": s, "rise": x, "flagged": f, "rejected": j, "kind": k} for s, x, f, j, k in
+                              zip(screen["score"], screen["rise"], screen["flagged"], screen["rejected"],
+                                  screen["kind"])]},
         "compute": compute_overhead(runs),
     }
 

@@ -97,7 +97,9 @@ def run_arm(rq, arm, seed, out, cal, budget, rotation, log, device, cls=None, at
     log(f"\n-- arm {arm}, seed {seed}: policy {policy}" + (f", rate {rate:.3f}" if policy == "random" else ""))
     t0 = time.time()
     sub, made = runner_class(cls or rq.QueueRunner, **(attrs or {}))
-    summary = rq.run(d, cal, policy, seed, rate, budget, rotation, True, False, fresh, device, log=log, runner_cls=sub)
+    # report=False: the study writes one report for all runs (a per-run report and figure cost more than a tiny run)
+    summary = rq.run(d, cal, policy, seed, rate, budget, rotation, True, False, fresh, device, log=log, report=False,
+                     runner_cls=sub)
     wall = time.time() - t0
     recs = read_log(d / "decisions.jsonl", log=lambda s: None)
     acc = accounting(recs)
