@@ -373,3 +373,11 @@ def test_small_preset_meets_its_design_rules():
     held = p["held_out_shards"] + 1 - p["choose_transitions"] - 1  # transitions after the choice set
     assert held >= 59 and p["choose_transitions"] > 0 and p["held_out_branch"]
     assert p["damaged_shards"] >= 4 and p["reference_cap"] >= 2
+
+
+def test_identifiability_refuses_an_unbounded_interval_in_one_reason():
+    # nearly flat, noisy stage-A losses once overflowed exp() of the interval's log half-width
+    D = [1000.0 * (i + 1) for i in range(11)]
+    L = [6.0, 5.2, 5.19, 5.21, 5.2, 5.18, 5.2, 5.21, 5.19, 5.2, 5.2]
+    res = check_identifiable(D, L)
+    assert not res["ok"] and res["reason"]
