@@ -6,9 +6,9 @@ tiny      the CPU setting the main job runs as the smoke test of every path: the
           numbers are noise-dominated and say nothing about whether the queue helps.
 small     the CPU study that says something at small scale (about 25 minutes on 2 idle
           cores; not part of the main job): the same model, a stable phase of 40 shards
-          (3.3 x the shared stage-A training of 12 shards), 81 held-out homogeneous transitions
+          (3.3 x the shared stage-A training of 12 shards), 80 held-out homogeneous transitions
           on a discarded branch (k and frac chosen on the first 20, the rate reported on the
-          other 60), a pool with realistic damage (damage.py: mojibake, boilerplate,
+          other 59), a pool with realistic damage (damage.py: mojibake, boilerplate,
           line_shuffle, truncate at doses drawn from 5-100%) besides two cipher shards, and
           arm A's reference curve up to 4 x the budget.
 proxy64m  the proposal's 64M proxy on one GPU with the supplied architecture: depth 7,
@@ -66,7 +66,7 @@ PRESETS = {
         "warmup_shards": 2,
         "sigma_shards": 10,
         "held_out_shards": 80,  # + 1 recovery shard: 81 transitions on a discarded branch
-        "choose_transitions": 20,  # k and frac from these; the rate is reported on the other 60
+        "choose_transitions": 20,  # k and frac from these; the rate is reported on the other 59 (disjoint shards)
         "held_out_branch": True,
         "checkpoints_per_shard": 1,
         "harmful_shards": 2,
