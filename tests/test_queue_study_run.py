@@ -14,7 +14,7 @@ MICRO = {
                   accum=1, muon_lr=0.02, eval_batches=2, eval_rows=4),
     "shard_targets": 256, "budget_shards": 2, "decay_shards": 1, "pool_factor": 3.0,
     "warmup_shards": 1, "sigma_shards": 3, "held_out_shards": 3, "choose_transitions": 1, "held_out_branch": True,
-    "checkpoints_per_shard": 1, "harmful_shards": 1, "damaged_shards": 4, "per_domain": 3, "rotation_shards": 4,
+    "checkpoints_per_shard": 2, "harmful_shards": 1, "damaged_shards": 4, "per_domain": 3, "rotation_shards": 4,
     "reference_lowest": 0.5, "reference_cap": 2.0, "reference_per_doubling": 1, "seeds": [43, 44], "pool_seed": 7}
 
 
@@ -101,6 +101,9 @@ def test_the_pool_holds_damaged_shards_that_rebuild(micro):
         assert 0 < d["share"] <= 1 and shards[d["id"]]["sources"].get(d["kind"]) == len(d["damaged"])
         assert d["id"] in pool["order"]
     assert calib["rate_kind"] == "held-out" and calib["held_out_on_branch"]
+    # sub-shard checkpoints: the last sigma state, then 2 states per held-out shard (3 + 1 shards)
+    assert len(calib["states"]) == MICRO["sigma_shards"] + 1 + 2 * (MICRO["held_out_shards"] + 1)
+    assert calib["transitions"] == 2 * 4 + 1 - (MICRO["choose_transitions"] + 1) - 2
     assert micro["summary"]["calibration"]["false_rejection"]["rate kind"] == "held-out"
 
 

@@ -5,6 +5,7 @@ names the first missing or mistyped key, so a broken summary is refused in one l
 instead of producing a half-written report.
 """
 from corpus.atomic import atomic_write_text
+from shardqueue.study.presets import SUB_SHARD_NOTE
 
 NUM = (int, float)
 OPT_NUM = (int, float, type(None))
@@ -174,7 +175,7 @@ def render(s):
              f"({fr['choice']['false_rejections']} false rejections there)" if fr["rate kind"] == "held-out" and fr.get("choice") else
              "; in-sample: the same transitions chose k and frac, so the rate is optimistic")
           + (", measured on a branch that was then discarded (not part of the shared training)" if fr.get("held_out_on_branch") else "")
-          + ".", "",
+          + "." + (f" {SUB_SHARD_NOTE}" if fr.get("checkpoints_per_shard", 1) > 1 else ""), "",
           f"**Does the forward-only screen predict the training-based decision?** Over n = {sc['n']} judged candidates of "
           f"arm B: Spearman rank correlation between the screen score and the measured rise "
           f"{_signed(sc['spearman_score_vs_rise'])}; AUC of the screen "
