@@ -193,7 +193,9 @@ def render(s):
                  f"{c['train_wasted_s']:.0f} | {c['measure_screen_other_s']:.0f} | {c['reference_branches_s']:.0f} | "
                  f"{_times(c['overhead_vs_kept_training'])} |")
     L += ["", "![compute per run](compute.png)", "",
-          "Overhead / kept training = (wasted training + measurement, screening, checkpoints) / kept training time.", ""]
+          "Overhead / kept training = (wasted training + measurement, screening, checkpoints) / kept training time. "
+          "The measurement column also holds each run's setup: opening the frozen pool and, for the second seed's "
+          "first run (arm B), training that seed's start state on the shared stage-A shards.", ""]
     # ---- runs ----
     L += ["## Runs: final losses, budgets, decisions", "",
           "| Run | D | Selection BPB (mean) | Control BPB (mean) | Accepted | Flagged | Rejected | "
