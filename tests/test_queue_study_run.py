@@ -54,6 +54,10 @@ def test_the_summary_is_what_its_parts_compute(micro):
     assert ad["threshold"] == s["adoption"]["threshold"]
     assert {f"{r['arm']}_s{r['seed']}" for r in s["runs"]} == {f"{a}_s{d}" for a in "ABC" for d in (43, 44)}
     assert set(s["per_axis"]["gaps_bpb"]) == {r["name"] for r in s["runs"]}  # every run, refused or not
+    # the span rule: arm A's curve reaches below every B and C final loss, or A ran to its cap
+    lowest = min(r["final_selection"]["mean"] for r in s["runs"] if r["arm"] != "A")
+    for sd, c in rc["per_seed"].items():
+        assert min(c["L"][:-1]) <= lowest or c["stopped_covered"] is False
     report = (micro["out"] / "report.md").read_text()
     assert f"## Verdict: {s['adoption']['verdict']}" in report and "None" not in report
     assert report.index("## Definitions") < report.index("## Verdict") < report.index("Per-axis equivalent: beta")
