@@ -254,8 +254,8 @@ def _run(a, p, out, rq, log):
     path = write_report(summary, out)
     ad = summary["adoption"]
     log(f"\nverdict: {ad['verdict']}" + (f" ({'; '.join(ad['reasons'])})" if ad["reasons"] else ""))
-    log(f"  B-A {fmt_by_seed(ad['b_minus_a'])}; B-C {fmt_by_seed(ad['b_minus_c'])}; threshold "
-        f"{fmt_num(ad['threshold'])} efficiency points")
+    thr = "not measurable" if ad["threshold"] is None else f"{ad['threshold']:.2f}"
+    log(f"  efficiency points: B-A {fmt_by_seed(ad['b_minus_a'])}; B-C {fmt_by_seed(ad['b_minus_c'])}; threshold {thr}")
     log(f"wrote {path}, {out / 'summary.json'} and the figures")
     return 0
 
