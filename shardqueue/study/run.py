@@ -227,7 +227,7 @@ def _run(a, p, out, rq, log):
     thresholds = tuple(int(round(f * budget)) if f != 1.0 else budget for f in fr)
     for s in seeds:
         # the lowest loss A's curve must reach: every B and C final, and A's own budget points so far
-        lows = [mean(r["final"]["selection"]) for r in runs] + [
+        lows = [mean(r["final"]["selection"]) for r in runs if r["arm"] != "A"] + [
             mean(b["selection"]) for r in runs if r["arm"] == "A" for b in r["branches"] if b["threshold"] == budget]
         share_start_state(out, s, calib["seed"])
         ra = run_arm(rq, "A", s, out, cal, int(p["reference_cap"] * budget), rot, log, a.device, ReferenceBranchRunner,
