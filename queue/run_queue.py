@@ -3,7 +3,7 @@
 
   python queue/run_queue.py calibrate --config CFG.json [--set key=value ...] --out runs/queue
   python queue/run_queue.py run --out runs/queue [--policy queue|plain|random] [--resume | --fresh]
-  python queue/run_queue.py dose --out runs/queue_dose --calibration runs/queue
+  python queue/run_queue.py dose --out runs/queue_dose --calibration runs/queue [--harm KIND | --harm parquet --harm-parquet BAD.parquet]
   python queue/run_queue.py return SHARD --out runs/queue    # one return from quarantine (needs an inspection)
   python queue/run_queue.py reconstruct --out runs/queue     # replay the log and check every record
 
@@ -64,6 +64,11 @@ def main(argv=None):
     ap.add_argument("--no-branch-check", action="store_true", help="run: skip the branch check of first-rotation rejections")
     ap.add_argument("--resume", action="store_true", help="run: continue an interrupted run")
     ap.add_argument("--fresh", action="store_true", help="calibrate/run: move an earlier run in --out aside first")
+    ap.add_argument("--harm", default="cipher",
+                    help="dose: cipher, a damage kind of shardqueue/damage.py (mojibake, boilerplate, line_shuffle, "
+                         "truncate, ...), or parquet (your own bad documents, --harm-parquet)")
+    ap.add_argument("--harm-parquet", default=None, help="dose --harm parquet: a parquet file of bad documents (text column)")
+    ap.add_argument("--trials", type=int, default=4, help="dose: ordinary shards per fraction (default 4)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args(argv)
     out = Path(a.out)
@@ -87,7 +92,10 @@ def main(argv=None):
                 print(describe_calibration(rec))
                 return 0
             if a.command == "dose":
-                dose_response(out, a.calibration or "runs/queue", device=a.device)
+                if a.trials < 1:
+                    raise DataError(f"--trials {a.trials}: must be at least 1")
+                dose_response(out, a.calibration or "runs/queue", trials=a.trials, device=a.device, harm=a.harm,
+                              harm_parquet=a.harm_parquet)
                 return 0
             summary = run(out, a.calibration, a.policy, a.seed, a.reject_rate, a.budget_targets, a.rotation_shards,
                           not a.no_branch_check, a.resume, a.fresh, a.device)

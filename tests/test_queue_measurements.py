@@ -1,0 +1,35 @@
+"""The queue's measurements (issue 18, section 3): dose trials independent of each other,
+dose shards with the exact stated harmful share, a token-order check that can fire, and a
+pool that does not run dry. The calibrated tiny world comes from tests/test_queue.py."""
+import json
+
+import numpy as np
+import pytest
+from test_queue import calibrated  # noqa: F401  (the session fixture: a real stage A on the small corpus)
+
+from shardqueue.dose import dose_response, exact_mix
+
+
+def test_exact_mix_has_the_stated_share_of_harmful_targets():
+    harm = [np.array([1, 91, 92, 93, 94]), np.array([1, 95, 96])]
+    clean = [np.array([1, 11, 12, 13, 14, 15]), np.array([1, 21, 22, 23, 24, 25])]
+    tokens, n = exact_mix(harm, clean, total=12, fraction=0.25)
+    # 0.25 x 12 = 3 harmful targets: the start of the first bad document, then 9 clean ones
+    assert n == 3 and tokens.tolist() == [1, 91, 92, 1, 11, 12, 13, 14, 15, 1, 21, 22]
+    tokens, n = exact_mix(harm, clean, total=12, fraction=0.5)
+    assert n == 6 and tokens.tolist() == [1, 91, 92, 93, 94, 1, 1, 11, 12, 13, 14, 15]
+    assert exact_mix(harm, clean, 7, 1.0)[1] == 7 and exact_mix(harm, clean, 7, 0.0)[1] == 0
+
+
+def test_a_dose_trial_does_not_depend_on_the_trials_before_it(calibrated, tmp_path):  # noqa: F811
+    quiet = dict(log=lambda s: None)
+    alone = dose_response(tmp_path / "a", calibrated["dir"], trials=1, fractions=(0.5,), **quiet)
+    after = dose_response(tmp_path / "b", calibrated["dir"], trials=1, fractions=(1.0, 0.5), **quiet)
+    t_alone, t_after = alone["rows"][0]["trials"][0], after["rows"][1]["trials"][0]
+    # the same shard, dose and start state: bit-identical, whatever ran before
+    assert t_alone["max_rise_over_threshold"] == t_after["max_rise_over_threshold"]
+    pool = json.loads((calibrated["dir"] / "pool.json").read_text())
+    total = next(s["tokens"] for s in pool["shards"] if s["id"] == t_alone["shard"])
+    assert t_alone["targets"] == total and t_alone["harmful_targets"] == round(0.5 * total)
+    assert after["rows"][0]["realised_share"] == 1.0
+    assert "realised share" in (tmp_path / "a" / "dose.md").read_text()
