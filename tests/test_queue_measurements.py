@@ -33,3 +33,40 @@ def test_a_dose_trial_does_not_depend_on_the_trials_before_it(calibrated, tmp_pa
     assert t_alone["targets"] == total and t_alone["harmful_targets"] == round(0.5 * total)
     assert after["rows"][0]["realised_share"] == 1.0
     assert "realised share" in (tmp_path / "a" / "dose.md").read_text()
+
+
+def _inspector(calibrated, out, shuffle=None):  # noqa: F811
+    """What inspect_shard reads of a runner, over the calibrated world; `shuffle`: a shard whose
+    documents get their tokens (after BOS) put in a seeded random order."""
+    from types import SimpleNamespace
+
+    from loaders.stream import DocumentStream
+    from shardqueue import api as rq
+    from shardqueue.rotation import shard_docs
+
+    cfg, world, pool, calib = rq.open_calibration(calibrated["dir"])
+    shards = {s["id"]: s for s in pool["shards"]}
+    if shuffle:
+        s = world.stream
+        arrays, which, starts = s.tokens
+        arrays = [np.array(a) for a in arrays]  # writable copies
+        rng = np.random.default_rng(0)
+        for i in shard_docs(shards[shuffle]):
+            a, b = starts[i] + 1, starts[i] + s.lengths[i]
+            arrays[which[i]][a:b] = rng.permutation(arrays[which[i]][a:b])
+        world.stream = DocumentStream(s.lengths, s.refills, (arrays, which, starts), bos=s.bos, name=s.name)
+    return SimpleNamespace(world=world, shards=shards, pool=pool, out=out, state={"rejections": {}})
+
+
+def test_the_token_order_check_fires_on_a_reordered_shard_only(calibrated, tmp_path):  # noqa: F811
+    from shardqueue.inspection import inspect_shard
+
+    pool = json.loads((calibrated["dir"] / "pool.json").read_text())
+    sid = next(s for s in pool["order"] if not s.startswith("h"))
+    _, cause = inspect_shard(_inspector(calibrated, tmp_path / "clean"), sid)
+    rep = json.loads((tmp_path / "clean" / "inspection" / f"{sid}.json").read_text())
+    assert not cause and not rep["causes"] and abs(rep["unseen_bigram_z"]) < 4, rep["unseen_bigram_z"]
+    _, cause = inspect_shard(_inspector(calibrated, tmp_path / "shuffled", shuffle=sid), sid)
+    rep = json.loads((tmp_path / "shuffled" / "inspection" / f"{sid}.json").read_text())
+    assert cause and any(c.startswith("token order") for c in rep["causes"]), rep["causes"]
+    assert rep["unseen_bigram_z"] > 4, rep["unseen_bigram_z"]
