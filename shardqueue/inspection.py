@@ -134,7 +134,8 @@ def inspect_shard(runner, sid):
            "script_mix": dict(Counter("non_latin" if register_of(t) == "non_latin" else "latin" for t in texts)),
            "exact_duplicates_within": exact_in, "exact_duplicates_in_pool": exact_pool, "near_duplicates_in_pool": near,
            "set_overlap_13gram": overlap, "boilerplate_line_share": boiler, **ts,
-           "pool_reference_unseen_bigrams": ref_unseen,
+           "pool_reference_unseen_bigrams": float(np.mean(ref_unseen)) if ref_unseen else 0.0,
+           "pool_unseen_bigrams_per_shard": ref_unseen,
            "sampled_tokens_per_shard": SAMPLE_TOKENS, "limits": LIMITS, "causes": causes,
            "cause_found": bool(causes), "rejections": runner.state["rejections"].get(sid, 0)}
     d = Path(runner.out) / "inspection"
