@@ -38,6 +38,17 @@ DEFAULTS = {"shard_tokens": 1500, "warmup_shards": 6, "sigma_shards": 10, "held_
             "decay_shards": 2, "harmful_shards": 1, "prose_shards": 1, "late_shards": 0, "per_domain": 12, "pool_seed": 1003}
 
 
+def candidates_for_budget(budget_targets, shard_tokens, spare=3):
+    """Candidate pool shards for a run whose budget is `budget_targets` accepted targets.
+
+    A shard holds at least shard_tokens tokens, so ceil(budget / shard_tokens) accepted shards
+    reach the budget; `spare` more cover a recovery shard for a flag at the very end and the
+    ordinary shards a run may lose to quarantine (two false rejections each, at a calibrated
+    rate under 5%). Planted (harmful, prose) and late shards come on top of the candidates.
+    """
+    return -(-int(budget_targets) // int(shard_tokens)) + spare
+
+
 class one_thread:
     """The queue's matrices are tiny: with two intra-op threads, Muon's small bf16 matmuls spend
     ~100x longer synchronising than computing (measured: 119 ms vs 0.9 ms CPU per call). Run

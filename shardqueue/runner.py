@@ -263,6 +263,14 @@ class QueueRunner:
             return None
         return self.state["pending"][0]
 
+    def recovery_possible(self):
+        """Whether a shard would be left to test recovery with after the front shard. A policy that
+        can flag does not judge its last shard when none would be: that shard would end undecided."""
+        st = self.state
+        if self.policy == "plain" or st["pending"][1:] or st["fresh"] or st["next_rotation"]:
+            return True
+        return any(src["label"] not in st["sources"] for src in self.pool.get("late_sources", []))
+
     def budget_left(self):
         acc = sum(self.shards[s]["tokens"] for s in self.state["accepted"])
         return self.budget is None or acc < self.budget
@@ -381,7 +389,7 @@ class QueueRunner:
             if self.state["flagged"]:
                 self.recovery_step()
                 continue
-            if not self.budget_left() or self.next_front() is None:
+            if not self.budget_left() or self.next_front() is None or not self.recovery_possible():
                 break
             self.candidate_step()
         if self._owed:

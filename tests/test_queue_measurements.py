@@ -70,3 +70,24 @@ def test_the_token_order_check_fires_on_a_reordered_shard_only(calibrated, tmp_p
     rep = json.loads((tmp_path / "shuffled" / "inspection" / f"{sid}.json").read_text())
     assert cause and any(c.startswith("token order") for c in rep["causes"]), rep["causes"]
     assert rep["unseen_bigram_z"] > 4, rep["unseen_bigram_z"]
+
+
+def test_a_run_to_the_end_of_its_pool_leaves_no_judged_shard_undecided(calibrated, tmp_path):  # noqa: F811
+    from shardqueue import api as rq
+    from shardqueue.log import read_log
+
+    # the trigger-happy rule flags nearly every shard; an unlimited budget walks the pool to its end
+    summary = rq.run(tmp_path / "dry", calibrated["strict"], budget_targets=10 ** 9, log=lambda s: None, report=False)
+    recs = read_log(tmp_path / "dry" / "decisions.jsonl")
+    assert not summary["undecided"] and not [r for r in recs if r["event"] == "undecided"]
+    assert summary["accepted"] and summary["final"]["official"] > 0
+
+
+def test_the_main_jobs_pool_is_sized_for_its_budget():
+    import main
+    from shardqueue.api import candidates_for_budget
+
+    # 24,000 targets in shards of at least 1,500 tokens: 16 accepted shards, plus 3 spare
+    assert candidates_for_budget(24000, 1500) == 19 and candidates_for_budget(1501, 1500) == 5
+    s = main.queue_stage_settings()
+    assert main.QUEUE_BUDGET == 24000 and s["shard_tokens"] == 1500 and s["candidates"] == 19
