@@ -173,6 +173,55 @@ def overlap_rate(sets, pool_hashes, n=13):
     return res
 
 
+def sample_docs(stream, docs, max_tokens, seed=0):
+    """A seeded sample of `docs` (kept in their order) holding about max_tokens tokens; all when they fit."""
+    docs = list(docs)
+    if max_tokens is None or int(np.asarray(stream.lengths)[docs].sum()) <= max_tokens:
+        return docs
+    keep, t = set(), 0
+    for j in np.random.default_rng(seed).permutation(len(docs)).tolist():
+        if t >= max_tokens:
+            break
+        keep.add(j)
+        t += int(stream.lengths[docs[j]])
+    return [d for j, d in enumerate(docs) if j in keep]
+
+
+OVERLAP_SAMPLE_TOKENS = 4_000_000  # per shard: the 13-gram overlap check reads a sample, not every shard whole
+
+
+def sampled_overlap(sets, stream, doc_lists, max_tokens=OVERLAP_SAMPLE_TOKENS, n=13, chunk_tokens=1 << 20, seed=0):
+    """({domain: share of its n-grams found in the sampled documents}, tokens read, tokens in all lists).
+
+    Each list (a shard's documents) contributes a seeded sample of about max_tokens tokens,
+    hashed a chunk of about chunk_tokens consecutive tokens at a time: memory is bounded by the
+    chunk, not the pool. Only the sets' own n-grams are kept, marked when seen. With every
+    document read this equals overlap_rate over the same documents' n-grams."""
+    dom = [(d, np.concatenate([ngram_hashes(row[row >= 0], n) for row in s["y"]]) if len(s["y"]) else np.zeros(0, np.uint64))
+           for part in sets.values() for d, s in part.items()]
+    seen = [np.zeros(len(h), dtype=bool) for _, h in dom]
+    read = total = 0
+
+    def flush(buf):
+        hs = np.unique(ngram_hashes(np.concatenate(buf), n))
+        for k, (_, h) in enumerate(dom):
+            seen[k] |= np.isin(h, hs)
+
+    for k, docs in enumerate(doc_lists):
+        total += int(np.asarray(stream.lengths)[list(docs)].sum()) if len(docs) else 0
+        buf, got = [], 0
+        for i in sample_docs(stream, docs, max_tokens, seed + k):
+            buf.append(np.asarray(stream.doc_tokens(i), dtype=np.int64))
+            got += len(buf[-1])
+            read += len(buf[-1])
+            if got >= chunk_tokens:
+                flush(buf)
+                buf, got = [buf[-1][-(n - 1):]], 0  # keep n-1 tokens so no n-gram is lost at the cut
+        if buf and got:
+            flush(buf)
+    return {d: (float(s.mean()) if len(s) else 0.0) for (d, _), s in zip(dom, seen)}, read, total
+
+
 def measure(model, sets, token_bytes, device, autocast=False):
     """{domain: BPB} of the model on each domain of `sets` (one part, e.g. sets["control"])."""
     res = {}

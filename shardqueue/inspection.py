@@ -22,6 +22,7 @@ import numpy as np
 
 from corpus.atomic import atomic_write_json, atomic_write_text
 from shardqueue.domains import ngram_hashes, register_of
+from shardqueue.domains import sample_docs as _sample_docs
 from shardqueue.rotation import shard_docs
 
 LIMITS = {"exact_duplicate_share": 0.2, "near_duplicate_share": 0.3, "set_overlap_13gram": 0.2, "boilerplate": 0.5,
@@ -35,17 +36,7 @@ def _bigrams(t):
 
 
 def sample_docs(stream, docs, max_tokens=SAMPLE_TOKENS, seed=0):
-    """A seeded sample of `docs` (in their order) holding at most about max_tokens tokens; all when they fit."""
-    docs = list(docs)
-    if int(stream.lengths[docs].sum()) <= max_tokens:
-        return docs
-    keep, t = set(), 0
-    for j in np.random.default_rng(seed).permutation(len(docs)).tolist():
-        if t >= max_tokens:
-            break
-        keep.add(j)
-        t += int(stream.lengths[docs[j]])
-    return [d for j, d in enumerate(docs) if j in keep]
+    return _sample_docs(stream, docs, max_tokens, seed)
 
 
 def unseen_bigram_shares(stream, doc_lists):

@@ -24,7 +24,7 @@ import torch
 from corpus.errors import DataError
 from shardqueue.domains import measure, rows_bpb
 from shardqueue.log import DecisionLog, read_log
-from shardqueue.packing import shard_rows, shard_tokens, update_batches
+from shardqueue.packing import StreamedShard, update_batches, updates_of
 from shardqueue.rotation import save_rotation, shard_docs
 from shardqueue.rule import judge, rises
 from shardqueue.state import apply, initial_state
@@ -88,14 +88,12 @@ class QueueRunner:
         self.step, self.targets, self.spent = 0, 0, {"updates": 0, "targets": 0, "seconds": 0.0}
         self.ref, self.rollback, self.seq, self.run_id = None, None, 0, run_id or uuid.uuid4().hex[:12]
         self._pool_bpb = {}
-        self._rows_cache = {}
 
     # ---- model ---------------------------------------------------------------------
     def rows(self, sid):
-        if sid not in self._rows_cache:
-            toks = shard_tokens(self.world.stream, shard_docs(self.shards[sid]))
-            self._rows_cache[sid] = shard_rows(toks, self.cfg.context, self.world.bos)
-        return self._rows_cache[sid]
+        """The shard's (x, y) rows, read from the token files an update at a time (never cached:
+        a 64M-proxy shard as int64 rows would take about 10 GB)."""
+        return StreamedShard(self.world.stream, shard_docs(self.shards[sid]), self.cfg.context, self.world.bos).rows()
 
     def train_shard(self, sid, lr_mult=1.0, total_updates=None):
         x, y = self.rows(sid)
@@ -121,17 +119,21 @@ class QueueRunner:
         return {"shard_bpb": b, "pool_bpb": self._pool_bpb[key], "score": b - self._pool_bpb[key]}
 
     def pool_sample(self, n_rows=32):
+        """n_rows full rows drawn (seeded) from all ordinary pool shards, read row by row."""
         if not hasattr(self, "_pool_sample"):
             ids = [s for s in self.pool["order"] if not self.shards[s]["sources"].get(self.pool["harmful"]["label"])]
             rng = np.random.default_rng(self.pool["seed"] + 5)
+            views = [self.rows(sid) for sid in ids]
+            full = np.cumsum([len(x) - 1 for x, _ in views])  # full rows only: a shard's last row is padded
+            total = int(full[-1]) if len(full) else 0
+            pick = np.sort(rng.choice(total, size=min(n_rows, total), replace=False))
             xs, ys = [], []
-            for sid in ids:
-                x, y = self.rows(sid)
-                xs.append(x[:-1])  # full rows only
-                ys.append(y[:-1])
-            x, y = np.concatenate(xs), np.concatenate(ys)
-            pick = np.sort(rng.choice(len(x), size=min(n_rows, len(x)), replace=False))
-            self._pool_sample = (x[pick], y[pick])
+            for g in pick.tolist():
+                k = int(np.searchsorted(full, g, side="right"))
+                r = g - (int(full[k - 1]) if k else 0)
+                xs.append(views[k][0][r])
+                ys.append(views[k][1][r])
+            self._pool_sample = (np.stack(xs), np.stack(ys))
         return self._pool_sample
 
     def snapshot(self):
@@ -194,7 +196,7 @@ class QueueRunner:
     # ---- the queue -----------------------------------------------------------------------
     def admit_sources(self, r):
         """At the boundary before rotation r: input checks and own calibration of each new source due."""
-        from shardqueue.domains import ngram_hashes
+        from shardqueue.domains import sampled_overlap
 
         done = set(self.state["sources"])
         for src in self.pool.get("late_sources", []):
@@ -202,21 +204,17 @@ class QueueRunner:
                 continue
             checks = {}
             for sid in src["calibration"] + src["shards"]:
-                toks = shard_tokens(self.world.stream, shard_docs(self.shards[sid]))
-                import hashlib as _h
-
-                h = _h.sha256()
+                # document by document from the token files: a shard is never held whole
+                h, in_vocab, bos_ok = hashlib.sha256(), True, True
                 for i in shard_docs(self.shards[sid]):
-                    h.update(np.asarray(self.world.stream.doc_tokens(i), dtype=np.uint32).tobytes())
-                starts = np.cumsum([0] + [int(self.world.stream.lengths[i]) for i in shard_docs(self.shards[sid])])[:-1]
-                bos_ok = bool(np.all(toks[starts] == self.world.bos)) and int((toks == self.world.bos).sum()) == len(starts)
-                checks[sid] = {"sha256": h.hexdigest() == self.shards[sid]["sha256"],
-                               "token_ids_in_vocab": bool(toks.max() < self.cfg.vocab), "bos_only_at_starts": bos_ok}
-            grams = np.unique(np.concatenate([ngram_hashes(shard_tokens(self.world.stream, shard_docs(self.shards[s])))
-                                              for s in src["shards"]]))
-            from shardqueue.domains import overlap_rate
-
-            overlap = overlap_rate(self.world.sets, grams)
+                    t = np.asarray(self.world.stream.doc_tokens(i))
+                    h.update(t.astype(np.uint32).tobytes())
+                    in_vocab &= bool(len(t) == 0 or int(t.max()) < self.cfg.vocab)
+                    bos_ok &= bool(len(t) and t[0] == self.world.bos and int((t == self.world.bos).sum()) == 1)
+                checks[sid] = {"sha256": h.hexdigest() == self.shards[sid]["sha256"], "token_ids_in_vocab": in_vocab,
+                               "bos_only_at_starts": bos_ok}
+            overlap, _, _ = sampled_overlap(self.world.sets, self.world.stream,
+                                            [shard_docs(self.shards[s]) for s in src["shards"]])
             # its own calibration: its calibration shards trained from the current state on a branch
             snap = self.snapshot()
             states = [self.measure_fn(self.trainer.model)]
@@ -449,7 +447,7 @@ class QueueRunner:
         from training.checkpoint import rng_states, save_checkpoint
 
         ids = list(self.pool["decay"])
-        total = sum(len(update_batches(*self.rows(s), self.cfg.micro_rows, self.cfg.accum)) for s in ids)
+        total = sum(updates_of(self.shards[s]["tokens"], self.cfg.context, self.cfg.micro_rows, self.cfg.accum) for s in ids)
         done, infos = 0, []
         for sid in ids:
             start = done

@@ -13,9 +13,9 @@ import numpy as np
 
 from corpus.errors import DataError
 from shardqueue.domains import (
+    OVERLAP_SAMPLE_TOKENS,
     build_sets,
-    ngram_hashes,
-    overlap_rate,
+    sampled_overlap,
     text_sha256,
     used_documents,
 )
@@ -158,11 +158,11 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
                                                             replace=len(hids) > 4).tolist())
         for p, h in zip(pos[::-1], hids[::-1]):
             order.insert(p, h)
-    pool_hashes = np.unique(np.concatenate([ngram_hashes(np.concatenate([stream.doc_tokens(i) for i in shard_docs(s)]))
-                                            for s in shards]))
+    overlap, read, total = sampled_overlap(world.sets, stream, [shard_docs(s) for s in shards])
     return {"name": "pool", "version": 1, "seed": seed, "shard_tokens": shard_tokens, "stream": stream.name,
             "calibration_source": src, "calibration": calm["order"][:n_calibration], "order": order, "decay": decay,
             "late_sources": late_rec or [],
             "shards": shards, "harmful": {"label": LABEL, "source_documents": harm_src, "copies": harm},
             "excluded_by_text_hash": len(excluded), "sets_sha256": world.set_hashes(),
-            "overlap_13gram": overlap_rate(world.sets, pool_hashes)}
+            "overlap_13gram": overlap, "overlap_13gram_sample": {"tokens_read": read, "tokens": total,
+                                                                 "per_shard_cap": OVERLAP_SAMPLE_TOKENS}}
