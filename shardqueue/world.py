@@ -22,6 +22,12 @@ from shardqueue.domains import (
 from shardqueue.rotation import build_rotation, shard_docs
 
 
+def sha_key(hex_digest):
+    """A SHA256 hex digest's first 8 bytes as an integer: the key for exact-text exclusion
+    (a chance collision between two of a few million texts has probability about 1e-7)."""
+    return int(hex_digest[:16], 16)
+
+
 class World:
     """stream (train [+ harmful]), labels, sets {"control", "selection"}, token_bytes, val, bos, device."""
 
@@ -53,13 +59,16 @@ class World:
         self.stream = self.train
 
     def train_text_sha(self):
-        import pyarrow.parquet as pq
+        """Per training document, the first 8 bytes of its text SHA256 as uint64 (8 bytes a document
+        instead of a 64-character string), read a row group at a time."""
+        from corpus.shards import iter_row_group_texts
 
         if self._train_sha is None:
             out = []
             for n in self.rec["train_shards"]:
-                out += [text_sha256(t) for t in pq.read_table(self.lay.raw / n, columns=["text"]).column("text").to_pylist()]
-            self._train_sha = out
+                for _, texts in iter_row_group_texts(self.lay.raw / n):
+                    out.append(np.array([sha_key(text_sha256(t)) for t in texts], dtype=np.uint64))
+            self._train_sha = np.concatenate(out) if out else np.zeros(0, np.uint64)
         return self._train_sha
 
     def set_hashes(self):
@@ -81,8 +90,9 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
 
     train, labels = world.train, world.labels
     sha = world.train_text_sha()
-    excluded = [i for i in range(train.n) if sha[i] in world.excluded_sha]
-    ok = np.array([sha[i] not in world.excluded_sha and train.lengths[i] <= shard_tokens // 2 for i in range(train.n)])
+    hit = np.isin(sha, np.array(sorted(sha_key(h) for h in world.excluded_sha), dtype=np.uint64))
+    excluded = np.flatnonzero(hit)
+    ok = ~hit & (np.asarray(train.lengths) <= shard_tokens // 2)
     src = calibration_source or Counter(labels).most_common(1)[0][0]
     rng = np.random.default_rng(seed)
     perm = rng.permutation(train.n)
