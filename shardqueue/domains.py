@@ -235,6 +235,7 @@ def rows_bpb(model, x, y, token_bytes, device, autocast=False, batch=64):
     """BPB of the model on given rows (the forward-only screening score)."""
     nats, nb = 0.0, 0
     for a in range(0, len(x), batch):
-        n, b, _ = score_rows(model, x[a:a + batch], y[a:a + batch], token_bytes, [0, x.shape[1]], device, autocast)
+        n, b, _ = score_rows(model, np.asarray(x[a:a + batch]), np.asarray(y[a:a + batch]), token_bytes, [0, x.shape[1]],
+                             device, autocast)
         nats, nb = nats + float(n.sum()), nb + int(b.sum())
     return nats / (math.log(2) * max(nb, 1))

@@ -50,7 +50,7 @@ class _Updates:
         if not 0 <= i < len(self):
             raise IndexError(i)
         a, m = i * self.per, self.micro_rows
-        xs, ys = self.x[a:a + self.per], self.y[a:a + self.per]
+        xs, ys = np.asarray(self.x[a:a + self.per]), np.asarray(self.y[a:a + self.per])  # reads a streamed shard's rows
         return [(xs[b:b + m], ys[b:b + m]) for b in range(0, len(xs), m)]
 
     def __iter__(self):
@@ -60,26 +60,34 @@ class _Updates:
 class _Rows:
     """One side (inputs or targets) of a shard's rows, read from the token files on demand.
 
-    Behaves like the int64 [rows, context] array shard_rows returns for slicing, row
-    indexing, len() and .shape; a slice materializes only its own rows, so a shard never
-    sits in memory as int64 rows (at the 64M proxy's shard size that is about 10 GB)."""
+    Behaves like the int64 [rows, context] array shard_rows returns for len(), .shape, row
+    indexing and contiguous slices; a slice is another lazy window, and np.asarray(window)
+    reads only its rows. A shard never sits in memory as int64 rows (about 10 GB at the 64M
+    proxy's shard size)."""
 
-    def __init__(self, src, targets):
+    def __init__(self, src, targets, start=0, stop=None):
         self.src, self.targets = src, targets
-        self.shape = (src.n_rows, src.context)
+        self.start, self.stop = start, src.n_rows if stop is None else stop
+        self.shape = (self.stop - self.start, src.context)
 
     def __len__(self):
-        return self.src.n_rows
+        return self.stop - self.start
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.src.block(self.start, self.stop, self.targets)
+        return out if dtype is None else out.astype(dtype)
 
     def __getitem__(self, key):
         if isinstance(key, slice):
-            a, b, step = key.indices(self.src.n_rows)
+            a, b, step = key.indices(len(self))
             if step != 1:
                 raise IndexError("shard rows support contiguous slices only")
-            return self.src.block(a, max(a, b), self.targets)
+            return _Rows(self.src, self.targets, self.start + a, self.start + max(a, b))
         if isinstance(key, (int, np.integer)):
-            k = int(key) + (self.src.n_rows if key < 0 else 0)
-            return self.src.block(k, k + 1, self.targets)[0]
+            k = int(key) + (len(self) if key < 0 else 0)
+            if not 0 <= k < len(self):
+                raise IndexError(key)
+            return self.src.block(self.start + k, self.start + k + 1, self.targets)[0]
         return np.stack([self[int(k)] for k in np.asarray(key).ravel()])
 
 

@@ -45,13 +45,13 @@ def train_rows(trainer, x, y, step, updates, micro_rows, accum, lr_mult):
     """Optimizer updates over rows (x, y), each token weighted equally within its update.
 
     Returns (mean loss per target, updates, targets)."""
-    from training.optim import apply_schedules
+    from shardqueue.schedule import set_schedule
 
     cfg = trainer.cfg
     nats, targets, n_up = 0.0, 0, 0
     for i, mbs in enumerate(update_batches(x, y, micro_rows, accum)):
         mult = lr_mult(i) if callable(lr_mult) else lr_mult
-        apply_schedules(trainer.adamw, trainer.muon, step + i, updates, cfg.weight_decay, mult)
+        set_schedule(trainer.adamw, trainer.muon, step + i, mult, cfg.weight_decay)  # constant weight decay
         valid = sum(int((yy >= 0).sum()) for _, yy in mbs)
         total = torch.zeros((), dtype=torch.float64)
         for xx, yy in mbs:
@@ -68,6 +68,13 @@ def train_rows(trainer, x, y, step, updates, micro_rows, accum, lr_mult):
 
 
 class QueueRunner:
+    # The final decay inside the queue (set by the study's arms): once the budget of accepted
+    # targets is reached, the queue goes on judging candidates under its own policy while the LR
+    # falls linearly to 0 over exactly `decay_updates` updates, so the decay trains only shards
+    # that this policy accepted ("the decay at the end of training uses accepted shards only").
+    # A rollback also rolls back the decay's position. None: the reserved decay shards (decay()).
+    decay_updates = None
+
     def __init__(self, cfg, world, pool, calib, out, policy="queue", seed=None, reject_rate=0.0, rotation_shards=6,
                  budget_targets=None, branch_check=True, measure_fn=None, log=print, run_id=None):
         from training.trainer import Trainer
@@ -88,6 +95,7 @@ class QueueRunner:
         self.step, self.targets, self.spent = 0, 0, {"updates": 0, "targets": 0, "seconds": 0.0}
         self.ref, self.rollback, self.seq, self.run_id = None, None, 0, run_id or uuid.uuid4().hex[:12]
         self._pool_bpb = {}
+        self.decay_start = None  # the step at which the in-queue decay began
 
     # ---- model ---------------------------------------------------------------------
     def rows(self, sid):
@@ -95,8 +103,20 @@ class QueueRunner:
         a 64M-proxy shard as int64 rows would take about 10 GB)."""
         return StreamedShard(self.world.stream, shard_docs(self.shards[sid]), self.cfg.context, self.world.bos).rows()
 
-    def train_shard(self, sid, lr_mult=1.0, total_updates=None):
+    def decay_left(self):
+        return self.decay_updates - (self.step - self.decay_start)
+
+    def train_shard(self, sid, lr_mult=None, total_updates=None):
         x, y = self.rows(sid)
+        if lr_mult is None:
+            lr_mult = 1.0
+            if self.decay_start is not None:  # in the decay: LR by decay position; the decay ends at exactly U updates
+                from shardqueue.schedule import decay
+
+                per = self.cfg.micro_rows * self.cfg.accum
+                left = max(0, self.decay_left())
+                x, y = x[: left * per], y[: left * per]
+                lr_mult = decay(self.step - self.decay_start, self.decay_updates)
         t0 = time.time()
         loss, n, targets = train_rows(self.trainer, x, y, self.step, total_updates or self.cfg.updates,
                                       self.cfg.micro_rows, self.cfg.accum, lr_mult)
@@ -190,7 +210,7 @@ class QueueRunner:
             if rec.get(k) not in (None, [], ""):
                 bits.append(f"{k}={rec[k]}")
         if "deltas" in rec:
-            bits.append("max rise/thr " + " ".join(f"{d[:8]}={rec['deltas'][d]:+.4f}" for d in sorted(rec["deltas"])))
+            bits.append("max rise/thr " + " ".join(f"{d}={rec['deltas'][d]:+.4f}" for d in sorted(rec["deltas"])))
         return " ".join(bits)
 
     # ---- the queue -----------------------------------------------------------------------
@@ -285,6 +305,8 @@ class QueueRunner:
     def measured(self, sid, role, info, after, **kw):
         ref = self.ref
         sig, k = self.calib.get("sigma", {}), self.calib.get("k", 0.0)
+        if self.decay_start is not None:
+            kw["phase"] = "decay"
         return self.record("train", shard=sid, role=role, **info, losses=after, ref=ref,
                            deltas={d: after[d] - ref[d] for d in after},
                            thresholds={d: k * sig[d] for d in after if d in sig}, history_targets=self.targets,
@@ -383,11 +405,25 @@ class QueueRunner:
                         rotation_shards=self.rotation_shards, start_step=self.step, start_targets=self.targets,
                         calibration_dir=getattr(self, "calibration_dir", "."))
             self.commit()
+        if resume and self.decay_updates:
+            self.decay_start = next((r["step"] for r in read_log(log_path, log=lambda s: None)
+                                     if r["event"] == "decay_start"), None)
         while True:
             if self.state["flagged"]:
                 self.recovery_step()
                 continue
-            if not self.budget_left() or self.next_front() is None or not self.recovery_possible():
+            if self.budget_left():
+                if self.next_front() is None or not self.recovery_possible():
+                    break
+                self.candidate_step()
+                continue
+            if not self.decay_updates:
+                break
+            if self.decay_start is None:
+                self.decay_start = self.step
+                self.record("decay_start", step=self.step, history_targets=self.targets, updates=self.decay_updates)
+                self.commit()
+            if self.decay_left() <= 0 or self.next_front() is None or not self.recovery_possible():
                 break
             self.candidate_step()
         if self._owed:
@@ -446,10 +482,16 @@ class QueueRunner:
         """
         from training.checkpoint import rng_states, save_checkpoint
 
-        ids = list(self.pool["decay"])
-        total = sum(updates_of(self.shards[s]["tokens"], self.cfg.context, self.cfg.micro_rows, self.cfg.accum) for s in ids)
-        done, infos = 0, []
-        for sid in ids:
+        if self.decay_start is not None:  # the decay ran inside the queue (train records with phase "decay")
+            st = self.state["accepted"]
+            ids = [r["shard"] for r in read_log(self.out / "decisions.jsonl", log=lambda s: None)
+                   if r["event"] == "train" and r.get("phase") == "decay" and r["shard"] in st]
+            done, infos = self.step - self.decay_start, []
+        else:
+            ids = list(self.pool["decay"])
+            total = sum(len(update_batches(*self.rows(s), self.cfg.micro_rows, self.cfg.accum)) for s in ids)
+            done, infos = 0, []
+        for sid in ids if self.decay_start is None else ():
             start = done
             info = self.train_shard(sid, lr_mult=lambda i, s=start: 1.0 - (s + i) / total)
             done += info["updates"]
@@ -462,6 +504,7 @@ class QueueRunner:
         path.replace(final)
         path.with_suffix(".json").replace(self.out / "final.json")
         self.record("decay", shards=ids, updates=done, trained=infos, history_targets=self.targets, scores=scores,
+                    in_queue=self.decay_start is not None,
                     checkpoint=final.name, params_sha256=params_sha256(self.trainer.model))
         self.record("done", spent=self.spent)
         self.commit()

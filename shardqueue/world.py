@@ -78,7 +78,7 @@ class World:
 
 
 def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, n_harmful, n_prose=0,
-               calibration_source=None, n_late=0, late_rotation=2):
+               calibration_source=None, n_late=0, late_rotation=2, n_damaged=0):
     """Calibration shards (one homogeneous source), candidate pool shards, decay reserve, harmful shards.
 
     Returns the pool manifest dict (not yet frozen). Harmful shards (prefix h) are made of
@@ -129,7 +129,16 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     # a new source that may enter only at rotation `late_rotation` (after its input checks and its
     # own calibration shards): documents of the pool's kind, labelled `late` so they stay traceable
     late = take(2 * n_late * shard_tokens * 1.25) if n_late else []
+    # fresh documents for the damaged shards (damaged_pool.py): mixed kinds and doses of realistic damage
+    dmg_src = [int(i) for i in perm2 if ok[i] and i not in used] if n_damaged else []
     stream, lab, harm = with_harmful_copies(train, labels, harm_src, seed + 7, world.cfg.vocab)
+    damage, dshards = None, []
+    if n_damaged:
+        from shardqueue.damaged_pool import add_damaged_shards
+
+        stream, lab, damage, dshards = add_damaged_shards(world, stream, lab, dmg_src, n_damaged, shard_tokens,
+                                                          seed + 13)
+        used.update(i for s in damage["shards"] for i in s["clean"] + s["damaged"])
     world.stream, world.labels_all = stream, lab
     calm = build_rotation(stream, lab, shard_tokens, seed, "calibration", docs=sorted(cal), prefix="c")
     calm["order"] = [s["id"] for s in calm["shards"]]  # stream order: calibration is one fixed sequence
@@ -168,11 +177,20 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
                                                             replace=len(hids) > 4).tolist())
         for p, h in zip(pos[::-1], hids[::-1]):
             order.insert(p, h)
+    if dshards:
+        shards += dshards
+        # spread evenly over the whole order (seeded), so plain training meets them at one density throughout
+        pos = sorted(np.random.default_rng(seed + 17).choice(len(order) + len(dshards), size=len(dshards),
+                                                             replace=False).tolist())
+        rest = iter(order)
+        dids = iter(s["id"] for s in dshards)
+        order = [next(dids) if i in set(pos) else next(rest) for i in range(len(order) + len(dshards))]
     overlap, read, total = sampled_overlap(world.sets, stream, [shard_docs(s) for s in shards])
     return {"name": "pool", "version": 1, "seed": seed, "shard_tokens": shard_tokens, "stream": stream.name,
             "calibration_source": src, "calibration": calm["order"][:n_calibration], "order": order, "decay": decay,
             "late_sources": late_rec or [],
             "shards": shards, "harmful": {"label": LABEL, "source_documents": harm_src, "copies": harm},
+            "damage": damage or {},
             "excluded_by_text_hash": len(excluded), "sets_sha256": world.set_hashes(),
             "overlap_13gram": overlap, "overlap_13gram_sample": {"tokens_read": read, "tokens": total,
                                                                  "per_shard_cap": OVERLAP_SAMPLE_TOKENS}}
