@@ -134,15 +134,108 @@ def domain_texts(texts, labels):
     return {d: [(t, i) for t, i in v if t.strip()] for d, v in dom.items() if any(t.strip() for t, _ in v)}
 
 
-def build_sets(texts, labels, enc, bos, context, per_domain=16, seed=3003):
-    """{"control": {domain: set}, "selection": {domain: set}}; a set has x, y, docs, sha256 of its texts."""
+RULE_KEYS = {"labels", "registers", "match", "documents", "extract"}
+EXTRACT = {"text": lambda t: [t], "docstrings": lambda t: [docstrings_of(t)], "comments": lambda t: [comments_of(t)],
+           "paragraphs": lambda t: _prose_pieces(t)}
+
+
+def load_domains(path):
+    """A domains file, checked: {"control": {name: rule}, "selection": {name: rule}}.
+
+    A rule chooses validation documents: `labels` (source labels), `registers` (register_of:
+    code, qa, non_latin, prose), `match` (a regular expression searched in the text), all
+    optional and combined with "and"; `documents` even | odd | all (by index, default even
+    for control and odd for selection, so the two never share a document); `extract` text |
+    docstrings | comments | paragraphs (what of a document becomes window text, default text)."""
+    import json
+    from pathlib import Path
+
+    from corpus.errors import DataError
+
+    p = Path(path)
+    try:
+        spec = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise DataError(f"{p}: domains file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{p}: not valid JSON ({e})") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("control"), dict) or not spec["control"] \
+            or set(spec) - {"control", "selection"}:
+        raise DataError(f"{p}: must be an object with a non-empty \"control\" object and optionally \"selection\"")
+    seen = set()
+    for part, doms in spec.items():
+        if not isinstance(doms, dict):
+            raise DataError(f"{p}: \"{part}\" must map domain names to rules")
+        for name, rule in doms.items():
+            if name in seen:
+                raise DataError(f"{p}: domain {name!r} is named twice")
+            seen.add(name)
+            if not isinstance(rule, dict) or set(rule) - RULE_KEYS:
+                raise DataError(f"{p}: {part} domain {name!r}: a rule is an object with keys among "
+                                f"{', '.join(sorted(RULE_KEYS))}")
+            if rule.get("documents", "even") not in ("even", "odd", "all"):
+                raise DataError(f"{p}: {part} domain {name!r}: documents must be even, odd or all")
+            if rule.get("extract", "text") not in EXTRACT:
+                raise DataError(f"{p}: {part} domain {name!r}: extract must be one of {', '.join(EXTRACT)}")
+            if "match" in rule:
+                try:
+                    re.compile(rule["match"])
+                except re.error as e:
+                    raise DataError(f"{p}: {part} domain {name!r}: match is not a regular expression ({e})") from None
+    return spec
+
+
+def spec_domain_texts(texts, labels, spec):
+    """{part: {domain: [(text, origin_doc_index)]}} chosen by a domains file's rules (load_domains)."""
+    from corpus.errors import DataError
+
     out = {"control": {}, "selection": {}}
-    for k, (dom, items) in enumerate(sorted(domain_texts(texts, labels).items())):
+    for part, doms in spec.items():
+        for name, rule in doms.items():
+            parity = rule.get("documents", "even" if part == "control" else "odd")
+            pat = re.compile(rule["match"]) if "match" in rule else None
+            items = []
+            for i, (t, lab) in enumerate(zip(texts, labels)):
+                if (parity == "even" and i % 2) or (parity == "odd" and not i % 2):
+                    continue
+                if "labels" in rule and lab not in rule["labels"]:
+                    continue
+                if "registers" in rule and register_of(t) not in rule["registers"]:
+                    continue
+                if pat is not None and not pat.search(t):
+                    continue
+                items += [(x, i) for x in EXTRACT[rule.get("extract", "text")](t) if x.strip()]
+            if not items:
+                raise DataError(f"domains file: {part} domain {name!r} matches no validation document")
+            out[part][name] = items
+    return out
+
+
+def build_sets(texts, labels, enc, bos, context, per_domain=16, seed=3003, spec=None):
+    """{"control": {domain: set}, "selection": {domain: set}}; a set has x, y, docs, sha256 of its texts.
+
+    spec: a domains file's rules (load_domains); without one, the built-in domains above."""
+    from corpus.errors import DataError
+
+    if spec is None:
+        parts = {"control": {}, "selection": {}}
+        for dom, items in domain_texts(texts, labels).items():
+            parts["selection" if dom.startswith("sel_") else "control"][dom] = items
+    else:
+        parts = spec_domain_texts(texts, labels, spec)
+    out = {"control": {}, "selection": {}}
+    part_of = {d: p for p in parts for d in parts[p]}
+    for k, dom in enumerate(sorted(part_of)):  # each domain's window seed: its rank among all names
+        part, items = part_of[dom], parts[part_of[dom]][dom]
         x, y, chosen = _windows([t for t, _ in items], enc, bos, context, per_domain, seed + k)
         origin = {t: i for t, i in items}
-        entry = {"x": x, "y": y, "docs": sorted({origin[t] for t in chosen}),
-                 "sha256": [text_sha256(t) for t in chosen]}
-        out["selection" if dom.startswith("sel_") else "control"][dom] = entry
+        out[part][dom] = {"x": x, "y": y, "docs": sorted({origin[t] for t in chosen}),
+                          "sha256": [text_sha256(t) for t in chosen]}
+    shared = set(i for s in out["control"].values() for i in s["docs"]) & \
+        set(i for s in out["selection"].values() for i in s["docs"])
+    if shared:
+        raise DataError(f"domains: control and selection windows share {len(shared)} validation document(s) "
+                        f"(first: {min(shared)}); give them disjoint documents (even / odd)")
     return out
 
 

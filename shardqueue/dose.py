@@ -15,6 +15,7 @@ kind of damage.py (the shard's own documents damaged and re-tokenized), or `parq
 a user's own parquet of bad documents (`harm_parquet`, its `text` column).
 """
 import copy
+import random
 import sys
 from pathlib import Path
 
@@ -132,7 +133,7 @@ def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parqu
         res = []
         for j in range(trials):
             own, total = docs_of(clean[j]), shards[clean[j]]["tokens"]
-            rng = np.random.default_rng([pool["seed"], j])
+            rng = random.Random(f"{pool['seed']}/dose/{j}")  # damage.py's kinds take a random.Random
             spare = [clean[(j + 2 + m) % len(clean)] for m in range(2)]  # never the recovery shard clean[j + 1]
             if isinstance(damage, list):  # the user's bad documents: new text, so the shard's own all stay clean
                 harm_docs, n_used = damage * (1 + total // max(1, sum(len(d) for d in damage))), 0

@@ -7,8 +7,11 @@ number of documents (index arrays, labels, text-hash keys, the pool manifest) or
 (the model and optimizer state, the runtime). Memory-mapped token files sit in the page
 cache, which the kernel reclaims under pressure, so they are not counted as peak memory.
 
-host_footprint(preset) -> {"memory": {term: bytes}, "peak_host_bytes", "disk": {term: bytes},
-"disk_bytes", "node", "fits", "assumptions"}; format_footprint() renders it for --dry-run.
+host_footprint(preset) -> {"memory": {term: bytes} of one process, "processes", "peak_host_bytes",
+"disk": {term: bytes}, "disk_bytes", "node", "fits", "assumptions"}; format_footprint() renders
+it for --dry-run. Runs that the plan puts side by side (one per GPU: plan()["node"]
+["runs_in_parallel"]) are separate processes, each with its own index of the corpus, so the
+peak is that many times one process's memory.
 Every per-document figure below is counted from the data structures in world.py,
 rotation.py and loaders/stream.py; the two figures not measured here are marked assumed.
 """
@@ -21,7 +24,7 @@ NODE = {"name": "one 8-GPU node", "host_memory_bytes": 128 * GIB, "disk_bytes": 
 MEAN_DOC_TOKENS = {"climbmix": 631_241_817 / 846_848, "stdlib": 631_241_817 / 846_848}
 RAW_BYTES_PER_TOKEN = 2.0  # assumed: compressed parquet text per token (not measured in this repository)
 STATE_BYTES_PER_PARAM = 16  # fp32 weights + two AdamW moments + one Muon momentum, all fp32 (an upper bound)
-RUNTIME_BYTES = 6 * GIB  # assumed allowance: Python, torch, the CUDA context's host side, libraries
+RUNTIME_BYTES = 3 * GIB  # assumed allowance per process: Python, torch, the CUDA context's host side, libraries
 CORPUS_FACTOR = 1.25  # build_pool draws 1.25 x the tokens its shards need, so the corpus holds at least that
 
 # bytes per document of each structure (CPython 3.11/3.12 on 64 bits)
@@ -81,18 +84,21 @@ def host_footprint(preset, node=NODE):
     memory = footprint_terms(documents, pool_documents, shard_documents, pl["parameters"],
                              m["micro_rows"] * m["accum"], m["context"], SAMPLE_TOKENS, pl["pool_shards"],
                              1 << 20, int(4 * val_tokens))
+    processes = (pl.get("node") or {}).get("runs_in_parallel", 1)
     runs = 1 + len(p["seeds"]) * 3  # stage A and three arms per seed
+    n_branches = len(pl.get("reference_fractions") or p.get("reference_fractions", []))
     ckpt = STATE_BYTES_PER_PARAM * pl["parameters"]
     disk = {
         "token files (uint16) of the corpus": int(2 * corpus_tokens),
         "document offsets (int64)": 8 * documents,
         "raw parquet text (assumed 2 bytes per token)": int(RAW_BYTES_PER_TOKEN * corpus_tokens),
         # each run keeps 3 checkpoints, its final state and a start state; the study adds decay branches
-        "checkpoints": ckpt * (5 * runs + len(p["reference_fractions"]) * len(p["seeds"])),
+        "checkpoints": ckpt * (5 * runs + n_branches * len(p["seeds"])),
         "manifests and logs (pool.json and rotation copies per run)": 40 * pool_documents * (1 + runs),
     }
-    peak, need = sum(memory.values()), sum(disk.values())
-    return {"preset": preset, "memory": memory, "peak_host_bytes": peak, "disk": disk, "disk_bytes": need,
+    peak, need = processes * sum(memory.values()), sum(disk.values())
+    return {"preset": preset, "memory": memory, "processes": processes, "peak_host_bytes": peak, "disk": disk,
+            "disk_bytes": need,
             "node": node, "fits": peak <= node["host_memory_bytes"] and need <= node["disk_bytes"],
             "assumptions": {"mean_document_tokens": mdt, "corpus_documents": documents, "pool_documents": pool_documents,
                             "corpus_tokens": int(corpus_tokens)}}
@@ -101,7 +107,8 @@ def host_footprint(preset, node=NODE):
 def format_footprint(fp):
     g = lambda b: f"{b / GIB:.1f} GiB"  # noqa: E731
     n = fp["node"]
-    lines = [f"host memory, peak {g(fp['peak_host_bytes'])} of {n['name']}'s {g(n['host_memory_bytes'])} "
+    lines = [f"host memory, peak {g(fp['peak_host_bytes'])} of {n['name']}'s {g(n['host_memory_bytes'])}: "
+             f"{fp['processes']} process(es) side by side, each {g(fp['peak_host_bytes'] / fp['processes'])} "
              f"({fp['assumptions']['corpus_documents']:,} corpus documents of {fp['assumptions']['mean_document_tokens']:.0f} "
              f"tokens on average; token files are memory-mapped and not counted):"]
     lines += [f"  {v / GIB:8.2f} GiB  {k}" for k, v in fp["memory"].items()]

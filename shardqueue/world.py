@@ -31,7 +31,7 @@ def sha_key(hex_digest):
 class World:
     """stream (train [+ harmful]), labels, sets {"control", "selection"}, token_bytes, val, bos, device."""
 
-    def __init__(self, cfg, device="cpu", per_domain=16):
+    def __init__(self, cfg, device="cpu", per_domain=16, domains=None):
         import pyarrow.parquet as pq
 
         from corpus.layout import Layout, default_data_dir
@@ -51,7 +51,8 @@ class World:
         self.labels = source_labels(lay, "train")
         val_texts = pq.read_table(lay.raw / rec["val_shard"], columns=["text"]).column("text").to_pylist()
         val_labels = source_labels(lay, "val")
-        self.sets = build_sets(val_texts, val_labels, self.enc, self.bos, cfg.context, per_domain)
+        # domains: a domains file's rules (domains.load_domains); None: the built-in domains
+        self.sets = build_sets(val_texts, val_labels, self.enc, self.bos, cfg.context, per_domain, spec=domains)
         self.excluded_sha = {text_sha256(val_texts[i]) for i in used_documents(self.sets)}
         self.excluded_sha |= {h for part in self.sets.values() for s in part.values() for h in s["sha256"]}
         self._train_sha = None
