@@ -52,7 +52,12 @@ def stage_a(a, p, out, rq, log):
         if a.data_dir:
             ov.append(f"data_dir={a.data_dir}")
         log(f"stage A: calibrating into {cal}")
-        rec = rq.calibrate(cal, None, ov, queue_settings(p), a.device, log=log)
+        settings = queue_settings(p)
+        if getattr(a, "domains", None):  # control and selection domains from a file
+            from shardqueue.domains import load_domains
+
+            settings["domains"] = load_domains(a.domains)
+        rec = rq.calibrate(cal, None, ov, settings, a.device, log=log)
         if not rec["ok"]:
             raise DataError(f"{cal / 'calibration.json'}: the calibration failed ({rec['reason']})")
     else:
@@ -171,6 +176,8 @@ def run_study(a, log=print):
     from shardqueue import api as rq
 
     p = PRESETS[a.preset]
+    if getattr(a, "source", None):  # your own prepared corpus (prepare.py --source parquet) in the preset's setting
+        p = {**p, "source": a.source}
     out = Path(a.out)
     try:
         with folder_lock(out, "the queue study"):
