@@ -49,3 +49,50 @@ def test_a_large_shard_trains_in_bounded_memory(calibrated, tmp_path):  # noqa: 
     # numpy buffers are traced: a streamed shard holds one update's rows (256 x 32 tokens) at a time,
     # where cached rows would hold the whole shard (and its concatenated tokens) at once
     assert peak < int64_rows / 4, (peak, int64_rows)
+
+
+def _stream(n_docs=60, seed=0, alphabet=6):
+    from loaders.stream import DocumentStream
+
+    rng = np.random.default_rng(seed)
+    return DocumentStream.from_token_lists([[1] + rng.integers(2, alphabet, rng.integers(0, 40)).tolist()
+                                            for _ in range(n_docs)])
+
+
+def test_streamed_rows_equal_the_cached_rows():
+    from shardqueue.packing import StreamedShard, shard_rows, shard_tokens, update_batches
+
+    s = _stream()
+    for ctx in (1, 5, 16):
+        for docs in ([0], [7, 2, 30], list(range(60))):
+            x, y = shard_rows(shard_tokens(s, docs), ctx, 1)
+            lx, ly = StreamedShard(s, docs, ctx, 1).rows()
+            assert lx.shape == x.shape and len(ly) == len(y)
+            for a in range(0, len(x) + 1, 3):
+                for b in range(a, len(x) + 2, 2):
+                    assert np.array_equal(np.asarray(lx[a:b]), x[a:b]) and np.array_equal(np.asarray(ly[a:b]), y[a:b])
+            assert np.array_equal(lx[-1], x[-1]) and np.array_equal(np.asarray(lx[:4][1:]), x[1:4])
+            for got, want in zip(update_batches(lx, ly, 2, 3), update_batches(x, y, 2, 3)):
+                assert all(np.array_equal(gx, wx) and np.array_equal(gy, wy) for (gx, gy), (wx, wy) in zip(got, want))
+            assert len(update_batches(lx, ly, 2, 3)) == len(update_batches(x, y, 2, 3)) == -(-len(x) // 6)
+
+
+def test_the_chunked_overlap_pass_equals_hashing_everything_at_once():
+    from shardqueue.domains import ngram_hashes, overlap_rate, sampled_overlap
+
+    s = _stream(200, seed=1, alphabet=5)
+    # windows from documents 95..104: half inside the first list, all inside the union
+    y = np.full((10, 30), -1)
+    for r, i in enumerate(range(95, 105)):
+        t = s.doc_tokens(i)[1:31]
+        y[r, :len(t)] = t
+    sets = {"control": {"a": {"y": y}}}
+    lists = [list(range(0, 100)), list(range(20, 60))]
+    whole = overlap_rate(sets, np.unique(np.concatenate(
+        [ngram_hashes(np.concatenate([s.doc_tokens(i) for i in docs])) for docs in lists])))
+    for chunk in (7, 50, 1 << 20):  # a chunk keeps the last 12 tokens of the one before: no 13-gram is lost
+        got, read, total = sampled_overlap(sets, s, lists, chunk_tokens=chunk)
+        assert got == whole and read == total == int(s.lengths[:100].sum() + s.lengths[20:60].sum())
+    assert 0 < whole["a"] < 1
+    _, read, total = sampled_overlap(sets, s, lists, max_tokens=300)
+    assert read <= 2 * (300 + int(s.lengths.max())) and read < total  # a capped sample per list
