@@ -90,7 +90,7 @@ def test_the_chunked_overlap_pass_equals_hashing_everything_at_once():
     lists = [list(range(0, 100)), list(range(20, 60))]
     whole = overlap_rate(sets, np.unique(np.concatenate(
         [ngram_hashes(np.concatenate([s.doc_tokens(i) for i in docs])) for docs in lists])))
-    for chunk in (7, 50, 1 << 20):  # a chunk keeps the last 12 tokens of the one before: no 13-gram is lost
+    for chunk in (7, 50, 1 << 20):  # chunks end at document ends, so no window's 13-gram is cut
         got, read, total = sampled_overlap(sets, s, lists, chunk_tokens=chunk)
         assert got == whole and read == total == int(s.lengths[:100].sum() + s.lengths[20:60].sum())
     assert 0 < whole["a"] < 1
