@@ -370,8 +370,10 @@ def test_small_preset_meets_its_design_rules():
     p = PRESETS["small"]
     pl = plan("small")
     assert p["budget_shards"] >= 3 * pl["stage_a"]["shared_shards"]  # stable phase >= 3 x shared stage A
-    held = p["held_out_shards"] + 1 - p["choose_transitions"] - 1  # transitions after the choice set
-    assert held >= 59 and p["choose_transitions"] > 0 and p["held_out_branch"]
+    # held-out states: the last sigma state + one per held-out shard (held_out_shards + 1 of them); the report
+    # set starts at state choose + 1 (no shard shared with the choice set) and each transition needs a recovery state
+    states = 1 + p["held_out_shards"] + 1
+    assert states - (p["choose_transitions"] + 1) - 2 >= 59 and p["choose_transitions"] > 0 and p["held_out_branch"]
     assert p["damaged_shards"] >= 4 and p["reference_cap"] >= 2
 
 

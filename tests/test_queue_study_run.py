@@ -14,7 +14,7 @@ MICRO = {
                   accum=1, muon_lr=0.02, eval_batches=2, eval_rows=4),
     "shard_targets": 256, "budget_shards": 2, "decay_shards": 1, "pool_factor": 3.0,
     "warmup_shards": 1, "sigma_shards": 3, "held_out_shards": 3, "choose_transitions": 1, "held_out_branch": True,
-    "checkpoints_per_shard": 1, "harmful_shards": 1, "damaged_shards": 4, "per_domain": 3, "rotation_shards": 4,
+    "checkpoints_per_shard": 2, "harmful_shards": 1, "damaged_shards": 4, "per_domain": 3, "rotation_shards": 4,
     "reference_lowest": 0.5, "reference_cap": 2.0, "reference_per_doubling": 1, "seeds": [43, 44], "pool_seed": 7}
 
 
@@ -54,6 +54,10 @@ def test_the_summary_is_what_its_parts_compute(micro):
     assert ad["threshold"] == s["adoption"]["threshold"]
     assert {f"{r['arm']}_s{r['seed']}" for r in s["runs"]} == {f"{a}_s{d}" for a in "ABC" for d in (43, 44)}
     assert set(s["per_axis"]["gaps_bpb"]) == {r["name"] for r in s["runs"]}  # every run, refused or not
+    # the span rule: arm A's curve reaches below every B and C final loss, or A ran to its cap
+    lowest = min(r["final_selection"]["mean"] for r in s["runs"] if r["arm"] != "A")
+    for sd, c in rc["per_seed"].items():
+        assert min(c["L"][:-1]) <= lowest or c["stopped_covered"] is False
     report = (micro["out"] / "report.md").read_text()
     assert f"## Verdict: {s['adoption']['verdict']}" in report and "None" not in report
     assert report.index("## Definitions") < report.index("## Verdict") < report.index("Per-axis equivalent: beta")
@@ -101,6 +105,9 @@ def test_the_pool_holds_damaged_shards_that_rebuild(micro):
         assert 0 < d["share"] <= 1 and shards[d["id"]]["sources"].get(d["kind"]) == len(d["damaged"])
         assert d["id"] in pool["order"]
     assert calib["rate_kind"] == "held-out" and calib["held_out_on_branch"]
+    # sub-shard checkpoints: the last sigma state, then 2 states per held-out shard (3 + 1 shards)
+    assert len(calib["states"]) == MICRO["sigma_shards"] + 1 + 2 * (MICRO["held_out_shards"] + 1)
+    assert calib["transitions"] == 2 * 4 + 1 - (MICRO["choose_transitions"] + 1) - 2
     assert micro["summary"]["calibration"]["false_rejection"]["rate kind"] == "held-out"
 
 

@@ -121,7 +121,7 @@ def compute_figure(summary, path):
     comp = summary["answers"]["compute"]
     names = sorted(comp)
     parts = (("train_kept_s", "training kept", "tab:blue"), ("train_wasted_s", "training wasted (rolled back)", "tab:red"),
-             ("measure_screen_other_s", "measurement, screening, checkpoints", "tab:gray"),
+             ("measure_screen_other_s", "measurement, screening, checkpoints, setup", "tab:gray"),
              ("reference_branches_s", "arm A's reference branches", "tab:cyan"))
     fig, ax = plt.subplots(figsize=(8, 4.6))
     bottom = [0.0] * len(names)

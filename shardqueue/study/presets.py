@@ -6,9 +6,9 @@ tiny      the CPU setting the main job runs as the smoke test of every path: the
           numbers are noise-dominated and say nothing about whether the queue helps.
 small     the CPU study that says something at small scale (about 25 minutes on 2 idle
           cores; not part of the main job): the same model, a stable phase of 40 shards
-          (3.3 x the shared stage-A training of 12 shards), 81 held-out homogeneous transitions
+          (3.3 x the shared stage-A training of 12 shards), 80 held-out homogeneous transitions
           on a discarded branch (k and frac chosen on the first 20, the rate reported on the
-          other 60), a pool with realistic damage (damage.py: mojibake, boilerplate,
+          other 59), a pool with realistic damage (damage.py: mojibake, boilerplate,
           line_shuffle, truncate at doses drawn from 5-100%) besides two cipher shards, and
           arm A's reference curve up to 4 x the budget.
 proxy64m  the proposal's 64M proxy on one GPU with the supplied architecture: depth 7,
@@ -66,7 +66,7 @@ PRESETS = {
         "warmup_shards": 2,
         "sigma_shards": 10,
         "held_out_shards": 80,  # + 1 recovery shard: 81 transitions on a discarded branch
-        "choose_transitions": 20,  # k and frac from these; the rate is reported on the other 60
+        "choose_transitions": 20,  # k and frac from these; the rate is reported on the other 59 (disjoint shards)
         "held_out_branch": True,
         "checkpoints_per_shard": 1,
         "harmful_shards": 2,
@@ -262,6 +262,20 @@ def _bytes(n):
     return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.2f} MB"
 
 
+def false_rejection_lines(pl):
+    p = PRESETS[pl["preset"]]
+    m, c = p["checkpoints_per_shard"], p["choose_transitions"]
+    states = 1 + (p["held_out_shards"] + 1) * m
+    where = "on a branch that is then discarded" if p["held_out_branch"] else "inside stage A's shards"
+    kind = (f"k and frac chosen on the first {c} transitions, the rate reported on the other {states - c - 3}"
+            if c else "k, frac and the rate on the same transitions (in-sample)")
+    out = [f"false rejections: {p['held_out_shards'] + 1} held-out shards {where}"
+           + (f", measured at {m} checkpoints each" if m > 1 else "") + f": {states - 2} transitions; {kind}"]
+    if m > 1:
+        out.append(SUB_SHARD_NOTE)
+    return out + [""]
+
+
 def format_plan(pl):
     sa = pl["stage_a"]
     lines = [f"preset {pl['preset']}: {pl['parameters']:,} parameters, {pl['flops_per_target']:,} training FLOPs "
@@ -275,7 +289,7 @@ def format_plan(pl):
              f"stage A (once): {sa['shards']} shards ({sa['shared_shards']} of them shared training that every arm "
              f"starts from), {sa['trained_targets']:,} targets, {sa['updates']:,} updates, {sa['measurements']} control "
              f"measurements, {sa['flops']:.3e} FLOPs; each further seed trains its own start state on the same "
-             f"{sa['shared_shards']} shared shards", "",
+             f"{sa['shared_shards']} shared shards", ""] + false_rejection_lines(pl) + [
              "| Arm | Shards | Trained targets | Updates | FLOPs | Note |", "|---|---:|---:|---:|---:|---|"]
     for arm, a in pl["arms"].items():
         lines.append(f"| {arm} (per seed) | {a['shards']} | {a['trained_targets']:,} | {a['updates']:,} | "

@@ -5,6 +5,7 @@ names the first missing or mistyped key, so a broken summary is refused in one l
 instead of producing a half-written report.
 """
 from corpus.atomic import atomic_write_text
+from shardqueue.study.presets import SUB_SHARD_NOTE
 
 NUM = (int, float)
 OPT_NUM = (int, float, type(None))
@@ -101,7 +102,7 @@ def render(s):
          "(The proposal \"Can a model help choose its next training data?\", sections 2 and 4.)", "",
          f"Run {prov['date']} at commit `{prov['commit'][:12]}`" + (" (uncommitted changes)" if prov.get("dirty") else "")
          + f" on {prov['machine']}; wall time {s['timing']['total']:.0f} s (stage A {s['timing']['stage_a']:.0f} s, "
-         f"the six runs {s['timing']['runs']:.0f} s).", "",
+         f"the six runs {s['timing']['runs']:.0f} s)." + (f" {prov['note']}" if prov.get("note") else ""), "",
          "## Definitions (used below)", "",
          "**D and efficiency points.** " + s["efficiency_definition"], "",
          "**Per-axis equivalent.** " + s["axis_definition"], "",
@@ -174,7 +175,7 @@ def render(s):
              f"({fr['choice']['false_rejections']} false rejections there)" if fr["rate kind"] == "held-out" and fr.get("choice") else
              "; in-sample: the same transitions chose k and frac, so the rate is optimistic")
           + (", measured on a branch that was then discarded (not part of the shared training)" if fr.get("held_out_on_branch") else "")
-          + ".", "",
+          + "." + (f" {SUB_SHARD_NOTE}" if fr.get("checkpoints_per_shard", 1) > 1 else ""), "",
           f"**Does the forward-only screen predict the training-based decision?** Over n = {sc['n']} judged candidates of "
           f"arm B: Spearman rank correlation between the screen score and the measured rise "
           f"{_signed(sc['spearman_score_vs_rise'])}; AUC of the screen "
@@ -192,7 +193,9 @@ def render(s):
                  f"{c['train_wasted_s']:.0f} | {c['measure_screen_other_s']:.0f} | {c['reference_branches_s']:.0f} | "
                  f"{_times(c['overhead_vs_kept_training'])} |")
     L += ["", "![compute per run](compute.png)", "",
-          "Overhead / kept training = (wasted training + measurement, screening, checkpoints) / kept training time.", ""]
+          "Overhead / kept training = (wasted training + measurement, screening, checkpoints) / kept training time. "
+          "The measurement column also holds each run's setup: opening the frozen pool and, for the second seed's "
+          "first run (arm B), training that seed's start state on the shared stage-A shards.", ""]
     # ---- runs ----
     L += ["## Runs: final losses, budgets, decisions", "",
           "| Run | D | Selection BPB (mean) | Control BPB (mean) | Accepted | Flagged | Rejected | "

@@ -1,9 +1,11 @@
 """The queue study end to end: stage A once, six runs, the selection axis, the rule, the report.
 
-Order: stage A (run_queue.calibrate, shared by every arm); then per seed arm B (its
-measured rejection rate fixes arm C's rejected positions), arm C, arm A (with its decay
-branches, the reference curve). A run whose study_run.json exists is not redone; an
-unfinished one is moved aside and redone from its start state.
+Order: stage A (run_queue.calibrate, shared by every arm); then at each seed arm B (its
+measured rejection rate fixes arm C's rejected positions) and arm C; then arm A at each
+seed (its decay branches build the reference curve, and it must know every B and C final
+loss to know how far the curve has to reach). A run whose study_run.json exists is not
+redone; an unfinished one is moved aside and redone from its start state. A finished run's
+rollback checkpoints are deleted: no decision can need them any more.
 """
 import json
 import math
@@ -478,5 +480,13 @@ def limits_text(preset, p):
                 "shard-to-shard noise is large against the differences a handful of shards can make, the seed spread "
                 "dominates, and the harmful shards are an easy, planted case. The verdict above is the rule applied to "
                 "these numbers, not evidence about the 64M proxy.")
-    return ("The 64M proxy setting of the proposal on ClimbMix, on one GPU. The verdict holds for this setting only "
+    if preset == "small":
+        return ("Small CPU setting: the same 1.7M-parameter model as the tiny setting, shards of "
+                f"{p['shard_targets']:,}+ targets, a stable budget of {p['budget_shards']} shards, a pool with "
+                f"{p['damaged_shards']} shards of realistic damage at natural doses and {p['harmful_shards']} cipher "
+                "shards, control and selection windows of 128 tokens. The verdict holds for this setting only: a "
+                "model this small learns little beyond token statistics in a few hundred updates, so damage that "
+                "keeps the statistics (line order, truncation) may not show in its losses at all; whether the queue "
+                "helps a 64M model is the proxy's question.")
+    return ("The 64M proxy setting of the proposal on ClimbMix. The verdict holds for this setting only "
             "(model size, training stage, pool, control and selection domains).")
