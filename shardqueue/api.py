@@ -312,7 +312,12 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
     # new sources (add_sources: NAME=PATH) enter at the next rotation boundary; earlier ones are rebuilt
     from shardqueue import sources
 
-    nxt = read_log(log_path, log=lambda s: None)[-1]["queue"]["rotation"] + 1 if resume and add_sources else 1
+    nxt = 1
+    if resume and add_sources:
+        recs = read_log(log_path, log=lambda s: None)
+        if any(r["event"] == "done" for r in recs):
+            raise DataError(f"{out}: this run has finished; a new source can only enter a queue that is still running")
+        nxt = recs[-1]["queue"]["rotation"] + 1
     pool = sources.prepare(out, world, pool, add_sources, nxt, log)
     seed = calib["seed"] if seed is None else seed
     cfg = type(cfg)(**{**cfg.to_dict(), "seed": seed})

@@ -160,3 +160,33 @@ def test_dose_takes_the_damage_as_an_argument(calibrated, tmp_path, harm):  # no
     t = rec["rows"][0]["trials"][0]
     assert rec["harm"] == harm and t["harmful_targets"] == round(0.5 * t["targets"])
     assert f"harm: {harm}" in (tmp_path / "d" / "dose.md").read_text()
+
+
+def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, tmp_path, monkeypatch):  # noqa: F811
+    from shardqueue.runner import QueueRunner
+
+    out, calls, real = tmp_path / "cut", {"n": 0}, QueueRunner.train_shard
+
+    def dying(self, sid, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return real(self, sid, *a, **k)
+
+    monkeypatch.setattr(QueueRunner, "train_shard", dying)
+    with pytest.raises(KeyboardInterrupt):
+        rq.run(out, calibrated["strict"], rotation_shards=3, log=lambda s: None, report=False)
+    monkeypatch.setattr(QueueRunner, "train_shard", real)
+    at = read_log(out / "decisions.jsonl")[-1]["queue"]["rotation"]
+    rq.run(out, calibrated["strict"], rotation_shards=3, resume=True, log=lambda s: None, report=False,
+           add_sources=[f"late={own['dir'] / 'new.parquet'}"])
+    recs = read_log(out / "decisions.jsonl")
+    src = next(r for r in recs if r["event"] == "source")
+    before = [r for r in recs if r["event"] == "rotation" and r["seq"] < src["seq"]]
+    assert len(before) == at  # not inside the rotation that was running, but at the boundary after it
+    assert reconstruct_folder(out, out=lambda s: None) == 0
+    from corpus.errors import DataError
+
+    with pytest.raises(DataError, match="has finished"):
+        rq.run(out, calibrated["strict"], resume=True, log=lambda s: None, report=False,
+               add_sources=[f"later={own['dir'] / 'new.parquet'}"])
