@@ -257,23 +257,28 @@ def test_demo_source_cap_drops_exactly_the_longer_sources_and_leaves_evaluation_
     assert cfg.eval_buffer == 1000 and cfg.buffer == 3
 
 # ---- the GPU code path, exercised on CPU ---------------------------------------------
-def test_bf16_cpu_forward_keeps_the_cuda_dtypes():
-    """Under bf16 autocast the residual stream is bf16 (as on CUDA) and the logits float32."""
+def test_bf16_forward_keeps_the_cuda_dtypes():
+    """Under CUDA bf16 autocast the residual stream is bf16 (as the baseline's) and the logits
+    float32, read on fake CUDA tensors so that torch's CUDA autocast rules apply (CPU autocast
+    lacks the fp32 rms_norm rule); without autocast the stream follows the fp32 weights."""
+    from fake_cuda import cuda_autocast, fake_cuda
+
     cfg = resolve_config(None, ["depth=2", "width=32", "heads=2", "kv_heads=2", "context=16", "short_window=8",
-                                "vocab=64", "bf16=on", "device=cpu"])
+                                "vocab=64", "bf16=on", "device=cpu", "attention=sdpa"])
     m = build_model(cfg, "cpu", seed=0)
     assert m.wte.weight.dtype == torch.bfloat16 and m.lm_head.weight.dtype == torch.float32
     seen = []
     for b in m.blocks:
         b.register_forward_hook(lambda mod, inp, out: seen.append((inp[0].dtype, out.dtype)))
     x = torch.randint(0, 64, (2, 16))
-    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
-        logits = m(x)
-    assert seen == [(torch.bfloat16, torch.bfloat16)] * 2
-    assert logits.dtype == torch.float32
-    seen.clear()
     m(x)  # without autocast the stream follows the fp32 weights
     assert seen == [(torch.float32, torch.float32)] * 2
+    seen.clear()
+    with fake_cuda(m), cuda_autocast():
+        logits = m(torch.randint(0, 64, (2, 16), device="cuda:0"))
+        assert logits.device.type == "cuda"
+    assert seen == [(torch.bfloat16, torch.bfloat16)] * 2
+    assert logits.dtype == torch.float32
 
 
 def test_flex_and_dense_mask_match_float64_on_the_sssl_pattern():

@@ -54,6 +54,7 @@ def build_model(cfg: TrainConfig, device, meta=False, seed=None):
     model.init_weights()
     if bf16_enabled(cfg, device):
         model.embeddings_to_bf16()
+    model.prepare_masks(cfg.context, dev)
     return model
 
 

@@ -1,0 +1,87 @@
+"""The CUDA code path, read on CPU (issue 17): dtypes under CUDA autocast on fake CUDA
+tensors, no integer matrix products, and no graph breaks in the compiled forward."""
+import warnings
+
+import pytest
+import torch
+
+from fake_cuda import cuda_autocast, fake_cuda, no_integer_matmul
+from training.config import resolve_config
+from training.trainer import build_model
+
+SMALL = ["depth=4", "width=32", "heads=2", "kv_heads=2", "context=64", "short_window=16", "vocab=64"]
+
+
+def flex_stand_in(q, k, v, block_mask=None):
+    """flex_attention's eager path compiles itself, which a fake CUDA device cannot: the stand-in
+    has its output (q's shape and dtype) and its mask argument."""
+    assert block_mask is not None and block_mask.kv_num_blocks.device.type == "cuda"
+    return torch.empty_like(q)
+
+
+def traced_dtypes(attention, monkeypatch):
+    """(q, k, v) dtypes at every attention call and (input, output) dtypes of every block, for a
+    forward of a bf16 model (bf16 embeddings, as train.py builds it for CUDA) on fake cuda:0
+    under CUDA bf16 autocast."""
+    import torch.nn.attention.flex_attention as fa
+
+    monkeypatch.setattr(fa, "flex_attention", flex_stand_in)
+    cfg = resolve_config(None, SMALL + ["bf16=on", f"attention={attention}"])
+    m = build_model(cfg, "cpu", seed=0)
+    attn, blocks = [], []
+    m.attend.record = attn
+    for b in m.blocks:
+        b.register_forward_hook(lambda mod, inp, out: blocks.append((inp[0].dtype, out.dtype)))
+    with fake_cuda(m):
+        x = torch.randint(0, 64, (2, 64), device="cuda:0")
+        with cuda_autocast():
+            logits = m(x)
+        assert logits.device.type == "cuda" and m.lm_head.weight.device.type == "cuda"
+    return attn, blocks, logits.dtype
+
+
+@pytest.mark.parametrize("attention", ["flex", "sdpa"])
+def test_attention_gets_one_bf16_dtype_under_cuda_autocast(attention, monkeypatch):
+    """CUDA autocast runs rms_norm in fp32 (torch >= 2.12): q, k left the QK norm fp32 while v
+    stayed bf16, which flex's backward refuses; the baseline's kernel takes bf16 only."""
+    attn, _, _ = traced_dtypes(attention, monkeypatch)
+    assert len(attn) == 4  # every layer, windowed or not
+    assert attn == [(torch.bfloat16,) * 3] * 4
+
+
+def test_residual_stream_is_bf16_under_cuda_autocast(monkeypatch):
+    """The baseline's residual stream is bf16 under CUDA autocast, and its logits float32."""
+    _, blocks, logits = traced_dtypes("flex", monkeypatch)
+    assert blocks == [(torch.bfloat16, torch.bfloat16)] * 4
+    assert logits == torch.float32
+
+
+def test_the_fake_cuda_trace_sees_cuda_autocast_rules():
+    """The trace is only worth something if torch's CUDA rules run in it: fp32 rms_norm under
+    CUDA autocast, not under CPU autocast."""
+    with fake_cuda(torch.nn.Module()):
+        with cuda_autocast():
+            x = torch.ones(2, 8, dtype=torch.bfloat16, device="cuda:0")
+            assert torch.nn.functional.rms_norm(x, (8,)).dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        x = torch.ones(2, 8, dtype=torch.bfloat16)
+        assert torch.nn.functional.rms_norm(x, (8,)).dtype == torch.bfloat16
+
+
+def test_compiled_forward_has_no_graph_breaks_with_flex():
+    """The paper model's layer pattern (8 layers, SSSL, the last long; windows below the
+    context) with the flex path: masks are built before the compiled forward, so dynamo sees
+    one graph. Small width and context (the paper's shapes cost ~17 s of CPU here; the breaks
+    come from the layer pattern, not the width)."""
+    cfg = resolve_config(None, ["depth=8", "width=64", "heads=4", "kv_heads=4", "context=256", "short_window=128",
+                                "vocab=256", "attention=flex", "window_pattern=SSSL"])
+    m = build_model(cfg, "cpu", seed=0)
+    assert m.windows == [128, 128, 128, 256] * 2
+    x = torch.randint(0, 256, (1, 256))
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ex = torch._dynamo.explain(m)(x)
+    finally:
+        torch._dynamo.reset()
+    assert (ex.graph_break_count, ex.graph_count) == (0, 1), ex.break_reasons
