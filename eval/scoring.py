@@ -30,10 +30,12 @@ def score_rows(model, x, y, token_bytes, edges, device, autocast=False):
     nats_tok = torch.where(counted, loss, torch.zeros_like(loss))
     n_bins = len(edges) - 1
     idx = torch.as_tensor(bin_index(y.shape[1], edges), device=device)
-    onehot = torch.nn.functional.one_hot(idx, n_bins)  # [T, bins]
-    nats = (nats_tok @ onehot.double()).cpu().numpy()
-    nbytes = (b @ onehot.long()).cpu().numpy()
-    count = (counted.long() @ onehot.long()).cpu().numpy()
+    onehot = torch.nn.functional.one_hot(idx, n_bins).double()  # [T, bins]
+    nats = (nats_tok @ onehot).cpu().numpy()
+    # integer sums by index_add, exact on every device: CUDA has no integer matmul kernel
+    per_bin = torch.zeros(y.shape[0], n_bins, dtype=torch.int64, device=y.device)
+    nbytes = per_bin.index_add(1, idx, b).cpu().numpy()
+    count = per_bin.index_add(1, idx, counted.long()).cpu().numpy()
     return nats, nbytes, count
 
 

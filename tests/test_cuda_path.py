@@ -1,7 +1,9 @@
 """The CUDA code path, read on CPU (issue 17): dtypes under CUDA autocast on fake CUDA
 tensors, no integer matrix products, and no graph breaks in the compiled forward."""
+import math
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -85,3 +87,54 @@ def test_compiled_forward_has_no_graph_breaks_with_flex():
     finally:
         torch._dynamo.reset()
     assert (ex.graph_break_count, ex.graph_count) == (0, 1), ex.break_reasons
+
+
+# ---- integer matrix products (no CUDA kernel) ----------------------------------------
+class FixedLoss(torch.nn.Module):
+    """A stand-in model whose per-target loss is given: scoring's arithmetic alone."""
+
+    def __init__(self, loss):
+        super().__init__()
+        self.loss = torch.as_tensor(loss, dtype=torch.float32)
+
+    def forward(self, x, y, reduction="none"):
+        return self.loss.reshape(-1)
+
+
+def test_scoring_has_no_integer_matmul_and_sums_per_bin():
+    from eval.scoring import score_rows
+
+    # hand-worked: token bytes 0,1,2,3 for ids 0..3; bins [0, 2) and [2, 4); -1 is padding
+    tb = np.array([0, 1, 2, 3])
+    y = np.array([[1, 2, -1, 0], [3, 0, 3, 1]])
+    loss = [[0.5, 1.0, 2.0, 4.0], [0.25, 8.0, 0.5, 1.5]]
+    with no_integer_matmul() as probe:
+        nats, nbytes, count = score_rows(FixedLoss(loss), np.zeros_like(y), y, tb, [0, 2, 4], "cpu")
+    assert probe.products > 0  # the check saw scoring's products
+    # row 0: targets 1, 2 count (1 + 2 bytes); -1 counts nowhere; id 0 has 0 bytes (not counted)
+    # row 1: id 0 at position 1 is not counted; positions 2, 3 are ids 3, 1
+    assert nats.tolist() == [[1.5, 0.0], [0.25, 2.0]]
+    assert nbytes.tolist() == [[3, 0], [3, 4]]
+    assert count.tolist() == [[2, 0], [1, 2]]
+    assert nbytes.dtype == np.int64 and count.dtype == np.int64
+
+
+def test_integer_matmul_probe_fails_on_an_integer_product():
+    with pytest.raises(AssertionError, match="no CUDA kernel"), no_integer_matmul():
+        torch.ones(2, 3, dtype=torch.int64) @ torch.ones(3, 1, dtype=torch.int64)
+    with no_integer_matmul() as probe:
+        torch.ones(2, 3) @ torch.ones(3, 1)
+    assert probe.products == 1
+
+
+def test_a_training_update_has_no_integer_matmul():
+    from training.trainer import Trainer
+
+    cfg = resolve_config(None, SMALL + ["micro_rows=2", "accum=2", "updates=2"])
+    tr = Trainer(cfg, "cpu")
+    g = torch.Generator().manual_seed(0)
+    batches = iter([(torch.randint(0, 64, (2, 64), generator=g), torch.randint(0, 64, (2, 64), generator=g))
+                    for _ in range(2)])
+    with no_integer_matmul() as probe:
+        loss, _ = tr.update(batches, 0, 2)
+    assert probe.products > 0 and math.isfinite(loss)
