@@ -41,9 +41,9 @@ from training.mfu import peak_flops
 
 
 def resolve_device(cfg):
-    if cfg.device != "auto":
-        return cfg.device
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    from training.device import resolve_device as resolve
+
+    return resolve(cfg.device, "config key 'device'")
 
 
 def dry_run(cfg: TrainConfig):

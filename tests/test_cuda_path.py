@@ -2,6 +2,7 @@
 tensors, no integer matrix products, and no graph breaks in the compiled forward."""
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -138,3 +139,51 @@ def test_a_training_update_has_no_integer_matmul():
     with no_integer_matmul() as probe:
         loss, _ = tr.update(batches, 0, 2)
     assert probe.products > 0 and math.isfinite(loss)
+
+
+# ---- one device policy: bad device strings are one line and exit 2 -------------------
+@pytest.mark.parametrize("spec, says", [("cuda:abc", "is not auto, cpu, cuda or cuda:N"), ("gpu", "is not auto"),
+                                        ("cuda", "has no CUDA"), ("cuda:1", "has no CUDA")])
+def test_device_strings_resolve_or_fail_in_one_line(spec, says, monkeypatch):
+    from corpus.errors import DataError
+    from training.device import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(DataError, match=says) as e:
+        resolve_device(spec, "--device")
+    assert "\n" not in str(e.value) and str(e.value).startswith("--device: ")
+    assert resolve_device("auto") == "cpu" and resolve_device("cpu") == "cpu"
+
+
+def test_device_index_past_the_visible_gpus(monkeypatch):
+    from corpus.errors import DataError
+    from training.device import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("auto") == "cuda" and resolve_device("cuda:1") == "cuda:1"
+    with pytest.raises(DataError, match="2 CUDA device"):
+        resolve_device("cuda:2")
+
+
+PAPER = str(Path(__file__).resolve().parents[1] / "protocols/configs/paper/baseline_s43.json")
+
+
+@pytest.mark.parametrize("argv", [["--config", PAPER, "device=cuda:abc"], ["--config", PAPER, "device=cuda"]])
+def test_train_refuses_a_bad_device_with_exit_2(argv, tmp_path, capsys, monkeypatch):
+    import train
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert train.main([*argv, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "'device'" in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("spec", ["cuda:abc", "cuda"])
+def test_official_score_refuses_a_bad_device_with_exit_2(spec, tmp_path, capsys, monkeypatch):
+    from eval.official import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main([str(tmp_path / "ckpt_000001.pt"), "--device", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --device: ") and err.count("\n") == 1

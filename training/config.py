@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, fields
 
 from corpus.errors import DataError
 from loaders.core import PACKERS
+from training.device import check_device_string
 
 # the paper's condition names -> packers
 CONDITIONS = {"baseline": "original", "random_crop": "random_span", "segmented": "segment_first",
@@ -101,8 +102,7 @@ def validate(cfg: "TrainConfig", where="config"):
         v = getattr(cfg, k)
         if allowed and v not in allowed:
             raise DataError(f"{where} key {k!r}: {v!r} is not one of {', '.join(allowed)}")
-    if cfg.device not in ("auto", "cpu", "cuda") and not cfg.device.startswith("cuda:"):
-        raise DataError(f"{where} key 'device': {cfg.device!r} is not auto, cpu, cuda or cuda:N")
+    check_device_string(cfg.device, f"{where} key 'device'")
 
 
 def _coerce(name, value, typ):

@@ -14,6 +14,7 @@ import torch.distributed as dist
 
 from corpus.errors import DataError
 from training.config import TrainConfig
+from training.device import autocast
 from training.model import GPT, ModelConfig
 from training.optim import apply_schedules, build_optimizers
 
@@ -111,7 +112,6 @@ class Trainer:
         m = apply_schedules(self.adamw, self.muon, step, updates, self.cfg.weight_decay, lr_mult)
         total = torch.zeros((), device=self.device, dtype=torch.float64)
         checks = []
-        dev_type = torch.device(self.device).type
         # DDP averages over ranks; scaling by world makes the result sum/accum as in one process
         scale = self.world / self.cfg.accum
         wait = 0.0
@@ -123,7 +123,7 @@ class Trainer:
             last = j == self.accum_local - 1
             sync = self.ddp.no_sync() if (self.ddp is not None and not last) else contextlib.nullcontext()
             with sync:
-                with torch.autocast(device_type=dev_type, dtype=torch.bfloat16, enabled=self.autocast):
+                with autocast(self.device, self.autocast):
                     loss = self.fwd(x, y)
                 (loss * scale).backward()
             total += loss.detach().double()
