@@ -87,6 +87,14 @@ def training_stream(cfg, data_dir):
     return stream.capped(cfg.max_source_len)
 
 
+def world_config(cfg):
+    """cfg resolved for torchrun's WORLD_SIZE (training/config.py for_world_size), before any
+    config comparison, so a resumed or finished run compares what it trained with."""
+    from training.config import for_world_size
+
+    return for_world_size(cfg, int(os.environ.get("WORLD_SIZE", 1)))
+
+
 def dist_setup():
     if "RANK" not in os.environ:
         return 0, 1, 0
@@ -184,6 +192,7 @@ def _train(cfg, out, resume, stop_after, log):
 
     t_start = time.time()
     rank = int(os.environ.get("RANK", 0))
+    cfg = world_config(cfg)
     summary_path = out / "summary.json"
     if resume and summary_path.exists():
         # a finished run is reported, never rewritten

@@ -187,3 +187,32 @@ def test_official_score_refuses_a_bad_device_with_exit_2(spec, tmp_path, capsys,
     assert main([str(tmp_path / "ckpt_000001.pt"), "--device", spec]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --device: ") and err.count("\n") == 1
+
+
+# ---- the paper config on 1, 2, 4 and 8 GPUs --------------------------------------------
+@pytest.mark.parametrize("world, micro_rows, accum", [(1, 64, 4), (2, 64, 4), (4, 64, 4), (8, 32, 8)])
+def test_paper_config_resolves_for_the_world_size(world, micro_rows, accum):
+    from training.config import for_world_size
+
+    cfg = resolve_config(PAPER)
+    w = for_world_size(cfg, world)
+    assert (w.micro_rows, w.accum) == (micro_rows, accum)
+    assert w.accum % world == 0
+    assert w.micro_rows * w.accum * w.context == w.targets_per_update == 524288 == 2 ** 19
+    assert (cfg.micro_rows, cfg.accum) == (64, 4)  # the given config is not changed
+
+
+def test_world_size_that_cannot_keep_the_rows_is_refused():
+    from corpus.errors import DataError
+    from training.config import for_world_size
+
+    with pytest.raises(DataError, match="cannot be split over 3 ranks"):
+        for_world_size(resolve_config(PAPER), 3)  # 64 x 4 rows: 12 microbatches of 64/3 rows do not exist
+
+
+def test_train_resolves_the_config_for_torchruns_world_size(monkeypatch):
+    import train
+
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    w = train.world_config(resolve_config(PAPER))
+    assert (w.micro_rows, w.accum, w.targets_per_update) == (32, 8, 524288)

@@ -4,7 +4,7 @@ resuming under a config that differs outside RESUME_MAY_DIFFER is refused."""
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 from corpus.errors import DataError
 from loaders.core import PACKERS
@@ -152,3 +152,20 @@ def resolve_config(path=None, overrides=()):
     if cfg.width % cfg.heads or cfg.heads % cfg.kv_heads:
         raise DataError("config: width must divide by heads, and heads by kv_heads")
     return cfg
+
+
+def for_world_size(cfg: "TrainConfig", world: int) -> "TrainConfig":
+    """cfg for `world` ranks with the same targets per update (micro_rows x accum x context;
+    accum counts microbatches over all ranks, each rank runs accum / world of them).
+
+    When accum does not divide by world, accum becomes the least multiple of world that is a
+    multiple of accum and micro_rows shrinks by the same factor: the paper's 64 x 4 rows
+    become 32 x 8 on 8 GPUs, the same 256 rows (524,288 targets) in the same order per update."""
+    if cfg.accum % world == 0:
+        return cfg
+    accum = cfg.accum * world // math.gcd(cfg.accum, world)
+    factor = accum // cfg.accum
+    if cfg.micro_rows % factor:
+        raise DataError(f"accum={cfg.accum} x micro_rows={cfg.micro_rows} cannot be split over {world} ranks with the "
+                        f"same rows per update (accum must divide by {world}; micro_rows by {factor})")
+    return replace(cfg, accum=accum, micro_rows=cfg.micro_rows // factor)
