@@ -53,7 +53,9 @@ def test_mfu_peak_comes_from_the_detected_device(monkeypatch):
     from training.mfu import peak_flops
 
     assert peak_flops("cpu") is None
-    for name, want in (("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H200", 989e12), ("NVIDIA A100-SXM4-80GB", 312e12),
+    # dense bf16 peaks (no sparsity): H100 SXM 989, NVL 835, PCIe 756 TFLOP/s; H200 and GH200 989
+    for name, want in (("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H100 PCIe", 756e12), ("NVIDIA H100 NVL", 835e12),
+                       ("NVIDIA H200", 989e12), ("NVIDIA GH200 480GB", 989e12), ("NVIDIA A100-SXM4-80GB", 312e12),
                        ("Some Future GPU", None)):
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda dev=None, n=name: n)
         assert peak_flops("cuda:0") == want, name

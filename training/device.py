@@ -6,7 +6,11 @@
 - autocast(device, enabled): bf16 autocast of the device's type (the baseline's forward
   pass runs under bf16 autocast on CUDA).
 - to_device(a, device): an array or tensor as a tensor on device (inputs follow the model).
+- configure(device): the baseline's process settings on CUDA (docs/baseline.md, "Differences
+  from the baseline's training step"): TF32 matmuls ("high") and expandable allocator
+  segments. CPU is left as it is.
 """
+import os
 import re
 
 import numpy as np
@@ -46,3 +50,11 @@ def to_device(a, device):
     if isinstance(a, np.ndarray):
         a = torch.from_numpy(np.ascontiguousarray(a))
     return torch.as_tensor(a).to(device)
+
+
+def configure(device):
+    """Call before the first CUDA allocation: the allocator reads its settings once."""
+    if torch.device(device).type != "cuda":
+        return
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    torch.set_float32_matmul_precision("high")
