@@ -96,3 +96,45 @@ class no_integer_matmul(TorchDispatchMode):
             if bad:
                 raise IntegerMatmul(f"{func} with operand dtypes {bad}: no CUDA kernel")
         return func(*args, **kwargs)
+
+
+class CpuMeeting(AssertionError):
+    pass
+
+
+class meta_as_cuda(TorchDispatchMode):
+    """Runs code whose model sits on `meta` as if meta were a CUDA device, and fails where a
+    CUDA run would: an op that takes a meta tensor together with a CPU tensor of one or more
+    dimensions (CUDA accepts 0-dim CPU scalars, and copies across devices). Meta tensors
+    hold no values: item() gives 0 and a copy to the CPU gives zeros, so the code runs on.
+    (Meta kernels alone do not check devices: embedding and linear accept CPU inputs.)"""
+
+    CROSSING = {"copy_", "_to_copy", "_copy_from", "_copy_from_and_resize"}
+
+    def __init__(self):
+        super().__init__()
+        self.ops_on_meta = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func._schema.name.split("::")[-1]
+        tensors = [a for a in _flat(args, kwargs) if isinstance(a, torch.Tensor)]
+        on_meta = any(t.device.type == "meta" for t in tensors)
+        if on_meta:
+            self.ops_on_meta += 1
+        if name == "_local_scalar_dense" and on_meta:
+            return 0
+        if name == "_to_copy" and on_meta and torch.device(kwargs.get("device") or "meta").type == "cpu":
+            t = tensors[0]
+            return torch.zeros(t.shape, dtype=kwargs.get("dtype") or t.dtype)
+        if on_meta and name not in self.CROSSING:
+            cpu = [tuple(t.shape) for t in tensors if t.device.type == "cpu" and t.dim() > 0]
+            if cpu:
+                raise CpuMeeting(f"{func} meets CPU tensors of shapes {cpu} with the model's device")
+        return func(*args, **kwargs)
+
+
+def _flat(args, kwargs):
+    from torch.utils._pytree import tree_leaves
+
+    return tree_leaves((args, kwargs))

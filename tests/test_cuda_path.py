@@ -216,3 +216,71 @@ def test_train_resolves_the_config_for_torchruns_world_size(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "8")
     w = train.world_config(resolve_config(PAPER))
     assert (w.micro_rows, w.accum, w.targets_per_update) == (32, 8, 524288)
+
+
+# ---- the shard queue's train and measure steps on the model's device --------------------
+def queue_runner(tmp_path, device, *over):
+    """A QueueRunner on a one-shard pool and one control domain (the train/screen/measure
+    paths only: no calibration, no log)."""
+    from types import SimpleNamespace
+
+    from shardqueue.packing import shard_rows
+    from shardqueue.runner import QueueRunner
+
+    cfg = resolve_config(None, SMALL + ["micro_rows=2", "accum=2", "updates=4", *over])
+    g = np.random.default_rng(0)
+    x, y = shard_rows(g.integers(1, 64, 6 * 64 - 17), 64, 63)  # 6 rows, the last one padded
+    control = {"prose": {"x": x[:2], "y": y[:2]}}
+    world = SimpleNamespace(device=device, sets={"control": control}, token_bytes=np.arange(64) % 4)
+    r = QueueRunner(cfg, world, {"shards": [], "order": []}, {}, tmp_path, log=lambda m: None)
+    r._rows_cache["s0"] = (x, y)
+    r._pool_sample = (x[:2], y[:2])
+    return r
+
+
+def test_queue_train_and_measure_steps_never_meet_a_cpu_tensor(tmp_path):
+    """The model on `meta` standing for a CUDA device: every microbatch and measurement input
+    must be moved to it, as on CUDA (the queue fed CPU tensors to the model)."""
+    from fake_cuda import meta_as_cuda
+
+    r = queue_runner(tmp_path, "meta")
+    assert r.trainer.model.lm_head.weight.device.type == "meta"
+    with meta_as_cuda() as probe:
+        assert r.train_shard("s0")["updates"] == 2  # 6 rows, 2 x 2 per update
+        r.measure_fn(r.trainer.model)
+        r.screen("s0")
+    assert probe.ops_on_meta > 100
+
+
+def test_queue_train_and_measure_steps_use_train_pys_autocast(tmp_path):
+    """bf16=on: the queue's training and measuring forwards run under bf16 autocast, as
+    train.py's (CPU autocast here; CUDA takes the same path with bf16=auto)."""
+    r = queue_runner(tmp_path, "cpu", "bf16=on")
+    seen = r.trainer.model.attend.record = []
+    r.train_shard("s0")
+    assert len(seen) == 3 * 4 and set(seen) == {(torch.bfloat16,) * 3}  # 3 microbatches (2 + 1) x 4 layers
+    seen.clear()
+    r.measure_fn(r.trainer.model)
+    r.screen("s0")
+    assert len(seen) == 3 * 4 and set(seen) == {(torch.bfloat16,) * 3}
+
+
+def test_queue_measurement_has_no_integer_matmul(tmp_path):
+    r = queue_runner(tmp_path, "cpu")
+    with no_integer_matmul() as probe:
+        bpb = r.measure_fn(r.trainer.model)
+        r.train_shard("s0")
+    assert probe.products > 0 and math.isfinite(bpb["prose"])
+
+
+@pytest.mark.parametrize("argv", [["run", "--device", "cuda:abc"], ["calibrate", "--device", "cuda"]])
+def test_queue_command_line_refuses_a_bad_device_with_exit_2(argv, tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    spec = importlib.util.spec_from_file_location("run_queue", Path(__file__).resolve().parents[1] / "queue/run_queue.py")
+    rq = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rq)
+    assert rq.main([*argv, "--out", str(tmp_path / "q")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --device: ") and err.count("\n") == 1

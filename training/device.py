@@ -10,6 +10,7 @@
   from the baseline's training step"): TF32 matmuls ("high") and expandable allocator
   segments. CPU is left as it is.
 """
+import contextlib
 import os
 import re
 
@@ -42,8 +43,15 @@ def resolve_device(spec="auto", where="device"):
     return spec
 
 
+def bf16_autocast(device, setting="auto"):
+    """Whether the forward runs under bf16 autocast: config bf16 "on", or "auto" on CUDA (as the baseline)."""
+    return setting == "on" or (setting == "auto" and torch.device(device).type == "cuda")
+
+
 def autocast(device, enabled=True):
-    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=enabled)
+    if not enabled:  # a null context: torch.autocast refuses device types it has no rules for (meta)
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
 
 
 def to_device(a, device):

@@ -224,7 +224,9 @@ class GPT(nn.Module):
         B, T = idx.shape
         cos, sin = self.cos[:, :T], self.sin[:, :T]
         # device-aware: the argument-less form only sees CUDA autocast, so CPU bf16 stayed fp32
-        dtype = torch.bfloat16 if torch.is_autocast_enabled(idx.device.type) else self.lm_head.weight.dtype
+        t = idx.device.type  # autocast has no rules for some types (meta): never enabled there
+        dtype = torch.bfloat16 if torch.amp.is_autocast_available(t) and torch.is_autocast_enabled(t) else \
+            self.lm_head.weight.dtype
         x = norm(self.wte(idx).to(dtype))
         x0 = x
         for i, block in enumerate(self.blocks):

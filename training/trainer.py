@@ -14,7 +14,7 @@ import torch.distributed as dist
 
 from corpus.errors import DataError
 from training.config import TrainConfig
-from training.device import autocast
+from training.device import autocast, bf16_autocast
 from training.model import GPT, ModelConfig
 from training.optim import apply_schedules, build_optimizers
 
@@ -34,7 +34,7 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
 
 
 def bf16_enabled(cfg, device):
-    return cfg.bf16 == "on" or (cfg.bf16 == "auto" and torch.device(device).type == "cuda")
+    return bf16_autocast(device, cfg.bf16)
 
 
 def flex_enabled(cfg, device):
