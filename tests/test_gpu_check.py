@@ -38,6 +38,9 @@ def test_gpu_check_tiny_on_cpu_runs_every_part(tmp_path, capsys, small_corpus):
     assert by["resume at 20: max abs loss difference, updates 21-30"]["value"] == 0
     assert by["resume at 20: parameters after 30"]["value"] == 0
     assert (tmp_path / "resumed" / "ckpt_000030.pt").exists()
+    # queue: one shard through the runner's train, measure and screen steps
+    queue = res["parts"]["queue"]["rows"]
+    assert queue[0]["pass"] and "updates" in queue[0]["check"] and queue[1]["pass"] and queue[3]["pass"]
     assert "not run" in by["DDP, 2 ranks"]["value"]
 
 

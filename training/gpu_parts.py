@@ -223,7 +223,40 @@ def resume(ctx):
 
 # ---- the shard queue -----------------------------------------------------------------
 def queue(ctx):
-    return [row("queue: one shard trained and measured on the device", "not wired yet", "not judged")]
+    """One shard of the offline corpus through the queue runner's own train, measure and screen
+    steps on the device (shardqueue/runner.py), under train.py's autocast policy."""
+    from shardqueue.runner import QueueRunner
+    from shardqueue.world import World
+    from training.trainer import bf16_enabled
+
+    cfg, device = ctx["cfg"], ctx["device"]
+    world = World(cfg, device, per_domain=2)
+    per_update = cfg.micro_rows * cfg.accum
+    end = int(np.searchsorted(np.cumsum(world.stream.lengths), per_update * cfg.context + 1)) + 1
+    shard = {"id": "s0", "docs": [[0, min(end, len(world.stream.lengths))]]}
+    r = QueueRunner(cfg, world, {"shards": [shard], "order": []}, {}, ctx["out"] / "queue", log=ctx["log"])
+    x, y = r.rows("s0")
+    n = len(x) // per_update * per_update or len(x)
+    r._rows_cache["s0"] = (x[:n], y[:n])  # whole updates: one compiled shape
+    r._pool_sample = (x[:4], y[:4])
+    before = r.measure_fn(r.trainer.model)
+    rec = r.train_shard("s0")
+    seen = r.trainer.model.attend.record = []  # the measuring forward is eager: every call is seen
+    after = r.measure_fn(r.trainer.model)
+    r.trainer.model.attend.record = None
+    score = r.screen("s0")["score"]
+    want = torch.bfloat16 if bf16_enabled(cfg, device) else torch.float32
+    finite = all(math.isfinite(v) for v in (*before.values(), *after.values(), rec["train_loss"], score))
+    return [
+        row(f"queue: one shard trained ({rec['updates']} updates, {rec['targets']:,} targets), loss",
+            rec["train_loss"], "finite, >= 1 update", rec["updates"] >= 1 and math.isfinite(rec["train_loss"])),
+        row("queue: control-domain BPB, mean before -> after", f"{np.mean(list(before.values())):.4f} -> "
+            f"{np.mean(list(after.values())):.4f}", "all finite", finite),
+        row("queue: screen score (shard BPB - pool-sample BPB)", score),
+        row(f"queue: attention dtypes while measuring, {len(seen)} calls", ", ".join(sorted({str(d) for t in seen
+                                                                                              for d in t})),
+            f"all {want}", bool(seen) and all(d == want for t in seen for d in t)),
+    ]
 
 
 # ---- DDP -----------------------------------------------------------------------------
