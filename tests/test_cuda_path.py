@@ -284,3 +284,24 @@ def test_queue_command_line_refuses_a_bad_device_with_exit_2(argv, tmp_path, cap
     assert rq.main([*argv, "--out", str(tmp_path / "q")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --device: ") and err.count("\n") == 1
+
+
+def test_masks_prepared_for_cuda_are_found_under_the_index_tensors_report(monkeypatch):
+    """A model built for `cuda` has tensors on `cuda:N`: a mask prepared under index None would
+    never be found, and every windowed layer would build its own inside the compiled forward."""
+    from training.model import AttentionBackend
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert AttentionBackend.indexed("cuda") == torch.device("cuda", 1)
+    assert AttentionBackend.indexed("cuda:0") == torch.device("cuda", 0)
+    assert AttentionBackend.indexed("cpu") == torch.device("cpu")
+
+
+@pytest.mark.parametrize("argv", [["--exploratory", "--device", "cuda:abc"], ["--exploratory", "--device", "cuda"]])
+def test_eval_refuses_a_bad_device_with_exit_2(argv, tmp_path, capsys, monkeypatch):
+    from eval.__main__ import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["--runs", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --device: ") and err.count("\n") == 1

@@ -79,7 +79,15 @@ class AttentionBackend:
         compiled forward: a mask built inside one costs a graph break per windowed layer."""
         for w in set(windows):
             if w < T - 1:
-                self.mask("flex" if self.use_flex else "dense", T, w, torch.device(device))
+                self.mask("flex" if self.use_flex else "dense", T, w, self.indexed(device))
+
+    @staticmethod
+    def indexed(device):
+        """`cuda` as the `cuda:N` that tensors report, so a prepared mask is found in forward."""
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            return torch.device("cuda", torch.cuda.current_device())
+        return device
 
     @staticmethod
     def _key(kind, T, window, device):
