@@ -1,6 +1,7 @@
 """The CUDA code path, read on CPU (issue 17): dtypes under CUDA autocast on fake CUDA
 tensors, no integer matrix products, and no graph breaks in the compiled forward."""
 import math
+import os
 import warnings
 from pathlib import Path
 
@@ -305,3 +306,39 @@ def test_eval_refuses_a_bad_device_with_exit_2(argv, tmp_path, capsys, monkeypat
     assert main(["--runs", str(tmp_path), *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --device: ") and err.count("\n") == 1
+
+
+# ---- the baseline's process settings ------------------------------------------------------
+def test_cuda_process_settings_follow_the_baseline(monkeypatch):
+    """TF32 matmuls ("high") and expandable allocator segments on CUDA; CPU left as it is."""
+    from training.device import configure
+
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    was = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        configure("cpu")
+        assert torch.get_float32_matmul_precision() == "highest" and "PYTORCH_CUDA_ALLOC_CONF" not in os.environ
+        configure("cuda:0")  # settings only: nothing here touches a device
+        assert torch.get_float32_matmul_precision() == "high"
+        assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+        monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:64")
+        configure("cuda")
+        assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:64"  # the caller's choice stands
+    finally:
+        torch.set_float32_matmul_precision(was)
+
+
+def test_garbage_collector_frozen_after_the_first_update_and_released_at_the_end(small_corpus, tmp_path,
+                                                                                  monkeypatch):
+    import train
+
+    calls = []
+    log = tmp_path / "run" / "train_log.jsonl"
+    monkeypatch.setattr(train.gc, "freeze", lambda: calls.append(("freeze", len(log.read_text().splitlines()))))
+    monkeypatch.setattr(train.gc, "unfreeze", lambda: calls.append(("unfreeze", len(log.read_text().splitlines()))))
+    cfg = resolve_config(None, ["depth=1", "width=32", "heads=1", "kv_heads=1", "context=32", "short_window=16",
+                                "vocab=400", "micro_rows=2", "accum=1", "updates=3", "eval_batches=1", "eval_rows=2",
+                                "buffer=40", f"data_dir={small_corpus}", "prefetch=0"])
+    train.train(cfg, tmp_path / "run", log=lambda m: None)
+    assert calls == [("freeze", 0), ("unfreeze", 3)]  # after update 1 (before its log line), once; released at the end
