@@ -132,7 +132,7 @@ def test_integer_matmul_probe_fails_on_an_integer_product():
 def test_a_training_update_has_no_integer_matmul():
     from training.trainer import Trainer
 
-    cfg = resolve_config(None, SMALL + ["micro_rows=2", "accum=2", "updates=2"])
+    cfg = resolve_config(None, SMALL + ["depth=2", "micro_rows=2", "accum=2", "updates=2"])
     tr = Trainer(cfg, "cpu")
     g = torch.Generator().manual_seed(0)
     batches = iter([(torch.randint(0, 64, (2, 64), generator=g), torch.randint(0, 64, (2, 64), generator=g))
@@ -267,7 +267,7 @@ def test_queue_train_and_measure_steps_use_train_pys_autocast(tmp_path):
 
 
 def test_queue_measurement_has_no_integer_matmul(tmp_path):
-    r = queue_runner(tmp_path, "cpu")
+    r = queue_runner(tmp_path, "cpu", "depth=2")
     with no_integer_matmul() as probe:
         bpb = r.measure_fn(r.trainer.model)
         r.train_shard("s0")
@@ -327,18 +327,3 @@ def test_cuda_process_settings_follow_the_baseline(monkeypatch):
         assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:64"  # the caller's choice stands
     finally:
         torch.set_float32_matmul_precision(was)
-
-
-def test_garbage_collector_frozen_after_the_first_update_and_released_at_the_end(small_corpus, tmp_path,
-                                                                                  monkeypatch):
-    import train
-
-    calls = []
-    log = tmp_path / "run" / "train_log.jsonl"
-    monkeypatch.setattr(train.gc, "freeze", lambda: calls.append(("freeze", len(log.read_text().splitlines()))))
-    monkeypatch.setattr(train.gc, "unfreeze", lambda: calls.append(("unfreeze", len(log.read_text().splitlines()))))
-    cfg = resolve_config(None, ["depth=1", "width=32", "heads=1", "kv_heads=1", "context=32", "short_window=16",
-                                "vocab=400", "micro_rows=2", "accum=1", "updates=3", "eval_batches=1", "eval_rows=2",
-                                "buffer=40", f"data_dir={small_corpus}", "prefetch=0"])
-    train.train(cfg, tmp_path / "run", log=lambda m: None)
-    assert calls == [("freeze", 0), ("unfreeze", 3)]  # after update 1 (before its log line), once; released at the end

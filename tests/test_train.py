@@ -42,9 +42,16 @@ def test_unknown_config_key_is_named():
     assert r.returncode == 2 and "unknown config key 'depht'" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_tiny_model_loss_falls(small_corpus, tmp_path):
+def test_tiny_model_loss_falls(small_corpus, tmp_path, monkeypatch):
+    import train as train_module
+
     cfg = tiny(small_corpus, updates=30)
+    gc_calls = []  # (call, log lines written): as the baseline, frozen after update 1; released at the end
+    logged = lambda: len((tmp_path / "train_log.jsonl").read_text().splitlines())  # noqa: E731
+    monkeypatch.setattr(train_module.gc, "freeze", lambda: gc_calls.append(("freeze", logged())))
+    monkeypatch.setattr(train_module.gc, "unfreeze", lambda: gc_calls.append(("unfreeze", logged())))
     res = train(cfg, tmp_path, log=lambda m: None)
+    assert gc_calls == [("freeze", 0), ("unfreeze", 30)]
     losses = [json.loads(line)["loss"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < sum(losses[:3]) / 3 - 0.5
