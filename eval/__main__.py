@@ -67,7 +67,7 @@ def parse_args(argv):
                          "the offline corpus, whose CPU scoring with an 8192-token head costs about 10 ms per window)")
     ap.add_argument("--no-figures", action="store_true",
                     help="skip the three PNGs (about 3 s of matplotlib on a small machine); JSON and Markdown are unchanged")
-    ap.add_argument("--device", default="auto", help="auto (cuda when available, else cpu), cpu, cuda or cuda:N")
+    ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     return ap.parse_args(argv)
 
 

@@ -97,7 +97,7 @@ def main(argv=None):
     ap.add_argument("checkpoint", help="a training checkpoint (ckpt_<updates>.pt); its config names the corpus")
     ap.add_argument("--data-dir", default=None,
                     help="data root (default: the checkpoint's, else $PACKAUDIT_DATA or ~/.cache/packing-audit)")
-    ap.add_argument("--device", default="auto", help="auto (cuda when available, else cpu), cpu, cuda or cuda:N")
+    ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     ap.add_argument("--out", default=None, help="write per-row sufficient statistics (parquet) here")
     a = ap.parse_args(argv)
     try:

@@ -63,7 +63,7 @@ def main(argv=None):
     ap.add_argument("--no-branch-check", action="store_true", help="run: skip the branch check of first-rotation rejections")
     ap.add_argument("--resume", action="store_true", help="run: continue an interrupted run")
     ap.add_argument("--fresh", action="store_true", help="calibrate/run: move an earlier run in --out aside first")
-    ap.add_argument("--device", default="auto", help="auto (cuda when available, else cpu), cpu, cuda or cuda:N")
+    ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     a = ap.parse_args(argv)
     out = Path(a.out)
     try:
