@@ -283,12 +283,14 @@ def test_queue_measurement_has_no_integer_matmul(tmp_path):
     assert probe.products > 0 and math.isfinite(bpb["prose"])
 
 
-@pytest.mark.parametrize("argv", [["run", "--device", "cuda:abc"], ["calibrate", "--device", "cuda"]])
-def test_queue_command_line_refuses_a_bad_device_with_exit_2(argv, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("script, argv", [("run_queue", ["run", "--device", "cuda:abc"]),
+                                          ("run_queue", ["calibrate", "--device", "cuda"]),
+                                          ("study", ["--device", "cuda:abc"])])
+def test_queue_command_lines_refuse_a_bad_device_with_exit_2(script, argv, tmp_path, capsys, monkeypatch):
     import importlib.util
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    spec = importlib.util.spec_from_file_location("run_queue", Path(__file__).resolve().parents[1] / "queue/run_queue.py")
+    spec = importlib.util.spec_from_file_location(script, Path(__file__).resolve().parents[1] / f"queue/{script}.py")
     rq = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(rq)
     assert rq.main([*argv, "--out", str(tmp_path / "q")]) == 2
