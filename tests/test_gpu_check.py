@@ -3,6 +3,7 @@ through the real train.py, eval.official and eval scoring. The compiled variant 
 on CPU: ~90 s cold on 2 cores) runs when PACKAUDIT_SLOW=1."""
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +111,43 @@ def test_compile_is_static_shape(monkeypatch):
     cfg.compile = "auto"  # auto: eager on CPU
     maybe_compile(build_model(cfg, "cpu", seed=0), cfg, "cpu")
     assert len(seen) == 1
+
+
+def test_ddp_part_runs_torchrun_with_two_ranks_and_compares_losses(tmp_path, monkeypatch):
+    """The DDP part's own logic (it runs only with 2+ GPUs): torchrun with 2 ranks on the run's
+    config, then the per-update losses against the one-process run."""
+    import subprocess
+
+    import torch
+
+    from training import gpu_parts
+    from training.config import resolve_config
+
+    cfg = resolve_config(None, ["updates=4", "device=cuda"])
+    one = tmp_path / "run"
+    one.mkdir()
+    losses = [5.0, 4.0, 3.5, 3.0]
+    (one / "train_log.jsonl").write_text("".join(json.dumps({"step": i + 1, "loss": x}) + "\n"
+                                                 for i, x in enumerate(losses)))
+    seen = {}
+
+    def torchrun(cmd, **kw):
+        seen["cmd"] = cmd
+        given = json.loads(open(cmd[cmd.index("--config") + 1]).read())
+        out = Path(cmd[cmd.index("--out") + 1])
+        out.mkdir(parents=True)
+        shift = [1e-3, -1e-3, 1e-3, 0.5]  # updates 1-3 within 2e-3; the last one far off (reported only)
+        (out / "train_log.jsonl").write_text("".join(json.dumps({"step": i + 1, "loss": x + d}) + "\n"
+                                                     for i, (x, d) in enumerate(zip(losses, shift))))
+        seen["config"] = given
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(gpu_parts.subprocess, "run", torchrun)
+    rows = gpu_parts.ddp({"cfg": cfg, "device": "cuda:0", "out": tmp_path, "run": one})
+    assert seen["cmd"][1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert seen["config"] == {**cfg.to_dict(), "device": "cuda"}
+    assert rows[0]["pass"] and rows[0]["value"] == pytest.approx(1e-3)
+    assert rows[1]["value"] == pytest.approx(0.5) and rows[1]["pass"] is None
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert "not run" in gpu_parts.ddp({"cfg": cfg, "device": "cuda:0", "out": tmp_path, "run": one})[0]["value"]

@@ -265,13 +265,15 @@ def ddp(ctx):
     cfg, device = ctx["cfg"], ctx["device"]
     if not cuda(device) or torch.cuda.device_count() < 2:
         return [row("DDP, 2 ranks", "not run: fewer than 2 GPUs visible (CPU DDP: tests/test_ddp.py)", "not judged")]
+    from corpus.atomic import atomic_write_json
+
     out = ctx["out"] / "ddp"
     shutil.rmtree(out, ignore_errors=True)
-    args = [f"{k}={v}" for k, v in {**cfg.to_dict(), "device": "cuda"}.items()]
+    atomic_write_json(ctx["out"] / "ddp_config.json", {**cfg.to_dict(), "device": "cuda"})  # the one-process config
     root = Path(__file__).resolve().parents[1]
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                        str(root / "train.py"), *args, "--out", str(out)], capture_output=True, text=True, cwd=root,
-                       timeout=600)
+                        str(root / "train.py"), "--config", str(ctx["out"] / "ddp_config.json"), "--out", str(out)],
+                       capture_output=True, text=True, cwd=root, timeout=600)
     if r.returncode:
         raise RuntimeError(f"torchrun exit {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
     one, two = log_losses(ctx["run"]), log_losses(out)
