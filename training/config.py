@@ -83,6 +83,23 @@ def resume_differences(saved: dict, cfg: "TrainConfig") -> list:
     return sorted(k for k in set(saved) | set(now) if k not in RESUME_MAY_DIFFER and saved.get(k) != now.get(k))
 
 
+def for_world_size(cfg: "TrainConfig", world: int) -> "TrainConfig":
+    """cfg for `world` ranks with the same targets per update (micro_rows x accum x context;
+    accum counts microbatches over all ranks, each rank runs accum / world of them).
+
+    When accum does not divide by world, accum becomes the least multiple of world that is a
+    multiple of accum and micro_rows shrinks by the same factor: the paper's 64 x 4 rows
+    become 32 x 8 on 8 GPUs, the same 256 rows (524,288 targets) in the same order per update."""
+    if cfg.accum % world == 0:
+        return cfg
+    accum = cfg.accum * world // math.gcd(cfg.accum, world)
+    factor = accum // cfg.accum
+    if cfg.micro_rows % factor:
+        raise DataError(f"accum={cfg.accum} x micro_rows={cfg.micro_rows} cannot be split over {world} ranks with the "
+                        f"same rows per update (accum must divide by {world}; micro_rows by {factor})")
+    return replace(cfg, accum=accum, micro_rows=cfg.micro_rows // factor)
+
+
 def validate(cfg: "TrainConfig", where="config"):
     for k in POSITIVE:
         if getattr(cfg, k) < 1:
@@ -153,19 +170,3 @@ def resolve_config(path=None, overrides=()):
         raise DataError("config: width must divide by heads, and heads by kv_heads")
     return cfg
 
-
-def for_world_size(cfg: "TrainConfig", world: int) -> "TrainConfig":
-    """cfg for `world` ranks with the same targets per update (micro_rows x accum x context;
-    accum counts microbatches over all ranks, each rank runs accum / world of them).
-
-    When accum does not divide by world, accum becomes the least multiple of world that is a
-    multiple of accum and micro_rows shrinks by the same factor: the paper's 64 x 4 rows
-    become 32 x 8 on 8 GPUs, the same 256 rows (524,288 targets) in the same order per update."""
-    if cfg.accum % world == 0:
-        return cfg
-    accum = cfg.accum * world // math.gcd(cfg.accum, world)
-    factor = accum // cfg.accum
-    if cfg.micro_rows % factor:
-        raise DataError(f"accum={cfg.accum} x micro_rows={cfg.micro_rows} cannot be split over {world} ranks with the "
-                        f"same rows per update (accum must divide by {world}; micro_rows by {factor})")
-    return replace(cfg, accum=accum, micro_rows=cfg.micro_rows // factor)
