@@ -169,4 +169,3 @@ def resolve_config(path=None, overrides=()):
     if cfg.width % cfg.heads or cfg.heads % cfg.kv_heads:
         raise DataError("config: width must divide by heads, and heads by kv_heads")
     return cfg
-
