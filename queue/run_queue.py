@@ -29,8 +29,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: shardqueue, corpus, training
 
-import torch  # noqa: E402
-
 from corpus.errors import DataError  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from shardqueue.api import (  # noqa: E402
@@ -44,6 +42,7 @@ from shardqueue.api import (  # noqa: E402
 from shardqueue.dose import dose_response  # noqa: E402
 from shardqueue.replay import reconstruct_folder  # noqa: E402
 from shardqueue.runner import POLICIES  # noqa: E402
+from training.device import resolve_device  # noqa: E402
 
 
 def main(argv=None):
@@ -74,10 +73,11 @@ def main(argv=None):
                          "truncate, ...), or parquet (your own bad documents, --harm-parquet)")
     ap.add_argument("--harm-parquet", default=None, help="dose --harm parquet: a parquet file of bad documents (text column)")
     ap.add_argument("--trials", type=int, default=4, help="dose: ordinary shards per fraction (default 4)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     a = ap.parse_args(argv)
     out = Path(a.out)
     try:
+        a.device = resolve_device(a.device, "--device")
         if a.shard is not None and a.command != "return":
             raise DataError(f"unexpected argument {a.shard!r}: `{a.command}` takes no shard"
                             + ("; give config overrides as --set key=value" if "=" in a.shard else ""))
