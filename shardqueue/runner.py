@@ -214,7 +214,7 @@ class QueueRunner:
             if rec.get(k) not in (None, [], ""):
                 bits.append(f"{k}={rec[k]}")
         if "deltas" in rec:
-            bits.append("max rise/thr " + " ".join(f"{d}={rec['deltas'][d]:+.4f}" for d in sorted(rec["deltas"])))
+            bits.append("change (BPB) " + " ".join(f"{d}={rec['deltas'][d]:+.4f}" for d in sorted(rec["deltas"])))
         return " ".join(bits)
 
     # ---- the queue -----------------------------------------------------------------------
@@ -479,27 +479,29 @@ class QueueRunner:
 
     # ---- the final decay ------------------------------------------------------------------
     def decay(self, score_fn):
-        """Linear decay to LR 0 over the reserved decay shards (fresh pool shards, never judged), then score.
+        """Linear decay to LR 0 over the reserved decay shards (fresh pool shards, never judged), then score;
+        when the decay already ran inside the queue (decay_updates), only score and record it.
 
         The LR multiplier of decay update i of U is 1 - i/U, so the last update runs at 1/U and
         the schedule reaches 0 at the end. The same shards and length serve every policy.
         """
         from training.checkpoint import rng_states, save_checkpoint
 
-        if self.decay_start is not None:  # the decay ran inside the queue (train records with phase "decay")
-            st = self.state["accepted"]
-            ids = [r["shard"] for r in read_log(self.out / "decisions.jsonl", log=lambda s: None)
-                   if r["event"] == "train" and r.get("phase") == "decay" and r["shard"] in st]
-            done, infos = self.step - self.decay_start, []
+        infos = []
+        if self.decay_start is not None:  # the decay ran inside the queue (train records of phase "decay")
+            kept = set(self.state["accepted"])
+            ids = list(dict.fromkeys(r["shard"] for r in read_log(self.out / "decisions.jsonl", log=lambda s: None)
+                                     if r["event"] == "train" and r.get("phase") == "decay" and r["shard"] in kept))
+            done = self.step - self.decay_start
         else:
             ids = list(self.pool["decay"])
             total = sum(len(update_batches(*self.rows(s), self.cfg.micro_rows, self.cfg.accum)) for s in ids)
-            done, infos = 0, []
-        for sid in ids if self.decay_start is None else ():
-            start = done
-            info = self.train_shard(sid, lr_mult=lambda i, s=start: 1.0 - (s + i) / total)
-            done += info["updates"]
-            infos.append({"shard": sid, **info})
+            done = 0
+            for sid in ids:
+                start = done
+                info = self.train_shard(sid, lr_mult=lambda i, s=start: 1.0 - (s + i) / total)
+                done += info["updates"]
+                infos.append({"shard": sid, **info})
         scores = score_fn(self.trainer.model)
         path = save_checkpoint(self.out, 999999, {"trainer": self.trainer.state_dict(), "rng": rng_states(),
                                                   "step": self.step, "targets": self.targets, "run_id": self.run_id,

@@ -59,7 +59,11 @@ class ReferenceBranchRunner(QueueRunner):
                 self.log(f"  reference curve covers {self.cover_below:.4f}: arm A ends its stable phase at {acc:,} "
                          f"accepted targets")
                 return
-            b = self.reference_branch(t, acc)
+            if self.branches and self.branches[-1]["accepted_targets"] == acc:
+                # one shard crossed two thresholds: the same state, so the same branch (not trained twice)
+                b = {**self.branches[-1], "threshold": t, "repeat_of": self.branches[-1]["threshold"], "seconds": 0.0}
+            else:
+                b = self.reference_branch(t, acc)
             self.branches.append(b)
             if self.cover_below is not None and b["selection_mean"] <= self.cover_below:
                 self.covered = True

@@ -186,7 +186,7 @@ def render(s):
           "shards to the right.", "",
           "**Compute overhead** (wall seconds; arm A's reference branches are the study's measuring cost):", "",
           "| Run | Updates kept | Updates wasted | Screens | Training kept (s) | Training wasted (s) | "
-          "Measure, screen, checkpoints (s) | Reference branches (s) | Overhead / kept training |",
+          "Measure, screen, checkpoints, setup (s) | Reference branches (s) | Overhead / kept training |",
           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for n, c in sorted(ans["compute"].items()):
         L.append(f"| {n} | {c['kept_updates']} | {c['wasted_updates']} | {c['screens']} | {c['train_kept_s']:.0f} | "

@@ -286,7 +286,7 @@ def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal,
         if r["arm"] != "A":
             continue
         s0 = r["start_targets"]
-        pts = [(b["D"] - s0, mean(b["selection"]), b["threshold"]) for b in r["branches"]]
+        pts = [(b["D"] - s0, mean(b["selection"]), b["threshold"]) for b in r["branches"] if "repeat_of" not in b]
         pts.append((r["accounting"]["trained_targets"] - s0, mean(r["final"]["selection"]), "own decay"))
         pts.sort(key=lambda t: t[0])
         per_seed[str(r["seed"])] = {"D": [x for x, _, _ in pts], "L": [y for _, y, _ in pts],
