@@ -20,8 +20,9 @@ import math
 GIB = 2 ** 30
 # the stated node: one 8-GPU node with 128 GiB of host memory and 2 TiB of local disk for the data and runs
 NODE = {"name": "one 8-GPU node", "host_memory_bytes": 128 * GIB, "disk_bytes": 2048 * GIB}
-# measured: the ten-file ClimbMix corpus holds 631,241,817 tokens in 846,848 documents (REPRODUCE.md)
-MEAN_DOC_TOKENS = {"climbmix": 631_241_817 / 846_848, "stdlib": 631_241_817 / 846_848}
+# measured: the ten-file ClimbMix corpus holds 631,241,817 tokens in 846,848 documents (REPRODUCE.md); the offline
+# corpus of Python 3.11's standard library 7,112,489 training tokens in 14,525 documents (prepare.py's census, vocab 8192)
+MEAN_DOC_TOKENS = {"climbmix": 631_241_817 / 846_848, "stdlib": 7_112_489 / 14_525}
 RAW_BYTES_PER_TOKEN = 2.0  # assumed: compressed parquet text per token (not measured in this repository)
 STATE_BYTES_PER_PARAM = 16  # fp32 weights + two AdamW moments + one Muon momentum, all fp32 (an upper bound)
 RUNTIME_BYTES = 3 * GIB  # assumed allowance per process: Python, torch, the CUDA context's host side, libraries
