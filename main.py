@@ -122,6 +122,17 @@ def main(argv=None):
     return 0
 
 
+QUEUE_BUDGET = 24000  # accepted targets of the main job's queue run
+
+
+def queue_stage_settings():
+    """The main job's calibration settings: the defaults with a candidate pool sized for its budget
+    (16 shards reach it; 14 candidates ran dry and left a flagged shard undecided)."""
+    from shardqueue import api
+
+    return {**api.DEFAULTS, "candidates": api.candidates_for_budget(QUEUE_BUDGET, api.DEFAULTS["shard_tokens"])}
+
+
 def run_queue_stage(qdir, data_dir):
     """The rollback shard queue end to end: calibrate, run with a harmful source, reconstruct.
 
@@ -154,12 +165,12 @@ def run_queue_stage(qdir, data_dir):
     try:
         with folder_lock(qdir, "queue (main job)"):
             if not (qdir / "calibration.json").exists():
-                rec = api.calibrate(qdir, str(qdir / "config.json"), (), dict(api.DEFAULTS), device, fresh=True)
+                rec = api.calibrate(qdir, str(qdir / "config.json"), (), queue_stage_settings(), device, fresh=True)
                 if not rec["ok"]:
                     print(f"error: calibration failed: {rec['reason']}", file=sys.stderr)
                     return 1
                 print(api.describe_calibration(rec))
-            summary = api.run(qdir, None, "queue", None, 0.0, 24000, 6, True,
+            summary = api.run(qdir, None, "queue", None, 0.0, QUEUE_BUDGET, 6, True,
                               resume=(qdir / "decisions.jsonl").exists(), device=device)
             line, err = api.describe_run(summary, qdir)
             print(line)

@@ -32,7 +32,8 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m audit", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group()
-    src.add_argument("--source", choices=["stdlib", "climbmix"], default="stdlib", help="prepared corpus (default stdlib)")
+    src.add_argument("--source", choices=["stdlib", "climbmix", "parquet"], default="stdlib",
+                     help="prepared corpus (default stdlib; parquet: your own, prepare.py --source parquet)")
     src.add_argument("--synthetic", action="store_true", help="audit the paper-shaped synthetic census stream instead")
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
     ap.add_argument("--split", choices=["train", "val"], default="train",

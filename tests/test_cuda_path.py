@@ -244,7 +244,7 @@ def queue_runner(tmp_path, device, *over):
     control = {"prose": {"x": x[:2], "y": y[:2]}}
     world = SimpleNamespace(device=device, sets={"control": control}, token_bytes=np.arange(64) % 4)
     r = QueueRunner(cfg, world, {"shards": [], "order": []}, {}, tmp_path, log=lambda m: None)
-    r._rows_cache["s0"] = (x, y)
+    r.rows = lambda sid: (x, y)  # the shard's rows, as the runner streams them from the token files
     r._pool_sample = (x[:2], y[:2])
     return r
 

@@ -237,8 +237,9 @@ def queue(ctx):
     r = QueueRunner(cfg, world, {"shards": [shard], "order": []}, {}, ctx["out"] / "queue", log=ctx["log"])
     x, y = r.rows("s0")
     n = len(x) // per_update * per_update or len(x)
-    r._rows_cache["s0"] = (x[:n], y[:n])  # whole updates: one compiled shape
-    r._pool_sample = (x[:4], y[:4])
+    whole = (np.asarray(x[:n]), np.asarray(y[:n]))
+    r.rows = lambda sid: whole  # whole updates: one compiled shape
+    r._pool_sample = (whole[0][:4], whole[1][:4])
     before = r.measure_fn(r.trainer.model)
     rec = r.train_shard("s0")
     seen = r.trainer.model.attend.record = []  # the measuring forward is eager: every call is seen
