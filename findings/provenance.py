@@ -95,15 +95,16 @@ def collect(out, data_dir=None, source="stdlib"):
         "corpus_source": source,
         "corpus_build_id": corpus_id(data_dir, source),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "stage_seconds": {k: times[k] for k in sorted(times, key=lambda k: (k not in STAGE_ORDER,
-                                                                           STAGE_ORDER.index(k) if k in STAGE_ORDER else 0, k))},
+        # [stage, seconds] pairs in the main job's order (JSON objects are written with sorted keys)
+        "stage_seconds": [[k, times[k]] for k in sorted(times, key=lambda k: (
+            STAGE_ORDER.index(k) if k in STAGE_ORDER else len(STAGE_ORDER), k))],
         "run_folder_bytes": folder_bytes(out),
     }
 
 
 def to_md(p) -> list:
     dirty = {True: " (working tree had uncommitted changes)", False: " (clean)", None: ""}[p["git_dirty"]]
-    stages = ", ".join(f"{k} {v:,.0f} s" for k, v in p["stage_seconds"].items()) or "not recorded (no stage_times.json)"
+    stages = ", ".join(f"{k} {v:,.0f} s" for k, v in p["stage_seconds"]) or "not recorded (no stage_times.json)"
     rows = [("code", f"git {p['git_commit']}{dirty}"),
             ("software", f"Python {p['python']}, torch {p['torch']}, numpy {p['numpy']} ({p['platform']})"),
             ("hardware", f"CPU: {p['cpu']}; GPU: {', '.join(p['gpus']) or 'none'}"),

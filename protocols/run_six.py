@@ -94,7 +94,14 @@ def regime_md(cfg: dict) -> str:
 
     R, B, T = preset_setting(cfg)
     ind = regime_indicators(preset_stream(cfg.get("data_dir") or default_data_dir(), cfg), R, B, T)
-    cap = f", sources capped at {cfg['max_source_len']:,} tokens for this demo" if cfg.get("max_source_len") else ""
+    cap = ""
+    if cfg.get("max_source_len"):  # a filter, not a crop: longer sources are dropped whole (counts from the corpus)
+        from audit.regime import filter_counts
+
+        fc = filter_counts(cfg.get("data_dir") or default_data_dir(), cfg.get("source", "stdlib"), cfg["max_source_len"])
+        cap = (f", with training sources longer than {cfg['max_source_len']:,} tokens filtered out for this demo "
+               f"({fc['dropped']:,} of {fc['sources']:,} sources, {100 * fc['dropped_token_share']:.1f}% of training "
+               f"tokens; evaluation sees every source)")
     return (f"\n## Regime of these runs against the paper's\n\nThe packing effects depend on ratios, not sizes. These "
             f"runs train at R = {R:,}, B = {B:,} and {T:,} targets{cap}; the official metric packs its stream at "
             f"B = {cfg.get('eval_buffer', 1000):,}, as the paper's does.\n\n" + regime_table_md({"these runs": ind}))
