@@ -29,8 +29,33 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
+
+def build_parser():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", help="JSON config (keys: see training/config.py TrainConfig); required to train")
+    ap.add_argument("overrides", nargs="*", help="key=value overrides, e.g. updates=20 seed=44 loader=lossless")
+    ap.add_argument("--out", default=None, help="run folder (default runs/<name>)")
+    ap.add_argument("--dry-run", action="store_true", help="print config, parameters, FLOPs and planned targets; touch no data")
+    ap.add_argument("--resume", action="store_true", help="continue from the newest good checkpoint in --out")
+    return ap
+
+
+def missing_config(a):
+    """Training needs a config: without one the defaults are the paper's 50M-parameter model, hours on a CPU."""
+    if a.config or a.dry_run:
+        return None
+    return ("error: no --config given; pass one, e.g. python train.py --config protocols/configs/tiny/baseline_s43.json "
+            "(--dry-run shows the paper's defaults)")
+
+
+if __name__ == "__main__":  # --help and a missing --config are answered before torch's import (seconds)
+    _early = build_parser().parse_args()
+    if missing_config(_early):
+        print(missing_config(_early), file=sys.stderr)
+        sys.exit(2)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 import torch.distributed as dist
 
 from corpus.errors import DataError
@@ -170,7 +195,7 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
 
 
 def _train(cfg, out, resume, stop_after, log):
-    from tqdm import tqdm
+    from console.progress import bar as tqdm
 
     from corpus.atomic import atomic_write_json, atomic_write_text, sha256_file
     from corpus.layout import Layout, default_data_dir
@@ -337,13 +362,10 @@ def _train(cfg, out, resume, stop_after, log):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", help="JSON config (keys: see training/config.py TrainConfig)")
-    ap.add_argument("overrides", nargs="*", help="key=value overrides, e.g. updates=20 seed=44 loader=lossless")
-    ap.add_argument("--out", default=None, help="run folder (default runs/<name>)")
-    ap.add_argument("--dry-run", action="store_true", help="print config, parameters, FLOPs and planned targets; touch no data")
-    ap.add_argument("--resume", action="store_true", help="continue from the newest good checkpoint in --out")
-    a = ap.parse_args(argv)
+    a = build_parser().parse_args(argv)
+    if missing_config(a):
+        print(missing_config(a), file=sys.stderr)
+        return 2
     try:
         cfg = resolve_config(a.config, a.overrides)
         if a.dry_run:

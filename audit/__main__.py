@@ -281,7 +281,7 @@ def regime(stream, R, B, targets, main_rep, data_dir, synthetic):
 
 def main(argv=None):
     args = parse_args(argv)
-    from tqdm import tqdm
+    from console.progress import bar as tqdm
 
     from audit import plots
     from audit.metrics import pass_bounds, summarize_replay

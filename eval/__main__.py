@@ -224,7 +224,7 @@ def _done(path, sha, fingerprint=None):
 def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, device, status):
     """Per checkpoint: window statistics of both populations and the confirmation rows. Returns confirmation scores."""
     import pyarrow.parquet as pq
-    from tqdm import tqdm
+    from console.progress import bar as tqdm
 
     from corpus.atomic import sha256_file
     from eval.official import row_statistics, scores, write_stats

@@ -77,7 +77,7 @@ def test_wheel_metadata_declares_packages_and_command_lines(tmp_path):
     dist = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
     meta = z.read(f"{dist}/METADATA").decode()
     assert "Requires-Python: >=3.11" in meta and "Requires-Dist: torch==2.13.0" in meta
-    for pkg in ("audit", "checkers", "corpus", "eval", "findings", "loaders", "manifests", "protocols", "training"):
+    for pkg in ("audit", "checkers", "console", "corpus", "eval", "findings", "loaders", "manifests", "protocols", "training"):
         assert f"{pkg}/__init__.py" in names, pkg
     assert {"main.py", "prepare.py", "train.py", "findings/paper_values.json"} <= names
     scripts = z.read(f"{dist}/entry_points.txt").decode()
