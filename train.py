@@ -194,6 +194,34 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
         raise DataError(str(e)) from None
 
 
+CURVE_POINTS = 10  # validation points per run for the learning curves
+CURVE_BATCHES = 2  # official-stream batches per point: the same fixed rows every time
+
+
+def curve_probe(cfg, data_dir, R, device, autocast):
+    """probe(fwd, step) -> validation BPB on the official stream's first CURVE_BATCHES batches at
+    CURVE_POINTS evenly spaced updates (else None). Training losses sample different rows per
+    condition, so only a fixed evaluation set makes the conditions' curves comparable."""
+    from corpus.layout import Layout
+    from corpus.tokenizer import load_token_bytes
+    from eval.official import row_statistics, scores
+    from loaders.stream import open_split
+
+    every = max(1, cfg.updates // CURVE_POINTS)
+    batches = min(cfg.eval_batches, CURVE_BATCHES)
+    val = open_split(data_dir, cfg.source, "val")
+    tb = load_token_bytes(Layout(data_dir, cfg.source).tokenizer)
+
+    def probe(fwd, step):
+        if step % every and step != cfg.updates:
+            return None
+        with torch.no_grad():
+            stats = row_statistics(fwd, val, tb, batches, cfg.eval_rows, R, device, autocast, cfg.eval_buffer)
+        return scores(stats)["bpb"]
+
+    return probe
+
+
 def _train(cfg, out, resume, stop_after, log):
     from console.progress import bar as tqdm
 
@@ -275,6 +303,7 @@ def _train(cfg, out, resume, stop_after, log):
     tokens_per_update = cfg.targets_per_update
     end = cfg.updates if stop_after is None else min(cfg.updates, stop_after)
     bar = tqdm(total=cfg.updates, initial=step, desc=cfg.name, unit="upd", disable=rank != 0)
+    probe = curve_probe(cfg, data_dir, R, device, autocast) if rank == 0 else None
     done_here = 0
 
     def checkpoint(at):
@@ -316,11 +345,13 @@ def _train(cfg, out, resume, stop_after, log):
         if rank == 0:
             # microbatches in global order (rank r ran the j-th of each group of world): which rows trained when
             order = [(r, checks[r][j]) for j in range(len(checks[0])) for r in range(world)]
+            rec = {"step": step, "loss": loss_val, "lr_mult": lr_mult, "targets": step * tokens_per_update, "seconds": dt,
+                   "micro": [c for _, c in order], "micro_rank": [r for r, _ in order]}
+            val_bpb = probe(fwd, step)  # after dt: the probe is not training time
+            if val_bpb is not None:
+                rec["val_bpb"] = val_bpb
             with open(log_path, "a") as f:
-                f.write(json.dumps({"step": step, "loss": loss_val, "lr_mult": lr_mult,
-                                    "targets": step * tokens_per_update, "seconds": dt,
-                                    "micro": [c for _, c in order], "micro_rank": [r for r, _ in order]},
-                                   allow_nan=False) + "\n")
+                f.write(json.dumps(rec, allow_nan=False) + "\n")
         if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.updates:
             checkpoint(step)
     bar.close()

@@ -205,8 +205,10 @@ def report_md(summary) -> str:
     if summary.get("regime"):
         out += regime_section(summary["regime"])
     out += ["## Figures", ""]
+    from audit.plots import FIGURE_NOTES
+
     for f in summary["figures"]:
-        out.append(f"![{f}]({f})")
+        out += [f"![{f}]({f})", "", FIGURE_NOTES.get(f, ""), ""]
     return "\n".join(out) + "\n"
 
 
@@ -346,6 +348,15 @@ def main(argv=None):
         _, ps, trace = check_proposition(main_rep.stream, main_rep.raw, main_rep.refill_log, B, R, mass_trace=True)
         plots.buffer_mass(main_rep, trace, work / figs[2])
         plots.length_histogram(main_rep, ps.members, work / figs[3])
+        from findings import PAPER
+
+        if summary.get("permutations"):
+            figs.append("startup_delay.png")
+            P1 = PAPER["s5_1_coverage"]
+            plots.startup_delay(summary["permutations"], (P1["startup_delay_min_targets"], P1["startup_delay_max_targets"]),
+                                work / figs[-1])
+        figs.append("pass_bounds.png")
+        plots.pass_bounds(summary["pass_bounds"], PAPER["s5_2_pass_bounds"], B, work / figs[-1])
         summary["figures"] = figs
         if main_rep.packer == "original":
             summary["regime"] = regime(stream, R, B, targets, main_rep, args.data_dir, args.synthetic)
@@ -370,7 +381,8 @@ def main(argv=None):
     print(md.split("### Retention")[0])
     if "## Regime" in md:
         print("## Regime" + md.split("## Regime")[1].split("## Figures")[0])
-    print(f"wrote {out}/summary.json, report.md, regime.json, events_*.parquet, 4 figures ({summary['seconds']}s)")
+    print(f"wrote {out}/summary.json, report.md, regime.json, events_*.parquet, {len(summary['figures'])} figures "
+          f"({summary['seconds']}s)")
     bad = [p for p, s in summaries.items() if not s["partition_holds"] or s["protected"]["proposition_held"] is False]
     return 1 if bad else 0
 

@@ -22,6 +22,13 @@ def bar(iterable=None, **kw):
     """tqdm with the refresh rate chosen for where stderr (or kw['file']) goes."""
     from tqdm import tqdm
 
-    for k, v in progress_kwargs(kw.get("file")).items():
+    quiet = progress_kwargs(kw.get("file"))
+    for k, v in quiet.items():
         kw.setdefault(k, v)
-    return tqdm(iterable, **kw)
+
+    class Bar(tqdm):
+        def set_postfix(self, ordered_dict=None, refresh=True, **more):
+            # tqdm redraws on every postfix change regardless of mininterval; off a terminal, wait for it
+            super().set_postfix(ordered_dict, refresh=refresh and not quiet, **more)
+
+    return Bar(iterable, **kw)

@@ -36,8 +36,14 @@ class _Tty(io.StringIO):
 def test_progress_bars_are_quiet_off_a_terminal():
     from console.progress import QUIET_INTERVAL_S, bar
 
-    log = bar(range(3), file=io.StringIO())
+    out = io.StringIO()
+    log = bar(total=100, file=out)
     assert log.mininterval == QUIET_INTERVAL_S  # a log gets a line at most every 30 s
+    before = out.getvalue()
+    for k in range(5):
+        log.set_postfix({"loss": k})  # a postfix change must not force a redraw into a log
+    assert out.getvalue() == before
+    log.close()
     term = bar(range(3), file=_Tty())
     assert term.mininterval < 1  # a terminal keeps tqdm's live redraw
 
