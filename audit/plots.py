@@ -143,11 +143,12 @@ def pass_bounds(ours, paper, B, path):
 
 
 FIGURE_NOTES = {
-    "retention_by_stratum.png": "How much of each length stratum's loaded tokens each packer emitted: the original "
-                                "packer's dip is in the short and the longest strata.",
+    "retention_by_stratum.png": "How much of each length stratum's loaded tokens each packer emitted; compare the "
+                                "packers within a stratum (retention is not monotone in length).",
     "sources_started.png": "Sources started against targets: the right panel shows how late, and how few, sources "
                            "longer than R start under each packer.",
-    "buffer_mass.png": "The buffer's token mass over the replay: the red band is the protected set, which never leaves.",
+    "buffer_mass.png": "The buffer's token mass over the replay: the blue band is the protected set (the largest "
+                       "B - 1 long sources arrived so far), which no selection touches; orange is everything else.",
     "length_histogram.png": "Arrived lengths by group; every protected source (red) is among the longest, right of the "
                             "R line.",
     "startup_delay.png": "Where the first long source is emitted under each arrival-order permutation: the spread is "

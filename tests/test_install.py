@@ -83,3 +83,13 @@ def test_wheel_metadata_declares_packages_and_command_lines(tmp_path):
     scripts = z.read(f"{dist}/entry_points.txt").decode()
     for line in ("packaudit-main = main:main", "packaudit-audit = audit.__main__:main", "packaudit-train = train:main"):
         assert line in scripts
+
+
+def test_run_sh_refuses_a_bad_choice_before_installing(tmp_path):
+    for f in ("run.sh", "install/torch_requirement.py", "requirements.lock"):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, tmp_path / f)
+    p = subprocess.run(["bash", str(tmp_path / "run.sh"), "test"], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "PACKAUDIT_TORCH": "rocm"})
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "PACKAUDIT_TORCH" in p.stderr
+    assert not (tmp_path / ".venv").exists()
