@@ -73,14 +73,16 @@ def bpb_by_condition(results, paper_bpb, path):
     ours = {(_condition(r["name"]), r["seed"]): r["official"]["bpb"] for r in results}
     paper = {(k.rsplit("_s", 1)[0], int(k.rsplit("_s", 1)[1])): v for k, v in paper_bpb.items()}
     for ax, vals, who in ((axes[0], ours, "ours (this run)"), (axes[1], paper, "the paper")):
-        for (cond, seed), v in sorted(vals.items()):
-            if cond in conds:
-                ax.scatter(conds.index(cond) + (0.08 if seed == 44 else -0.08), v, color=COLORS[cond],
-                           marker=SEED_MARKER.get(seed, "^"), s=50, label=f"seed {seed}")
-        h, lab = ax.get_legend_handles_labels()
-        uniq = dict(zip(lab, h))
-        if uniq:
-            ax.legend(uniq.values(), uniq.keys(), fontsize=8, title="marker")
+        for seed in sorted({k[1] for k in vals}):
+            pts = [(conds.index(c) + (0.08 if seed == 44 else -0.08), v) for (c, s_), v in vals.items()
+                   if s_ == seed and c in conds]
+            pts.sort()
+            ax.plot(*zip(*pts), color="0.7", lw=0.8, ls=SEED_STYLE.get(seed, ":"), zorder=1)
+            for x, v in pts:
+                ax.scatter(x, v, color=COLORS[conds[round(x)]], marker=SEED_MARKER.get(seed, "^"), s=50, zorder=2)
+            ax.scatter([], [], color="0.3", marker=SEED_MARKER.get(seed, "^"), label=f"seed {seed}")
+        if vals:
+            ax.legend(fontsize=8, title="seed (colour: condition)")
         ax.set_xticks(range(len(conds)), conds)
         ax.set(title=f"Official BPB, {who}", xlabel="condition", ylabel="official BPB (bits per byte)")
         ax.grid(axis="y", alpha=0.3)
