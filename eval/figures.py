@@ -32,7 +32,7 @@ def contrasts_forest(summaries, path, label=""):
         ax.axvline(0, color="black", lw=1)
         lvl = 100 * (1 - s["params"]["alpha"] / max(1, len(s["params"]["contrasts"])))
         ax.set_title(f"{s['population']} ({'development' if s['population'] == 'dev' else 'confirmation'})", fontsize=10)
-        ax.set_xlabel(f"tail minus beginning BPB delta\n(vs same-seed baseline; {lvl:.3f}% Bonferroni interval)")
+        ax.set_xlabel(f"tail minus beginning BPB delta (bits per byte)\n(vs same-seed baseline; {lvl:.3f}% Bonferroni interval)")
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(list(ypos.values()), [f"{k[0]} s{k[1]}, {summaries[0]['spec']['labels'][k[2]]}" for k in ypos])
     shown = sorted({k[0] for k in keys})
@@ -124,7 +124,7 @@ def begin_tail_deltas(summaries, path, label=""):
 
 
 def _mtargets(t):
-    return f"{t / 1e6:.2f} M" if t >= 1e6 else f"{t / 1e3:,.0f} k"
+    return f"{t / 1e6:.2f} M" if t >= 1e6 else f"{t:,}"
 
 
 def prefix_rankings(rk, context, path, label=""):
@@ -149,7 +149,7 @@ def prefix_rankings(rk, context, path, label=""):
         ax.set_xticks(targets + [full_t], [_mtargets(t) for t in targets + [full_t]], fontsize=8)
         ax.minorticks_off()
         ax.set_title(m, fontsize=10)
-        ax.set_xlabel("targets scored (log scale; ticks at the prefix sizes and the full stream)")
+        ax.set_xlabel("targets scored (log scale; ticks: prefixes, full stream)")
         ax.set_ylabel(f"BPB delta vs {rk['reference']} (bits per byte)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)

@@ -186,7 +186,8 @@ def dev_stream_rows(sec, d, out):
     o = s["packers"]["original"]
     sec.row("development stream (--split val): protected tokens (share of arrived), first emission of a source > R",
             f"{o['protected']['tokens']:,} ({_pct(o['protected']['share_of_arrived'])}), "
-            f"{_n(o.get('startup_delay_targets'))} targets",
+            + (f"{o['startup_delay_targets']:,} targets" if o.get("startup_delay_targets") is not None
+               else "none within the budget"),
             f"{P1['val_protected_tokens']:,} ({P1['val_protected_pct_of_arrived']}%), "
             f"{P1['val_first_long_emission_targets']:,} targets")
     sec.links.append(_link(out, _rel(d / "report.md", out), "development-stream audit"))
@@ -254,8 +255,8 @@ def train_section(d, out):
         ds = [deltas[(cond, s)] for s in SEEDS if (cond, s) in deltas]
         if ds:
             worse = sum(x > 0 for x in ds)
-            parts.append(f"{cond} is {'worse' if worse == len(ds) else 'better' if worse == 0 else 'mixed'} than the "
-                         f"baseline at {len(ds)} seed(s) (Δ {', '.join(f'{x:+.4f}' for x in ds)} BPB)")
+            parts.append(f"{cond} is {'worse than' if worse == len(ds) else 'better than' if worse == 0 else 'mixed against'} "
+                         f"the baseline at {len(ds)} seed(s) (Δ {', '.join(f'{x:+.4f}' for x in ds)} BPB)")
     pdl = PAPER["s5_3_delta_vs_baseline"]
     same = sum((deltas[k] > 0) == (pdl[f"{k[0]}_s{k[1]}"] > 0) for k in deltas if f"{k[0]}_s{k[1]}" in pdl)
     parts.append(f"the sign of the effect agrees with the paper in {same} of {len(deltas)} contrasts")
@@ -316,10 +317,11 @@ def eval_sections(d, out):
             s54.row(f"{cond} seed {seed}: Δ BPB vs same-seed baseline", f"{b - base:+.5f}",
                     f"{P[pk]:+.5f}" if pk in P else "—")
             parts.append(b - base)
-            pairs.append((b - base, P[pk]) if pk in P else None)
+            pairs.append((f"{cond} s{seed}", b - base, P[pk]) if pk in P else None)
         pairs = [x for x in pairs if x]
-        s54.score = ("Δ confirmation BPB vs same-seed baseline", ", ".join(f"{a:+.4f}" for a, _ in pairs),
-                     ", ".join(f"{b:+.4f}" for _, b in pairs), _signs_agree(*zip(*pairs)) if pairs else "n/a")
+        s54.score = ("Δ confirmation BPB vs same-seed baseline", ", ".join(f"{k} {a:+.4f}" for k, a, _ in pairs),
+                     ", ".join(f"{k} {b:+.4f}" for k, _, b in pairs),
+                     _signs_agree([a for _, a, _ in pairs], [b for _, _, b in pairs]) if pairs else "n/a")
         worse = sum(x > 0 for x in parts)
         s54.headline = (f"On the confirmation stream ({conf.get('targets', 0):,} targets, {len(conf.get('duplicates', [])):,} "
                         f"exact duplicates excluded) the interventions are worse than the baseline in {worse} of "
@@ -354,13 +356,16 @@ def eval_sections(d, out):
         top = ws["conf"]["per_stratum"][-1] if ws["conf"]["per_stratum"] else None
         s55.row(f"confirmation sources in the top stratum ({top.get('stratum', 'n/a') if top else 'n/a'}; paper: > 16,384 tokens)",
                 _n(top["sources"]) if top else "n/a", _n(P5["conf_sources_over_16384"]))
-        s55.row("confirmation text targets per checkpoint", _n(ws["conf"].get("text_targets")),
+        s55.row("confirmation text targets per checkpoint", _n(ws["conf"].get("text_targets")) if ws["conf"].get(
+            "text_targets") else "not recorded",
                 _n(P5["conf_targets_per_checkpoint"]))
         by_key = {(c["condition"], c["seed"], c["stratum"]): c for c in declared}
         for (cond, seed, k), c in sorted(by_key.items(), key=lambda x: (x[0][1], x[0][2], x[0][0])):
             pc = _paper_cell(cond, seed, k, cells)
             lo, hi = c[key]
-            s55.row(f"{cond} seed {seed}, stratum {k}: beginning Δ / tail Δ / interaction [adjusted interval]",
+            lab = (ws["conf"].get("spec") or {}).get("labels") or []
+            s55.row(f"{cond} seed {seed}, stratum {lab[k] if k < len(lab) else k}: beginning Δ / tail Δ / interaction "
+                    "[adjusted interval]",
                     f"{c.get('begin_delta', 0):+.4f} / {c['tail_delta']:+.4f} / {c['interaction']:+.4f} [{lo:+.4f}, {hi:+.4f}]",
                     (f"{pc['prefix_delta']:+.4f} / {pc['tail_delta']:+.4f} / {pc['interaction']:+.4f} "
                      f"[{pc['interval'][0]:+.4f}, {pc['interval'][1]:+.4f}] ({pc['stratum']})") if pc else "—")
