@@ -58,6 +58,14 @@ def test_one_python_requirement_everywhere():
     assert re.search(r"Python ≥ 3\.11|Python 3\.11 or newer", (ROOT / "README.md").read_text())
 
 
+def test_every_package_of_the_checkout_is_declared():
+    """A package added to the checkout but not to pyproject.toml would be missing from `pip install .`."""
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in ROOT.glob("**/__init__.py")
+             if not ({"tests", ".venv", "build"} & set(p.relative_to(ROOT).parts))}
+    assert found == declared
+
+
 def test_wheel_metadata_declares_packages_and_command_lines(tmp_path):
     """Builds the wheel offline from a copy of the tracked tree (the checkout stays clean)."""
     src = tmp_path / "src"
@@ -77,8 +85,8 @@ def test_wheel_metadata_declares_packages_and_command_lines(tmp_path):
     dist = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
     meta = z.read(f"{dist}/METADATA").decode()
     assert "Requires-Python: >=3.11" in meta and "Requires-Dist: torch==2.13.0" in meta
-    for pkg in ("audit", "checkers", "console", "corpus", "eval", "findings", "loaders", "manifests", "protocols", "training"):
-        assert f"{pkg}/__init__.py" in names, pkg
+    for pkg in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]:
+        assert f"{pkg.replace('.', '/')}/__init__.py" in names, pkg
     assert {"main.py", "prepare.py", "train.py", "findings/paper_values.json"} <= names
     scripts = z.read(f"{dist}/entry_points.txt").decode()
     for line in ("packaudit-main = main:main", "packaudit-audit = audit.__main__:main", "packaudit-train = train:main"):
