@@ -41,8 +41,9 @@ def build_parser():
 
 
 def missing_config(a):
-    """Training needs a config: without one the defaults are the paper's 50M-parameter model, hours on a CPU."""
-    if a.config or a.dry_run:
+    """Training needs a config (a file or key=value pairs): with neither, the defaults are the paper's
+    50M-parameter model, hours on a CPU."""
+    if a.config or a.overrides or a.dry_run:
         return None
     return ("error: no --config given; pass one, e.g. python train.py --config protocols/configs/tiny/baseline_s43.json "
             "(--dry-run shows the paper's defaults)")
