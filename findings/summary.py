@@ -155,7 +155,8 @@ def audit_sections(d, out):
                                                    "of the paper's order" if 0.01 <= share_arr <= 0.10 else NOT_COMPARABLE))
     s51.links = [_link(out, rel("report.md"), "audit/report.md"), _link(out, rel("sources_started.png"), "sources started"),
                  _link(out, rel("length_histogram.png"), "length histogram"),
-                 _link(out, rel("retention_by_stratum.png"), "retention by stratum"), _link(out, rel("buffer_mass.png"), "buffer mass")]
+                 _link(out, rel("retention_by_stratum.png"), "retention by stratum"), _link(out, rel("buffer_mass.png"), "buffer mass"),
+                 _link(out, rel("startup_delay.png"), "startup delay over the permutations")]
 
     s52 = Section("s5_2", "5.2 Repeated-corpus bounds")
     pb = s.get("pass_bounds") or []
@@ -271,7 +272,8 @@ def train_section(d, out):
                 f"{any_cfg['updates']} updates" + (f" ({params:,} parameters)" if params else "") +
                 (f", training buffer B = {any_cfg['buffer']}" if "buffer" in any_cfg else "") +
                 (f"; training sources longer than {any_cfg['max_source_len']} tokens are filtered out (dropped whole, "
-                 f"demo only{_filter_counts(any_cfg)}); evaluation sees every source" if any_cfg.get("max_source_len") else "") +
+                 f"demo only{_filter_counts(any_cfg)}); evaluation sees every source. A filter rather than a crop to that "
+                 f"length because it keeps the paper's ratios closer (protocols/generate_configs.py)" if any_cfg.get("max_source_len") else "") +
                 f"; paper: depth 8, width 512, context 2048, {PAPER['setup']['updates']} updates "
                 f"({PAPER['setup']['parameters']:,} parameters), B = 1,000."]
     base = [runs[("baseline", x)]["official"]["bpb"] for x in SEEDS if ("baseline", x) in runs]
