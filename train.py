@@ -180,50 +180,59 @@ def finite_or_none(x):
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
-def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print):
-    """Train cfg.updates updates (or stop_after of them, to simulate an interruption)."""
+def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, curve_points=0):
+    """Train cfg.updates updates (or stop_after of them, to simulate an interruption); curve_points > 0
+    logs that many validation BPB points for the learning curves (the command line and run_six do)."""
     from corpus.runlock import FolderLocked, folder_lock
 
     rank = int(os.environ.get("RANK", 0))
     out = Path(out_dir)
     if rank != 0:
-        return _train(cfg, out, resume, stop_after, log)
+        return _train(cfg, out, resume, stop_after, log, curve_points)
     try:
         with folder_lock(out, "a training run"):
-            return _train(cfg, out, resume, stop_after, log)
+            return _train(cfg, out, resume, stop_after, log, curve_points)
     except FolderLocked as e:
         raise DataError(str(e)) from None
 
 
-CURVE_POINTS = 10  # validation points per run for the learning curves
+CURVE_POINTS = 10  # validation points per run for the learning curves (command line and run_six)
 CURVE_BATCHES = 2  # official-stream batches per point: the same fixed rows every time
 
 
-def curve_probe(cfg, data_dir, R, device, autocast):
+def curve_probe(cfg, data_dir, R, device, autocast, points=CURVE_POINTS):
     """probe(fwd, step) -> validation BPB on the official stream's first CURVE_BATCHES batches at
-    CURVE_POINTS evenly spaced updates (else None). Training losses sample different rows per
-    condition, so only a fixed evaluation set makes the conditions' curves comparable."""
+    `points` evenly spaced updates (else None). Training losses sample different rows per
+    condition, so only a fixed evaluation set makes the conditions' curves comparable. The rows
+    are packed once and scored at every point."""
+    import math
+
     from corpus.layout import Layout
     from corpus.tokenizer import load_token_bytes
-    from eval.official import row_statistics, scores
+    from eval.official import score_fixed_shape
+    from loaders.packers import Packer
     from loaders.stream import open_split
 
-    every = max(1, cfg.updates // CURVE_POINTS)
-    batches = min(cfg.eval_batches, CURVE_BATCHES)
-    val = open_split(data_dir, cfg.source, "val")
+    every = max(1, cfg.updates // points)
+    packer = Packer(open_split(data_dir, cfg.source, "val"), "original", R, cfg.eval_buffer)
+    rows = [packer.next_rows(cfg.eval_rows)[0] for _ in range(min(cfg.eval_batches, CURVE_BATCHES))]
     tb = load_token_bytes(Layout(data_dir, cfg.source).tokenizer)
 
     def probe(fwd, step):
         if step % every and step != cfg.updates:
             return None
+        nats = nbytes = 0.0
         with torch.no_grad():
-            stats = row_statistics(fwd, val, tb, batches, cfg.eval_rows, R, device, autocast, cfg.eval_buffer)
-        return scores(stats)["bpb"]
+            for toks in rows:
+                n, b, _ = score_fixed_shape(fwd, toks[:, :-1], toks[:, 1:].astype(np.int64), tb, [0, R - 1], device,
+                                            autocast, cfg.eval_rows)
+                nats, nbytes = nats + float(n.sum()), nbytes + float(b.sum())
+        return nats / (math.log(2) * nbytes)
 
     return probe
 
 
-def _train(cfg, out, resume, stop_after, log):
+def _train(cfg, out, resume, stop_after, log, curve_points=0):
     from console.progress import bar as tqdm
 
     from corpus.atomic import atomic_write_json, atomic_write_text, sha256_file
@@ -304,7 +313,7 @@ def _train(cfg, out, resume, stop_after, log):
     tokens_per_update = cfg.targets_per_update
     end = cfg.updates if stop_after is None else min(cfg.updates, stop_after)
     bar = tqdm(total=cfg.updates, initial=step, desc=cfg.name, unit="upd", disable=rank != 0)
-    probe = curve_probe(cfg, data_dir, R, device, autocast) if rank == 0 else None
+    probe = curve_probe(cfg, data_dir, R, device, autocast, curve_points) if rank == 0 and curve_points else None
     done_here = 0
 
     def checkpoint(at):
@@ -348,7 +357,7 @@ def _train(cfg, out, resume, stop_after, log):
             order = [(r, checks[r][j]) for j in range(len(checks[0])) for r in range(world)]
             rec = {"step": step, "loss": loss_val, "lr_mult": lr_mult, "targets": step * tokens_per_update, "seconds": dt,
                    "micro": [c for _, c in order], "micro_rank": [r for r, _ in order]}
-            val_bpb = probe(fwd, step)  # after dt: the probe is not training time
+            val_bpb = probe(fwd, step) if probe else None  # after dt: the probe is not training time
             if val_bpb is not None:
                 rec["val_bpb"] = val_bpb
             with open(log_path, "a") as f:
@@ -403,7 +412,7 @@ def main(argv=None):
         if a.dry_run:
             dry_run(cfg)
             return 0
-        res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume)
+        res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume, curve_points=CURVE_POINTS)
     except (DataError, TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

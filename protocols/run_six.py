@@ -80,7 +80,7 @@ def regime_md(cfg: dict) -> str:
 
 def main(argv=None):
     from corpus.errors import DataError
-    from train import result_line, train
+    from train import CURVE_POINTS, result_line, train
     from training.trainer import TrainingDiverged
     from training.config import resolve_config
 
@@ -97,7 +97,7 @@ def main(argv=None):
         ov = [f"{k}={v}" for k, v in c.items()] + ([f"data_dir={a.data_dir}"] if a.data_dir else []) + a.overrides
         try:
             cfg = resolve_config(None, ov)
-            res = train(cfg, run_dir, resume=True, log=print)
+            res = train(cfg, run_dir, resume=True, log=print, curve_points=CURVE_POINTS)
         except (DataError, TrainingDiverged) as e:
             print(f"error: {c['name']}: {e}", file=sys.stderr)
             return 2
