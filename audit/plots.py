@@ -59,6 +59,7 @@ def sources_started(reps, path):
                      where="post", label=f"{rep.packer} ({len(tl):,})", **style)
     axes[1].set_title(f"sources longer than R={reps[0].R} started")
     axes[1].set_xlabel("target offset (millions)")
+    axes[1].set_ylabel("sources longer than R started")
     axes[1].legend(fontsize=8)
     _save(fig, axes[0], "All original sources started (random_span = original: same selections)",
           "target offset (millions)", "original sources started", path)
