@@ -142,7 +142,7 @@ def prepare(args) -> dict:
 def _prepare(args, lay) -> dict:
     import hashlib
 
-    from tqdm import tqdm
+    from console.progress import bar as tqdm
 
     from corpus.census import write_census
     from corpus.pretokenize import TokenShard, shard_paths, tokenize_shard, verify_shard
