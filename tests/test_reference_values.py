@@ -1,0 +1,144 @@
+"""Official BPB, CE, perplexity, window and bin statistics against hand-worked values.
+
+The "model" predicts the same distribution p = (1/2, 1/4, 1/8, 1/8) over a 4-token
+vocabulary at every position, so a target's loss is a whole number of bits: token 0 costs
+1 bit, token 1 two, tokens 2 and 3 three. Token bytes are (0, 1, 2, 3): token 0 is special
+(no bytes, its loss counts nowhere). Every expected value below is worked out by hand in
+the comments, never taken from the code under test.
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from eval.compare import window_cells
+from eval.official import row_statistics, scores
+from eval.scoring import bin_index, score_rows
+from eval.windows import BEGIN, TAIL, WindowSpec, build_windows, counts_per_stratum, stratum_of
+from loaders.stream import DocumentStream
+
+LN2 = math.log(2)
+TOKEN_BYTES = np.array([0, 1, 2, 3])
+
+
+class FixedDistribution(torch.nn.Module):
+    """Logits log p at every position, whatever the input; the loss is the usual cross entropy."""
+
+    def __init__(self):
+        super().__init__()
+        self.logp = torch.log(torch.tensor([0.5, 0.25, 0.125, 0.125], dtype=torch.float64))  # exact bits
+
+    def forward(self, x, y, reduction="mean"):
+        logits = self.logp.expand(*x.shape, 4)
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, 4), y.reshape(-1), ignore_index=-1,
+                                                 reduction=reduction)
+
+
+def test_score_rows_by_hand():
+    # row 0 targets 1,2,0,3: bits 2+3+(0 not counted)+3 = 8, bytes 1+2+0+3 = 6, counted 3
+    # row 1 targets 3,1 then padding: bits 3+2 = 5, bytes 3+1 = 4, counted 2
+    # bins [0,2) and [2,4): row 0 -> (5 bits, 3 bytes, 2) and (3 bits, 3 bytes, 1); row 1 -> (5, 4, 2) and (0, 0, 0)
+    y = np.array([[1, 2, 0, 3], [3, 1, -1, -1]])
+    x = np.zeros_like(y)
+    nats, nbytes, count = score_rows(FixedDistribution(), x, y, TOKEN_BYTES, [0, 2, 4], "cpu")
+    np.testing.assert_allclose(nats, np.array([[5, 3], [5, 0]]) * LN2, rtol=1e-12)
+    assert nbytes.tolist() == [[3, 3], [4, 0]] and count.tolist() == [[2, 1], [2, 0]]
+    # totals: 13 bits over 10 bytes and 5 counted targets
+    s = scores({"nats": nats.sum(1), "bytes": nbytes.sum(1), "count": count.sum(1)})
+    assert s["bpb"] == pytest.approx(13 / 10, rel=1e-12)
+    assert s["ce"] == pytest.approx(13 * LN2 / 5, rel=1e-12)
+    assert s["perplexity"] == pytest.approx(2 ** (13 / 5), rel=1e-12)
+    assert s["counted_targets"] == 5 and s["bytes"] == 10
+
+
+def test_bin_index_past_the_last_edge_goes_to_the_last_bin():
+    assert bin_index(7, [0, 2, 4]).tolist() == [0, 0, 1, 1, 1, 1, 1]
+    assert bin_index(4, [0, 1, 3, 4]).tolist() == [0, 1, 1, 2]
+
+
+def test_official_statistics_on_a_packed_stream_by_hand():
+    # two sources of exactly R = 5 tokens: each fills one row whole, in arrival order
+    # row 0 = [0,1,2,0,3] -> targets 1,2,0,3: 8 bits, 6 bytes, 3 counted
+    # row 1 = [0,3,1,2,2] -> targets 3,1,2,2: 3+2+3+3 = 11 bits, 3+1+2+2 = 8 bytes, 4 counted
+    stream = DocumentStream.from_token_lists([[0, 1, 2, 0, 3], [0, 3, 1, 2, 2]], refill_docs=1)
+    st = row_statistics(FixedDistribution(), stream, TOKEN_BYTES, batches=1, rows=2, R=5, device="cpu", buffer=1)
+    np.testing.assert_allclose(st["nats"], np.array([8, 11]) * LN2, rtol=1e-12)
+    assert st["bytes"].tolist() == [6, 8] and st["count"].tolist() == [3, 4]
+    s = scores(st)
+    assert s["bpb"] == pytest.approx(19 / 14, rel=1e-12)  # 19 bits over 14 bytes
+    assert s["ce"] == pytest.approx(19 * LN2 / 7, rel=1e-12)
+    assert s["perplexity"] == pytest.approx(2 ** (19 / 7), rel=1e-12)
+
+
+SPEC = WindowSpec(context=4, strata=(2, 5, 8), bins=(0, 2, 4), per_stratum=10, seed=0)
+
+
+def test_strata_boundaries_are_inclusive_upper_bounds():
+    assert SPEC.labels() == ["1-2", "3-5", "6-8", ">8"]
+    assert stratum_of([1, 2, 3, 5, 6, 8, 9, 100], SPEC).tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_windows_by_hand():
+    # lengths 2, 5, 8, 9 with R = 5: the first two have only a beginning window, 8 and 9 also a tail
+    docs = [[0, 11], [0, 21, 22, 23, 24], [0, 31, 32, 33, 34, 35, 36, 37], [0, 41, 42, 43, 44, 45, 46, 47, 48]]
+    win = build_windows(DocumentStream.from_token_lists(docs, refill_docs=4), SPEC)
+    assert win["x"].tolist() == [
+        [0, 0, 0, 0],  # source 0: x = BOS, the rest padding (filled with BOS)
+        [0, 21, 22, 23],
+        [0, 31, 32, 33], [0, 34, 35, 36],  # tail: BOS + the final 4 text tokens 34..37
+        [0, 41, 42, 43], [0, 45, 46, 47],  # tail: BOS + 45..48
+    ]
+    assert win["y"].tolist() == [
+        [11, -1, -1, -1],
+        [21, 22, 23, 24],
+        [31, 32, 33, 34], [34, 35, 36, 37],
+        [41, 42, 43, 44], [45, 46, 47, 48],
+    ]
+    assert win["kind"].tolist() == [BEGIN, BEGIN, BEGIN, TAIL, BEGIN, TAIL]
+    assert win["stratum"].tolist() == [0, 1, 2, 2, 3, 3] and win["source_len"].tolist() == [2, 5, 8, 8, 9, 9]
+    assert counts_per_stratum(win, SPEC) == [
+        {"stratum": "1-2", "sources": 1, "tail_windows": 0}, {"stratum": "3-5", "sources": 1, "tail_windows": 0},
+        {"stratum": "6-8", "sources": 1, "tail_windows": 1}, {"stratum": ">8", "sources": 1, "tail_windows": 1}]
+
+
+def _evidence(rows):
+    """rows: (source, kind, bytes per bin, baseline nats per bin, condition nats per bin), all in stratum 2."""
+    return {"source_index": np.array([r[0] for r in rows]), "kind": np.array([r[1] for r in rows]),
+            "stratum": np.full(len(rows), 2), "bytes": np.array([r[2] for r in rows], float),
+            "baseline_s43_nats": np.array([r[3] for r in rows], float), "c_s43_nats": np.array([r[4] for r in rows], float)}
+
+
+def test_window_deltas_are_ratios_of_sums_by_hand():
+    # source 0: begin bytes (2,2), delta nats (+1, 0); tail bytes (1,3), delta (-2, 0)
+    # source 1: begin bytes (4,4), delta (0, +1); tail bytes (2,2), delta (0, -1)
+    # begin delta = (1 + 1) / (ln2 * 12) = 1/(6 ln2)   (a mean of per-source ratios would be 3/(16 ln2))
+    # tail delta = (-2 - 1) / (ln2 * 8) = -3/(8 ln2); interaction = -(3/8 + 1/6)/ln2 = -13/(24 ln2)
+    # bins: begin (1/12, 1/12)/ln2, tail (-2/8, -1/8)/ln2
+    ev = _evidence([(0, BEGIN, [2, 2], [1, 1], [2, 1]), (0, TAIL, [1, 3], [3, 1], [1, 1]),
+                    (1, BEGIN, [4, 4], [2, 2], [2, 3]), (1, TAIL, [2, 2], [1, 2], [1, 1])])
+    contrasts = {(2, "c", 43), (5, "c", 43)}  # two declared contrasts: Bonferroni level 1 - 0.05/2
+    (cell,) = window_cells(ev, ["c"], "baseline", [43], [2], contrasts, replicates=200, alpha=0.05, seed=1)
+    assert cell["sources"] == 2
+    assert cell["begin_delta"] == pytest.approx(1 / (6 * LN2), rel=1e-12)
+    assert cell["tail_delta"] == pytest.approx(-3 / (8 * LN2), rel=1e-12)
+    assert cell["interaction"] == pytest.approx(-13 / (24 * LN2), rel=1e-12)
+    assert cell["begin_bins"] == pytest.approx([1 / (12 * LN2), 1 / (12 * LN2)], rel=1e-12)
+    assert cell["tail_bins"] == pytest.approx([-2 / (8 * LN2), -1 / (8 * LN2)], rel=1e-12)
+    assert cell["declared"] and cell["adjusted_level"] == pytest.approx(0.975)
+    # every replicate resamples these two sources: the interaction lies between the extremes of
+    # (a) both draws source 0: -2/(4 ln2) - 1/(4 ln2) = -3/(4 ln2) and (b) both source 1: -1/(4 ln2) - 1/(8 ln2) = -3/(8 ln2)
+    for lo, hi in (cell["interval95"], cell["interval_adjusted"]):
+        assert -3 / (4 * LN2) - 1e-12 <= lo <= hi <= -3 / (8 * LN2) + 1e-12
+    assert cell["interval_adjusted"][0] <= cell["interval95"][0] and cell["interval95"][1] <= cell["interval_adjusted"][1]
+
+
+def test_bootstrap_of_one_source_is_a_point():
+    # one source: every replicate is that source, so both intervals are the interaction itself
+    # begin: +1 / (ln2 * 4); tail: -1 / (ln2 * 2); interaction = -(1/2 + 1/4)/ln2 = -3/(4 ln2)
+    ev = _evidence([(7, BEGIN, [2, 2], [1, 1], [2, 1]), (7, TAIL, [1, 1], [1, 1], [0, 1])])
+    (cell,) = window_cells(ev, ["c"], "baseline", [43], [2], {(2, "c", 43)}, replicates=50, alpha=0.05, seed=3)
+    assert cell["interaction"] == pytest.approx(-3 / (4 * LN2), rel=1e-12)
+    assert cell["interval95"] == pytest.approx([-3 / (4 * LN2)] * 2, rel=1e-12)
+    assert cell["interval_adjusted"] == pytest.approx([-3 / (4 * LN2)] * 2, rel=1e-12)
+    assert cell["adjusted_level"] == pytest.approx(0.95)
