@@ -129,9 +129,30 @@ def _run(calibrated, out, **kw):
 
 @pytest.fixture(scope="session")
 def full_run(calibrated, tmp_path_factory):
+    """The strict run, with a spy that keeps a copy of the parameters at every snapshot and
+    compares the model with that copy, tensor by tensor, after every rollback."""
     out = tmp_path_factory.mktemp("qfull")
-    summary = _run(calibrated, out, report=True)
-    return out, summary, read_log(out / "decisions.jsonl")
+    saved, restored = {}, []
+    snapshot, restore = QueueRunner.snapshot, QueueRunner.restore
+
+    def spy_snapshot(self):
+        snap = snapshot(self)
+        saved[snap["params_sha256"]] = {k: v.detach().clone() for k, v in self.trainer.model.state_dict().items()}
+        return snap
+
+    def spy_restore(self, snap):
+        got = restore(self, snap)
+        want = saved[snap["params_sha256"]]
+        now = self.trainer.model.state_dict()
+        restored.append((got, now.keys() == want.keys() and all(torch.equal(now[k], want[k]) for k in want)))
+        return got
+
+    QueueRunner.snapshot, QueueRunner.restore = spy_snapshot, spy_restore
+    try:
+        summary = _run(calibrated, out, report=True)
+    finally:
+        QueueRunner.snapshot, QueueRunner.restore = snapshot, restore
+    return out, summary, read_log(out / "decisions.jsonl"), restored
 
 
 TIMING = ("time", "seq", "spent", "seconds", "calibration_dir", "run_id")
@@ -147,14 +168,17 @@ def _strip(obj):
 
 
 def test_the_strict_rule_walks_the_whole_path(full_run):
-    out, summary, recs = full_run
+    out, summary, recs, restored = full_run
     events = [(r["event"], r.get("outcome")) for r in recs]
     assert ("reject", "deferred") in events and ("reject", "quarantined") in events
     assert any(r["event"] == "rotation" and r["rotation"] == 2 for r in recs)
     q = summary["quarantined"][0]
     assert (out / "inspection" / f"{q}.md").exists() and json.loads((out / "inspection" / f"{q}.json").read_text())
-    for rb in (r for r in recs if r["event"] == "rollback"):  # restored bitwise to the last accepted state
-        assert rb["params_sha256"]
+    # every rollback restored the pre-shard parameters bitwise, and the log names that state's hash
+    rollbacks = [r for r in recs if r["event"] == "rollback"]
+    assert rollbacks and len(restored) >= len(rollbacks)  # branch checks restore too
+    assert all(bitwise for _, bitwise in restored)
+    assert {r["params_sha256"] for r in rollbacks} <= {got for got, _ in restored}
     assert reconstruct_folder(out, out=lambda s: None) == 0
     assert (out / "decisions.parquet").exists() and (out / "report.md").read_text().count("| ") > 10
     assert summary["final"]["official"] > 0 and set(summary["final"]["selection"])
@@ -162,7 +186,7 @@ def test_the_strict_rule_walks_the_whole_path(full_run):
 
 @pytest.mark.parametrize("where", ["candidate", "recovery", "log-write"])
 def test_resume_after_an_interruption_gives_the_same_log_and_model(calibrated, full_run, tmp_path, monkeypatch, where):
-    out_full, _, recs_full = full_run
+    out_full, _, recs_full, _ = full_run
     out = tmp_path / "cut"
     calls = {"train": 0, "write": 0}
     orig_train = QueueRunner.train_shard
