@@ -1,0 +1,81 @@
+"""The queue's rule at its boundaries, with the calibration the main job's queue stage chooses.
+
+The main job's stage A (queue stage, offline corpus, 2026-11-30) chose k = 2.5 and
+frac = 0.5 with 0 of 12 held-out false rejections; its sigma_d are written out below.
+Per domain: a rise just below k * sigma_d is not flagged, just above is; a flagged domain
+just inside frac * k * sigma_d above the reference has recovered, just outside has not.
+The thresholds are strict (">"), so a rise of exactly k * sigma_d does not flag.
+"""
+import pytest
+
+from shardqueue.rule import K_GRID, calibrate, judge, rises, unrecovered
+
+K, FRAC = 2.5, 0.5
+SIGMA = {"comments": 0.06621991499080326, "docstrings": 0.03624198425609755, "library_code": 0.03440408603326004,
+         "reference_prose": 0.034106159956631514, "test_code": 0.0218873586686666}
+REF = {"comments": 3.1, "docstrings": 2.7, "library_code": 2.2, "reference_prose": 3.4, "test_code": 2.0}
+EPS = 1e-6  # relative: far above float rounding at these magnitudes, far below any real rise
+
+
+def _plus(base, d, amount):
+    return {**base, d: base[d] + amount}
+
+
+@pytest.mark.parametrize("d", sorted(SIGMA))
+def test_flag_threshold_per_domain(d):
+    t = K * SIGMA[d]
+    assert rises(REF, _plus(REF, d, t * (1 - EPS)), SIGMA, K) == []
+    assert rises(REF, _plus(REF, d, t * (1 + EPS)), SIGMA, K) == [d]
+    # the threshold is this domain's: the same rise in a domain with a larger sigma is not flagged
+    other = max(SIGMA, key=SIGMA.get) if d != max(SIGMA, key=SIGMA.get) else min(SIGMA, key=SIGMA.get)
+    if SIGMA[other] > SIGMA[d]:
+        assert rises(REF, _plus(REF, other, t * (1 + EPS)), SIGMA, K) == []
+
+
+@pytest.mark.parametrize("d", sorted(SIGMA))
+def test_recovery_threshold_per_domain(d):
+    limit = FRAC * K * SIGMA[d]
+    assert unrecovered(REF, _plus(REF, d, limit * (1 - EPS)), SIGMA, K, FRAC, [d]) == []
+    assert unrecovered(REF, _plus(REF, d, limit * (1 + EPS)), SIGMA, K, FRAC, [d]) == [d]
+    # only flagged domains are judged for recovery
+    assert unrecovered(REF, _plus(REF, d, limit * 2), SIGMA, K, FRAC, []) == []
+
+
+def test_exactly_at_the_thresholds_is_inside():
+    # binary fractions, so every sum is exact: k * sigma = 0.625, frac * k * sigma = 0.3125
+    sigma, ref = {"a": 0.25}, {"a": 1.0}
+    assert rises(ref, {"a": 1.625}, sigma, K) == []
+    assert unrecovered(ref, {"a": 1.3125}, sigma, K, FRAC, ["a"]) == []
+    assert unrecovered(ref, {"a": 1.3125 + 2 ** -20}, sigma, K, FRAC, ["a"]) == ["a"]
+
+
+def test_judge_flags_then_checks_recovery_of_the_flagged_domains_only():
+    up = K * SIGMA["test_code"] * (1 + EPS)
+    after = _plus(REF, "test_code", up)
+    inside = _plus(REF, "test_code", FRAC * K * SIGMA["test_code"] * (1 - EPS))
+    outside = _plus(REF, "test_code", FRAC * K * SIGMA["test_code"] * (1 + EPS))
+    assert judge(REF, after, inside, SIGMA, K, FRAC) == (["test_code"], [])
+    assert judge(REF, after, outside, SIGMA, K, FRAC) == (["test_code"], ["test_code"])
+    # an unflagged candidate is never judged unrecovered, whatever the recovery state
+    assert judge(REF, REF, _plus(REF, "comments", 1.0), SIGMA, K, FRAC) == ([], [])
+    # a rise in another domain at recovery does not count: only the flagged ones are judged
+    assert judge(REF, after, _plus(inside, "comments", 1.0), SIGMA, K, FRAC) == (["test_code"], [])
+
+
+def test_calibration_chooses_the_first_grid_point_below_the_target():
+    # sigma states: deltas +1, -1, +1, -1 -> sigma = sqrt(4/3) (ddof = 1)
+    sigma_states = [{"a": v} for v in (0.0, 1.0, 0.0, 1.0, 0.0)]
+    s = (4 / 3) ** 0.5
+    # held out: one rise of 2.2 sigma that stays (transition 1 of 3), then flat. At k = 1.5 and
+    # 2.0 it flags and does not recover (2.2 sigma > frac * k * sigma): 1/3 false rejections;
+    # at k = 2.5 nothing flags. So the choice is k = 2.5 with the lenient frac = 0.5, as in the main job.
+    held = [{"a": v} for v in (0.0, 2.2 * s, 2.2 * s, 2.2 * s, 2.2 * s)]
+    rec = calibrate(sigma_states, held)
+    assert rec["sigma"]["a"] == pytest.approx(s, rel=1e-12)
+    assert rec["ok"] and (rec["k"], rec["frac"]) == (K, FRAC) and rec["false_rejections"] == 0
+    assert rec["transitions"] == 3
+    rates = {(g["k"], g["frac"]): (g["false_rejections"], g["transitions"]) for g in rec["grid"]}
+    assert rates[(1.5, 0.5)] == rates[(2.0, 0.25)] == (1, 3)
+    assert K_GRID.index(K) == 2  # the grid is fixed in the written order: 1.5, 2.0, 2.5, ...
+    # a rate equal to the target (1/3 here) is not "below" it: k = 1.5 and 2.0 are still passed over
+    assert calibrate(sigma_states, held, target=1 / 3)["k"] == K
