@@ -14,7 +14,7 @@ import torch
 
 from eval.compare import window_cells
 from eval.official import row_statistics, scores
-from eval.scoring import bin_index, score_rows
+from eval.scoring import bin_index, bpb, score_rows
 from eval.windows import BEGIN, TAIL, WindowSpec, build_windows, counts_per_stratum, stratum_of
 from loaders.stream import DocumentStream
 
@@ -46,6 +46,7 @@ def test_score_rows_by_hand():
     assert nbytes.tolist() == [[3, 3], [4, 0]] and count.tolist() == [[2, 1], [2, 0]]
     # totals: 13 bits over 10 bytes and 5 counted targets
     s = scores({"nats": nats.sum(1), "bytes": nbytes.sum(1), "count": count.sum(1)})
+    assert bpb(nats, nbytes) == pytest.approx(13 / 10, rel=1e-12)
     assert s["bpb"] == pytest.approx(13 / 10, rel=1e-12)
     assert s["ce"] == pytest.approx(13 * LN2 / 5, rel=1e-12)
     assert s["perplexity"] == pytest.approx(2 ** (13 / 5), rel=1e-12)
