@@ -6,6 +6,7 @@ vocabulary at every position, so a target's loss is a whole number of bits: toke
 (no bytes, its loss counts nowhere). Every expected value below is worked out by hand in
 the comments, never taken from the code under test.
 """
+import hashlib
 import math
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from eval.compare import window_cells
-from eval.official import row_statistics, scores
+from eval.official import row_statistics, score_fixed_shape, scores
 from eval.scoring import bin_index, bpb, score_rows
 from eval.windows import BEGIN, TAIL, WindowSpec, build_windows, counts_per_stratum, stratum_of
 from loaders.stream import DocumentStream
@@ -59,17 +60,39 @@ def test_bin_index_past_the_last_edge_goes_to_the_last_bin():
 
 
 def test_official_statistics_on_a_packed_stream_by_hand():
-    # two sources of exactly R = 5 tokens: each fills one row whole, in arrival order
-    # row 0 = [0,1,2,0,3] -> targets 1,2,0,3: 8 bits, 6 bytes, 3 counted
-    # row 1 = [0,3,1,2,2] -> targets 3,1,2,2: 3+2+3+3 = 11 bits, 3+1+2+2 = 8 bytes, 4 counted
-    stream = DocumentStream.from_token_lists([[0, 1, 2, 0, 3], [0, 3, 1, 2, 2]], refill_docs=1)
-    st = row_statistics(FixedDistribution(), stream, TOKEN_BYTES, batches=1, rows=2, R=5, device="cpu", buffer=1)
-    np.testing.assert_allclose(st["nats"], np.array([8, 11]) * LN2, rtol=1e-12)
-    assert st["bytes"].tolist() == [6, 8] and st["count"].tolist() == [3, 4]
+    # R = 5, B = 1, one source per refill: sources [0,1,2], [0,3,1,2,2], [0,1]
+    # row 0: [0,1,2] fits; 2 left, the 5 does not fit and is cropped to [0,3] -> [0,1,2,0,3]
+    # row 1: [0,1] fits; 3 left, the stream wraps and [0,1,2] fits -> [0,1,0,1,2]
+    # (with a buffer of 1000 the whole 5 would fill row 0: the buffer must be the one passed)
+    # row 0 targets 1,2,0,3: 8 bits, 6 bytes, 3 counted; row 1 targets 1,0,1,2: 2+2+3 = 7 bits, 4 bytes, 3 counted
+    stream = DocumentStream.from_token_lists([[0, 1, 2], [0, 3, 1, 2, 2], [0, 1]], refill_docs=1)
+    st = row_statistics(FixedDistribution(), stream, TOKEN_BYTES, batches=2, rows=1, R=5, device="cpu", buffer=1)
+    np.testing.assert_allclose(st["nats"], np.array([8, 7]) * LN2, rtol=1e-12)
+    assert st["bytes"].tolist() == [6, 4] and st["count"].tolist() == [3, 3]
+    rows = np.array([[0, 1, 2, 0, 3], [0, 1, 0, 1, 2]], dtype=np.int64)
+    assert st["fingerprint"] == hashlib.sha256(rows[:1].tobytes() + rows[1:].tobytes()).hexdigest()
     s = scores(st)
-    assert s["bpb"] == pytest.approx(19 / 14, rel=1e-12)  # 19 bits over 14 bytes
-    assert s["ce"] == pytest.approx(19 * LN2 / 7, rel=1e-12)
-    assert s["perplexity"] == pytest.approx(2 ** (19 / 7), rel=1e-12)
+    assert s["bpb"] == pytest.approx(15 / 10, rel=1e-12)  # 15 bits over 10 bytes
+    assert s["ce"] == pytest.approx(15 * LN2 / 6, rel=1e-12)
+    assert s["perplexity"] == pytest.approx(2 ** (15 / 6), rel=1e-12)
+
+
+def test_a_short_batch_is_padded_to_the_fixed_shape_and_counts_nowhere():
+    shapes = []
+
+    class Recording(FixedDistribution):
+        def forward(self, x, y, reduction="mean"):
+            shapes.append(tuple(x.shape))
+            return super().forward(x, y, reduction)
+
+    # one row (targets 1,2,0,3 as above) padded to 3: the same 8 bits, 6 bytes, 3 counted, one row back
+    x, y = np.zeros((1, 4), np.int64), np.array([[1, 2, 0, 3]])
+    nats, nbytes, count = score_fixed_shape(Recording(), x, y, TOKEN_BYTES, [0, 4], "cpu", batch=3)
+    assert shapes == [(3, 4)]
+    np.testing.assert_allclose(nats, [[8 * LN2]], rtol=1e-12)
+    assert nbytes.tolist() == [[6]] and count.tolist() == [[3]]
+    score_fixed_shape(Recording(), x, y, TOKEN_BYTES, [0, 4], "cpu")  # no batch size: the shape as given
+    assert shapes[-1] == (1, 4)
 
 
 SPEC = WindowSpec(context=4, strata=(2, 5, 8), bins=(0, 2, 4), per_stratum=10, seed=0)
