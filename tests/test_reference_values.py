@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from eval.compare import window_cells
+from eval.compare import pair_sources, window_cells
 from eval.official import row_statistics, score_fixed_shape, scores
 from eval.scoring import bin_index, bpb, score_rows
 from eval.windows import BEGIN, TAIL, WindowSpec, build_windows, counts_per_stratum, stratum_of
@@ -126,35 +126,75 @@ def test_windows_by_hand():
         {"stratum": "6-8", "sources": 1, "tail_windows": 1}, {"stratum": ">8", "sources": 1, "tail_windows": 1}]
 
 
-def _evidence(rows):
-    """rows: (source, kind, bytes per bin, baseline nats per bin, condition nats per bin), all in stratum 2."""
+def _evidence(rows, stratum=2):
+    """rows: (source, kind, bytes per bin, baseline nats per bin, condition nats per bin), all in one stratum."""
     return {"source_index": np.array([r[0] for r in rows]), "kind": np.array([r[1] for r in rows]),
-            "stratum": np.full(len(rows), 2), "bytes": np.array([r[2] for r in rows], float),
+            "stratum": np.full(len(rows), stratum), "bytes": np.array([r[2] for r in rows], float),
             "baseline_s43_nats": np.array([r[3] for r in rows], float), "c_s43_nats": np.array([r[4] for r in rows], float)}
 
 
+# source 0: begin bytes (2,2), delta nats (+1, +1); tail bytes (1,3), delta (-2, 0)
+# source 1: begin bytes (4,4), delta (0, +1);  tail bytes (2,2), delta (-1, 0)
+TWO_SOURCES = [(0, BEGIN, [2, 2], [1, 1], [2, 2]), (0, TAIL, [1, 3], [3, 1], [1, 1]),
+               (1, BEGIN, [4, 4], [2, 2], [2, 3]), (1, TAIL, [2, 2], [1, 2], [0, 2])]
+
+
+def _interaction(src, ev):
+    """Tail minus beginning BPB delta of a resample (list of source numbers), written out from the definitions."""
+    def delta(kind):
+        rows = [np.flatnonzero((ev["source_index"] == s_) & (ev["kind"] == kind))[0] for s_ in src]
+        d = sum((ev["c_s43_nats"][r] - ev["baseline_s43_nats"][r]).sum() for r in rows)
+        return d / (LN2 * sum(ev["bytes"][r].sum() for r in rows))
+    return delta(TAIL) - delta(BEGIN)
+
+
 def test_window_deltas_are_ratios_of_sums_by_hand():
-    # source 0: begin bytes (2,2), delta nats (+1, 0); tail bytes (1,3), delta (-2, 0)
-    # source 1: begin bytes (4,4), delta (0, +1); tail bytes (2,2), delta (0, -1)
-    # begin delta = (1 + 1) / (ln2 * 12) = 1/(6 ln2)   (a mean of per-source ratios would be 3/(16 ln2))
-    # tail delta = (-2 - 1) / (ln2 * 8) = -3/(8 ln2); interaction = -(3/8 + 1/6)/ln2 = -13/(24 ln2)
-    # bins: begin (1/12, 1/12)/ln2, tail (-2/8, -1/8)/ln2
-    ev = _evidence([(0, BEGIN, [2, 2], [1, 1], [2, 1]), (0, TAIL, [1, 3], [3, 1], [1, 1]),
-                    (1, BEGIN, [4, 4], [2, 2], [2, 3]), (1, TAIL, [2, 2], [1, 2], [1, 1])])
+    # begin delta = (2 + 1) / (ln2 * 12) = 1/(4 ln2)   (a mean of per-source ratios would be 5/(16 ln2))
+    # tail delta = (-2 - 1) / (ln2 * 8) = -3/(8 ln2); interaction = -(3/8 + 1/4)/ln2 = -5/(8 ln2)
+    # bins (summed over sources, per bin): begin (1, 2)/(12 ln2), tail (-3, 0)/(8 ln2)
+    ev = _evidence(TWO_SOURCES)
     contrasts = {(2, "c", 43), (5, "c", 43)}  # two declared contrasts: Bonferroni level 1 - 0.05/2
     (cell,) = window_cells(ev, ["c"], "baseline", [43], [2], contrasts, replicates=200, alpha=0.05, seed=1)
-    assert cell["sources"] == 2
-    assert cell["begin_delta"] == pytest.approx(1 / (6 * LN2), rel=1e-12)
+    assert (cell["stratum"], cell["condition"], cell["seed"], cell["sources"]) == (2, "c", 43, 2)
+    assert cell["begin_delta"] == pytest.approx(1 / (4 * LN2), rel=1e-12)
     assert cell["tail_delta"] == pytest.approx(-3 / (8 * LN2), rel=1e-12)
-    assert cell["interaction"] == pytest.approx(-13 / (24 * LN2), rel=1e-12)
-    assert cell["begin_bins"] == pytest.approx([1 / (12 * LN2), 1 / (12 * LN2)], rel=1e-12)
-    assert cell["tail_bins"] == pytest.approx([-2 / (8 * LN2), -1 / (8 * LN2)], rel=1e-12)
+    assert cell["interaction"] == pytest.approx(-5 / (8 * LN2), rel=1e-12)
+    assert cell["begin_bins"] == pytest.approx([1 / (12 * LN2), 2 / (12 * LN2)], rel=1e-12)
+    assert cell["tail_bins"] == pytest.approx([-3 / (8 * LN2), 0.0], abs=1e-12)
     assert cell["declared"] and cell["adjusted_level"] == pytest.approx(0.975)
-    # every replicate resamples these two sources: the interaction lies between the extremes of
-    # (a) both draws source 0: -2/(4 ln2) - 1/(4 ln2) = -3/(4 ln2) and (b) both source 1: -1/(4 ln2) - 1/(8 ln2) = -3/(8 ln2)
-    for lo, hi in (cell["interval95"], cell["interval_adjusted"]):
-        assert -3 / (4 * LN2) - 1e-12 <= lo <= hi <= -3 / (8 * LN2) + 1e-12
-    assert cell["interval_adjusted"][0] <= cell["interval95"][0] and cell["interval95"][1] <= cell["interval_adjusted"][1]
+    # the paired bootstrap, recomputed from its definition: PCG64 with the named seed draws
+    # `replicates` resamples of the sources (integers in [0, n)); quantiles 2.5/97.5% and
+    # alpha/(2m) = 0.0125 / 0.9875 for the declared contrast
+    draws = np.random.default_rng(1).integers(0, 2, size=(200, 2))
+    reps = np.array([_interaction(list(d), ev) for d in draws])
+    assert cell["interval95"] == pytest.approx(list(np.quantile(reps, [0.025, 0.975])), rel=1e-12)
+    assert cell["interval_adjusted"] == pytest.approx(list(np.quantile(reps, [0.0125, 0.9875])), rel=1e-12)
+    # every resample lies between "source 0 twice" (-1/ln2) and "source 1 twice" (-3/(8 ln2))
+    assert -1 / LN2 - 1e-12 <= cell["interval_adjusted"][0] and cell["interval_adjusted"][1] <= -3 / (8 * LN2) + 1e-12
+
+
+def test_window_cells_skip_what_is_missing_and_keep_going():
+    ev = _evidence(TWO_SOURCES)
+    # stratum 1 has no windows at all, seed 44 has no condition run: both skipped, stratum 2 / seed 43 still there
+    cells = window_cells(ev, ["c"], "baseline", [44, 43], [1, 2], set(), replicates=10, alpha=0.05, seed=1)
+    assert [(c["stratum"], c["seed"]) for c in cells] == [(2, 43)] and "declared" not in cells[0]
+    # a condition run whose same-seed baseline is missing is skipped too
+    ev["c_s44_nats"] = ev["c_s43_nats"]
+    cells = window_cells(ev, ["c"], "baseline", [44, 43], [2], set(), replicates=10, alpha=0.05, seed=1)
+    assert [c["seed"] for c in cells] == [43]
+
+
+def test_pair_sources_by_hand():
+    # rows: 0 begin s5 (stratum 2), 1 tail s5 (2), 2 begin s6 (2, no tail), 3 begin s7 (3), 4 tail s7 (3), 5 tail s8 (2, no begin)
+    kind = np.array([BEGIN, TAIL, BEGIN, BEGIN, TAIL, TAIL])
+    src = np.array([5, 5, 6, 7, 7, 8])
+    stratum = np.array([2, 2, 2, 3, 3, 2])
+    b, t = pair_sources(kind, src, stratum, 2)
+    assert b.tolist() == [0] and t.tolist() == [1]
+    b, t = pair_sources(kind, src, stratum, 3)
+    assert b.tolist() == [3] and t.tolist() == [4]
+    b, t = pair_sources(kind, src, stratum, 4)
+    assert b.dtype == t.dtype == np.int64 and len(b) == len(t) == 0  # usable as (empty) indices
 
 
 def test_bootstrap_of_one_source_is_a_point():
