@@ -71,15 +71,16 @@ def brute_replay(lengths, refill_docs, packer, R, B, rows):
                 else:
                     disc = e[2] - rem
                     buf.remove(e)
-            events.append((e[1], take - e[3], take, disc, lengths[e[1] % n], row * (R - 1) + max(pos - 1, 0)))
+            events.append((e[1], take - e[3], take, disc, lengths[e[1] % n], row * (R - 1) + max(pos - 1, 0), not fits))
             pos += take
-    return events, arrived, added, sum(e[2] for e in buf)
+    groups = len(bounds) - 1
+    return events, arrived, added, sum(e[2] for e in buf), -(-nxt // groups)  # passes started (a partial one counts)
 
 
 def expected_summary(lengths, refill_docs, packer, R, B, rows):
-    events, arrived, added, buffered = brute_replay(lengths, refill_docs, packer, R, B, rows)
+    events, arrived, added, buffered, passes = brute_replay(lengths, refill_docs, packer, R, B, rows)
     own = [0] * len(arrived)
-    for src, own_tok, *_ in events:
+    for src, own_tok, *_rest in events:
         own[src] += own_tok
     started = [False] * len(arrived)
     for e in events:
@@ -96,7 +97,21 @@ def expected_summary(lengths, refill_docs, packer, R, B, rows):
         p["emitted_tokens"] += own[i]
     emitted, discarded = sum(e[2] for e in events), sum(e[3] for e in events)
     long_ev = [e for e in events if e[4] > R]
+    crops = sorted(e[2] for e in events if e[6])
+    # protected set (paper, section 3): the min(B - 1, N_L) largest keys (length, arrival) among arrived long sources
+    long_keys = sorted((L, i) for i, L in enumerate(arrived) if L > R)
+    protected = long_keys[len(long_keys) - min(B - 1, len(long_keys)):] if B > 1 else []
+    mass = sum(L for L, _ in protected)
+    seg = packer == "segment_first"
+    # segment-first: the Proposition does not apply (pre-segmentation removes its hypothesis), nothing is claimed
+    prot = {"applies": False, "proposition_held": None, "first_violation": None} if seg else {
+        "size": len(protected), "tokens": mass, "share_of_arrived": mass / sum(arrived),
+        "share_of_buffered": mass / buffered if buffered else 0.0, "applies": True, "proposition_held": True,
+        "first_violation": None, "all_buffered_unstarted": not any(started[i] for _, i in protected)}
     return {
+        "packer": packer, "row_capacity": R, "buffer": B, "rows": rows, "targets": rows * (R - 1),
+        "passes_started": passes, "crop_events": len(crops), "crops_emitting_only_bos": crops.count(1),
+        "crop_median_emitted": float(np.median(crops)) if crops else None, "protected": prot,
         "sources_arrived": len(arrived), "tokens_arrived": sum(arrived), "bos_added": added,
         "emitted": emitted, "discarded": discarded, "buffered": buffered,
         "partition_holds": sum(arrived) + added == emitted + discarded + buffered,
@@ -130,11 +145,16 @@ def test_strata_and_R_counts_equal_a_brute_force_replay(s, packer):
     got = summarize_replay(Replay(stream, packer, rows, R, B))
     # random spans select exactly as the original packer; only the cut's position is random
     want = expected_summary(lengths, refill_docs, "original" if packer == "random_span" else packer, R, B, rows)
-    for key in ("sources_arrived", "tokens_arrived", "bos_added", "emitted", "discarded", "buffered",
+    assert got["packer"] == packer
+    for key in ("row_capacity", "buffer", "rows", "targets", "passes_started", "crop_events", "crops_emitting_only_bos",
+                "crop_median_emitted",
+                "sources_arrived", "tokens_arrived", "bos_added", "emitted", "discarded", "buffered",
                 "sources_started", "sources_never_started", "sources_fully_emitted", "sources_longer_than_R_arrived",
                 "sources_longer_than_R_started", "startup_delay_targets", "partition_holds"):
         assert got[key] == want[key], key
     assert want["partition_holds"]
+    assert {k: got["protected"].get(k) for k in want["protected"]} == want["protected"]
+    assert ("all_buffered_unstarted" in got["protected"]) == (packer != "segment_first")
     share = want["long_emitted"] / want["emitted"]
     assert abs(got["share_emitted_from_long_sources"] - share) < 1e-12
     for g, w in zip(got["retention_by_stratum"], want["retention_by_stratum"], strict=True):
