@@ -92,9 +92,9 @@ def test_calibration_record_by_hand():
     assert "reason" not in rec
     # three states are enough on both sides (2 deltas for sigma; one transition with its recovery)
     assert calibrate([{"a": v} for v in (0.0, 1.0, 0.0)], [{"a": 0.0}] * 3)["ok"]
-    with pytest.raises(ValueError, match="need at least 3 states"):
+    with pytest.raises(ValueError, match=r"^need at least 3 states \(2 deltas\) to estimate sigma$"):
         calibrate([{"a": 0.0}, {"a": 1.0}], [{"a": 0.0}] * 3)
-    with pytest.raises(ValueError, match="need at least 3 held-out states"):
+    with pytest.raises(ValueError, match=r"^need at least 3 held-out states \(one judged transition with its recovery\)$"):
         calibrate([{"a": v} for v in (0.0, 1.0, 0.0)], [{"a": 0.0}] * 2)
 
 
@@ -134,3 +134,4 @@ def test_binomial_cdf_and_clopper_pearson_by_hand():
     u = clopper_pearson_upper(1, 10)
     assert (1 - u) ** 10 + 10 * u * (1 - u) ** 9 == pytest.approx(0.05, abs=1e-9) and 0.39 < u < 0.40
     assert clopper_pearson_upper(3, 3) == 1.0 and clopper_pearson_upper(0, 0) == 1.0
+    assert clopper_pearson_upper(0, 1) == pytest.approx(0.95, rel=1e-9)  # one trial: 1 - u = 0.05
