@@ -83,6 +83,7 @@ def test_a_short_batch_is_padded_to_the_fixed_shape_and_counts_nowhere():
     class Recording(FixedDistribution):
         def forward(self, x, y, reduction="mean"):
             shapes.append(tuple(x.shape))
+            assert x.dtype == y.dtype == torch.int64  # token ids, padding included (an embedding needs integers)
             return super().forward(x, y, reduction)
 
     # one row (targets 1,2,0,3 as above) padded to 3: the same 8 bits, 6 bytes, 3 counted, one row back
