@@ -174,6 +174,23 @@ def test_window_deltas_are_ratios_of_sums_by_hand():
     assert -1 / LN2 - 1e-12 <= cell["interval_adjusted"][0] and cell["interval_adjusted"][1] <= -3 / (8 * LN2) + 1e-12
 
 
+def test_bootstrap_quantiles_on_a_finer_distribution():
+    # six sources with different deltas: the resampled interactions take many values, so the
+    # 2.5/97.5% and the Bonferroni 0.625/99.375% quantiles (four declared contrasts) differ
+    rows = []
+    for i in range(6):
+        rows += [(i, BEGIN, [2 + i, 3], [1.0, 1.0], [1.0 + 0.3 * i, 1.5]), (i, TAIL, [1, 2 + i], [2.0, 2.0], [2.0 - 0.5 * i, 2.1])]
+    ev = _evidence(rows)
+    contrasts = {(2, "c", 43), (5, "c", 43), (6, "c", 43), (7, "c", 43)}
+    (cell,) = window_cells(ev, ["c"], "baseline", [43], [2], contrasts, replicates=400, alpha=0.05, seed=20261008)
+    draws = np.random.default_rng(20261008).integers(0, 6, size=(400, 6))
+    reps = np.array([_interaction(list(d), ev) for d in draws])
+    assert cell["interval95"] == pytest.approx(list(np.quantile(reps, [0.025, 0.975])), rel=1e-12)
+    assert cell["interval_adjusted"] == pytest.approx(list(np.quantile(reps, [0.05 / 8, 1 - 0.05 / 8])), rel=1e-12)
+    assert cell["adjusted_level"] == pytest.approx(1 - 0.05 / 4)
+    assert cell["interval_adjusted"][0] < cell["interval95"][0] < cell["interval95"][1] < cell["interval_adjusted"][1]
+
+
 def test_window_cells_skip_what_is_missing_and_keep_going():
     ev = _evidence(TWO_SOURCES)
     # stratum 1 has no windows at all, seed 44 has no condition run: both skipped, stratum 2 / seed 43 still there
