@@ -17,10 +17,11 @@ parameters of an uninterrupted run on CPU. It refuses a checkpoint written under
 config (naming the keys; only run-time keys such as device, eval_batches may differ), and
 on a finished run it says so and changes nothing.
 
-Timing: "timed" seconds leave out the first 10 updates of every process (compilation and
-warm-up), as the baseline's training time does; "total" seconds count everything.
+Timing: "timed" seconds leave out the first 11 updates of every process (compilation and
+warm-up), as the baseline's training time does (`step > 10`); "total" seconds count everything.
 """
 import argparse
+import gc
 import json
 import math
 import os
@@ -41,9 +42,15 @@ from training.mfu import peak_flops
 
 
 def resolve_device(cfg):
-    if cfg.device != "auto":
-        return cfg.device
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    from training.device import resolve_device as resolve
+
+    return resolve(cfg.device, "config key 'device'")
+
+
+def configure_device(device):
+    from training.device import configure
+
+    configure(device)
 
 
 def dry_run(cfg: TrainConfig):
@@ -87,6 +94,14 @@ def training_stream(cfg, data_dir):
     return stream.capped(cfg.max_source_len)
 
 
+def world_config(cfg):
+    """cfg resolved for torchrun's WORLD_SIZE (training/config.py for_world_size), before any
+    config comparison, so a resumed or finished run compares what it trained with."""
+    from training.config import for_world_size
+
+    return for_world_size(cfg, int(os.environ.get("WORLD_SIZE", 1)))
+
+
 def dist_setup():
     if "RANK" not in os.environ:
         return 0, 1, 0
@@ -120,7 +135,7 @@ def peak_memory_mib(device):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-WARMUP_UPDATES = 10  # as the baseline's training time: the first 10 updates (compile, warm-up) are not timed
+WARMUP_UPDATES = 11  # as the baseline's training time (`step > 10`): updates 1-11 (compile, warm-up) are not timed
 
 
 def check_token_files(data_dir, source, names):
@@ -184,6 +199,7 @@ def _train(cfg, out, resume, stop_after, log):
 
     t_start = time.time()
     rank = int(os.environ.get("RANK", 0))
+    cfg = world_config(cfg)
     summary_path = out / "summary.json"
     if resume and summary_path.exists():
         # a finished run is reported, never rewritten
@@ -197,8 +213,9 @@ def _train(cfg, out, resume, stop_after, log):
         if rank == 0:
             log(f"{cfg.name}: already finished ({summary_path}); nothing to do")
         return done
+    device = resolve_device(cfg)  # before dist_setup: NCCL's first allocation must see configure's settings
+    configure_device(device)
     rank, world, local_rank = dist_setup()
-    device = resolve_device(cfg)
     if device == "cuda":
         device = f"cuda:{local_rank}"
         torch.cuda.set_device(local_rank)
@@ -272,6 +289,9 @@ def _train(cfg, out, resume, stop_after, log):
             torch.cuda.synchronize()
         dt = time.time() - t0
         done_here += 1
+        if done_here == 1:  # as the baseline: what the first update built is never scanned by the collector again
+            gc.collect()
+            gc.freeze()
         clock["update_seconds"] += dt
         clock["loader_wait_seconds"] += tr.last_wait
         if done_here > WARMUP_UPDATES:
@@ -300,6 +320,7 @@ def _train(cfg, out, resume, stop_after, log):
             checkpoint(step)
     bar.close()
     loader.close()
+    gc.unfreeze()  # a library caller (the queue, tests) keeps collecting what this run left
     if step < cfg.updates:
         return None
     if loss_val is None:  # resumed at the final checkpoint of a run killed while scoring

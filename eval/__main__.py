@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from corpus.errors import DataError
 from eval.runs import survey_runs
@@ -68,13 +67,13 @@ def parse_args(argv):
                          "the offline corpus, whose CPU scoring with an 8192-token head costs about 10 ms per window)")
     ap.add_argument("--no-figures", action="store_true",
                     help="skip the three PNGs (about 3 s of matplotlib on a small machine); JSON and Markdown are unchanged")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device (default: "
-                    "cuda when available)")
+    ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     return ap.parse_args(argv)
 
 
 def main(argv=None):
     from corpus.runlock import FolderLocked, folder_lock
+    from training.device import resolve_device
 
     a = parse_args(argv)
     if a.protocol and a.exploratory:
@@ -90,6 +89,7 @@ def main(argv=None):
             return 2
     t0 = time.time()
     try:
+        a.device = resolve_device(a.device, "--device")
         ctx = prepare(a)
         out = Path(a.out or Path(a.runs).parent / "eval")
         with folder_lock(out, "an evaluation"):
@@ -231,15 +231,15 @@ def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, devic
     from eval.windows import score_windows
     from training.checkpoint import load_checkpoint
     from training.config import TrainConfig
-    from training.trainer import build_model, maybe_compile
+    from training.trainer import bf16_enabled, build_model, maybe_compile
 
     conf = {}
-    ac = torch.device(device).type == "cuda"
     for run_dir, res, ckpt in tqdm(runs, desc="checkpoints"):
         cfg = TrainConfig(**res["config"])
         if cfg.context != cfg0.context or cfg.source != cfg0.source:
             raise DataError(f"{run_dir}: runs differ in context or corpus")
         cond, sha = CONDITION_OF[cfg.loader], sha256_file(ckpt)
+        ac = bf16_enabled(cfg, device)  # the policy train.py scored the run with
         ed = out / run_dir.name
         ed.mkdir(exist_ok=True)
         model = None

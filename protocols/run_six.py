@@ -39,7 +39,7 @@ def table(results) -> str:
             f"({c['micro_rows']} rows x {c['accum']} accumulation steps x context {c['context']:,}) = "
             f"{r0['targets']:,} training targets per run; official metric on "
             f"{r0['official']['eval_targets']:,} validation targets.\n\n"
-            "Timed s: update time without the first 10 updates of each process (compilation and warm-up), "
+            "Timed s: update time without the first 11 updates of each process (compilation and warm-up), "
             "as the baseline's training time; Total s: the whole run, evaluation included. Tokens/s: training "
             "targets per timed second (machine load shows here, not as a method effect).\n\n"
             f"Learning curves: [{CURVES}]({CURVES}).\n\n")

@@ -29,8 +29,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: shardqueue, corpus, training
 
-import torch  # noqa: E402
-
 from corpus.errors import DataError  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from shardqueue.api import (  # noqa: E402
@@ -44,6 +42,7 @@ from shardqueue.api import (  # noqa: E402
 from shardqueue.dose import dose_response  # noqa: E402
 from shardqueue.replay import reconstruct_folder  # noqa: E402
 from shardqueue.runner import POLICIES  # noqa: E402
+from training.device import resolve_device  # noqa: E402
 
 
 def main(argv=None):
@@ -64,10 +63,11 @@ def main(argv=None):
     ap.add_argument("--no-branch-check", action="store_true", help="run: skip the branch check of first-rotation rejections")
     ap.add_argument("--resume", action="store_true", help="run: continue an interrupted run")
     ap.add_argument("--fresh", action="store_true", help="calibrate/run: move an earlier run in --out aside first")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     a = ap.parse_args(argv)
     out = Path(a.out)
     try:
+        a.device = resolve_device(a.device, "--device")
         if a.shard is not None and a.command != "return":
             raise DataError(f"unexpected argument {a.shard!r}: `{a.command}` takes no shard"
                             + ("; give config overrides as --set key=value" if "=" in a.shard else ""))

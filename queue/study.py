@@ -40,7 +40,7 @@ def parse(argv):
                     help="arm B uses the curve-guided residual rule (if the reference curves are identifiable)")
     ap.add_argument("--calibration", default=None,
                     help="an existing stage-A folder of this preset to reuse (default: OUT/stage_a, made if missing)")
-    ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    ap.add_argument("--device", default=None, help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     return ap.parse_args(argv)
 
 

@@ -28,6 +28,7 @@ import tokenize
 import numpy as np
 
 from eval.scoring import score_rows
+from training.device import bf16_autocast
 
 CONTROL = ("library_code", "test_code", "reference_prose", "docstrings", "comments")
 SELECTION = ("sel_library", "sel_test", "sel_prose")
@@ -173,8 +174,10 @@ def overlap_rate(sets, pool_hashes, n=13):
     return res
 
 
-def measure(model, sets, token_bytes, device, autocast=False):
-    """{domain: BPB} of the model on each domain of `sets` (one part, e.g. sets["control"])."""
+def measure(model, sets, token_bytes, device, autocast=None):
+    """{domain: BPB} of the model on each domain of `sets` (one part, e.g. sets["control"]).
+    autocast None: train.py's policy for the device (bf16 on CUDA)."""
+    autocast = bf16_autocast(device) if autocast is None else autocast
     res = {}
     for dom, c in sets.items():
         nats, nbytes, _ = score_rows(model, c["x"], c["y"], token_bytes, [0, c["x"].shape[1]], device, autocast)
@@ -182,8 +185,9 @@ def measure(model, sets, token_bytes, device, autocast=False):
     return res
 
 
-def rows_bpb(model, x, y, token_bytes, device, autocast=False, batch=64):
-    """BPB of the model on given rows (the forward-only screening score)."""
+def rows_bpb(model, x, y, token_bytes, device, autocast=None, batch=64):
+    """BPB of the model on given rows (the forward-only screening score); autocast as measure."""
+    autocast = bf16_autocast(device) if autocast is None else autocast
     nats, nb = 0.0, 0
     for a in range(0, len(x), batch):
         n, b, _ = score_rows(model, x[a:a + batch], y[a:a + batch], token_bytes, [0, x.shape[1]], device, autocast)

@@ -45,17 +45,20 @@ def train_rows(trainer, x, y, step, updates, micro_rows, accum, lr_mult):
     """Optimizer updates over rows (x, y), each token weighted equally within its update.
 
     Returns (mean loss per target, updates, targets)."""
+    from training.device import autocast, to_device
     from training.optim import apply_schedules
 
-    cfg = trainer.cfg
+    cfg, dev = trainer.cfg, trainer.device
     nats, targets, n_up = 0.0, 0, 0
     for i, mbs in enumerate(update_batches(x, y, micro_rows, accum)):
         mult = lr_mult(i) if callable(lr_mult) else lr_mult
         apply_schedules(trainer.adamw, trainer.muon, step + i, updates, cfg.weight_decay, mult)
         valid = sum(int((yy >= 0).sum()) for _, yy in mbs)
-        total = torch.zeros((), dtype=torch.float64)
+        total = torch.zeros((), dtype=torch.float64, device=dev)
         for xx, yy in mbs:
-            loss = trainer.fwd(torch.as_tensor(xx), torch.as_tensor(yy), reduction="none").sum()
+            # inputs follow the model; the forward runs under train.py's autocast policy
+            with autocast(dev, trainer.autocast):
+                loss = trainer.fwd(to_device(xx, dev), to_device(yy, dev), reduction="none").sum()
             (loss / valid).backward()
             total += loss.detach().double()
         trainer.adamw.step()
@@ -83,7 +86,7 @@ class QueueRunner:
         self.shards = {s["id"]: s for s in pool["shards"]}
         self.trainer = Trainer(cfg, world.device)
         self.measure_fn = measure_fn or (lambda model: measure(model, world.sets["control"], world.token_bytes,
-                                                              world.device))
+                                                              world.device, self.trainer.autocast))
         self.state = initial_state(pool["order"])
         self.step, self.targets, self.spent = 0, 0, {"updates": 0, "targets": 0, "seconds": 0.0}
         self.ref, self.rollback, self.seq, self.run_id = None, None, 0, run_id or uuid.uuid4().hex[:12]
@@ -115,9 +118,10 @@ class QueueRunner:
         key = params_sha256(self.trainer.model)
         if key not in self._pool_bpb:
             x, y = self.pool_sample()
-            self._pool_bpb = {key: rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device)}
+            self._pool_bpb = {key: rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device,
+                                            self.trainer.autocast)}
         x, y = self.rows(sid)
-        b = rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device)
+        b = rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device, self.trainer.autocast)
         return {"shard_bpb": b, "pool_bpb": self._pool_bpb[key], "score": b - self._pool_bpb[key]}
 
     def pool_sample(self, n_rows=32):

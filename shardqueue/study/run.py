@@ -169,9 +169,9 @@ def run_study(a, log=print):
 
 
 def _run(a, p, out, rq, log):
-    import torch
+    from training.device import resolve_device
 
-    a.device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    a.device = resolve_device(a.device or "auto", "--device")
     rot = p["rotation_shards"]
     t_all = time.time()
     cfg, world, pool, calib, cal = stage_a(a, p, out, rq, log)
