@@ -153,7 +153,7 @@ def test_strata_and_R_counts_equal_a_brute_force_replay(s, packer):
                 "sources_longer_than_R_started", "startup_delay_targets", "partition_holds"):
         assert got[key] == want[key], key
     assert want["partition_holds"]
-    assert {k: got["protected"].get(k) for k in want["protected"]} == want["protected"]
+    assert {k: got["protected"][k] for k in want["protected"]} == want["protected"]
     assert ("all_buffered_unstarted" in got["protected"]) == (packer != "segment_first")
     share = want["long_emitted"] / want["emitted"]
     assert abs(got["share_emitted_from_long_sources"] - share) < 1e-12
@@ -171,3 +171,16 @@ def test_a_source_of_exactly_R_tokens_is_not_longer_than_R():
     assert got["sources_longer_than_R_arrived"] == 1 and got["sources_longer_than_R_started"] == 1
     assert (got["emitted"], got["discarded"], got["buffered"]) == (16, 1, 0)
     assert got["sources_fully_emitted"] == 1 and got["startup_delay_targets"] == 7
+
+
+def test_segment_first_counts_a_sources_own_tokens_not_the_added_markers():
+    # R = 8, B = 1, one source of 20 tokens per refill: chunks 8 (own BOS + 7), 8 (new BOS + 7), 6 (new BOS + 5).
+    # rows: [chunk 0], [chunk 1], [chunk 2 + 2 tokens of the next arrival's shortest chunk, cropped]
+    # source 0 emits 8 + 7 + 5 = 20 own tokens: fully emitted; source 1 emits 1 own token (BOS markers excluded)
+    stream = DocumentStream.from_lengths([20], refill_docs=1)
+    got = summarize_replay(Replay(stream, "segment_first", 3, 8, 1))
+    assert (got["sources_arrived"], got["tokens_arrived"], got["bos_added"]) == (2, 40, 4)
+    assert (got["emitted"], got["discarded"], got["buffered"]) == (24, 4, 16)
+    assert got["sources_fully_emitted"] == 1 and got["sources_started"] == 2
+    (first,) = [r for r in got["retention_by_stratum"] if r["sources"]]
+    assert (first["stratum"], first["loaded_tokens"], first["emitted_tokens"]) == ("1-32", 40, 21)
