@@ -244,3 +244,11 @@ def test_bootstrap_of_one_source_is_a_point():
     assert cell["interval95"] == pytest.approx([-3 / (4 * LN2)] * 2, rel=1e-12)
     assert cell["interval_adjusted"] == pytest.approx([-3 / (4 * LN2)] * 2, rel=1e-12)
     assert cell["adjusted_level"] == pytest.approx(0.95)
+
+
+def test_the_official_stream_packs_at_the_papers_buffer_by_default():
+    # the queue scores with the default (shardqueue/api.py): it must be the paper's B = 1000, no autocast
+    import inspect
+
+    params = inspect.signature(row_statistics).parameters
+    assert params["buffer"].default == 1000 and params["autocast"].default is False
