@@ -30,7 +30,7 @@ TESTS = {
     "shardqueue/rule.py": ["tests/test_queue_rule.py"],
     "loaders/core.py": ["tests/test_loaders.py", "tests/test_audit_strata.py"],
     "eval/rankings.py": ["tests/test_eval.py"],
-    "shardqueue/state.py": ["tests/test_queue.py"],
+    "shardqueue/state.py": ["tests/test_queue_state.py"],
     "shardqueue/study/efficiency.py": ["tests/test_queue_study.py"],
     "shardqueue/study/adoption.py": ["tests/test_queue_study.py"],
 }
