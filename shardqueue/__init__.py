@@ -20,7 +20,9 @@ quarantined on a second rejection; every decision is logged so the run can be re
     replay.py      reconstruct: replay the log, check every record and manifest
     inspection.py  the inspection report of a quarantined shard
     report.py      report.md, decisions.parquet/.csv, the control-curve figure
-    dose.py        dose-response: flag/reject rate against the harmful share of a shard
+    dose.py        dose-response: flag/reject rate against the exact harmful share of a shard (--harm)
+    sources.py     a new source added to a run (run --add-source NAME=PATH), replayed by reconstruct
+    footprint.py   peak host memory and disk of a preset's plan, term by term (host_footprint)
     study/         the A/B/C experiment (see study/__init__.py)
 
 The command lines are queue/run_queue.py and queue/study.py. The package is named

@@ -33,7 +33,7 @@ from shardqueue.world import World, build_pool
 
 RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*", "final.*", "report.md",
              "decisions.parquet", "decisions.csv", "queue_summary.json", "control_curves.png", "inspection",
-             "start_state.pt")
+             "start_state.pt", "added_sources.json*")
 
 DEFAULTS = {"shard_tokens": 1500, "warmup_shards": 6, "sigma_shards": 10, "held_out_shards": 12, "candidates": 14,
             "decay_shards": 2, "harmful_shards": 1, "prose_shards": 1, "late_shards": 0, "per_domain": 12, "pool_seed": 1003,
@@ -42,6 +42,17 @@ DEFAULTS = {"shard_tokens": 1500, "warmup_shards": 6, "sigma_shards": 10, "held_
             # held-out transitions and the rate reported on the rest (0: in-sample); sub-shard
             # checkpoints on held-out shards
             "damaged_shards": 0, "held_out_branch": False, "choose_transitions": 0, "checkpoints_per_shard": 1}
+
+
+def candidates_for_budget(budget_targets, shard_tokens, spare=3):
+    """Candidate pool shards for a run whose budget is `budget_targets` accepted targets.
+
+    A shard holds at least shard_tokens tokens, so ceil(budget / shard_tokens) accepted shards
+    reach the budget; `spare` more cover a recovery shard for a flag at the very end and the
+    ordinary shards a run may lose to quarantine (two false rejections each, at a calibrated
+    rate under 5%). Planted (harmful, prose) and late shards come on top of the candidates.
+    """
+    return -(-int(budget_targets) // int(shard_tokens)) + spare
 
 
 class one_thread:
@@ -125,7 +136,7 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
                             f"(moves the old contents aside)")
         move_aside(out, None)
     cfg = load_config(config, overrides)
-    world = World(cfg, device, s["per_domain"])
+    world = World(cfg, device, s["per_domain"], domains=s.get("domains"))
     n_cal = s["warmup_shards"] + s["sigma_shards"] + s["held_out_shards"] + 1
     pool = build_pool(world, s["shard_tokens"], s["pool_seed"], n_cal, s["candidates"], s["decay_shards"],
                       s["harmful_shards"], s["prose_shards"], n_late=s["late_shards"], n_damaged=s["damaged_shards"])
@@ -219,7 +230,8 @@ def open_calibration(calibration_dir, device="cpu"):
     pool = load_rotation(d / "pool.json")
     if pool["_sha256"] != calib["pool_sha256"]:
         raise DataError(f"{d / 'pool.json'}: not the pool this calibration was made on")
-    world = World(cfg, device, calib["plan"]["settings"]["per_domain"])
+    settings = calib["plan"]["settings"]
+    world = World(cfg, device, settings["per_domain"], domains=settings.get("domains"))
     from shardqueue.harmful import with_harmful_copies
 
     world.stream, world.labels_all, copies = with_harmful_copies(world.train, world.labels,
@@ -278,7 +290,7 @@ def move_aside(out, keep):
 
 def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, budget_targets=None,
         rotation_shards=6, branch_check=True, resume=False, fresh=False, device="cpu", log=print, report=True,
-        runner_cls=None):
+        runner_cls=None, add_sources=()):
     """One queue run (any policy) to the end, decay and scores included; returns the summary dict
     (also written to out/queue_summary.json). The same calibration folder gives every arm the same
     pool, control/selection sets, decay shards and (for the same seed) start state. runner_cls: a
@@ -297,6 +309,16 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
         dest, moved = move_aside(out, "calibration")
         log(f"moved the earlier run ({len(moved)} files) to {dest}")
     cfg, world, pool, calib = open_calibration(calibration_dir, device)
+    # new sources (add_sources: NAME=PATH) enter at the next rotation boundary; earlier ones are rebuilt
+    from shardqueue import sources
+
+    nxt = 1
+    if resume and add_sources:
+        recs = read_log(log_path, log=lambda s: None)
+        if any(r["event"] == "done" for r in recs):
+            raise DataError(f"{out}: this run has finished; a new source can only enter a queue that is still running")
+        nxt = recs[-1]["queue"]["rotation"] + 1
+    pool = sources.prepare(out, world, pool, add_sources, nxt, log)
     seed = calib["seed"] if seed is None else seed
     cfg = type(cfg)(**{**cfg.to_dict(), "seed": seed})
     if budget_targets is None:

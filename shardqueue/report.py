@@ -251,7 +251,7 @@ def write_report(out, recs, calib, pool, summary):
         for p in insp:
             j = json.loads(p.read_text())
             L.append(f"- {j['shard']}: sources {j['source_mix']}, unigram KL {j['unigram_kl']:.2f}, unseen bigrams "
-                     f"{j['unseen_bigrams']:.1%} (pool {j['pool_reference_unseen_bigrams']:.1%}), boilerplate "
+                     f"{j['unseen_bigrams']:.1%} (pool mean {j['pool_reference_unseen_bigrams']:.1%}, z {j.get('unseen_bigram_z', 0):.1f}), boilerplate "
                      f"{j['boilerplate_line_share']:.1%}; cause: {'; '.join(j['causes']) or 'none found'}")
     sa = summary["screen"]
     L += ["", "## Screen against decision", "",

@@ -24,7 +24,7 @@ import torch
 from corpus.errors import DataError
 from shardqueue.domains import measure, rows_bpb
 from shardqueue.log import DecisionLog, read_log
-from shardqueue.packing import shard_rows, shard_tokens, update_batches
+from shardqueue.packing import StreamedShard, update_batches, updates_of
 from shardqueue.rotation import save_rotation, shard_docs
 from shardqueue.rule import judge, rises
 from shardqueue.state import apply, initial_state
@@ -46,16 +46,19 @@ def train_rows(trainer, x, y, step, updates, micro_rows, accum, lr_mult):
 
     Returns (mean loss per target, updates, targets)."""
     from shardqueue.schedule import set_schedule
+    from training.device import autocast, to_device
 
-    cfg = trainer.cfg
+    cfg, dev = trainer.cfg, trainer.device
     nats, targets, n_up = 0.0, 0, 0
     for i, mbs in enumerate(update_batches(x, y, micro_rows, accum)):
         mult = lr_mult(i) if callable(lr_mult) else lr_mult
         set_schedule(trainer.adamw, trainer.muon, step + i, mult, cfg.weight_decay)  # constant weight decay
         valid = sum(int((yy >= 0).sum()) for _, yy in mbs)
-        total = torch.zeros((), dtype=torch.float64)
+        total = torch.zeros((), dtype=torch.float64, device=dev)
         for xx, yy in mbs:
-            loss = trainer.fwd(torch.as_tensor(xx), torch.as_tensor(yy), reduction="none").sum()
+            # inputs follow the model; the forward runs under train.py's autocast policy
+            with autocast(dev, trainer.autocast):
+                loss = trainer.fwd(to_device(xx, dev), to_device(yy, dev), reduction="none").sum()
             (loss / valid).backward()
             total += loss.detach().double()
         trainer.adamw.step()
@@ -90,20 +93,18 @@ class QueueRunner:
         self.shards = {s["id"]: s for s in pool["shards"]}
         self.trainer = Trainer(cfg, world.device)
         self.measure_fn = measure_fn or (lambda model: measure(model, world.sets["control"], world.token_bytes,
-                                                              world.device))
+                                                              world.device, self.trainer.autocast))
         self.state = initial_state(pool["order"])
         self.step, self.targets, self.spent = 0, 0, {"updates": 0, "targets": 0, "seconds": 0.0}
         self.ref, self.rollback, self.seq, self.run_id = None, None, 0, run_id or uuid.uuid4().hex[:12]
         self._pool_bpb = {}
-        self._rows_cache = {}
         self.decay_start = None  # the step at which the in-queue decay began
 
     # ---- model ---------------------------------------------------------------------
     def rows(self, sid):
-        if sid not in self._rows_cache:
-            toks = shard_tokens(self.world.stream, shard_docs(self.shards[sid]))
-            self._rows_cache[sid] = shard_rows(toks, self.cfg.context, self.world.bos)
-        return self._rows_cache[sid]
+        """The shard's (x, y) rows, read from the token files an update at a time (never cached:
+        a 64M-proxy shard as int64 rows would take about 10 GB)."""
+        return StreamedShard(self.world.stream, shard_docs(self.shards[sid]), self.cfg.context, self.world.bos).rows()
 
     def decay_left(self):
         return self.decay_updates - (self.step - self.decay_start)
@@ -135,23 +136,28 @@ class QueueRunner:
         key = params_sha256(self.trainer.model)
         if key not in self._pool_bpb:
             x, y = self.pool_sample()
-            self._pool_bpb = {key: rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device)}
+            self._pool_bpb = {key: rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device,
+                                            self.trainer.autocast)}
         x, y = self.rows(sid)
-        b = rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device)
+        b = rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device, self.trainer.autocast)
         return {"shard_bpb": b, "pool_bpb": self._pool_bpb[key], "score": b - self._pool_bpb[key]}
 
     def pool_sample(self, n_rows=32):
+        """n_rows full rows drawn (seeded) from all ordinary pool shards, read row by row."""
         if not hasattr(self, "_pool_sample"):
             ids = [s for s in self.pool["order"] if not self.shards[s]["sources"].get(self.pool["harmful"]["label"])]
             rng = np.random.default_rng(self.pool["seed"] + 5)
+            views = [self.rows(sid) for sid in ids]
+            full = np.cumsum([len(x) - 1 for x, _ in views])  # full rows only: a shard's last row is padded
+            total = int(full[-1]) if len(full) else 0
+            pick = np.sort(rng.choice(total, size=min(n_rows, total), replace=False))
             xs, ys = [], []
-            for sid in ids:
-                x, y = self.rows(sid)
-                xs.append(x[:-1])  # full rows only
-                ys.append(y[:-1])
-            x, y = np.concatenate(xs), np.concatenate(ys)
-            pick = np.sort(rng.choice(len(x), size=min(n_rows, len(x)), replace=False))
-            self._pool_sample = (x[pick], y[pick])
+            for g in pick.tolist():
+                k = int(np.searchsorted(full, g, side="right"))
+                r = g - (int(full[k - 1]) if k else 0)
+                xs.append(views[k][0][r])
+                ys.append(views[k][1][r])
+            self._pool_sample = (np.stack(xs), np.stack(ys))
         return self._pool_sample
 
     def snapshot(self):
@@ -214,7 +220,7 @@ class QueueRunner:
     # ---- the queue -----------------------------------------------------------------------
     def admit_sources(self, r):
         """At the boundary before rotation r: input checks and own calibration of each new source due."""
-        from shardqueue.domains import ngram_hashes
+        from shardqueue.domains import sampled_overlap
 
         done = set(self.state["sources"])
         for src in self.pool.get("late_sources", []):
@@ -222,21 +228,17 @@ class QueueRunner:
                 continue
             checks = {}
             for sid in src["calibration"] + src["shards"]:
-                toks = shard_tokens(self.world.stream, shard_docs(self.shards[sid]))
-                import hashlib as _h
-
-                h = _h.sha256()
+                # document by document from the token files: a shard is never held whole
+                h, in_vocab, bos_ok = hashlib.sha256(), True, True
                 for i in shard_docs(self.shards[sid]):
-                    h.update(np.asarray(self.world.stream.doc_tokens(i), dtype=np.uint32).tobytes())
-                starts = np.cumsum([0] + [int(self.world.stream.lengths[i]) for i in shard_docs(self.shards[sid])])[:-1]
-                bos_ok = bool(np.all(toks[starts] == self.world.bos)) and int((toks == self.world.bos).sum()) == len(starts)
-                checks[sid] = {"sha256": h.hexdigest() == self.shards[sid]["sha256"],
-                               "token_ids_in_vocab": bool(toks.max() < self.cfg.vocab), "bos_only_at_starts": bos_ok}
-            grams = np.unique(np.concatenate([ngram_hashes(shard_tokens(self.world.stream, shard_docs(self.shards[s])))
-                                              for s in src["shards"]]))
-            from shardqueue.domains import overlap_rate
-
-            overlap = overlap_rate(self.world.sets, grams)
+                    t = np.asarray(self.world.stream.doc_tokens(i))
+                    h.update(t.astype(np.uint32).tobytes())
+                    in_vocab &= bool(len(t) == 0 or int(t.max()) < self.cfg.vocab)
+                    bos_ok &= bool(len(t) and t[0] == self.world.bos and int((t == self.world.bos).sum()) == 1)
+                checks[sid] = {"sha256": h.hexdigest() == self.shards[sid]["sha256"], "token_ids_in_vocab": in_vocab,
+                               "bos_only_at_starts": bos_ok}
+            overlap, _, _ = sampled_overlap(self.world.sets, self.world.stream,
+                                            [shard_docs(self.shards[s]) for s in src["shards"]])
             # its own calibration: its calibration shards trained from the current state on a branch
             snap = self.snapshot()
             states = [self.measure_fn(self.trainer.model)]
@@ -282,6 +284,14 @@ class QueueRunner:
         if not self.state["pending"] and not self.start_rotation():
             return None
         return self.state["pending"][0]
+
+    def recovery_possible(self):
+        """Whether a shard would be left to test recovery with after the front shard. A policy that
+        can flag does not judge its last shard when none would be: that shard would end undecided."""
+        st = self.state
+        if self.policy == "plain" or st["pending"][1:] or st["fresh"] or st["next_rotation"]:
+            return True
+        return any(src["label"] not in st["sources"] for src in self.pool.get("late_sources", []))
 
     def budget_left(self):
         acc = sum(self.shards[s]["tokens"] for s in self.state["accepted"])
@@ -407,7 +417,7 @@ class QueueRunner:
                 self.recovery_step()
                 continue
             if self.budget_left():
-                if self.next_front() is None:
+                if self.next_front() is None or not self.recovery_possible():
                     break
                 self.candidate_step()
                 continue
@@ -417,7 +427,7 @@ class QueueRunner:
                 self.decay_start = self.step
                 self.record("decay_start", step=self.step, history_targets=self.targets, updates=self.decay_updates)
                 self.commit()
-            if self.decay_left() <= 0 or self.next_front() is None:
+            if self.decay_left() <= 0 or self.next_front() is None or not self.recovery_possible():
                 break
             self.candidate_step()
         if self._owed:

@@ -128,9 +128,30 @@ def _run(calibrated, out, **kw):
 
 @pytest.fixture(scope="session")
 def full_run(calibrated, tmp_path_factory):
+    """The strict run, with a spy that keeps a copy of the parameters at every snapshot and
+    compares the model with that copy, tensor by tensor, after every rollback."""
     out = tmp_path_factory.mktemp("qfull")
-    summary = _run(calibrated, out, report=True)
-    return out, summary, read_log(out / "decisions.jsonl")
+    saved, restored = {}, []
+    snapshot, restore = QueueRunner.snapshot, QueueRunner.restore
+
+    def spy_snapshot(self):
+        snap = snapshot(self)
+        saved[snap["params_sha256"]] = {k: v.detach().clone() for k, v in self.trainer.model.state_dict().items()}
+        return snap
+
+    def spy_restore(self, snap):
+        got = restore(self, snap)
+        want = saved[snap["params_sha256"]]
+        now = self.trainer.model.state_dict()
+        restored.append((got, now.keys() == want.keys() and all(torch.equal(now[k], want[k]) for k in want)))
+        return got
+
+    QueueRunner.snapshot, QueueRunner.restore = spy_snapshot, spy_restore
+    try:
+        summary = _run(calibrated, out, report=True)
+    finally:
+        QueueRunner.snapshot, QueueRunner.restore = snapshot, restore
+    return out, summary, read_log(out / "decisions.jsonl"), restored
 
 
 TIMING = ("time", "seq", "spent", "seconds", "calibration_dir", "run_id")
@@ -146,14 +167,17 @@ def _strip(obj):
 
 
 def test_the_strict_rule_walks_the_whole_path(full_run):
-    out, summary, recs = full_run
+    out, summary, recs, restored = full_run
     events = [(r["event"], r.get("outcome")) for r in recs]
     assert ("reject", "deferred") in events and ("reject", "quarantined") in events
     assert any(r["event"] == "rotation" and r["rotation"] == 2 for r in recs)
     q = summary["quarantined"][0]
     assert (out / "inspection" / f"{q}.md").exists() and json.loads((out / "inspection" / f"{q}.json").read_text())
-    for rb in (r for r in recs if r["event"] == "rollback"):  # restored bitwise to the last accepted state
-        assert rb["params_sha256"]
+    # every rollback restored the pre-shard parameters bitwise, and the log names that state's hash
+    rollbacks = [r for r in recs if r["event"] == "rollback"]
+    assert rollbacks and len(restored) >= len(rollbacks)  # branch checks restore too
+    assert all(bitwise for _, bitwise in restored)
+    assert {r["params_sha256"] for r in rollbacks} <= {got for got, _ in restored}
     assert reconstruct_folder(out, out=lambda s: None) == 0
     assert (out / "decisions.parquet").exists() and (out / "report.md").read_text().count("| ") > 10
     assert summary["final"]["official"] > 0 and set(summary["final"]["selection"])
@@ -161,7 +185,7 @@ def test_the_strict_rule_walks_the_whole_path(full_run):
 
 @pytest.mark.parametrize("where", ["candidate", "recovery", "log-write"])
 def test_resume_after_an_interruption_gives_the_same_log_and_model(calibrated, full_run, tmp_path, monkeypatch, where):
-    out_full, _, recs_full = full_run
+    out_full, _, recs_full, _ = full_run
     out = tmp_path / "cut"
     calls = {"train": 0, "write": 0}
     orig_train = QueueRunner.train_shard
@@ -419,3 +443,90 @@ def test_a_new_source_enters_only_at_its_rotation_boundary(small_corpus, tmp_pat
     trained = [r["shard"] for r in recs if r["event"] == "train"]
     assert set(late["shards"]) <= set(trained) and not set(late["calibration"]) & set(trained)
     assert reconstruct_folder(out, out=lambda s: None) == 0
+
+
+def test_rejection_path_at_the_main_jobs_thresholds(calibrated, tmp_path):
+    """The runner's decisions on losses placed just inside and just outside the thresholds of
+    the main job's calibration (k 2.5, frac 0.5, its sigma_d): a candidate just below k*sigma_d
+    in every domain is accepted; one just above in one domain is flagged and, back just inside
+    frac*k*sigma_d, recovers; one just above that stays just outside is rolled back and
+    deferred, and on its second rejection (rotation 2) quarantined."""
+    from test_queue_rule import EPS, FRAC, K, REF, SIGMA
+
+    cfg, world, pool, calib = rq.open_calibration(calibrated["dir"])
+    calib = {**calib, "k": K, "frac": FRAC, "sigma": SIGMA}
+    runner = QueueRunner(cfg, world, pool, calib, tmp_path / "q", branch_check=False, rotation_shards=5,
+                         log=lambda s: None)
+    roles, trained = {}, []  # candidate shard -> its part in the script, in order of first training
+
+    def train_shard(sid, *a, **k):
+        trained.append((sid, runner.state["flagged"]))
+        if runner.state["flagged"] is None and sid not in roles:
+            roles[sid] = ("low", "recovers", "bad")[len(roles)] if len(roles) < 3 else "plain"
+        # no optimizer work: the losses are scripted, so training would only cost time (the
+        # rollback itself is checked bitwise in the strict run above)
+        n = runner.shards[sid]["tokens"]
+        runner.step, runner.targets = runner.step + 1, runner.targets + n
+        runner.spent["updates"] += 1
+        runner.spent["targets"] += n
+        return {"train_loss": 0.0, "updates": 1, "targets": n, "seconds": 0.0}
+
+    def measure(model):
+        if not trained:
+            return dict(REF)
+        sid, flagged = trained[-1]
+        ref = runner.ref
+        if flagged is not None:  # a recovery shard: where the flagged domain stands now
+            if roles[flagged] == "recovers":
+                return _plus(ref, "test_code", FRAC * K * SIGMA["test_code"] * (1 - EPS))
+            return _plus(ref, "comments", FRAC * K * SIGMA["comments"] * (1 + EPS))
+        if roles[sid] == "low":
+            return {d: ref[d] + K * SIGMA[d] * (1 - EPS) for d in ref}
+        if roles[sid] == "recovers":
+            return _plus(ref, "test_code", K * SIGMA["test_code"] * (1 + EPS))
+        if roles[sid] == "bad":
+            return _plus(ref, "comments", K * SIGMA["comments"] * (1 + EPS))
+        return dict(ref)
+
+    class Done(Exception):
+        pass
+
+    def candidate_step():
+        if runner.state["quarantined"]:
+            raise Done  # the path is complete; the remaining plain shards would only cost time
+        QueueRunner.candidate_step(runner)
+
+    runner.train_shard, runner.measure_fn, runner.candidate_step = train_shard, measure, candidate_step
+    try:
+        runner.run()
+    except Done:
+        pass
+    recs = read_log(tmp_path / "q" / "decisions.jsonl")
+    by = {v: k for k, v in roles.items() if v != "plain"}
+    cand = {r["shard"]: r for r in recs if r["event"] == "train" and r["role"] == "candidate"}
+    assert cand[by["low"]]["flagged"] == [] and cand[by["recovers"]]["flagged"] == ["test_code"]
+    assert cand[by["low"]]["thresholds"] == pytest.approx({d: K * SIGMA[d] for d in SIGMA}, rel=1e-12)
+    recov = [r for r in recs if r["event"] == "train" and r["role"] == "recovery"]
+    assert recov[0]["tested"] == by["recovers"] and recov[0]["unrecovered"] == []
+    assert recov[0]["limits"] == pytest.approx({"test_code": FRAC * K * SIGMA["test_code"]}, rel=1e-12)
+    accepts = [(r["shard"], r["note"]) for r in recs if r["event"] == "accept"]
+    assert (by["low"], "") in accepts and (by["recovers"], "recovered") in accepts
+    bad = [r for r in recs if r.get("shard") == by["bad"] or r.get("tested") == by["bad"]]
+    path = [(r["event"], r.get("role"), r.get("outcome")) for r in bad if r["event"] in ("train", "reject")]
+    assert path == [("train", "candidate", None), ("train", "recovery", None), ("reject", None, "deferred"),
+                    ("train", "candidate", None), ("train", "recovery", None), ("reject", None, "quarantined")]
+    assert all(r["unrecovered"] == ["comments"] for r in bad if r["event"] == "reject")
+    rounds = [r["rotation"] for r in recs if r["event"] == "rotation"]
+    rot_of = {}
+    rot = 0
+    for r in recs:  # the rotation in which each rejection happened
+        rot = r["rotation"] if r["event"] == "rotation" else rot
+        if r["event"] == "reject":
+            rot_of[r["outcome"]] = rot
+    assert rot_of == {"deferred": 1, "quarantined": 2} and rounds[:2] == [1, 2]
+    assert any(r["event"] == "inspect" and r["shard"] == by["bad"] for r in recs)
+    assert runner.state["quarantined"] == [by["bad"]] and by["bad"] not in runner.state["accepted"]
+
+
+def _plus(base, d, amount):
+    return {**base, d: base[d] + amount}

@@ -54,7 +54,12 @@ def stage_a(a, p, out, rq, log):
         if a.data_dir:
             ov.append(f"data_dir={a.data_dir}")
         log(f"stage A: calibrating into {cal}")
-        rec = rq.calibrate(cal, None, ov, queue_settings(p), a.device, log=log)
+        settings = queue_settings(p)
+        if getattr(a, "domains", None):  # control and selection domains from a file
+            from shardqueue.domains import load_domains
+
+            settings["domains"] = load_domains(a.domains)
+        rec = rq.calibrate(cal, None, ov, settings, a.device, log=log)
         if not rec["ok"]:
             raise DataError(f"{cal / 'calibration.json'}: the calibration failed ({rec['reason']})")
     else:
@@ -173,6 +178,8 @@ def run_study(a, log=print):
     from shardqueue import api as rq
 
     p = PRESETS[a.preset]
+    if getattr(a, "source", None):  # your own prepared corpus (prepare.py --source parquet) in the preset's setting
+        p = {**p, "source": a.source}
     out = Path(a.out)
     try:
         with folder_lock(out, "the queue study"):
@@ -183,9 +190,9 @@ def run_study(a, log=print):
 
 
 def _run(a, p, out, rq, log):
-    import torch
+    from training.device import resolve_device
 
-    a.device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    a.device = resolve_device(a.device or "auto", "--device")
     rot = p["rotation_shards"]
     t_all = time.time()
     prov = out / "provenance.json"  # the commit and machine the runs were made with (a rebuilt report keeps them)

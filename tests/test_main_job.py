@@ -1,0 +1,80 @@
+"""main.py as a whole: a rerun skips finished work, an interrupted stage resumes to the same results.
+
+The cheapest stages that show both are train (run_six: finished runs are not trained
+again, an interrupted one resumes from its newest checkpoint) and freeze (frozen once).
+The tiny preset is shrunk to a micro model and one seed (three runs) for the test; the
+stage code is the main job's own.
+"""
+import json
+
+import pytest
+
+import main as main_job
+import train as train_module
+from protocols import generate_configs
+from training.config import resolve_config
+
+MICRO = dict(source="stdlib", depth=1, width=32, heads=2, kv_heads=2, context=16, short_window=8, vocab=400,
+             micro_rows=2, accum=1, updates=4, eval_batches=1, eval_rows=2, buffer=20, max_source_len=320,
+             checkpoint_every=2, prefetch=0)
+CUT = "random_crop_s43"  # the run interrupted after update 3 (its newest checkpoint is update 2)
+
+
+@pytest.fixture
+def micro(monkeypatch):
+    monkeypatch.setitem(generate_configs.PRESETS, "tiny", MICRO)
+    monkeypatch.setattr(generate_configs, "SEEDS", (43,))
+
+
+def _files(folder):
+    """Every file under folder (locks aside): bytes and modification time."""
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith(".lock")}
+
+
+def test_interrupted_stage_resumes_and_a_rerun_skips_everything(small_corpus, micro, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "main"
+    argv = ["--data-dir", str(small_corpus), "--out", str(out), "--stages", "train,freeze"]
+    real_train = train_module.train
+
+    def killed(cfg, out_dir, resume=False, stop_after=None, log=print):
+        if cfg.name == CUT:
+            real_train(cfg, out_dir, resume, stop_after=3, log=log)
+            raise KeyboardInterrupt  # as if killed after update 3, one update past the checkpoint
+        return real_train(cfg, out_dir, resume, stop_after, log)
+
+    monkeypatch.setattr(train_module, "train", killed)
+    with pytest.raises(KeyboardInterrupt):
+        main_job.main(argv)
+    monkeypatch.setattr(train_module, "train", real_train)
+    assert not (out / "protocol.json").exists()  # freeze never ran on an unfinished stage
+    capsys.readouterr()
+
+    assert main_job.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "baseline_s43: already finished" in text and f"resumed from {out / 'train' / CUT}" in text
+
+    # the resumed run equals one that was never interrupted
+    ref = tmp_path / "ref"
+    (c,) = [c for c in generate_configs.configs("tiny") if c["name"] == CUT]
+    cfg = resolve_config(None, [f"{k}={v}" for k, v in c.items()] + [f"data_dir={small_corpus}"])
+    want = real_train(cfg, ref, log=lambda m: None)
+    got = json.loads((out / "train" / CUT / "summary.json").read_text())
+    for key in ("bpb", "ce", "counted_targets", "bytes", "fingerprint"):
+        assert got["official"][key] == want["official"][key], key
+    assert got["final_train_loss"] == want["final_train_loss"]
+    losses = [json.loads(x)["loss"] for x in (out / "train" / CUT / "train_log.jsonl").read_text().splitlines()]
+    assert losses == [json.loads(x)["loss"] for x in (ref / "train_log.jsonl").read_text().splitlines()]
+
+    # a second run skips everything: no file is rewritten, not even with the same bytes
+    # (table.md, results.json and the curves are rebuilt from the finished runs, byte for byte)
+    before = _files(out)
+    assert main_job.main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.count("already finished") == 3 and "protocol already frozen" in text
+    after = _files(out)
+    assert set(after) == set(before)
+    for name, (data, mtime) in before.items():
+        assert after[name][0] == data, name
+        if not name.startswith("train/") or "/" in name[len("train/"):]:
+            assert after[name][1] == mtime, name  # run folders, protocol and manifest: not touched at all
