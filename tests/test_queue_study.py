@@ -332,7 +332,6 @@ def test_held_out_rate_is_reported_on_transitions_that_did_not_choose_k():
 
 def test_schedule_keeps_weight_decay_constant_and_warms_up():
     from shardqueue.schedule import decay, warmup
-    from shardqueue.study.presets import train_config
     from shardqueue.runner import train_rows
     from training.trainer import Trainer
 
@@ -341,7 +340,10 @@ def test_schedule_keeps_weight_decay_constant_and_warms_up():
     assert warmup(2, 4)(0) == 0.75 and warmup(10, 0) == 1.0
     d = decay(2, 8)
     assert [d(i) for i in range(7)] == [0.75, 0.625, 0.5, 0.375, 0.25, 0.125, 0.0]
-    cfg = train_config("tiny", 43)
+    from training.config import resolve_config
+
+    cfg = resolve_config(None, ["depth=1", "width=32", "heads=2", "kv_heads=2", "context=32", "short_window=16",
+                                "vocab=400", "micro_rows=8", "accum=1"])
     tr = Trainer(cfg, "cpu")
     x = np.zeros((8, cfg.context), dtype=np.int64)
     for step in (0, 500, 900):  # late in any horizon the baseline's weight decay would have fallen
