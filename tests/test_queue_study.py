@@ -165,7 +165,7 @@ def test_dry_run_prints_the_plan():
     out = r.stdout
     assert "65,864,334 parameters" in out and "| B (per seed) |" in out and "FLOPs" in out and "GB" in out
     assert "stage A (once): 10 shards" in out and "GPU-hours" in out and "128 GiB host memory" in out
-    assert "peak host memory" in out and "disk" in out
+    assert "host memory, peak" in out and "disk" in out and "fits the node" in out
 
 
 # ---- report schema ---------------------------------------------------------------------
@@ -362,7 +362,7 @@ def test_proxy64m_stage_a_is_ten_shards_and_its_dry_run_states_the_node():
     states = 1 + (p["held_out_shards"] + 1) * p["checkpoints_per_shard"]
     assert states - 2 == 71 and states - (p["choose_transitions"] + 1) - 2 == 60
     n = pl["node"]
-    assert n["gpus"] == 8 and n["host_memory_gib"] == 128 and n["fits_memory"]
+    assert n["gpus"] == 8 and n["host_memory_gib"] == 128 and n["runs_in_parallel"] == 6
     assert "cannot bound whole-shard false rejections" in SUB_SHARD_NOTE
 
 
