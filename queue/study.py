@@ -56,7 +56,12 @@ def parse(argv):
 def main(argv=None):
     a = parse(argv)
     if a.dry_run:
-        print(format_plan(plan(a.preset)))
+        pl = plan(a.preset)
+        print(format_plan(pl))
+        if pl.get("node"):  # a GPU plan: peak host memory and disk against the stated node
+            from shardqueue.footprint import format_footprint, host_footprint
+
+            print(format_footprint(host_footprint(a.preset)))
         return 0
     from shardqueue.study.run import run_study
 

@@ -295,8 +295,5 @@ def format_plan(pl):
                      f"GPU-hours at the proposal's estimate of 55 minutes per 64M shard (more with rejections)")
         lines.append(f"node: {n['node']} ({n['gpus']} GPUs, {n['host_memory_gib']} GiB host memory): stage A on one "
                      f"GPU, then the {n['runs_in_parallel']} runs one per GPU: about {n['wall_hours']:.0f} hours wall "
-                     f"time (more with rejections)")
-        from shardqueue.footprint import format_footprint, host_footprint
-
-        lines.append(format_footprint(host_footprint(pl["preset"])))
+                     f"time (more with rejections); host memory and disk follow (footprint.py)")
     return "\n".join(lines)
