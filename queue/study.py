@@ -1,24 +1,29 @@
 #!/usr/bin/env python3
 """The queue experiment of the proposal "Can a model help choose its next training data?".
 
-  python queue/study.py --preset tiny --out runs/queue_study        # the CPU setting the main job runs
-  python queue/study.py --preset proxy64m --dry-run                 # the 64M proxy plan: shards, targets, FLOPs
-  python queue/study.py --preset proxy64m --out runs/study64m [--curve]   # on one GPU with ClimbMix prepared
+  python queue/study.py --preset tiny --out runs/queue_study        # the CPU smoke test the main job runs
+  python queue/study.py --preset small --out runs/queue_study_small # the CPU study at small scale (~28 min CPU)
+  python queue/study.py --preset proxy64m --dry-run                 # the 64M plan: GPU-hours, data, disk, memory
+  python queue/study.py --preset proxy64m --out runs/study64m [--curve]   # on GPUs with ClimbMix prepared
 
 Stage A calibrates the rule once (one homogeneous source) and is shared by all arms.
 Stage B runs three arms at the same trained-target budget, two seeds each, from the same
-candidate pool and frozen rotation manifest, with the same final decay length:
+candidate pool and frozen rotation manifest; each ends with the same final decay (the
+same number of updates) on shards its own policy accepted:
   A  the eligible pool in plain seeded order, no measurement-driven decisions; it also
-     provides the reference curve of the selection axis (decay branches);
+     provides the reference curve of the selection axis (decay branches spaced in log D,
+     continuing until the curve covers every arm's final loss, up to the preset's cap);
   B  the queue (basic rule; --curve: the curve-guided residual rule when the reference
      curves pass the identifiability check);
   C  random rejection at the rate B measured, same rollback/deferral mechanics.
 Every arm is scored on the selection set only after its decay; efficiency points against
 arm A's curve feed the adoption rule: adopt only if B beats A and C at both seeds by more
-than max(0.6, 2 x seed spread) points.
+than max(0.6, 2 x seed spread) points. The verdict is "adopted within this tested
+setting", "not adopted" or "not measurable" (with the reason).
 
-Writes OUT/summary.json, OUT/report.md, OUT/selection.png, OUT/control_b.png,
-OUT/decisions_B.parquet (+ .csv) and one folder per run. A finished run is not redone.
+Writes OUT/summary.json, OUT/report.md, four figures (selection, control_b, screen_vs_rise,
+compute), OUT/decisions_B.parquet (+ .csv) and one folder per run. A finished run is not
+redone.
 """
 import argparse
 import os
@@ -51,7 +56,12 @@ def parse(argv):
 def main(argv=None):
     a = parse(argv)
     if a.dry_run:
-        print(format_plan(plan(a.preset)))
+        pl = plan(a.preset)
+        print(format_plan(pl))
+        if pl.get("node"):  # a GPU plan: peak host memory and disk against the stated node
+            from shardqueue.footprint import format_footprint, host_footprint
+
+            print(format_footprint(host_footprint(a.preset)))
         return 0
     from shardqueue.study.run import run_study
 

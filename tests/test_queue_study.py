@@ -165,7 +165,7 @@ def test_dry_run_prints_the_plan():
     out = r.stdout
     assert "65,864,334 parameters" in out and "| B (per seed) |" in out and "FLOPs" in out and "GB" in out
     assert "stage A (once): 10 shards" in out and "GPU-hours" in out and "128 GiB host memory" in out
-    assert "peak host memory" in out and "disk" in out
+    assert "host memory, peak" in out and "disk" in out and "fits the node" in out
 
 
 # ---- report schema ---------------------------------------------------------------------
@@ -332,7 +332,6 @@ def test_held_out_rate_is_reported_on_transitions_that_did_not_choose_k():
 
 def test_schedule_keeps_weight_decay_constant_and_warms_up():
     from shardqueue.schedule import decay, warmup
-    from shardqueue.study.presets import train_config
     from shardqueue.runner import train_rows
     from training.trainer import Trainer
 
@@ -341,7 +340,10 @@ def test_schedule_keeps_weight_decay_constant_and_warms_up():
     assert warmup(2, 4)(0) == 0.75 and warmup(10, 0) == 1.0
     d = decay(2, 8)
     assert [d(i) for i in range(7)] == [0.75, 0.625, 0.5, 0.375, 0.25, 0.125, 0.0]
-    cfg = train_config("tiny", 43)
+    from training.config import resolve_config
+
+    cfg = resolve_config(None, ["depth=1", "width=32", "heads=2", "kv_heads=2", "context=32", "short_window=16",
+                                "vocab=400", "micro_rows=8", "accum=1"])
     tr = Trainer(cfg, "cpu")
     x = np.zeros((8, cfg.context), dtype=np.int64)
     for step in (0, 500, 900):  # late in any horizon the baseline's weight decay would have fallen
@@ -360,7 +362,7 @@ def test_proxy64m_stage_a_is_ten_shards_and_its_dry_run_states_the_node():
     states = 1 + (p["held_out_shards"] + 1) * p["checkpoints_per_shard"]
     assert states - 2 == 71 and states - (p["choose_transitions"] + 1) - 2 == 60
     n = pl["node"]
-    assert n["gpus"] == 8 and n["host_memory_gib"] == 128 and n["fits_memory"]
+    assert n["gpus"] == 8 and n["host_memory_gib"] == 128 and n["runs_in_parallel"] == 6
     assert "cannot bound whole-shard false rejections" in SUB_SHARD_NOTE
 
 

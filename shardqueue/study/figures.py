@@ -86,7 +86,13 @@ def control_figure(summary, path):
         ax.set_title(f"Arm B seed {r['seed']}: control losses and decisions")
         ax.set_xlabel("D: targets in the model's history since the shared start\n(red dotted: rejected, rolled back)")
         ax.set_ylabel("control loss (bits per byte)")
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    # one legend for both panels: a decision seen at one seed only must still be named
+    handles = {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    axes[0][-1].legend(handles.values(), handles.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                       borderaxespad=0)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

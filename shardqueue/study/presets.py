@@ -233,29 +233,17 @@ def plan(preset):
 
 
 def node_fit(p, pl, n_params, cfg):
-    """Wall time, disk and peak host memory of the plan on NODE (one 8-GPU node, 128 GiB host memory).
+    """GPU-hours and wall time of the plan on NODE (one 8-GPU node, 128 GiB host memory).
 
-    Runs are independent after stage A: the six runs (3 arms x 2 seeds) go one per GPU.
-    Host memory per run: the model, its two optimizers' state and gradients (fp32: 4 x 4
-    bytes per parameter), the rollback snapshot and the queue checkpoint's copy (2 x that),
-    one shard's token ids as uint16 streamed from disk plus the rows of one update, the pool
-    sample, and the control and selection windows; the 13-gram overlap check is sampled.
+    Runs are independent after stage A: the six runs (3 arms x 2 seeds) go one per GPU. Peak
+    host memory and disk are counted term by term in footprint.py (host_footprint), which
+    reads `runs_in_parallel` from here.
     """
-    state = 16 * n_params
-    shard_tok = pl["shard_targets"] * 2  # uint16
-    rows = 2 * 8 * cfg.micro_rows * cfg.accum * cfg.context  # int64 x and y of one update
-    sets = 2 * 8 * 8 * p["per_domain"] * cfg.context
-    per_run = 3 * state + shard_tok + rows + sets + 2 * 8 * 32 * cfg.context + 2 * 1024 ** 3  # + 2 GiB interpreter/torch
     runs = 3 * len(p["seeds"])
-    peak = runs * per_run
     hours_a = pl["stage_a"]["shards"] * p["minutes_per_shard"] / 60
     arm_hours = {a: v["shards"] * p["minutes_per_shard"] / 60 for a, v in pl["arms"].items()}
     return {"node": NODE["name"], "gpus": NODE["gpus"], "host_memory_gib": NODE["host_memory_gib"],
-            "runs_in_parallel": min(runs, NODE["gpus"]), "peak_host_memory_bytes": peak,
-            "fits_memory": peak < NODE["host_memory_gib"] * 1024 ** 3,
-            "wall_hours": hours_a + max(arm_hours.values()) + (len(p["seeds"]) - 1) * 0,
-            "disk_bytes": pl["data_disk_bytes"] + runs * 3 * state + 3 * state,
-            "per_run_memory_bytes": per_run}
+            "runs_in_parallel": min(runs, NODE["gpus"]), "wall_hours": hours_a + max(arm_hours.values())}
 
 
 def _bytes(n):
@@ -307,8 +295,5 @@ def format_plan(pl):
                      f"GPU-hours at the proposal's estimate of 55 minutes per 64M shard (more with rejections)")
         lines.append(f"node: {n['node']} ({n['gpus']} GPUs, {n['host_memory_gib']} GiB host memory): stage A on one "
                      f"GPU, then the {n['runs_in_parallel']} runs one per GPU: about {n['wall_hours']:.0f} hours wall "
-                     f"time; disk {_bytes(n['disk_bytes'])} (data, one checkpoint per run and stage A's state); peak "
-                     f"host memory {n['peak_host_memory_bytes'] / 1024 ** 3:.1f} GiB "
-                     f"({n['per_run_memory_bytes'] / 1024 ** 3:.2f} GiB per run, shards streamed as uint16): "
-                     + ("fits" if n["fits_memory"] else "does NOT fit"))
+                     f"time (more with rejections); host memory and disk follow (footprint.py)")
     return "\n".join(lines)

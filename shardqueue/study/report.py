@@ -102,7 +102,9 @@ def render(s):
          "(The proposal \"Can a model help choose its next training data?\", sections 2 and 4.)", "",
          f"Run {prov['date']} at commit `{prov['commit'][:12]}`" + (" (uncommitted changes)" if prov.get("dirty") else "")
          + f" on {prov['machine']}; wall time {s['timing']['total']:.0f} s (stage A {s['timing']['stage_a']:.0f} s, "
-         f"the six runs {s['timing']['runs']:.0f} s)." + (f" {prov['note']}" if prov.get("note") else ""), "",
+         f"the six runs {s['timing']['runs']:.0f} s)." + (f" {prov['note']}" if prov.get("note") else "")
+         + (f" Report and figures built {rb['date']} at commit `{rb['commit'][:12]}`." if (rb := prov.get("report_built"))
+            and rb.get("commit") != prov["commit"] else ""), "",
          "## Definitions (used below)", "",
          "**D and efficiency points.** " + s["efficiency_definition"], "",
          "**Per-axis equivalent.** " + s["axis_definition"], "",

@@ -234,7 +234,7 @@ def _run(a, p, out, rq, log):
     thresholds = tuple(int(round(f * budget)) if f != 1.0 else budget for f in fr)
     for s in seeds:
         # the lowest loss A's curve must reach: every B and C final, and A's own budget points so far
-        lows = [mean(r["final"]["selection"]) for r in runs] + [
+        lows = [mean(r["final"]["selection"]) for r in runs if r["arm"] != "A"] + [
             mean(b["selection"]) for r in runs if r["arm"] == "A" for b in r["branches"] if b["threshold"] == budget]
         share_start_state(out, s, calib["seed"])
         ra = run_arm(rq, "A", s, out, cal, int(p["reference_cap"] * budget), rot, log, a.device, ReferenceBranchRunner,
@@ -261,8 +261,8 @@ def _run(a, p, out, rq, log):
     path = write_report(summary, out)
     ad = summary["adoption"]
     log(f"\nverdict: {ad['verdict']}" + (f" ({'; '.join(ad['reasons'])})" if ad["reasons"] else ""))
-    log(f"  B-A {fmt_by_seed(ad['b_minus_a'])}; B-C {fmt_by_seed(ad['b_minus_c'])}; threshold "
-        f"{fmt_num(ad['threshold'])} efficiency points")
+    thr = "not measurable" if ad["threshold"] is None else f"{ad['threshold']:.2f}"
+    log(f"  efficiency points: B-A {fmt_by_seed(ad['b_minus_a'])}; B-C {fmt_by_seed(ad['b_minus_c'])}; threshold {thr}")
     log(f"wrote {path}, {out / 'summary.json'} and the figures")
     return 0
 
