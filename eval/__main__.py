@@ -97,6 +97,11 @@ def main(argv=None):
     except (DataError, FolderLocked) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        from corpus.errors import os_error_line
+
+        print(f"error: {os_error_line(e)}", file=sys.stderr)
+        return 2
     print(f"({time.time() - t0:.0f}s)")
     return rc
 

@@ -142,7 +142,13 @@ def main(argv=None):
     if not files:
         print("error: no files to list (an empty manifest verifies nothing)", file=sys.stderr)
         return 2
-    n = write_manifest(files, out, covers)
+    try:
+        n = write_manifest(files, out, covers)
+    except OSError as e:
+        from corpus.errors import os_error_line
+
+        print(f"error: {os_error_line(e, out)}", file=sys.stderr)
+        return 2
     print(f"wrote {out}: {n} files")
     return 0
 
