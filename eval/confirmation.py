@@ -15,6 +15,25 @@ def _key(text):
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
+def confirmation_stream(data_dir, source, rows):
+    """(stream, duplicates): validation rows a:b less their exact duplicates."""
+    from loaders.stream import open_split
+
+    dups = find_duplicates(data_dir, source, tuple(rows))
+    return open_split(data_dir, source, "val", row_range=tuple(rows), exclude=[r for r, _ in dups]), dups
+
+
+def confirmation_fingerprint(data_dir, source, plan, eval_rows):
+    """SHA256 of the confirmation stream's input/target rows, as the CPU replay materializes them:
+    frozen into the protocol, checked before every confirmation pass."""
+    from eval.stream_checks import audit_stream
+
+    stream, _ = confirmation_stream(data_dir, source, plan["populations"]["conf"]["rows"])
+    R = plan["context"] + 1
+    rec = audit_stream(stream, plan["confirmation_batches"] * eval_rows, R, plan["buffer"], R)
+    return rec["fingerprint"]
+
+
 def find_duplicates(data_dir, source, rows):
     """[(row, 'train:<shard>' | 'val:<earlier row>')] for validation rows in rows=(a, b)."""
     lay = Layout(data_dir, source)
