@@ -150,7 +150,7 @@ def prepare(a):
     checks = audit_streams(plan, {"dev": open_split(dd, cfg0.source, "val"), "conf": streams["conf"]}, cfg0.eval_rows)
     require(checks)
     if a.protocol:
-        check_frozen_stream(plan, checks)
+        check_frozen_stream(plan, checks, streams["conf"])
         from protocols.rescore import check_all_reproduce
 
         check_all_reproduce(runs, dd, a.device)
@@ -159,15 +159,18 @@ def prepare(a):
             "protocol_sha256": proto["_sha256"] if a.protocol else None}
 
 
-def check_frozen_stream(plan, checks):
+def check_frozen_stream(plan, checks, conf_stream):
     """The confirmation stream is the one the protocol froze, to the document."""
+    from eval.confirmation import stream_fingerprint
+
     want = plan.get("confirmation_fingerprint")
     if not want:
         raise DataError("the protocol freezes no confirmation stream fingerprint (frozen by an older version): "
                         "freeze it again before a confirmation pass")
-    if checks["conf"]["fingerprint"] != want:
+    got = stream_fingerprint(conf_stream, checks["conf"]["fingerprint"])
+    if got != want:
         raise DataError(f"{checks['conf']['stream']}: the confirmation stream's fingerprint "
-                        f"{checks['conf']['fingerprint'][:16]}… is not the frozen {want[:16]}… (its documents "
+                        f"{got[:16]}… is not the frozen {want[:16]}… (its documents "
                         f"differ from the protocol's); refusing to confirm")
 
 

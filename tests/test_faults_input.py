@@ -71,4 +71,8 @@ def test_unwritable_outputs_and_a_full_disk_are_one_line_naming_the_path(small_c
     one_line_error(capsys, rc, "m.sha256", "free disk space")
     rc = train_cli.main(tiny + ["--out", str(tmp_path / "run2")])
     one_line_error(capsys, rc, "run2", "free disk space")
+    import prepare
+
+    rc = prepare.main(["--data-dir", str(tmp_path / "data"), "--max-files", "30", "--shards", "3"])
+    one_line_error(capsys, rc, str(tmp_path / "data"), "free disk space")
     assert not list(tmp_path.glob("*.tmp")) and not list((tmp_path / "run2").glob(".*.tmp"))
