@@ -87,7 +87,6 @@ def main(argv=None):
     if "eval" in stages:
         print("\n== stage: eval (windows, bins, bootstrap, confirmation, rankings)", flush=True)
         from eval.__main__ import main as eval_main
-
         from manifests.__main__ import verify_manifest
 
         if (out / "checkpoints.sha256").exists() and not verify_manifest(out / "checkpoints.sha256"):
@@ -132,10 +131,16 @@ def run_queue_stage(qdir, data_dir):
     a minute and a half of CPU time.
     """
     import json
-    import runpy
 
+    import torch
+
+    from corpus.errors import DataError
+    from corpus.runlock import FolderLocked, folder_lock
     from protocols.generate_configs import PRESETS
+    from shardqueue import api
+    from shardqueue.replay import reconstruct_folder
 
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # as queue/run_queue.py's default
     qdir.mkdir(parents=True, exist_ok=True)
     if (qdir / "queue_summary.json").exists():
         print(f"already done ({qdir / 'queue_summary.json'})")
@@ -146,26 +151,35 @@ def run_queue_stage(qdir, data_dir):
         cfg["data_dir"] = data_dir
     if not (qdir / "config.json").exists():
         (qdir / "config.json").write_text(json.dumps(cfg, indent=2))
-    qmain = runpy.run_path(str(Path(__file__).parent / "queue" / "run_queue.py"))["main"]
-    out = ["--out", str(qdir)]
-    if not (qdir / "calibration.json").exists():
-        rc = qmain(["calibrate", "--config", str(qdir / "config.json"), *out, "--fresh"])
-        if rc:
-            return rc
-    rc = qmain(["run", *out, "--budget-targets", "24000", "--rotation-shards", "6",
-                *(["--resume"] if (qdir / "decisions.jsonl").exists() else [])])
-    return rc or qmain(["reconstruct", *out])
+    try:
+        with folder_lock(qdir, "queue (main job)"):
+            if not (qdir / "calibration.json").exists():
+                rec = api.calibrate(qdir, str(qdir / "config.json"), (), dict(api.DEFAULTS), device, fresh=True)
+                if not rec["ok"]:
+                    print(f"error: calibration failed: {rec['reason']}", file=sys.stderr)
+                    return 1
+                print(api.describe_calibration(rec))
+            summary = api.run(qdir, None, "queue", None, 0.0, 24000, 6, True,
+                              resume=(qdir / "decisions.jsonl").exists(), device=device)
+            line, err = api.describe_run(summary, qdir)
+            print(line)
+            if err:
+                print(f"error: {err}", file=sys.stderr)
+                return 1
+    except (DataError, FolderLocked) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return reconstruct_folder(qdir)
 
 
 def run_queue_study_stage(sdir, data_dir):
-    import runpy
+    from shardqueue.study.run import run_study
 
     if (sdir / "report.md").exists():
         print(f"already done ({sdir / 'report.md'})")
         return 0
-    smain = runpy.run_path(str(Path(__file__).parent / "queue" / "study.py"))["main"]
-    return smain(["--preset", "tiny", "--out", str(sdir), *(["--data-dir", data_dir] if data_dir else [])])
-
+    return run_study(argparse.Namespace(preset="tiny", out=str(sdir), data_dir=data_dir, dry_run=False, curve=False,
+                                        calibration=None, device=None))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -25,11 +25,9 @@ import os
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(1, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: shardqueue, corpus, training
 
-from study_presets import PRESETS, format_plan, plan  # noqa: E402
+from shardqueue.study.presets import PRESETS, format_plan, plan  # noqa: E402
 
 
 def parse(argv):
@@ -51,7 +49,7 @@ def main(argv=None):
     if a.dry_run:
         print(format_plan(plan(a.preset)))
         return 0
-    from study_run import run_study
+    from shardqueue.study.run import run_study
 
     return run_study(a)
 

@@ -1,12 +1,9 @@
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[1]  # on sys.path through pyproject's pytest `pythonpath`
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +23,14 @@ def python_env():
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT)
     return env
+
+
+def queue_script(name):
+    """A queue command line (queue/NAME.py) loaded as a module, to call its main() in-process
+    exactly as `python queue/NAME.py` runs it; queue/ itself is never importable."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"queue_cli_{name}", ROOT / "queue" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

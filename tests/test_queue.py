@@ -8,20 +8,19 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import ROOT, queue_script
 
-from conftest import ROOT
+from corpus.errors import DataError
+from shardqueue import api as rq
+from shardqueue.log import read_log
+from shardqueue.packing import shard_rows, shard_tokens, update_batches
+from shardqueue.replay import reconstruct_folder
+from shardqueue.rotation import shard_docs
+from shardqueue.rule import calibrate as calibrate_rule
+from shardqueue.rule import clopper_pearson_upper, held_out_rate
+from shardqueue.runner import QueueRunner, params_sha256
 
-sys.path.insert(0, str(ROOT / "queue"))  # queue/ is a folder of scripts, never a package shadowing `queue`
-
-import run_queue as rq  # noqa: E402
-from decision_log import read_log  # noqa: E402
-from log_replay import reconstruct_folder  # noqa: E402
-from queue_runner import QueueRunner, params_sha256  # noqa: E402
-from rejection_rule import calibrate as calibrate_rule, clopper_pearson_upper, held_out_rate  # noqa: E402
-from shard_packing import shard_rows, shard_tokens, update_batches  # noqa: E402
-from shard_rotation import shard_docs  # noqa: E402
-
-from corpus.errors import DataError  # noqa: E402
+cli = queue_script("run_queue")  # the command line, called in-process
 
 CFG = dict(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16, vocab=400, micro_rows=4, accum=1,
            muon_lr=0.02, updates=1000, eval_batches=2, eval_rows=4)
@@ -174,8 +173,7 @@ def test_resume_after_an_interruption_gives_the_same_log_and_model(calibrated, f
             raise KeyboardInterrupt
         return orig_train(self, sid, *a, **k)
 
-    import decision_log
-
+    from shardqueue import log as decision_log  # the module, to patch its writer
     orig_dw = decision_log.DecisionLog.write
 
     def dying_write(self, rec):
@@ -227,7 +225,7 @@ def test_resume_refuses_a_log_that_does_not_match_the_checkpoint(calibrated, ful
     extra = dict(recs[-1], seq=len(recs) + 1, event="accept", shard=recs[1]["order"][0])
     with open(log, "a") as f:
         f.write(json.dumps(extra) + "\n")
-    rc = rq.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"]), "--resume"])
+    rc = cli.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"]), "--resume"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "do not belong together" in err[0]
 
@@ -236,7 +234,7 @@ def test_fresh_run_refuses_a_used_folder_unless_fresh_which_moves_it_aside(calib
     out = tmp_path / "used"
     shutil.copytree(full_run[0], out)
     old = (out / "decisions.jsonl").read_bytes()
-    rc = rq.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"])])
+    rc = cli.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"])])
     assert rc == 2 and "--fresh" in capsys.readouterr().err
     assert (out / "decisions.jsonl").read_bytes() == old
     dest, moved = rq.move_aside(out, "calibration")
@@ -305,8 +303,7 @@ def test_policies_share_one_code_path(calibrated, tmp_path):
 
 
 def test_branch_check_returns_a_shard_when_its_source_rises_too(calibrated, tmp_path, monkeypatch):
-    import queue_runner
-
+    from shardqueue import runner as queue_runner
     # every library shard raises control loss by 1 (a "phase" effect): the branch check sees the same rise
     cfg, world, pool, calib = rq.open_calibration(calibrated["strict"])
     real = queue_runner.measure
@@ -352,7 +349,7 @@ def test_cli_calibrate_failure_is_one_line_and_nonzero(calibrated, tmp_path, mon
     monkeypatch.setattr(rq, "calibrate_rule", lambda s, h: real(s, [{d: 1.0 + 50.0 * t for d in s[0]} for t in range(6)]))
     args = ["calibrate", "--config", str(cfg), "--out", str(tmp_path / "q")] + \
            [x for k, v in SETTINGS.items() for x in (f"--{k.replace('_', '-')}", str(v))]
-    assert rq.main(args) == 1
+    assert cli.main(args) == 1
     err = capsys.readouterr().err
     lines = [ln for ln in err.replace("\r", "\n").splitlines() if ln.strip() and not ln.startswith("calibration shards")]
     assert len(lines) == 1 and lines[0].startswith("error: calibration failed") and "Traceback" not in err
@@ -381,12 +378,12 @@ def test_a_second_process_is_locked_out(calibrated, tmp_path, capsys):
     from corpus.runlock import folder_lock
 
     with folder_lock(tmp_path / "q", "test"):
-        rc = rq.main(["run", "--out", str(tmp_path / "q"), "--calibration", str(calibrated["strict"])])
+        rc = cli.main(["run", "--out", str(tmp_path / "q"), "--calibration", str(calibrated["strict"])])
     assert rc == 2 and "in use by another process" in capsys.readouterr().err
 
 
 def test_unlabeled_text_gets_deterministic_register_domains():
-    from control_domains import domain_texts, register_of
+    from shardqueue.domains import domain_texts, register_of
 
     code = "import os\n\ndef f(x):\n    return x + 1\n\nclass A:\n    pass\n"
     qa = "Question: what is a shard?\nAnswer: a group of whole documents. Why? Who? How?"

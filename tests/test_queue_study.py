@@ -7,17 +7,18 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "queue"))  # queue/ is a folder of scripts, never a package shadowing `queue`
-
-from adoption import ADOPTED, NOT_ADOPTED, adoption, seed_spread  # noqa: E402
-from curve_fit import check_identifiable, curve, residual  # noqa: E402
-from efficiency import average_curves, efficiency_points, equivalent_targets  # noqa: E402
-from random_rejection import rejected_positions  # noqa: E402
-from study_presets import PROXY_TARGET_PARAMS, plan  # noqa: E402
-from study_report import SchemaError, validate  # noqa: E402
+from shardqueue.study.adoption import ADOPTED, NOT_ADOPTED, adoption, seed_spread
+from shardqueue.study.curve_fit import check_identifiable, curve, residual
+from shardqueue.study.efficiency import (
+    average_curves,
+    efficiency_points,
+    equivalent_targets,
+)
+from shardqueue.study.presets import PROXY_TARGET_PARAMS, plan
+from shardqueue.study.random_rejection import rejected_positions
+from shardqueue.study.report import SchemaError, validate
 
 
 # ---- reference curve -------------------------------------------------------------------
@@ -137,9 +138,8 @@ def test_random_rejections_follow_rate_and_seed_and_repeat_exactly():
         assert pos == rejected_positions(rate, 40, 43)
     assert rejected_positions(0.25, 40, 43) != rejected_positions(0.25, 40, 44)
     # identical in a fresh interpreter (no hidden global state)
-    code = ("import sys; sys.path.insert(0, %r); from random_rejection import rejected_positions; "
-            "print(rejected_positions(0.25, 40, 43))" % str(ROOT / "queue"))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = "from shardqueue.study.random_rejection import rejected_positions; print(rejected_positions(0.25, 40, 43))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert json.loads(out) == rejected_positions(0.25, 40, 43)
     with pytest.raises(ValueError):
         rejected_positions(1.5, 10, 1)
@@ -155,11 +155,12 @@ def test_proxy64m_plan_is_within_five_percent_of_64m_parameters():
     assert pl["targets_per_update"] == 32768 and pl["shard_targets"] == 655_360_000
 
 
-def test_dry_run_prints_the_plan(capsys):
-    from study import main as study_main
-
-    assert study_main(["--preset", "proxy64m", "--dry-run"]) == 0
-    out = capsys.readouterr().out
+def test_dry_run_prints_the_plan():
+    # the script itself, as a user runs it from any folder: it finds the package on its own
+    r = subprocess.run([sys.executable, str(ROOT / "queue" / "study.py"), "--preset", "proxy64m", "--dry-run"],
+                       capture_output=True, text=True, cwd="/")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
     assert "65,864,334 parameters" in out and "| B (per seed) |" in out and "FLOPs" in out and "GB" in out
 
 
@@ -182,7 +183,7 @@ def _run(name, arm, stable, decay=512, start=10_000):
 
 
 def test_budget_check_accepts_equal_budgets_and_names_an_unequal_run():
-    from study_run import budget_check
+    from shardqueue.study.run import budget_check
 
     ok = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4096), _run("C_s43", "C", 5000)], 4096, 1100)
     assert ok["equal"] and ok["stable"] == {"A_s43": 4200, "B_s43": 4096, "C_s43": 5000}
@@ -195,7 +196,7 @@ def test_budget_check_accepts_equal_budgets_and_names_an_unequal_run():
 
 
 def test_accounting_separates_accepted_from_wasted_work():
-    from study_accounting import accounting, control_trace
+    from shardqueue.study.accounting import accounting, control_trace
 
     def train(sid, role, n, **kw):
         return {"event": "train", "shard": sid, "role": role, "updates": n, "targets": 100 * n, "seconds": 1.0 * n,
@@ -222,7 +223,7 @@ def test_accounting_separates_accepted_from_wasted_work():
 
 
 def test_polish_axis_rule():
-    from non_english import is_polish, polish_axis
+    from shardqueue.study.non_english import is_polish, polish_axis
 
     assert is_polish("Zażółć gęślą jaźń, a to jest zwykłe polskie zdanie o łące i śniegu.")
     assert not is_polish("An ordinary English sentence about meadows and snow, with naïve café accents.")
@@ -232,7 +233,7 @@ def test_polish_axis_rule():
 
 
 def test_curve_variant_measures_residuals_from_the_frozen_curve():
-    from study_arms import residual_measure
+    from shardqueue.study.arms import residual_measure
 
     curves = {"a": {"a": 2.0, "b": 1.0, "c": 0.5, "D0": 100.0}}
     state = {"D": 400.0}

@@ -11,10 +11,15 @@ import hashlib
 
 import numpy as np
 
-from control_domains import build_sets, ngram_hashes, overlap_rate, text_sha256, used_documents
-from shard_rotation import build_rotation, shard_docs
-
 from corpus.errors import DataError
+from shardqueue.domains import (
+    build_sets,
+    ngram_hashes,
+    overlap_rate,
+    text_sha256,
+    used_documents,
+)
+from shardqueue.rotation import build_rotation, shard_docs
 
 
 class World:
@@ -26,7 +31,7 @@ class World:
         from corpus.layout import Layout, default_data_dir
         from corpus.tokenizer import bos_id, load_encoding, load_token_bytes
         from loaders.stream import open_split
-        from shard_rotation import source_labels
+        from shardqueue.rotation import source_labels
 
         self.cfg, self.device = cfg, device
         self.data_dir = cfg.data_dir or str(default_data_dir())
@@ -72,7 +77,7 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     """
     from collections import Counter
 
-    from harmful import LABEL, with_harmful_copies
+    from shardqueue.harmful import LABEL, with_harmful_copies
 
     train, labels = world.train, world.labels
     sha = world.train_text_sha()

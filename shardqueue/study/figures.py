@@ -1,4 +1,4 @@
-"""The queue study's two figures, drawn from the study summary (study_report.SCHEMA).
+"""The queue study's two figures, drawn from the study summary (report.SCHEMA).
 
 selection.png   selection loss against trained targets: arm A's decay branches per seed
                 and their seed average (the reference curve), the final points of every

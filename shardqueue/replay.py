@@ -1,7 +1,7 @@
 """`reconstruct`: replay a queue folder's decision log and check every record.
 
 Checks, for every record: consecutive seq, one run id, the queue state it carries equals
-the replay (queue_state.apply) of the records before it; a shard's SHA256 and source mix
+the replay (state.apply) of the records before it; a shard's SHA256 and source mix
 equal the pool's; a rotation's order, composition and manifest file (with its .sha256
 sidecar) agree; every measured record's deltas are its losses minus its reference, the
 reference is the losses of the last accepted state, its thresholds are k * sigma_d of the
@@ -15,11 +15,10 @@ import math
 import sys
 from pathlib import Path
 
-from decision_log import read_log
-from queue_state import apply, initial_state
-from rejection_rule import rises, unrecovered
-
 from corpus.errors import DataError
+from shardqueue.log import read_log
+from shardqueue.rule import rises, unrecovered
+from shardqueue.state import apply, initial_state
 
 
 def _close(a, b):
@@ -27,7 +26,7 @@ def _close(a, b):
 
 
 def check_records(recs, pool, calib, folder):
-    from shard_rotation import load_rotation
+    from shardqueue.rotation import load_rotation
 
     shards = {s["id"]: s for s in pool["shards"]}
     st = initial_state(pool["order"])
@@ -93,7 +92,7 @@ def check_records(recs, pool, calib, folder):
 
 def reconstruct_folder(folder, out=print):
     """CLI body: 0 when every check passes; 1 with one line otherwise."""
-    from shard_rotation import load_rotation
+    from shardqueue.rotation import load_rotation
 
     folder = Path(folder)
     try:

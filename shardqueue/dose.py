@@ -19,7 +19,7 @@ FRACTIONS = (0.0, 0.1, 0.25, 0.5, 1.0)
 
 
 def dose_response(out, calibration_dir, trials=4, fractions=FRACTIONS, device="cpu", log=print):
-    import run_queue as rq
+    from shardqueue import api as rq
 
     with rq.one_thread():
         return _dose(out, calibration_dir, trials, fractions, device, log)
@@ -28,12 +28,11 @@ def dose_response(out, calibration_dir, trials=4, fractions=FRACTIONS, device="c
 def _dose(out, calibration_dir, trials, fractions, device, log):
     from tqdm import tqdm
 
-    import run_queue as rq
-    from harmful import remapped
-    from rejection_rule import judge
-    from shard_packing import shard_rows, shard_tokens
-    from shard_rotation import shard_docs
-
+    from shardqueue import api as rq
+    from shardqueue.harmful import remapped
+    from shardqueue.packing import shard_rows, shard_tokens
+    from shardqueue.rotation import shard_docs
+    from shardqueue.rule import judge
     from training.trainer import Trainer
 
     out = Path(out)

@@ -12,17 +12,21 @@ import sys
 import time
 from pathlib import Path
 
-from adoption import adoption
-from curve_fit import THRESHOLDS, check_identifiable
-from decision_log import read_log
-from efficiency import DEFINITION, average_curves, efficiency_points
-from random_rejection import rejected_positions
-from study_accounting import accounting, control_trace
-from study_arms import CurveRunner, FixedRandomRunner, ReferenceBranchRunner, runner_class
-from study_presets import PRESETS, plan, queue_settings
-
 from corpus.atomic import atomic_write_json
 from corpus.errors import DataError
+from shardqueue.log import read_log
+from shardqueue.study.accounting import accounting, control_trace
+from shardqueue.study.adoption import adoption
+from shardqueue.study.arms import (
+    CurveRunner,
+    FixedRandomRunner,
+    ReferenceBranchRunner,
+    runner_class,
+)
+from shardqueue.study.curve_fit import THRESHOLDS, check_identifiable
+from shardqueue.study.efficiency import DEFINITION, average_curves, efficiency_points
+from shardqueue.study.presets import PRESETS, plan, queue_settings
+from shardqueue.study.random_rejection import rejected_positions
 
 SEED_EFFECTS = (
     "A seed sets (1) the model initialisation: the calibration seed starts from the stage-A state itself, any other "
@@ -69,8 +73,8 @@ def updates_horizon(p):
 
 def stage_a_curves(rq, world, pool, calib, cfg):
     """Per control domain: the reference curve fitted on stage A's losses against trained targets."""
-    from shard_packing import shard_rows, shard_tokens
-    from shard_rotation import shard_docs
+    from shardqueue.packing import shard_rows, shard_tokens
+    from shardqueue.rotation import shard_docs
 
     shards = {s["id"]: s for s in pool["shards"]}
     warm = calib["plan"]["settings"]["warmup_shards"]
@@ -151,9 +155,8 @@ def budget_check(runs, budget, shard_max):
 
 
 def run_study(a, log=print):
-    import run_queue as rq
-
     from corpus.runlock import FolderLocked, folder_lock
+    from shardqueue import api as rq
 
     p = PRESETS[a.preset]
     out = Path(a.out)
@@ -245,7 +248,7 @@ def _run(a, p, out, rq, log):
           "b_minus_c": {str(k): v for k, v in ad["b_minus_c"].items()},
           "per_arm_seed_difference": ad["per_arm_seed_difference"]}
     table = concat_decisions(out, [r for r in runs if r["arm"] == "B"])
-    from non_english import polish_axis
+    from shardqueue.study.non_english import polish_axis
 
     axis = polish_axis(validation_texts(world))
     pl = plan(a.preset)
@@ -275,7 +278,7 @@ def _run(a, p, out, rq, log):
         "limits": limits_text(a.preset, p),
     }
     atomic_write_json(out / "summary.json", summary)
-    from study_report import write_report
+    from shardqueue.study.report import write_report
 
     path = write_report(summary, out)
     log(f"\nverdict: {ad['verdict']}; B-A {ad['b_minus_a']}, B-C {ad['b_minus_c']}, seed spread "
@@ -301,13 +304,13 @@ def concat_decisions(out, runs):
     """The decision datasets of the B runs in one table (arm and seed columns first).
 
     Each run's own decisions.parquet is used when the queue wrote one; otherwise the rows
-    are built from its decision log by study_accounting.decision_rows.
+    are built from its decision log by accounting.decision_rows.
     """
     import pyarrow as pa
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
 
-    from study_accounting import decision_rows
+    from shardqueue.study.accounting import decision_rows
 
     tables = []
     for r in runs:

@@ -7,7 +7,6 @@ import numpy as np
 from corpus.atomic import atomic_write_bytes, atomic_write_text
 
 
-
 def _flag_text(r, x):
     """One flagged domain of a candidate record; the random policy's flag is a draw, not a measured domain."""
     if x not in r["deltas"]:

@@ -182,7 +182,7 @@ def write_report(summary, out_dir):
     """report.md and the two figures from a summary (validated first)."""
     from pathlib import Path
 
-    from study_figures import control_figure, selection_figure
+    from shardqueue.study.figures import control_figure, selection_figure
 
     out = Path(out_dir)
     text = render(summary)

@@ -14,9 +14,9 @@ C  policy random, but the rejected candidate positions are fixed in advance from
 import copy
 import time
 
-from control_domains import measure
-from curve_fit import curve
-from queue_runner import QueueRunner
+from shardqueue.domains import measure
+from shardqueue.runner import QueueRunner
+from shardqueue.study.curve_fit import curve
 
 
 class ReferenceBranchRunner(QueueRunner):
@@ -41,7 +41,7 @@ class ReferenceBranchRunner(QueueRunner):
             self.branches.append(self.reference_branch(self.thresholds[len(self.branches)], acc))
 
     def reference_branch(self, threshold, acc):
-        from shard_packing import update_batches
+        from shardqueue.packing import update_batches
 
         t0 = time.time()
         snap, spent = self.snapshot(), copy.deepcopy(self.spent)

@@ -1,7 +1,7 @@
 """The queue runner: train a whole shard, measure, and decide under a policy.
 
 Policies (one code path, a switch at the decision only):
-  queue   the measured rule (rejection_rule.py): flag a rise above k*sigma_d, judge it after
+  queue   the measured rule (rule.py): flag a rise above k*sigma_d, judge it after
           one recovery shard, roll back an unrecovered rise
   plain   no measurement-driven decision: every shard is accepted in (seeded) order
   random  a shard is "flagged" with probability reject_rate by an RNG seeded with (seed,
@@ -21,14 +21,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from control_domains import measure, rows_bpb
-from decision_log import DecisionLog, read_log
-from queue_state import apply, initial_state
-from rejection_rule import judge, rises
-from shard_packing import shard_rows, shard_tokens, update_batches
-from shard_rotation import save_rotation, shard_docs
-
 from corpus.errors import DataError
+from shardqueue.domains import measure, rows_bpb
+from shardqueue.log import DecisionLog, read_log
+from shardqueue.packing import shard_rows, shard_tokens, update_batches
+from shardqueue.rotation import save_rotation, shard_docs
+from shardqueue.rule import judge, rises
+from shardqueue.state import apply, initial_state
 
 POLICIES = ("queue", "plain", "random")
 KEEP = 3
@@ -195,7 +194,7 @@ class QueueRunner:
     # ---- the queue -----------------------------------------------------------------------
     def admit_sources(self, r):
         """At the boundary before rotation r: input checks and own calibration of each new source due."""
-        from control_domains import ngram_hashes
+        from shardqueue.domains import ngram_hashes
 
         done = set(self.state["sources"])
         for src in self.pool.get("late_sources", []):
@@ -215,7 +214,7 @@ class QueueRunner:
                                "token_ids_in_vocab": bool(toks.max() < self.cfg.vocab), "bos_only_at_starts": bos_ok}
             grams = np.unique(np.concatenate([ngram_hashes(shard_tokens(self.world.stream, shard_docs(self.shards[s])))
                                               for s in src["shards"]]))
-            from control_domains import overlap_rate
+            from shardqueue.domains import overlap_rate
 
             overlap = overlap_rate(self.world.sets, grams)
             # its own calibration: its calibration shards trained from the current state on a branch
@@ -247,7 +246,7 @@ class QueueRunner:
                "shards": [self.shards[s] for s in order]}
         path = self.out / f"rotation_v{r}.json"
         if path.exists():
-            from shard_rotation import load_rotation
+            from shardqueue.rotation import load_rotation
 
             old = load_rotation(path)
             old.pop("_sha256")
@@ -336,7 +335,7 @@ class QueueRunner:
             outcome = "deferred" if not self.state["rejections"].get(sid) else "quarantined"
         self.record("reject", shard=sid, outcome=outcome, flagged=flagged, unrecovered=still)
         if outcome == "quarantined":
-            from inspection import inspect_shard
+            from shardqueue.inspection import inspect_shard
 
             path, cause = inspect_shard(self, sid)
             self.record("inspect", shard=sid, report=path, cause_found=cause)

@@ -1,7 +1,7 @@
 """Inspection of a quarantined shard: what might explain two rejections.
 
 Writes inspection/<shard>.md and .json with: source mix, script/language mix and register
-mix (control_domains.register_of per document), exact duplicates within the shard and
+mix (domains.register_of per document), exact duplicates within the shard and
 against the rest of the pool, near duplicates (documents sharing over half their 13-token
 grams with another), overlap with the control and selection sets, boilerplate (share of
 lines that occur in more than one document of the shard), and token statistics against
@@ -16,10 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from control_domains import ngram_hashes, register_of
-from shard_rotation import shard_docs
-
 from corpus.atomic import atomic_write_json, atomic_write_text
+from shardqueue.domains import ngram_hashes, register_of
+from shardqueue.rotation import shard_docs
 
 LIMITS = {"exact_duplicate_share": 0.2, "near_duplicate_share": 0.3, "set_overlap_13gram": 0.2, "boilerplate": 0.5,
           "unseen_bigram_ratio": 3.0, "unigram_kl": 1.0}

@@ -13,7 +13,6 @@ import numpy as np
 
 from loaders.stream import DocumentStream
 
-
 LABEL = "remapped"
 
 
