@@ -1,12 +1,13 @@
 """Write or verify SHA256 manifests (the `sha256sum` format: "<hex>  <path>" per line).
 
-  python -m manifests write --code [--out code.sha256]        # every tracked code file
+  python -m manifests write --code [--out manifests/code.sha256]        # every tracked .py file
   python -m manifests write FILE_OR_DIR... --out runs/main/checkpoints.sha256 [--glob 'ckpt_*.pt']
   python -m manifests verify runs/main/checkpoints.sha256 [--allow-extra]
 
 Paths are stored relative to the manifest's folder, so a manifest travels with its files;
-no entry may leave that folder (write refuses such a file, verify fails such a line, e.g.
-`../../etc/hostname`), and only regular files are hashed: a FIFO, a directory or a device
+a relative entry may not climb out of that folder (verify fails such a line, e.g.
+`../../etc/hostname`; a file outside the folder is written as an absolute path, explicit
+about where it lies), and only regular files are hashed: a FIFO, a directory or a device
 named by a line is a failure of that line, never read. `sha256sum -c` checks the same file
 (it skips the '#' lines). A manifest written from a
 folder records it as "# covers: <folder> glob <pattern>" (recursive): verify then fails on
@@ -47,10 +48,6 @@ def inside(p: Path, base: Path) -> bool:
 def write_manifest(files, out: Path, covers=()):
     """covers: (folder, glob) pairs whose every matching file (recursively) the manifest claims to list."""
     out = out.resolve()
-    outside = [str(p) for p in list(files) + [f for f, _ in covers] if not inside(Path(p), out.parent)]
-    if outside:
-        raise ValueError(f"{outside[0]} lies outside {out.parent}: a manifest lists only what lies in or below "
-                         f"its own folder (write it higher up)")
     lines = [f"{COVERS}{_rel(Path(folder), out.parent)} glob {pattern}\n" for folder, pattern in covers]
     n = 0
     for f in sorted({Path(p).resolve() for p in files}):
@@ -84,7 +81,7 @@ def verify_manifest(path: Path, log=print, allow_extra=False):
                 if not sep or not folder or not pattern:
                     log(f"{path}:{i}: not a '{COVERS}<folder> glob <pattern>' line")
                     bad_lines += 1
-                elif not inside(path.parent / folder, path.parent):
+                elif not Path(folder).is_absolute() and not inside(path.parent / folder, path.parent):
                     log(f"{path}:{i}: covered folder {folder} lies outside the manifest's folder")
                     bad_lines += 1
                 else:
@@ -98,8 +95,8 @@ def verify_manifest(path: Path, log=print, allow_extra=False):
         digest, name = m.group(1).lower(), m.group(2)
         f = Path(name) if Path(name).is_absolute() else path.parent / name
         n += 1
-        if not inside(f, path.parent):
-            log(f"OUTSIDE   {name} (leaves the manifest's folder)")
+        if not Path(name).is_absolute() and not inside(f, path.parent):
+            log(f"OUTSIDE   {name} (a relative entry that leaves the manifest's folder)")
             bad_files += 1
             continue
         listed.add(f.resolve())
@@ -149,7 +146,7 @@ def main(argv=None):
             return 2
         return 0 if verify_manifest(Path(a.manifest), allow_extra=a.allow_extra) else 1
     files = code_files() if a.code else []
-    out = Path(a.out or (ROOT / "code.sha256" if a.code else "manifest.sha256"))
+    out = Path(a.out or (ROOT / "manifests" / "code.sha256" if a.code else "manifest.sha256"))
     covers = []
     for p in map(Path, a.paths):
         if p.is_dir():
@@ -165,9 +162,6 @@ def main(argv=None):
         return 2
     try:
         n = write_manifest(files, out, covers)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except OSError as e:
         from corpus.errors import os_error_line
 

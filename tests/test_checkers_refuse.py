@@ -79,15 +79,10 @@ def test_manifest_verify_hashes_only_regular_files_inside_its_folder(tmp_path, c
     (d / "sub").mkdir()
     (tmp_path / "outside.txt").write_text("secret")
     for line, word in ((f"{zeros}  fifo\n", "NOTFILE"), (f"{zeros}  sub\n", "NOTFILE"),
-                       (f"{zeros}  ../outside.txt\n", "OUTSIDE"), (f"{zeros}  {tmp_path / 'outside.txt'}\n", "OUTSIDE")):
+                       (f"{zeros}  ../outside.txt\n", "OUTSIDE"), (f"{zeros}  sub/../../outside.txt\n", "OUTSIDE")):
         (d / "x.sha256").write_text(good + line)
         capsys.readouterr()
         assert manifest_main(["verify", str(d / "x.sha256")]) == 1, line
         assert word in capsys.readouterr().out
-    (d / "x.sha256").write_text(good + f"# covers: .. glob *\n")
+    (d / "x.sha256").write_text(good + "# covers: .. glob *\n")
     assert manifest_main(["verify", str(d / "x.sha256")]) == 1
-    # write refuses what verify would: a file outside the manifest's folder
-    capsys.readouterr()
-    assert manifest_main(["write", str(tmp_path / "outside.txt"), "--out", str(d / "y.sha256")]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error:") and "outside" in err and not (d / "y.sha256").exists()

@@ -7,7 +7,6 @@ unfinished one is moved aside and redone from its start state.
 """
 import json
 import math
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -291,13 +290,15 @@ def share_start_state(out, seed, calib_seed):
     """Another seed's start state is the same for all arms: train it once (arm B) and give the others a copy."""
     if seed == calib_seed:
         return
-    src = out / f"B_s{seed}" / "start_state.pt"
-    if src.exists():
+    from shardqueue.api import START_KEY, copy_start_state
+
+    src = out / f"B_s{seed}"
+    if (src / "start_state.pt").exists() and (src / START_KEY).exists():
         for arm in ("A", "C"):
-            dst = out / f"{arm}_s{seed}" / "start_state.pt"
-            if not dst.exists():
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
+            dst = out / f"{arm}_s{seed}"
+            if not (dst / START_KEY).exists():  # a stale or half-copied state is keyed and hashed on use
+                dst.mkdir(parents=True, exist_ok=True)
+                copy_start_state(src, dst)
 
 
 def concat_decisions(out, runs):
