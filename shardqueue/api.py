@@ -291,6 +291,8 @@ def check_finished_log(out, recs):
     from training.checkpoint import newest_good_checkpoint
 
     path, p = newest_good_checkpoint(out, log=lambda s: None)
+    if p is not None and p.get("run_id") != recs[0].get("run_id"):
+        raise DataError(f"{path}: belongs to run {p.get('run_id')}, but decisions.jsonl is run {recs[0].get('run_id')}")
     if p is None or p.get("log_seq") != len(recs) or (p.get("records") or [{}])[-1] != recs[-1]:
         raise DataError(f"{out / 'decisions.jsonl'}: ends in 'done' but the newest checkpoint does not hold it; "
                         f"the log and the checkpoint do not belong together")
@@ -344,12 +346,12 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
     remove_leftovers(out, log)
     if resume:
         recs = read_log(log_path, log=lambda s: None)
-        from shardqueue.log import verify_chain
-
-        verify_chain(recs, log_path)
         check_start_record(recs[0], runner, log_path)
         if recs[-1]["event"] == "done":
+            from shardqueue.log import verify_chain
+
             check_finished_log(out, recs)
+            verify_chain(recs, log_path)
             if (out / "queue_summary.json").exists():
                 log(f"{out}: this run has finished; nothing to resume")
                 return json.loads((out / "queue_summary.json").read_text())
@@ -420,7 +422,10 @@ def return_from_quarantine(out, shard, log=print):
     out = Path(out)
     if not shard:
         raise DataError("give the shard id to return")
+    from shardqueue.log import record_sha256, verify_chain
+
     recs = read_log(out / "decisions.jsonl", repair=True, log=log)
+    verify_chain(recs, out / "decisions.jsonl")
     run_id = recs[0]["run_id"]
     insp = [r for r in recs if r["event"] == "inspect" and r.get("shard") == shard]
     st = recs[-1]["queue"]
@@ -443,6 +448,7 @@ def return_from_quarantine(out, shard, log=print):
     rec = {"seq": len(recs) + 1, "event": "return", "shard": shard, "time": round(time.time(), 3), "run_id": run_id,
            "inspection": f"inspection/{shard}.json", "sha256": seen["sha256"], "sources": seen["sources"]}
     rec["queue"] = apply(st, rec)
+    rec["prev_sha256"] = record_sha256(recs[-1])
     payload.update(state=rec["queue"], log_seq=rec["seq"], records=[rec])
     save_checkpoint(out, rec["seq"], payload, keep=0)
     from shardqueue.log import DecisionLog

@@ -200,8 +200,8 @@ def test_resume_after_an_interruption_gives_the_same_log_and_model(calibrated, f
     assert len(run_ids) == 1
     assert [(r["event"], r.get("shard")) for r in a] == [(r["event"], r.get("shard")) for r in b]
     assert a == b
-    pa = torch.load(out_full / "final.pt", weights_only=False)["trainer"]["model"]
-    pb = torch.load(out / "final.pt", weights_only=False)["trainer"]["model"]
+    pa = torch.load(out_full / "final.pt", weights_only=True)["trainer"]["model"]
+    pb = torch.load(out / "final.pt", weights_only=True)["trainer"]["model"]
     assert _equal(pa, pb)
 
 
@@ -452,6 +452,7 @@ def test_resume_refuses_any_difference_from_the_start_record(calibrated, full_ru
 
 def test_an_edited_early_record_breaks_the_chain(calibrated, full_run, tmp_path, capsys):
     out = _unfinished_copy(full_run, tmp_path, "edited")
+    shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)  # where the run names it
     lines = (out / "decisions.jsonl").read_text().splitlines()
     i = next(j for j, ln in enumerate(lines) if json.loads(ln)["event"] == "train")
     rec = json.loads(lines[i])
