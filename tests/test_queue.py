@@ -267,9 +267,10 @@ def test_an_active_manifest_cannot_be_changed(calibrated, full_run, tmp_path):
     assert reconstruct_folder(out, out=lambda s: None) == 1
 
 
-def test_return_needs_an_inspection_without_a_cause_and_happens_once(full_run, tmp_path):
+def test_return_needs_an_inspection_without_a_cause_and_happens_once(calibrated, full_run, tmp_path):
     out = tmp_path / "ret"
     shutil.copytree(full_run[0], out)
+    shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)  # where the run names it
     q = full_run[1]["quarantined"][0]
     (out / "inspection" / f"{q}.json").unlink()
     with pytest.raises(DataError, match="no inspection report"):
