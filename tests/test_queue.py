@@ -546,14 +546,17 @@ def test_queue_counts_below_their_minimum_are_one_line(tmp_path, capsys, argv, n
 
 
 def test_a_stale_start_state_of_another_seed_is_not_reused(calibrated, tmp_path):
-    cfg, world, pool, calib = rq.open_calibration(calibrated["strict"])
+    """start_state.pt is reused only under its own key (seed, config, pool, corpus) and SHA256."""
+    cfg, _, _, calib = rq.open_calibration(calibrated["strict"])
     out = tmp_path / "s"
     out.mkdir()
-    a = rq.start_state(cfg, world, pool, calib, calibrated["strict"], 44, out)
-    b = rq.start_state(cfg, world, pool, calib, calibrated["strict"], 45, out)  # same folder, another seed
-    assert not _equal(a["trainer"]["model"], b["trainer"]["model"])
-    c = rq.start_state(cfg, world, pool, calib, calibrated["strict"], 45, out)  # reused: keyed and hashed
-    assert _equal(b["trainer"]["model"], c["trainer"]["model"])
-    (out / "start_state.pt").write_bytes((out / "start_state.pt").read_bytes()[:-10])  # torn: recomputed
-    d = rq.start_state(cfg, world, pool, calib, calibrated["strict"], 45, out)
-    assert _equal(b["trainer"]["model"], d["trainer"]["model"])
+    state = {"trainer": {"w": torch.arange(4.0)}, "step": 3, "targets": 7}
+    sha = rq._write_state(out / "start_state.pt", state)
+    key44 = rq.start_state_key(cfg, calib, 44)
+    (out / rq.START_KEY).write_text(json.dumps({"key": key44, "sha256": sha}))
+    assert _equal(rq.cached_start_state(out, key44), state)
+    assert rq.cached_start_state(out, rq.start_state_key(cfg, calib, 45)) is None  # seed 44's, not 45's
+    other = dict(key44, corpus={"build_id": "0" * 64, "tokenizer_sha256": "1" * 64})
+    assert rq.cached_start_state(out, other) is None
+    (out / "start_state.pt").write_bytes((out / "start_state.pt").read_bytes()[:-10])  # torn copy
+    assert rq.cached_start_state(out, key44) is None
