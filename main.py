@@ -50,8 +50,10 @@ def main(argv=None):
         return 2
     out = Path(args.out)
     t0 = time.time()
+    clock = StageClock(out)
     dd = ["--data-dir", args.data_dir] if args.data_dir else []
     if "prepare" in stages:
+        clock.start("prepare")
         print("== stage: prepare (offline corpus)", flush=True)
         import prepare
 
@@ -59,13 +61,19 @@ def main(argv=None):
         if rc:
             return rc
     if "audit" in stages:
+        clock.start("audit")
         print("\n== stage: audit (four packers, scaled budget)", flush=True)
         from audit.__main__ import main as audit_main
 
         rc = audit_main(["--source", "stdlib", *dd, "--out", str(out / "audit")])
         if rc:
             return rc
+        print("\n-- the development stream (--split val), as the paper audits its official metric's stream", flush=True)
+        rc = audit_main(["--source", "stdlib", "--split", "val", "--packers", "original", *dd, "--out", str(out / "audit_val")])
+        if rc:
+            return rc
     if "train" in stages:
+        clock.start("train")
         print("\n== stage: train (six tiny configs on CPU)", flush=True)
         from protocols.run_six import main as run_six
 
@@ -73,6 +81,7 @@ def main(argv=None):
         if rc:
             return rc
     if "freeze" in stages:
+        clock.start("freeze")
         print("\n== stage: freeze (protocol and checkpoint manifest)", flush=True)
         from manifests.__main__ import main as manifest_main
         from protocols.freeze import main as freeze_main
@@ -85,6 +94,7 @@ def main(argv=None):
             if rc:
                 return rc
     if "eval" in stages:
+        clock.start("eval")
         print("\n== stage: eval (windows, bins, bootstrap, confirmation, rankings)", flush=True)
         from eval.__main__ import main as eval_main
         from manifests.__main__ import verify_manifest
@@ -102,24 +112,71 @@ def main(argv=None):
             if rc:
                 return rc
     if "queue" in stages:
+        clock.start("queue")
         print("\n== stage: queue (calibrate, run with a known-bad source, reconstruct)", flush=True)
         rc = run_queue_stage(out / "queue", args.data_dir)
         if rc:
             return rc
     if "queue_study" in stages:
+        clock.start("queue_study")
         print("\n== stage: queue_study (arms A/B/C x two seeds, adoption rule)", flush=True)
         rc = run_queue_study_stage(out / "queue_study", args.data_dir)
         if rc:
             return rc
     if "summary" in stages:
+        clock.start("summary")
         print("\n== stage: summary (findings beside the paper's values)", flush=True)
         from findings.summary import main as summary_main
 
-        rc = summary_main(["--out", str(out)])
+        clock.stop()  # the summary reports every stage's time, its own excluded
+        rc = summary_main(["--out", str(out), *dd])
         if rc:
             return rc
-    print(f"\nmain job done in {time.time() - t0:.0f}s; results under {out}/; read {out / 'SUMMARY.md'}")
+    clock.stop()
+    from findings.provenance import folder_bytes
+
+    print(f"\nmain job done in {time.time() - t0:.0f}s; results under {out}/ ({folder_bytes(out) / 1e6:,.0f} MB); "
+          f"read {out / 'SUMMARY.md'}")
     return 0
+
+
+QUEUE_BUDGET = 24000  # accepted targets of the main job's queue run
+
+
+def queue_stage_settings():
+    """The main job's calibration settings: the defaults with a candidate pool sized for its budget
+    (16 shards reach it; 14 candidates ran dry and left a flagged shard undecided)."""
+    from shardqueue import api
+
+    return {**api.DEFAULTS, "candidates": api.candidates_for_budget(QUEUE_BUDGET, api.DEFAULTS["shard_tokens"])}
+
+
+class StageClock:
+    """Wall seconds per stage, kept in OUT/stage_times.json as each stage ends (a rerun that
+    skips finished work records that rerun's time for the stages it ran)."""
+
+    def __init__(self, out):
+        self.path, self.name, self.t = Path(out) / "stage_times.json", None, None
+
+    def start(self, name):
+        self.stop()
+        self.name, self.t = name, time.time()
+
+    def stop(self):
+        if self.name is None:
+            return
+        import json
+
+        from corpus.atomic import atomic_write_json
+
+        try:
+            times = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            times = {}
+        times[self.name] = round(time.time() - self.t, 1)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.path, times)
+        self.name = None
 
 
 def run_queue_stage(qdir, data_dir):
@@ -154,12 +211,12 @@ def run_queue_stage(qdir, data_dir):
     try:
         with folder_lock(qdir, "queue (main job)"):
             if not (qdir / "calibration.json").exists():
-                rec = api.calibrate(qdir, str(qdir / "config.json"), (), dict(api.DEFAULTS), device, fresh=True)
+                rec = api.calibrate(qdir, str(qdir / "config.json"), (), queue_stage_settings(), device, fresh=True)
                 if not rec["ok"]:
                     print(f"error: calibration failed: {rec['reason']}", file=sys.stderr)
                     return 1
                 print(api.describe_calibration(rec))
-            summary = api.run(qdir, None, "queue", None, 0.0, 24000, 6, True,
+            summary = api.run(qdir, None, "queue", None, 0.0, QUEUE_BUDGET, 6, True,
                               resume=(qdir / "decisions.jsonl").exists(), device=device)
             line, err = api.describe_run(summary, qdir)
             print(line)

@@ -3,6 +3,8 @@
 
   python prepare.py --source stdlib            # offline corpus from this Python's stdlib
   python prepare.py --source climbmix -n 10    # ClimbMix shards 0-9 + the pinned val shard
+  python prepare.py --source parquet --input A.parquet B.parquet [--text-column text] [--source-column S]
+                                               # your own documents: shuffled, split, last shard validation
 
 Everything lands under DATA_DIR/SOURCE/ (DATA_DIR: --data-dir, else $PACKAUDIT_DATA,
 else ~/.cache/packing-audit). Each step is skipped when its outputs already verify, so a
@@ -21,18 +23,23 @@ from corpus.layout import ENV_VAR, Layout, default_data_dir
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--source", choices=["stdlib", "climbmix"], default="stdlib",
-                    help="stdlib: offline corpus from the running Python (default); climbmix: download the real corpus")
+    ap.add_argument("--source", choices=["stdlib", "climbmix", "parquet"], default="stdlib",
+                    help="stdlib: offline corpus from the running Python (default); climbmix: download the real corpus; "
+                         "parquet: your own documents (--input)")
+    ap.add_argument("--input", nargs="+", default=None, metavar="PATH", help="parquet: the input parquet file(s)")
+    ap.add_argument("--text-column", default="text", help="parquet: the column holding the document text (default text)")
+    ap.add_argument("--source-column", default=None,
+                    help="parquet: a column with each document's source label (default: the input file's name)")
     ap.add_argument("--data-dir", default=None, help=f"data root (default: ${ENV_VAR} or ~/.cache/packing-audit)")
     ap.add_argument("-n", "--train-shards", type=int, default=10,
                     help="climbmix: number of training shards to fetch, from shard 0 (default 10, the paper's corpus)")
     ap.add_argument("--base-url", default=None, help="climbmix: alternative base URL (mirror, or a local test server)")
     ap.add_argument("--workers", type=int, default=4, help="climbmix: parallel downloads (default 4)")
     ap.add_argument("--shards", type=int, default=8,
-                    help="stdlib: number of parquet shards to write, the last one is validation (default 8)")
-    ap.add_argument("--seed", type=int, default=20261008, help="stdlib: shuffle seed (default 20261008)")
+                    help="stdlib, parquet: number of parquet shards to write, the last one is validation (default 8)")
+    ap.add_argument("--seed", type=int, default=20261008, help="stdlib, parquet: shuffle seed (default 20261008)")
     ap.add_argument("--row-group-size", type=int, default=1000,
-                    help="stdlib: documents per parquet row group (default 1000; not a multiple of 128 on purpose)")
+                    help="stdlib, parquet: documents per parquet row group (default 1000; not a multiple of 128 on purpose)")
     ap.add_argument("--max-files", type=int, default=None, help="stdlib: use only the first N source files (tests)")
     ap.add_argument("--vocab-size", type=int, default=8192, help="tokenizer vocabulary incl. 4 special tokens (default 8192)")
     ap.add_argument("--threads", type=int, default=2, help="tiktoken encoding threads (default 2)")
@@ -51,6 +58,10 @@ def check_args(args):
         if v is not None and v < lo:
             extra = " (one training and one validation shard)" if name == "--shards" else ""
             raise DataError(f"{name} {v}: must be at least {lo}{extra}")
+    if args.source == "parquet" and not args.input:
+        raise DataError("--source parquet needs --input PATH (one or more parquet files)")
+    if args.source != "parquet" and (args.input or args.source_column):
+        raise DataError(f"--input and --source-column apply to --source parquet, not {args.source}")
     if not 256 + 4 <= args.vocab_size <= 65536:
         raise DataError(f"--vocab-size {args.vocab_size}: must be 260..65536 (256 bytes + 4 special tokens; "
                         f"token files are uint16)")
@@ -96,6 +107,15 @@ def _identity(args, sys_version):
     if args.source == "stdlib":
         a.update(seed=args.seed, shards=args.shards, row_group_size=args.row_group_size,
                  max_files=args.max_files, python=sys_version)
+    elif args.source == "parquet":
+        from corpus.atomic import sha256_file
+        from pathlib import Path
+
+        for p in args.input:
+            if not Path(p).is_file():
+                raise DataError(f"{p}: input file not found")
+        a.update(seed=args.seed, shards=args.shards, row_group_size=args.row_group_size, text_column=args.text_column,
+                 source_column=args.source_column, inputs=[sha256_file(p) for p in args.input])
     else:
         a.update(train_shards=args.train_shards)
     return a
@@ -122,7 +142,7 @@ def prepare(args) -> dict:
 def _prepare(args, lay) -> dict:
     import hashlib
 
-    from tqdm import tqdm
+    from console.progress import bar as tqdm
 
     from corpus.census import write_census
     from corpus.pretokenize import TokenShard, shard_paths, tokenize_shard, verify_shard
@@ -142,7 +162,8 @@ def _prepare(args, lay) -> dict:
         _log("arguments differ from the previous build: rebuilding what depends on them")
 
     # 1. shards
-    if args.source == "stdlib":
+    if args.source in ("stdlib", "parquet"):
+        from corpus.parquet_corpus import build_parquet_corpus
         from corpus.stdlib_corpus import build_stdlib_corpus
 
         want = {k: v for k, v in ident.items() if k not in ("source", "vocab_size")}
@@ -155,7 +176,11 @@ def _prepare(args, lay) -> dict:
                              for n in man["train_shards"] + [man["val_shard"]]))
         if not shards_ok:
             cfg_path.unlink(missing_ok=True)
-            man = build_stdlib_corpus(lay.raw, args.shards, args.seed, args.row_group_size, args.max_files, log=_log)
+            if args.source == "stdlib":
+                man = build_stdlib_corpus(lay.raw, args.shards, args.seed, args.row_group_size, args.max_files, log=_log)
+            else:
+                man = build_parquet_corpus(lay.raw, args.input, args.text_column, args.source_column, args.shards,
+                                           args.seed, args.row_group_size, log=_log)
             names = man["train_shards"] + [man["val_shard"]]
             atomic_write_json(cfg_path, {"arguments": want,
                                          "shards_sha256": {n: sha256_file(lay.raw / n) for n in names}})
@@ -256,7 +281,7 @@ def _disjointness(lay, train_names, val_name, source):
     from corpus.disjoint import val_rows_in_train
 
     rows = val_rows_in_train([lay.raw / n for n in train_names], lay.raw / val_name)
-    if rows and source == "stdlib":
+    if rows and source in ("stdlib", "parquet"):
         raise DataError(f"{lay.raw / val_name}: {len(rows)} validation documents also occur in the training "
                         f"shards (first at row {rows[0]}): mixed builds; delete {lay.raw} and rerun prepare.py")
     if rows:

@@ -21,10 +21,11 @@ and on a finished run it says so and changes nothing. Without --resume a folder 
 already holds a run is refused; --overwrite first moves that run aside to a sibling
 folder OUT.replaced-N.
 
-Timing: "timed" seconds leave out the first 10 updates of every process (compilation and
-warm-up), as the baseline's training time does; "total" seconds count everything.
+Timing: "timed" seconds leave out the first 11 updates of every process (compilation and
+warm-up), as the baseline's training time does (`step > 10`); "total" seconds count everything.
 """
 import argparse
+import gc
 import json
 import math
 import os
@@ -33,8 +34,38 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
+
+def build_parser():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", help="JSON config (keys: see training/config.py TrainConfig); required to train")
+    ap.add_argument("overrides", nargs="*", help="key=value overrides, e.g. updates=20 seed=44 loader=lossless")
+    ap.add_argument("--out", default=None, help="run folder (default runs/<name>)")
+    ap.add_argument("--dry-run", action="store_true", help="print config, parameters, FLOPs and planned targets; touch no data")
+    ap.add_argument("--resume", action="store_true", help="continue from the newest good checkpoint in --out")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="--out holds a run: move it aside to OUT.replaced-N and start again")
+    ap.add_argument("--allow-code-change", action="store_true",
+                    help="with --resume: continue although the code changed since the checkpoint (recorded)")
+    return ap
+
+
+def missing_config(a):
+    """Training needs a config (a file or key=value pairs): with neither, the defaults are the paper's
+    50M-parameter model, hours on a CPU."""
+    if a.config or a.overrides or a.dry_run:
+        return None
+    return ("error: no --config given; pass one, e.g. python train.py --config protocols/configs/tiny/baseline_s43.json "
+            "(--dry-run shows the paper's defaults)")
+
+
+if __name__ == "__main__":  # --help and a missing --config are answered before torch's import (seconds)
+    _early = build_parser().parse_intermixed_args()  # key=value pairs may stand anywhere
+    if missing_config(_early):
+        print(missing_config(_early), file=sys.stderr)
+        sys.exit(2)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 import torch.distributed as dist
 
 from corpus.errors import DataError
@@ -45,9 +76,15 @@ from training.mfu import peak_flops
 
 
 def resolve_device(cfg):
-    if cfg.device != "auto":
-        return cfg.device
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    from training.device import resolve_device as resolve
+
+    return resolve(cfg.device, "config key 'device'")
+
+
+def configure_device(device):
+    from training.device import configure
+
+    configure(device)
 
 
 def dry_run(cfg: TrainConfig):
@@ -91,6 +128,14 @@ def training_stream(cfg, data_dir):
     return stream.capped(cfg.max_source_len)
 
 
+def world_config(cfg):
+    """cfg resolved for torchrun's WORLD_SIZE (training/config.py for_world_size), before any
+    config comparison, so a resumed or finished run compares what it trained with."""
+    from training.config import for_world_size
+
+    return for_world_size(cfg, int(os.environ.get("WORLD_SIZE", 1)))
+
+
 def dist_setup():
     if "RANK" not in os.environ:
         return 0, 1, 0
@@ -124,7 +169,7 @@ def peak_memory_mib(device):
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-WARMUP_UPDATES = 10  # as the baseline's training time: the first 10 updates (compile, warm-up) are not timed
+WARMUP_UPDATES = 11  # as the baseline's training time (`step > 10`): updates 1-11 (compile, warm-up) are not timed
 
 
 def check_token_files(data_dir, source, names):
@@ -239,25 +284,62 @@ def kept_log_lines(log_path: Path, step) -> list:
     return kept
 
 
-def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, overwrite=False,
+def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, curve_points=0, overwrite=False,
           allow_code_change=False):
-    """Train cfg.updates updates (or stop_after of them, to simulate an interruption)."""
+    """Train cfg.updates updates (or stop_after of them, to simulate an interruption); curve_points > 0
+    logs that many validation BPB points for the learning curves (the command line and run_six do)."""
     from corpus.runlock import FolderLocked, folder_lock
 
     rank = int(os.environ.get("RANK", 0))
     out = Path(out_dir)
     if rank != 0:
-        return _train(cfg, out, resume, stop_after, log, allow_code_change)
+        return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change)
     try:
         with folder_lock(out, "a training run"):
             start_guard(out, resume, overwrite, log)
-            return _train(cfg, out, resume, stop_after, log, allow_code_change)
+            return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change)
     except FolderLocked as e:
         raise DataError(str(e)) from None
 
 
-def _train(cfg, out, resume, stop_after, log, allow_code_change=False):
-    from tqdm import tqdm
+CURVE_POINTS = 10  # validation points per run for the learning curves (command line and run_six)
+CURVE_BATCHES = 2  # official-stream batches per point: the same fixed rows every time
+
+
+def curve_probe(cfg, data_dir, R, device, autocast, points=CURVE_POINTS):
+    """probe(fwd, step) -> validation BPB on the official stream's first CURVE_BATCHES batches at
+    `points` evenly spaced updates (else None). Training losses sample different rows per
+    condition, so only a fixed evaluation set makes the conditions' curves comparable. The rows
+    are packed once and scored at every point."""
+    import math
+
+    from corpus.layout import Layout
+    from corpus.tokenizer import load_token_bytes
+    from eval.official import score_fixed_shape
+    from loaders.packers import Packer
+    from loaders.stream import open_split
+
+    every = max(1, cfg.updates // points)
+    packer = Packer(open_split(data_dir, cfg.source, "val"), "original", R, cfg.eval_buffer)
+    rows = [packer.next_rows(cfg.eval_rows)[0] for _ in range(min(cfg.eval_batches, CURVE_BATCHES))]
+    tb = load_token_bytes(Layout(data_dir, cfg.source).tokenizer)
+
+    def probe(fwd, step):
+        if step % every and step != cfg.updates:
+            return None
+        nats = nbytes = 0.0
+        with torch.no_grad():
+            for toks in rows:
+                n, b, _ = score_fixed_shape(fwd, toks[:, :-1], toks[:, 1:].astype(np.int64), tb, [0, R - 1], device,
+                                            autocast, cfg.eval_rows)
+                nats, nbytes = nats + float(n.sum()), nbytes + float(b.sum())
+        return nats / (math.log(2) * nbytes)
+
+    return probe
+
+
+def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=False):
+    from console.progress import bar as tqdm
 
     from corpus.atomic import atomic_write_json, atomic_write_text, sha256_file
     from corpus.layout import Layout, default_data_dir
@@ -272,6 +354,7 @@ def _train(cfg, out, resume, stop_after, log, allow_code_change=False):
 
     t_start = time.time()
     rank = int(os.environ.get("RANK", 0))
+    cfg = world_config(cfg)
     summary_path = out / "summary.json"
     if resume and summary_path.exists():
         # a finished run is reported, never rewritten
@@ -285,8 +368,9 @@ def _train(cfg, out, resume, stop_after, log, allow_code_change=False):
         if rank == 0:
             log(f"{cfg.name}: already finished ({summary_path}); nothing to do")
         return done
+    device = resolve_device(cfg)  # before dist_setup: NCCL's first allocation must see configure's settings
+    configure_device(device)
     rank, world, local_rank = dist_setup()
-    device = resolve_device(cfg)
     if device == "cuda":
         device = f"cuda:{local_rank}"
         torch.cuda.set_device(local_rank)
@@ -337,6 +421,7 @@ def _train(cfg, out, resume, stop_after, log, allow_code_change=False):
     tokens_per_update = cfg.targets_per_update
     end = cfg.updates if stop_after is None else min(cfg.updates, stop_after)
     bar = tqdm(total=cfg.updates, initial=step, desc=cfg.name, unit="upd", disable=rank != 0)
+    probe = curve_probe(cfg, data_dir, R, device, autocast, curve_points) if rank == 0 and curve_points else None
     done_here = 0
 
     def checkpoint(at):
@@ -360,6 +445,9 @@ def _train(cfg, out, resume, stop_after, log, allow_code_change=False):
             torch.cuda.synchronize()
         dt = time.time() - t0
         done_here += 1
+        if done_here == 1:  # as the baseline: what the first update built is never scanned by the collector again
+            gc.collect()
+            gc.freeze()
         clock["update_seconds"] += dt
         clock["loader_wait_seconds"] += tr.last_wait
         if done_here > WARMUP_UPDATES:
@@ -379,15 +467,18 @@ def _train(cfg, out, resume, stop_after, log, allow_code_change=False):
         if rank == 0:
             # microbatches in global order (rank r ran the j-th of each group of world): which rows trained when
             order = [(r, checks[r][j]) for j in range(len(checks[0])) for r in range(world)]
+            rec = {"step": step, "loss": loss_val, "lr_mult": lr_mult, "targets": step * tokens_per_update, "seconds": dt,
+                   "micro": [c for _, c in order], "micro_rank": [r for r, _ in order]}
+            val_bpb = probe(fwd, step) if probe else None  # after dt: the probe is not training time
+            if val_bpb is not None:
+                rec["val_bpb"] = val_bpb
             with open(log_path, "a") as f:
-                f.write(json.dumps({"step": step, "loss": loss_val, "lr_mult": lr_mult,
-                                    "targets": step * tokens_per_update, "seconds": dt,
-                                    "micro": [c for _, c in order], "micro_rank": [r for r, _ in order]},
-                                   allow_nan=False) + "\n")
+                f.write(json.dumps(rec, allow_nan=False) + "\n")
         if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.updates:
             checkpoint(step)
     bar.close()
     loader.close()
+    gc.unfreeze()  # a library caller (the queue, tests) keeps collecting what this run left
     if step < cfg.updates:
         return None
     if loss_val is None:  # resumed at the final checkpoint of a run killed while scoring
@@ -426,23 +517,16 @@ def _train(cfg, out, resume, stop_after, log, allow_code_change=False):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", help="JSON config (keys: see training/config.py TrainConfig)")
-    ap.add_argument("overrides", nargs="*", help="key=value overrides, e.g. updates=20 seed=44 loader=lossless")
-    ap.add_argument("--out", default=None, help="run folder (default runs/<name>)")
-    ap.add_argument("--dry-run", action="store_true", help="print config, parameters, FLOPs and planned targets; touch no data")
-    ap.add_argument("--resume", action="store_true", help="continue from the newest good checkpoint in --out")
-    ap.add_argument("--overwrite", action="store_true",
-                    help="--out holds a run: move it aside to OUT.replaced-N and start again")
-    ap.add_argument("--allow-code-change", action="store_true",
-                    help="with --resume: continue although the code changed since the checkpoint (recorded)")
-    a = parse_arguments(ap, argv)
+    a = parse_arguments(build_parser(), argv)
+    if missing_config(a):
+        print(missing_config(a), file=sys.stderr)
+        return 2
     try:
         cfg = resolve_config(a.config, a.overrides)
         if a.dry_run:
             dry_run(cfg)
             return 0
-        res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume, overwrite=a.overwrite,
+        res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume, curve_points=CURVE_POINTS, overwrite=a.overwrite,
                     allow_code_change=a.allow_code_change)
     except (DataError, TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -3,8 +3,11 @@
   python -m audit --source stdlib                    # offline corpus, scaled budget
   python -m audit --source climbmix                  # the paper's 499,646,464 targets
   python -m audit --synthetic                        # paper-shaped synthetic census
+  python -m audit --lengths MY_LENGTHS.txt --row-capacity 4097 --buffer 1000 --targets N
+                                                     # your own corpus: lengths in arrival order
 
-Replays the length stream of a prepared corpus through the packers (the selection core
+Replays the length stream of a prepared corpus (or of a researcher's own length file:
+one integer per line, a .npy array or a .parquet column; see audit/lengths_file.py) through the packers (the selection core
 that trains, on lengths only) and writes to --out: events_<packer>.parquet and .csv,
 stream_lengths.txt (one refill per line, for checkers/packing_checker.py), summary.json,
 regime.json, report.md and four PNG figures. The output is written into a temporary
@@ -24,6 +27,9 @@ from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, Replay, first_long_e
 from corpus.errors import DataError
 from loaders.core import PACKERS
 
+# Corpora that prepare.py writes under the data root; a corpus prepared from your own parquet
+# files is prepare.py --source parquet.
+PREPARED_SOURCES = ("stdlib", "climbmix", "parquet")
 OFFICIAL_TARGETS = 160 * 64 * 2048  # 20,971,520
 PAPER_TOKEN_FRACTION = PAPER_TARGETS / 631_241_817  # the paper's budget as a share of its corpus
 
@@ -32,8 +38,14 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m audit", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group()
-    src.add_argument("--source", choices=["stdlib", "climbmix"], default="stdlib", help="prepared corpus (default stdlib)")
+    src.add_argument("--source", choices=PREPARED_SOURCES, default="stdlib",
+                     help="prepared corpus (default stdlib; parquet: your own, prepare.py --source parquet)")
     src.add_argument("--synthetic", action="store_true", help="audit the paper-shaped synthetic census stream instead")
+    src.add_argument("--lengths", metavar="FILE", help="audit your own corpus: document lengths in arrival order "
+                     "(one integer per line, .npy, or .parquet with --column)")
+    ap.add_argument("--column", default=None, help="the length column of a --lengths .parquet file")
+    ap.add_argument("--refill-docs", type=int, default=128,
+                    help="documents per buffer refill for --lengths (default 128, the pinned baseline's slice)")
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
     ap.add_argument("--split", choices=["train", "val"], default="train",
                     help="train: the eligible training corpus (default); val: the official development stream, "
@@ -56,6 +68,11 @@ def parse_args(argv=None):
 def load_stream(args):
     from loaders.stream import DocumentStream
 
+    if args.lengths:
+        from audit.lengths_file import read_lengths
+
+        return DocumentStream.from_lengths(read_lengths(args.lengths, args.column), args.refill_docs,
+                                           name=f"lengths:{Path(args.lengths).name}"), "lengths"
     if args.synthetic:
         from audit.synthetic import paper_like_lengths
 
@@ -84,7 +101,8 @@ def budget(args, stream, R):
         return PAPER_TARGETS, "the paper's 953 updates"
     # scale: the same share of the corpus's tokens as the paper's budget, whole rows
     t = int(PAPER_TOKEN_FRACTION * int(stream.lengths.sum())) // (R - 1) * (R - 1)
-    return t, f"scaled to the offline corpus: {PAPER_TOKEN_FRACTION:.1%} of its {int(stream.lengths.sum()):,} tokens"
+    where = "this length file" if args.lengths else "the offline corpus"
+    return t, f"scaled to {where}: {PAPER_TOKEN_FRACTION:.1%} of its {int(stream.lengths.sum()):,} tokens"
 
 
 def write_events(rep, out: Path, csv: bool):
@@ -188,8 +206,10 @@ def report_md(summary) -> str:
     if summary.get("regime"):
         out += regime_section(summary["regime"])
     out += ["## Figures", ""]
+    from audit.plots import FIGURE_NOTES
+
     for f in summary["figures"]:
-        out.append(f"![{f}]({f})")
+        out += [f"![{f}]({f})", "", FIGURE_NOTES.get(f, ""), ""]
     return "\n".join(out) + "\n"
 
 
@@ -197,36 +217,20 @@ def regime_section(reg) -> list:
     from audit.regime import regime_table_md
 
     cols = reg["columns"]
-    out = ["## Regime: where this demo sits against the paper's scale", "",
-           "The paper's effects depend on ratios; the offline corpus is small, so a setting is in the paper's regime "
-           "only where these indicators have the paper's order of magnitude.", "",
+    out = ["## Regime: where this stream sits against the paper's scale", "",
+           "The paper's effects depend on ratios, so a setting is in the paper's regime only where these indicators "
+           "have the paper's order of magnitude.", "",
            regime_table_md(cols), ""]
     a = cols.get("this audit")
     if a and a["buffer"] - 1 > a["sources_longer_than_R_per_pass"]:
-        out.append(f"**This audit is not in the paper's regime with the paper's B = {a['buffer']:,}:** the offline "
-                   f"corpus has {a['sources_per_pass']:,} sources per pass (paper {846_848:,}) and only "
+        out.append(f"**This audit is not in the paper's regime at B = {a['buffer']:,}:** the "
+                   f"stream has {a['sources_per_pass']:,} sources per pass (paper {846_848:,}) and only "
                    f"{a['sources_longer_than_R_per_pass']:,} longer than R per pass, fewer than B - 1, so the protected set "
-                   f"holds every long source of a pass (the stream wraps within this budget, so copies arrive "
-                   f"again; {pct(a['protected_share_of_arrived'])} of arrived tokens "
+                   f"holds every long source of a pass ({a['passes_started']} pass(es) started within this budget; "
+                   f"{pct(a['protected_share_of_arrived'])} of arrived tokens "
                    f"against the paper's 4.37%). The mechanism checks above (partition, Proposition, bounds) hold "
-                   f"at any scale; the shares do not transfer. The tiny training setting is the scaled one that "
-                   f"is in the regime.")
-        out.append("")
-    t, old = cols.get("tiny training"), cols.get("tiny before")
-    if t and old:
-        out.append(
-            f"**Why segmented trained far worse in the earlier tiny demo:** at R = {old['row_capacity']} and "
-            f"B = {old['buffer']:,} with no cap, the longest source made {old['longest_chunks']:,} segment-first chunks "
-            f"({pct(old['longest_chunks_share_of_B'])} of B). Whole chunks fill an empty row exactly, so segment-first "
-            f"served the chunks of the few long sources first: its {old['targets']:,}-target budget started only "
-            f"{old['sources_started_segment_first']:,} sources against {old['sources_started_original']:,} for the "
-            f"original packer. The tiny preset now uses B = {t['buffer']} and caps training sources at "
-            f"{t['longest']} tokens (demo only): {t['longest_chunks']} chunks = {pct(t['longest_chunks_share_of_B'])} "
-            f"of B, protected share {pct(t['protected_share_of_arrived'])}, and segment-first starts "
-            f"{t['sources_started_segment_first']:,} sources against {t['sources_started_original']:,} "
-            f"(paper: 702,208 of 836,864 arrived). Remaining difference: at R = {t['row_capacity']} "
-            f"{pct(t['share_emitted_from_long_sources'])} of the original's emitted tokens come from sources "
-            f"longer than R (paper 11.76%), because offline sources are long relative to a 128-token context.")
+                   f"at any scale; the shares do not transfer."
+                   + (" The tiny training setting is the scaled one that is in the regime." if "tiny training" in cols else ""))
         out.append("")
     return out
 
@@ -241,6 +245,12 @@ def check_args(args):
         raise DataError(f"--targets {args.targets}: must be positive")
     if args.updates is not None and args.updates < 1:
         raise DataError(f"--updates {args.updates}: must be positive")
+    if args.lengths and args.split != "train":
+        raise DataError("--split applies to a prepared corpus, not to a --lengths file")
+    if args.refill_docs < 1:
+        raise DataError(f"--refill-docs {args.refill_docs}: must be at least 1")
+    if args.column is not None and not (args.lengths or "").lower().endswith(".parquet"):
+        raise DataError("--column applies to a --lengths .parquet file only")
     if args.permutations < 0:
         raise DataError(f"--permutations {args.permutations}: must be 0 or more")
     try:
@@ -269,13 +279,12 @@ def regime(stream, R, B, targets, main_rep, data_dir, synthetic):
         tiny = {**PRESETS["tiny"], **TINY_REGIME}
         tR, tB, tT = preset_setting(tiny)
         cols["tiny training"] = regime_indicators(preset_stream(dd, tiny), tR, tB, tT)
-        cols["tiny before"] = regime_indicators(stream, tR, 1000, tT)  # the earlier preset: B = 1000, no cap
     return {"columns": cols}
 
 
 def main(argv=None):
     args = parse_args(argv)
-    from tqdm import tqdm
+    from console.progress import bar as tqdm
 
     from audit import plots
     from audit.metrics import pass_bounds, summarize_replay
@@ -340,6 +349,15 @@ def main(argv=None):
         _, ps, trace = check_proposition(main_rep.stream, main_rep.raw, main_rep.refill_log, B, R, mass_trace=True)
         plots.buffer_mass(main_rep, trace, work / figs[2])
         plots.length_histogram(main_rep, ps.members, work / figs[3])
+        from findings import PAPER
+
+        if summary.get("permutations"):
+            figs.append("startup_delay.png")
+            P1 = PAPER["s5_1_coverage"]
+            plots.startup_delay(summary["permutations"], (P1["startup_delay_min_targets"], P1["startup_delay_max_targets"]),
+                                work / figs[-1])
+        figs.append("pass_bounds.png")
+        plots.pass_bounds(summary["pass_bounds"], PAPER["s5_2_pass_bounds"], B, work / figs[-1])
         summary["figures"] = figs
         if main_rep.packer == "original":
             summary["regime"] = regime(stream, R, B, targets, main_rep, args.data_dir, args.synthetic)
@@ -364,7 +382,8 @@ def main(argv=None):
     print(md.split("### Retention")[0])
     if "## Regime" in md:
         print("## Regime" + md.split("## Regime")[1].split("## Figures")[0])
-    print(f"wrote {out}/summary.json, report.md, regime.json, events_*.parquet, 4 figures ({summary['seconds']}s)")
+    print(f"wrote {out}/summary.json, report.md, regime.json, events_*.parquet, {len(summary['figures'])} figures "
+          f"({summary['seconds']}s)")
     bad = [p for p, s in summaries.items() if not s["partition_holds"] or s["protected"]["proposition_held"] is False]
     return 1 if bad else 0
 

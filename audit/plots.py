@@ -59,6 +59,7 @@ def sources_started(reps, path):
                      where="post", label=f"{rep.packer} ({len(tl):,})", **style)
     axes[1].set_title(f"sources longer than R={reps[0].R} started")
     axes[1].set_xlabel("target offset (millions)")
+    axes[1].set_ylabel("sources longer than R started")
     axes[1].legend(fontsize=8)
     _save(fig, axes[0], "All original sources started (random_span = original: same selections)",
           "target offset (millions)", "original sources started", path)
@@ -84,24 +85,75 @@ def buffer_mass(rep, trace, path, points=2000):
 
 
 def length_histogram(rep, protected, path):
-    """Stacked: sources <= R, long sources arrived but not protected, protected; none hides another."""
+    """Three groups drawn side by side, not stacked (stacking misleads on a log count axis); the bin
+    edges meet at R + 0.5, so a source longer than R is never drawn left of the R line."""
     lengths = rep.arrived_lengths()
-    fig, ax = plt.subplots(figsize=(7.5, 4.4))
-    bins = np.unique(np.geomspace(1, max(lengths.max(), 2) + 1, 60).astype(int))
+    fig, ax = plt.subplots(figsize=(8, 4.6))
+    R, top = rep.R, max(int(lengths.max()), rep.R + 1)
+    edge = R + 0.5
+    left = np.geomspace(0.5, edge, 24)
+    right = np.geomspace(edge, top + 1, 24)[1:] if top > R else np.array([])
+    bins = np.concatenate([left, right])
     prot = np.zeros(len(lengths), bool)
     prot[sorted(protected)] = True
-    long_ = lengths > rep.R
+    long_ = lengths > R
     parts = [lengths[~long_], lengths[long_ & ~prot], lengths[prot]]
     labels = [f"arrived, <= R ({len(parts[0]):,})", f"arrived, > R, not protected ({len(parts[1]):,})",
               f"protected: largest B-1 long ({len(parts[2]):,})"]
-    bottom = np.zeros(len(bins) - 1)
-    for part, label, color in zip(parts, labels, ["0.7", "tab:blue", "tab:red"]):
+    for part, label, color, lw in zip(parts, labels, ["0.45", "tab:blue", "tab:red"], [1.6, 1.6, 2.2]):
         h = np.histogram(part, bins=bins)[0].astype(float)
-        # stacked step areas from precomputed counts (ax.hist's stacked patches are slow to draw)
-        ax.stairs(bottom + h, bins, baseline=bottom.copy(), fill=True, color=color, label=label)
-        bottom += h
-    ax.axvline(rep.R, color="k", ls="--", lw=1, label=f"row capacity R={rep.R}")
+        ax.stairs(np.where(h > 0, h, np.nan), bins, color=color, lw=lw, label=label)
+    ax.axvline(edge, color="k", ls="--", lw=1, label=f"row capacity R = {R:,}")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _save(fig, ax, "Source length histogram: protected vs other long sources", "source length (tokens, BOS included)",
-          "sources (stacked)", path)
+    ax.set_ylim(bottom=0.7)
+    _save(fig, ax, "Arrived source lengths: short, long, and the protected set (groups not stacked)",
+          "source length (tokens, BOS included; log scale)", "sources per bin (log scale)", path)
+
+
+def startup_delay(perm, paper_range, path):
+    """First emission of a source longer than R under each seeded arrival-order permutation."""
+    delays = [d for d in perm["delays"] if d is not None]
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    seeds = [s for s, d in zip(perm["seeds"], perm["delays"]) if d is not None]
+    ax.scatter(np.array(delays) / 1e6, seeds, color="tab:blue", s=28, label=f"permuted arrival order ({len(delays)})")
+    if perm.get("unpermuted") is not None:
+        ax.axvline(perm["unpermuted"] / 1e6, color="tab:red", lw=1.6, label="corpus order (unpermuted)")
+    never = len(perm["delays"]) - len(delays)
+    if never:
+        ax.text(0.99, 0.02, f"{never} permutation(s): no long source emitted within the budget",
+                transform=ax.transAxes, ha="right", fontsize=8)
+    ax.set_yticks(perm["seeds"][:: max(1, len(perm["seeds"]) // 10)])
+    _save(fig, ax, f"Startup delay over {perm['count']} permutations (paper: {paper_range[0] / 1e6:.2f}–"
+          f"{paper_range[1] / 1e6:.2f} M targets at its scale)", "targets before the first long-source emission (millions)",
+          "permutation seed", path)
+
+
+def pass_bounds(ours, paper, B, path):
+    """Earliest possible pass by length threshold: ours (this stream) and the paper's, on log axes."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    if ours:
+        ax.plot([r["length_at_least"] for r in ours], [r["earliest_possible_pass"] for r in ours], "o-",
+                color="tab:blue", label=f"this stream, B = {B:,}")
+    ax.plot([r[0] for r in paper], [r[2] for r in paper], "s--", color="tab:gray", label="the paper (ClimbMix, B = 1,000)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3, which="both")
+    _save(fig, ax, "Repeated-corpus bound: earliest pass a source can start", "original length at least (tokens; log scale)",
+          "earliest possible pass (log scale)", path)
+
+
+FIGURE_NOTES = {
+    "retention_by_stratum.png": "How much of each length stratum's loaded tokens each packer emitted; compare the "
+                                "packers within a stratum (retention is not monotone in length).",
+    "sources_started.png": "Sources started against targets: the right panel shows how late, and how few, sources "
+                           "longer than R start under each packer.",
+    "buffer_mass.png": "The buffer's token mass over the replay: the blue band is the protected set (the largest "
+                       "B - 1 long sources arrived so far), which no selection touches; orange is everything else.",
+    "length_histogram.png": "Arrived lengths by group; every protected source (red) is among the longest, right of the "
+                            "R line.",
+    "startup_delay.png": "Where the first long source is emitted under each arrival-order permutation: the spread is "
+                         "the order's effect, the red line the corpus order.",
+    "pass_bounds.png": "The earliest pass in which a source of at least that length can start in a repeated corpus; "
+                       "the bound grows as the longest sources become rarer.",
+}

@@ -141,6 +141,16 @@ def preset_stream(data_dir, preset: dict):
     return s.capped(preset.get("max_source_len", 0))
 
 
+def filter_counts(data_dir, source, max_len) -> dict:
+    """How much of the training corpus the demo-only length filter drops (sources longer than max_len)."""
+    from corpus.layout import default_data_dir
+
+    full = preset_stream(data_dir or default_data_dir(), {"source": source})
+    long = full.lengths > max_len
+    return {"max_source_len": int(max_len), "sources": int(full.n), "dropped": int(long.sum()),
+            "dropped_token_share": float(full.lengths[long].sum() / full.lengths.sum())}
+
+
 def main(argv=None):
     import argparse
     import json

@@ -1,7 +1,7 @@
 """Train/validation disjointness by exact text: SHA256 of each document's UTF-8 text."""
 import hashlib
 
-from tqdm import tqdm
+from console.progress import bar as tqdm
 
 from corpus.shards import iter_row_group_texts
 

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import requests
-from tqdm import tqdm
+from console.progress import bar as tqdm
 
 from corpus.atomic import atomic_write_json, sha256_file
 from corpus.errors import DataError

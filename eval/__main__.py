@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from corpus.errors import DataError
 from eval.runs import survey_runs
@@ -68,13 +67,13 @@ def parse_args(argv):
                          "the offline corpus, whose CPU scoring with an 8192-token head costs about 10 ms per window)")
     ap.add_argument("--no-figures", action="store_true",
                     help="skip the three PNGs (about 3 s of matplotlib on a small machine); JSON and Markdown are unchanged")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device (default: "
-                    "cuda when available)")
+    ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     return ap.parse_args(argv)
 
 
 def main(argv=None):
     from corpus.runlock import FolderLocked, folder_lock
+    from training.device import resolve_device
 
     a = parse_args(argv)
     if a.protocol and a.exploratory:
@@ -90,6 +89,7 @@ def main(argv=None):
             return 2
     t0 = time.time()
     try:
+        a.device = resolve_device(a.device, "--device")
         ctx = prepare(a)
         out = Path(a.out or Path(a.runs).parent / "eval")
         with folder_lock(out, "an evaluation"):
@@ -248,22 +248,22 @@ def _done(path, sha, fingerprint=None):
 def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, device, status):
     """Per checkpoint: window statistics of both populations and the confirmation rows. Returns confirmation scores."""
     import pyarrow.parquet as pq
-    from tqdm import tqdm
+    from console.progress import bar as tqdm
 
     from corpus.atomic import sha256_file
     from eval.official import row_statistics, scores, write_stats
     from eval.windows import score_windows
     from training.checkpoint import load_checkpoint
     from training.config import TrainConfig
-    from training.trainer import build_model, maybe_compile
+    from training.trainer import bf16_enabled, build_model, maybe_compile
 
     conf = {}
-    ac = torch.device(device).type == "cuda"
     for run_dir, res, ckpt in tqdm(runs, desc="checkpoints"):
         cfg = TrainConfig(**res["config"])
         if cfg.context != cfg0.context or cfg.source != cfg0.source:
             raise DataError(f"{run_dir}: runs differ in context or corpus")
         cond, sha = CONDITION_OF[cfg.loader], sha256_file(ckpt)
+        ac = bf16_enabled(cfg, device)  # the policy train.py scored the run with
         ed = out / run_dir.name
         ed.mkdir(exist_ok=True)
         model = None
@@ -358,13 +358,15 @@ def rankings_of(runs, context, plan, out, status):
     return rk
 
 
-FIGURES = {"contrasts": "contrasts_forest.png", "bins": "bin_contributions.png", "rankings": "prefix_rankings.png"}
+FIGURES = {"contrasts": "contrasts_forest.png", "strata": "begin_tail_deltas.png", "bins": "bin_contributions.png",
+           "rankings": "prefix_rankings.png"}
 
 
 def figures(summaries, rk, context, out, label):
     from eval import figures as fg
 
     fg.contrasts_forest(summaries, out / FIGURES["contrasts"], label)
+    fg.begin_tail_deltas(summaries, out / FIGURES["strata"], label)
     fg.bin_contributions(summaries, out / FIGURES["bins"], label)
     if not rk.get("skipped"):
         fg.prefix_rankings(rk, context, out / FIGURES["rankings"], label)
@@ -420,9 +422,15 @@ def windows_md(summaries, pops, label, linked=True):
     from eval.compare import window_table_md
 
     out = [f"## 5.5 Conditional source windows{label}", "",
-           f"Declared contrasts with their Bonferroni intervals, both populations: [{FIGURES['contrasts']}]"
-           f"({FIGURES['contrasts']}). Tail position-bin contributions (stacked; the red marker is their sum, the window "
-           f"delta): [{FIGURES['bins']}]({FIGURES['bins']}).", ""] if linked else [
+           f"![declared contrasts]({FIGURES['contrasts']})", "",
+           "Declared contrasts (tail minus beginning) with their Bonferroni intervals, both populations: an interval "
+           "left of zero means the intervention helped tails more than beginnings.", "",
+           f"![every stratum]({FIGURES['strata']})", "",
+           "Beginning and tail deltas for every stratum, condition and seed: the paper's pattern is beginnings right "
+           "of zero (worse) and tails left of it (better); black intervals are the declared, adjusted ones.", "",
+           f"![position bins]({FIGURES['bins']})", "",
+           "Tail position-bin contributions side by side on one scale (the red marker is their sum, the window "
+           "delta; * marks a declared cell): how much of a tail's change sits after the first positions.", ""] if linked else [
            f"## 5.5 Conditional source windows{label}", "", "(figures skipped: --no-figures)", ""]
     for s in summaries:
         p = s["population"]
@@ -449,7 +457,9 @@ def ranking_md(rk, plan, context, label, check, linked=True):
     if rk.get("skipped"):
         return out + ["No ranking: the reference or a second member of the ranked set is absent.", ""]
     if linked:
-        out += [f"BPB delta against prefix size with subset intervals: [{FIGURES['rankings']}]({FIGURES['rankings']}).", ""]
+        out += [f"![prefix rankings]({FIGURES['rankings']})", "",
+                "BPB delta against prefix size with subset intervals: a prefix whose point leaves its interval, or "
+                "whose sign differs from the full-stream star, would rank the methods differently.", ""]
     return out + [rankings_md(rk, context)]
 
 

@@ -14,7 +14,6 @@ import math
 import sys
 
 import numpy as np
-import torch
 
 from loaders.packers import Packer
 
@@ -32,12 +31,17 @@ def score_fixed_shape(model, x, y, token_bytes, edges, device, autocast=False, b
     return nats[:n], nbytes[:n], count[:n]
 
 
-def row_statistics(model, stream, token_bytes, batches, rows, R, device, autocast=False, buffer=1000):
+def row_statistics(model, stream, token_bytes, batches, rows, R, device, autocast=False, buffer=1000, progress=False):
     """Per-row (nats, bytes, count) over the official stream, and its fingerprint."""
     packer = Packer(stream, "original", R, buffer)
     nats, nbytes, count = [], [], []
     h = hashlib.sha256()
-    for _ in range(batches):
+    steps = range(batches)
+    if progress:  # the command line shows its batches; callers inside a training run stay quiet
+        from console.progress import bar
+
+        steps = bar(steps, desc="official metric", unit="batch")
+    for _ in steps:
         toks, _ = packer.next_rows(rows)
         h.update(toks.astype(np.int64).tobytes())
         n, b, c = score_fixed_shape(model, toks[:, :-1], toks[:, 1:].astype(np.int64), token_bytes, [0, R - 1], device,
@@ -78,14 +82,14 @@ def check_same_corpus(ckpt_path, payload, lay):
         raise DataError(f"{ckpt_path}: trained on another prepared corpus than {lay.root} ({why}); refusing to score")
 
 
-def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu"):
+def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu", progress=False):
     from corpus.errors import DataError
     from corpus.layout import Layout, default_data_dir
     from corpus.tokenizer import load_token_bytes
     from loaders.stream import open_split
     from training.checkpoint import load_checkpoint
     from training.config import TrainConfig
-    from training.trainer import build_model, maybe_compile
+    from training.trainer import bf16_enabled, build_model, maybe_compile
 
     payload = load_checkpoint(ckpt_path)
     try:
@@ -99,27 +103,27 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu"):
     stream = open_split(dd, cfg.source, "val")
     tb = load_token_bytes(Layout(dd, cfg.source).tokenizer)
     stats = row_statistics(maybe_compile(model, cfg, device), stream, tb, cfg.eval_batches, cfg.eval_rows, cfg.context + 1, device,
-                           autocast=torch.device(device).type == "cuda", buffer=cfg.eval_buffer)
+                           autocast=bf16_enabled(cfg, device), buffer=cfg.eval_buffer, progress=progress)
     return stats, cfg
 
 
 def main(argv=None):
     from corpus.atomic import sha256_file
     from corpus.errors import DataError
+    from training.device import resolve_device
 
     ap = argparse.ArgumentParser(prog="python -m eval.official", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint", help="a training checkpoint (ckpt_<updates>.pt); its config names the corpus")
     ap.add_argument("--data-dir", default=None,
                     help="data root (default: the checkpoint's, else $PACKAUDIT_DATA or ~/.cache/packing-audit)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
-                    help="torch device (default: cuda when available, else cpu)")
+    ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     ap.add_argument("--out", default=None, help="write per-row sufficient statistics (parquet) here")
     a = ap.parse_args(argv)
     from corpus.errors import os_error_line
 
     try:
-        stats, cfg = evaluate_checkpoint(a.checkpoint, a.data_dir, a.device)
+        stats, cfg = evaluate_checkpoint(a.checkpoint, a.data_dir, resolve_device(a.device, "--device"), progress=True)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

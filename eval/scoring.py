@@ -19,10 +19,12 @@ def bin_index(T, edges):
 @torch.no_grad()
 def score_rows(model, x, y, token_bytes, edges, device, autocast=False):
     """x, y: int64 [N, T] (y = -1 for padding). Returns nats float64 [N, bins], bytes/count int64 [N, bins]."""
+    from training.device import autocast as device_autocast, to_device
+
     model.eval()
-    x, y = torch.as_tensor(x, device=device), torch.as_tensor(y, device=device)
-    tb = torch.as_tensor(token_bytes, dtype=torch.int64, device=device)
-    with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=autocast):
+    x, y = to_device(x, device), to_device(y, device)
+    tb = to_device(token_bytes, device).long()
+    with device_autocast(device, autocast):
         loss = model(x, y, reduction="none").view(y.shape).double()
     valid = y >= 0
     b = torch.where(valid, tb[y.clamp_min(0)], torch.zeros_like(y))
@@ -30,10 +32,12 @@ def score_rows(model, x, y, token_bytes, edges, device, autocast=False):
     nats_tok = torch.where(counted, loss, torch.zeros_like(loss))
     n_bins = len(edges) - 1
     idx = torch.as_tensor(bin_index(y.shape[1], edges), device=device)
-    onehot = torch.nn.functional.one_hot(idx, n_bins)  # [T, bins]
-    nats = (nats_tok @ onehot.double()).cpu().numpy()
-    nbytes = (b @ onehot.long()).cpu().numpy()
-    count = (counted.long() @ onehot.long()).cpu().numpy()
+    onehot = torch.nn.functional.one_hot(idx, n_bins).double()  # [T, bins]
+    nats = (nats_tok @ onehot).cpu().numpy()
+    # integer sums by index_add, exact on every device: CUDA has no integer matmul kernel
+    per_bin = torch.zeros(y.shape[0], n_bins, dtype=torch.int64, device=y.device)
+    nbytes = per_bin.index_add(1, idx, b).cpu().numpy()
+    count = per_bin.index_add(1, idx, counted.long()).cpu().numpy()
     return nats, nbytes, count
 
 

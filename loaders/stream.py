@@ -116,7 +116,8 @@ class DocumentStream:
         return DocumentStream(self.lengths[idx], refills, tokens, bos=self.bos, name=f"{self.name}[subset of {len(idx)}]")
 
     def capped(self, max_len):
-        """The demo-only source-length cap: the documents of at most max_len tokens (0 keeps every one)."""
+        """The demo-only source-length filter: the documents of at most max_len tokens; longer ones are dropped
+        whole, not cropped (0 keeps every one)."""
         return self.subset(np.flatnonzero(self.lengths <= max_len)) if max_len else self
 
     def permuted(self, seed):

@@ -6,8 +6,9 @@
 Each run prints its resolved configuration when it starts and its official BPB line when
 it ends. A finished run (its summary.json exists) is not trained again; an interrupted one
 resumes from its newest good checkpoint. Writes OUT/table.md (with the runs' model size,
-updates, targets and context in its header), OUT/results.json and OUT/train_curves.png
-(train loss against targets, both seeds per condition, from each run's train_log.jsonl).
+updates, targets and context in its header), OUT/results.json, OUT/learning_curves.png
+(validation BPB on fixed official rows from each run's train_log.jsonl, all runs on shared
+axes, and the difference from the same-seed baseline) and OUT/bpb_by_condition.png.
 """
 import argparse
 import json
@@ -16,8 +17,10 @@ from pathlib import Path
 
 from corpus.atomic import atomic_write_json, atomic_write_text
 from protocols.generate_configs import configs
+from protocols.train_figures import BPB_NOTE, LEARNING_CURVES_NOTE, bpb_by_condition, learning_curves
 
-CURVES = "train_curves.png"
+CURVES = "learning_curves.png"
+BPB_FIGURE = "bpb_by_condition.png"
 
 
 def condition(r):
@@ -39,10 +42,11 @@ def table(results) -> str:
             f"({c['micro_rows']} rows x {c['accum']} accumulation steps x context {c['context']:,}) = "
             f"{r0['targets']:,} training targets per run; official metric on "
             f"{r0['official']['eval_targets']:,} validation targets.\n\n"
-            "Timed s: update time without the first 10 updates of each process (compilation and warm-up), "
+            "Timed s: update time without the first 11 updates of each process (compilation and warm-up), "
             "as the baseline's training time; Total s: the whole run, evaluation included. Tokens/s: training "
             "targets per timed second (machine load shows here, not as a method effect).\n\n"
-            f"Learning curves: [{CURVES}]({CURVES}).\n\n")
+            f"![learning curves]({CURVES})\n\n{LEARNING_CURVES_NOTE}\n\n"
+            f"![BPB by condition]({BPB_FIGURE})\n\n{BPB_NOTE}\n\n")
     lines = ["| Condition | Seed | Official BPB | CE | Perplexity | Timed s | Total s | Tokens/s | "
              "Peak MiB (GPU alloc. / CPU RSS) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -54,39 +58,6 @@ def table(results) -> str:
     return head + "\n".join(lines) + "\n"
 
 
-def learning_curves(run_dirs, results, path):
-    """Train loss against training targets: one panel per condition, both seeds in each."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    conds = list(dict.fromkeys(condition(r) for r in results))
-    fig, axes = plt.subplots(1, len(conds), figsize=(4.2 * len(conds), 3.8), sharey=True, squeeze=False)
-    for ax, cond in zip(axes[0], conds):
-        for run_dir, r in zip(run_dirs, results):
-            if condition(r) != cond:
-                continue
-            log = [json.loads(x) for x in (run_dir / "train_log.jsonl").read_text().splitlines() if x.strip()]
-            ax.plot([e["targets"] for e in log], [e["loss"] for e in log], lw=1.2,
-                    ls="-" if r["seed"] == 43 else "--", label=f"seed {r['seed']} (final {log[-1]['loss']:.3f})")
-        ax.set_title(cond)
-        ax.set_xlabel("training targets")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    axes[0][0].set_ylabel("train loss (nats per target)")
-    fig.suptitle("Learning curves of the six runs (train loss, from train_log.jsonl)", fontsize=10)
-    fig.tight_layout()
-    import io
-
-    from corpus.atomic import atomic_write_bytes
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-
-
 def regime_md(cfg: dict) -> str:
     """The regime indicators of the runs' training setting beside the paper's (computed by the audit's replay)."""
     from audit.regime import preset_setting, preset_stream, regime_indicators, regime_table_md
@@ -94,7 +65,14 @@ def regime_md(cfg: dict) -> str:
 
     R, B, T = preset_setting(cfg)
     ind = regime_indicators(preset_stream(cfg.get("data_dir") or default_data_dir(), cfg), R, B, T)
-    cap = f", sources capped at {cfg['max_source_len']:,} tokens for this demo" if cfg.get("max_source_len") else ""
+    cap = ""
+    if cfg.get("max_source_len"):  # a filter, not a crop: longer sources are dropped whole (counts from the corpus)
+        from audit.regime import filter_counts
+
+        fc = filter_counts(cfg.get("data_dir") or default_data_dir(), cfg.get("source", "stdlib"), cfg["max_source_len"])
+        cap = (f", with training sources longer than {cfg['max_source_len']:,} tokens filtered out for this demo "
+               f"({fc['dropped']:,} of {fc['sources']:,} sources, {100 * fc['dropped_token_share']:.1f}% of training "
+               f"tokens; evaluation sees every source)")
     return (f"\n## Regime of these runs against the paper's\n\nThe packing effects depend on ratios, not sizes. These "
             f"runs train at R = {R:,}, B = {B:,} and {T:,} targets{cap}; the official metric packs its stream at "
             f"B = {cfg.get('eval_buffer', 1000):,}, as the paper's does.\n\n" + regime_table_md({"these runs": ind}))
@@ -102,7 +80,7 @@ def regime_md(cfg: dict) -> str:
 
 def main(argv=None):
     from corpus.errors import DataError
-    from train import result_line, train
+    from train import CURVE_POINTS, result_line, train
     from training.trainer import TrainingDiverged
     from training.config import resolve_config
 
@@ -119,7 +97,7 @@ def main(argv=None):
         ov = [f"{k}={v}" for k, v in c.items()] + ([f"data_dir={a.data_dir}"] if a.data_dir else []) + a.overrides
         try:
             cfg = resolve_config(None, ov)
-            res = train(cfg, run_dir, resume=True, log=print)
+            res = train(cfg, run_dir, resume=True, log=print, curve_points=CURVE_POINTS)
         except (DataError, TrainingDiverged) as e:
             print(f"error: {c['name']}: {e}", file=sys.stderr)
             return 2
@@ -129,9 +107,12 @@ def main(argv=None):
     md = table(results) + regime_md(results[0]["config"])
     atomic_write_text(out / "table.md", md)
     atomic_write_json(out / "results.json", results)
+    from findings import PAPER
+
     learning_curves(run_dirs, results, out / CURVES)
+    bpb_by_condition(results, PAPER["s5_3_official_bpb"], out / BPB_FIGURE)
     print("\n" + md)
-    print(f"wrote {out}/table.md, results.json and {CURVES}")
+    print(f"wrote {out}/table.md, results.json, {CURVES} and {BPB_FIGURE}")
     return 0
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The rollback shard queue of the proposal "Can a model help choose its next training data?".
 
-  python queue/run_queue.py calibrate --config CFG.json [--set key=value ...] --out runs/queue
-  python queue/run_queue.py run --out runs/queue [--policy queue|plain|random] [--resume | --fresh]
-  python queue/run_queue.py dose --out runs/queue_dose --calibration runs/queue
+  python queue/run_queue.py calibrate --config CFG.json [--set key=value ...] [--domains domains.json] --out runs/queue
+  python queue/run_queue.py run --out runs/queue [--policy queue|plain|random] [--resume | --fresh] [--add-source NAME=PATH]
+  python queue/run_queue.py dose --out runs/queue_dose --calibration runs/queue [--harm KIND | --harm parquet --harm-parquet BAD.parquet]
   python queue/run_queue.py return SHARD --out runs/queue    # one return from quarantine (needs an inspection)
   python queue/run_queue.py reconstruct --out runs/queue     # replay the log and check every record
 
@@ -29,8 +29,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: shardqueue, corpus, training
 
-import torch  # noqa: E402
-
 from corpus.errors import DataError  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from shardqueue.api import (  # noqa: E402
@@ -44,6 +42,7 @@ from shardqueue.api import (  # noqa: E402
 from shardqueue.dose import dose_response  # noqa: E402
 from shardqueue.replay import reconstruct_folder  # noqa: E402
 from shardqueue.runner import POLICIES  # noqa: E402
+from training.device import resolve_device  # noqa: E402
 
 
 def main(argv=None):
@@ -56,6 +55,11 @@ def main(argv=None):
     ap.add_argument("--calibration", default=None, help="calibration folder for run/dose (default: --out)")
     for k, v in DEFAULTS.items():
         ap.add_argument(f"--{k.replace('_', '-')}", type=int, default=v, help=f"calibrate: {k.replace('_', ' ')} (default {v})")
+    ap.add_argument("--domains", default=None, metavar="FILE",
+                    help="calibrate: control and selection domains from a JSON file (names and rules; see shardqueue/domains.py)")
+    ap.add_argument("--add-source", action="append", default=[], metavar="NAME=PATH",
+                    help="run: a new source (a parquet file of documents) that enters at the next rotation boundary, "
+                         "after its input checks and its own calibration; repeatable")
     ap.add_argument("--policy", choices=POLICIES, default="queue", help="run: queue (the rule), plain, random")
     ap.add_argument("--reject-rate", type=float, default=0.0, help="run --policy random: rejection probability")
     ap.add_argument("--seed", type=int, default=None, help="run: model init and in-rotation order (default: calibration's)")
@@ -64,10 +68,16 @@ def main(argv=None):
     ap.add_argument("--no-branch-check", action="store_true", help="run: skip the branch check of first-rotation rejections")
     ap.add_argument("--resume", action="store_true", help="run: continue an interrupted run")
     ap.add_argument("--fresh", action="store_true", help="calibrate/run: move an earlier run in --out aside first")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--harm", default="cipher",
+                    help="dose: cipher, a damage kind of shardqueue/damage.py (mojibake, boilerplate, line_shuffle, "
+                         "truncate, ...), or parquet (your own bad documents, --harm-parquet)")
+    ap.add_argument("--harm-parquet", default=None, help="dose --harm parquet: a parquet file of bad documents (text column)")
+    ap.add_argument("--trials", type=int, default=4, help="dose: ordinary shards per fraction (default 4)")
+    ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     a = ap.parse_args(argv)
     out = Path(a.out)
     try:
+        a.device = resolve_device(a.device, "--device")
         if a.shard is not None and a.command != "return":
             raise DataError(f"unexpected argument {a.shard!r}: `{a.command}` takes no shard"
                             + ("; give config overrides as --set key=value" if "=" in a.shard else ""))
@@ -81,6 +91,10 @@ def main(argv=None):
                 return return_from_quarantine(out, a.shard)
             if a.command == "calibrate":
                 s = {k: getattr(a, k) for k in DEFAULTS}
+                if a.domains:
+                    from shardqueue.domains import load_domains
+
+                    s["domains"] = load_domains(a.domains)
                 rec = calibrate(out, a.config, a.set, s, a.device, fresh=a.fresh)
                 if not rec["ok"]:
                     print(f"error: calibration failed: {rec['reason']}", file=sys.stderr)
@@ -88,10 +102,13 @@ def main(argv=None):
                 print(describe_calibration(rec))
                 return 0
             if a.command == "dose":
-                dose_response(out, a.calibration or "runs/queue", device=a.device)
+                if a.trials < 1:
+                    raise DataError(f"--trials {a.trials}: must be at least 1")
+                dose_response(out, a.calibration or "runs/queue", trials=a.trials, device=a.device, harm=a.harm,
+                              harm_parquet=a.harm_parquet)
                 return 0
             summary = run(out, a.calibration, a.policy, a.seed, a.reject_rate, a.budget_targets, a.rotation_shards,
-                          not a.no_branch_check, a.resume, a.fresh, a.device)
+                          not a.no_branch_check, a.resume, a.fresh, a.device, add_sources=a.add_source)
             line, err = describe_run(summary, out)
             print(line)
             if err:

@@ -35,12 +35,16 @@ def parse(argv):
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny", help="setting (default tiny)")
     ap.add_argument("--out", default="runs/queue_study", help="results folder (default runs/queue_study)")
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
+    ap.add_argument("--source", default=None,
+                    help="prepared corpus to run on instead of the preset's (e.g. parquet: prepare.py --source parquet)")
+    ap.add_argument("--domains", default=None, metavar="FILE",
+                    help="control and selection domains from a JSON file (see shardqueue/domains.py)")
     ap.add_argument("--dry-run", action="store_true", help="print each arm's planned shards, targets, updates, FLOPs")
     ap.add_argument("--curve", action="store_true",
                     help="arm B uses the curve-guided residual rule (if the reference curves are identifiable)")
     ap.add_argument("--calibration", default=None,
                     help="an existing stage-A folder of this preset to reuse (default: OUT/stage_a, made if missing)")
-    ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    ap.add_argument("--device", default=None, help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     return ap.parse_args(argv)
 
 

@@ -10,6 +10,9 @@ quarantined on a second rejection; every decision is logged so the run can be re
     packing.py     a shard trained once, whole: lossless rows, masked padding
     rotation.py    document-aligned shards, SHA256s, seeded order, frozen manifests
     harmful.py     the harmful source: real documents with a corrupted token mapping
+    damage.py      realistic text-level damage (mojibake, boilerplate, line_shuffle, truncate)
+    damaged_pool.py  pool shards holding that damage at natural doses (the study's presets)
+    schedule.py    warmup-stable-decay: LR warm-up in stage A, constant weight decay, the decay
     rule.py        the rule, the recovery criterion, calibration on held-out transitions
     state.py       the queue state and the one function that changes it
     runner.py      train / screen / measure / decide (policies queue, plain, random), decay
@@ -17,7 +20,9 @@ quarantined on a second rejection; every decision is logged so the run can be re
     replay.py      reconstruct: replay the log, check every record and manifest
     inspection.py  the inspection report of a quarantined shard
     report.py      report.md, decisions.parquet/.csv, the control-curve figure
-    dose.py        dose-response: flag/reject rate against the harmful share of a shard
+    dose.py        dose-response: flag/reject rate against the exact harmful share of a shard (--harm)
+    sources.py     a new source added to a run (run --add-source NAME=PATH), replayed by reconstruct
+    footprint.py   peak host memory and disk of a preset's plan, term by term (host_footprint)
     study/         the A/B/C experiment (see study/__init__.py)
 
 The command lines are queue/run_queue.py and queue/study.py. The package is named

@@ -10,6 +10,7 @@ describe_calibration(), describe_run()  the one-line results the command line an
 Every function returns plain JSON-able dicts and writes its JSON files; nothing reads argv.
 The command line over this API is queue/run_queue.py.
 """
+import copy
 import json
 import shutil
 import sys
@@ -31,10 +32,26 @@ from shardqueue.world import World, build_pool
 
 RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*", "final.*", "report.md",
              "decisions.parquet", "decisions.csv", "queue_summary.json", "control_curves.png", "inspection",
-             "start_state.pt", "start_state.json")
+             "start_state.pt", "start_state.json", "added_sources.json*")
 
 DEFAULTS = {"shard_tokens": 1500, "warmup_shards": 6, "sigma_shards": 10, "held_out_shards": 12, "candidates": 14,
-            "decay_shards": 2, "harmful_shards": 1, "prose_shards": 1, "late_shards": 0, "per_domain": 12, "pool_seed": 1003}
+            "decay_shards": 2, "harmful_shards": 1, "prose_shards": 1, "late_shards": 0, "per_domain": 12, "pool_seed": 1003,
+            # the study's settings (study/presets.py): damaged pool shards (damaged_pool.py); held-out
+            # transitions on a discarded branch; k and frac chosen on the first `choose_transitions`
+            # held-out transitions and the rate reported on the rest (0: in-sample); sub-shard
+            # checkpoints on held-out shards
+            "damaged_shards": 0, "held_out_branch": False, "choose_transitions": 0, "checkpoints_per_shard": 1}
+
+
+def candidates_for_budget(budget_targets, shard_tokens, spare=3):
+    """Candidate pool shards for a run whose budget is `budget_targets` accepted targets.
+
+    A shard holds at least shard_tokens tokens, so ceil(budget / shard_tokens) accepted shards
+    reach the budget; `spare` more cover a recovery shard for a flag at the very end and the
+    ordinary shards a run may lose to quarantine (two false rejections each, at a calibrated
+    rate under 5%). Planted (harmful, prose) and late shards come on top of the candidates.
+    """
+    return -(-int(budget_targets) // int(shard_tokens)) + spare
 
 
 class one_thread:
@@ -117,7 +134,8 @@ def start_state_key(cfg, calib, seed) -> dict:
 
     lay = Layout(cfg.data_dir or default_data_dir(), cfg.source)
     return {"seed": int(seed), "config_sha256": config_sha256({**cfg.to_dict(), "seed": int(seed)}),
-            "pool_sha256": calib["pool_sha256"], "corpus": data_identity(lay)}
+            "pool_sha256": calib["pool_sha256"], "calibrated_state_sha256": calib.get("state_sha256"),
+            "corpus": data_identity(lay)}
 
 
 def cached_start_state(folder, key):
@@ -135,12 +153,12 @@ def cached_start_state(folder, key):
         return None
 
 
-def copy_start_state(src_dir, dst_dir):
-    """Copy a cached start state and its key record, each atomically, the record last."""
-    src_dir, dst_dir = Path(src_dir), Path(dst_dir)
+def copy_start_state(src_state, src_key, dst_dir):
+    """Copy a cached start state and its key record into dst_dir, each atomically, the record last."""
+    dst_dir = Path(dst_dir)
     (dst_dir / START_KEY).unlink(missing_ok=True)  # no record describes a half-copied state
-    atomic_write_bytes(dst_dir / "start_state.pt", (src_dir / "start_state.pt").read_bytes())
-    atomic_write_bytes(dst_dir / START_KEY, (src_dir / START_KEY).read_bytes())
+    atomic_write_bytes(dst_dir / "start_state.pt", Path(src_state).read_bytes())
+    atomic_write_bytes(dst_dir / START_KEY, Path(src_key).read_bytes())
 
 
 def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=print, fresh=False):
@@ -148,7 +166,7 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     calibrated_state.pt into `out`. Returns the calibration record (rec["ok"] False: failed)."""
     from tqdm import tqdm
 
-    from training.checkpoint import rng_states
+    from training.checkpoint import rng_states, set_rng_states
     from training.trainer import Trainer
 
     s = {**DEFAULTS, **(settings or {})}
@@ -159,10 +177,10 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
                             f"(moves the old contents aside)")
         move_aside(out, None)
     cfg = load_config(config, overrides)
-    world = World(cfg, device, s["per_domain"])
+    world = World(cfg, device, s["per_domain"], domains=s.get("domains"))
     n_cal = s["warmup_shards"] + s["sigma_shards"] + s["held_out_shards"] + 1
     pool = build_pool(world, s["shard_tokens"], s["pool_seed"], n_cal, s["candidates"], s["decay_shards"],
-                      s["harmful_shards"], s["prose_shards"], n_late=s["late_shards"])
+                      s["harmful_shards"], s["prose_shards"], n_late=s["late_shards"], n_damaged=s["damaged_shards"])
     atomic_write_json(out / "config.json", cfg.to_dict())
     save_rotation(out / "pool.json", pool)
     plan = {"k_grid": list(K_GRID), "frac_grid": list(FRAC_GRID), "target": TARGET, "settings": s,
@@ -172,25 +190,68 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     atomic_write_json(out / "calibration_plan.json", plan)
     shards = {x["id"]: x for x in pool["shards"]}
     trainer = Trainer(cfg, device)
+    warm, ns = s["warmup_shards"], s["sigma_shards"]
+
+    def rows(sid):
+        return shard_rows(shard_tokens(world.stream, shard_docs(shards[sid])), cfg.context, world.bos)
+
+    def ctrl():
+        return measure(trainer.model, world.sets["control"], world.token_bytes, device)
+
+    from shardqueue.packing import update_batches
+    from shardqueue.schedule import warmup
+
+    # warmup-stable-decay: the LR rises over the warm-up shards' updates (schedule.py)
+    warm_updates = sum(len(update_batches(*rows(sid), cfg.micro_rows, cfg.accum)) for sid in pool["calibration"][:warm])
     step, targets, states = 0, 0, []
     bar = tqdm(pool["calibration"], desc="calibration shards", unit="shard", file=sys.stderr)
+    shared = warm + ns  # warm-up and sigma shards: the training every arm starts from
+    branch = None
+    m = max(1, int(s["checkpoints_per_shard"]))
     for j, sid in enumerate(bar):
-        if j == s["warmup_shards"]:
-            states.append(measure(trainer.model, world.sets["control"], world.token_bytes, device))
-        x, y = shard_rows(shard_tokens(world.stream, shard_docs(shards[sid])), cfg.context, world.bos)
-        loss, n, t = train_rows(trainer, x, y, step, cfg.updates, cfg.micro_rows, cfg.accum, 1.0)
-        step, targets = step + n, targets + t
-        if j >= s["warmup_shards"]:
-            states.append(measure(trainer.model, world.sets["control"], world.token_bytes, device))
+        if j == warm:
+            states.append(ctrl())
+        if j == shared and s["held_out_branch"]:
+            # held-out transitions on a branch that is then discarded: they calibrate the rule without
+            # adding to the shared training (restored bitwise below)
+            branch = {"trainer": copy.deepcopy(trainer.state_dict()), "rng": rng_states(), "step": step,
+                      "targets": targets}
+        x, y = rows(sid)
+        # sub-shard checkpoints (held-out shards only): m states per shard, each a measured transition
+        per = cfg.micro_rows * cfg.accum
+        n_up = -(-len(x) // per)
+        cuts = [0] + [per * round(n_up * (c + 1) / m) for c in range(m)] if j >= shared else [0, len(x)]
+        for a, b in zip(cuts, cuts[1:]):
+            if b <= a:
+                continue
+            loss, n, t = train_rows(trainer, x[a:b], y[a:b], step, cfg.updates, cfg.micro_rows, cfg.accum,
+                                    warmup(step, warm_updates))
+            step, targets = step + n, targets + t
+            if j >= warm:
+                states.append(ctrl())
+        if j >= warm:
             bar.set_postfix(loss=f"{loss:.3f}")
-    ns = s["sigma_shards"]
-    rec = calibrate_rule(states[: ns + 1], states[ns:])
+    held = states[ns:]
+    c = int(s["choose_transitions"])
+    if c:
+        if len(held) < c + 4:
+            raise DataError(f"{len(held) - 2} held-out transitions cannot give {c} to choose k and frac and some to report")
+        rec = calibrate_rule(states[: ns + 1], held[: c + 2], held[c + 1:])
+    else:
+        rec = calibrate_rule(states[: ns + 1], held)
+    if branch is not None:
+        trainer.load_state_dict(branch["trainer"])
+        set_rng_states(branch["rng"])
+        step, targets = branch["step"], branch["targets"]
+    ref = states[ns] if branch is not None else states[-1]
     sha = _write_state(out / "calibrated_state.pt", {"trainer": trainer.state_dict(), "rng": rng_states(),
-                                                    "step": step, "targets": targets, "ref": states[-1]})
+                                                    "step": step, "targets": targets, "ref": ref})
     rec.update({"plan": plan, "states": states, "seed": cfg.seed, "step": step, "targets": targets,
                 "state_sha256": sha, "pool_sha256": load_rotation(out / "pool.json")["_sha256"],
-                "sigma_shards": pool["calibration"][s["warmup_shards"]: s["warmup_shards"] + ns],
-                "held_out_shards": pool["calibration"][s["warmup_shards"] + ns:]})
+                "warmup_updates": warm_updates, "shared_shards": pool["calibration"][:shared] if branch is not None
+                else pool["calibration"], "held_out_on_branch": branch is not None, "checkpoints_per_shard": m,
+                "sigma_shards": pool["calibration"][warm: shared],
+                "held_out_shards": pool["calibration"][shared:]})
     atomic_write_json(out / "calibration.json", rec)
     return rec
 
@@ -210,7 +271,8 @@ def open_calibration(calibration_dir, device="cpu"):
     pool = load_rotation(d / "pool.json")
     if pool["_sha256"] != calib["pool_sha256"]:
         raise DataError(f"{d / 'pool.json'}: not the pool this calibration was made on")
-    world = World(cfg, device, calib["plan"]["settings"]["per_domain"])
+    settings = calib["plan"]["settings"]
+    world = World(cfg, device, settings["per_domain"], domains=settings.get("domains"))
     from shardqueue.harmful import with_harmful_copies
 
     world.stream, world.labels_all, copies = with_harmful_copies(world.train, world.labels,
@@ -218,6 +280,9 @@ def open_calibration(calibration_dir, device="cpu"):
                                                                   cfg.vocab)
     if copies != pool["harmful"]["copies"]:
         raise DataError(f"{d / 'pool.json'}: the harmful source does not rebuild identically")
+    from shardqueue.damaged_pool import reopen
+
+    reopen(world, pool)
     return cfg, world, pool, calib
 
 
@@ -236,10 +301,13 @@ def start_state(cfg, world, pool, calib, calibration_dir, seed, out):
     cfg2 = type(cfg)(**{**cfg.to_dict(), "seed": seed})
     trainer = Trainer(cfg2, world.device)
     shards = {x["id"]: x for x in pool["shards"]}
+    from shardqueue.schedule import warmup
+
     step, targets = 0, 0
-    for sid in pool["calibration"]:
+    for sid in calib.get("shared_shards", pool["calibration"]):
         x, y = shard_rows(shard_tokens(world.stream, shard_docs(shards[sid])), cfg.context, world.bos)
-        _, n, t = train_rows(trainer, x, y, step, cfg.updates, cfg.micro_rows, cfg.accum, 1.0)
+        _, n, t = train_rows(trainer, x, y, step, cfg.updates, cfg.micro_rows, cfg.accum,
+                             warmup(step, calib.get("warmup_updates", 0)))
         step, targets = step + n, targets + t
     st = {"trainer": trainer.state_dict(), "rng": rng_states(), "step": step, "targets": targets}
     (Path(out) / START_KEY).unlink(missing_ok=True)
@@ -316,7 +384,7 @@ def move_aside(out, keep):
 
 def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, budget_targets=None,
         rotation_shards=6, branch_check=True, resume=False, fresh=False, device="cpu", log=print, report=True,
-        runner_cls=None):
+        runner_cls=None, add_sources=()):
     """One queue run (any policy) to the end, decay and scores included; returns the summary dict
     (also written to out/queue_summary.json). The same calibration folder gives every arm the same
     pool, control/selection sets, decay shards and (for the same seed) start state. runner_cls: a
@@ -335,6 +403,16 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
         dest, moved = move_aside(out, "calibration")
         log(f"moved the earlier run ({len(moved)} files) to {dest}")
     cfg, world, pool, calib = open_calibration(calibration_dir, device)
+    # new sources (add_sources: NAME=PATH) enter at the next rotation boundary; earlier ones are rebuilt
+    from shardqueue import sources
+
+    nxt = 1
+    if resume and add_sources:
+        recs = read_log(log_path, log=lambda s: None)
+        if any(r["event"] == "done" for r in recs):
+            raise DataError(f"{out}: this run has finished; a new source can only enter a queue that is still running")
+        nxt = recs[-1]["queue"]["rotation"] + 1
+    pool = sources.prepare(out, world, pool, add_sources, nxt, log)
     seed = calib["seed"] if seed is None else seed
     cfg = type(cfg)(**{**cfg.to_dict(), "seed": seed})
     if budget_targets is None:

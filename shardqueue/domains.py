@@ -28,6 +28,7 @@ import tokenize
 import numpy as np
 
 from eval.scoring import score_rows
+from training.device import bf16_autocast
 
 CONTROL = ("library_code", "test_code", "reference_prose", "docstrings", "comments")
 SELECTION = ("sel_library", "sel_test", "sel_prose")
@@ -134,15 +135,108 @@ def domain_texts(texts, labels):
     return {d: [(t, i) for t, i in v if t.strip()] for d, v in dom.items() if any(t.strip() for t, _ in v)}
 
 
-def build_sets(texts, labels, enc, bos, context, per_domain=16, seed=3003):
-    """{"control": {domain: set}, "selection": {domain: set}}; a set has x, y, docs, sha256 of its texts."""
+RULE_KEYS = {"labels", "registers", "match", "documents", "extract"}
+EXTRACT = {"text": lambda t: [t], "docstrings": lambda t: [docstrings_of(t)], "comments": lambda t: [comments_of(t)],
+           "paragraphs": lambda t: _prose_pieces(t)}
+
+
+def load_domains(path):
+    """A domains file, checked: {"control": {name: rule}, "selection": {name: rule}}.
+
+    A rule chooses validation documents: `labels` (source labels), `registers` (register_of:
+    code, qa, non_latin, prose), `match` (a regular expression searched in the text), all
+    optional and combined with "and"; `documents` even | odd | all (by index, default even
+    for control and odd for selection, so the two never share a document); `extract` text |
+    docstrings | comments | paragraphs (what of a document becomes window text, default text)."""
+    import json
+    from pathlib import Path
+
+    from corpus.errors import DataError
+
+    p = Path(path)
+    try:
+        spec = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise DataError(f"{p}: domains file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{p}: not valid JSON ({e})") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("control"), dict) or not spec["control"] \
+            or set(spec) - {"control", "selection"}:
+        raise DataError(f"{p}: must be an object with a non-empty \"control\" object and optionally \"selection\"")
+    seen = set()
+    for part, doms in spec.items():
+        if not isinstance(doms, dict):
+            raise DataError(f"{p}: \"{part}\" must map domain names to rules")
+        for name, rule in doms.items():
+            if name in seen:
+                raise DataError(f"{p}: domain {name!r} is named twice")
+            seen.add(name)
+            if not isinstance(rule, dict) or set(rule) - RULE_KEYS:
+                raise DataError(f"{p}: {part} domain {name!r}: a rule is an object with keys among "
+                                f"{', '.join(sorted(RULE_KEYS))}")
+            if rule.get("documents", "even") not in ("even", "odd", "all"):
+                raise DataError(f"{p}: {part} domain {name!r}: documents must be even, odd or all")
+            if rule.get("extract", "text") not in EXTRACT:
+                raise DataError(f"{p}: {part} domain {name!r}: extract must be one of {', '.join(EXTRACT)}")
+            if "match" in rule:
+                try:
+                    re.compile(rule["match"])
+                except re.error as e:
+                    raise DataError(f"{p}: {part} domain {name!r}: match is not a regular expression ({e})") from None
+    return spec
+
+
+def spec_domain_texts(texts, labels, spec):
+    """{part: {domain: [(text, origin_doc_index)]}} chosen by a domains file's rules (load_domains)."""
+    from corpus.errors import DataError
+
     out = {"control": {}, "selection": {}}
-    for k, (dom, items) in enumerate(sorted(domain_texts(texts, labels).items())):
+    for part, doms in spec.items():
+        for name, rule in doms.items():
+            parity = rule.get("documents", "even" if part == "control" else "odd")
+            pat = re.compile(rule["match"]) if "match" in rule else None
+            items = []
+            for i, (t, lab) in enumerate(zip(texts, labels)):
+                if (parity == "even" and i % 2) or (parity == "odd" and not i % 2):
+                    continue
+                if "labels" in rule and lab not in rule["labels"]:
+                    continue
+                if "registers" in rule and register_of(t) not in rule["registers"]:
+                    continue
+                if pat is not None and not pat.search(t):
+                    continue
+                items += [(x, i) for x in EXTRACT[rule.get("extract", "text")](t) if x.strip()]
+            if not items:
+                raise DataError(f"domains file: {part} domain {name!r} matches no validation document")
+            out[part][name] = items
+    return out
+
+
+def build_sets(texts, labels, enc, bos, context, per_domain=16, seed=3003, spec=None):
+    """{"control": {domain: set}, "selection": {domain: set}}; a set has x, y, docs, sha256 of its texts.
+
+    spec: a domains file's rules (load_domains); without one, the built-in domains above."""
+    from corpus.errors import DataError
+
+    if spec is None:
+        parts = {"control": {}, "selection": {}}
+        for dom, items in domain_texts(texts, labels).items():
+            parts["selection" if dom.startswith("sel_") else "control"][dom] = items
+    else:
+        parts = spec_domain_texts(texts, labels, spec)
+    out = {"control": {}, "selection": {}}
+    part_of = {d: p for p in parts for d in parts[p]}
+    for k, dom in enumerate(sorted(part_of)):  # each domain's window seed: its rank among all names
+        part, items = part_of[dom], parts[part_of[dom]][dom]
         x, y, chosen = _windows([t for t, _ in items], enc, bos, context, per_domain, seed + k)
         origin = {t: i for t, i in items}
-        entry = {"x": x, "y": y, "docs": sorted({origin[t] for t in chosen}),
-                 "sha256": [text_sha256(t) for t in chosen]}
-        out["selection" if dom.startswith("sel_") else "control"][dom] = entry
+        out[part][dom] = {"x": x, "y": y, "docs": sorted({origin[t] for t in chosen}),
+                          "sha256": [text_sha256(t) for t in chosen]}
+    shared = set(i for s in out["control"].values() for i in s["docs"]) & \
+        set(i for s in out["selection"].values() for i in s["docs"])
+    if shared:
+        raise DataError(f"domains: control and selection windows share {len(shared)} validation document(s) "
+                        f"(first: {min(shared)}); give them disjoint documents (even / odd)")
     return out
 
 
@@ -173,8 +267,59 @@ def overlap_rate(sets, pool_hashes, n=13):
     return res
 
 
-def measure(model, sets, token_bytes, device, autocast=False):
-    """{domain: BPB} of the model on each domain of `sets` (one part, e.g. sets["control"])."""
+def sample_docs(stream, docs, max_tokens, seed=0):
+    """A seeded sample of `docs` (kept in their order) holding about max_tokens tokens; all when they fit."""
+    docs = list(docs)
+    if max_tokens is None or int(np.asarray(stream.lengths)[docs].sum()) <= max_tokens:
+        return docs
+    keep, t = set(), 0
+    for j in np.random.default_rng(seed).permutation(len(docs)).tolist():
+        if t >= max_tokens:
+            break
+        keep.add(j)
+        t += int(stream.lengths[docs[j]])
+    return [d for j, d in enumerate(docs) if j in keep]
+
+
+OVERLAP_SAMPLE_TOKENS = 4_000_000  # per shard: the 13-gram overlap check reads a sample, not every shard whole
+
+
+def sampled_overlap(sets, stream, doc_lists, max_tokens=OVERLAP_SAMPLE_TOKENS, n=13, chunk_tokens=1 << 20, seed=0):
+    """({domain: share of its n-grams found in the sampled documents}, tokens read, tokens in all lists).
+
+    Each list (a shard's documents) contributes a seeded sample of about max_tokens tokens,
+    hashed a chunk of about chunk_tokens consecutive tokens at a time: memory is bounded by the
+    chunk, not the pool. Only the sets' own n-grams are kept, marked when seen. With every
+    document read this equals overlap_rate over the same documents' n-grams."""
+    dom = [(d, np.concatenate([ngram_hashes(row[row >= 0], n) for row in s["y"]]) if len(s["y"]) else np.zeros(0, np.uint64))
+           for part in sets.values() for d, s in part.items()]
+    seen = [np.zeros(len(h), dtype=bool) for _, h in dom]
+    read = total = 0
+
+    def flush(buf):
+        hs = np.unique(ngram_hashes(np.concatenate(buf), n))
+        for k, (_, h) in enumerate(dom):
+            seen[k] |= np.isin(h, hs)
+
+    for k, docs in enumerate(doc_lists):
+        total += int(np.asarray(stream.lengths)[list(docs)].sum()) if len(docs) else 0
+        buf, got = [], 0
+        for i in sample_docs(stream, docs, max_tokens, seed + k):
+            buf.append(np.asarray(stream.doc_tokens(i), dtype=np.int64))
+            got += len(buf[-1])
+            read += len(buf[-1])
+            if got >= chunk_tokens:
+                flush(buf)
+                buf, got = [buf[-1][-(n - 1):]], 0  # keep n-1 tokens so no n-gram is lost at the cut
+        if buf and got:
+            flush(buf)
+    return {d: (float(s.mean()) if len(s) else 0.0) for (d, _), s in zip(dom, seen)}, read, total
+
+
+def measure(model, sets, token_bytes, device, autocast=None):
+    """{domain: BPB} of the model on each domain of `sets` (one part, e.g. sets["control"]).
+    autocast None: train.py's policy for the device (bf16 on CUDA)."""
+    autocast = bf16_autocast(device) if autocast is None else autocast
     res = {}
     for dom, c in sets.items():
         nats, nbytes, _ = score_rows(model, c["x"], c["y"], token_bytes, [0, c["x"].shape[1]], device, autocast)
@@ -182,10 +327,12 @@ def measure(model, sets, token_bytes, device, autocast=False):
     return res
 
 
-def rows_bpb(model, x, y, token_bytes, device, autocast=False, batch=64):
-    """BPB of the model on given rows (the forward-only screening score)."""
+def rows_bpb(model, x, y, token_bytes, device, autocast=None, batch=64):
+    """BPB of the model on given rows (the forward-only screening score); autocast as measure."""
+    autocast = bf16_autocast(device) if autocast is None else autocast
     nats, nb = 0.0, 0
     for a in range(0, len(x), batch):
-        n, b, _ = score_rows(model, x[a:a + batch], y[a:a + batch], token_bytes, [0, x.shape[1]], device, autocast)
+        n, b, _ = score_rows(model, np.asarray(x[a:a + batch]), np.asarray(y[a:a + batch]), token_bytes, [0, x.shape[1]],
+                             device, autocast)
         nats, nb = nats + float(n.sum()), nb + int(b.sum())
     return nats / (math.log(2) * max(nb, 1))

@@ -1,35 +1,100 @@
 """Dose-response: do domain losses distinguish individual shards reliably?
 
 From the calibrated state, for each harmful fraction f in (0, 10, 25, 50, 100%) and each
-of `trials` ordinary pool shards, a dose shard is made by remapping (harmful.py) the
-shard's first documents until a share f of its tokens is harmful; it is trained whole,
-measured, judged by the calibrated rule, then one clean recovery shard (the next pool
-shard) is trained and the recovery criterion applied. Every trial starts from the same
-calibrated state (restored bitwise). Output: dose.json and dose.md (flag and rejection
-rate per fraction, with the mean largest rise in units of the threshold).
+of `trials` ordinary pool shards, a dose shard of exactly the ordinary shard's size is
+built whose first round(f * size) targets are harmful and the rest clean (exact_mix); it
+is trained whole, measured, judged by the calibrated rule, then one clean recovery shard
+(the next pool shard) is trained and the recovery criterion applied. Every trial starts
+from the same calibrated state: model, optimizer moments and step, each restored from a
+deep copy, so no trial inherits another's momentum. Output: dose.json and dose.md (flag
+and rejection rate per fraction, the realised harmful share, the mean largest rise in
+units of the threshold).
+
+The harm (`harm`): `cipher` (harmful.py, a corrupted token mapping), a text-level damage
+kind of damage.py (the shard's own documents damaged and re-tokenized), or `parquet`:
+a user's own parquet of bad documents (`harm_parquet`, its `text` column).
 """
+import copy
+import random
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from corpus.atomic import atomic_write_json, atomic_write_text
+from corpus.errors import DataError
 
 FRACTIONS = (0.0, 0.1, 0.25, 0.5, 1.0)
 
 
-def dose_response(out, calibration_dir, trials=4, fractions=FRACTIONS, device="cpu", log=print):
+def take_tokens(docs, n):
+    """(the first n tokens of the documents in order, documents touched); a cut document keeps its start."""
+    out, got, used = [], 0, 0
+    for d in docs:
+        if got >= n:
+            break
+        d = np.asarray(d, dtype=np.int64)[: n - got]
+        out.append(d)
+        got += len(d)
+        used += 1
+    if got < n:
+        raise DataError(f"not enough documents for a dose shard: {got} of {n} tokens")
+    return (np.concatenate(out) if out else np.zeros(0, dtype=np.int64)), used
+
+
+def exact_mix(harm_docs, clean_docs, total, fraction):
+    """(tokens, harmful targets): exactly `total` tokens, the first round(fraction * total) from
+    harm_docs, the rest from clean_docs. Every token of a shard is a target (packing.py), so the
+    harmful share of targets is exactly harmful / total."""
+    n_harm = int(round(fraction * total))
+    h, _ = take_tokens(harm_docs, n_harm)
+    c, _ = take_tokens(clean_docs, total - n_harm)
+    return np.concatenate([h, c]), n_harm
+
+
+def harm_function(kind, world, seed, vocab, harm_parquet=None):
+    """(tokens, rng) -> a harmful document's tokens; for `parquet`, the list of the bad documents' tokens."""
+    if kind == "cipher":
+        from shardqueue.harmful import remapped
+
+        perm = np.random.default_rng(seed).permutation(vocab)
+        return lambda t, rng: remapped(t, perm, world.bos)
+    if kind == "parquet":
+        if not harm_parquet:
+            raise DataError("--harm parquet needs --harm-parquet PATH (a parquet file with a text column)")
+        from corpus.shards import iter_row_group_texts
+
+        texts = [t for _, batch in iter_row_group_texts(harm_parquet) for t in batch if t.strip()]
+        if not texts:
+            raise DataError(f"{harm_parquet}: no non-empty documents")
+        return [np.asarray([world.bos] + world.enc.encode_ordinary(t), dtype=np.int64) for t in texts]
+    try:
+        from shardqueue.damage import DAMAGES
+    except ImportError:
+        raise DataError(f"--harm {kind}: the text-damage kinds (shardqueue/damage.py) are not in this checkout") from None
+    if kind not in DAMAGES:
+        raise DataError(f"--harm {kind!r}: not one of cipher, parquet, {', '.join(sorted(DAMAGES))}")
+    fn = DAMAGES[kind]
+
+    def text_damage(t, rng):
+        text = world.enc.decode([int(x) for x in t[1:]])
+        return np.asarray([world.bos] + world.enc.encode_ordinary(fn(text, rng)), dtype=np.int64)
+
+    return text_damage
+
+
+def dose_response(out, calibration_dir, trials=4, fractions=FRACTIONS, device="cpu", log=print, harm="cipher",
+                  harm_parquet=None):
     from shardqueue import api as rq
 
     with rq.one_thread():
-        return _dose(out, calibration_dir, trials, fractions, device, log)
+        return _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parquet)
 
 
-def _dose(out, calibration_dir, trials, fractions, device, log):
+def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parquet):
     from tqdm import tqdm
 
     from shardqueue import api as rq
-    from shardqueue.harmful import remapped
     from shardqueue.packing import shard_rows, shard_tokens
     from shardqueue.rotation import shard_docs
     from shardqueue.rule import judge
@@ -40,10 +105,15 @@ def _dose(out, calibration_dir, trials, fractions, device, log):
     st = rq._read_state(Path(calibration_dir) / "calibrated_state.pt", calib["state_sha256"])
     shards = {s["id"]: s for s in pool["shards"]}
     clean = [s for s in pool["order"] if not shards[s]["sources"].get(pool["harmful"]["label"])]
-    if len(clean) < trials + 1:
-        raise ValueError(f"the pool has {len(clean)} ordinary shards; {trials + 1} needed")
-    perm = np.random.default_rng(pool["seed"] + 7).permutation(cfg.vocab)
+    if len(clean) < trials + 2:
+        raise DataError(f"the pool has {len(clean)} ordinary shards; {trials + 2} needed")
+    damage = harm_function(harm, world, pool["seed"] + 7, cfg.vocab, harm_parquet)
     trainer = Trainer(cfg, device)
+
+    def reset():
+        # a deep copy: the optimizers' load_state_dict keeps the given moment tensors, which training
+        # then updates in place, so a shared copy would carry one trial's momentum into the next
+        trainer.load_state_dict(copy.deepcopy(st["trainer"]))
 
     def measure():
         return rq.measure(trainer.model, world.sets["control"], world.token_bytes, device)
@@ -52,45 +122,57 @@ def _dose(out, calibration_dir, trials, fractions, device, log):
         x, y = shard_rows(tokens, cfg.context, world.bos)
         rq.train_rows(trainer, x, y, st["step"], cfg.updates, cfg.micro_rows, cfg.accum, 1.0)
 
-    trainer.load_state_dict(st["trainer"])
+    def docs_of(sid):
+        return [np.asarray(world.stream.doc_tokens(i), dtype=np.int64) for i in shard_docs(shards[sid])]
+
+    reset()
     ref = measure()
     rows = []
     bar = tqdm(total=len(fractions) * trials, desc="dose trials", unit="trial", file=sys.stderr)
     for f in fractions:
         res = []
         for j in range(trials):
-            docs = shard_docs(shards[clean[j]])
-            parts, harmful, total = [], 0, shards[clean[j]]["tokens"]
-            for i in docs:
-                t = np.asarray(world.train.doc_tokens(i), dtype=np.int64)
-                if harmful < f * total - 1e-9:
-                    t = remapped(t, perm, world.bos)
-                    harmful += len(t)
-                parts.append(t)
-            trainer.load_state_dict(st["trainer"])
-            train(np.concatenate(parts))
+            own, total = docs_of(clean[j]), shards[clean[j]]["tokens"]
+            rng = random.Random(f"{pool['seed']}/dose/{j}")  # damage.py's kinds take a random.Random
+            spare = [clean[(j + 2 + m) % len(clean)] for m in range(2)]  # never the recovery shard clean[j + 1]
+            if isinstance(damage, list):  # the user's bad documents: new text, so the shard's own all stay clean
+                harm_docs, n_used = damage * (1 + total // max(1, sum(len(d) for d in damage))), 0
+            else:  # the shard's own documents damaged (a spare shard's too, when damage shortens them)
+                harm_docs = [damage(d, rng) for d in own + docs_of(spare[0])]
+                n_used = take_tokens(harm_docs, int(round(f * total)))[1]
+            # clean filler: the shard's documents not damaged, then another spare shard's
+            filler = own[n_used:] + docs_of(spare[1])
+            tokens, n_harm = exact_mix(harm_docs, filler, total, f)
+            reset()
+            train(tokens)
             after = measure()
-            train(shard_tokens(world.train, shard_docs(shards[clean[j + 1]])))
+            train(shard_tokens(world.stream, shard_docs(shards[clean[j + 1]])))
             after2 = measure()
             flagged, unrec = judge(ref, after, after2, calib["sigma"], calib["k"], calib["frac"])
             rise = max((after[d] - ref[d]) / (calib["k"] * calib["sigma"][d]) for d in ref)
-            res.append({"shard": clean[j], "harmful_share": harmful / total, "flagged": flagged, "unrecovered": unrec,
+            res.append({"shard": clean[j], "targets": int(len(tokens)), "harmful_targets": n_harm,
+                        "harmful_share": n_harm / len(tokens), "flagged": flagged, "unrecovered": unrec,
                         "max_rise_over_threshold": rise})
             bar.update(1)
         rows.append({"fraction": f, "trials": res, "flag_rate": float(np.mean([bool(r["flagged"]) for r in res])),
                      "reject_rate": float(np.mean([bool(r["unrecovered"]) for r in res])),
                      "mean_max_rise_over_threshold": float(np.mean([r["max_rise_over_threshold"] for r in res])),
-                     "mean_harmful_share": float(np.mean([r["harmful_share"] for r in res]))})
+                     "realised_share": float(np.sum([r["harmful_targets"] for r in res])
+                                             / np.sum([r["targets"] for r in res]))})
     bar.close()
     rec = {"k": calib["k"], "frac": calib["frac"], "sigma": calib["sigma"], "rows": rows, "trials": trials,
-           "note": "every trial starts from the calibrated state; each fraction uses the same ordinary shards"}
+           "harm": harm, "harm_parquet": str(harm_parquet) if harm_parquet else None,
+           "note": "every trial starts from a deep copy of the calibrated state; each fraction uses the same "
+                   "ordinary shards; a dose shard has the ordinary shard's size, its first round(f x size) "
+                   "targets harmful"}
     atomic_write_json(out / "dose.json", rec)
     md = ["# Dose-response of the queue's rule", "",
-          f"k = {calib['k']}, recovery fraction {calib['frac']}; {trials} ordinary shards per fraction, each trial from "
-          "the calibrated state, followed by one clean recovery shard.", "",
-          "| harmful fraction | actual share | flag rate | rejection rate | mean largest rise / threshold |",
+          f"harm: {harm}{f' ({harm_parquet})' if harm_parquet else ''}; k = {calib['k']}, recovery fraction "
+          f"{calib['frac']}; {trials} ordinary shards per fraction, each trial from the calibrated state "
+          "(model and optimizer moments restored), followed by one clean recovery shard.", "",
+          "| harmful fraction | realised share of targets | flag rate | rejection rate | mean largest rise / threshold |",
           "|---|---|---|---|---|"]
-    md += [f"| {r['fraction']:.0%} | {r['mean_harmful_share']:.1%} | {r['flag_rate']:.2f} | {r['reject_rate']:.2f} | "
+    md += [f"| {r['fraction']:.0%} | {r['realised_share']:.2%} | {r['flag_rate']:.2f} | {r['reject_rate']:.2f} | "
            f"{r['mean_max_rise_over_threshold']:.2f} |" for r in rows]
     atomic_write_text(out / "dose.md", "\n".join(md) + "\n")
     log("\n".join(md))

@@ -68,7 +68,7 @@ def check_records_strictly(recs, pool, calib, folder):
             man = load_rotation(path)
             if man["_sha256"] != r["manifest_sha256"] or man["order"] != r["order"]:
                 raise DataError(f"{path}: the rotation manifest differs from record {r['seq']} (SHA256 or order)")
-            if [s["sha256"] for s in man["shards"]] != [shards[s]["sha256"] for s in man["order"]]:
+            if [s["sha256"] for s in man["shards"]] != [shards.get(s, {}).get("sha256") for s in man["order"]]:
                 raise DataError(f"{path}: shard hashes differ from pool.json")
         if r["event"] in ("train", "branch") and "losses" in r:
             if r["event"] == "train" and r.get("ref") != ref:
@@ -130,6 +130,9 @@ def reconstruct_folder(folder, out=print):
         except (ValueError, UnicodeDecodeError):
             raise DataError(f"{cal_dir / 'calibration.json'}: not valid JSON") from None
         pool = rehashed_pool(cal_dir, recs[0])
+        from shardqueue.sources import read, with_records
+
+        pool = with_records(pool, read(folder))  # sources added to this run (run --add-source)
         st = check_records(recs, pool, calib, folder)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -126,24 +126,33 @@ def figure(recs, path):
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for j, d in enumerate(doms):
         ax.plot(xs, [start["losses"][d]] + [r["losses"][d] for r in trains], "-", color=colors[j % 10], lw=1.2, label=d)
-    marks = {"accept": ("o", "accepted", "green", 4), "flag": ("^", "flagged", "orange", 9),
-             "reject": ("X", "rejected (rolled back)", "red", 9)}
+    # a flag or rejection is drawn on the domain that exceeded its threshold most, in that domain's own
+    # colour (the shape says which decision); an acceptance concerns no single domain, so it is a tick
+    # on a strip along the bottom rather than a dot on some domain's line
+    shapes = {"flag": ("^", "flagged (on the domain that rose most)", 9),
+              "reject": ("X", "rejected, rolled back (on that domain)", 10)}
+    strip = ax.get_xaxis_transform()
     used, pos, last = set(), {}, None
     for r in recs:  # in log order, so a shard trained twice is marked where each decision happened
         if r["event"] == "train":
             pos[r["shard"]], last = r, r
         kind = ("flag" if r["event"] == "train" and r.get("flagged") else
                 r["event"] if r["event"] in ("accept", "reject") else None)
-        if kind:
+        if kind == "accept":
+            ax.plot([pos[r["shard"]]["spent_targets"]], [0.02], "|", color="black", ms=8, transform=strip,
+                    label=None if "accept" in used else "accepted (tick on the bottom strip)")
+            used.add(kind)
+        elif kind:
             t = pos[r["shard"]]
-            m, lab, col, ms = marks[kind]
-            ax.plot([t["spent_targets"]], [t["losses"][_marked_domain(t)] + (0.03 if kind == "reject" else 0.0)], m,
-                    color=col, ms=ms, label=None if kind in used else lab, zorder=3)
+            m, lab, ms = shapes[kind]
+            d = _marked_domain(t)
+            ax.plot([t["spent_targets"]], [t["losses"][d]], m, color=colors[doms.index(d) % 10], ms=ms,
+                    markeredgecolor="black", markeredgewidth=0.6, label=None if kind in used else lab, zorder=3)
             used.add(kind)
         if r["event"] == "rollback":
             ax.axvline(last["spent_targets"], color="red", ls=":", lw=1, label=None if "rb" in used else "rollback")
             used.add("rb")
-    ax.set_xlabel("trained targets (all, wasted ones included)")
+    ax.set_xlabel("targets trained since the queue started (wasted ones included)")
     ax.set_ylabel("control BPB")
     ax.set_title("Control BPB per domain after every trained shard; a flag or rejection is marked on the domain "
                  "that exceeded its threshold most", fontsize=10)
@@ -242,7 +251,7 @@ def write_report(out, recs, calib, pool, summary):
         for p in insp:
             j = json.loads(p.read_text())
             L.append(f"- {j['shard']}: sources {j['source_mix']}, unigram KL {j['unigram_kl']:.2f}, unseen bigrams "
-                     f"{j['unseen_bigrams']:.1%} (pool {j['pool_reference_unseen_bigrams']:.1%}), boilerplate "
+                     f"{j['unseen_bigrams']:.1%} (pool mean {j['pool_reference_unseen_bigrams']:.1%}, z {j.get('unseen_bigram_z', 0):.1f}), boilerplate "
                      f"{j['boilerplate_line_share']:.1%}; cause: {'; '.join(j['causes']) or 'none found'}")
     sa = summary["screen"]
     L += ["", "## Screen against decision", "",

@@ -8,6 +8,7 @@ manifest is canonical JSON with a SHA256 sidecar, so an active rotation cannot c
 silently.
 """
 import hashlib
+import sys
 
 import numpy as np
 
@@ -87,17 +88,33 @@ def load_rotation(path, stream=None):
     return m
 
 
+LABEL_COLUMNS = ("source", "cluster_id", "topic", "domain")  # a corpus's own per-document label, first found
+
+
 def source_labels(layout, split="train"):
-    """Per-document source labels of a prepared corpus in stream order ('climbmix' without a label column)."""
+    """Per-document source labels of a prepared corpus in stream order.
+
+    The corpus's own label column when it has one (the offline and parquet corpora write
+    `source`; a ClimbMix file with a cluster or topic column keeps it, as `climbmix:<value>`).
+    A file without any gets each document's register (domains.register_of: code, qa,
+    non_latin, prose) as `<source>:<register>`, so the pool's source mix and the calibration's
+    homogeneous source are real properties of the documents, not one label for everything."""
     import pyarrow.parquet as pq
+
+    from shardqueue.domains import register_of
 
     rec = layout.prepared()
     names = rec["train_shards"] if split == "train" else [rec["val_shard"]]
     out = []
     for n in names:
         pf = pq.ParquetFile(layout.raw / n)
-        if "source" in pf.schema_arrow.names:
+        col = next((c for c in LABEL_COLUMNS if c in pf.schema_arrow.names), None)
+        if col == "source":
             out.extend(pf.read(columns=["source"]).column("source").to_pylist())
+        elif col is not None:
+            out.extend(f"{rec['source']}:{v}" for v in pf.read(columns=[col]).column(col).to_pylist())
         else:
-            out.extend([rec["source"]] * pf.metadata.num_rows)
+            for rg in range(pf.num_row_groups):
+                texts = pf.read_row_group(rg, columns=["text"]).column("text").to_pylist()
+                out.extend(sys.intern(f"{rec['source']}:{register_of(t)}") for t in texts)
     return out

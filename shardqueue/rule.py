@@ -15,6 +15,11 @@ counts as a false rejection when the rule, with reference state t-1, would rejec
 any domain. k and frac come from a grid fixed before calibration runs; the first grid
 point (in the written order) whose held-out rate is below the target is chosen; if none
 is, calibration fails. The rate's one-sided 95% Clopper-Pearson upper bound is reported.
+
+When a second, disjoint set of held-out transitions is given (report_states), k and frac
+are chosen on the first set only and the reported rate is the one measured on the second
+("held-out"); otherwise the reported rate is the one on the transitions that chose k and
+frac, and it is labelled "in-sample" (it is optimistic: the grid point was picked for it).
 """
 import math
 
@@ -75,8 +80,9 @@ def clopper_pearson_upper(x, n, conf=0.95):
     return hi
 
 
-def calibrate(sigma_states, held_states, k_grid=K_GRID, frac_grid=FRAC_GRID, target=TARGET):
-    """sigma_d from sigma_states (n+1 states = n deltas); k and frac chosen on held_states.
+def calibrate(sigma_states, held_states, report_states=None, k_grid=K_GRID, frac_grid=FRAC_GRID, target=TARGET):
+    """sigma_d from sigma_states (n+1 states = n deltas); k and frac chosen on held_states; the
+    false-rejection rate reported on report_states (held-out) or on held_states (in-sample).
 
     Returns the calibration record; `ok` is False (with `reason`) when no grid point is
     below the target on the held-out transitions.
@@ -103,5 +109,13 @@ def calibrate(sigma_states, held_states, k_grid=K_GRID, frac_grid=FRAC_GRID, tar
         return rec
     rec.update({"k": chosen["k"], "frac": chosen["frac"], "false_rejection_rate": chosen["rate"],
                 "false_rejections": chosen["false_rejections"], "transitions": chosen["transitions"],
-                "upper95": chosen["upper95"]})
+                "upper95": chosen["upper95"], "rate_kind": "in-sample",
+                "choice": {"false_rejections": chosen["false_rejections"], "transitions": chosen["transitions"]}})
+    if report_states is not None:
+        if len(report_states) < 3:
+            raise ValueError("need at least 3 report states (one judged transition with its recovery)")
+        bad, n = held_out_rate(report_states, sigma, chosen["k"], chosen["frac"])
+        rec.update({"false_rejection_rate": bad / n, "false_rejections": bad, "transitions": n,
+                    "upper95": clopper_pearson_upper(bad, n), "rate_kind": "held-out",
+                    "report_deltas": {d: np.diff([s[d] for s in report_states]).tolist() for d in sigma}})
     return rec

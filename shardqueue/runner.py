@@ -24,7 +24,7 @@ import torch
 from corpus.errors import DataError
 from shardqueue.domains import measure, rows_bpb
 from shardqueue.log import DecisionLog, read_log, record_sha256, verify_chain
-from shardqueue.packing import shard_rows, shard_tokens, update_batches
+from shardqueue.packing import StreamedShard, update_batches, updates_of
 from shardqueue.rotation import save_rotation, shard_docs
 from shardqueue.rule import judge, rises
 from shardqueue.state import apply, initial_state
@@ -45,17 +45,20 @@ def train_rows(trainer, x, y, step, updates, micro_rows, accum, lr_mult):
     """Optimizer updates over rows (x, y), each token weighted equally within its update.
 
     Returns (mean loss per target, updates, targets)."""
-    from training.optim import apply_schedules
+    from shardqueue.schedule import set_schedule
+    from training.device import autocast, to_device
 
-    cfg = trainer.cfg
+    cfg, dev = trainer.cfg, trainer.device
     nats, targets, n_up = 0.0, 0, 0
     for i, mbs in enumerate(update_batches(x, y, micro_rows, accum)):
         mult = lr_mult(i) if callable(lr_mult) else lr_mult
-        apply_schedules(trainer.adamw, trainer.muon, step + i, updates, cfg.weight_decay, mult)
+        set_schedule(trainer.adamw, trainer.muon, step + i, mult, cfg.weight_decay)  # constant weight decay
         valid = sum(int((yy >= 0).sum()) for _, yy in mbs)
-        total = torch.zeros((), dtype=torch.float64)
+        total = torch.zeros((), dtype=torch.float64, device=dev)
         for xx, yy in mbs:
-            loss = trainer.fwd(torch.as_tensor(xx), torch.as_tensor(yy), reduction="none").sum()
+            # inputs follow the model; the forward runs under train.py's autocast policy
+            with autocast(dev, trainer.autocast):
+                loss = trainer.fwd(to_device(xx, dev), to_device(yy, dev), reduction="none").sum()
             (loss / valid).backward()
             total += loss.detach().double()
         trainer.adamw.step()
@@ -68,6 +71,13 @@ def train_rows(trainer, x, y, step, updates, micro_rows, accum, lr_mult):
 
 
 class QueueRunner:
+    # The final decay inside the queue (set by the study's arms): once the budget of accepted
+    # targets is reached, the queue goes on judging candidates under its own policy while the LR
+    # falls linearly to 0 over exactly `decay_updates` updates, so the decay trains only shards
+    # that this policy accepted ("the decay at the end of training uses accepted shards only").
+    # A rollback also rolls back the decay's position. None: the reserved decay shards (decay()).
+    decay_updates = None
+
     def __init__(self, cfg, world, pool, calib, out, policy="queue", seed=None, reject_rate=0.0, rotation_shards=6,
                  budget_targets=None, branch_check=True, measure_fn=None, log=print, run_id=None):
         from training.trainer import Trainer
@@ -83,22 +93,33 @@ class QueueRunner:
         self.shards = {s["id"]: s for s in pool["shards"]}
         self.trainer = Trainer(cfg, world.device)
         self.measure_fn = measure_fn or (lambda model: measure(model, world.sets["control"], world.token_bytes,
-                                                              world.device))
+                                                              world.device, self.trainer.autocast))
         self.state = initial_state(pool["order"])
         self.step, self.targets, self.spent = 0, 0, {"updates": 0, "targets": 0, "seconds": 0.0}
         self.ref, self.rollback, self.seq, self.run_id = None, None, 0, run_id or uuid.uuid4().hex[:12]
         self._pool_bpb = {}
-        self._rows_cache = {}
+        self.decay_start = None  # the step at which the in-queue decay began
 
     # ---- model ---------------------------------------------------------------------
     def rows(self, sid):
-        if sid not in self._rows_cache:
-            toks = shard_tokens(self.world.stream, shard_docs(self.shards[sid]))
-            self._rows_cache[sid] = shard_rows(toks, self.cfg.context, self.world.bos)
-        return self._rows_cache[sid]
+        """The shard's (x, y) rows, read from the token files an update at a time (never cached:
+        a 64M-proxy shard as int64 rows would take about 10 GB)."""
+        return StreamedShard(self.world.stream, shard_docs(self.shards[sid]), self.cfg.context, self.world.bos).rows()
 
-    def train_shard(self, sid, lr_mult=1.0, total_updates=None):
+    def decay_left(self):
+        return self.decay_updates - (self.step - self.decay_start)
+
+    def train_shard(self, sid, lr_mult=None, total_updates=None):
         x, y = self.rows(sid)
+        if lr_mult is None:
+            lr_mult = 1.0
+            if self.decay_start is not None:  # in the decay: LR by decay position; the decay ends at exactly U updates
+                from shardqueue.schedule import decay
+
+                per = self.cfg.micro_rows * self.cfg.accum
+                left = max(0, self.decay_left())
+                x, y = x[: left * per], y[: left * per]
+                lr_mult = decay(self.step - self.decay_start, self.decay_updates)
         t0 = time.time()
         loss, n, targets = train_rows(self.trainer, x, y, self.step, total_updates or self.cfg.updates,
                                       self.cfg.micro_rows, self.cfg.accum, lr_mult)
@@ -115,23 +136,28 @@ class QueueRunner:
         key = params_sha256(self.trainer.model)
         if key not in self._pool_bpb:
             x, y = self.pool_sample()
-            self._pool_bpb = {key: rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device)}
+            self._pool_bpb = {key: rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device,
+                                            self.trainer.autocast)}
         x, y = self.rows(sid)
-        b = rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device)
+        b = rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device, self.trainer.autocast)
         return {"shard_bpb": b, "pool_bpb": self._pool_bpb[key], "score": b - self._pool_bpb[key]}
 
     def pool_sample(self, n_rows=32):
+        """n_rows full rows drawn (seeded) from all ordinary pool shards, read row by row."""
         if not hasattr(self, "_pool_sample"):
             ids = [s for s in self.pool["order"] if not self.shards[s]["sources"].get(self.pool["harmful"]["label"])]
             rng = np.random.default_rng(self.pool["seed"] + 5)
+            views = [self.rows(sid) for sid in ids]
+            full = np.cumsum([len(x) - 1 for x, _ in views])  # full rows only: a shard's last row is padded
+            total = int(full[-1]) if len(full) else 0
+            pick = np.sort(rng.choice(total, size=min(n_rows, total), replace=False))
             xs, ys = [], []
-            for sid in ids:
-                x, y = self.rows(sid)
-                xs.append(x[:-1])  # full rows only
-                ys.append(y[:-1])
-            x, y = np.concatenate(xs), np.concatenate(ys)
-            pick = np.sort(rng.choice(len(x), size=min(n_rows, len(x)), replace=False))
-            self._pool_sample = (x[pick], y[pick])
+            for g in pick.tolist():
+                k = int(np.searchsorted(full, g, side="right"))
+                r = g - (int(full[k - 1]) if k else 0)
+                xs.append(views[k][0][r])
+                ys.append(views[k][1][r])
+            self._pool_sample = (np.stack(xs), np.stack(ys))
         return self._pool_sample
 
     def snapshot(self):
@@ -190,13 +216,13 @@ class QueueRunner:
             if rec.get(k) not in (None, [], ""):
                 bits.append(f"{k}={rec[k]}")
         if "deltas" in rec:
-            bits.append("max rise/thr " + " ".join(f"{d[:8]}={rec['deltas'][d]:+.4f}" for d in sorted(rec["deltas"])))
+            bits.append("change (BPB) " + " ".join(f"{d}={rec['deltas'][d]:+.4f}" for d in sorted(rec["deltas"])))
         return " ".join(bits)
 
     # ---- the queue -----------------------------------------------------------------------
     def admit_sources(self, r):
         """At the boundary before rotation r: input checks and own calibration of each new source due."""
-        from shardqueue.domains import ngram_hashes
+        from shardqueue.domains import sampled_overlap
 
         done = set(self.state["sources"])
         for src in self.pool.get("late_sources", []):
@@ -204,21 +230,17 @@ class QueueRunner:
                 continue
             checks = {}
             for sid in src["calibration"] + src["shards"]:
-                toks = shard_tokens(self.world.stream, shard_docs(self.shards[sid]))
-                import hashlib as _h
-
-                h = _h.sha256()
+                # document by document from the token files: a shard is never held whole
+                h, in_vocab, bos_ok = hashlib.sha256(), True, True
                 for i in shard_docs(self.shards[sid]):
-                    h.update(np.asarray(self.world.stream.doc_tokens(i), dtype=np.uint32).tobytes())
-                starts = np.cumsum([0] + [int(self.world.stream.lengths[i]) for i in shard_docs(self.shards[sid])])[:-1]
-                bos_ok = bool(np.all(toks[starts] == self.world.bos)) and int((toks == self.world.bos).sum()) == len(starts)
-                checks[sid] = {"sha256": h.hexdigest() == self.shards[sid]["sha256"],
-                               "token_ids_in_vocab": bool(toks.max() < self.cfg.vocab), "bos_only_at_starts": bos_ok}
-            grams = np.unique(np.concatenate([ngram_hashes(shard_tokens(self.world.stream, shard_docs(self.shards[s])))
-                                              for s in src["shards"]]))
-            from shardqueue.domains import overlap_rate
-
-            overlap = overlap_rate(self.world.sets, grams)
+                    t = np.asarray(self.world.stream.doc_tokens(i))
+                    h.update(t.astype(np.uint32).tobytes())
+                    in_vocab &= bool(len(t) == 0 or int(t.max()) < self.cfg.vocab)
+                    bos_ok &= bool(len(t) and t[0] == self.world.bos and int((t == self.world.bos).sum()) == 1)
+                checks[sid] = {"sha256": h.hexdigest() == self.shards[sid]["sha256"], "token_ids_in_vocab": in_vocab,
+                               "bos_only_at_starts": bos_ok}
+            overlap, _, _ = sampled_overlap(self.world.sets, self.world.stream,
+                                            [shard_docs(self.shards[s]) for s in src["shards"]])
             # its own calibration: its calibration shards trained from the current state on a branch
             snap = self.snapshot()
             states = [self.measure_fn(self.trainer.model)]
@@ -265,6 +287,14 @@ class QueueRunner:
             return None
         return self.state["pending"][0]
 
+    def recovery_possible(self):
+        """Whether a shard would be left to test recovery with after the front shard. A policy that
+        can flag does not judge its last shard when none would be: that shard would end undecided."""
+        st = self.state
+        if self.policy == "plain" or st["pending"][1:] or st["fresh"] or st["next_rotation"]:
+            return True
+        return any(src["label"] not in st["sources"] for src in self.pool.get("late_sources", []))
+
     def budget_left(self):
         acc = sum(self.shards[s]["tokens"] for s in self.state["accepted"])
         return self.budget is None or acc < self.budget
@@ -281,6 +311,8 @@ class QueueRunner:
     def measured(self, sid, role, info, after, **kw):
         ref = self.ref
         sig, k = self.calib.get("sigma", {}), self.calib.get("k", 0.0)
+        if self.decay_start is not None:
+            kw["phase"] = "decay"
         return self.record("train", shard=sid, role=role, **info, losses=after, ref=ref,
                            deltas={d: after[d] - ref[d] for d in after},
                            thresholds={d: k * sig[d] for d in after if d in sig}, history_targets=self.targets,
@@ -379,11 +411,25 @@ class QueueRunner:
                         rotation_shards=self.rotation_shards, start_step=self.step, start_targets=self.targets,
                         calibration_dir=getattr(self, "calibration_dir", "."), corpus=getattr(self, "corpus", None))
             self.commit()
+        if resume and self.decay_updates:
+            self.decay_start = next((r["step"] for r in read_log(log_path, log=lambda s: None)
+                                     if r["event"] == "decay_start"), None)
         while True:
             if self.state["flagged"]:
                 self.recovery_step()
                 continue
-            if not self.budget_left() or self.next_front() is None:
+            if self.budget_left():
+                if self.next_front() is None or not self.recovery_possible():
+                    break
+                self.candidate_step()
+                continue
+            if not self.decay_updates:
+                break
+            if self.decay_start is None:
+                self.decay_start = self.step
+                self.record("decay_start", step=self.step, history_targets=self.targets, updates=self.decay_updates)
+                self.commit()
+            if self.decay_left() <= 0 or self.next_front() is None or not self.recovery_possible():
                 break
             self.candidate_step()
         if self._owed:
@@ -441,21 +487,29 @@ class QueueRunner:
 
     # ---- the final decay ------------------------------------------------------------------
     def decay(self, score_fn):
-        """Linear decay to LR 0 over the reserved decay shards (fresh pool shards, never judged), then score.
+        """Linear decay to LR 0 over the reserved decay shards (fresh pool shards, never judged), then score;
+        when the decay already ran inside the queue (decay_updates), only score and record it.
 
         The LR multiplier of decay update i of U is 1 - i/U, so the last update runs at 1/U and
         the schedule reaches 0 at the end. The same shards and length serve every policy.
         """
         from training.checkpoint import rng_states, save_checkpoint
 
-        ids = list(self.pool["decay"])
-        total = sum(len(update_batches(*self.rows(s), self.cfg.micro_rows, self.cfg.accum)) for s in ids)
-        done, infos = 0, []
-        for sid in ids:
-            start = done
-            info = self.train_shard(sid, lr_mult=lambda i, s=start: 1.0 - (s + i) / total)
-            done += info["updates"]
-            infos.append({"shard": sid, **info})
+        infos = []
+        if self.decay_start is not None:  # the decay ran inside the queue (train records of phase "decay")
+            kept = set(self.state["accepted"])
+            ids = list(dict.fromkeys(r["shard"] for r in read_log(self.out / "decisions.jsonl", log=lambda s: None)
+                                     if r["event"] == "train" and r.get("phase") == "decay" and r["shard"] in kept))
+            done = self.step - self.decay_start
+        else:
+            ids = list(self.pool["decay"])
+            total = sum(len(update_batches(*self.rows(s), self.cfg.micro_rows, self.cfg.accum)) for s in ids)
+            done = 0
+            for sid in ids:
+                start = done
+                info = self.train_shard(sid, lr_mult=lambda i, s=start: 1.0 - (s + i) / total)
+                done += info["updates"]
+                infos.append({"shard": sid, **info})
         scores = score_fn(self.trainer.model)
         path = save_checkpoint(self.out, 999999, {"trainer": self.trainer.state_dict(), "rng": rng_states(),
                                                   "step": self.step, "targets": self.targets, "run_id": self.run_id,
@@ -464,6 +518,7 @@ class QueueRunner:
         path.replace(final)
         path.with_suffix(".json").replace(self.out / "final.json")
         self.record("decay", shards=ids, updates=done, trained=infos, history_targets=self.targets, scores=scores,
+                    in_queue=self.decay_start is not None,
                     checkpoint=final.name, params_sha256=params_sha256(self.trainer.model))
         self.record("done", spent=self.spent)
         self.commit()

@@ -63,12 +63,12 @@ def apply(state, rec):
             if rec["outcome"] != want:
                 _fail(rec, f"outcome {rec['outcome']} but rejection {st['rejections'][sid]} of {sid} means {want}")
             (st["next_rotation"] if want == "deferred" else st["quarantined"]).append(sid)
-    elif ev == "source":  # a new source admitted at a rotation boundary joins the fresh shards
+    elif ev == "source":  # a new source admitted at a rotation boundary joins the rotation being composed
         if st["pending"]:
             _fail(rec, "a source enters while a rotation is active")
         st["sources"].append(rec["label"])
         if rec["passed"]:
-            st["fresh"].extend(rec["admitted"])
+            st["fresh"] = list(rec["admitted"]) + st["fresh"]
     elif ev == "return":
         if sid not in st["quarantined"]:
             _fail(rec, f"returns {sid}, which is not in quarantine")

@@ -13,19 +13,25 @@ import numpy as np
 
 from corpus.errors import DataError
 from shardqueue.domains import (
+    OVERLAP_SAMPLE_TOKENS,
     build_sets,
-    ngram_hashes,
-    overlap_rate,
+    sampled_overlap,
     text_sha256,
     used_documents,
 )
 from shardqueue.rotation import build_rotation, shard_docs
 
 
+def sha_key(hex_digest):
+    """A SHA256 hex digest's first 8 bytes as an integer: the key for exact-text exclusion
+    (a chance collision between two of a few million texts has probability about 1e-7)."""
+    return int(hex_digest[:16], 16)
+
+
 class World:
     """stream (train [+ harmful]), labels, sets {"control", "selection"}, token_bytes, val, bos, device."""
 
-    def __init__(self, cfg, device="cpu", per_domain=16):
+    def __init__(self, cfg, device="cpu", per_domain=16, domains=None):
         import pyarrow.parquet as pq
 
         from corpus.layout import Layout, default_data_dir
@@ -45,7 +51,8 @@ class World:
         self.labels = source_labels(lay, "train")
         val_texts = pq.read_table(lay.raw / rec["val_shard"], columns=["text"]).column("text").to_pylist()
         val_labels = source_labels(lay, "val")
-        self.sets = build_sets(val_texts, val_labels, self.enc, self.bos, cfg.context, per_domain)
+        # domains: a domains file's rules (domains.load_domains); None: the built-in domains
+        self.sets = build_sets(val_texts, val_labels, self.enc, self.bos, cfg.context, per_domain, spec=domains)
         self.excluded_sha = {text_sha256(val_texts[i]) for i in used_documents(self.sets)}
         self.excluded_sha |= {h for part in self.sets.values() for s in part.values() for h in s["sha256"]}
         self._train_sha = None
@@ -53,13 +60,16 @@ class World:
         self.stream = self.train
 
     def train_text_sha(self):
-        import pyarrow.parquet as pq
+        """Per training document, the first 8 bytes of its text SHA256 as uint64 (8 bytes a document
+        instead of a 64-character string), read a row group at a time."""
+        from corpus.shards import iter_row_group_texts
 
         if self._train_sha is None:
             out = []
             for n in self.rec["train_shards"]:
-                out += [text_sha256(t) for t in pq.read_table(self.lay.raw / n, columns=["text"]).column("text").to_pylist()]
-            self._train_sha = out
+                for _, texts in iter_row_group_texts(self.lay.raw / n):
+                    out.append(np.array([sha_key(text_sha256(t)) for t in texts], dtype=np.uint64))
+            self._train_sha = np.concatenate(out) if out else np.zeros(0, np.uint64)
         return self._train_sha
 
     def set_hashes(self):
@@ -69,7 +79,7 @@ class World:
 
 
 def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, n_harmful, n_prose=0,
-               calibration_source=None, n_late=0, late_rotation=2):
+               calibration_source=None, n_late=0, late_rotation=2, n_damaged=0):
     """Calibration shards (one homogeneous source), candidate pool shards, decay reserve, harmful shards.
 
     Returns the pool manifest dict (not yet frozen). Harmful shards (prefix h) are made of
@@ -81,8 +91,9 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
 
     train, labels = world.train, world.labels
     sha = world.train_text_sha()
-    excluded = [i for i in range(train.n) if sha[i] in world.excluded_sha]
-    ok = np.array([sha[i] not in world.excluded_sha and train.lengths[i] <= shard_tokens // 2 for i in range(train.n)])
+    hit = np.isin(sha, np.array(sorted(sha_key(h) for h in world.excluded_sha), dtype=np.uint64))
+    excluded = np.flatnonzero(hit)
+    ok = ~hit & (np.asarray(train.lengths) <= shard_tokens // 2)
     src = calibration_source or Counter(labels).most_common(1)[0][0]
     rng = np.random.default_rng(seed)
     perm = rng.permutation(train.n)
@@ -119,7 +130,16 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     # a new source that may enter only at rotation `late_rotation` (after its input checks and its
     # own calibration shards): documents of the pool's kind, labelled `late` so they stay traceable
     late = take(2 * n_late * shard_tokens * 1.25) if n_late else []
+    # fresh documents for the damaged shards (damaged_pool.py): mixed kinds and doses of realistic damage
+    dmg_src = [int(i) for i in perm2 if ok[i] and i not in used] if n_damaged else []
     stream, lab, harm = with_harmful_copies(train, labels, harm_src, seed + 7, world.cfg.vocab)
+    damage, dshards = None, []
+    if n_damaged:
+        from shardqueue.damaged_pool import add_damaged_shards
+
+        stream, lab, damage, dshards = add_damaged_shards(world, stream, lab, dmg_src, n_damaged, shard_tokens,
+                                                          seed + 13)
+        used.update(i for s in damage["shards"] for i in s["clean"] + s["damaged"])
     world.stream, world.labels_all = stream, lab
     calm = build_rotation(stream, lab, shard_tokens, seed, "calibration", docs=sorted(cal), prefix="c")
     calm["order"] = [s["id"] for s in calm["shards"]]  # stream order: calibration is one fixed sequence
@@ -158,11 +178,20 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
                                                             replace=len(hids) > 4).tolist())
         for p, h in zip(pos[::-1], hids[::-1]):
             order.insert(p, h)
-    pool_hashes = np.unique(np.concatenate([ngram_hashes(np.concatenate([stream.doc_tokens(i) for i in shard_docs(s)]))
-                                            for s in shards]))
+    if dshards:
+        shards += dshards
+        # spread evenly over the whole order (seeded), so plain training meets them at one density throughout
+        pos = sorted(np.random.default_rng(seed + 17).choice(len(order) + len(dshards), size=len(dshards),
+                                                             replace=False).tolist())
+        rest = iter(order)
+        dids = iter(s["id"] for s in dshards)
+        order = [next(dids) if i in set(pos) else next(rest) for i in range(len(order) + len(dshards))]
+    overlap, read, total = sampled_overlap(world.sets, stream, [shard_docs(s) for s in shards])
     return {"name": "pool", "version": 1, "seed": seed, "shard_tokens": shard_tokens, "stream": stream.name,
             "calibration_source": src, "calibration": calm["order"][:n_calibration], "order": order, "decay": decay,
             "late_sources": late_rec or [],
             "shards": shards, "harmful": {"label": LABEL, "source_documents": harm_src, "copies": harm},
+            "damage": damage or {},
             "excluded_by_text_hash": len(excluded), "sets_sha256": world.set_hashes(),
-            "overlap_13gram": overlap_rate(world.sets, pool_hashes)}
+            "overlap_13gram": overlap, "overlap_13gram_sample": {"tokens_read": read, "tokens": total,
+                                                                 "per_shard_cap": OVERLAP_SAMPLE_TOKENS}}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from shardqueue.study.adoption import ADOPTED, NOT_ADOPTED, adoption, seed_spread
+from shardqueue.study.adoption import ADOPTED, NOT_ADOPTED, NOT_MEASURABLE, adoption, seed_spread
 from shardqueue.study.curve_fit import check_identifiable, curve, residual
 from shardqueue.study.efficiency import (
     average_curves,
@@ -126,8 +126,10 @@ def test_adoption_on_both_sides_of_twice_the_seed_spread():
 def test_adoption_needs_b_above_c_too_and_refuses_missing_points():
     no = adoption(_points((2.0, 2.0), c=(1.8, 1.8), a=(0.0, 0.0)))  # beats A by 2, C by only 0.2
     assert not no["adopt"] and all("B-C" in r for r in no["reasons"])
-    miss = adoption(_points((None, 2.0)))
-    assert not miss["adopt"] and miss["threshold"] is None and miss["verdict"] == NOT_ADOPTED
+    miss = adoption(_points((None, 2.0)), {"B_s43": "loss 2.40 is below every point of the reference curve"})
+    assert not miss["adopt"] and miss["threshold"] is None and miss["verdict"] == NOT_MEASURABLE
+    assert miss["reasons"] == ["B_s43: loss 2.40 is below every point of the reference curve"]
+    assert "baseline stays" not in miss["verdict"]
 
 
 # ---- arm C -----------------------------------------------------------------------------
@@ -162,6 +164,8 @@ def test_dry_run_prints_the_plan():
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "65,864,334 parameters" in out and "| B (per seed) |" in out and "FLOPs" in out and "GB" in out
+    assert "stage A (once): 10 shards" in out and "GPU-hours" in out and "128 GiB host memory" in out
+    assert "peak host memory" in out and "disk" in out
 
 
 # ---- report schema ---------------------------------------------------------------------
@@ -173,13 +177,14 @@ def test_schema_names_the_missing_key():
 
 
 # ---- budgets and accounting from the logs ------------------------------------------------------
-def _run(name, arm, stable, decay=512, start=10_000):
+def _run(name, arm, stable, decay=512, start=10_000, decay_updates=4):
     D = start + stable + decay
     if arm == "A":
         return {"name": name, "arm": arm, "start_targets": start, "accounting": {},
-                "branches": [{"threshold": 4096, "D": D, "decay_targets": decay, "selection": {}, "control": {}}]}
+                "branches": [{"threshold": 4096, "D": D, "decay_targets": decay, "decay_updates": decay_updates,
+                              "selection": {}, "control": {}}]}
     return {"name": name, "arm": arm, "start_targets": start, "final": {"selection": {}, "control": {}},
-            "accounting": {"trained_targets": D, "decay_targets": decay}}
+            "accounting": {"trained_targets": D, "decay_targets": decay, "decay_updates": decay_updates}}
 
 
 def test_budget_check_accepts_equal_budgets_and_names_an_unequal_run():
@@ -191,8 +196,11 @@ def test_budget_check_accepts_equal_budgets_and_names_an_unequal_run():
     assert not short["equal"] and short["problems"] == ["B_s43: 3,000 stable-phase targets for a budget of 4,096"]
     over = budget_check([_run("A_s43", "A", 4200), _run("C_s43", "C", 5300)], 4096, 1100)
     assert not over["equal"]
-    dec = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4200, decay=600)], 4096, 1100)
-    assert not dec["equal"] and "decay targets differ" in dec["problems"][0]
+    # the decay's length is its updates (LR 1 -> 0); its targets may differ by the shards' masked padding
+    pad = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4200, decay=600)], 4096, 1100)
+    assert pad["equal"]
+    dec = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4200, decay_updates=5)], 4096, 1100)
+    assert not dec["equal"] and dec["problems"] == ["decay lengths differ: A_s43 4 updates, B_s43 5 updates"]
 
 
 def test_accounting_separates_accepted_from_wasted_work():
@@ -242,3 +250,136 @@ def test_curve_variant_measures_residuals_from_the_frozen_curve():
     assert got["a"] == pytest.approx(2.6 - (2.0 + 1.0 * 4.0 ** -0.5)) and got["b"] == 3.0
     state["D"] = 100.0  # the reference moves with the model's trained targets
     assert m(None)["a"] == pytest.approx(2.6 - 3.0)
+
+
+# ---- the reference curve's span and shape ---------------------------------------------------
+def test_reference_fractions_are_evenly_spaced_in_log_d_below_the_cap():
+    from shardqueue.study.reference_curve import fractions
+
+    assert fractions(0.25, 4.0, 1) == [0.25, 0.5, 1.0, 2.0]
+    got = fractions(0.5, 2.0, 2)
+    assert got == pytest.approx([0.5, 0.7071, 1.0, 1.4142], abs=1e-4)
+    with pytest.raises(ValueError):
+        fractions(1.5, 4.0, 1)  # 1.0 (the budget) must be a point
+
+
+def test_monotone_fit_averages_only_what_noise_folds():
+    from shardqueue.study.reference_curve import curve_from_seeds, monotone
+
+    # 2.0, 1.8, 1.9, 1.5: the rise 1.8 -> 1.9 folds; those two become their mean 1.85
+    assert monotone([1, 2, 3, 4], [2.0, 1.8, 1.9, 1.5]) == ([1, 2, 3, 4], [2.0, 1.85, 1.85, 1.5])
+    # two seeds pooled, sorted by D: 3.0 (D=10), 2.6 (D=11), 2.8 (D=20), 2.2 (D=21) -> 2.6 and 2.8 pooled to 2.7
+    D, L = curve_from_seeds({"43": {"D": [10, 20], "L": [3.0, 2.8]}, "44": {"D": [11, 21], "L": [2.6, 2.2]}})
+    assert D == [10, 11, 20, 21] and L == pytest.approx([3.0, 2.7, 2.7, 2.2])
+
+
+def test_coverage_names_the_losses_outside_the_span():
+    from shardqueue.study.reference_curve import coverage
+
+    c = coverage([3.0, 2.5, 2.2], {"A_s43": 2.5, "B_s43": 2.1, "C_s44": 3.2})
+    assert not c["ok"] and c["below"] == ["B_s43"] and c["above"] == ["C_s44"]
+    assert coverage([3.0, 2.2], {"B_s43": 2.2})["ok"]
+
+
+def test_per_axis_equivalent_on_a_hand_worked_curve():
+    from shardqueue.study.efficiency import per_axis
+
+    # L = 5 - 0.5 ln D exactly: beta = -0.5; at D = 100 the curve is 5 - 0.5 ln 100 = 2.6974
+    D = [50.0, 100.0, 200.0]
+    L = [5 - 0.5 * math.log(d) for d in D]
+    runs = {("A", 43): (100.0, L[1]), ("A", 44): (100.0, L[1] + 0.01), ("B", 43): (100.0, L[1] - 0.05),
+            ("B", 44): (100.0, L[1] - 0.06), ("C", 43): (100.0, L[1]), ("C", 44): (100.0, L[1])}
+    got = per_axis(None, D, L, D, L, 100.0, runs)
+    assert got["beta"] == pytest.approx(-0.5) and got["slope_points"] == 3
+    assert got["gaps_bpb"]["B_s44"] == pytest.approx(0.06) and got["gaps_bpb"]["A_s44"] == pytest.approx(-0.01)
+    assert got["bpb_per_point"] == pytest.approx(0.5 * math.log(1.01))
+    # seed spread of gaps 0.01 (A and B both): threshold max(0.5 ln 1.006, 0.02) = 0.02
+    assert got["threshold_bpb"] == pytest.approx(0.02)
+    assert got["b_minus_a_bpb"] == {"43": pytest.approx(0.05), "44": pytest.approx(0.07)}
+    assert got["passes"]
+    flat = per_axis(None, D, [2.0, 2.0, 2.0], D, [2.0, 2.0, 2.0], 100.0, runs)
+    assert not flat["defined"] and "does not fall" in flat["reason"] and len(flat["gaps_bpb"]) == 6
+
+
+# ---- the screen's agreement ----------------------------------------------------------------
+def test_spearman_and_auc_against_hand_worked_values():
+    from shardqueue.study.findings import auc, ranks, spearman
+
+    assert list(ranks([10, 20, 20, 5])) == [2.0, 3.5, 3.5, 1.0]
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # ranks x 1 2 3 4, y 2 1 4 3: d^2 = 1+1+1+1 = 4 -> rho = 1 - 6*4/(4*15) = 0.6
+    assert spearman([1, 2, 3, 4], [2, 1, 4, 3]) == pytest.approx(0.6)
+    # positives 0.9, 0.4; negatives 0.5, 0.1: pairs won 1+1 (0.9), 0+1 (0.4) = 3 of 4
+    assert auc([0.9, 0.4, 0.5, 0.1], [1, 1, 0, 0]) == pytest.approx(0.75)
+    assert auc([0.3, 0.3], [1, 0]) == pytest.approx(0.5) and auc([1.0], [1]) is None
+
+
+# ---- stage A: calibration split, schedule ----------------------------------------------------
+def test_held_out_rate_is_reported_on_transitions_that_did_not_choose_k():
+    from shardqueue.rule import calibrate
+
+    sig = [{"d": 1.0 + 0.1 * (t % 2)} for t in range(6)]  # deltas +-0.1: sigma = 0.1095
+    choose = [{"d": 1.0}] * 5  # flat: the first grid point (k 1.5, frac 0.5) passes
+    # report transitions: a rise of 1.0 that stays (unrecovered) -> one false rejection in 3 transitions
+    report = [{"d": 1.0}, {"d": 2.0}, {"d": 2.0}, {"d": 2.0}, {"d": 2.0}]
+    rec = calibrate(sig, choose, report)
+    assert rec["k"] == 1.5 and rec["frac"] == 0.5 and rec["rate_kind"] == "held-out"
+    assert (rec["false_rejections"], rec["transitions"]) == (1, 3)
+    assert rec["choice"] == {"false_rejections": 0, "transitions": 3}
+    assert calibrate(sig, choose)["rate_kind"] == "in-sample"
+
+
+def test_schedule_keeps_weight_decay_constant_and_warms_up():
+    from shardqueue.schedule import decay, warmup
+    from shardqueue.study.presets import train_config
+    from shardqueue.runner import train_rows
+    from training.trainer import Trainer
+
+    w = warmup(0, 4)
+    assert [w(i) for i in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert warmup(2, 4)(0) == 0.75 and warmup(10, 0) == 1.0
+    d = decay(2, 8)
+    assert [d(i) for i in range(7)] == [0.75, 0.625, 0.5, 0.375, 0.25, 0.125, 0.0]
+    cfg = train_config("tiny", 43)
+    tr = Trainer(cfg, "cpu")
+    x = np.zeros((8, cfg.context), dtype=np.int64)
+    for step in (0, 500, 900):  # late in any horizon the baseline's weight decay would have fallen
+        train_rows(tr, x, x, step, cfg.updates, 8, 1, 1.0)
+        assert all(g["weight_decay"] == cfg.weight_decay for g in tr.muon.param_groups)
+
+
+def test_proxy64m_stage_a_is_ten_shards_and_its_dry_run_states_the_node():
+    from shardqueue.study.presets import PRESETS, SUB_SHARD_NOTE
+
+    pl = plan("proxy64m")
+    assert pl["stage_a"]["shards"] == 10 and pl["stage_a"]["shared_shards"] == 10
+    p = PRESETS["proxy64m"]
+    # held-out shards (2 + 1) at 24 checkpoints: 72 states + the last sigma state = 73 states, 71 transitions;
+    # 10 choose k and frac, and the report set (from the 11th state) holds 60 transitions
+    states = 1 + (p["held_out_shards"] + 1) * p["checkpoints_per_shard"]
+    assert states - 2 == 71 and states - (p["choose_transitions"] + 1) - 2 == 60
+    n = pl["node"]
+    assert n["gpus"] == 8 and n["host_memory_gib"] == 128 and n["fits_memory"]
+    assert "cannot bound whole-shard false rejections" in SUB_SHARD_NOTE
+
+
+def test_small_preset_meets_its_design_rules():
+    from shardqueue.study.presets import PRESETS
+
+    p = PRESETS["small"]
+    pl = plan("small")
+    assert p["budget_shards"] >= 3 * pl["stage_a"]["shared_shards"]  # stable phase >= 3 x shared stage A
+    # held-out states: the last sigma state + one per held-out shard (held_out_shards + 1 of them); the report
+    # set starts at state choose + 1 (no shard shared with the choice set) and each transition needs a recovery state
+    states = 1 + p["held_out_shards"] + 1
+    assert states - (p["choose_transitions"] + 1) - 2 >= 59 and p["choose_transitions"] > 0 and p["held_out_branch"]
+    assert p["damaged_shards"] >= 4 and p["reference_cap"] >= 2
+
+
+def test_identifiability_refuses_an_unbounded_interval_in_one_reason():
+    # nearly flat, noisy stage-A losses once overflowed exp() of the interval's log half-width
+    D = [1000.0 * (i + 1) for i in range(11)]
+    L = [6.0, 5.2, 5.19, 5.21, 5.2, 5.18, 5.2, 5.21, 5.19, 5.2, 5.2]
+    res = check_identifiable(D, L)
+    assert not res["ok"] and res["reason"]

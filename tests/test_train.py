@@ -42,19 +42,26 @@ def test_unknown_config_key_is_named():
     assert r.returncode == 2 and "unknown config key 'depht'" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_tiny_model_loss_falls(small_corpus, tmp_path):
+def test_tiny_model_loss_falls(small_corpus, tmp_path, monkeypatch):
+    import train as train_module
+
     cfg = tiny(small_corpus, updates=30)
+    gc_calls = []  # (call, log lines written): as the baseline, frozen after update 1; released at the end
+    logged = lambda: len((tmp_path / "train_log.jsonl").read_text().splitlines())  # noqa: E731
+    monkeypatch.setattr(train_module.gc, "freeze", lambda: gc_calls.append(("freeze", logged())))
+    monkeypatch.setattr(train_module.gc, "unfreeze", lambda: gc_calls.append(("unfreeze", logged())))
     res = train(cfg, tmp_path, log=lambda m: None)
+    assert gc_calls == [("freeze", 0), ("unfreeze", 30)]
     losses = [json.loads(line)["loss"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < sum(losses[:3]) / 3 - 0.5
     assert math.isfinite(res["official"]["bpb"]) and res["official"]["bpb"] > 0
-    # timed as the baseline: the first 10 updates (compilation, warm-up) are left out; all are in the total
+    # timed as the baseline (`step > 10`): the first 11 updates (compilation, warm-up) are left out; all are in the total
     secs = [json.loads(line)["seconds"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
-    assert res["timed_updates"] == 20 and res["untimed_warmup_updates"] == 10
-    assert res["training_seconds"] == pytest.approx(sum(secs[10:]), rel=1e-9)
+    assert res["timed_updates"] == 19 and res["untimed_warmup_updates"] == 11
+    assert res["training_seconds"] == pytest.approx(sum(secs[11:]), rel=1e-9)
     assert res["all_update_seconds"] == pytest.approx(sum(secs), rel=1e-9) and res["total_seconds"] > sum(secs)
-    assert res["tokens_per_second"] == pytest.approx(20 * cfg.targets_per_update / sum(secs[10:]), rel=1e-9)
+    assert res["tokens_per_second"] == pytest.approx(19 * cfg.targets_per_update / sum(secs[11:]), rel=1e-9)
 
 
 @pytest.mark.parametrize("loader", ["original", "random_span"])
@@ -257,23 +264,28 @@ def test_demo_source_cap_drops_exactly_the_longer_sources_and_leaves_evaluation_
     assert cfg.eval_buffer == 1000 and cfg.buffer == 3
 
 # ---- the GPU code path, exercised on CPU ---------------------------------------------
-def test_bf16_cpu_forward_keeps_the_cuda_dtypes():
-    """Under bf16 autocast the residual stream is bf16 (as on CUDA) and the logits float32."""
+def test_bf16_forward_keeps_the_cuda_dtypes():
+    """Under CUDA bf16 autocast the residual stream is bf16 (as the baseline's) and the logits
+    float32, read on fake CUDA tensors so that torch's CUDA autocast rules apply (CPU autocast
+    lacks the fp32 rms_norm rule); without autocast the stream follows the fp32 weights."""
+    from fake_cuda import cuda_autocast, fake_cuda
+
     cfg = resolve_config(None, ["depth=2", "width=32", "heads=2", "kv_heads=2", "context=16", "short_window=8",
-                                "vocab=64", "bf16=on", "device=cpu"])
+                                "vocab=64", "bf16=on", "device=cpu", "attention=sdpa"])
     m = build_model(cfg, "cpu", seed=0)
     assert m.wte.weight.dtype == torch.bfloat16 and m.lm_head.weight.dtype == torch.float32
     seen = []
     for b in m.blocks:
         b.register_forward_hook(lambda mod, inp, out: seen.append((inp[0].dtype, out.dtype)))
     x = torch.randint(0, 64, (2, 16))
-    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
-        logits = m(x)
-    assert seen == [(torch.bfloat16, torch.bfloat16)] * 2
-    assert logits.dtype == torch.float32
-    seen.clear()
     m(x)  # without autocast the stream follows the fp32 weights
     assert seen == [(torch.float32, torch.float32)] * 2
+    seen.clear()
+    with fake_cuda(m), cuda_autocast():
+        logits = m(torch.randint(0, 64, (2, 16), device="cuda:0"))
+        assert logits.device.type == "cuda"
+    assert seen == [(torch.bfloat16, torch.bfloat16)] * 2
+    assert logits.dtype == torch.float32
 
 
 def test_flex_and_dense_mask_match_float64_on_the_sssl_pattern():

@@ -4,10 +4,11 @@ resuming under a config that differs outside RESUME_MAY_DIFFER is refused."""
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 from corpus.errors import DataError
 from loaders.core import PACKERS
+from training.device import check_device_string
 
 # the paper's condition names -> packers
 CONDITIONS = {"baseline": "original", "random_crop": "random_span", "segmented": "segment_first",
@@ -82,6 +83,23 @@ def resume_differences(saved: dict, cfg: "TrainConfig") -> list:
     return sorted(k for k in set(saved) | set(now) if k not in RESUME_MAY_DIFFER and saved.get(k) != now.get(k))
 
 
+def for_world_size(cfg: "TrainConfig", world: int) -> "TrainConfig":
+    """cfg for `world` ranks with the same targets per update (micro_rows x accum x context;
+    accum counts microbatches over all ranks, each rank runs accum / world of them).
+
+    When accum does not divide by world, accum becomes the least multiple of world that is a
+    multiple of accum and micro_rows shrinks by the same factor: the paper's 64 x 4 rows
+    become 32 x 8 on 8 GPUs, the same 256 rows (524,288 targets) in the same order per update."""
+    if cfg.accum % world == 0:
+        return cfg
+    accum = cfg.accum * world // math.gcd(cfg.accum, world)
+    factor = accum // cfg.accum
+    if cfg.micro_rows % factor:
+        raise DataError(f"accum={cfg.accum} x micro_rows={cfg.micro_rows} cannot be split over {world} ranks with the "
+                        f"same rows per update (accum must divide by {world}; micro_rows by {factor})")
+    return replace(cfg, accum=accum, micro_rows=cfg.micro_rows // factor)
+
+
 def validate(cfg: "TrainConfig", where="config"):
     for k in POSITIVE:
         if getattr(cfg, k) < 1:
@@ -101,8 +119,7 @@ def validate(cfg: "TrainConfig", where="config"):
         v = getattr(cfg, k)
         if allowed and v not in allowed:
             raise DataError(f"{where} key {k!r}: {v!r} is not one of {', '.join(allowed)}")
-    if cfg.device not in ("auto", "cpu", "cuda") and not cfg.device.startswith("cuda:"):
-        raise DataError(f"{where} key 'device': {cfg.device!r} is not auto, cpu, cuda or cuda:N")
+    check_device_string(cfg.device, f"{where} key 'device'")
 
 
 def _coerce(name, value, typ):

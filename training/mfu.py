@@ -6,10 +6,12 @@ than computed against a guessed peak). CPUs have no meaningful peak here either.
 """
 import torch
 
-DENSE_BF16_PEAK = {  # substring of torch.cuda.get_device_name() -> FLOP/s
+DENSE_BF16_PEAK = {  # substring of torch.cuda.get_device_name() -> FLOP/s; the longest match wins
     "H200": 989e12,
-    "H100": 989e12,
     "GH200": 989e12,
+    "H100": 989e12,  # SXM ("NVIDIA H100 80GB HBM3")
+    "H100 NVL": 835e12,
+    "H100 PCIe": 756e12,
     "A100": 312e12,
     "L40S": 362e12,
     "A10G": 70e12,

@@ -47,7 +47,9 @@ class ModelConfig:
 
 
 def norm(x):
-    return F.rms_norm(x, (x.size(-1),))
+    # CUDA autocast (torch >= 2.12) runs rms_norm in fp32; casting back keeps the baseline's bf16
+    # residual stream and gives attention q, k, v of one dtype (flex's backward refuses mixed ones)
+    return F.rms_norm(x, (x.size(-1),)).to(x.dtype)
 
 
 def rotary(x, cos, sin):
@@ -70,10 +72,30 @@ class AttentionBackend:
     def __init__(self, use_flex=False):
         self.use_flex = use_flex
         self._masks = {}
+        self.record = None  # a list: (q, k, v) dtypes of every call are appended (device checks)
 
-    @torch.compiler.disable  # masks are built once per (T, window) outside any compiled graph
+    def prepare(self, T, windows, device):
+        """Build the masks of every windowed layer for length-T inputs on device, before any
+        compiled forward: a mask built inside one costs a graph break per windowed layer."""
+        for w in set(windows):
+            if w < T - 1:
+                self.mask("flex" if self.use_flex else "dense", T, w, self.indexed(device))
+
+    @staticmethod
+    def indexed(device):
+        """`cuda` as the `cuda:N` that tensors report, so a prepared mask is found in forward."""
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            return torch.device("cuda", torch.cuda.current_device())
+        return device
+
+    @staticmethod
+    def _key(kind, T, window, device):
+        return kind, T, window, device.type, device.index
+
+    @torch.compiler.disable  # a shape nobody prepared (a graph break, but correct)
     def mask(self, kind, T, window, device):
-        key = (kind, T, window, str(device))
+        key = self._key(kind, T, window, device)
         if key not in self._masks:
             if kind == "flex":
                 from torch.nn.attention.flex_attention import create_block_mask
@@ -89,13 +111,19 @@ class AttentionBackend:
     def __call__(self, q, k, v, window):
         # q, k, v: (B, H, T, D)
         T = q.shape[2]
+        if self.record is not None:
+            self.record.append((q.dtype, k.dtype, v.dtype))
         if window >= T - 1:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        kind = "flex" if self.use_flex else "dense"
+        mask = self._masks.get(self._key(kind, T, window, q.device))  # a plain lookup traces without a break
+        if mask is None:
+            mask = self.mask(kind, T, window, q.device)
         if self.use_flex:
             from torch.nn.attention.flex_attention import flex_attention
 
-            return flex_attention(q, k, v, block_mask=self.mask("flex", T, window, q.device))
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask("dense", T, window, q.device))
+            return flex_attention(q, k, v, block_mask=mask)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
 class Attention(nn.Module):
@@ -120,6 +148,7 @@ class Attention(nn.Module):
             v = v + gate.unsqueeze(-1) * ve.view(B, T, self.hkv, self.hd)
         cos, sin = cos.to(q.dtype), sin.to(q.dtype)  # under bf16 autocast q, k stay bf16 (as the baseline's bf16 tables)
         q, k = norm(rotary(q, cos, sin)), norm(rotary(k, cos, sin))
+        k, v = k.to(q.dtype), v.to(q.dtype)  # one dtype for the kernel, bf16 under autocast
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         if self.hkv != self.h:
             k = k.repeat_interleave(self.h // self.hkv, dim=1)
@@ -189,6 +218,10 @@ class GPT(nn.Module):
         self.resid_lambdas.fill_(1.0)
         self.x0_lambdas.fill_(0.1)
 
+    def prepare_masks(self, T=None, device=None):
+        """Attention masks for length-T inputs (default: the context) on device (default: the model's)."""
+        self.attend.prepare(T or self.cfg.sequence_len, self.windows, device or self.lm_head.weight.device)
+
     def embeddings_to_bf16(self):
         """The baseline stores token and value embeddings in bf16 (done on CUDA)."""
         self.wte.to(torch.bfloat16)
@@ -199,7 +232,9 @@ class GPT(nn.Module):
         B, T = idx.shape
         cos, sin = self.cos[:, :T], self.sin[:, :T]
         # device-aware: the argument-less form only sees CUDA autocast, so CPU bf16 stayed fp32
-        dtype = torch.bfloat16 if torch.is_autocast_enabled(idx.device.type) else self.lm_head.weight.dtype
+        t = idx.device.type  # autocast has no rules for some types (meta): never enabled there
+        dtype = torch.bfloat16 if torch.amp.is_autocast_available(t) and torch.is_autocast_enabled(t) else \
+            self.lm_head.weight.dtype
         x = norm(self.wte(idx).to(dtype))
         x0 = x
         for i, block in enumerate(self.blocks):

@@ -14,6 +14,7 @@ import torch.distributed as dist
 
 from corpus.errors import DataError
 from training.config import TrainConfig
+from training.device import autocast, bf16_autocast
 from training.model import GPT, ModelConfig
 from training.optim import apply_schedules, build_optimizers
 
@@ -33,7 +34,7 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
 
 
 def bf16_enabled(cfg, device):
-    return cfg.bf16 == "on" or (cfg.bf16 == "auto" and torch.device(device).type == "cuda")
+    return bf16_autocast(device, cfg.bf16)
 
 
 def flex_enabled(cfg, device):
@@ -54,6 +55,7 @@ def build_model(cfg: TrainConfig, device, meta=False, seed=None):
     model.init_weights()
     if bf16_enabled(cfg, device):
         model.embeddings_to_bf16()
+    model.prepare_masks(cfg.context, dev)
     return model
 
 
@@ -110,7 +112,6 @@ class Trainer:
         m = apply_schedules(self.adamw, self.muon, step, updates, self.cfg.weight_decay, lr_mult)
         total = torch.zeros((), device=self.device, dtype=torch.float64)
         checks = []
-        dev_type = torch.device(self.device).type
         # DDP averages over ranks; scaling by world makes the result sum/accum as in one process
         scale = self.world / self.cfg.accum
         wait = 0.0
@@ -122,7 +123,7 @@ class Trainer:
             last = j == self.accum_local - 1
             sync = self.ddp.no_sync() if (self.ddp is not None and not last) else contextlib.nullcontext()
             with sync:
-                with torch.autocast(device_type=dev_type, dtype=torch.bfloat16, enabled=self.autocast):
+                with autocast(self.device, self.autocast):
                     loss = self.fwd(x, y)
                 (loss * scale).backward()
             total += loss.detach().double()

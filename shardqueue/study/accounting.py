@@ -62,13 +62,17 @@ def accounting(recs):
             decisions["undecided"] += 1
     kept = [r for i, r in enumerate(recs) if r["event"] == "train" and i not in undone]
     decay = [r for r in recs if r["event"] == "decay"]
-    decay_u = sum(t["updates"] for d in decay for t in d.get("trained", []))
-    decay_t = sum(t["targets"] for d in decay for t in d.get("trained", []))
+    # the decay is either trained after the queue (the decay record's own shards) or inside it
+    # (kept train records of phase "decay": shards this run's policy accepted)
+    in_q = [r for r in kept if r.get("phase") == "decay"]
+    decay_u = sum(t["updates"] for d in decay for t in d.get("trained", [])) + sum(r["updates"] for r in in_q)
+    decay_t = sum(t["targets"] for d in decay for t in d.get("trained", [])) + sum(r["targets"] for r in in_q)
     decay_s = sum(t["seconds"] for d in decay for t in d.get("trained", []))
     return {
-        "accepted_updates": sum(r["updates"] for r in kept) + decay_u,
-        "accepted_targets": sum(r["targets"] for r in kept),
-        "decay_updates": decay_u, "decay_targets": decay_t,
+        "accepted_updates": sum(r["updates"] for r in kept) + decay_u - sum(r["updates"] for r in in_q),
+        "accepted_targets": sum(r["targets"] for r in kept if r.get("phase") != "decay"),
+        "decay_updates": decay_u, "decay_targets": decay_t, "decay_shards": [r["shard"] for r in in_q]
+        or [s for d in decay for s in d.get("shards", [])],
         "wasted_updates": wasted_u, "wasted_targets": wasted_t,
         "train_seconds": {"accepted": sum(r["seconds"] for r in kept) + decay_s, **{f"wasted_{k}": v for k, v in wasted_s.items()}},
         "screen_passes": sum(1 for r in trains if "screen" in r),

@@ -6,11 +6,19 @@ the same reference curve. Definitions used here and printed in the report:
     the seed spread is the largest of the three (the "larger within-arm difference").
   * threshold = max(0.6, 2 × seed spread) efficiency points.
   * B − A and B − C are paired by seed (same seed: same initialisation and order seed).
-  * Adopt only if, for both seeds, B − A > threshold and B − C > threshold. Any missing
-    (refused) efficiency value means the rule cannot be passed: the baseline stays.
+  * Adopt only if, for both seeds, B − A > threshold and B − C > threshold.
+Three verdicts, never confused:
+  * "adopted within this tested setting": every point measured, both comparisons above
+    the threshold at both seeds;
+  * "not adopted": every point measured, some comparison not above the threshold (the
+    proposal: the queue stays an analysis tool and the baseline stays in place);
+  * "not measurable": some efficiency points were refused (the reference curve, even at its
+    cap, does not span the loss), so the rule could not be applied; the reasons are listed.
 """
 ADOPTED = "adopted within this tested setting"
-NOT_ADOPTED = "analysis tool only; baseline stays"
+NOT_ADOPTED = "not adopted"
+NOT_MEASURABLE = "not measurable"
+VERDICTS = (ADOPTED, NOT_ADOPTED, NOT_MEASURABLE)
 FLOOR = 0.6
 
 
@@ -28,8 +36,10 @@ def seed_spread(points):
     return per[arm], arm, per
 
 
-def adoption(points):
-    """Apply the rule; returns the numbers, the verdict and its reasons (one line each)."""
+def adoption(points, refusals=None):
+    """Apply the rule; returns the numbers, the verdict and its reasons (one line each).
+
+    refusals: {run name: reason} for refused points (shown as the "not measurable" reasons)."""
     for arm in ("A", "B", "C"):
         if arm not in points:
             raise ValueError(f"efficiency points for arm {arm} are missing")
@@ -46,8 +56,8 @@ def adoption(points):
     b_c = {s: diff(points["B"][s], points["C"][s]) for s in seeds}
     reasons = []
     if threshold is None:
-        reasons.append("some efficiency points were refused (outside the reference curve), so the seed spread "
-                       "and the comparisons are not all defined")
+        missing = [f"{a}_s{s}" for a in ("A", "B", "C") for s in seeds if points[a][s] is None]
+        reasons += [f"{n}: {(refusals or {}).get(n) or 'efficiency points refused'}" for n in missing]
     else:
         for name, d in (("B-A", b_a), ("B-C", b_c)):
             for s in seeds:
@@ -56,6 +66,7 @@ def adoption(points):
                 elif not d[s] > threshold:
                     reasons.append(f"{name} at seed {s} is {d[s]:+.2f}, not above the threshold {threshold:.2f}")
     adopt = not reasons
+    verdict = ADOPTED if adopt else (NOT_MEASURABLE if threshold is None else NOT_ADOPTED)
     return {"seeds": seeds, "b_minus_a": b_a, "b_minus_c": b_c, "seed_spread": spread, "seed_spread_arm": spread_arm,
             "per_arm_seed_difference": per_arm, "threshold": threshold, "floor": FLOOR, "adopt": adopt,
-            "verdict": ADOPTED if adopt else NOT_ADOPTED, "reasons": reasons}
+            "verdict": verdict, "measured": threshold is not None, "reasons": reasons}

@@ -139,6 +139,9 @@ def check_identifiable(D, L):
         res["reason"] = "a parameter interval is not finite"
         return res
     half = [float(h) for h in half]
+    if max(half[1], half[2]) > 700:  # exp() of the log half-width would overflow: the interval is unbounded
+        res["reason"] = "a parameter interval is unbounded (its log half-width exceeds 700)"
+        return res
     res["intervals"] = {"a": [a - half[0], a + half[0]], "b": [b * math.exp(-half[1]), b * math.exp(half[1])],
                         "c": [c * math.exp(-half[2]), c * math.exp(half[2])]}
     rng = float(np.ptp(L))

@@ -1,27 +1,44 @@
-"""Efficiency points on the selection axis, measured against arm A's reference curve.
+"""Efficiency points on the selection axis, measured against arm A's reference curve, and their
+per-axis equivalent (the proposal "Can a model help choose its next training data?" allows
+"efficiency points or its per-axis equivalent").
 
-Definition (written into the study report verbatim, see DEFINITION):
-  The reference curve is arm A's selection loss (BPB, after the same final decay) against
-  trained targets D, averaged over A's two seeds, piecewise linear in log D between its
-  points. For an arm that ends at D_arm trained targets with final selection loss L, the
-  equivalent budget D_eq is the smallest D at which the reference curve reaches L, and
-      efficiency points = 100 × (D_eq / D_arm − 1),
-  the percentage of extra trained targets plain training (A) would need to match the arm
-  (negative: the arm is worse than A at its own budget). When L lies outside the losses
-  the curve spans (below its lowest or above its highest point), D_eq would be an
-  extrapolation: the points are refused (None, with the reason), not guessed.
+Both definitions are written into the study report verbatim (DEFINITION, AXIS_DEFINITION):
+  D counts the targets trained after the shared start (stage A's warm-up and sigma shards,
+  which every arm starts from): the stable phase plus the final decay. The shared training
+  is left out because it is the same in every arm; counting it would shrink every ratio of
+  D toward 1 and make the points measure almost nothing.
+  The reference curve is arm A's selection loss (BPB, each point after the same final
+  decay) against D, both seeds' points pooled and fitted non-increasing
+  (reference_curve.py), piecewise linear in log D. For an arm that ends at D_arm with
+  final selection loss L, D_eq is the smallest D at which the curve reaches L, and
+      efficiency points = 100 x (D_eq / D_arm - 1).
+  A loss outside the span of the curve would need extrapolation: refused, with the reason.
+  Per-axis equivalent: beta is the least-squares slope of selection loss against ln D over
+  arm A's points (both seeds) within a factor 2 of the budget's D; the gap of a run is
+  L_curve(D_arm) - L (BPB, positive: better than plain training at its own D); one
+  efficiency point is worth |beta| x ln(1.01) BPB there, and the threshold's equivalent is
+  |beta| x ln(1 + threshold / 100). Gaps exist for every run, refused points or not.
 """
 import math
 
 import numpy as np
 
 DEFINITION = (
-    "Reference curve: arm A's selection loss (bits per byte, each point after the same final decay) against "
-    "trained targets D, averaged over A's two seeds on a common grid (each seed interpolated linearly in log D), "
-    "piecewise linear in log D between points. For an arm with D_arm trained targets and final selection loss L, "
-    "D_eq is the smallest D at which the reference curve reaches L, and efficiency points = 100 x (D_eq / D_arm - 1): "
-    "the percentage of extra trained targets plain training would need to match the arm (negative: worse than plain "
-    "training). A loss outside the range the curve spans would need extrapolation and is refused, not guessed.")
+    "D = targets trained after the shared start (the stable phase plus the final decay; stage A's shared warm-up and "
+    "sigma shards are the same in every arm and are left out, so ratios of D measure what the arms did). Reference "
+    "curve: arm A's selection loss (bits per byte, each point after the same final decay) against D, both seeds' "
+    "points pooled and fitted non-increasing in D (pool-adjacent-violators: points that noise would fold are "
+    "averaged), piecewise linear in log D. For an arm with D_arm and final selection loss L, D_eq is the smallest D "
+    "at which the reference curve reaches L, and efficiency points = 100 x (D_eq / D_arm - 1): the percentage of "
+    "extra trained targets plain training would need to match the arm (negative: worse than plain training). A loss "
+    "outside the range the curve spans would need extrapolation and is refused, not guessed.")
+AXIS_DEFINITION = (
+    "Per-axis equivalent (in bits per byte on the selection axis): beta = least-squares slope of arm A's selection "
+    "loss against ln D over its points (both seeds) with D within a factor 2 of the budget's D. A run's gap = "
+    "L_curve(D_arm) - L_arm (positive: better than plain training at the same D). One efficiency point is worth "
+    "|beta| x ln(1.01) BPB; the threshold's equivalent is max(|beta| x ln(1.006), 2 x the largest within-arm seed "
+    "difference of gaps). B - A and B - C are differences of gaps at the same seed. Defined whenever beta < 0, "
+    "whether or not efficiency points were refused.")
 
 
 def equivalent_targets(D, L, loss):
@@ -71,3 +88,40 @@ def average_curves(curves):
     vals = [np.interp(np.log(grid), np.log(np.asarray(d, dtype=float)), np.asarray(l, dtype=float))
             for d, l in curves]
     return grid.tolist(), np.mean(vals, axis=0).tolist()
+
+
+def local_slope(D, L, d_at):
+    """(beta, n points, reason): least-squares slope of L against ln D over points with D in [d_at/2, 2 d_at]."""
+    D, L = np.asarray(D, dtype=float), np.asarray(L, dtype=float)
+    keep = (D >= d_at / 2) & (D <= d_at * 2)
+    if keep.sum() < 3:
+        return None, int(keep.sum()), f"{int(keep.sum())} points within a factor 2 of D = {d_at:,.0f}; 3 needed"
+    beta = float(np.polyfit(np.log(D[keep]), L[keep], 1)[0])
+    if not beta < 0:
+        return None, int(keep.sum()), f"the selection loss does not fall with D near D = {d_at:,.0f} (slope {beta:+.4f})"
+    return beta, int(keep.sum()), ""
+
+
+def curve_at(D, L, d):
+    """The curve's loss at d (linear in log D; the end values beyond its ends)."""
+    return float(np.interp(math.log(d), np.log(np.asarray(D, dtype=float)), np.asarray(L, dtype=float)))
+
+
+def per_axis(points, curve_D, curve_L, raw_D, raw_L, d_budget, runs, floor_points=0.6):
+    """Gaps (BPB) of every run, B - A and B - C per seed in BPB, and the threshold's equivalent.
+
+    runs: {(arm, seed): (D_arm, L)}. Returns a dict; "defined" False with a reason when beta is not."""
+    beta, n, why = local_slope(raw_D, raw_L, d_budget)
+    gaps = {f"{a}_s{s}": curve_at(curve_D, curve_L, d) - loss for (a, s), (d, loss) in runs.items()}
+    out = {"gaps_bpb": gaps, "beta": beta, "slope_points": n, "defined": beta is not None, "reason": why}
+    if beta is None:
+        return out
+    seeds = sorted({s for _, s in runs})
+    spread = max(abs(gaps[f"{a}_s{seeds[0]}"] - gaps[f"{a}_s{seeds[1]}"]) for a in "ABC")
+    thr = max(abs(beta) * math.log(1 + floor_points / 100), 2 * spread)
+    b_a = {str(s): gaps[f"B_s{s}"] - gaps[f"A_s{s}"] for s in seeds}
+    b_c = {str(s): gaps[f"B_s{s}"] - gaps[f"C_s{s}"] for s in seeds}
+    out.update({"bpb_per_point": abs(beta) * math.log(1.01), "seed_spread_bpb": spread, "threshold_bpb": thr,
+                "b_minus_a_bpb": b_a, "b_minus_c_bpb": b_c,
+                "passes": all(v > thr for v in b_a.values()) and all(v > thr for v in b_c.values())})
+    return out

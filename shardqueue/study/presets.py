@@ -1,21 +1,32 @@
 """Settings of the queue study and the plan they imply (shards, trained targets, updates, FLOPs).
 
-tiny      the CPU setting the main job runs: the tiny model of the six-config protocol on
-          the offline corpus, shards of two updates, one harmful shard in the pool. It
-          exercises every path of the study; its numbers are noise-dominated and say
-          nothing about whether the queue helps at scale.
+tiny      the CPU setting the main job runs as the smoke test of every path: the tiny model
+          of the six-config protocol on the offline corpus, shards of two updates, two cipher
+          shards and four damaged shards in the pool, an in-sample false-rejection rate. Its
+          numbers are noise-dominated and say nothing about whether the queue helps.
+small     the CPU study that says something at small scale (about 25 minutes on 2 idle
+          cores; not part of the main job): the same model, a stable phase of 40 shards
+          (3.3 x the shared stage-A training of 12 shards), 80 held-out homogeneous transitions
+          on a discarded branch (k and frac chosen on the first 20, the rate reported on the
+          other 59), a pool with realistic damage (damage.py: mojibake, boilerplate,
+          line_shuffle, truncate at doses drawn from 5-100%) besides two cipher shards, and
+          arm A's reference curve up to 4 x the budget.
 proxy64m  the proposal's 64M proxy on one GPU with the supplied architecture: depth 7,
           width 640 (5 heads of 128) gives 65,864,334 parameters (+2.9% of 64M); 32,768
           targets per update (16 rows of 2,048: the proposal's 32 x 1,024 per step), one
           shard = its 20,000-step checkpoint interval = 655,360,000 targets; the budget is
           6 stable shards + 1 decay shard = 140,000 updates (the length of the proposal's
-          64M run); the candidate pool is 1.5 x the stable budget (9 shards) on ClimbMix.
+          64M run). Stage A is the proposal's ten shards of one homogeneous source: one
+          warm-up, six for sigma_d, three held-out shards measured at 24 checkpoints each
+          (sub-shard transitions: k and frac chosen on the first 10, the rate reported on
+          the other 60; see sub_shard_note).
 
-Shared by all arms: `budget_shards` accepted shards at constant LR, then the final decay
-over `decay_shards` reserved pool shards (the same shards for every arm). Arm A also
-provides the reference curve of the selection axis: it keeps consuming the pool up to
-the last of `reference_fractions` x budget, and from its state at each fraction a decay
-branch of the same length is scored; the branch at 1.0 is arm A's own result.
+Shared by all arms: `budget_shards` accepted shards of the pool's mean size at constant LR,
+then the final decay of exactly `decay_shards` x (updates per shard) updates inside each
+arm's own queue, on shards that arm's policy accepts. Arm A also provides the reference
+curve: decay branches at 2^(j / reference_per_doubling) x budget from `reference_lowest`
+up to `reference_cap` x budget, stopping once the curve covers every arm's final loss.
+The candidate pool holds `pool_factor` x budget shards (A needs up to the cap).
 """
 import math
 
@@ -27,14 +38,44 @@ PRESETS = {
         "shard_targets": 2048,
         "budget_shards": 4,  # accepted shards in the stable phase
         "decay_shards": 1,
-        "pool_factor": 1.5,
+        "pool_factor": 2.5,
         "warmup_shards": 2,
         "sigma_shards": 10,
         "held_out_shards": 8,
+        "choose_transitions": 0,  # in-sample rate, labelled so
+        "held_out_branch": False,
+        "checkpoints_per_shard": 1,
         "harmful_shards": 2,
+        "damaged_shards": 4,
         "per_domain": 8,
         "rotation_shards": 6,
-        "reference_fractions": [0.5, 1.0, 1.5],
+        "reference_lowest": 0.5,
+        "reference_cap": 2.0,
+        "reference_per_doubling": 2,
+        "seeds": [43, 44],
+        "pool_seed": 1003,
+    },
+    "small": {
+        "source": "stdlib",
+        "model": {"depth": 2, "width": 64, "heads": 2, "kv_heads": 2, "context": 128, "short_window": 64,
+                  "micro_rows": 8, "accum": 1, "eval_batches": 8, "eval_rows": 8},
+        "shard_targets": 2048,
+        "budget_shards": 40,
+        "decay_shards": 4,
+        "pool_factor": 4.5,
+        "warmup_shards": 2,
+        "sigma_shards": 10,
+        "held_out_shards": 80,  # + 1 recovery shard: 81 transitions on a discarded branch
+        "choose_transitions": 20,  # k and frac from these; the rate is reported on the other 59 (disjoint shards)
+        "held_out_branch": True,
+        "checkpoints_per_shard": 1,
+        "harmful_shards": 2,
+        "damaged_shards": 48,
+        "per_domain": 12,
+        "rotation_shards": 6,
+        "reference_lowest": 0.125,
+        "reference_cap": 4.0,
+        "reference_per_doubling": 2,
         "seeds": [43, 44],
         "pool_seed": 1003,
     },
@@ -45,19 +86,33 @@ PRESETS = {
         "shard_targets": 20000 * 16 * 2048,
         "budget_shards": 6,
         "decay_shards": 1,
-        "pool_factor": 1.5,
+        "pool_factor": 2.5,
         "warmup_shards": 1,
-        "sigma_shards": 10,
-        "held_out_shards": 16,
+        "sigma_shards": 6,
+        "held_out_shards": 2,  # + 1: three held-out shards, ten stage-A shards in all
+        "choose_transitions": 10,
+        "held_out_branch": False,
+        "checkpoints_per_shard": 24,
         "harmful_shards": 0,
+        "damaged_shards": 0,
         "per_domain": 64,
         "rotation_shards": 6,
-        "reference_fractions": [0.5, 0.75, 1.0, 1.25, 1.5],
+        "reference_lowest": 0.5,
+        "reference_cap": 2.0,
+        "reference_per_doubling": 2,
         "seeds": [43, 44],
         "pool_seed": 1003,
         "minutes_per_shard": 55,  # the proposal's estimate for one 64M shard on its v5 hardware
     },
 }
+NODE = {"name": "one 8-GPU node", "gpus": 8, "host_memory_gib": 128}
+SUB_SHARD_NOTE = (
+    "False rejections from sub-shard transitions (stage A's held-out shards measured at checkpoints inside them): "
+    "they bound how often the rule, with thresholds k x sigma_d set on whole-shard changes, fires on short stretches "
+    "of one homogeneous source at stage A's point of training. They cannot bound whole-shard false rejections: a "
+    "sub-shard moves the model less than a shard, so its rises are smaller and the rate is optimistic; nor rates at "
+    "later training stages or on other sources. Consecutive sub-shard transitions share a model trajectory, so they "
+    "are not independent draws; the Clopper-Pearson bound treats them as if they were.")
 PROXY_TARGET_PARAMS = 64_000_000
 BYTES_PER_TOKEN = 2
 CLIMBMIX_TOKENS_PER_FILE = 400e9 / 6543  # the dataset's nominal 400B tokens over 6,543 files (GPT-2 count)
@@ -90,14 +145,29 @@ def queue_settings(p):
     """The calibration settings of the queue (run_queue.calibrate) this preset asks for."""
     return {"shard_tokens": p["shard_targets"], "warmup_shards": p["warmup_shards"], "sigma_shards": p["sigma_shards"],
             "held_out_shards": p["held_out_shards"], "candidates": candidate_shards(p), "decay_shards": p["decay_shards"],
-            "harmful_shards": p["harmful_shards"], "per_domain": p["per_domain"], "pool_seed": p["pool_seed"]}
+            "harmful_shards": p["harmful_shards"], "per_domain": p["per_domain"], "pool_seed": p["pool_seed"],
+            "damaged_shards": p["damaged_shards"], "held_out_branch": p["held_out_branch"],
+            "choose_transitions": p["choose_transitions"], "checkpoints_per_shard": p["checkpoints_per_shard"]}
+
+
+def reference_fractions(p):
+    from shardqueue.study.reference_curve import fractions
+
+    return fractions(p["reference_lowest"], p["reference_cap"], p["reference_per_doubling"])
+
+
+def decay_updates(p, targets_per_update):
+    """U: the final decay's length in updates, the same in every arm and every reference branch."""
+    return p["decay_shards"] * max(1, p["shard_targets"] // targets_per_update)
 
 
 def plan(preset):
-    """Per arm and seed: planned shards, trained targets, updates, FLOPs; plus the study totals.
+    """Per arm and seed: planned shards, trained targets, updates, FLOPs; plus the study totals,
+    GPU-hours, data, disk and peak host memory against NODE.
 
-    Counts are the minimum (no rejection); each rejection adds two shards (the rejected one
-    and its recovery shard, both rolled back), a first-rotation branch check one more.
+    Counts are the plan without rejections (each rejection adds two shards, the rejected one
+    and its recovery shard, both rolled back; a first-rotation branch check one more); arm A
+    is counted to its cap (it stops earlier once its curve covers every arm's loss).
     FLOPs: training 6N-style per target (the model's own estimate) plus forward passes
     (a third of that per token) for control measurements, screens and final scores.
     """
@@ -114,11 +184,14 @@ def plan(preset):
     screen_tok = shard_t + 32 * cfg.context  # the shard plus the pool sample, before each candidate
     final_tok = cfg.eval_batches * cfg.eval_rows * (cfg.context + 1) + measure_tok + select_tok
     cand = candidate_shards(p)
-    fr = p["reference_fractions"]
-    if 1.0 not in fr or max(fr) > p["pool_factor"]:
-        raise ValueError(f"preset {preset}: reference_fractions must contain 1.0 and stay within the pool factor")
-    a_stable = min(cand, math.ceil(max(fr) * p["budget_shards"]))
+    fr = reference_fractions(p)
+    cap = p["reference_cap"]
+    if cap * p["budget_shards"] + p["decay_shards"] > cand:
+        raise ValueError(f"preset {preset}: the pool ({cand} shards) cannot carry arm A to its cap")
+    a_stable = math.ceil(cap * p["budget_shards"])
+    n_shared = p["warmup_shards"] + p["sigma_shards"] + (0 if p["held_out_branch"] else p["held_out_shards"] + 1)
     n_cal = p["warmup_shards"] + p["sigma_shards"] + p["held_out_shards"] + 1
+    n_meas = p["sigma_shards"] + 1 + (p["held_out_shards"] + 1) * p["checkpoints_per_shard"]
 
     def arm(stable, decays, note):
         shards = stable + decays * p["decay_shards"]
@@ -127,58 +200,115 @@ def plan(preset):
                                                         + decays * (measure_tok + select_tok) + final_tok),
                 "note": note}
 
-    arms = {"A": arm(a_stable, len(fr), f"stable to {a_stable} shards, decay branches at {fr} x budget"),
+    arms = {"A": arm(a_stable, len(fr) + 1, f"stable up to {cap:g} x budget ({a_stable} shards), decay branches "
+                                            f"at {', '.join(f'{f:.3g}' for f in fr)} x budget, then its own decay"),
             "B": arm(p["budget_shards"], 1, "minimum; +2 shards per rejection, +1 per branch check"),
             "C": arm(p["budget_shards"], 1, "minimum; +2 shards per random rejection")}
-    stage_a = {"shards": n_cal, "trained_targets": n_cal * shard_t, "updates": n_cal * upd_per_shard,
-               "flops": n_cal * shard_t * fpt + fwd * (p["sigma_shards"] + p["held_out_shards"] + 1) * measure_tok}
+    stage_a = {"shards": n_cal, "shared_shards": n_shared, "trained_targets": n_cal * shard_t,
+               "updates": n_cal * upd_per_shard, "measurements": n_meas,
+               "flops": n_cal * shard_t * fpt + fwd * n_meas * measure_tok}
     seeds = len(p["seeds"])
-    extra_starts = (seeds - 1) * n_cal  # another seed's start state: the same calibration shards from its own init
+    extra_starts = (seeds - 1) * n_shared  # another seed's start state: the shared shards from its own init
     total_updates = stage_a["updates"] + extra_starts * upd_per_shard + seeds * sum(a["updates"] for a in arms.values())
-    pool_tokens = (cand + p["decay_shards"] + p["harmful_shards"]) * shard_t
+    pool_tokens = (cand + p["harmful_shards"] + p["damaged_shards"]) * shard_t
     data_tokens = pool_tokens + n_cal * shard_t
-    return {
+    shards_trained = total_updates // upd_per_shard
+    out = {
         "preset": preset, "parameters": n_params, "flops_per_target": fpt, "targets_per_update": per_update,
         "updates_per_shard": upd_per_shard, "shard_targets": shard_t, "budget_shards": p["budget_shards"],
-        "decay_shards": p["decay_shards"], "budget_targets": p["budget_shards"] * shard_t,
+        "decay_shards": p["decay_shards"], "decay_updates": decay_updates(p, per_update),
+        "budget_targets": p["budget_shards"] * shard_t, "reference_fractions": fr, "reference_cap": cap,
         "pool_shards": cand, "pool_tokens": pool_tokens, "pool_disk_bytes": pool_tokens * BYTES_PER_TOKEN,
         "stage_a": stage_a, "extra_seed_start_shards": extra_starts, "arms": arms, "seeds": p["seeds"],
         "total_updates": total_updates, "total_targets": total_updates * per_update,
         "total_flops": stage_a["flops"] + extra_starts * shard_t * fpt + seeds * sum(a["flops"] for a in arms.values()),
         "data_tokens_needed": data_tokens, "data_disk_bytes": data_tokens * BYTES_PER_TOKEN,
-        "shards_trained": total_updates // upd_per_shard,
-        "gpu_hours_estimate": (total_updates // upd_per_shard) * p["minutes_per_shard"] / 60 if "minutes_per_shard" in p else None,
+        "shards_trained": shards_trained,
+        "gpu_hours_estimate": shards_trained * p["minutes_per_shard"] / 60 if "minutes_per_shard" in p else None,
         "climbmix_files_estimate": math.ceil(data_tokens / CLIMBMIX_TOKENS_PER_FILE) if p["source"] == "climbmix" else None,
     }
+    if "minutes_per_shard" in p:
+        out["node"] = node_fit(p, out, n_params, cfg)
+    return out
+
+
+def node_fit(p, pl, n_params, cfg):
+    """Wall time, disk and peak host memory of the plan on NODE (one 8-GPU node, 128 GiB host memory).
+
+    Runs are independent after stage A: the six runs (3 arms x 2 seeds) go one per GPU.
+    Host memory per run: the model, its two optimizers' state and gradients (fp32: 4 x 4
+    bytes per parameter), the rollback snapshot and the queue checkpoint's copy (2 x that),
+    one shard's token ids as uint16 streamed from disk plus the rows of one update, the pool
+    sample, and the control and selection windows; the 13-gram overlap check is sampled.
+    """
+    state = 16 * n_params
+    shard_tok = pl["shard_targets"] * 2  # uint16
+    rows = 2 * 8 * cfg.micro_rows * cfg.accum * cfg.context  # int64 x and y of one update
+    sets = 2 * 8 * 8 * p["per_domain"] * cfg.context
+    per_run = 3 * state + shard_tok + rows + sets + 2 * 8 * 32 * cfg.context + 2 * 1024 ** 3  # + 2 GiB interpreter/torch
+    runs = 3 * len(p["seeds"])
+    peak = runs * per_run
+    hours_a = pl["stage_a"]["shards"] * p["minutes_per_shard"] / 60
+    arm_hours = {a: v["shards"] * p["minutes_per_shard"] / 60 for a, v in pl["arms"].items()}
+    return {"node": NODE["name"], "gpus": NODE["gpus"], "host_memory_gib": NODE["host_memory_gib"],
+            "runs_in_parallel": min(runs, NODE["gpus"]), "peak_host_memory_bytes": peak,
+            "fits_memory": peak < NODE["host_memory_gib"] * 1024 ** 3,
+            "wall_hours": hours_a + max(arm_hours.values()) + (len(p["seeds"]) - 1) * 0,
+            "disk_bytes": pl["data_disk_bytes"] + runs * 3 * state + 3 * state,
+            "per_run_memory_bytes": per_run}
 
 
 def _bytes(n):
     return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.2f} MB"
 
 
+def false_rejection_lines(pl):
+    p = PRESETS[pl["preset"]]
+    m, c = p["checkpoints_per_shard"], p["choose_transitions"]
+    states = 1 + (p["held_out_shards"] + 1) * m
+    where = "on a branch that is then discarded" if p["held_out_branch"] else "inside stage A's shards"
+    kind = (f"k and frac chosen on the first {c} transitions, the rate reported on the other {states - c - 3}"
+            if c else "k, frac and the rate on the same transitions (in-sample)")
+    out = [f"false rejections: {p['held_out_shards'] + 1} held-out shards {where}"
+           + (f", measured at {m} checkpoints each" if m > 1 else "") + f": {states - 2} transitions; {kind}"]
+    if m > 1:
+        out.append(SUB_SHARD_NOTE)
+    return out + [""]
+
+
 def format_plan(pl):
+    sa = pl["stage_a"]
     lines = [f"preset {pl['preset']}: {pl['parameters']:,} parameters, {pl['flops_per_target']:,} training FLOPs "
              f"per target",
              f"shard = {pl['updates_per_shard']:,} updates x {pl['targets_per_update']:,} targets = "
-             f"{pl['shard_targets']:,} trained targets; budget {pl['budget_shards']} stable + {pl['decay_shards']} "
-             f"decay shard(s) = {(pl['budget_shards'] + pl['decay_shards']) * pl['shard_targets']:,} targets per run",
-             f"candidate pool {pl['pool_shards']} shards (1.5 x the stable budget) + decay reserve + harmful shards = "
-             f"{pl['pool_tokens']:,} tokens ({_bytes(pl['pool_disk_bytes'])} at 2 bytes per token)",
-             f"stage A (once): {pl['stage_a']['shards']} shards, {pl['stage_a']['trained_targets']:,} targets, "
-             f"{pl['stage_a']['updates']:,} updates, {pl['stage_a']['flops']:.3e} FLOPs; each further seed trains "
-             f"its own start state on the same {pl['stage_a']['shards']} shards", "",
+             f"{pl['shard_targets']:,} trained targets; budget {pl['budget_shards']} stable shards + a final decay of "
+             f"{pl['decay_updates']} updates ({pl['decay_shards']} shard(s)) per run",
+             f"candidate pool {pl['pool_shards']} shards (arm A's reference runs up to {pl['reference_cap']:g} x the "
+             f"stable budget) + cipher and damaged shards = {pl['pool_tokens']:,} tokens "
+             f"({_bytes(pl['pool_disk_bytes'])} at 2 bytes per token)",
+             f"stage A (once): {sa['shards']} shards ({sa['shared_shards']} of them shared training that every arm "
+             f"starts from), {sa['trained_targets']:,} targets, {sa['updates']:,} updates, {sa['measurements']} control "
+             f"measurements, {sa['flops']:.3e} FLOPs; each further seed trains its own start state on the same "
+             f"{sa['shared_shards']} shared shards", ""] + false_rejection_lines(pl) + [
              "| Arm | Shards | Trained targets | Updates | FLOPs | Note |", "|---|---:|---:|---:|---:|---|"]
     for arm, a in pl["arms"].items():
         lines.append(f"| {arm} (per seed) | {a['shards']} | {a['trained_targets']:,} | {a['updates']:,} | "
                      f"{a['flops']:.3e} | {a['note']} |")
     lines += ["", f"seeds {pl['seeds']}: whole study {pl['total_updates']:,} updates, {pl['total_targets']:,} "
-                  f"trained targets, {pl['total_flops']:.3e} FLOPs (without rejections)",
+                  f"trained targets, {pl['total_flops']:.3e} FLOPs (without rejections; arm A to its cap)",
               f"data: {pl['data_tokens_needed']:,} tokens (pool + stage A) = {_bytes(pl['data_disk_bytes'])} "
               f"at 2 bytes per token"]
     if pl["climbmix_files_estimate"]:
         lines[-1] += (f"; about {pl['climbmix_files_estimate']} ClimbMix files at the dataset's nominal "
                       f"{CLIMBMIX_TOKENS_PER_FILE / 1e6:.0f}M tokens per file")
     if pl["gpu_hours_estimate"]:
-        lines.append(f"time: {pl['shards_trained']} shards trained in all, about {pl['gpu_hours_estimate']:.0f} GPU hours "
-                     f"at the proposal's estimate of 55 minutes per 64M shard (one GPU; more with rejections)")
+        n = pl["node"]
+        lines.append(f"GPU-hours: {pl['shards_trained']} shards trained in all, about {pl['gpu_hours_estimate']:.0f} "
+                     f"GPU-hours at the proposal's estimate of 55 minutes per 64M shard (more with rejections)")
+        lines.append(f"node: {n['node']} ({n['gpus']} GPUs, {n['host_memory_gib']} GiB host memory): stage A on one "
+                     f"GPU, then the {n['runs_in_parallel']} runs one per GPU: about {n['wall_hours']:.0f} hours wall "
+                     f"time; disk {_bytes(n['disk_bytes'])} (data, one checkpoint per run and stage A's state); peak "
+                     f"host memory {n['peak_host_memory_bytes'] / 1024 ** 3:.1f} GiB "
+                     f"({n['per_run_memory_bytes'] / 1024 ** 3:.2f} GiB per run, shards streamed as uint16): "
+                     + ("fits" if n["fits_memory"] else "does NOT fit"))
     return "\n".join(lines)

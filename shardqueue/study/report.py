@@ -5,6 +5,7 @@ names the first missing or mistyped key, so a broken summary is refused in one l
 instead of producing a half-written report.
 """
 from corpus.atomic import atomic_write_text
+from shardqueue.study.presets import SUB_SHARD_NOTE
 
 NUM = (int, float)
 OPT_NUM = (int, float, type(None))
@@ -17,6 +18,7 @@ RUN_SCHEMA = {
     "decisions": dict,  # {"accept": n, "flag": n, "reject": n, "deferred": n, "quarantined": n, ...}
     "rejected": list,  # [{"shard", "sources", "outcome", "position"}]
     "compute": {"accepted_updates": int, "wasted_updates": dict, "screen_passes": int, "wall_s": dict},
+    "decay": {"updates": int, "targets": int, "shards": list},  # the final decay: on shards this run accepted
     "control_trace": list,  # [{"D", "losses", "mark"}], arm B only (empty elsewhere)
 }
 SCHEMA = {
@@ -24,12 +26,16 @@ SCHEMA = {
     "calibration": {"source": str, "sigma": dict, "k": NUM, "recovery": str, "false_rejection": dict,
                     "curves": dict, "curve_variant": {"requested": bool, "used": bool, "reason": str}},
     "selection": {"domains": list, "non_english_axis": {"present": bool, "text": str}},
-    "efficiency_definition": str,
-    "reference_curve": {"D": list, "L": list, "per_seed": dict},
+    "efficiency_definition": str, "axis_definition": str, "schedule": str,
+    "reference_curve": {"D": list, "L": list, "per_seed": dict, "cap": NUM, "fractions": list,
+                        "coverage": {"ok": bool, "lowest": NUM, "highest": NUM, "below": list, "above": list}},
     "runs": [RUN_SCHEMA],
-    "budget_check": {"targets": dict, "equal": bool, "rule": str},
+    "budget_check": {"targets": dict, "equal": bool, "rule": str, "problems": list},
     "adoption": {"seeds": list, "b_minus_a": dict, "b_minus_c": dict, "seed_spread": OPT_NUM, "threshold": OPT_NUM,
-                 "verdict": str, "reasons": list},
+                 "verdict": str, "reasons": list, "measured": bool},
+    "per_axis": {"defined": bool, "reason": str, "gaps_bpb": dict},
+    "answers": {"caught": dict, "false_rejections_clean": dict, "screen": dict, "compute": dict},
+    "provenance": {"date": str, "commit": str, "machine": str},
     "rejection_rate": {"value": NUM, "source": str},
     "seed_effects": str,
     "decisions_table": {"rows": int, "parquet": str, "csv": str},
@@ -65,59 +71,148 @@ def validate(obj, schema=SCHEMA, where="summary"):
 
 
 def _pts(x):
-    return "refused" if x is None else f"{x:+.2f}"
+    return "not measurable" if x is None else f"{x:+.2f}"
 
 
 def _f(x, nd=4):
     return "n/a" if x is None else f"{x:.{nd}f}"
 
 
+def _rate(x):
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _signed(x):
+    return "n/a" if x is None else f"{x:+.3f}"
+
+
+def _times(x):
+    return "n/a" if x is None else f"{x:.1f}x"
+
+
 def render(s):
     """The Markdown report of a validated summary."""
     validate(s)
-    ad, pl, cal = s["adoption"], s["plan"], s["calibration"]
+    ad, pl, cal, ans, ax = s["adoption"], s["plan"], s["calibration"], s["answers"], s["per_axis"]
     seeds = ad["seeds"]
+    prov = s["provenance"]
     L = [f"# The queue study ({s['preset']} setting)", "",
          "Does a queue that rejects shards (arm B) beat plain training (A) and random rejection at the same "
          "rate (C) at the same trained-target budget, on a selection axis the queue never sees? "
          "(The proposal \"Can a model help choose its next training data?\", sections 2 and 4.)", "",
+         f"Run {prov['date']} at commit `{prov['commit'][:12]}`" + (" (uncommitted changes)" if prov.get("dirty") else "")
+         + f" on {prov['machine']}; wall time {s['timing']['total']:.0f} s (stage A {s['timing']['stage_a']:.0f} s, "
+         f"the six runs {s['timing']['runs']:.0f} s)." + (f" {prov['note']}" if prov.get("note") else ""), "",
+         "## Definitions (used below)", "",
+         "**D and efficiency points.** " + s["efficiency_definition"], "",
+         "**Per-axis equivalent.** " + s["axis_definition"], "",
+         "**Adoption rule.** Seed spread = the largest within-arm absolute difference between the two seeds' "
+         "efficiency points over arms A, B and C; threshold = max(0.6, 2 x seed spread). Adopt only if B - A and "
+         "B - C both exceed the threshold at both seeds. Verdicts: \"adopted within this tested setting\" (both "
+         "comparisons above the threshold at both seeds); \"not adopted\" (all points measured, some comparison "
+         "not above it: the queue stays an analysis tool and the baseline stays in place, as the proposal says); "
+         "\"not measurable\" (some points refused even with the reference curve at its cap, reasons listed).", "",
+         f"**Schedule.** {s['schedule']}", "",
          f"## Verdict: {ad['verdict']}", ""]
     L += [f"- {r}" for r in ad["reasons"]] or ["- B beats A and C at both seeds by more than the threshold."]
-    L += ["", "## Adoption table (efficiency points on the selection axis)", "",
-          "| Seed | A | B | C | B - A | B - C | B - A (BPB) | B - C (BPB) |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    eff = {(r["arm"], r["seed"]): r["efficiency"]["points"] for r in s["runs"]}
-    sel = {(r["arm"], r["seed"]): r["final_selection"]["mean"] for r in s["runs"]}
+    L += ["", "| Seed | B - A (points) | B - C (points) | threshold (points) | B - A (BPB gap) | B - C (BPB gap) | "
+              "threshold (BPB) |", "|---:|---:|---:|---:|---:|---:|---:|"]
     for sd in seeds:
-        L.append(f"| {sd} | {_pts(eff.get(('A', sd)))} | {_pts(eff.get(('B', sd)))} | {_pts(eff.get(('C', sd)))} | "
-                 f"{_pts(ad['b_minus_a'].get(str(sd)))} | {_pts(ad['b_minus_c'].get(str(sd)))} | "
-                 f"{sel[('B', sd)] - sel[('A', sd)]:+.4f} | {sel[('B', sd)] - sel[('C', sd)]:+.4f} |")
-    L += ["", "The last two columns are the raw differences of the final selection loss (negative: B lower, "
-              "better); they show the direction when efficiency points are refused, and the rule does not read them."]
-    L += ["", f"Seed spread (the largest within-arm absolute difference between the two seeds' efficiency points, "
-              f"over arms A, B, C): **{_pts(ad['seed_spread'])}** (arm {ad.get('seed_spread_arm') or 'n/a'}). "
-              f"Threshold max(0.6, 2 x seed spread) = **{_pts(ad['threshold'])}** points. Adopt only if B - A and "
-              f"B - C both exceed the threshold at both seeds.", "",
-          "**Efficiency points.** " + s["efficiency_definition"], ""]
+        k = str(sd)
+        L.append(f"| {sd} | {_pts(ad['b_minus_a'].get(k))} | {_pts(ad['b_minus_c'].get(k))} | {_pts(ad['threshold'])} | "
+                 + (f"{ax['b_minus_a_bpb'][k]:+.4f} | {ax['b_minus_c_bpb'][k]:+.4f} | {ax['threshold_bpb']:.4f} |"
+                    if ax["defined"] else f"n/a | n/a | n/a ({ax['reason']}) |"))
+    if ax["defined"]:
+        L += ["", f"Per-axis equivalent: beta = {ax['beta']:+.4f} BPB per unit ln D from {ax['slope_points']} of arm "
+                  f"A's points; one efficiency point = {ax['bpb_per_point']:.5f} BPB; seed spread of gaps "
+                  f"{ax['seed_spread_bpb']:.4f} BPB. Read this way, B "
+                  + ("clears" if ax["passes"] else "does not clear") + " the threshold at both seeds against A and C "
+                  "(a reading, not the verdict: the verdict uses efficiency points)."]
+    L += ["", "## Efficiency points per run", "",
+          "| Run | D | Selection BPB (mean) | Efficiency points | D_eq | Gap to the curve (BPB) | Reason if refused |",
+          "|---|---:|---:|---:|---:|---:|---|"]
     for r in s["runs"]:
-        if r["efficiency"]["reason"]:
-            L.append(f"- {r['arm']} seed {r['seed']}: {r['efficiency']['reason']}")
-    L += ["", "![selection loss against trained targets](selection.png)", "",
-          "## Runs: final losses, budgets, decisions", "",
-          "| Run | Trained targets | Selection BPB (mean) | Control BPB (mean) | Accepted | Flagged | Rejected | "
-          "Deferred | Quarantined |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        e = r["efficiency"]
+        d_eq = "n/a" if e["d_eq"] is None else f"{e['d_eq']:,.0f}"
+        L.append(f"| {r['name']} | {r['trained_targets']:,} | {r['final_selection']['mean']:.4f} | {_pts(e['points'])} | "
+                 f"{d_eq} | {ax['gaps_bpb'].get(r['name'], 0):+.4f} | {e['reason'] or ''} |")
+    rc = s["reference_curve"]
+    cov = rc["coverage"]
+    L += ["", "## The reference curve (arm A)", "",
+          f"Decay branches at {', '.join(f'{f:.3g}' for f in rc['fractions'])} x the budget, then arm A's own decay "
+          f"where it stopped (cap {rc['cap']:g} x the budget). It spans selection losses {cov['lowest']:.4f} to "
+          f"{cov['highest']:.4f} BPB: " + ("every run's final loss lies inside." if cov["ok"] else
+                                          f"outside: below {cov['below']}, above {cov['above']}."), "",
+          "| Seed | Point | D | Selection BPB (raw) |", "|---:|---|---:|---:|"]
+    for sd, c in rc["per_seed"].items():
+        for D, Lv, t in zip(c["D"], c["L"], c.get("threshold", [""] * len(c["D"]))):
+            tl = "own decay" if t == "own decay" else f"branch at {t:,} accepted targets"
+            L.append(f"| {sd} | {tl} | {D:,} | {Lv:.4f} |")
+    L += ["", "Monotone fit (both seeds pooled): " + ", ".join(f"{d:,.0f}: {v:.4f}" for d, v in zip(rc["D"], rc["L"])),
+          "", "![selection loss against D](selection.png)", "",
+          "The figure shows each seed's raw branch points (hollow: second seed), the fitted reference curve and "
+          "every run's final point; a final point left of or below the curve did better than plain training.", ""]
+    # ---- the proposal's questions ----
+    fr = cal["false_rejection"]
+    fc = ans["false_rejections_clean"]
+    sc = ans["screen"]
+    L += ["## The proposal's questions, answered with numbers", "",
+          "**B - A and B - C** are in the verdict table above.", "",
+          "**Which damage the queue caught and which it let through** (arm B, both seeds; each shard counted once "
+          "per seed; dose = realised share of damaged tokens in the shard):", "",
+          "| Shard kind | Dose bin | Judged | Rejected at least once | Quarantined | Finally accepted |",
+          "|---|---|---:|---:|---:|---:|"]
+    for key, t in ans["caught"].items():
+        L.append(f"| {t['kind']} | {t['dose_bin'] or '-'} | {t['judged']} | {t['rejected_once']} | {t['quarantined']} | "
+                 f"{t['finally_accepted']} |")
+    L += ["", f"**False rejections of clean shards** in the queue runs: {fc['rejected']}/{fc['judged']} clean shards "
+              f"rejected at least once (one-sided 95% upper bound {_rate(fc['upper95'])}); per seed: "
+              + "; ".join(f"seed {k}: {v['rejected']}/{v['judged']}" + (f" ({', '.join(v['shards'])})" if v["shards"] else "")
+                          for k, v in fc["per_seed"].items()) + ".",
+          f"In stage A's calibration: {fr['rate']} {fr['rate kind']} false rejections on homogeneous transitions "
+          f"(one-sided 95% upper bound {fr['one-sided 95% upper bound']}; target below 5%)"
+          + (f"; k and frac were chosen on {fr['choice']['transitions']} other transitions "
+             f"({fr['choice']['false_rejections']} false rejections there)" if fr["rate kind"] == "held-out" and fr.get("choice") else
+             "; in-sample: the same transitions chose k and frac, so the rate is optimistic")
+          + (", measured on a branch that was then discarded (not part of the shared training)" if fr.get("held_out_on_branch") else "")
+          + "." + (f" {SUB_SHARD_NOTE}" if fr.get("checkpoints_per_shard", 1) > 1 else ""), "",
+          f"**Does the forward-only screen predict the training-based decision?** Over n = {sc['n']} judged candidates of "
+          f"arm B: Spearman rank correlation between the screen score and the measured rise "
+          f"{_signed(sc['spearman_score_vs_rise'])}; AUC of the screen "
+          f"score for the training-based flag {_rate(sc['auc_flagged'])} ({sc['flagged']} flagged) and for rejection "
+          f"{_rate(sc['auc_rejected'])} ({sc['rejected']} rejected). AUC 0.5 is no better than chance.", "",
+          "![screen score against measured rise](screen_vs_rise.png)", "",
+          "Each dot is one judged candidate; a screen that predicted the decision would put the rejected (X) "
+          "shards to the right.", "",
+          "**Compute overhead** (wall seconds; arm A's reference branches are the study's measuring cost):", "",
+          "| Run | Updates kept | Updates wasted | Screens | Training kept (s) | Training wasted (s) | "
+          "Measure, screen, checkpoints, setup (s) | Reference branches (s) | Overhead / kept training |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, c in sorted(ans["compute"].items()):
+        L.append(f"| {n} | {c['kept_updates']} | {c['wasted_updates']} | {c['screens']} | {c['train_kept_s']:.0f} | "
+                 f"{c['train_wasted_s']:.0f} | {c['measure_screen_other_s']:.0f} | {c['reference_branches_s']:.0f} | "
+                 f"{_times(c['overhead_vs_kept_training'])} |")
+    L += ["", "![compute per run](compute.png)", "",
+          "Overhead / kept training = (wasted training + measurement, screening, checkpoints) / kept training time. "
+          "The measurement column also holds each run's setup: opening the frozen pool and, for the second seed's "
+          "first run (arm B), training that seed's start state on the shared stage-A shards.", ""]
+    # ---- runs ----
+    L += ["## Runs: final losses, budgets, decisions", "",
+          "| Run | D | Selection BPB (mean) | Control BPB (mean) | Accepted | Flagged | Rejected | "
+          "Deferred | Quarantined | Decay (updates, targets) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in s["runs"]:
         d = r["decisions"]
         ctrl = r["final_control"]
         cm = sum(ctrl.values()) / len(ctrl) if ctrl else None
         L.append(f"| {r['name']} | {r['trained_targets']:,} | {_f(r['final_selection']['mean'])} | {_f(cm)} | "
                  f"{d.get('accept', 0)} | {d.get('flag', 0)} | {d.get('reject', 0)} | {d.get('deferred', 0)} | "
-                 f"{d.get('quarantined', 0)} |")
+                 f"{d.get('quarantined', 0)} | {r['decay']['updates']}, {r['decay']['targets']:,} |")
     bc = s["budget_check"]
-    L += ["", "Arm A's trained targets and losses are those of its decay branch at the budget; its decision counts "
-              "cover its whole run (it continues to the end of its reference curve)."]
-    L += ["", f"Budget check ({bc['rule']}): " + ("equal across all six runs." if bc["equal"] else
-                                                  "NOT equal: " + ", ".join(f"{k} {v:,}" for k, v in bc["targets"].items())),
-          "", f"Arm C's rate: {s['rejection_rate']['value']:.3f} ({s['rejection_rate']['source']}).", ""]
+    L += ["", "Arm A's D and losses are those of its decay branch at the budget; its decision counts cover its whole "
+              "run (it continues to build the reference curve).", "",
+          f"Budget check ({bc['rule']}): " + ("equal across all six runs." if bc["equal"] else
+                                              "NOT equal: " + "; ".join(bc["problems"])), "",
+          f"Arm C's rate: {s['rejection_rate']['value']:.3f} ({s['rejection_rate']['source']}).", ""]
     doms = sorted({k for r in s["runs"] for k in r["final_selection"] if k != "mean"})
     if doms:
         L += ["Final selection loss per domain (BPB):", "", "| Run | " + " | ".join(doms) + " |",
@@ -133,38 +228,25 @@ def render(s):
     L += ["Rejected shards:", ""]
     for r in s["runs"]:
         for x in r["rejected"]:
-            src = ", ".join(f"{k} {v:.0%}" if isinstance(v, float) else f"{k} {v}" for k, v in (x.get("sources") or {}).items())
-            L.append(f"- {r['name']}: {x['shard']} at decision {x.get('position')} -> {x['outcome']} ({src})")
+            src = ", ".join(f"{k} {v}" for k, v in (x.get("sources") or {}).items())
+            L.append(f"- {r['name']}: {x['shard']} at decision {x.get('position')} -> {x['outcome']} (documents: {src})")
     if not any(r["rejected"] for r in s["runs"]):
         L.append("- none")
-    L += ["", "## Compute overhead", "",
-          "Updates are optimizer updates; wasted updates were trained and then rolled back (rejected shards, "
-          "recovery shards of rejections, branch checks). Screening passes are forward-only passes over a shard. "
-          "Arm A's reference branches (decays from its stable states that build the reference curve) are the "
-          "study's measuring cost, listed apart.", "",
-          "| Run | Accepted updates | Wasted: rejected | Wasted: recovery | Wasted: branch | Screening passes | "
-          "Wall s total | Wall s wasted training | Wall s other (measure, screen, checkpoints) | Wall s reference branches |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in s["runs"]:
-        c, w = r["compute"], r["compute"]["wasted_updates"]
-        ws = c["wall_s"]
-        L.append(f"| {r['name']} | {c['accepted_updates']} | {w.get('rejected', 0)} | {w.get('recovery', 0)} | "
-                 f"{w.get('branch', 0)} | {c['screen_passes']} | {ws.get('total', 0):.1f} | {ws.get('wasted', 0):.1f} | "
-                 f"{ws.get('other', 0):.1f} | {ws.get('reference_branches', 0):.1f} |")
     L += ["", "## Stage A: calibration (shared by all arms)", "",
-          f"Homogeneous source: {cal['source']}; k = {cal['k']}; recovery criterion: {cal['recovery']}.", "",
+          f"Homogeneous source: {cal['source']}; k = {cal['k']}; recovery criterion: {cal['recovery']}; LR warm-up "
+          f"over {cal.get('warmup_updates', 0)} updates.", "",
           "| Control domain | sigma (BPB) | Curve fit |", "|---|---:|---|"]
     for d, sg in sorted(cal["sigma"].items()):
         cv = cal["curves"].get(d, {})
         fit = (f"a={cv['a']:.4f} b={cv['b']:.4f} c={cv['c']:.3f}" if cv.get("ok") else
                f"refused: {cv.get('reason', 'not fitted')}")
         L.append(f"| {d} | {sg:.5f} | {fit} |")
-    fr = cal["false_rejection"]
-    L += ["", "False rejections on held-out homogeneous transitions: " +
-          ", ".join(f"{k} {v}" for k, v in fr.items()) + ".", "",
-          f"Curve-guided variant: {'requested' if cal['curve_variant']['requested'] else 'not requested'}; "
-          f"{'used' if cal['curve_variant']['used'] else 'not used'}"
+    L += ["", f"Curve-guided variant: {'requested' if cal['curve_variant']['requested'] else 'not requested'}; "
+              f"{'used' if cal['curve_variant']['used'] else 'not used'}"
           + (f" ({cal['curve_variant']['reason']})" if cal["curve_variant"]["reason"] else "") + ".", "",
           "## Arm B's control losses and decisions", "", "![arm B control losses](control_b.png)", "",
+          "Both panels start at D = 0 (the shared start) on the same axes; flags and rejections are drawn on every "
+          "domain in its own colour, acceptances as ticks along the bottom.", "",
           f"The decision datasets of the B runs, concatenated: {s['decisions_table']['rows']} rows in "
           f"`{s['decisions_table']['parquet']}` and `{s['decisions_table']['csv']}`.", "",
           "## The selection axis", "", f"Domains: {', '.join(s['selection']['domains'])}. Scored only after the "
@@ -173,20 +255,24 @@ def render(s):
           "## What a seed changes", "", s["seed_effects"], "",
           "## Setting and limits", "", s["limits"], "",
           f"Plan: {pl['parameters']:,} parameters; shard {pl['shard_targets']:,} targets; budget "
-          f"{pl['budget_shards']} shards ({pl['budget_targets']:,} targets); pool {pl['pool_shards']} shards.", "",
+          f"{pl['budget_shards']} shards ({pl['budget_targets']:,} targets) and a decay of {pl['decay_updates']} "
+          f"updates; stage A {pl['stage_a']['shards']} shards, {pl['stage_a']['shared_shards']} of them shared "
+          f"training; pool {pl['pool_shards']} shards.", "",
           "Timing (wall seconds): " + ", ".join(f"{k} {v:.1f}" for k, v in s["timing"].items()) + "."]
     return "\n".join(L) + "\n"
 
 
 def write_report(summary, out_dir):
-    """report.md and the two figures from a summary (validated first)."""
+    """report.md and the figures from a summary (validated first)."""
     from pathlib import Path
 
-    from shardqueue.study.figures import control_figure, selection_figure
+    from shardqueue.study.figures import compute_figure, control_figure, screen_figure, selection_figure
 
     out = Path(out_dir)
     text = render(summary)
     selection_figure(summary, out / "selection.png")
     control_figure(summary, out / "control_b.png")
+    screen_figure(summary, out / "screen_vs_rise.png")
+    compute_figure(summary, out / "compute.png")
     atomic_write_text(out / "report.md", text)
     return out / "report.md"

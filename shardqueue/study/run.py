@@ -1,12 +1,15 @@
 """The queue study end to end: stage A once, six runs, the selection axis, the rule, the report.
 
-Order: stage A (run_queue.calibrate, shared by every arm); then per seed arm B (its
-measured rejection rate fixes arm C's rejected positions), arm C, arm A (with its decay
-branches, the reference curve). A run whose study_run.json exists is not redone; an
-unfinished one is moved aside and redone from its start state.
+Order: stage A (run_queue.calibrate, shared by every arm); then at each seed arm B (its
+measured rejection rate fixes arm C's rejected positions) and arm C; then arm A at each
+seed (its decay branches build the reference curve, and it must know every B and C final
+loss to know how far the curve has to reach). A run whose study_run.json exists is not
+redone; an unfinished one is moved aside and redone from its start state. A finished run's
+rollback checkpoints are deleted: no decision can need them any more.
 """
 import json
 import math
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -23,8 +26,8 @@ from shardqueue.study.arms import (
     runner_class,
 )
 from shardqueue.study.curve_fit import THRESHOLDS, check_identifiable
-from shardqueue.study.efficiency import DEFINITION, average_curves, efficiency_points
-from shardqueue.study.presets import PRESETS, plan, queue_settings
+from shardqueue.study.efficiency import DEFINITION, efficiency_points
+from shardqueue.study.presets import PRESETS, decay_updates, plan, queue_settings, reference_fractions
 from shardqueue.study.random_rejection import rejected_positions
 
 SEED_EFFECTS = (
@@ -47,11 +50,16 @@ def stage_a(a, p, out, rq, log):
         raise DataError(f"{cal / 'calibration.json'}: not found (--calibration names an existing stage-A folder)")
     if not (cal / "calibration.json").exists():
         ov = [f"{k}={v}" for k, v in p["model"].items()] + [f"source={p['source']}", f"seed={p['seeds'][0]}",
-                                                            f"updates={updates_horizon(p)}", "name=queue_study"]
+                                                            "name=queue_study"]
         if a.data_dir:
             ov.append(f"data_dir={a.data_dir}")
         log(f"stage A: calibrating into {cal}")
-        rec = rq.calibrate(cal, None, ov, queue_settings(p), a.device, log=log)
+        settings = queue_settings(p)
+        if getattr(a, "domains", None):  # control and selection domains from a file
+            from shardqueue.domains import load_domains
+
+            settings["domains"] = load_domains(a.domains)
+        rec = rq.calibrate(cal, None, ov, settings, a.device, log=log)
         if not rec["ok"]:
             raise DataError(f"{cal / 'calibration.json'}: the calibration failed ({rec['reason']})")
     else:
@@ -63,13 +71,6 @@ def stage_a(a, p, out, rq, log):
     return cfg, world, pool, calib, cal
 
 
-def updates_horizon(p):
-    """cfg.updates: the weight-decay schedule's horizon, the same for every arm and beyond any run's length."""
-    n_cal = p["warmup_shards"] + p["sigma_shards"] + p["held_out_shards"] + 1
-    per_shard = max(1, p["shard_targets"] // (p["model"]["micro_rows"] * p["model"]["context"] * p["model"]["accum"]))
-    return 4 * per_shard * (n_cal + math.ceil(p["pool_factor"] * p["budget_shards"]) * 3 + p["decay_shards"])
-
-
 def stage_a_curves(rq, world, pool, calib, cfg):
     """Per control domain: the reference curve fitted on stage A's losses against trained targets."""
     from shardqueue.packing import shard_rows, shard_tokens
@@ -77,15 +78,16 @@ def stage_a_curves(rq, world, pool, calib, cfg):
 
     shards = {s["id"]: s for s in pool["shards"]}
     warm = calib["plan"]["settings"]["warmup_shards"]
+    ns = calib["plan"]["settings"]["sigma_shards"]
     D, t = [], 0
-    for j, sid in enumerate(pool["calibration"]):
+    for j, sid in enumerate(pool["calibration"][: warm + ns]):  # shard-level states: warm-up and sigma shards
         _, y = shard_rows(shard_tokens(world.stream, shard_docs(shards[sid])), cfg.context, world.bos)
         if j == warm:
             D.append(t)
         t += int((y >= 0).sum())
         if j >= warm:
             D.append(t)
-    states = calib["states"]
+    states = calib["states"][: ns + 1]
     if len(D) != len(states):
         raise DataError(f"calibration: {len(states)} measured states but {len(D)} stage-A shards after warm-up")
     return {d: check_identifiable(D, [s[d] for s in states]) for d in sorted(states[0])}, D
@@ -102,7 +104,9 @@ def run_arm(rq, arm, seed, out, cal, budget, rotation, log, device, cls=None, at
     log(f"\n-- arm {arm}, seed {seed}: policy {policy}" + (f", rate {rate:.3f}" if policy == "random" else ""))
     t0 = time.time()
     sub, made = runner_class(cls or rq.QueueRunner, **(attrs or {}))
-    summary = rq.run(d, cal, policy, seed, rate, budget, rotation, True, False, fresh, device, log=log, runner_cls=sub)
+    # report=False: the study writes one report for all runs (a per-run report and figure cost more than a tiny run)
+    summary = rq.run(d, cal, policy, seed, rate, budget, rotation, True, False, fresh, device, log=log, report=False,
+                     runner_cls=sub)
     wall = time.time() - t0
     recs = read_log(d / "decisions.jsonl", log=lambda s: None)
     acc = accounting(recs)
@@ -114,43 +118,60 @@ def run_arm(rq, arm, seed, out, cal, budget, rotation, log, device, cls=None, at
            "final": summary["final"], "start_targets": recs[0].get("start_targets", 0), "accounting": acc,
            "control_trace": control_trace(recs), "wall_s": round(wall, 2),
            "branches": getattr(runner, "branches", []), "branch_seconds": getattr(runner, "branch_seconds", 0.0),
-           "branch_updates": getattr(runner, "branch_updates", 0)}
+           "branch_updates": getattr(runner, "branch_updates", 0), "stopped_covered": getattr(runner, "stopped", None)}
     atomic_write_json(done, rec)
+    keep = out / "start_states" / f"s{seed}.pt"
+    if (d / "start_state.pt").exists() and (d / "start_state.json").exists() and not keep.exists():
+        keep.parent.mkdir(parents=True, exist_ok=True)  # the seed's start state and its key, for the other arms
+        shutil.move(str(d / "start_state.json"), str(keep.with_suffix(".json")))
+        shutil.move(str(d / "start_state.pt"), str(keep))
+    drop_rollback_points(d)
     return rec
 
 
+def drop_rollback_points(d):
+    """A finished run's decisions are all made: no rollback can need its checkpoints any more. Keep the
+    decision log, manifests and final.pt/final.json; drop ckpt_*.pt and a copied start state."""
+    for f in list(d.glob("ckpt_*.pt")) + [d / "start_state.pt"]:
+        f.unlink(missing_ok=True)
+
+
 def arm_result(r, budget):
-    """(trained targets D, selection {domain: BPB}, control, decay targets) of a run after its final decay;
-    arm A's is its decay branch at the budget (the state a budget-limited run decays from)."""
+    """(D, selection {domain: BPB}, control, decay targets, decay updates) of a run after its final decay;
+    D counts targets trained after the shared start. Arm A's is its decay branch at the budget (the state
+    a budget-limited run decays from)."""
+    s0 = r["start_targets"]
     if r["arm"] == "A":
         at = [b for b in r["branches"] if b["threshold"] == budget]
         if not at:
             raise DataError(f"{r['name']}: no decay branch at the budget ({budget:,} accepted targets); the pool ran out")
         b = at[0]
-        return b["D"], b["selection"], b["control"], b["decay_targets"]
+        return b["D"] - s0, b["selection"], b["control"], b["decay_targets"], b["decay_updates"]
     acc = r["accounting"]
-    return acc["trained_targets"], r["final"]["selection"], r["final"]["control"], acc["decay_targets"]
+    return (acc["trained_targets"] - s0, r["final"]["selection"], r["final"]["control"], acc["decay_targets"],
+            acc["decay_updates"])
 
 
 def budget_check(runs, budget, shard_max):
     """From each run's log: stable-phase targets reach the budget with less than one shard of overshoot
     (shards are whole), and the decay trains the same targets in every run."""
-    targets, stable, decay = {}, {}, {}
+    targets, stable, decay, dec_u = {}, {}, {}, {}
     for r in runs:
-        D, _, _, dec = arm_result(r, budget)
-        targets[r["name"]], decay[r["name"]] = D, dec
-        stable[r["name"]] = D - dec - r["start_targets"]
+        D, _, _, dec, du = arm_result(r, budget)
+        targets[r["name"]], decay[r["name"]], dec_u[r["name"]] = D, dec, du
+        stable[r["name"]] = D - dec
     problems = []
     for n, s in stable.items():
         if s < budget * 0.98 or s >= budget + shard_max:  # 0.98: a shard's token count includes BOS tokens that are no target
             problems.append(f"{n}: {s:,} stable-phase targets for a budget of {budget:,}")
-    if len(set(decay.values())) != 1:
-        problems.append("decay targets differ: " + ", ".join(f"{n} {v:,}" for n, v in decay.items()))
+    if len(set(dec_u.values())) != 1:
+        problems.append("decay lengths differ: " + ", ".join(f"{n} {v:,} updates" for n, v in dec_u.items()))
     rule = ("from each run's decision log: stable-phase trained targets reach the budget with less than one shard "
-            f"of overshoot (shards are whole), and the decay trains the same {next(iter(decay.values())):,} targets "
-            "in every run")
-    return {"targets": targets, "stable": stable, "decay": decay, "equal": not problems, "problems": problems,
-            "rule": rule, "budget_targets": budget}
+            f"of overshoot (shards are whole), and the decay has the same length, {next(iter(dec_u.values())):,} "
+            "updates (LR 1 -> 0), in every run, on shards that run's own policy accepted (targets differ only by "
+            "the masked padding of each shard's last row)")
+    return {"targets": targets, "stable": stable, "decay": decay, "decay_updates": dec_u, "equal": not problems,
+            "problems": problems, "rule": rule, "budget_targets": budget}
 
 
 def run_study(a, log=print):
@@ -158,6 +179,8 @@ def run_study(a, log=print):
     from shardqueue import api as rq
 
     p = PRESETS[a.preset]
+    if getattr(a, "source", None):  # your own prepared corpus (prepare.py --source parquet) in the preset's setting
+        p = {**p, "source": a.source}
     out = Path(a.out)
     try:
         with folder_lock(out, "the queue study"):
@@ -168,11 +191,16 @@ def run_study(a, log=print):
 
 
 def _run(a, p, out, rq, log):
-    import torch
+    from training.device import resolve_device
 
-    a.device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    a.device = resolve_device(a.device or "auto", "--device")
     rot = p["rotation_shards"]
     t_all = time.time()
+    prov = out / "provenance.json"  # the commit and machine the runs were made with (a rebuilt report keeps them)
+    if not prov.exists():
+        atomic_write_json(prov, provenance())
+    made_a = not (Path(a.calibration) if getattr(a, "calibration", None) else out / "stage_a").joinpath(
+        "calibration.json").exists()
     cfg, world, pool, calib, cal = stage_a(a, p, out, rq, log)
     t_a = time.time() - t_all
     curves, D_cal = stage_a_curves(rq, world, pool, calib, cfg)
@@ -186,51 +214,104 @@ def _run(a, p, out, rq, log):
     # shards of the pool's mean size, so the stable phase trains about budget_shards shards
     cand_tokens = [s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]]
     budget = int(round(p["budget_shards"] * sum(cand_tokens) / len(cand_tokens)))
+    U = decay_updates(p, cfg.targets_per_update)
     seeds = p["seeds"]
     runs, rates = [], {}
     t_b = time.time()
-    for s in seeds:
+    for s in seeds:  # B then C at every seed first: arm A's reference must cover their final losses
         attrs = {"curves": {d: {k: c[k] for k in ("a", "b", "c", "D0")} for d, c in curves.items()}} if use_curve else {}
-        rb = run_arm(rq, "B", s, out, cal, budget, rot, log, a.device, CurveRunner, attrs, "queue")
+        rb = run_arm(rq, "B", s, out, cal, budget, rot, log, a.device, CurveRunner, {**attrs, "decay_updates": U},
+                     "queue")
         share_start_state(out, s, calib["seed"])
         n_cand = rb["accounting"]["candidates"]
         n_rej = rb["accounting"]["decisions"]["reject"]
         rate = n_rej / n_cand if n_cand else 0.0
         pos = rejected_positions(rate, n_cand, s)
         rates[s] = {"rate": rate, "rejections": n_rej, "candidates": n_cand, "positions": pos}
-        rc = run_arm(rq, "C", s, out, cal, budget, rot, log, a.device, FixedRandomRunner, {"positions": frozenset(pos)},
-                     "random", min(max(rate, 1e-9), 1 - 1e-9))
-        fr = sorted(set(p["reference_fractions"]))
-        thresholds = [int(f * budget) for f in fr if f < max(fr)]
-        ra = run_arm(rq, "A", s, out, cal, int(max(fr) * budget), rot, log, a.device, ReferenceBranchRunner,
-                     {"thresholds": tuple(thresholds)}, "plain")
-        runs += [ra, rb, rc]
+        rc = run_arm(rq, "C", s, out, cal, budget, rot, log, a.device, FixedRandomRunner,
+                     {"positions": frozenset(pos), "decay_updates": U}, "random", min(max(rate, 1e-9), 1 - 1e-9))
+        runs += [rb, rc]
+    fr = reference_fractions(p)
+    thresholds = tuple(int(round(f * budget)) if f != 1.0 else budget for f in fr)
+    for s in seeds:
+        # the lowest loss A's curve must reach: every B and C final, and A's own budget points so far
+        lows = [mean(r["final"]["selection"]) for r in runs] + [
+            mean(b["selection"]) for r in runs if r["arm"] == "A" for b in r["branches"] if b["threshold"] == budget]
+        share_start_state(out, s, calib["seed"])
+        ra = run_arm(rq, "A", s, out, cal, int(p["reference_cap"] * budget), rot, log, a.device, ReferenceBranchRunner,
+                     {"thresholds": thresholds, "budget_threshold": budget, "cover_below": min(lows),
+                      "decay_updates": U}, "plain")
+        runs.append(ra)
     t_b = time.time() - t_b
     runs.sort(key=lambda r: ("ABC".index(r["arm"]), r["seed"]))
-    # ---- the selection axis ----------------------------------------------------------------
+    summary = assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal, use_curve, curve_reason,
+                       world, shard_of)
+    # wall times add up the parts (each run's own time is in its study_run.json), so a report rebuilt
+    # from finished runs keeps the times they took
+    ta_file = out / "stage_a_seconds.json"
+    if not ta_file.exists() or made_a:
+        atomic_write_json(ta_file, {"seconds": round(t_a, 1)})
+    t_a = json.loads(ta_file.read_text())["seconds"]
+    t_runs = sum(r["wall_s"] for r in runs)
+    summary["timing"] = {"stage_a": t_a, "runs": round(t_runs, 1), "total": round(t_a + t_runs, 1),
+                         "this_invocation": round(time.time() - t_all, 1)}
+    shutil.rmtree(out / "start_states", ignore_errors=True)  # every run is done: no arm needs a start state
+    atomic_write_json(out / "summary.json", summary)
+    from shardqueue.study.report import write_report
+
+    path = write_report(summary, out)
+    ad = summary["adoption"]
+    log(f"\nverdict: {ad['verdict']}" + (f" ({'; '.join(ad['reasons'])})" if ad["reasons"] else ""))
+    log(f"  B-A {fmt_by_seed(ad['b_minus_a'])}; B-C {fmt_by_seed(ad['b_minus_c'])}; threshold "
+        f"{fmt_num(ad['threshold'])} efficiency points")
+    log(f"wrote {path}, {out / 'summary.json'} and the figures")
+    return 0
+
+
+def fmt_num(v, f="{:+.2f}"):
+    return "not measurable" if v is None else f.format(v)
+
+
+def fmt_by_seed(d):
+    return ", ".join(f"seed {k}: {fmt_num(v)}" for k, v in d.items())
+
+
+def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal, use_curve, curve_reason, world,
+             shard_of):
+    """summary.json's content from the finished runs (no training here)."""
+    from shardqueue.study.efficiency import AXIS_DEFINITION, per_axis
+    from shardqueue.study.reference_curve import coverage, curve_from_seeds
+
     per_seed = {}
     for r in runs:
         if r["arm"] != "A":
             continue
-        pts = [(b["D"], mean(b["selection"])) for b in r["branches"]]
-        pts.append((r["accounting"]["trained_targets"], mean(r["final"]["selection"])))  # the last point: A's own decay
-        pts.sort()
-        per_seed[str(r["seed"])] = {"D": [x for x, _ in pts], "L": [y for _, y in pts]}
-    refD, refL = average_curves([(c["D"], c["L"]) for c in per_seed.values()])
+        s0 = r["start_targets"]
+        pts = [(b["D"] - s0, mean(b["selection"]), b["threshold"]) for b in r["branches"] if "repeat_of" not in b]
+        pts.append((r["accounting"]["trained_targets"] - s0, mean(r["final"]["selection"]), "own decay"))
+        pts.sort(key=lambda t: t[0])
+        per_seed[str(r["seed"])] = {"D": [x for x, _, _ in pts], "L": [y for _, y, _ in pts],
+                                    "threshold": [t for _, _, t in pts], "stopped_covered": r.get("stopped_covered")}
+    refD, refL = curve_from_seeds(per_seed)
     shard_max = max(s["tokens"] for s in pool["shards"] if s["id"] in pool["order"])
     bc = budget_check(runs, budget, shard_max)
     if not bc["equal"]:
         raise DataError("the arms did not train equal budgets: " + "; ".join(bc["problems"]))
-    records, points = [], {"A": {}, "B": {}, "C": {}}
+    records, points, refusals, finals = [], {"A": {}, "B": {}, "C": {}}, {}, {}
     for r in runs:
-        D, sel, ctrl, _ = arm_result(r, budget)
+        D, sel, ctrl, dec_t, dec_u = arm_result(r, budget)
+        finals[r["name"]] = mean(sel)
         eff = efficiency_points(refD, refL, D, mean(sel))
+        if eff["points"] is None:
+            eff["reason"] += f" (arm A's curve reaches D = {max(refD):,.0f}, cap {p['reference_cap']:g} x the budget)"
+            refusals[r["name"]] = eff["reason"]
         points[r["arm"]][r["seed"]] = eff["points"]
         acc = r["accounting"]
         wasted_s = sum(v for k, v in acc["train_seconds"].items() if k.startswith("wasted"))
         records.append({
             "arm": r["arm"], "seed": r["seed"], "name": r["name"], "trained_targets": int(D),
             "final_selection": {"mean": mean(sel), **sel}, "final_control": ctrl, "efficiency": eff,
+            "decay": {"updates": dec_u, "targets": dec_t, "shards": decay_shards_of(r, budget)},
             "decisions": acc["decisions"], "rejected": [
                 {**x, "sources": shard_of.get(x["shard"], {}).get("sources", x["sources"])} for x in acc["rejected"]],
             "compute": {"accepted_updates": acc["accepted_updates"], "wasted_updates": acc["wasted_updates"],
@@ -242,63 +323,113 @@ def _run(a, p, out, rq, log):
                                                 - r["branch_seconds"])}},
             "control_trace": r["control_trace"] if r["arm"] == "B" else [],
         })
-    ad = adoption(points)
+    ad = adoption(points, refusals)
     ad = {**ad, "b_minus_a": {str(k): v for k, v in ad["b_minus_a"].items()},
           "b_minus_c": {str(k): v for k, v in ad["b_minus_c"].items()},
           "per_arm_seed_difference": ad["per_arm_seed_difference"]}
+    raw_D = [x for c in per_seed.values() for x in c["D"]]
+    raw_L = [y for c in per_seed.values() for y in c["L"]]
+    d_budget = next(rec["trained_targets"] for rec in records if rec["arm"] == "A")
+    axis = per_axis(points, refD, refL, raw_D, raw_L, d_budget,
+                    {(rec["arm"], rec["seed"]): (rec["trained_targets"], rec["final_selection"]["mean"])
+                     for rec in records})
     table = concat_decisions(out, [r for r in runs if r["arm"] == "B"])
+    from shardqueue.study.findings import answers
     from shardqueue.study.non_english import polish_axis
 
-    axis = polish_axis(validation_texts(world))
+    axis_pl = polish_axis(validation_texts(world))
     pl = plan(a.preset)
-    summary = {
-        "schema": "queue-study/1", "preset": a.preset, "plan": pl, "setting": p,
+    fr = calib
+    return {
+        "schema": "queue-study/2", "preset": a.preset, "plan": pl, "setting": p,
         "calibration": {"source": pool["calibration_source"], "sigma": calib["sigma"], "k": calib["k"],
                         "recovery": recovery_text(calib), "false_rejection": {
-                            "held-out rate": f"{calib['false_rejections']}/{calib['transitions']}",
-                            "one-sided 95% upper bound": round(calib["upper95"], 4), "target": "below 5%"},
+                            "rate kind": fr.get("rate_kind", "in-sample"),
+                            "rate": f"{calib['false_rejections']}/{calib['transitions']}",
+                            "one-sided 95% upper bound": round(calib["upper95"], 4), "target": "below 5%",
+                            "choice": fr.get("choice"), "held_out_on_branch": fr.get("held_out_on_branch", False),
+                            "checkpoints_per_shard": fr.get("checkpoints_per_shard", 1)},
+                        "warmup_updates": calib.get("warmup_updates", 0),
                         "curves": curves, "curve_targets": D_cal, "curve_thresholds": THRESHOLDS,
                         "curve_variant": {"requested": bool(a.curve), "used": use_curve, "reason": curve_reason},
                         "folder": str(cal)},
         "selection": {"domains": sorted(world.sets["selection"]), "loss": "mean BPB over the selection domains",
-                      "non_english_axis": {"present": axis["present"], "text": axis["text"]}},
-        "efficiency_definition": DEFINITION + (" Trained targets count everything the model was trained on, the "
-                                               "stage-A shards included (every arm starts from them)."),
-        "reference_curve": {"D": refD, "L": refL, "per_seed": per_seed},
-        "runs": records, "budget_check": bc, "adoption": ad,
+                      "non_english_axis": {"present": axis_pl["present"], "text": axis_pl["text"]}},
+        "efficiency_definition": DEFINITION,
+        "axis_definition": AXIS_DEFINITION,
+        "reference_curve": {"D": refD, "L": refL, "per_seed": per_seed, "cap": p["reference_cap"],
+                            "fractions": reference_fractions(p),
+                            "coverage": coverage(refL, finals)},
+        "runs": records, "budget_check": bc, "adoption": ad, "per_axis": axis,
         "rejection_rate": {"value": sum(v["rejections"] for v in rates.values()) / max(1, sum(v["candidates"] for v in rates.values())),
                            "source": "arm B's rejections per judged candidate; C at seed s rejects exactly "
                                      "round(rate_s x candidates_s) positions of B at seed s: " + "; ".join(
                                f"seed {s}: {v['rejections']}/{v['candidates']} -> positions {v['positions']}"
                                for s, v in rates.items()), "per_seed": {str(s): v for s, v in rates.items()}},
+        "answers": answers(out, runs, pool, calib),
         "seed_effects": SEED_EFFECTS,
+        "schedule": SCHEDULE_TEXT.format(U=U, W=calib.get("warmup_updates", 0)),
         "decisions_table": table,
-        "timing": {"stage_a": round(t_a, 1), "stage_b": round(t_b, 1), "total": round(time.time() - t_all, 1)},
         "limits": limits_text(a.preset, p),
+        "provenance": {**json.loads((out / "provenance.json").read_text()), "report_built": provenance()},
     }
-    atomic_write_json(out / "summary.json", summary)
-    from shardqueue.study.report import write_report
 
-    path = write_report(summary, out)
-    log(f"\nverdict: {ad['verdict']}; B-A {ad['b_minus_a']}, B-C {ad['b_minus_c']}, seed spread "
-        f"{ad['seed_spread']}, threshold {ad['threshold']}")
-    log(f"wrote {path}, {out / 'summary.json'}, {out / 'selection.png'}, {out / 'control_b.png'}")
-    return 0
+
+SCHEDULE_TEXT = (
+    "Warmup-stable-decay as the proposal asks: the LR rises linearly over stage A's warm-up shards ({W} updates), is "
+    "constant through the rest of stage A and the whole queue, and falls linearly to 0 over the final decay of {U} "
+    "updates, the same length in every arm, on shards the arm's own policy accepted inside its queue (arm A: the "
+    "next shards of its plain order). Weight decay is constant throughout (Muon multiplies it by the LR, so it still "
+    "vanishes with the LR in the decay).")
+
+
+def decay_shards_of(r, budget):
+    if r["arm"] == "A":
+        return next(b.get("decay_shards", []) for b in r["branches"] if b["threshold"] == budget)
+    return r["accounting"].get("decay_shards", [])
+
+
+def provenance():
+    import datetime
+    import platform
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = "unknown", None
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
+            "dirty": dirty, "machine": f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} "
+                                      f"{platform.release()}, Python {platform.python_version()}"}
 
 
 def share_start_state(out, seed, calib_seed):
     """Another seed's start state is the same for all arms: train it once (arm B) and give the others a copy."""
     if seed == calib_seed:
         return
-    from shardqueue.api import START_KEY, copy_start_state
+    from shardqueue.api import copy_start_state
 
-    src = out / f"B_s{seed}"
-    if (src / "start_state.pt").exists() and (src / START_KEY).exists():
+    src, key = out / "start_states" / f"s{seed}.pt", out / "start_states" / f"s{seed}.json"
+    if src.exists() and key.exists():
         for arm in ("A", "C"):
             dst = out / f"{arm}_s{seed}"
-            if not (dst / START_KEY).exists():  # a stale or half-copied state is keyed and hashed on use
+            if not (dst / "start_state.pt").exists():  # a stale or half-copied state is keyed and hashed on use
                 dst.mkdir(parents=True, exist_ok=True)
-                copy_start_state(src, dst)
+                copy_start_state(src, key, dst)
 
 
 def concat_decisions(out, runs):
@@ -352,5 +483,13 @@ def limits_text(preset, p):
                 "shard-to-shard noise is large against the differences a handful of shards can make, the seed spread "
                 "dominates, and the harmful shards are an easy, planted case. The verdict above is the rule applied to "
                 "these numbers, not evidence about the 64M proxy.")
-    return ("The 64M proxy setting of the proposal on ClimbMix, on one GPU. The verdict holds for this setting only "
+    if preset == "small":
+        return ("Small CPU setting: the same 1.7M-parameter model as the tiny setting, shards of "
+                f"{p['shard_targets']:,}+ targets, a stable budget of {p['budget_shards']} shards, a pool with "
+                f"{p['damaged_shards']} shards of realistic damage at natural doses and {p['harmful_shards']} cipher "
+                "shards, control and selection windows of 128 tokens. The verdict holds for this setting only: a "
+                "model this small learns little beyond token statistics in a few hundred updates, so damage that "
+                "keeps the statistics (line order, truncation) may not show in its losses at all; whether the queue "
+                "helps a 64M model is the proxy's question.")
+    return ("The 64M proxy setting of the proposal on ClimbMix. The verdict holds for this setting only "
             "(model size, training stage, pool, control and selection domains).")

@@ -1,0 +1,94 @@
+"""The audit on a researcher's own data: a length file in arrival order (text, .npy, .parquet),
+R, B and the packers on the command line, cross-checked by the standard-library checker."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from audit.__main__ import main as audit_main
+
+ROOT = Path(__file__).resolve().parents[1]
+R, B = 33, 6
+
+
+def _lengths():
+    # short documents with a few long ones (> R) mixed in, fixed so the test is reproducible
+    rng = np.random.default_rng(7)
+    L = rng.integers(1, 24, size=400)
+    L[::17] = rng.integers(R + 1, 6 * R, size=len(L[::17]))
+    return L
+
+
+def _args(path, out, *extra):
+    return ["--lengths", str(path), "--row-capacity", str(R), "--buffer", str(B), "--targets", str(150 * (R - 1)),
+            "--refill-docs", "16", "--permutations", "3", "--out", str(out), *extra]
+
+
+@pytest.fixture(scope="module")
+def own(tmp_path_factory):
+    d = tmp_path_factory.mktemp("own")
+    L = _lengths()
+    (d / "lengths.txt").write_text("# my corpus, one document per line\n" + "\n".join(map(str, L)) + "\n")
+    assert audit_main(_args(d / "lengths.txt", d / "out", "--packers", "original,lossless")) == 0
+    return d, L
+
+
+def test_own_lengths_audit_report_and_checker(own):
+    d, L = own
+    out = d / "out"
+    s = json.loads((out / "summary.json").read_text())
+    assert s["source"] == "lengths" and (s["row_capacity"], s["buffer"]) == (R, B)
+    assert set(s["packers"]) == {"original", "lossless"}
+    o = s["packers"]["original"]
+    assert o["sources_longer_than_R_arrived"] > B and o["protected"]["proposition_held"] is True
+    md = (out / "report.md").read_text()
+    for heading in ("## 5.1 Coverage at the budget", "### Retention of loaded token mass", "### Startup delay",
+                    "## 5.2 Repeated-corpus bounds", "## Regime", "## Figures"):
+        assert heading in md
+    for f in s["figures"]:
+        assert (out / f).read_bytes()[:4] == b"\x89PNG"
+    # the file's own order, cut into refills of 16: the checker replays it independently
+    lines = (out / "stream_lengths.txt").read_text().split("\n")
+    assert [int(x) for x in lines[0].split()] == L[:16].tolist()
+    for packer in ("original", "lossless"):
+        r = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "checkers" / "packing_checker.py"),
+                            "--events", str(out / f"events_{packer}.csv"), "--lengths", str(out / "stream_lengths.txt"),
+                            "--packer", packer, "--row-capacity", str(R), "--buffer", str(B),
+                            "--summary", str(out / "summary.json")], capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout.startswith("match:"), r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("form", ["npy", "parquet"])
+def test_npy_and_parquet_columns_give_the_same_audit(own, form):
+    d, L = own
+    if form == "npy":
+        path = d / "lengths.npy"
+        np.save(path, L)
+        extra = []
+    else:
+        path = d / "lengths.parquet"
+        pq.write_table(pa.table({"doc_id": np.arange(len(L)), "tokens": L}), path)
+        extra = ["--column", "tokens"]
+    assert audit_main(_args(path, d / form, "--packers", "original,lossless", *extra)) == 0
+    a = json.loads((d / "out" / "summary.json").read_text())["packers"]
+    b = json.loads((d / form / "summary.json").read_text())["packers"]
+    assert a == b
+
+
+@pytest.mark.parametrize("content, extra, msg", [
+    ("5\nseven\n", [], "line 2"),
+    ("5\n0\n", [], "at least 1"),
+    ("", [], "no lengths"),
+    ("5\n", ["--column", "x"], "--column"),
+])
+def test_bad_length_file_is_one_line_and_status_2(tmp_path, capsys, content, extra, msg):
+    f = tmp_path / "l.txt"
+    f.write_text(content)
+    assert audit_main(["--lengths", str(f), "--out", str(tmp_path / "o"), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and msg in err and not (tmp_path / "o").exists()

@@ -1,0 +1,103 @@
+"""Install anywhere: the torch build run.sh derives per platform and choice, the wheel's metadata,
+and one Python requirement across run.sh, pyproject.toml and the README."""
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("torch_requirement", ROOT / "install" / "torch_requirement.py")
+tr = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tr)
+
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+@pytest.mark.parametrize("system, choice, gpu, want", [
+    ("Linux", "cpu", False, ("torch==2.13.0+cpu", CPU_INDEX)),
+    ("Linux", "auto", False, ("torch==2.13.0+cpu", CPU_INDEX)),
+    ("Linux", "auto", True, ("torch==2.13.0", None)),
+    ("Linux", "cuda", False, ("torch==2.13.0", None)),
+    ("Linux", "cu126", False, ("torch==2.13.0+cu126", "https://download.pytorch.org/whl/cu126")),
+    ("Darwin", "cpu", False, ("torch==2.13.0", None)),
+    ("Darwin", "auto", False, ("torch==2.13.0", None)),
+])
+def test_torch_requirement_per_platform_and_choice(system, choice, gpu, want):
+    assert tr.derive(system, choice, gpu) == want
+
+
+@pytest.mark.parametrize("system, choice", [("Darwin", "cuda"), ("Darwin", "cu126"), ("Linux", "rocm"), ("Linux", "cu")])
+def test_impossible_choice_is_refused(system, choice):
+    with pytest.raises(tr.ChoiceError):
+        tr.derive(system, choice)
+
+
+def test_unreachable_index_falls_back_to_the_default_index_with_a_note():
+    req, index, note = tr.with_fallback("torch==2.13.0+cpu", CPU_INDEX, reachable=lambda url: False)
+    assert (req, index) == ("torch==2.13.0", None)
+    assert CPU_INDEX in note and "\n" not in note
+    assert tr.with_fallback("torch==2.13.0+cpu", CPU_INDEX, reachable=lambda url: True) == ("torch==2.13.0+cpu", CPU_INDEX, None)
+
+
+def test_bad_choice_is_one_line_and_status_2():
+    p = subprocess.run([sys.executable, str(ROOT / "install" / "torch_requirement.py"), "--choice", "rocm"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_one_python_requirement_everywhere():
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["requires-python"] == ">=3.11"
+    assert "sys.version_info < (3, 11)" in (ROOT / "run.sh").read_text()
+    assert re.search(r"Python ≥ 3\.11|Python 3\.11 or newer", (ROOT / "README.md").read_text())
+
+
+def test_every_package_of_the_checkout_is_declared():
+    """A package added to the checkout but not to pyproject.toml would be missing from `pip install .`."""
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in ROOT.glob("**/__init__.py")
+             if not ({"tests", ".venv", "build"} & set(p.relative_to(ROOT).parts))}
+    assert found == declared
+
+
+def test_wheel_metadata_declares_packages_and_command_lines(tmp_path):
+    """Builds the wheel offline from a copy of the tracked tree (the checkout stays clean)."""
+    src = tmp_path / "src"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for f in files:
+        if (ROOT / f).is_file():
+            (src / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, src / f)
+    out = tmp_path / "wheel"
+    out.mkdir()
+    subprocess.run([sys.executable, "-c", f"from setuptools import build_meta as b; b.build_wheel({str(out)!r})"],
+                   cwd=src, check=True, capture_output=True)
+    (whl,) = out.glob("*.whl")
+    z = zipfile.ZipFile(whl)
+    names = set(z.namelist())
+    dist = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+    meta = z.read(f"{dist}/METADATA").decode()
+    assert "Requires-Python: >=3.11" in meta and "Requires-Dist: torch==2.13.0" in meta
+    for pkg in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]:
+        assert f"{pkg.replace('.', '/')}/__init__.py" in names, pkg
+    assert {"main.py", "prepare.py", "train.py", "findings/paper_values.json"} <= names
+    scripts = z.read(f"{dist}/entry_points.txt").decode()
+    for line in ("packaudit-main = main:main", "packaudit-audit = audit.__main__:main", "packaudit-train = train:main"):
+        assert line in scripts
+
+
+def test_run_sh_refuses_a_bad_choice_before_installing(tmp_path):
+    for f in ("run.sh", "install/torch_requirement.py", "requirements.lock"):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, tmp_path / f)
+    p = subprocess.run(["bash", str(tmp_path / "run.sh"), "test"], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "PACKAUDIT_TORCH": "rocm"})
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "PACKAUDIT_TORCH" in p.stderr
+    assert not (tmp_path / ".venv").exists()

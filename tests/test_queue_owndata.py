@@ -1,0 +1,206 @@
+"""Your own data (issue 18, section 4): a parquet corpus made here is prepared and accepted by
+the audit, training and the queue; the queue uses its own domains file, takes a new source
+in at a rotation boundary, accepts, rejects and reconstructs from its log; ClimbMix keeps
+per-document labels; `dose` takes the damage as an argument or a parquet of bad documents."""
+import json
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import queue_script
+from test_queue import CFG, SETTINGS
+from test_queue import calibrated  # noqa: F401  (the session fixture: a real stage A on the small corpus)
+
+from shardqueue import api as rq
+from shardqueue.log import read_log
+from shardqueue.replay import reconstruct_folder
+
+cli = queue_script("run_queue")
+
+
+def _texts(small_corpus):
+    """Real documents to dress up as someone's own data: the small corpus's raw training texts."""
+    rec = json.loads((small_corpus / "stdlib" / "prepared.json").read_text())
+    raw = small_corpus / "stdlib" / "raw"
+    return [t for n in rec["train_shards"] for t in pq.read_table(raw / n, columns=["text"]).column("text").to_pylist()]
+
+
+@pytest.fixture(scope="module")
+def own(small_corpus, tmp_path_factory):
+    """Two input files with a `body` column and a `site` label column, prepared as a parquet corpus."""
+    import prepare
+
+    d = tmp_path_factory.mktemp("own")
+    texts = _texts(small_corpus)
+    n = len(texts) // 2
+    for k, part in enumerate((texts[:n], texts[n:-120])):
+        sites = ["docs" if "def test" not in t else "tests" for t in part]
+        pq.write_table(pa.table({"body": part, "site": sites, "id": list(range(len(part)))}), d / f"in{k}.parquet")
+    # a new source for --add-source: held-back documents in a file of their own
+    pq.write_table(pa.table({"text": texts[-120:]}), d / "new.parquet")
+    data = d / "data"
+    rc = prepare.main(["--source", "parquet", "--input", str(d / "in0.parquet"), str(d / "in1.parquet"),
+                       "--text-column", "body", "--source-column", "site", "--data-dir", str(data), "--shards", "3",
+                       "--row-group-size", "150", "--vocab-size", "400"])
+    assert rc == 0
+    (d / "domains.json").write_text(json.dumps({
+        "control": {"doc_pages": {"labels": ["docs"]}, "test_pages": {"labels": ["tests"], "match": "def test"}},
+        "selection": {"any_page": {"documents": "odd"}}}))
+    return {"dir": d, "data": data}
+
+
+def test_prepare_refuses_bad_parquet_input_in_one_line(own, tmp_path, capsys):
+    import prepare
+
+    base = ["--source", "parquet", "--data-dir", str(tmp_path / "x"), "--vocab-size", "400"]
+    for extra, needle in ((["--input", str(own["dir"] / "in0.parquet"), "--text-column", "nope"], "no column 'nope'"),
+                          (["--input", str(tmp_path / "none.parquet")], "not found"),
+                          ([], "needs --input")):
+        assert prepare.main(base + extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0], err
+
+
+def test_a_parquet_corpus_keeps_its_labels_and_the_audit_and_training_accept_it(own, tmp_path):
+    from audit.__main__ import main as audit_main
+    from corpus.layout import Layout
+    from shardqueue.rotation import source_labels
+    from train import train
+    from training.config import resolve_config
+
+    labels = source_labels(Layout(own["data"], "parquet"), "train")
+    assert set(labels) == {"docs", "tests"}
+    assert audit_main(["--source", "parquet", "--data-dir", str(own["data"]), "--targets", str(100 * 128),
+                       "--row-capacity", "129", "--buffer", "40", "--permutations", "1", "--packers", "original",
+                       "--out", str(tmp_path / "audit"), "--no-csv"]) == 0
+    cfg = resolve_config(None, [f"{k}={v}" for k, v in {
+        **CFG, "source": "parquet", "data_dir": str(own["data"]), "updates": 3, "accum": 1}.items()])
+    res = train(cfg, tmp_path / "train", log=lambda m: None)
+    assert res["official"]["bpb"] > 0
+
+
+def test_the_queue_runs_on_own_data_with_own_domains_and_a_new_source(own, tmp_path):
+    cal = tmp_path / "cal"
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({**CFG, "source": "parquet", "data_dir": str(own["data"])}))
+    args = ["calibrate", "--config", str(cfg), "--out", str(cal), "--domains", str(own["dir"] / "domains.json")] + \
+        [x for k, v in {**SETTINGS, "harmful_shards": 1}.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+    assert cli.main(args) in (0, 1)  # 1: no grid point passed; the strict copy below decides anyway
+    c = json.loads((cal / "calibration.json").read_text())
+    assert set(c["sigma"]) == {"doc_pages", "test_pages"}  # the file's control domains, no built-in one
+    pool = json.loads((cal / "pool.json").read_text())
+    assert set(pool["overlap_13gram"]) == {"doc_pages", "test_pages", "any_page"}
+    # a trigger-happy rule (every rise over 3e-4 BPB flags), so the run both accepts and rejects
+    c.update(ok=True, k=3.0, frac=0.5, sigma={x: 1e-4 for x in c["sigma"]})
+    (cal / "calibration.json").write_text(json.dumps(c))
+    out = tmp_path / "run"
+    assert cli.main(["run", "--out", str(out), "--calibration", str(cal), "--rotation-shards", "3",
+                     "--budget-targets", str(10 ** 9), "--add-source", f"fresh={own['dir'] / 'new.parquet'}"]) in (0, 1)
+    recs = read_log(out / "decisions.jsonl")
+    events = {r["event"] for r in recs}
+    assert {"accept", "reject"} <= events
+    src = [r for r in recs if r["event"] == "source"]
+    added = json.loads((out / "added_sources.json").read_text())["sources"][0]
+    assert len(src) == 1 and src[0]["label"] == "fresh" and src[0]["calibration_shards"] == added["calibration"]
+    first = next(r for r in recs if r["event"] == "rotation")
+    assert src[0]["seq"] < first["seq"]  # checked and calibrated at the first boundary, before any rotation
+    assert not set(added["calibration"]) & {r["shard"] for r in recs if r["event"] == "train"}
+    if src[0]["passed"]:
+        assert set(added["shards"]) & {r["shard"] for r in recs if r["event"] == "train"}
+    assert reconstruct_folder(out, out=lambda s: None) == 0
+    # the log names the run's sources: without added_sources.json their shards are unknown
+    shutil.move(out / "added_sources.json", tmp_path / "aside.json")
+    assert reconstruct_folder(out, out=lambda s: None) == 1
+
+
+def test_add_source_refuses_bad_names_in_one_line(calibrated, tmp_path, capsys):  # noqa: F811
+    rc = cli.main(["run", "--out", str(tmp_path / "r"), "--calibration", str(calibrated["strict"]),
+                   "--add-source", "no-path-given"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "NAME=PATH" in err[0]
+
+
+def test_a_domains_file_with_a_bad_rule_is_one_line(tmp_path):
+    from corpus.errors import DataError
+    from shardqueue.domains import load_domains
+
+    p = tmp_path / "d.json"
+    for spec, needle in (({"control": {}}, "non-empty"), ({"control": {"a": {"labelz": ["x"]}}}, "keys among"),
+                         ({"control": {"a": {}}, "selection": {"a": {}}}, "named twice"),
+                         ({"control": {"a": {"match": "("}}}, "regular expression")):
+        p.write_text(json.dumps(spec))
+        with pytest.raises(DataError, match=needle):
+            load_domains(p)
+
+
+def test_climbmix_documents_keep_per_document_labels(tmp_path):
+    from types import SimpleNamespace
+
+    from shardqueue.rotation import source_labels
+
+    code = "import os\n\ndef f(x):\n    return x + 1\n\nclass A:\n    pass\n"
+    prose = "The queue trains one shard at a time and measures held-out losses after each."
+    pq.write_table(pa.table({"text": [code, prose]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"text": [prose, code], "cluster_id": [3, 7]}), tmp_path / "b.parquet")
+    lay = SimpleNamespace(raw=tmp_path, prepared=lambda: {"source": "climbmix", "train_shards": ["a.parquet", "b.parquet"],
+                                                          "val_shard": "b.parquet"})
+    # no label column: each document's register; a cluster column: the file's own label
+    assert source_labels(lay) == ["climbmix:code", "climbmix:prose", "climbmix:3", "climbmix:7"]
+
+
+@pytest.mark.parametrize("harm", ["mojibake", "parquet"])
+def test_dose_takes_the_damage_as_an_argument(calibrated, tmp_path, harm):  # noqa: F811
+    from shardqueue.dose import dose_response
+
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"text": ["zzzz qqqq " * 40, "xq" * 300]}), bad)
+    rec = dose_response(tmp_path / "d", calibrated["dir"], trials=1, fractions=(0.5,), log=lambda s: None, harm=harm,
+                        harm_parquet=bad if harm == "parquet" else None)
+    t = rec["rows"][0]["trials"][0]
+    assert rec["harm"] == harm and t["harmful_targets"] == round(0.5 * t["targets"])
+    assert f"harm: {harm}" in (tmp_path / "d" / "dose.md").read_text()
+
+
+def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, tmp_path, monkeypatch):  # noqa: F811
+    from shardqueue.runner import QueueRunner
+
+    out, calls, real = tmp_path / "cut", {"n": 0}, QueueRunner.train_shard
+
+    def dying(self, sid, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return real(self, sid, *a, **k)
+
+    monkeypatch.setattr(QueueRunner, "train_shard", dying)
+    with pytest.raises(KeyboardInterrupt):
+        rq.run(out, calibrated["strict"], rotation_shards=3, log=lambda s: None, report=False)
+    monkeypatch.setattr(QueueRunner, "train_shard", real)
+    at = read_log(out / "decisions.jsonl")[-1]["queue"]["rotation"]
+    rq.run(out, calibrated["strict"], rotation_shards=3, resume=True, log=lambda s: None, report=False,
+           add_sources=[f"late={own['dir'] / 'new.parquet'}"])
+    recs = read_log(out / "decisions.jsonl")
+    src = next(r for r in recs if r["event"] == "source")
+    before = [r for r in recs if r["event"] == "rotation" and r["seq"] < src["seq"]]
+    assert len(before) == at  # not inside the rotation that was running, but at the boundary after it
+    assert reconstruct_folder(out, out=lambda s: None) == 0
+    from corpus.errors import DataError
+
+    with pytest.raises(DataError, match="has finished"):
+        rq.run(out, calibrated["strict"], resume=True, log=lambda s: None, report=False,
+               add_sources=[f"later={own['dir'] / 'new.parquet'}"])
+
+
+def test_the_study_calibrates_on_own_data_and_domains(own, tmp_path):
+    import argparse
+
+    from shardqueue.study.run import stage_a
+    from test_queue_study_run import MICRO
+
+    p = {**MICRO, "source": "parquet", "damaged_shards": 0}
+    a = argparse.Namespace(calibration=None, data_dir=str(own["data"]), device="cpu",
+                           domains=str(own["dir"] / "domains.json"))
+    cfg, world, pool, calib, _ = stage_a(a, p, tmp_path, rq, lambda s: None)
+    assert cfg.source == "parquet" and set(world.sets["control"]) == {"doc_pages", "test_pages"}
+    assert set(world.labels) == {"docs", "tests"} and pool["calibration_source"] in {"docs", "tests"}

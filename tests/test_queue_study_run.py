@@ -1,0 +1,130 @@
+"""One real queue study at a micro setting (two seeds, three arms, a handful of shards), checked
+against what its parts compute: the reference curve, efficiency points, the verdict, equal
+budgets, the in-queue decay on each arm's own accepted shards, the damaged pool."""
+import argparse
+import json
+
+import pytest
+
+from shardqueue.study import presets
+
+MICRO = {
+    "source": "stdlib",
+    "model": dict(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16, vocab=400, micro_rows=4,
+                  accum=1, muon_lr=0.02, eval_batches=2, eval_rows=4),
+    "shard_targets": 256, "budget_shards": 2, "decay_shards": 1, "pool_factor": 3.0,
+    "warmup_shards": 1, "sigma_shards": 3, "held_out_shards": 3, "choose_transitions": 1, "held_out_branch": True,
+    "checkpoints_per_shard": 2, "harmful_shards": 1, "damaged_shards": 4, "per_domain": 3, "rotation_shards": 4,
+    "reference_lowest": 0.5, "reference_cap": 2.0, "reference_per_doubling": 1, "seeds": [43, 44], "pool_seed": 7}
+
+
+def study(out, data):
+    from shardqueue.study.run import run_study
+
+    return run_study(argparse.Namespace(preset="micro", out=str(out), data_dir=str(data), dry_run=False,
+                                        curve=False, calibration=None, device="cpu"), log=lambda s: None)
+
+
+@pytest.fixture(scope="module")
+def micro(small_corpus, tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setitem(presets.PRESETS, "micro", MICRO)
+    out = tmp_path_factory.mktemp("study")
+    assert study(out, small_corpus) == 0
+    yield {"out": out, "summary": json.loads((out / "summary.json").read_text()), "data": small_corpus}
+    mp.undo()
+
+
+def test_the_summary_is_what_its_parts_compute(micro):
+    from shardqueue.study.adoption import VERDICTS, adoption
+    from shardqueue.study.efficiency import efficiency_points
+    from shardqueue.study.reference_curve import curve_from_seeds
+
+    s = micro["summary"]
+    rc = s["reference_curve"]
+    assert (rc["D"], rc["L"]) == curve_from_seeds(rc["per_seed"])
+    assert all(b >= a for a, b in zip(rc["L"][1:], rc["L"][:-1]))  # non-increasing in D
+    points = {"A": {}, "B": {}, "C": {}}
+    for r in s["runs"]:
+        e = efficiency_points(rc["D"], rc["L"], r["trained_targets"], r["final_selection"]["mean"])
+        assert e["points"] == r["efficiency"]["points"]
+        points[r["arm"]][r["seed"]] = e["points"]
+    ad = adoption(points)
+    assert ad["verdict"] == s["adoption"]["verdict"] and ad["verdict"] in VERDICTS
+    assert ad["threshold"] == s["adoption"]["threshold"]
+    assert {f"{r['arm']}_s{r['seed']}" for r in s["runs"]} == {f"{a}_s{d}" for a in "ABC" for d in (43, 44)}
+    assert set(s["per_axis"]["gaps_bpb"]) == {r["name"] for r in s["runs"]}  # every run, refused or not
+    # the span rule: arm A's curve reaches below every B and C final loss, or A ran to its cap
+    lowest = min(r["final_selection"]["mean"] for r in s["runs"] if r["arm"] != "A")
+    for sd, c in rc["per_seed"].items():
+        assert min(c["L"][:-1]) <= lowest or c["stopped_covered"] is False
+    report = (micro["out"] / "report.md").read_text()
+    assert f"## Verdict: {s['adoption']['verdict']}" in report and "None" not in report
+    assert report.index("## Definitions") < report.index("## Verdict") < report.index("Per-axis equivalent: beta")
+    assert s["efficiency_definition"] in report and s["axis_definition"] in report
+
+
+def test_d_counts_targets_after_the_shared_start_and_budgets_are_equal(micro):
+    s = micro["summary"]
+    bc = s["budget_check"]
+    assert bc["equal"] and len(set(bc["decay_updates"].values())) == 1
+    for r in s["runs"]:
+        # D = stable phase + decay, never the shared stage-A training
+        assert r["trained_targets"] == bc["stable"][r["name"]] + bc["decay"][r["name"]]
+        assert abs(bc["stable"][r["name"]] - bc["budget_targets"]) < 1.5 * MICRO["shard_targets"]
+
+
+def test_each_arm_decays_on_shards_its_own_policy_accepted(micro):
+    from shardqueue.log import read_log
+
+    out = micro["out"]
+    pool = json.loads((out / "stage_a" / "pool.json").read_text())
+    U = presets.decay_updates(MICRO, 4 * 32)
+    for r in micro["summary"]["runs"]:
+        assert r["decay"]["updates"] == U and r["decay"]["shards"]
+        assert not set(r["decay"]["shards"]) & set(pool["decay"])  # never the reserved, unjudged shards
+        recs = read_log(out / r["name"] / "decisions.jsonl", log=lambda x: None)
+        accepted = recs[-1]["queue"]["accepted"]
+        if r["arm"] != "A":
+            assert set(r["decay"]["shards"]) <= set(accepted)
+        else:  # A's branch at the budget decays on the next shards of its own plain order
+            run = json.loads((out / r["name"] / "study_run.json").read_text())
+            b = next(b for b in run["branches"] if b["decay_shards"] == r["decay"]["shards"])
+            k = len(b["accepted"])
+            assert accepted[:k] == b["accepted"] and accepted[k:k + len(b["decay_shards"])] == b["decay_shards"]
+
+
+def test_the_pool_holds_damaged_shards_that_rebuild(micro):
+    from shardqueue import api as rq
+
+    cfg, world, pool, calib = rq.open_calibration(micro["out"] / "stage_a")  # rebuilds and checks the copies
+    dmg = pool["damage"]["shards"]
+    assert sorted(d["kind"] for d in dmg) == ["boilerplate", "line_shuffle", "mojibake", "truncate"]
+    shards = {s["id"]: s for s in pool["shards"]}
+    for d in dmg:
+        assert 0 < d["share"] <= 1 and shards[d["id"]]["sources"].get(d["kind"]) == len(d["damaged"])
+        assert d["id"] in pool["order"]
+    assert calib["rate_kind"] == "held-out" and calib["held_out_on_branch"]
+    # sub-shard checkpoints: the last sigma state, then 2 states per held-out shard (3 + 1 shards)
+    assert len(calib["states"]) == MICRO["sigma_shards"] + 1 + 2 * (MICRO["held_out_shards"] + 1)
+    assert calib["transitions"] == 2 * 4 + 1 - (MICRO["choose_transitions"] + 1) - 2
+    assert micro["summary"]["calibration"]["false_rejection"]["rate kind"] == "held-out"
+
+
+def test_unequal_budgets_are_refused_in_one_line(micro, tmp_path, capsys):
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(micro["out"], out)
+    f = out / "C_s44" / "study_run.json"
+    run = json.loads(f.read_text())
+    run["accounting"]["trained_targets"] += 4 * MICRO["shard_targets"]  # as if C trained four more shards
+    f.write_text(json.dumps(run))
+    mp = pytest.MonkeyPatch()
+    mp.setitem(presets.PRESETS, "micro", MICRO)
+    try:
+        assert study(out, micro["data"]) == 2
+    finally:
+        mp.undo()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: the arms did not train equal budgets: C_s44:")
