@@ -147,7 +147,8 @@ def _prepare(args, lay) -> dict:
     from corpus.census import write_census
     from corpus.pretokenize import TokenShard, shard_paths, tokenize_shard, verify_shard
     from corpus.shards import iter_row_group_texts
-    from corpus.tokenizer import load_encoding, save_encoding, train_encoding, verify_tokenizer
+    from corpus.tokenizer import FILES as TOKENIZER_FILES
+    from corpus.tokenizer import TOKENIZER_FILE, load_encoding, save_encoding, train_encoding, verify_tokenizer
     from corpus.verify import file_record
 
     _log(f"data root: {lay.root}")
@@ -200,10 +201,10 @@ def _prepare(args, lay) -> dict:
     # 2. tokenizer, trained on the training shards only; reused only when its recorded SHA256 verifies
     tok_cfg = {"vocab_size": args.vocab_size, "train_shards_sha256": [shard_sha[n] for n in train_names]}
     tok_cfg_path = lay.tokenizer / "trained_on.json"
-    reuse = _read_json(tok_cfg_path) == tok_cfg and (lay.tokenizer / "tokenizer.pkl").exists()
+    reuse = _read_json(tok_cfg_path) == tok_cfg and (lay.tokenizer / TOKENIZER_FILE).exists()
     if reuse:
         try:
-            verify_tokenizer(lay.tokenizer, full=True)
+            verify_tokenizer(lay.tokenizer, full=True, prepared=False)
         except DataError as e:
             _log(f"retraining the tokenizer: {e}")
             reuse = False
@@ -221,8 +222,8 @@ def _prepare(args, lay) -> dict:
         atomic_write_json(tok_cfg_path, tok_cfg)
         _log(f"tokenizer: vocab {enc.n_vocab} trained in {time.time() - t0:.1f}s -> {lay.tokenizer}")
         did.append("tokenizer")
-    enc = load_encoding(lay.tokenizer)
-    tok_sha = sha256_file(lay.tokenizer / "tokenizer.pkl")
+    enc = load_encoding(lay.tokenizer, prepared=False)  # prepared.json is written from it below
+    tok_sha = sha256_file(lay.tokenizer / TOKENIZER_FILE)
 
     # 3. pre-tokenized shards (a shard's json names its parquet and tokenizer SHA256s)
     names = train_names + [val_name]
@@ -253,7 +254,7 @@ def _prepare(args, lay) -> dict:
         for k, path in shard_paths(lay.tokens, s).items():
             if k != "meta":
                 files[f"tokens/{path.name}"] = file_record(path)
-    for n in ("tokenizer.pkl", "token_bytes.npy"):
+    for n in TOKENIZER_FILES:
         files[f"tokenizer/{n}"] = file_record(lay.tokenizer / n)
     old = _read_json(lay.record)
     overlap = old.get("val_rows_in_train") if old else None
@@ -305,6 +306,11 @@ def main(argv=None):
         out = prepare(args)
     except (DataError, FolderLocked, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        from corpus.errors import os_error_line
+
+        print(f"error: {os_error_line(e)}", file=sys.stderr)
         return 2
     print_summary(out["census"])
     return 0

@@ -14,8 +14,12 @@ the official score (eval/official.py) and row-level sufficient statistics.
 
 --resume continues from the newest checkpoint that verifies and gives bitwise the
 parameters of an uninterrupted run on CPU. It refuses a checkpoint written under another
-config (naming the keys; only run-time keys such as device, eval_batches may differ), and
-on a finished run it says so and changes nothing.
+config (naming the keys; only run-time keys such as device, eval_batches may differ), on
+another prepared corpus or tokenizer (build id and tokenizer SHA256 are in every
+checkpoint), or under changed code (unless --allow-code-change, which the run records),
+and on a finished run it says so and changes nothing. Without --resume a folder that
+already holds a run is refused; --overwrite first moves that run aside to a sibling
+folder OUT.replaced-N.
 
 Timing: "timed" seconds leave out the first 11 updates of every process (compilation and
 warm-up), as the baseline's training time does (`step > 10`); "total" seconds count everything.
@@ -38,6 +42,10 @@ def build_parser():
     ap.add_argument("--out", default=None, help="run folder (default runs/<name>)")
     ap.add_argument("--dry-run", action="store_true", help="print config, parameters, FLOPs and planned targets; touch no data")
     ap.add_argument("--resume", action="store_true", help="continue from the newest good checkpoint in --out")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="--out holds a run: move it aside to OUT.replaced-N and start again")
+    ap.add_argument("--allow-code-change", action="store_true",
+                    help="with --resume: continue although the code changed since the checkpoint (recorded)")
     return ap
 
 
@@ -51,7 +59,7 @@ def missing_config(a):
 
 
 if __name__ == "__main__":  # --help and a missing --config are answered before torch's import (seconds)
-    _early = build_parser().parse_args()
+    _early = build_parser().parse_intermixed_args()  # key=value pairs may stand anywhere
     if missing_config(_early):
         print(missing_config(_early), file=sys.stderr)
         sys.exit(2)
@@ -195,7 +203,89 @@ def finite_or_none(x):
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
-def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, curve_points=0):
+RUN_FILES = ("train_log.jsonl", "summary.json", "official_rows.parquet")
+
+
+def holds_a_run(out: Path) -> bool:
+    return any((out / n).exists() for n in RUN_FILES) or any(out.glob("ckpt_*.pt"))
+
+
+def start_guard(out: Path, resume, overwrite, log):
+    """Never mix two runs in one folder: without --resume a folder holding a run is refused,
+    or with --overwrite moved aside whole (to OUT.replaced-N) first. Temporary files of a
+    killed write are removed (the folder lock is held, so no writer owns them)."""
+    if resume and overwrite:
+        raise DataError("--resume and --overwrite exclude each other")
+    if not resume and holds_a_run(out):
+        if not overwrite:
+            raise DataError(f"{out}: already holds a run; use --resume to continue it or --overwrite to move it "
+                            f"aside and start again")
+        n = 1
+        while out.with_name(f"{out.name}.replaced-{n}").exists():
+            n += 1
+        aside = out.with_name(f"{out.name}.replaced-{n}")
+        aside.mkdir()
+        for p in sorted(out.iterdir()):
+            if p.name != ".lock":
+                p.rename(aside / p.name)
+        log(f"moved the previous run in {out} aside to {aside}")
+    for p in sorted(out.glob(".*.tmp")):
+        p.unlink()
+        log(f"removed {p.name}, left by an interrupted write")
+
+
+def code_changes(payload) -> list:
+    from training.checkpoint import code_sha256
+
+    saved, now = payload.get("code_sha256") or {}, code_sha256()
+    return sorted(f for f in set(saved) | set(now) if saved.get(f) != now.get(f))
+
+
+def check_resumable(path, payload, cfg, ident, allow_code_change, log) -> list:
+    """Refuse a checkpoint of another config, corpus or (unless allowed) code; returns the
+    list of allowed code changes so far (recorded in later checkpoints and the summary)."""
+    from training.checkpoint import data_mismatch
+    from training.config import resume_differences
+
+    diff = resume_differences(payload.get("config", {}), cfg)
+    if diff:
+        raise DataError(f"{path}: written under another config; refusing to resume (differs in {', '.join(diff)})")
+    why = data_mismatch(payload.get("data"), ident)
+    if why:
+        raise DataError(f"{path}: written on another prepared corpus ({why}); refusing to resume")
+    allowed = list(payload.get("allowed_code_changes") or [])
+    changed = code_changes(payload)
+    if changed and not allow_code_change:
+        raise DataError(f"{path}: the code changed since this checkpoint ({', '.join(changed[:4])}"
+                        f"{' …' if len(changed) > 4 else ''}); refusing to resume (--allow-code-change to continue "
+                        f"anyway, recorded in the run)")
+    if changed:
+        log(f"warning: resuming under changed code ({', '.join(changed)}), as --allow-code-change asks; recorded")
+        allowed.append({"step": int(payload.get("step", 0)), "files": changed})
+    return allowed
+
+
+def kept_log_lines(log_path: Path, step) -> list:
+    """Log lines up to the resumed update: an interrupted run may have logged past it, and a
+    kill mid-write leaves a torn last line, which is dropped."""
+    if not step or not log_path.exists():
+        return []
+    lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+    kept = []
+    for i, ln in enumerate(lines):
+        try:
+            rec = json.loads(ln)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break  # the torn last line of a killed write
+            raise DataError(f"{log_path}: line {i + 1} is not JSON (edited?); refusing to resume") from None
+        if isinstance(rec, dict) and isinstance(rec.get("step"), int) and rec["step"] <= step:
+            kept.append(ln)
+    return kept
+
+
+def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, curve_points=0, overwrite=False,
+          allow_code_change=False):
     """Train cfg.updates updates (or stop_after of them, to simulate an interruption); curve_points > 0
     logs that many validation BPB points for the learning curves (the command line and run_six do)."""
     from corpus.runlock import FolderLocked, folder_lock
@@ -203,10 +293,11 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, c
     rank = int(os.environ.get("RANK", 0))
     out = Path(out_dir)
     if rank != 0:
-        return _train(cfg, out, resume, stop_after, log, curve_points)
+        return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change)
     try:
         with folder_lock(out, "a training run"):
-            return _train(cfg, out, resume, stop_after, log, curve_points)
+            start_guard(out, resume, overwrite, log)
+            return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change)
     except FolderLocked as e:
         raise DataError(str(e)) from None
 
@@ -247,7 +338,7 @@ def curve_probe(cfg, data_dir, R, device, autocast, points=CURVE_POINTS):
     return probe
 
 
-def _train(cfg, out, resume, stop_after, log, curve_points=0):
+def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=False):
     from console.progress import bar as tqdm
 
     from corpus.atomic import atomic_write_json, atomic_write_text, sha256_file
@@ -257,7 +348,8 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0):
     from loaders.batches import MicrobatchLoader
     from loaders.packers import Packer
     from loaders.stream import open_split
-    from training.checkpoint import code_sha256, newest_good_checkpoint, rng_states, save_checkpoint, set_rng_states
+    from training.checkpoint import (code_sha256, data_identity, newest_good_checkpoint, rng_states,
+                                     save_checkpoint, seed_host_rngs, set_rng_states)
     from training.config import config_sha256, resume_differences
 
     t_start = time.time()
@@ -291,15 +383,15 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0):
     if lay.prepared()["vocab_size"] != cfg.vocab:
         raise DataError(f"config vocab {cfg.vocab} != prepared tokenizer vocab {lay.prepared()['vocab_size']}")
     check_token_files(data_dir, cfg.source, lay.shard_names("train") + lay.shard_names("val"))
+    ident = data_identity(lay)
+    seed_host_rngs(cfg.seed)
     R = cfg.context + 1
     payload, path = None, None
-    if resume:  # the config is compared before anything is built from it
+    allowed_code_changes = []
+    if resume:  # config, corpus and code are compared before anything is built from them
         path, payload = newest_good_checkpoint(out, log=log)
         if payload is not None:
-            diff = resume_differences(payload.get("config", {}), cfg)
-            if diff:
-                raise DataError(f"{path}: written under another config; refusing to resume "
-                                f"(differs in {', '.join(diff)})")
+            allowed_code_changes = check_resumable(path, payload, cfg, ident, allow_code_change, log)
     if rank == 0:
         log(f"{cfg.name}: {compact_config(cfg)}")
     stream = training_stream(cfg, data_dir)
@@ -323,8 +415,7 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0):
             log(f"resumed from {path} at update {step}")
     log_path = out / "train_log.jsonl"
     if rank == 0:  # keep the log lines up to the resumed update: an interrupted run may have logged past it
-        kept = [ln for ln in (log_path.read_text().splitlines() if (step and log_path.exists()) else [])
-                if ln.strip() and json.loads(ln)["step"] <= step]
+        kept = kept_log_lines(log_path, step)
         atomic_write_text(log_path, "".join(ln + "\n" for ln in kept))
     fpt = model.flops_per_token()
     tokens_per_update = cfg.targets_per_update
@@ -342,9 +433,10 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0):
         if rank == 0:
             clk = {**clock, "earlier_process_seconds": clock["earlier_process_seconds"] + time.time() - t_start}
             save_checkpoint(out, at, {**tr.state_dict(), "loader": states if world > 1 else states[0], "rng": rng_states(),
-                                      "step": at, "train_loss": loss_val, "clock": clk, "config": cfg.to_dict(),
-                                      "config_sha256": config_sha256(cfg.to_dict()), "code_sha256": code_sha256()},
-                            keep=cfg.keep_checkpoints, protect=(cfg.updates,))
+                                      "step": at, "train_loss": loss_val, "config": cfg.to_dict(),
+                                      "config_sha256": config_sha256(cfg.to_dict()), "code_sha256": code_sha256(),
+                                      "data": ident, "allowed_code_changes": allowed_code_changes},
+                            keep=cfg.keep_checkpoints, protect=(cfg.updates,), run_facts={"clock": clk})
 
     while step < end:
         t0 = time.time()
@@ -390,7 +482,7 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0):
     if step < cfg.updates:
         return None
     if loss_val is None:  # resumed at the final checkpoint of a run killed while scoring
-        kept = [json.loads(ln) for ln in log_path.read_text().splitlines() if ln.strip()] if log_path.exists() else []
+        kept = [json.loads(ln) for ln in kept_log_lines(log_path, step)]
         loss_val = kept[-1]["loss"] if kept and kept[-1]["step"] == step else None
     # official score at the end of the run
     result = None
@@ -415,7 +507,8 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0):
                   "total_seconds": clock["earlier_process_seconds"] + time.time() - t_start,
                   "peak_memory_mib": peak_memory_mib(device), "parameters": sum(p.numel() for p in model.parameters()),
                   "flops_per_token": fpt, "world_size": world, "device": device, "context": cfg.context,
-                  "config": cfg.to_dict(), "config_sha256": config_sha256(cfg.to_dict())}
+                  "config": cfg.to_dict(), "config_sha256": config_sha256(cfg.to_dict()), "data": ident,
+                  "allowed_code_changes": allowed_code_changes}
         atomic_write_json(summary_path, result)
     if world > 1:
         dist.barrier()
@@ -424,7 +517,7 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0):
 
 
 def main(argv=None):
-    a = build_parser().parse_args(argv)
+    a = parse_arguments(build_parser(), argv)
     if missing_config(a):
         print(missing_config(a), file=sys.stderr)
         return 2
@@ -433,13 +526,24 @@ def main(argv=None):
         if a.dry_run:
             dry_run(cfg)
             return 0
-        res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume, curve_points=CURVE_POINTS)
+        res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume, curve_points=CURVE_POINTS, overwrite=a.overwrite,
+                    allow_code_change=a.allow_code_change)
     except (DataError, TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        from corpus.errors import os_error_line
+
+        print(f"error: {os_error_line(e, a.out)}", file=sys.stderr)
         return 2
     if res:
         print(result_line(res))
     return 0
+
+
+def parse_arguments(ap, argv):
+    """key=value overrides may stand anywhere among the options (before or after --out)."""
+    return ap.parse_intermixed_args(argv)
 
 
 def result_line(res) -> str:

@@ -8,14 +8,27 @@ HIST.csv has a header `length,count` (BOS-inclusive lengths). The table gives, f
 threshold l > R (the longest source is always added), the sources per pass of length >= l
 and the earliest pass that can contain the first service of any of them: ceil(B / r).
 These are necessary lower bounds (section 3), not service times.
+
+A histogram cut short is refused: every line must be complete (newline-terminated), the
+lengths strictly increasing as the census writes them, and the totals must equal the
+declared --sources/--tokens or, when census.json lies beside SPLIT_length_histogram.csv,
+the documents and tokens it records for SPLIT.
 """
 import argparse
 import csv
+import json
 import math
+import os
 import sys
+
+SUFFIX = "_length_histogram.csv"
 
 
 def read_histogram(path):
+    with open(path, newline="") as f:
+        text = f.read()
+    if text and not text.endswith("\n"):
+        raise ValueError(f"{path}: the last line is not complete (file cut mid-line?)")
     with open(path, newline="") as f:
         rd = csv.reader(f)
         header = next(rd, None)
@@ -31,12 +44,29 @@ def read_histogram(path):
                 raise ValueError(f"{path}: line {i}: length and count must be integers") from None
             if length < 1 or count < 0:
                 raise ValueError(f"{path}: line {i}: length must be >= 1 and count >= 0")
-            hist[length] = hist.get(length, 0) + count
+            if hist and length <= max(hist):
+                raise ValueError(f"{path}: line {i}: lengths must strictly increase (the census writes them sorted)")
+            hist[length] = count
     if not hist:
         raise ValueError(f"{path}: no data rows after the header")
     if not any(hist.values()):
         raise ValueError(f"{path}: every count is 0 (no sources)")
     return hist
+
+
+def census_totals(path):
+    """(documents, tokens) that census.json beside the histogram records for its split, or None."""
+    name = os.path.basename(path)
+    census = os.path.join(os.path.dirname(os.path.abspath(path)), "census.json")
+    if not name.endswith(SUFFIX) or not os.path.exists(census):
+        return None
+    split = name[: -len(SUFFIX)]
+    try:
+        with open(census) as f:
+            rec = json.load(f)[split]
+        return int(rec["documents"]), int(rec["tokens"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{census}: no usable totals for split {split!r} ({type(e).__name__})") from None
 
 
 def main(argv=None):
@@ -58,6 +88,7 @@ def main(argv=None):
         except ValueError:
             raise ValueError(f"--thresholds {a.thresholds!r}: expected comma-separated integers") from None
         hist = read_histogram(a.histogram)
+        recorded = census_totals(a.histogram)
     except OSError as e:
         print(f"error: {a.histogram}: cannot read ({e.strerror})", file=sys.stderr)
         return 2
@@ -70,11 +101,16 @@ def main(argv=None):
     over = sum(c for L, c in hist.items() if L > a.row_capacity)
     print(f"sources {sources:,}  tokens {tokens:,}  longest {longest:,}  over R={a.row_capacity}: {over:,}")
     ok = True
-    for name, declared, got in (("sources", a.sources, sources), ("tokens", a.tokens, tokens)):
+    checks = [("declared", "sources", a.sources, sources), ("declared", "tokens", a.tokens, tokens)]
+    if recorded is not None:
+        checks += [("census.json", "sources", recorded[0], sources), ("census.json", "tokens", recorded[1], tokens)]
+    for who, name, declared, got in checks:
         if declared is not None:
             good = declared == got
             ok &= good
-            print(f"{'PASS' if good else 'FAIL'}  declared {name} {declared:,} {'==' if good else '!='} {got:,}")
+            print(f"{'PASS' if good else 'FAIL'}  {who} {name} {declared:,} {'==' if good else '!='} {got:,}")
+    if a.sources is None and a.tokens is None and recorded is None:
+        print("note: no declared or recorded totals: a histogram cut at a line boundary would go unnoticed")
     print(f"\n{'length at least':>16} {'sources per pass':>17} {'earliest possible pass':>23}   (B = {a.buffer})")
     for t in sorted({t for t in thresholds if t > a.row_capacity} | {longest}):
         r = sum(c for L, c in hist.items() if L >= t)

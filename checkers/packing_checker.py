@@ -13,6 +13,11 @@ one pass of the stream; the stream repeats. Every column of every event is compa
 selection fields and the derived source_len, row, row_offset, target_offset); an empty or
 torn export is refused, and with --rows N or --summary runs/audit/summary.json the export
 must cover exactly the declared rows.
+
+What it will allocate is bounded before the replay starts: an event emits 1..R tokens (so
+the rows replayed are at most the events in the file), B is at most MAX_BUFFER spans, and
+segment_first's segments per pass at most MAX_SEGMENTS; beyond these it refuses in one line
+instead of running without end or exhausting memory. Files must be UTF-8 text.
 """
 import argparse
 import csv
@@ -25,6 +30,8 @@ RANDOM_SPAN_SEED = 314159265
 FIELDS = ("source_id", "span_start", "emitted", "discarded", "kind", "lead_bos")
 DERIVED = ("source_len", "row", "row_offset", "target_offset")
 ALL_FIELDS = FIELDS + DERIVED
+MAX_BUFFER = 1_000_000  # spans held as Python lists: about 100 MB; the paper's B is 1000
+MAX_SEGMENTS = 10_000_000  # segment_first's buffered segments of one pass of the stream
 
 
 def replay(refills, packer, R, B, n_rows, seed=RANDOM_SPAN_SEED):
@@ -166,10 +173,12 @@ class InputError(Exception):
 def read_refills(path):
     """Refill batches of positive integer lengths; one line per batch."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as e:
         raise InputError(f"{path}: cannot read the lengths file ({e.strerror})")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text")
     refills = []
     for i, line in enumerate(lines, start=1):
         if not line.strip():
@@ -199,10 +208,12 @@ def expected_columns(events, R):
 
 def read_events(path):
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
         raise InputError(f"{path}: cannot read the events file ({e.strerror})")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text")
     if text and not text.endswith("\n"):
         raise InputError(f"{path}: last line is torn (no final newline): the export was cut short")
     rows = list(csv.reader(text.splitlines()))
@@ -236,6 +247,14 @@ def compare(events_csv, lengths_path, packer, R, B, rows=None):
     """Every column of every event against this replay; the export must cover `rows` rows."""
     events = read_events(events_csv)
     refills = read_refills(lengths_path)
+    for i, r in enumerate(events):
+        if not 1 <= r["emitted"] <= R:  # a span never emits more than one row: rows replayed <= events
+            raise InputError(f"{events_csv}: event {i}: emitted {r['emitted']} is not between 1 and R={R}")
+    if packer == "segment_first":
+        segments = sum(1 if L <= R else 1 + -(-(L - R) // (R - 1)) for b in refills for L in b)
+        if segments > MAX_SEGMENTS:
+            raise InputError(f"{lengths_path}: {segments:,} segments per pass at R={R}, more than the checker "
+                             f"holds ({MAX_SEGMENTS:,})")
     total = sum(r["emitted"] for r in events)
     if total % R:
         raise InputError(f"{events_csv}: events fill {total} tokens, not whole rows of {R}")
@@ -265,12 +284,12 @@ def declared_rows(summary_path, packer):
     import json
 
     try:
-        with open(summary_path) as f:
+        with open(summary_path, encoding="utf-8") as f:
             s = json.load(f)
         return int(s["packers"][packer]["rows"])
     except OSError as e:
         raise InputError(f"{summary_path}: cannot read the audit summary ({e.strerror})")
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):  # UnicodeDecodeError is a ValueError
         raise InputError(f"{summary_path}: not an audit summary with packers.{packer}.rows")
 
 
@@ -293,8 +312,8 @@ def main(argv=None):
     try:
         if a.row_capacity < 2:
             raise InputError(f"--row-capacity {a.row_capacity}: must be at least 2")
-        if a.buffer < 1:
-            raise InputError(f"--buffer {a.buffer}: must be at least 1")
+        if not 1 <= a.buffer <= MAX_BUFFER:
+            raise InputError(f"--buffer {a.buffer}: must be between 1 and {MAX_BUFFER:,} (spans the checker holds)")
         if a.rows is not None and a.rows < 1:
             raise InputError(f"--rows {a.rows}: must be positive")
         rows = declared_rows(a.summary, a.packer) if a.summary else a.rows

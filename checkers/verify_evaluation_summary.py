@@ -7,17 +7,28 @@
 From the per-row sufficient statistics (nats, bytes) of every checkpoint: full and prefix
 BPB, the orders, the reversals against the full order, and each method/prefix contrast's
 nominal 95% interval over same-size uniform row subsets (same generator, seed and draw
-order as stated). One line per check; exit 1 on any difference beyond 1e-9, 2 on missing
-or unreadable files.
+order as stated). One line per check; exit 1 on any difference beyond 1e-9 or any
+non-finite saved value, 2 on missing, unreadable, truncated or incomplete files.
 """
 import json
 import math
 import os
 import sys
+import zipfile
+import zlib
 
 import numpy as np
 
 TOL = 1e-9
+# what a truncated, empty or malformed file raises somewhere in the checks: never a PASS, never a traceback
+UNCHECKABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, EOFError, StopIteration,
+               zipfile.BadZipFile, zlib.error)
+
+
+def gap(x):
+    """A difference as max() may use it: NaN (which max() would silently skip) becomes infinite."""
+    x = float(x)
+    return x if math.isfinite(x) else math.inf
 
 
 def score(nats, nbytes):
@@ -30,6 +41,14 @@ def ranked(d):
 
 def main(argv=None):
     args = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(args)
+    except UNCHECKABLE as e:
+        print(f"error: cannot be checked ({type(e).__name__}: {e}); a truncated or incomplete file?", file=sys.stderr)
+        return 2
+
+
+def _main(args):
     if any(a in ("-h", "--help") for a in args):
         print(__doc__)
         return 0
@@ -41,11 +60,13 @@ def main(argv=None):
     try:
         with open(args[0]) as f:
             saved = json.load(f)
+        if not isinstance(saved, dict):
+            raise ValueError(f"{args[0]} holds a {type(saved).__name__}, not a rankings object")
         if saved.get("skipped"):
             print(f"PASS  {args[0]}: no ranking was made (reference or ranked set absent), nothing to recompute")
             return 0
-        z = np.load(args[1])
-    except (OSError, ValueError) as e:
+        z = np.load(args[1], allow_pickle=False)
+    except UNCHECKABLE as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     nats, nbytes = z["nats"], z["bytes"]
@@ -59,7 +80,7 @@ def main(argv=None):
     check("methods and reference agree", names == saved["methods"] and ref == saved["reference"])
     check("bytes are whole and non-negative", nbytes.dtype.kind in "iu" and nbytes.min() >= 0)
     full = {m: score(nats[i], nbytes[i]) for i, m in enumerate(names)}
-    check("full-stream BPB of every method", all(abs(full[m] - saved["full"][m]) <= TOL for m in names))
+    check("full-stream BPB of every method", all(gap(full[m] - saved["full"][m]) <= TOL for m in names))
     full_order = ranked(full)
     check("full order", full_order == saved["full_order"])
     rng = np.random.default_rng(saved["seed"])
@@ -72,7 +93,7 @@ def main(argv=None):
         rev = [[a, b] for i, a in enumerate(full_order) for b in full_order[i + 1:] if po.index(a) > po.index(b)]
         check(f"prefix of {rows} rows: scores, order and {len(rev)} reversals",
               rows == sp["rows"] and po == sp["order"] and rev == sp["reversals"]
-              and all(abs(pre[m] - sp["scores"][m]) <= TOL for m in names))
+              and all(gap(pre[m] - sp["scores"][m]) <= TOL for m in names))
         sub = np.stack([rng.choice(n, size=rows, replace=False) for _ in range(saved["subsets"])])
         cs = iter(sp["contrasts"])
         for i, m in enumerate(names):
@@ -83,7 +104,8 @@ def main(argv=None):
                      - nats[r][sub].sum(1) / (math.log(2) * nbytes[r][sub].sum(1)))
             lo, hi = np.quantile(d_sub, [0.025, 0.975])
             d = pre[m] - pre[ref]
-            worst = max(worst, abs(lo - c["interval95"][0]), abs(hi - c["interval95"][1]), abs(d - c["delta"]))
+            worst = max(worst, gap(abs(lo - c["interval95"][0])), gap(abs(hi - c["interval95"][1])),
+                        gap(abs(d - c["delta"])))
             if c["method"] != m or c["outside"] != bool(d < lo or d > hi):
                 worst = math.inf
     check(f"contrast deltas, subset intervals and outside flags (largest difference {worst:.2e})", worst <= TOL)

@@ -10,18 +10,30 @@ generator, seed and draw order as stated in the evidence), the position-bin
 contributions, that the bins add up to the window delta within 1e-7, and that bytes and
 counted targets are whole non-negative numbers. Cells exist only for the (condition, seed)
 pairs whose same-seed baseline was evaluated (the evidence lists them). Prints one line
-per check; exits 1 on any difference beyond the tolerance, 2 on missing or unreadable files.
+per check; exits 1 on any difference beyond the tolerance or any non-finite saved value,
+2 on missing, unreadable, truncated or incomplete files.
 """
 import glob
 import json
 import math
 import os
 import sys
+import zipfile
+import zlib
 
 import numpy as np
 
 TOL = 1e-9
 BIN_TOL = 1e-7
+# what a truncated, empty or malformed file raises somewhere in the checks: never a PASS, never a traceback
+UNCHECKABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, EOFError, zipfile.BadZipFile,
+               zlib.error)
+
+
+def gap(x):
+    """A difference as max() may use it: NaN (which max() would silently skip) becomes infinite."""
+    x = float(x)
+    return x if math.isfinite(x) else math.inf
 
 
 def recompute(ev, p):
@@ -66,7 +78,9 @@ def recompute(ev, p):
 def verify(summary_path, evidence_path):
     with open(summary_path) as f:
         summary = json.load(f)
-    z = np.load(evidence_path)
+    if not isinstance(summary, dict):
+        raise ValueError(f"{summary_path} holds a {type(summary).__name__}, not a window summary")
+    z = np.load(evidence_path, allow_pickle=False)
     ev = {k: z[k] for k in z.files if k not in ("meta", "status")}
     p = json.loads(str(z["meta"]))
     ok = True
@@ -90,10 +104,10 @@ def verify(summary_path, evidence_path):
             check(f"cell {c['key']} present in the summary", False)
             continue
         for f in ("begin_delta", "tail_delta", "interaction"):
-            worst = max(worst, abs(s[f] - c[f]))
+            worst = max(worst, gap(abs(s[f] - c[f])))
         for f in ("interval95", "interval_adjusted", "begin_bins", "tail_bins"):
             if f in c:
-                worst = max(worst, float(np.max(np.abs(np.asarray(s.get(f, [np.inf])) - c[f]))))
+                worst = max(worst, gap(np.max(np.abs(np.asarray(s.get(f, [np.inf]), dtype=float) - c[f]))))
         bins_ok &= abs(c["tail_bins"].sum() - c["tail_delta"]) < BIN_TOL and abs(c["begin_bins"].sum() - c["begin_delta"]) < BIN_TOL
         bins_ok &= ("interval_adjusted" in c) == bool(s.get("declared"))
     check(f"deltas, interactions, intervals and bin contributions agree (largest difference {worst:.2e} <= {TOL})", worst <= TOL)
@@ -119,8 +133,8 @@ def main(argv=None):
         return 2
     try:
         results = [verify(s, e) for s, e in pairs]
-    except (OSError, ValueError, KeyError) as e:
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+    except UNCHECKABLE as e:
+        print(f"error: cannot be checked ({type(e).__name__}: {e}); a truncated or incomplete file?", file=sys.stderr)
         return 2
     print(f"{sum(results)} passed, {len(results) - sum(results)} failed (summaries)")
     return 0 if all(results) else 1

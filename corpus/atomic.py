@@ -10,6 +10,16 @@ from pathlib import Path
 
 def atomic_write_bytes(path, data: bytes) -> None:
     path = Path(path)
+    try:
+        _atomic_write(path, data)
+    except OSError as e:
+        if e.filename:
+            raise
+        # a failed write (e.g. a full disk) names no file by itself: name the one being written
+        raise OSError(e.errno, e.strerror, str(path)) from None
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     umask = os.umask(0)

@@ -97,6 +97,11 @@ def main(argv=None):
     except (DataError, FolderLocked) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        from corpus.errors import os_error_line
+
+        print(f"error: {os_error_line(e)}", file=sys.stderr)
+        return 2
     print(f"({time.time() - t0:.0f}s)")
     return rc
 
@@ -105,7 +110,7 @@ def prepare(a):
     """Everything checked before an output folder is touched: runs, protocol, data, streams."""
     from corpus.layout import Layout, default_data_dir
     from corpus.tokenizer import load_token_bytes
-    from eval.confirmation import find_duplicates
+    from eval.confirmation import confirmation_stream
     from eval.plan import complete_plan, evaluation_plan
     from eval.runs import CONFIGURED
     from eval.stream_checks import audit_streams, require
@@ -140,14 +145,33 @@ def prepare(a):
                                a.per_stratum, a.replicates, run_names=names, buffer=cfg0.eval_buffer)
         status = UNCONFIRMED
     pops = plan["populations"]
-    dups = find_duplicates(dd, cfg0.source, tuple(pops["conf"]["rows"]))
-    streams = {p: open_split(dd, cfg0.source, "val", row_range=tuple(v["rows"]),
-                             exclude=[r for r, _ in dups] if p == "conf" else ()) for p, v in pops.items()}
+    streams = {p: open_split(dd, cfg0.source, "val", row_range=tuple(v["rows"])) for p, v in pops.items() if p != "conf"}
+    streams["conf"], dups = confirmation_stream(dd, cfg0.source, pops["conf"]["rows"])
     checks = audit_streams(plan, {"dev": open_split(dd, cfg0.source, "val"), "conf": streams["conf"]}, cfg0.eval_rows)
     require(checks)
+    if a.protocol:
+        check_frozen_stream(plan, checks, streams["conf"])
+        from protocols.rescore import check_all_reproduce
+
+        check_all_reproduce(runs, dd, a.device)
     return {"runs": runs, "absent": absent, "cfg0": cfg0, "dd": dd, "tb": tb, "plan": plan, "notes": notes,
             "status": status, "dups": dups, "streams": streams, "checks": checks,
             "protocol_sha256": proto["_sha256"] if a.protocol else None}
+
+
+def check_frozen_stream(plan, checks, conf_stream):
+    """The confirmation stream is the one the protocol froze, to the document."""
+    from eval.confirmation import stream_fingerprint
+
+    want = plan.get("confirmation_fingerprint")
+    if not want:
+        raise DataError("the protocol freezes no confirmation stream fingerprint (frozen by an older version): "
+                        "freeze it again before a confirmation pass")
+    got = stream_fingerprint(conf_stream, checks["conf"]["fingerprint"])
+    if got != want:
+        raise DataError(f"{checks['conf']['stream']}: the confirmation stream's fingerprint "
+                        f"{got[:16]}… is not the frozen {want[:16]}… (its documents "
+                        f"differ from the protocol's); refusing to confirm")
 
 
 def claim_folder(out, ctx):

@@ -72,7 +72,18 @@ def write_stats(path, stats, meta: dict):
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
+def check_same_corpus(ckpt_path, payload, lay):
+    """A checkpoint is scored only on the prepared corpus it was trained on."""
+    from corpus.errors import DataError
+    from training.checkpoint import data_identity, data_mismatch
+
+    why = data_mismatch(payload.get("data"), data_identity(lay))
+    if why:
+        raise DataError(f"{ckpt_path}: trained on another prepared corpus than {lay.root} ({why}); refusing to score")
+
+
 def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu", progress=False):
+    from corpus.errors import DataError
     from corpus.layout import Layout, default_data_dir
     from corpus.tokenizer import load_token_bytes
     from loaders.stream import open_split
@@ -81,8 +92,12 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu", progress=False):
     from training.trainer import bf16_enabled, build_model, maybe_compile
 
     payload = load_checkpoint(ckpt_path)
-    cfg = TrainConfig(**payload["config"])
+    try:
+        cfg = TrainConfig(**payload["config"])
+    except (KeyError, TypeError):
+        raise DataError(f"{ckpt_path}: no usable training config in the checkpoint") from None
     dd = data_dir or cfg.data_dir or default_data_dir()
+    check_same_corpus(ckpt_path, payload, Layout(dd, cfg.source))
     model = build_model(cfg, device, meta=False)
     model.load_state_dict(payload["model"])
     stream = open_split(dd, cfg.source, "val")
@@ -105,16 +120,25 @@ def main(argv=None):
     ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     ap.add_argument("--out", default=None, help="write per-row sufficient statistics (parquet) here")
     a = ap.parse_args(argv)
+    from corpus.errors import os_error_line
+
     try:
         stats, cfg = evaluate_checkpoint(a.checkpoint, a.data_dir, resolve_device(a.device, "--device"), progress=True)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        print(f"error: {os_error_line(e, a.checkpoint)}", file=sys.stderr)
+        return 2
     s = scores(stats)
     print(f"{a.checkpoint}: BPB {s['bpb']:.8f}  CE {s['ce']:.8f}  perplexity {s['perplexity']:.5f}  "
           f"targets {len(stats['nats']) * cfg.context:,}  fingerprint {stats['fingerprint'][:16]}")
     if a.out:
-        write_stats(a.out, stats, {"checkpoint_sha256": sha256_file(a.checkpoint)})
+        try:
+            write_stats(a.out, stats, {"checkpoint_sha256": sha256_file(a.checkpoint)})
+        except OSError as e:
+            print(f"error: {os_error_line(e, a.out)}", file=sys.stderr)
+            return 2
     return 0
 
 

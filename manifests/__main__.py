@@ -5,7 +5,11 @@
   python -m manifests verify runs/main/checkpoints.sha256 [--allow-extra]
 
 Paths are stored relative to the manifest's folder, so a manifest travels with its files;
-`sha256sum -c` checks the same file (it skips the '#' lines). A manifest written from a
+a relative entry may not climb out of that folder (verify fails such a line, e.g.
+`../../etc/hostname`; a file outside the folder is written as an absolute path, explicit
+about where it lies), and only regular files are hashed: a FIFO, a directory or a device
+named by a line is a failure of that line, never read. `sha256sum -c` checks the same file
+(it skips the '#' lines). A manifest written from a
 folder records it as "# covers: <folder> glob <pattern>" (recursive): verify then fails on
 a file there that the manifest does not list, unless --allow-extra. Verify exits 1 on a
 missing or changed file, an unlisted covered file, an unparsable line (named by its line
@@ -35,6 +39,10 @@ LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")  # sha256sum's text and binar
 def _rel(p: Path, base: Path) -> str:
     p = p.resolve()
     return (p.relative_to(base) if p.is_relative_to(base) else p).as_posix()
+
+
+def inside(p: Path, base: Path) -> bool:
+    return p.resolve().is_relative_to(base.resolve())
 
 
 def write_manifest(files, out: Path, covers=()):
@@ -73,6 +81,9 @@ def verify_manifest(path: Path, log=print, allow_extra=False):
                 if not sep or not folder or not pattern:
                     log(f"{path}:{i}: not a '{COVERS}<folder> glob <pattern>' line")
                     bad_lines += 1
+                elif not Path(folder).is_absolute() and not inside(path.parent / folder, path.parent):
+                    log(f"{path}:{i}: covered folder {folder} lies outside the manifest's folder")
+                    bad_lines += 1
                 else:
                     covers.append((folder, pattern))
             continue
@@ -83,10 +94,17 @@ def verify_manifest(path: Path, log=print, allow_extra=False):
             continue
         digest, name = m.group(1).lower(), m.group(2)
         f = Path(name) if Path(name).is_absolute() else path.parent / name
-        listed.add(f.resolve())
         n += 1
+        if not Path(name).is_absolute() and not inside(f, path.parent):
+            log(f"OUTSIDE   {name} (a relative entry that leaves the manifest's folder)")
+            bad_files += 1
+            continue
+        listed.add(f.resolve())
         if not f.exists():
             log(f"MISSING   {name}")
+            bad_files += 1
+        elif not f.is_file():  # a FIFO would block the read, a directory raise: neither is hashed
+            log(f"NOTFILE   {name} (not a regular file)")
             bad_files += 1
         elif sha256_file(f) != digest:
             log(f"MISMATCH  {name}")
@@ -142,7 +160,13 @@ def main(argv=None):
     if not files:
         print("error: no files to list (an empty manifest verifies nothing)", file=sys.stderr)
         return 2
-    n = write_manifest(files, out, covers)
+    try:
+        n = write_manifest(files, out, covers)
+    except OSError as e:
+        from corpus.errors import os_error_line
+
+        print(f"error: {os_error_line(e, out)}", file=sys.stderr)
+        return 2
     print(f"wrote {out}: {n} files")
     return 0
 

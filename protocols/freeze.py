@@ -3,8 +3,8 @@
   python -m protocols.freeze --preset tiny [--data-dir DIR] --out runs/main/protocol.json
 
 Writes canonical JSON with the six run configs, every evaluation parameter (populations,
-seeds, sampling, contrasts, bootstrap, confirmation size, the stream checks made before
-scoring, and the section 5.6 ranked set: the seed-43 runs with baseline_s43 as the
+seeds, sampling, contrasts, bootstrap, confirmation size and the fingerprint of the
+confirmation stream's rows, the stream checks made before scoring, and the section 5.6 ranked set: the seed-43 runs with baseline_s43 as the
 reference, unless --rank names another set), the corpus and
 tokenizer SHA256s, the SHA256 of every code file and the UTC time, plus a
 `protocol.json.sha256` sidecar; prints the protocol's SHA256.
@@ -18,6 +18,7 @@ from corpus.errors import DataError
 
 def main(argv=None):
     from corpus.layout import Layout, default_data_dir
+    from eval.confirmation import confirmation_fingerprint
     from eval.plan import evaluation_plan
     from loaders.stream import open_split
     from protocols.generate_configs import configs
@@ -56,6 +57,9 @@ def main(argv=None):
 
         verify_prepared(lay.root, full=True)  # the frozen hashes must describe files that verify now
         n_val = open_split(dd, first["source"], "val").n
+        plan = evaluation_plan(first["source"], n_val, first["context"], first["eval_rows"], first["eval_batches"],
+                               a.per_stratum, a.replicates, run_names=list(runs), buffer=first.get("eval_buffer", 1000))
+        plan["confirmation_fingerprint"] = confirmation_fingerprint(dd, first["source"], plan, first["eval_rows"])
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -63,9 +67,7 @@ def main(argv=None):
         "name": a.name or f"{a.preset}-six",
         "frozen_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "runs": runs,
-        "evaluation": evaluation_plan(first["source"], n_val, first["context"], first["eval_rows"],
-                                      first["eval_batches"], a.per_stratum, a.replicates, run_names=list(runs),
-                                      buffer=first.get("eval_buffer", 1000)),
+        "evaluation": plan,
         "corpus": {"source": first["source"], "shards_sha256": rec["shards_sha256"],
                    "tokenizer_sha256": rec["tokenizer_sha256"], "files": rec["files"], "build_id": rec["build_id"]},
         "code_sha256": code_sha256(),

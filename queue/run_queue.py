@@ -83,6 +83,7 @@ def main(argv=None):
                             + ("; give config overrides as --set key=value" if "=" in a.shard else ""))
         if a.command == "return" and a.shard and "=" in a.shard:
             raise DataError(f"{a.shard!r} is not a shard id")
+        check_counts(a)
         if a.command == "reconstruct":
             return reconstruct_folder(out)
         with folder_lock(out, f"queue {a.command}"):
@@ -117,6 +118,26 @@ def main(argv=None):
     except (DataError, FolderLocked) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        from corpus.errors import os_error_line
+
+        print(f"error: {os_error_line(e, out)}", file=sys.stderr)
+        return 2
+
+
+# the least each count may be: a run of 0-shard rotations trains nothing, sigma needs two deltas
+MINIMA = {"rotation_shards": 1, "sigma_shards": 2, "per_domain": 1, "warmup_shards": 0, "held_out_shards": 1,
+          "candidates": 1, "decay_shards": 1, "shard_tokens": 1, "harmful_shards": 0, "prose_shards": 0,
+          "late_shards": 0}
+
+
+def check_counts(a):
+    for k, least in MINIMA.items():
+        v = getattr(a, k, None)
+        if v is not None and v < least:
+            raise DataError(f"--{k.replace('_', '-')} {v}: must be at least {least}")
+    if a.budget_targets is not None and a.budget_targets < 1:
+        raise DataError(f"--budget-targets {a.budget_targets}: must be at least 1")
 
 
 if __name__ == "__main__":

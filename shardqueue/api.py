@@ -11,7 +11,6 @@ Every function returns plain JSON-able dicts and writes its JSON files; nothing 
 The command line over this API is queue/run_queue.py.
 """
 import copy
-import io
 import json
 import shutil
 import sys
@@ -33,7 +32,7 @@ from shardqueue.world import World, build_pool
 
 RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*", "final.*", "report.md",
              "decisions.parquet", "decisions.csv", "queue_summary.json", "control_curves.png", "inspection",
-             "start_state.pt", "added_sources.json*")
+             "start_state.pt", "start_state.json", "added_sources.json*")
 
 DEFAULTS = {"shard_tokens": 1500, "warmup_shards": 6, "sigma_shards": 10, "held_out_shards": 12, "candidates": 14,
             "decay_shards": 2, "harmful_shards": 1, "prose_shards": 1, "late_shards": 0, "per_domain": 12, "pool_seed": 1003,
@@ -106,9 +105,9 @@ def score_checkpoint(path, calibration_dir, device="cpu"):
 
 
 def _write_state(path, payload):
-    buf = io.BytesIO()
-    torch.save(payload, buf)
-    atomic_write_bytes(path, buf.getvalue())
+    from training.checkpoint import checkpoint_bytes
+
+    atomic_write_bytes(path, checkpoint_bytes(payload))
     return sha256_file(path)
 
 
@@ -116,8 +115,50 @@ def _read_state(path, want_sha):
     if not Path(path).exists():
         raise DataError(f"{path}: not found")
     if sha256_file(path) != want_sha:
-        raise DataError(f"{path}: SHA256 does not match calibration.json (changed or truncated)")
-    return torch.load(path, weights_only=False)
+        raise DataError(f"{path}: SHA256 does not match its record (changed or truncated)")
+    try:  # plain tensors and values only: loading runs no code
+        return torch.load(path, weights_only=True)
+    except Exception as e:
+        raise DataError(f"{path}: cannot be read as plain tensors and values ({type(e).__name__}); "
+                        f"refused without running it") from None
+
+
+START_KEY = "start_state.json"
+
+
+def start_state_key(cfg, calib, seed) -> dict:
+    """What a cached start state depends on: the seed, the config, the calibration's pool and the corpus."""
+    from corpus.layout import Layout, default_data_dir
+    from training.checkpoint import data_identity
+    from training.config import config_sha256
+
+    lay = Layout(cfg.data_dir or default_data_dir(), cfg.source)
+    return {"seed": int(seed), "config_sha256": config_sha256({**cfg.to_dict(), "seed": int(seed)}),
+            "pool_sha256": calib["pool_sha256"], "calibrated_state_sha256": calib.get("state_sha256"),
+            "corpus": data_identity(lay)}
+
+
+def cached_start_state(folder, key):
+    """The start state cached in folder, if its record names this key and its SHA256 matches; else None."""
+    folder = Path(folder)
+    try:
+        rec = json.loads((folder / START_KEY).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or rec.get("key") != key or not (folder / "start_state.pt").exists():
+        return None
+    try:
+        return _read_state(folder / "start_state.pt", rec.get("sha256"))
+    except DataError:
+        return None
+
+
+def copy_start_state(src_state, src_key, dst_dir):
+    """Copy a cached start state and its key record into dst_dir, each atomically, the record last."""
+    dst_dir = Path(dst_dir)
+    (dst_dir / START_KEY).unlink(missing_ok=True)  # no record describes a half-copied state
+    atomic_write_bytes(dst_dir / "start_state.pt", Path(src_state).read_bytes())
+    atomic_write_bytes(dst_dir / START_KEY, Path(src_key).read_bytes())
 
 
 def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=print, fresh=False):
@@ -253,9 +294,10 @@ def start_state(cfg, world, pool, calib, calibration_dir, seed, out):
     from training.checkpoint import rng_states
     from training.trainer import Trainer
 
-    cache = Path(out) / "start_state.pt"
-    if cache.exists():
-        return torch.load(cache, weights_only=False)
+    key = start_state_key(cfg, calib, seed)
+    cached = cached_start_state(out, key)
+    if cached is not None:
+        return cached
     cfg2 = type(cfg)(**{**cfg.to_dict(), "seed": seed})
     trainer = Trainer(cfg2, world.device)
     shards = {x["id"]: x for x in pool["shards"]}
@@ -268,8 +310,60 @@ def start_state(cfg, world, pool, calib, calibration_dir, seed, out):
                              warmup(step, calib.get("warmup_updates", 0)))
         step, targets = step + n, targets + t
     st = {"trainer": trainer.state_dict(), "rng": rng_states(), "step": step, "targets": targets}
-    _write_state(cache, st)
+    (Path(out) / START_KEY).unlink(missing_ok=True)
+    sha = _write_state(Path(out) / "start_state.pt", st)
+    atomic_write_json(Path(out) / START_KEY, {"key": key, "sha256": sha})
     return st
+
+
+def relative_dir(folder, out):
+    """A folder as the run records it: relative to the run folder, so a copied run checks itself."""
+    import os
+
+    return os.path.relpath(Path(folder).resolve(), Path(out).resolve())
+
+
+def corpus_identity(cfg):
+    from corpus.layout import Layout, default_data_dir
+    from training.checkpoint import data_identity
+
+    return data_identity(Layout(cfg.data_dir or default_data_dir(), cfg.source))
+
+
+def remove_leftovers(out, log=print):
+    """Temporary files of a killed atomic write (checkpoints, the summary) are removed on the next start."""
+    for p in sorted(Path(out).glob(".*.tmp")):
+        p.unlink()
+        log(f"removed {p.name}, left by an interrupted write")
+
+
+# what --resume must find unchanged in the start record: (record key, attribute of the runner or a callable)
+START_FIELDS = ("seed", "policy", "reject_rate", "budget_targets", "rotation_shards")
+
+
+def check_start_record(start, runner, log_path):
+    """Resume refuses any difference from the run's start record: seed, policy, rate, budget,
+    rotation length, calibration, pool and corpus."""
+    now = {k: getattr(runner, {"budget_targets": "budget"}.get(k, k)) for k in START_FIELDS}
+    now["calibration"] = {k: runner.calib.get(k) for k in ("k", "frac", "sigma")}
+    now["pool_sha256"] = runner.pool["_sha256"]
+    now["corpus"] = runner.corpus
+    diff = [k for k in now if start.get(k) != now[k]]
+    if diff:
+        raise DataError(f"{log_path}: the run started with another {', '.join(diff)}; refusing to resume "
+                        f"(resume with the start record's settings, or start a new run)")
+
+
+def check_finished_log(out, recs):
+    """A log ending in "done" is complete only if the newest checkpoint holds that very record."""
+    from training.checkpoint import newest_good_checkpoint
+
+    path, p = newest_good_checkpoint(out, log=lambda s: None)
+    if p is not None and p.get("run_id") != recs[0].get("run_id"):
+        raise DataError(f"{path}: belongs to run {p.get('run_id')}, but decisions.jsonl is run {recs[0].get('run_id')}")
+    if p is None or p.get("log_seq") != len(recs) or (p.get("records") or [{}])[-1] != recs[-1]:
+        raise DataError(f"{out / 'decisions.jsonl'}: ends in 'done' but the newest checkpoint does not hold it; "
+                        f"the log and the checkpoint do not belong together")
 
 
 def move_aside(out, keep):
@@ -325,13 +419,23 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
         budget_targets = int(0.6 * sum(s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]))
     runner = (runner_cls or QueueRunner)(cfg, world, pool, calib, out, policy, seed, reject_rate, rotation_shards,
                                          budget_targets, branch_check, log=log)
-    runner.calibration_dir = str(calibration_dir.resolve())
+    runner.calibration_dir = relative_dir(calibration_dir, out)
+    runner.corpus = corpus_identity(cfg)
+    remove_leftovers(out, log)
     if resume:
-        done = [r for r in read_log(log_path, log=lambda s: None) if r["event"] == "done"]
-        if done and (out / "queue_summary.json").exists():
-            log(f"{out}: this run has finished; nothing to resume")
-            return json.loads((out / "queue_summary.json").read_text())
-        runner.run(resume=True)
+        recs = read_log(log_path, log=lambda s: None)
+        check_start_record(recs[0], runner, log_path)
+        if recs[-1]["event"] == "done":
+            from shardqueue.log import verify_chain
+
+            check_finished_log(out, recs)
+            verify_chain(recs, log_path)
+            if (out / "queue_summary.json").exists():
+                log(f"{out}: this run has finished; nothing to resume")
+                return json.loads((out / "queue_summary.json").read_text())
+            # killed after "done" but before its summary: the summary is written from the log, nothing reruns
+        else:
+            runner.run(resume=True)
     else:
         st = start_state(cfg, world, pool, calib, calibration_dir, seed, out)
         runner.trainer.load_state_dict(st["trainer"])
@@ -396,7 +500,10 @@ def return_from_quarantine(out, shard, log=print):
     out = Path(out)
     if not shard:
         raise DataError("give the shard id to return")
+    from shardqueue.log import record_sha256, verify_chain
+
     recs = read_log(out / "decisions.jsonl", repair=True, log=log)
+    verify_chain(recs, out / "decisions.jsonl")
     run_id = recs[0]["run_id"]
     insp = [r for r in recs if r["event"] == "inspect" and r.get("shard") == shard]
     st = recs[-1]["queue"]
@@ -419,6 +526,7 @@ def return_from_quarantine(out, shard, log=print):
     rec = {"seq": len(recs) + 1, "event": "return", "shard": shard, "time": round(time.time(), 3), "run_id": run_id,
            "inspection": f"inspection/{shard}.json", "sha256": seen["sha256"], "sources": seen["sources"]}
     rec["queue"] = apply(st, rec)
+    rec["prev_sha256"] = record_sha256(recs[-1])
     payload.update(state=rec["queue"], log_seq=rec["seq"], records=[rec])
     save_checkpoint(out, rec["seq"], payload, keep=0)
     from shardqueue.log import DecisionLog

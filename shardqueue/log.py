@@ -7,9 +7,14 @@ uninterrupted one (plus a `resumed` record). A torn last line (a crash inside a 
 newline) is reported, saved beside the log (`decisions.jsonl.torn`) and cut off; complete
 lines are never changed.
 
+Records are chained: each carries `prev_sha256`, the SHA256 of the previous record's line,
+so an edit of any earlier record (a loss, a target count) breaks the chain at the record
+after it; resume and `reconstruct` check the whole chain.
+
 `reconstruct` replays the queue from the rotation manifests and the records alone and
 checks every field of every record against the replay.
 """
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -50,6 +55,23 @@ def read_log(path, repair=False, log=print):
     return out
 
 
+def line_of(rec) -> str:
+    """A record's line in the log (without its newline): what the next record's prev_sha256 hashes."""
+    return json.dumps(rec, sort_keys=True, allow_nan=False)
+
+
+def record_sha256(rec) -> str:
+    return hashlib.sha256(line_of(rec).encode()).hexdigest()
+
+
+def verify_chain(recs, path):
+    """Every record after the first names the SHA256 of the one before it."""
+    for prev, rec in zip(recs, recs[1:]):
+        if rec.get("prev_sha256") != record_sha256(prev):
+            raise DataError(f"{path}: record {rec.get('seq')} does not chain to record {prev.get('seq')} "
+                            f"(an earlier record was edited, or the log was written by an older version)")
+
+
 class DecisionLog:
     """Append-only writer; `seq` is the number of records in the file."""
 
@@ -60,7 +82,7 @@ class DecisionLog:
         if rec.get("seq") != self.seq + 1:
             raise RuntimeError(f"record seq {rec.get('seq')} written after {self.seq}")
         with open(self.path, "a") as f:
-            f.write(json.dumps(rec, sort_keys=True, allow_nan=False) + "\n")
+            f.write(line_of(rec) + "\n")
             f.flush()
             os.fsync(f.fileno())
         self.seq = rec["seq"]

@@ -26,8 +26,19 @@ def _close(a, b):
 
 
 def check_records(recs, pool, calib, folder):
+    """check_records_strictly, with a malformed record or calibration named in one line."""
+    try:
+        return check_records_strictly(recs, pool, calib, folder)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        raise DataError(f"{Path(folder) / 'decisions.jsonl'}: a record or the calibration is malformed "
+                        f"({type(e).__name__}: {e}); it cannot be checked") from None
+
+
+def check_records_strictly(recs, pool, calib, folder):
+    from shardqueue.log import verify_chain
     from shardqueue.rotation import load_rotation
 
+    verify_chain(recs, Path(folder) / "decisions.jsonl")
     shards = {s["id"]: s for s in pool["shards"]}
     st = initial_state(pool["order"])
     run_id = recs[0].get("run_id")
@@ -90,6 +101,18 @@ def check_records(recs, pool, calib, folder):
     return st
 
 
+def rehashed_pool(cal_dir, start):
+    """pool.json with every shard's SHA256 recomputed from the prepared token files (never copied
+    from pool.json itself), on the corpus the run's start record names."""
+    from shardqueue.api import corpus_identity, open_calibration
+    from shardqueue.rotation import load_rotation
+
+    cfg, world, _, _ = open_calibration(cal_dir)
+    if start.get("corpus") != corpus_identity(cfg):
+        raise DataError(f"{cal_dir}: its corpus is not the one the run's start record names")
+    return load_rotation(cal_dir / "pool.json", world.stream)
+
+
 def reconstruct_folder(folder, out=print):
     """CLI body: 0 when every check passes; 1 with one line otherwise."""
     from shardqueue.rotation import load_rotation
@@ -99,11 +122,14 @@ def reconstruct_folder(folder, out=print):
         if not folder.is_dir():
             raise DataError(f"{folder}: no such queue folder")
         recs = read_log(folder / "decisions.jsonl", log=lambda s: print(s, file=sys.stderr))
-        cal_dir = folder / recs[0].get("calibration_dir", ".")
+        cal_dir = folder / str(recs[0].get("calibration_dir", "."))
         if not (cal_dir / "calibration.json").exists():
             raise DataError(f"{cal_dir / 'calibration.json'}: not found")
-        calib = json.loads((cal_dir / "calibration.json").read_text())
-        pool = load_rotation(cal_dir / "pool.json")
+        try:
+            calib = json.loads((cal_dir / "calibration.json").read_text())
+        except (ValueError, UnicodeDecodeError):
+            raise DataError(f"{cal_dir / 'calibration.json'}: not valid JSON") from None
+        pool = rehashed_pool(cal_dir, recs[0])
         from shardqueue.sources import read, with_records
 
         pool = with_records(pool, read(folder))  # sources added to this run (run --add-source)
@@ -113,5 +139,6 @@ def reconstruct_folder(folder, out=print):
         return 1
     out(f"accepted {st['accepted']}\nnext rotation {st['next_rotation']}\nquarantined {st['quarantined']}\n"
         f"rejections {st['rejections']}\nreturns {st['returns']}")
-    out(f"{len(recs)} records checked: every field agrees with the replay, the pool and the rotation manifests")
+    out(f"{len(recs)} records checked: every field agrees with the replay, the pool (re-hashed from the token "
+        f"files) and the rotation manifests; the records chain")
     return 0

@@ -23,7 +23,7 @@ import torch
 
 from corpus.errors import DataError
 from shardqueue.domains import measure, rows_bpb
-from shardqueue.log import DecisionLog, read_log
+from shardqueue.log import DecisionLog, read_log, record_sha256, verify_chain
 from shardqueue.packing import StreamedShard, update_batches, updates_of
 from shardqueue.rotation import save_rotation, shard_docs
 from shardqueue.rule import judge, rises
@@ -185,6 +185,8 @@ class QueueRunner:
             rec.update(sha256=self.shards[sid]["sha256"], sources=self.shards[sid]["sources"])
         self.state = apply(self.state, rec)
         rec["queue"] = copy.deepcopy(self.state)
+        rec["prev_sha256"] = getattr(self, "prev_sha256", None)  # the chain: an edited earlier record is found
+        self.prev_sha256 = record_sha256(rec)
         self.seq += 1
         self._owed.append(rec)
         return rec
@@ -407,7 +409,7 @@ class QueueRunner:
                         calibration={k: self.calib.get(k) for k in ("k", "frac", "sigma")},
                         pool_sha256=self.pool["_sha256"], budget_targets=self.budget,
                         rotation_shards=self.rotation_shards, start_step=self.step, start_targets=self.targets,
-                        calibration_dir=getattr(self, "calibration_dir", "."))
+                        calibration_dir=getattr(self, "calibration_dir", "."), corpus=getattr(self, "corpus", None))
             self.commit()
         if resume and self.decay_updates:
             self.decay_start = next((r["step"] for r in read_log(log_path, log=lambda s: None)
@@ -446,6 +448,9 @@ class QueueRunner:
             except DataError as e:
                 self.log(f"warning: {e}; trying the previous checkpoint")
                 continue
+            if "log_seq" not in p:  # the final decay's checkpoint of a run killed before it became final.pt
+                self.log(f"note: {path.name} is an unfinished final decay; resuming from the step before it")
+                continue
             if p.get("run_id") != run_id:
                 raise DataError(f"{path}: belongs to run {p.get('run_id')}, but {log_path.name} is run {run_id}")
             good = (path, p)
@@ -462,10 +467,13 @@ class QueueRunner:
         for r in owed:
             if r["seq"] <= last and {k: v for k, v in recs[r["seq"] - 1].items()} != r:
                 raise DataError(f"{log_path}: record {r['seq']} differs from the one {path.name} holds")
+        full = recs + [r for r in owed if r["seq"] > last]
+        verify_chain(full, log_path)
         self.dlog = DecisionLog(log_path, seq=last)
         for r in owed:
             if r["seq"] > last:
                 self.dlog.write(r)
+        self.prev_sha256 = record_sha256(full[-1])
         self.run_id = run_id
         self.trainer.load_state_dict(p["trainer"])
         from training.checkpoint import set_rng_states

@@ -269,3 +269,49 @@ def test_checkers_and_official_have_working_help(capsys):
     assert e.value.code == 0
     for phrase in ("a training checkpoint", "data root", "torch device", "per-row sufficient statistics"):
         assert phrase in out
+
+
+def test_checkers_refuse_non_finite_values_and_files_they_cannot_check(evaluated, tmp_path, capsys):
+    """NaN fails (max() would skip it); truncated, empty, list-shaped or incomplete files are one
+    line, exit 2, never PASS (issue 20)."""
+    from checkers.verify_evaluation_summary import main as rankings_main
+    from checkers.verify_window_evidence import main as windows_main
+
+    _, out = evaluated
+    wsum, wev = out / "window_summary_dev.json", out / "window_evidence_dev.npz"
+    rsum, rev = out / "rankings.json", out / "ranking_evidence.npz"
+    s = json.loads(wsum.read_text())
+    for field, at in (("tail_delta", None), ("interaction", None), ("interval95", 0)):
+        bad = json.loads(json.dumps(s))
+        if at is None:
+            bad["cells"][0][field] = float("nan")
+        else:
+            bad["cells"][0][field][at] = float("nan")
+        (tmp_path / "s.json").write_text(json.dumps(bad))
+        assert windows_main([str(tmp_path / "s.json"), str(wev)]) == 1, field
+    rk = json.loads(rsum.read_text())
+    for field, at in (("delta", None), ("interval95", 1)):
+        bad = json.loads(json.dumps(rk))
+        c = bad["prefixes"][0]["contrasts"][0]
+        if at is None:
+            c[field] = float("nan")
+        else:
+            c[field][at] = float("nan")
+        (tmp_path / "r.json").write_text(json.dumps(bad))
+        assert rankings_main([str(tmp_path / "r.json"), str(rev)]) == 1, field
+    capsys.readouterr()
+    (tmp_path / "cut.npz").write_bytes(wev.read_bytes()[: wev.stat().st_size // 2])
+    (tmp_path / "empty.npz").write_bytes(b"")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    no_full = {k: v for k, v in rk.items() if k != "full"}
+    (tmp_path / "no_full.json").write_text(json.dumps(no_full))
+    rcut = tmp_path / "rcut.npz"
+    rcut.write_bytes(rev.read_bytes()[: rev.stat().st_size // 2])
+    for main_, args in ((windows_main, [wsum, tmp_path / "cut.npz"]), (windows_main, [wsum, tmp_path / "empty.npz"]),
+                        (windows_main, [tmp_path / "list.json", wev]),
+                        (rankings_main, [rsum, rcut]), (rankings_main, [rsum, tmp_path / "empty.npz"]),
+                        (rankings_main, [tmp_path / "list.json", rev]),
+                        (rankings_main, [tmp_path / "no_full.json", rev])):
+        rc = main_([str(a) for a in args])
+        err = capsys.readouterr().err
+        assert rc == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error:"), (args, rc, err)

@@ -81,17 +81,17 @@ def test_interrupted_rebuild_with_other_arguments_never_mixes_shards(data, monke
 
 
 def test_corrupt_tokenizer_is_refused_then_retrained(data, capsys):
-    """Issue class 3: a damaged tokenizer.pkl / token_bytes.npy is never trusted."""
+    """Issue class 3: a damaged tokenizer.json / token_bytes.npy is never trusted."""
     from corpus.tokenizer import load_encoding, load_token_bytes, token_bytes_table
 
     lay = Layout(data, "stdlib")
-    good = (lay.tokenizer / "tokenizer.pkl").read_bytes()
-    _flip(lay.tokenizer / "tokenizer.pkl", at=len(good) // 2)
-    with pytest.raises(DataError, match="tokenizer.pkl: SHA256"):
+    good = (lay.tokenizer / "tokenizer.json").read_bytes()
+    _flip(lay.tokenizer / "tokenizer.json", at=len(good) // 2)
+    with pytest.raises(DataError, match="tokenizer.json: SHA256"):
         load_encoding(lay.tokenizer)
     assert prepare.main(["--data-dir", str(data), *ARGS]) == 0
     assert "retraining the tokenizer" in capsys.readouterr().out
-    assert (lay.tokenizer / "tokenizer.pkl").read_bytes() == good  # deterministic retraining
+    assert (lay.tokenizer / "tokenizer.json").read_bytes() == good  # deterministic retraining
     tb = lay.tokenizer / "token_bytes.npy"
     _flip(tb)
     with pytest.raises(DataError, match="token_bytes.npy: SHA256"):

@@ -15,6 +15,7 @@ from corpus.errors import DataError
 from corpus.layout import Layout
 from corpus.runlock import folder_lock
 from eval.__main__ import main as eval_main
+from eval.confirmation import confirmation_fingerprint
 from eval.plan import evaluation_plan
 from eval.stream_checks import audit_stream, require
 from loaders.stream import open_split
@@ -57,6 +58,7 @@ def _protocol(small_corpus, runs_dir, ranked=None):
     plan = evaluation_plan("stdlib", n_val, 32, 2, 2, per_stratum=4, replicates=50, run_names=list(runs), buffer=1000)
     if ranked:
         plan["ranking"].update({"population": sorted(ranked), "reference": ranked[0]})
+    plan["confirmation_fingerprint"] = confirmation_fingerprint(small_corpus, "stdlib", plan, 2)
     return {"name": "faults", "frozen_at_utc": "2026-01-01T00:00:00Z", "runs": runs, "evaluation": plan,
             "corpus": {"source": "stdlib", "shards_sha256": rec["shards_sha256"], "tokenizer_sha256": rec["tokenizer_sha256"]},
             "code_sha256": code_sha256()}
@@ -201,3 +203,44 @@ def test_manifest_refuses_extra_files_empty_manifests_and_garbage_lines(partial_
     assert manifest_main(["verify", str(m)]) == 1
     out = capsys.readouterr().out
     assert f"{m}:3: not a '<sha256>  <path>' line" in out and "MISMATCH  runs/baseline_s43/ckpt_000002.pt" in out
+
+
+def test_the_gate_rescores_every_checkpoint_and_checks_the_frozen_confirmation_stream(partial_runs, small_corpus,
+                                                                                      tmp_path, capsys, monkeypatch):
+    """As the paper: each checkpoint reloaded and re-scored bit for bit before confirmation; the
+    confirmation stream is the frozen one to the document (issue 20)."""
+    import eval.confirmation
+
+    proto = tmp_path / "protocol.json"
+    write_protocol(proto, _protocol(small_corpus, partial_runs))
+    runs = tmp_path / "runs"
+    shutil.copytree(partial_runs, runs)
+    argv = ["--runs", str(runs), "--protocol", str(proto), "--device", "cpu", "--no-figures"]
+    summary = runs / "segmented_s43" / "summary.json"
+    good = summary.read_text()
+    s = json.loads(good)
+    s["official"]["bpb"] -= 1e-4  # a better recorded score than the checkpoint gives
+    summary.write_text(json.dumps(s))
+    rc = eval_main(argv + ["--out", str(tmp_path / "e1")])
+    _one_line_error(capsys, rc, "segmented_s43", "official bpb", "refusing to confirm")
+    summary.write_text(good)
+    rows = runs / "baseline_s44" / "official_rows.parquet"
+    t = pq.read_table(rows)
+    nats = t.column("nats").to_numpy().copy()
+    nats[1] *= 0.5
+    pq.write_table(t.set_column(t.schema.get_field_index("nats"), "nats", [nats]), rows)  # metadata kept
+    rc = eval_main(argv + ["--out", str(tmp_path / "e2")])
+    _one_line_error(capsys, rc, "baseline_s44", "does not reproduce the recorded official nats", "row 1")
+    shutil.copy(partial_runs / "baseline_s44" / "official_rows.parquet", rows)
+    real = eval.confirmation.find_duplicates
+
+    def one_more(data_dir, source, rows_):  # the stream loses one document the protocol froze
+        dups = real(data_dir, source, rows_)
+        extra = next(r for r in range(*rows_) if r not in {d for d, _ in dups})
+        return sorted(dups + [(extra, "test")])
+
+    monkeypatch.setattr(eval.confirmation, "find_duplicates", one_more)
+    rc = eval_main(argv + ["--out", str(tmp_path / "e3")])
+    _one_line_error(capsys, rc, "confirmation stream's fingerprint", "refusing to confirm")
+    monkeypatch.undo()
+    assert not any((tmp_path / f"e{i}").exists() for i in (1, 2, 3))

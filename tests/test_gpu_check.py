@@ -104,7 +104,7 @@ def test_compile_is_static_shape(monkeypatch):
 
     seen = []
     monkeypatch.setattr(torch, "compile", lambda m, **kw: seen.append(kw) or m)
-    cfg = resolve_config(None, ["depth=1", "width=16", "heads=1", "kv_heads=1", "context=8", "short_window=4",
+    cfg = resolve_config(None, ["depth=1", "width=32", "heads=1", "kv_heads=1", "context=8", "short_window=4",
                                 "vocab=32", "compile=on"])
     maybe_compile(build_model(cfg, "cpu", seed=0), cfg, "cpu")
     assert seen == [{"dynamic": False}]

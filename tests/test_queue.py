@@ -4,6 +4,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -154,7 +155,7 @@ def full_run(calibrated, tmp_path_factory):
     return out, summary, read_log(out / "decisions.jsonl"), restored
 
 
-TIMING = ("time", "seq", "spent", "seconds", "calibration_dir", "run_id")
+TIMING = ("time", "seq", "spent", "seconds", "calibration_dir", "run_id", "prev_sha256")  # the chain hashes times
 
 
 def _strip(obj):
@@ -223,8 +224,8 @@ def test_resume_after_an_interruption_gives_the_same_log_and_model(calibrated, f
     assert len(run_ids) == 1
     assert [(r["event"], r.get("shard")) for r in a] == [(r["event"], r.get("shard")) for r in b]
     assert a == b
-    pa = torch.load(out_full / "final.pt", weights_only=False)["trainer"]["model"]
-    pb = torch.load(out / "final.pt", weights_only=False)["trainer"]["model"]
+    pa = torch.load(out_full / "final.pt", weights_only=True)["trainer"]["model"]
+    pb = torch.load(out / "final.pt", weights_only=True)["trainer"]["model"]
     assert _equal(pa, pb)
 
 
@@ -290,9 +291,10 @@ def test_an_active_manifest_cannot_be_changed(calibrated, full_run, tmp_path):
     assert reconstruct_folder(out, out=lambda s: None) == 1
 
 
-def test_return_needs_an_inspection_without_a_cause_and_happens_once(full_run, tmp_path):
+def test_return_needs_an_inspection_without_a_cause_and_happens_once(calibrated, full_run, tmp_path):
     out = tmp_path / "ret"
     shutil.copytree(full_run[0], out)
+    shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)  # where the run names it
     q = full_run[1]["quarantined"][0]
     (out / "inspection" / f"{q}.json").unlink()
     with pytest.raises(DataError, match="no inspection report"):
@@ -530,3 +532,142 @@ def test_rejection_path_at_the_main_jobs_thresholds(calibrated, tmp_path):
 
 def _plus(base, d, amount):
     return {**base, d: base[d] + amount}
+
+
+def _unfinished_copy(full_run, tmp_path, name):
+    out = tmp_path / name
+    shutil.copytree(full_run[0], out)
+    (out / "queue_summary.json").unlink()
+    return out
+
+
+def test_resume_refuses_any_difference_from_the_start_record(calibrated, full_run, tmp_path, monkeypatch):
+    """Seed, policy, calibration (an edited k) and corpus are each refused, naming the field (issue 20)."""
+    out = _unfinished_copy(full_run, tmp_path, "differs")
+    before = (out / "decisions.jsonl").read_bytes()
+    with pytest.raises(DataError, match="another seed"):
+        _run(calibrated, out, resume=True, seed=99)
+    with pytest.raises(DataError, match="another policy"):
+        _run(calibrated, out, resume=True, policy="plain")
+    edited = tmp_path / "k50"
+    shutil.copytree(calibrated["strict"], edited)
+    c = json.loads((edited / "calibration.json").read_text())
+    c["k"] = 50
+    (edited / "calibration.json").write_text(json.dumps(c))
+    with pytest.raises(DataError, match="another calibration"):
+        rq.run(out, edited, resume=True, log=lambda s: None, report=False)
+    monkeypatch.setattr(rq, "corpus_identity", lambda cfg: {"build_id": "0" * 64, "tokenizer_sha256": "1" * 64})
+    with pytest.raises(DataError, match="another corpus"):
+        _run(calibrated, out, resume=True)
+    assert (out / "decisions.jsonl").read_bytes() == before
+
+
+def test_an_edited_early_record_breaks_the_chain(calibrated, full_run, tmp_path, capsys):
+    out = _unfinished_copy(full_run, tmp_path, "edited")
+    shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)  # where the run names it
+    lines = (out / "decisions.jsonl").read_text().splitlines()
+    i = next(j for j, ln in enumerate(lines) if json.loads(ln)["event"] == "train")
+    rec = json.loads(lines[i])
+    rec["train_loss"] += 0.5
+    rec["history_targets"] += 1
+    lines[i] = json.dumps(rec, sort_keys=True)
+    (out / "decisions.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=f"record {rec['seq'] + 1} does not chain"):
+        _run(calibrated, out, resume=True)
+    assert reconstruct_folder(out, out=lambda s: None) == 1
+    assert "does not chain" in capsys.readouterr().err
+
+
+def test_a_kill_after_done_writes_the_summary_without_a_resumed_record(calibrated, full_run, tmp_path):
+    out = _unfinished_copy(full_run, tmp_path, "after_done")
+    before = (out / "decisions.jsonl").read_bytes()
+    (out / ".queue_summary.json.x1y2.tmp").write_text("{")  # the killed write's leftover
+    summary = _run(calibrated, out, resume=True)
+    assert (out / "decisions.jsonl").read_bytes() == before  # nothing appended after "done"
+    assert summary == full_run[1] and summary["spent"]["updates"] > 0
+    assert not list(out.glob(".*.tmp"))
+
+
+def test_a_kill_inside_the_final_decay_resumes_to_the_same_end(calibrated, full_run, tmp_path):
+    out = _unfinished_copy(full_run, tmp_path, "in_decay")
+    recs = read_log(out / "decisions.jsonl")
+    last_ckpt = sorted(out.glob("ckpt_*.pt"))[-1]  # the commit of the decay and done records
+    last_ckpt.unlink()
+    last_ckpt.with_suffix(".json").unlink()
+    lines = (out / "decisions.jsonl").read_text().splitlines()
+    (out / "decisions.jsonl").write_text("\n".join(lines[:-2]) + "\n")
+    # killed after the decay checkpoint was saved, before it became final.pt
+    (out / "final.pt").rename(out / "ckpt_999999.pt")
+    (out / "final.json").rename(out / "ckpt_999999.json")
+    _run(calibrated, out, resume=True)
+    again = read_log(out / "decisions.jsonl")
+    assert [r["event"] for r in again][-3:] == ["resumed", "decay", "done"]
+    assert _strip(again) == _strip(recs)
+    pa = torch.load(full_run[0] / "final.pt", weights_only=True)["trainer"]["model"]
+    pb = torch.load(out / "final.pt", weights_only=True)["trainer"]["model"]
+    assert _equal(pa, pb)
+
+
+def test_reconstruct_rehashes_shards_checks_relative_paths_and_malformed_records(calibrated, full_run, tmp_path):
+    from protocols.protocol import write_protocol
+    from shardqueue.replay import check_records, rehashed_pool
+
+    recs = read_log(full_run[0] / "decisions.jsonl")
+    assert not Path(recs[0]["calibration_dir"]).is_absolute()
+    # a copied run (with its calibration beside it, as before) checks against the copy, not the original
+    moved = tmp_path / "moved"
+    run, cal = moved / full_run[0].name, moved / calibrated["strict"].name
+    shutil.copytree(full_run[0], run)
+    shutil.copytree(calibrated["strict"], cal)
+    assert reconstruct_folder(run, out=lambda s: None) == 0
+    c = json.loads((cal / "calibration.json").read_text())
+    (cal / "calibration.json").write_text(json.dumps({**c, "k": 50}))
+    assert reconstruct_folder(run, out=lambda s: None) == 1
+    # a pool.json whose recorded shard SHA256 is not the token files' is found by re-hashing them
+    bad = tmp_path / "badpool"
+    shutil.copytree(calibrated["strict"], bad)
+    pool = json.loads((bad / "pool.json").read_text())
+    pool["shards"][0]["sha256"] = "0" * 64
+    digest = write_protocol(bad / "pool.json", pool)
+    c = json.loads((bad / "calibration.json").read_text())
+    (bad / "calibration.json").write_text(json.dumps({**c, "pool_sha256": digest}))
+    with pytest.raises(DataError, match="SHA256 differs"):
+        rehashed_pool(bad, recs[0])
+    # malformed records and calibrations: one line, never a traceback
+    cal_rec = json.loads((calibrated["strict"] / "calibration.json").read_text())
+    p = rq.open_calibration(calibrated["strict"])[2]
+    # (the last record: an edit of any earlier one already breaks the chain)
+    for broken_recs, broken_cal in ((recs[:-1] + [{k: v for k, v in recs[-1].items() if k != "event"}], cal_rec),
+                                    (recs[:-1] + [{k: v for k, v in recs[-1].items() if k != "queue"}], cal_rec),
+                                    (recs, {k: v for k, v in cal_rec.items() if k != "k"})):
+        with pytest.raises(DataError, match="malformed"):
+            check_records(broken_recs, p, broken_cal, full_run[0])
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--rotation-shards", "0"], "--rotation-shards"),
+    (["calibrate", "--per-domain", "0"], "--per-domain"),
+    (["calibrate", "--sigma-shards", "0"], "--sigma-shards"),
+])
+def test_queue_counts_below_their_minimum_are_one_line(tmp_path, capsys, argv, needle):
+    rc = cli.main(argv + ["--out", str(tmp_path / "q")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and needle in err[0], err
+    assert not (tmp_path / "q").exists()
+
+
+def test_a_stale_start_state_of_another_seed_is_not_reused(calibrated, tmp_path):
+    """start_state.pt is reused only under its own key (seed, config, pool, corpus) and SHA256."""
+    cfg, _, _, calib = rq.open_calibration(calibrated["strict"])
+    out = tmp_path / "s"
+    out.mkdir()
+    state = {"trainer": {"w": torch.arange(4.0)}, "step": 3, "targets": 7}
+    sha = rq._write_state(out / "start_state.pt", state)
+    key44 = rq.start_state_key(cfg, calib, 44)
+    (out / rq.START_KEY).write_text(json.dumps({"key": key44, "sha256": sha}))
+    assert _equal(rq.cached_start_state(out, key44), state)
+    assert rq.cached_start_state(out, rq.start_state_key(cfg, calib, 45)) is None  # seed 44's, not 45's
+    other = dict(key44, corpus={"build_id": "0" * 64, "tokenizer_sha256": "1" * 64})
+    assert rq.cached_start_state(out, other) is None
+    (out / "start_state.pt").write_bytes((out / "start_state.pt").read_bytes()[:-10])  # torn copy
+    assert rq.cached_start_state(out, key44) is None

@@ -1,10 +1,17 @@
 """Checkpoints: real files, written atomically, verified before they are trusted.
 
 ckpt_{step:06d}.pt holds model, optimizers, loader state, RNG states, step, resolved
-config and the SHA256 of the code files; ckpt_{step:06d}.json (written after it) holds the
-checkpoint's own SHA256. A checkpoint whose bytes or sidecar do not verify is reported in
-one line and `--resume` falls back to the previous good one. Pruning keeps the newest
-`keep` checkpoints plus any step named in `protect` (train.py protects the final one).
+config, the prepared corpus's identity and the SHA256 of the code files;
+ckpt_{step:06d}.json (written after it) holds the checkpoint's own SHA256 and the run-time
+facts that differ between equal runs (wall-clock times), so equal runs write equal .pt
+files. A checkpoint whose bytes or sidecar do not verify is reported in one line and
+`--resume` falls back to the previous good one. Pruning keeps the newest `keep`
+checkpoints plus any step named in `protect` (train.py protects the final one).
+
+Loading never runs code: everything is stored as tensors and plain Python values (numpy
+arrays become tensors) and read with torch.load(weights_only=True). The sidecar's SHA256
+sits beside the file it describes, so it detects damage, not a deliberate swap: whoever can
+replace the checkpoint can replace its sidecar too.
 """
 import hashlib
 import io
@@ -27,8 +34,32 @@ def code_sha256() -> dict:
     return {str(p.relative_to(ROOT)): sha256_file(p) for p in files if p.exists()}
 
 
+def seed_host_rngs(seed: int) -> None:
+    """Python's and numpy's global generators from the run's seed: a checkpoint stores their
+    states, so two equal runs then write byte-equal checkpoints."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+
+
+def data_identity(lay) -> dict:
+    """The prepared corpus a run trains on: its build id and tokenizer SHA256 (prepared.json)."""
+    rec = lay.prepared()
+    return {"build_id": rec.get("build_id"), "tokenizer_sha256": rec.get("tokenizer_sha256")}
+
+
+def data_mismatch(saved, now) -> str:
+    """'' when a checkpoint's recorded corpus identity is `now`, else what differs."""
+    if not isinstance(saved, dict):
+        return "the checkpoint records no corpus identity (written by an older version)"
+    diff = [k for k in ("build_id", "tokenizer_sha256") if saved.get(k) != now.get(k)]
+    return f"{' and '.join(diff)} differ" if diff else ""
+
+
 def rng_states():
-    st = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    st = {"python": random.getstate(), "torch": torch.get_rng_state(),
+          "numpy": {"name": name, "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
+                    "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}}
     if torch.cuda.is_available():
         st["cuda"] = torch.cuda.get_rng_state_all()
     return st
@@ -36,21 +67,40 @@ def rng_states():
 
 def set_rng_states(st):
     random.setstate(st["python"])
-    np.random.set_state(st["numpy"])
+    n = st["numpy"]
+    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
     torch.set_rng_state(st["torch"])
     if "cuda" in st and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(st["cuda"])
 
 
-def save_checkpoint(out_dir, step, payload: dict, keep=2, protect=()) -> Path:
-    out_dir = Path(out_dir)
+def plain(obj):
+    """obj with numpy arrays as tensors and numpy scalars as Python numbers: what weights_only reads."""
+    if isinstance(obj, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(obj).copy())
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(plain(v) for v in obj)
+    return obj
+
+
+def checkpoint_bytes(payload: dict) -> bytes:
     buf = io.BytesIO()
-    torch.save(payload, buf)
-    data = buf.getvalue()
+    torch.save(plain(payload), buf)
+    return buf.getvalue()
+
+
+def save_checkpoint(out_dir, step, payload: dict, keep=2, protect=(), run_facts=None) -> Path:
+    """run_facts (plain JSON: e.g. wall-clock times) go into the sidecar, not the .pt."""
+    out_dir = Path(out_dir)
+    data = checkpoint_bytes(payload)
     path = out_dir / f"ckpt_{step:06d}.pt"
     atomic_write_bytes(path, data)
     atomic_write_json(path.with_suffix(".json"), {"step": step, "sha256": hashlib.sha256(data).hexdigest(),
-                                                   "bytes": len(data)})
+                                                   "bytes": len(data), "run_facts": run_facts or {}})
     if keep > 0:
         prunable = [p for p in sorted(out_dir.glob("ckpt_*.pt")) if checkpoint_step(p) not in set(protect)]
         for old in prunable[:-keep]:
@@ -76,15 +126,22 @@ def load_checkpoint(path, map_location="cpu") -> dict:
     try:
         want = json.loads(meta.read_text())
         want_bytes, want_sha = int(want["bytes"]), str(want["sha256"])
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        facts = want.get("run_facts", {})
+        if not isinstance(facts, dict):
+            raise ValueError
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
         raise DataError(f"{meta}: unreadable or truncated checkpoint sidecar") from None
     data = path.read_bytes()
     if len(data) != want_bytes or hashlib.sha256(data).hexdigest() != want_sha:
         raise DataError(f"{path}: corrupt or truncated checkpoint ({len(data)} bytes, SHA256 does not match {meta.name})")
     try:
-        return torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
-    except Exception as e:
-        raise DataError(f"{path}: cannot be read ({type(e).__name__})") from None
+        payload = torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
+    except Exception as e:  # weights_only refuses any object it would have to construct by running code
+        raise DataError(f"{path}: cannot be read as plain tensors and values ({type(e).__name__}); "
+                        f"refused without running it") from None
+    if not isinstance(payload, dict):
+        raise DataError(f"{path}: not a checkpoint (a {type(payload).__name__}, not a dict)")
+    return {**facts, **payload}
 
 
 def newest_good_checkpoint(out_dir, log=print):

@@ -128,6 +128,9 @@ def _coerce(name, value, typ):
             return typ(value)
         except ValueError:
             raise DataError(f"config key {name!r}: {value!r} is not a valid {typ.__name__}") from None
+    if isinstance(value, bool) and typ is not bool:
+        # bool is an int subclass in Python: "muon_lr": true must not become 1.0
+        raise DataError(f"config key {name!r}: {value!r} is a boolean, not a {typ.__name__}")
     if typ is float and isinstance(value, int):
         return float(value)
     if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
@@ -168,4 +171,20 @@ def resolve_config(path=None, overrides=()):
     validate(cfg, where=str(path) if path else "config")
     if cfg.width % cfg.heads or cfg.heads % cfg.kv_heads:
         raise DataError("config: width must divide by heads, and heads by kv_heads")
+    validate_model_shape(cfg, where=str(path) if path else "config")
     return cfg
+
+
+def validate_model_shape(cfg: "TrainConfig", where="config"):
+    """Shapes the model cannot build or run, refused when the config is resolved rather than
+    as a shape error inside the first forward pass."""
+    from training.model import ModelConfig
+
+    gate = ModelConfig.ve_gate_channels  # the value-embedding gate reads this many channels of the input
+    if cfg.width < gate:
+        raise DataError(f"{where} key 'width': {cfg.width} must be at least {gate} (the value-embedding gate's "
+                        f"input channels)")
+    head_dim = cfg.width // cfg.heads
+    if head_dim % 2:
+        raise DataError(f"{where} keys 'width'/'heads': head dimension {cfg.width}/{cfg.heads} = {head_dim} must be "
+                        f"even (rotary embeddings rotate pairs of channels)")

@@ -121,8 +121,9 @@ def run_arm(rq, arm, seed, out, cal, budget, rotation, log, device, cls=None, at
            "branch_updates": getattr(runner, "branch_updates", 0), "stopped_covered": getattr(runner, "stopped", None)}
     atomic_write_json(done, rec)
     keep = out / "start_states" / f"s{seed}.pt"
-    if (d / "start_state.pt").exists() and not keep.exists():  # the seed's start state, for the other arms
-        keep.parent.mkdir(parents=True, exist_ok=True)
+    if (d / "start_state.pt").exists() and (d / "start_state.json").exists() and not keep.exists():
+        keep.parent.mkdir(parents=True, exist_ok=True)  # the seed's start state and its key, for the other arms
+        shutil.move(str(d / "start_state.json"), str(keep.with_suffix(".json")))
         shutil.move(str(d / "start_state.pt"), str(keep))
     drop_rollback_points(d)
     return rec
@@ -420,13 +421,15 @@ def share_start_state(out, seed, calib_seed):
     """Another seed's start state is the same for all arms: train it once (arm B) and give the others a copy."""
     if seed == calib_seed:
         return
-    src = out / "start_states" / f"s{seed}.pt"
-    if src.exists():
+    from shardqueue.api import copy_start_state
+
+    src, key = out / "start_states" / f"s{seed}.pt", out / "start_states" / f"s{seed}.json"
+    if src.exists() and key.exists():
         for arm in ("A", "C"):
-            dst = out / f"{arm}_s{seed}" / "start_state.pt"
-            if not dst.exists():
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
+            dst = out / f"{arm}_s{seed}"
+            if not (dst / "start_state.pt").exists():  # a stale or half-copied state is keyed and hashed on use
+                dst.mkdir(parents=True, exist_ok=True)
+                copy_start_state(src, key, dst)
 
 
 def concat_decisions(out, runs):
