@@ -11,7 +11,6 @@ updates, targets and context in its header), OUT/results.json, OUT/learning_curv
 axes, and the difference from the same-seed baseline) and OUT/bpb_by_condition.png.
 """
 import argparse
-import json
 import sys
 from pathlib import Path
 

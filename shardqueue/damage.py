@@ -23,7 +23,6 @@ shard built from damaged documents is an ordinary-size shard of a plausible craw
 The dose of a shard is the share of its documents (and of its tokens) that went through
 one of these; shards mix a kind with clean text at any dose from 0 to 100%.
 """
-import random
 
 _SITES = ("devnotes", "codehub", "pyforum", "techdaily", "snippetbase", "learnhub")
 _NAV = ("Home", "About", "Blog", "Docs", "Forum", "Contact", "Login", "Sign up", "Search", "Archives", "Tags")

@@ -69,7 +69,6 @@ def footprint_terms(documents, pool_documents, shard_documents, parameters, upda
 
 
 def host_footprint(preset, node=NODE):
-    from shardqueue.domains import OVERLAP_SAMPLE_TOKENS
     from shardqueue.inspection import SAMPLE_TOKENS
     from shardqueue.study.presets import PRESETS, plan
 

@@ -115,7 +115,6 @@ def rehashed_pool(cal_dir, start):
 
 def reconstruct_folder(folder, out=print):
     """CLI body: 0 when every check passes; 1 with one line otherwise."""
-    from shardqueue.rotation import load_rotation
 
     folder = Path(folder)
     try:

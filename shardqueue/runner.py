@@ -24,7 +24,7 @@ import torch
 from corpus.errors import DataError
 from shardqueue.domains import measure, rows_bpb
 from shardqueue.log import DecisionLog, read_log, record_sha256, verify_chain
-from shardqueue.packing import StreamedShard, update_batches, updates_of
+from shardqueue.packing import StreamedShard, update_batches
 from shardqueue.rotation import save_rotation, shard_docs
 from shardqueue.rule import judge, rises
 from shardqueue.state import apply, initial_state

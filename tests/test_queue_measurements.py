@@ -4,7 +4,6 @@ pool that does not run dry. The calibrated tiny world comes from tests/test_queu
 import json
 
 import numpy as np
-import pytest
 from test_queue import calibrated  # noqa: F401  (the session fixture: a real stage A on the small corpus)
 
 from shardqueue.dose import dose_response, exact_mix

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from findings.summary import PAPER, build, main, render
+from findings.summary import build, main, render
 from tests.test_findings_summary import _write, fake_run
 
 ROOT = Path(__file__).resolve().parents[1]

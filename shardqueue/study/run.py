@@ -8,7 +8,6 @@ redone; an unfinished one is moved aside and redone from its start state. A fini
 rollback checkpoints are deleted: no decision can need them any more.
 """
 import json
-import math
 import shutil
 import sys
 import time
