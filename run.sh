@@ -40,6 +40,8 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
   main) exec .venv/bin/python main.py "$@" ;;
-  test) exec .venv/bin/python -m pytest "$@" ;;
+  # two test processes, one per core (PACKAUDIT_TEST_WORKERS=0: one process); whole files per process,
+  # so a file's session fixtures (a prepared corpus, a calibrated queue) are built once
+  test) exec .venv/bin/python -m pytest -n "${PACKAUDIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
   *) echo "usage: ./run.sh main [options] | ./run.sh test [pytest options]" >&2; exit 2 ;;
 esac

@@ -3,6 +3,11 @@ from pathlib import Path
 
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one test process per core (./run.sh test runs two): a second intra-op thread per process
+    # would only oversubscribe the cores. Set before any test module imports torch; subprocesses inherit it.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parents[1]  # on sys.path through pyproject's pytest `pythonpath`
 
 

@@ -28,7 +28,10 @@ def test_compiled_training_and_scoring_equal_eager(small_corpus, tmp_path, monke
         return real_compile(model, backend="aot_eager", **kw)
 
     monkeypatch.setattr(torch, "compile", aot_eager)
+    from torch._dynamo.utils import counters
+
     torch._dynamo.reset()
+    counters.clear()  # graphs compiled by earlier tests in this process do not count here
     runs = {}
     for mode in ("off", "on"):
         cfg = resolve_config(None, [f"{k}={v}" for k, v in {**MICRO, "compile": mode, "data_dir": small_corpus}.items()])
@@ -41,6 +44,4 @@ def test_compiled_training_and_scoring_equal_eager(small_corpus, tmp_path, monke
     assert comp["official"]["fingerprint"] == eager["official"]["fingerprint"]
     # eval_rows = 3 in batches: the same [3, 16] shape each time, so one graph for scoring
     # and one for training (grad mode and train/eval mode are guarded): no recompilation per batch
-    from torch._dynamo.utils import counters
-
     assert counters["stats"]["unique_graphs"] <= 2, dict(counters["stats"])
