@@ -244,3 +244,31 @@ def test_the_gate_rescores_every_checkpoint_and_checks_the_frozen_confirmation_s
     _one_line_error(capsys, rc, "confirmation stream's fingerprint", "refusing to confirm")
     monkeypatch.undo()
     assert not any((tmp_path / f"e{i}").exists() for i in (1, 2, 3))
+
+
+def test_an_unwritable_or_full_output_folder_is_one_line_and_changes_nothing(partial_runs, tmp_path, capsys,
+                                                                             monkeypatch):
+    """Issue 20: a full or read-only disk gives one line naming the path; what was there stays as it was."""
+    import errno
+
+    import corpus.atomic
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    rc = eval_main(["--runs", str(partial_runs), "--out", str(blocker / "ev"), "--exploratory", *FAST])
+    _one_line_error(capsys, rc, str(blocker / "ev"), "needs")  # a folder cannot be made inside a file
+
+    out = tmp_path / "ev"
+    out.mkdir()
+    (out / "report.md").write_text("an earlier report")
+    runs_before = {p: p.read_bytes() for p in partial_runs.rglob("*") if p.is_file() and p.name != ".lock"}
+
+    def full(fd):  # what a full disk answers when the written data is flushed
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(corpus.atomic.os, "fsync", full)
+    rc = eval_main(["--runs", str(partial_runs), "--out", str(out), "--exploratory", *FAST])
+    _one_line_error(capsys, rc, str(out), "free disk space")
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "report.md"]  # no half-written or temporary file
+    assert (out / "report.md").read_text() == "an earlier report"
+    assert {p: p.read_bytes() for p in partial_runs.rglob("*") if p.is_file() and p.name != ".lock"} == runs_before

@@ -671,3 +671,39 @@ def test_a_stale_start_state_of_another_seed_is_not_reused(calibrated, tmp_path)
     assert rq.cached_start_state(out, other) is None
     (out / "start_state.pt").write_bytes((out / "start_state.pt").read_bytes()[:-10])  # torn copy
     assert rq.cached_start_state(out, key44) is None
+
+
+def _files(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != ".lock"}
+
+
+def test_an_unwritable_or_full_queue_folder_is_one_line_naming_it(calibrated, tmp_path, capsys, monkeypatch):
+    """Issue 20: a full or read-only disk gives one line naming the path, and what was there stays as it was."""
+    import errno
+
+    import corpus.atomic
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    for argv in (["run", "--calibration", str(calibrated["strict"])], ["calibrate", "--set", "vocab=400"]):
+        rc = cli.main(argv + ["--out", str(blocker / "q")])  # a folder cannot be made inside a file
+        err = capsys.readouterr().err
+        assert rc == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+        assert str(blocker / "q") in err and "needs" in err, err
+
+    out = tmp_path / "q"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's own file")
+    before, cal_before = _files(out), _files(calibrated["strict"])
+
+    def full(fd):  # what a full disk answers when the written data is flushed
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(corpus.atomic.os, "fsync", full)
+    rc = cli.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"])])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert str(out) in err and "free disk space" in err, err
+    after = _files(out)
+    assert {k: after[k] for k in before} == before and not [p for p in after if p.name.endswith(".tmp")]
+    assert _files(calibrated["strict"]) == cal_before

@@ -128,3 +128,57 @@ def test_unequal_budgets_are_refused_in_one_line(micro, tmp_path, capsys):
         mp.undo()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: the arms did not train equal budgets: C_s44:")
+
+
+def _files(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != ".lock"}
+
+
+def test_an_unwritable_or_full_study_folder_is_one_line_and_changes_nothing(micro, tmp_path, capsys, monkeypatch):
+    """Issue 20: a full or read-only disk gives one line naming the path; a finished study stays as it was."""
+    import errno
+    import shutil
+
+    import corpus.atomic
+
+    monkeypatch.setitem(presets.PRESETS, "micro", MICRO)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    rc = study(blocker / "study", micro["data"])  # a folder cannot be made inside a file
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert str(blocker / "study") in err and "needs" in err, err
+
+    out = tmp_path / "copy"
+    shutil.copytree(micro["out"], out)
+    before = _files(out)
+
+    def full(fd):  # what a full disk answers when the written data is flushed
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(corpus.atomic.os, "fsync", full)
+    rc = study(out, micro["data"])  # every arm is done: only the summary and report are written again
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert str(out) in err and "free disk space" in err, err
+    assert _files(out) == before  # no file changed, none half-written, no temporary file left
+
+
+def test_an_interrupted_arm_is_redone_and_its_earlier_files_are_named_in_the_report(micro, tmp_path, monkeypatch):
+    """Issue 20, leftovers: the files an interrupted arm left are moved aside when it restarts, and the report
+    names the folder they were moved to."""
+    import shutil
+
+    assert micro["summary"]["earlier_attempts"] == []
+    assert "## Earlier attempts kept aside\n\nFiles" in (micro["out"] / "report.md").read_text()
+    monkeypatch.setitem(presets.PRESETS, "micro", MICRO)
+    out = tmp_path / "copy"
+    shutil.copytree(micro["out"], out)
+    (out / "C_s43" / "study_run.json").unlink()  # as if killed after training, before its record was written
+    assert study(out, micro["data"]) == 0
+    kept = list((out / "C_s43" / "previous").iterdir())
+    assert len(kept) == 1 and (kept[0] / "decisions.jsonl").exists()  # the killed attempt's log, kept aside
+    n = sum(1 for f in kept[0].rglob("*") if f.is_file())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["earlier_attempts"] == [{"folder": f"C_s43/previous/{kept[0].name}", "files": n}]
+    assert f"- `C_s43/previous/{kept[0].name}/` ({n} files)" in (out / "report.md").read_text()

@@ -41,6 +41,7 @@ SCHEMA = {
     "decisions_table": {"rows": int, "parquet": str, "csv": str},
     "timing": dict,
     "limits": str,
+    "earlier_attempts": [{"folder": str, "files": int}],  # interrupted runs' files, moved aside on restart
 }
 
 
@@ -260,7 +261,11 @@ def render(s):
           f"{pl['budget_shards']} shards ({pl['budget_targets']:,} targets) and a decay of {pl['decay_updates']} "
           f"updates; stage A {pl['stage_a']['shards']} shards, {pl['stage_a']['shared_shards']} of them shared "
           f"training; pool {pl['pool_shards']} shards.", "",
-          "Timing (wall seconds): " + ", ".join(f"{k} {v:.1f}" for k, v in s["timing"].items()) + "."]
+          "Timing (wall seconds): " + ", ".join(f"{k} {v:.1f}" for k, v in s["timing"].items()) + ".", "",
+          "## Earlier attempts kept aside", "",
+          "Files of runs that were interrupted and restarted, moved aside (not deleted) when the run began again; "
+          "nothing in them enters the results above.", ""]
+    L += [f"- `{e['folder']}/` ({e['files']} files)" for e in s["earlier_attempts"]] or ["- none"]
     return "\n".join(L) + "\n"
 
 

@@ -187,6 +187,19 @@ def run_study(a, log=print):
     except (DataError, FolderLocked) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a full disk or an unwritable --out: one line naming the path, as the queue's own command
+        from corpus.errors import os_error_line
+
+        print(f"error: {os_error_line(e, out)}", file=sys.stderr)
+        return 2
+
+
+def earlier_attempts(out):
+    """The folders a restarted run moved its interrupted files into (shardqueue.api.move_aside), with their
+    file counts. They are kept, not deleted: they are the only record of what the killed attempt did, and
+    the report names them so that none lies forgotten in the results folder."""
+    return [{"folder": str(p.relative_to(out)), "files": sum(1 for f in p.rglob("*") if f.is_file())}
+            for p in sorted(out.glob("*/previous/*")) if p.is_dir()]
 
 
 def _run(a, p, out, rq, log):
@@ -340,7 +353,7 @@ def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal,
     pl = plan(a.preset)
     fr = calib
     return {
-        "schema": "queue-study/2", "preset": a.preset, "plan": pl, "setting": p,
+        "schema": "queue-study/3", "preset": a.preset, "plan": pl, "setting": p,
         "calibration": {"source": pool["calibration_source"], "sigma": calib["sigma"], "k": calib["k"],
                         "recovery": recovery_text(calib), "false_rejection": {
                             "rate kind": fr.get("rate_kind", "in-sample"),
@@ -370,6 +383,7 @@ def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal,
         "schedule": SCHEDULE_TEXT.format(U=U, W=calib.get("warmup_updates", 0)),
         "decisions_table": table,
         "limits": limits_text(a.preset, p),
+        "earlier_attempts": earlier_attempts(out),
         "provenance": {**json.loads((out / "provenance.json").read_text()), "report_built": provenance()},
     }
 
