@@ -1,6 +1,5 @@
 """DistributedDataParallel: torchrun with two Gloo processes on CPU against one process."""
 import json
-import subprocess
 import sys
 
 
@@ -8,6 +7,7 @@ from conftest import ROOT
 from train import train
 from training.checkpoint import load_checkpoint
 from training.config import resolve_config
+from training.launch import run_group
 
 # Tolerance. Two ranks sum their microbatch gradients as (g1+g3)+(g2+g4) where one process
 # sums ((g1+g2)+g3)+g4: float32 rounding differences of ~1e-7 relative. Two places amplify
@@ -31,9 +31,8 @@ def test_torchrun_two_gloo_processes_match_one_process(small_corpus, tmp_path):
     cfg = resolve_config(None, [f"{k}={v}" for k, v in base.items()])
     train(cfg, tmp_path / "one", log=lambda m: None)
     args = [f"{k}={v}" for k, v in cfg.to_dict().items()]
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                        "train.py", *args, "--out", str(tmp_path / "two")], capture_output=True, text=True,
-                       cwd=ROOT, timeout=240)
+    r = run_group([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                   "train.py", *args, "--out", str(tmp_path / "two")], cwd=ROOT, timeout=240)
     assert r.returncode == 0, r.stderr[-3000:]
     a = load_checkpoint(tmp_path / "one" / "ckpt_000003.pt")["model"]
     b = load_checkpoint(tmp_path / "two" / "ckpt_000003.pt")["model"]
@@ -56,3 +55,32 @@ def test_torchrun_two_gloo_processes_match_one_process(small_corpus, tmp_path):
         assert abs(u1["loss"] - u2["loss"]) < (1e-6 if u1["step"] == 1 else LOSS_TOL), (u1["step"], u1["loss"], u2["loss"])
     every = [c for u in one for c in u["micro"]]
     assert len(set(every)) == len(every)  # no microbatch trained twice across updates
+
+
+def test_a_timed_out_launcher_takes_its_workers_with_it(tmp_path):
+    """subprocess.run's timeout would leave torchrun's ranks running; run_group ends the group."""
+    import os
+    import subprocess
+
+    import pytest
+
+    pidfile = tmp_path / "child.pid"
+    # a "launcher" that starts a long-lived worker, records its pid, and waits on it
+    launcher = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                f"open({str(pidfile)!r}, 'w').write(str(p.pid)); p.wait()")
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_group([sys.executable, "-c", launcher], timeout=3)
+    pid = int(pidfile.read_text())
+    for _ in range(50):  # the kill is delivered at once; reaping by init may take a moment
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().split(") ")[-1].startswith("Z"):  # a zombie has already ended
+                break
+        import time
+
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"worker {pid} outlived its launcher")

@@ -7,7 +7,6 @@ run does on that device.
 """
 import math
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -272,9 +271,11 @@ def ddp(ctx):
     shutil.rmtree(out, ignore_errors=True)
     atomic_write_json(ctx["out"] / "ddp_config.json", {**cfg.to_dict(), "device": "cuda"})  # the one-process config
     root = Path(__file__).resolve().parents[1]
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                        str(root / "train.py"), "--config", str(ctx["out"] / "ddp_config.json"), "--out", str(out)],
-                       capture_output=True, text=True, cwd=root, timeout=600)
+    from training.launch import run_group
+
+    r = run_group([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                   str(root / "train.py"), "--config", str(ctx["out"] / "ddp_config.json"), "--out", str(out)],
+                  cwd=root, timeout=600)
     if r.returncode:
         raise RuntimeError(f"torchrun exit {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
     one, two = log_losses(ctx["run"]), log_losses(out)
