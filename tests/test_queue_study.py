@@ -132,6 +132,35 @@ def test_adoption_needs_b_above_c_too_and_refuses_missing_points():
     assert "baseline stays" not in miss["verdict"]
 
 
+def test_adoption_returns_every_number_and_a_tie_with_the_threshold_is_not_above_it():
+    # spread 0.5 in every arm -> threshold max(0.6, 2 x 0.5) = 1.0; B - A = 1.0 exactly at seed 43 (not above);
+    # B - C = 1.5 - 1.0 = 0.5 at seed 44. All values are exact in binary, so the tie is a tie.
+    got = adoption({"A": {43: 0.0, 44: 0.5}, "B": {43: 1.0, 44: 1.5}, "C": {43: 0.5, 44: 1.0}})
+    assert got == {"seeds": [43, 44], "b_minus_a": {43: 1.0, 44: 1.0}, "b_minus_c": {43: 0.5, 44: 0.5},
+                   "seed_spread": 0.5, "seed_spread_arm": "A", "per_arm_seed_difference": {"A": 0.5, "B": 0.5, "C": 0.5},
+                   "threshold": 1.0, "floor": 0.6, "adopt": False, "verdict": NOT_ADOPTED, "measured": True,
+                   "reasons": ["B-A at seed 43 is +1.00, not above the threshold 1.00",
+                               "B-A at seed 44 is +1.00, not above the threshold 1.00",
+                               "B-C at seed 43 is +0.50, not above the threshold 1.00",
+                               "B-C at seed 44 is +0.50, not above the threshold 1.00"]}
+    miss = adoption(_points((None, 2.0)))  # no reason given for the refusal: the default line
+    assert miss["reasons"] == ["B_s43: efficiency points refused"] and miss["measured"] is False
+
+
+@pytest.mark.parametrize("points,message", [
+    ({"A": {43: 0.0, 44: 0.0}, "B": {43: 0.0, 44: 0.0}}, "efficiency points for arm C are missing"),
+    ({"A": {43: 0.0, 45: 0.0}, "B": {43: 0.0, 44: 0.0}, "C": {43: 0.0, 44: 0.0}},
+     "arms A, B and C must be measured at the same two seeds"),
+    ({"A": {43: 0.0, 44: 0.0}, "B": {43: 0.0, 44: 0.0}, "C": {43: 0.0, 45: 0.0}},
+     "arms A, B and C must be measured at the same two seeds"),
+    ({"A": {43: 0.0}, "B": {43: 0.0}, "C": {43: 0.0}}, "arm A: 1 seeds; the rule is defined for two"),
+])
+def test_adoption_refuses_incomplete_points_with_the_reason(points, message):
+    with pytest.raises(ValueError) as e:
+        adoption(points)
+    assert str(e.value) == message
+
+
 # ---- arm C -----------------------------------------------------------------------------
 def test_random_rejections_follow_rate_and_seed_and_repeat_exactly():
     for rate in (0.0, 0.1, 0.25, 0.5, 1.0):
