@@ -28,7 +28,7 @@ TESTS = {
     "eval/compare.py": ["tests/test_reference_values.py"],
     "audit/metrics.py": ["tests/test_audit_strata.py", "tests/test_audit.py::test_summary_matches_independent_replay"],
     "shardqueue/rule.py": ["tests/test_queue_rule.py"],
-    "loaders/core.py": ["tests/test_loaders.py", "tests/test_audit_strata.py"],
+    "loaders/core.py": ["tests/test_loader_core.py", "tests/test_loaders.py", "tests/test_audit_strata.py"],
     "eval/rankings.py": ["tests/test_rankings.py", "tests/test_eval.py::test_rankings_find_a_constructed_reversal"],
     "shardqueue/state.py": ["tests/test_queue_state.py"],
     "shardqueue/study/efficiency.py": ["tests/test_queue_study.py"],
