@@ -17,6 +17,8 @@ def test_prefix_rows_are_the_papers_counts_or_the_same_fractions():
     # 100 rows: 1.25 -> 2 (at least two rows), 10, 50
     assert prefix_rows(100, 2048) == [2, 10, 50]
     assert prefix_rows(8, 4, (8, 16), 32) == [2, 4]
+    # at the full length the counts are t // context, not rounded and not raised to two: 4 // 4, 11 // 4
+    assert prefix_rows(8, 4, (4, 11), 32) == [1, 2]
     assert prefix_rows(12, 4, (8, 16), 33) == [3, 6]  # 12 x 8 / 33 = 2.9, 12 x 16 / 33 = 5.8
 
 
@@ -70,6 +72,8 @@ def test_a_prefix_delta_beyond_the_interval_is_flagged_either_way(d_sign):
     res = rankings(nats, np.ones((2, 40), dtype=np.int64), ["ref", "m"], "ref", [2])
     c = res["prefixes"][0]["contrasts"][0]
     assert c["delta"] == pytest.approx(d_sign / LN2) and c["outside"]
+    md = rankings_md(res, 2)
+    assert "1 of 1 lie outside" in md and md.splitlines()[-1].endswith(" | yes |")
 
 
 def test_the_interval_is_the_quantiles_of_uniform_subsets_drawn_in_order():
