@@ -104,7 +104,19 @@ def test_impossible_records_are_refused_with_the_reason(recs, needle):
     st = _walk(st, *ok)
     with pytest.raises(DataError) as e:
         apply(st, {**last, "seq": 7})
-    assert needle in str(e.value) and "record 7" in str(e.value)
+    assert needle in str(e.value) and str(e.value).startswith(f"record 7 ({last['event']}): ")
+
+
+def test_a_source_during_a_rotation_is_refused_with_exactly_this_line():
+    st = _walk(initial_state(["a"]), rot(["a"], 1))
+    with pytest.raises(DataError) as e:
+        apply(st, {"seq": 3, "event": "source", "label": "s", "passed": True, "admitted": []})
+    assert str(e.value) == "record 3 (source): a source enters while a rotation is active"
+
+
+def test_a_returned_shard_goes_to_the_front_of_what_is_pending():
+    st = _walk(initial_state(["a", "b", "c"]), rot(["a", "b", "c"], 3), train("a"))
+    assert apply(st, {"event": "return_front", "shard": "x"})["pending"] == ["x", "b", "c"]
 
 
 def test_a_second_rejection_must_be_a_quarantine_and_a_second_return_is_refused():

@@ -93,6 +93,87 @@ def test_average_curves_interpolates_in_log_targets_inside_the_common_range():
     assert L[2] == pytest.approx((2.0 + 3.0) / 2)
 
 
+def test_equivalent_targets_refuses_each_bad_input_with_its_line():
+    from shardqueue.study.efficiency import equivalent_targets as eq
+
+    assert eq([1.0], [2.0], 2.0) == (None, "the reference curve needs at least two points")
+    assert eq([1.0, 2.0], [2.0], 2.0) == (None, "the reference curve needs at least two points")
+    bad_d = "the reference curve's trained targets must be positive and strictly increasing"
+    assert eq([1.0, 1.0, 2.0], [3.0, 2.0, 1.0], 2.0) == (None, bad_d)  # repeated D
+    assert eq([0.0, 1.0, 2.0], [3.0, 2.0, 1.0], 2.0) == (None, bad_d)  # D = 0
+    assert eq([1.0, 2.0], [3.0, 2.0], float("nan")) == (None, "the arm's loss is not finite")
+    assert eq([1.0, 2.0, 4.0], [3.0, 2.0, 1.0], 0.5) == (
+        None, "loss 0.5000 is below every point of the reference curve (lowest 1.0000); "
+              "beyond D = 4 it would be an extrapolation")
+    assert eq([1.0, 2.0, 4.0], [3.0, 2.0, 1.0], 3.5) == (
+        None, "loss 3.5000 is above every point of the reference curve (highest 3.0000)")
+
+
+def test_equivalent_targets_on_two_points_at_their_ends_and_on_a_flat_stretch():
+    from shardqueue.study.efficiency import equivalent_targets as eq
+
+    d, why = eq([1.0, 4.0], [2.0, 1.0], 1.5)  # halfway in log D between 1 and 4: D = 2
+    assert d == pytest.approx(2.0) and why == ""
+    assert eq([1.0, 2.0], [3.0, 2.0], 2.0) == (pytest.approx(2.0), "")  # the loss is the curve's last point
+    assert eq([1.0, 2.0], [1.0, 1.0], 1.0) == (1.0, "")  # flat: the smallest D that reaches it
+    assert efficiency_points([1.0, 4.0], [2.0, 1.0], 1.0, 1.5) == {"points": pytest.approx(100.0),
+                                                                 "d_eq": pytest.approx(2.0), "reason": ""}
+    assert efficiency_points([1.0, 4.0], [2.0, 1.0], 1.0, 0.5) == {
+        "points": None, "d_eq": None,
+        "reason": "loss 0.5000 is below every point of the reference curve (lowest 1.0000); "
+                  "beyond D = 4 it would be an extrapolation"}
+
+
+def test_average_curves_refuses_nothing_to_average_and_disjoint_ranges_but_takes_a_shared_end():
+    with pytest.raises(ValueError) as e:
+        average_curves([])
+    assert str(e.value) == "no curves to average"
+    with pytest.raises(ValueError) as e:
+        average_curves([([1.0, 2.0], [3.0, 2.0]), ([4.0, 8.0], [2.0, 1.0])])
+    assert str(e.value) == "the curves share no range of trained targets"
+    assert average_curves([([1.0, 2.0], [3.0, 2.0]), ([2.0, 8.0], [1.0, 0.0])]) == ([2.0], [1.5])
+
+
+def test_local_slope_uses_only_points_within_a_factor_two():
+    from shardqueue.study.efficiency import local_slope
+
+    # on the line L = 5 - 0.5 ln D at 25, 50, 100; 20 (below 50/2) and 120 (above 2 x 50) lie far off it
+    D = [20.0, 25.0, 50.0, 100.0, 120.0]
+    L = [0.0] + [5 - 0.5 * math.log(d) for d in D[1:4]] + [9.0]
+    beta, n, why = local_slope(D, L, 50.0)
+    assert beta == pytest.approx(-0.5) and n == 3 and why == ""
+    assert local_slope([1000.0, 2000.0, 1e5], [3.0, 2.0, 1.0], 2000.0) == (
+        None, 2, "2 points within a factor 2 of D = 2,000; 3 needed")
+    # a slope of exactly zero does not fall
+    assert local_slope([50.0, 100.0, 200.0], [0.0, 0.0, 0.0], 100.0) == (
+        None, 3, "the selection loss does not fall with D near D = 100 (slope +0.0000)")
+
+
+def _axis(gaps):
+    # a flat curve at 2.0 makes each gap 2.0 - loss exactly; beta = -0.5 comes from the raw points
+    from shardqueue.study.efficiency import per_axis
+
+    D = [50.0, 100.0, 200.0]
+    runs = {(a, s): (100.0, 2.0 - g) for (a, s), g in gaps.items()}
+    return per_axis(None, [50.0, 200.0], [2.0, 2.0], D, [5 - 0.5 * math.log(d) for d in D], 100.0, runs)
+
+
+def test_per_axis_threshold_at_its_floor_and_ties_with_twice_the_spread():
+    # every arm's seeds agree: spread 0, threshold = |beta| ln(1 + 0.6/100) = 0.5 ln 1.006
+    floor = _axis({("A", 43): 0.0, ("A", 44): 0.0, ("B", 43): 0.5, ("B", 44): 0.5, ("C", 43): 0.25, ("C", 44): 0.25})
+    assert floor["threshold_bpb"] == pytest.approx(0.5 * math.log(1.006), rel=1e-9)
+    assert floor["seed_spread_bpb"] == 0.0 and floor["passes"]
+    assert floor["b_minus_c_bpb"] == {"43": 0.25, "44": 0.25}
+    # C's seeds differ by 0.25: threshold 0.5; B - A = 0.5 exactly (a tie is not above), B - C = 1.0 and 0.75
+    tie_a = _axis({("A", 43): 0.0, ("A", 44): 0.0, ("B", 43): 0.5, ("B", 44): 0.5, ("C", 43): -0.5, ("C", 44): -0.25})
+    assert tie_a["seed_spread_bpb"] == 0.25 and tie_a["threshold_bpb"] == 0.5
+    assert tie_a["b_minus_a_bpb"] == {"43": 0.5, "44": 0.5} and tie_a["b_minus_c_bpb"] == {"43": 1.0, "44": 0.75}
+    assert not tie_a["passes"]
+    # the same with the roles of A and C swapped: B - C ties
+    tie_c = _axis({("C", 43): 0.0, ("C", 44): 0.0, ("B", 43): 0.5, ("B", 44): 0.5, ("A", 43): -0.5, ("A", 44): -0.25})
+    assert tie_c["b_minus_c_bpb"] == {"43": 0.5, "44": 0.5} and not tie_c["passes"]
+
+
 # ---- adoption rule ---------------------------------------------------------------------
 def _points(b, a=(0.0, 0.2), c=(0.1, -0.1)):
     return {"A": {43: a[0], 44: a[1]}, "B": {43: b[0], 44: b[1]}, "C": {43: c[0], 44: c[1]}}
@@ -130,6 +211,35 @@ def test_adoption_needs_b_above_c_too_and_refuses_missing_points():
     assert not miss["adopt"] and miss["threshold"] is None and miss["verdict"] == NOT_MEASURABLE
     assert miss["reasons"] == ["B_s43: loss 2.40 is below every point of the reference curve"]
     assert "baseline stays" not in miss["verdict"]
+
+
+def test_adoption_returns_every_number_and_a_tie_with_the_threshold_is_not_above_it():
+    # spread 0.5 in every arm -> threshold max(0.6, 2 x 0.5) = 1.0; B - A = 1.0 exactly at seed 43 (not above);
+    # B - C = 1.5 - 1.0 = 0.5 at seed 44. All values are exact in binary, so the tie is a tie.
+    got = adoption({"A": {43: 0.0, 44: 0.5}, "B": {43: 1.0, 44: 1.5}, "C": {43: 0.5, 44: 1.0}})
+    assert got == {"seeds": [43, 44], "b_minus_a": {43: 1.0, 44: 1.0}, "b_minus_c": {43: 0.5, 44: 0.5},
+                   "seed_spread": 0.5, "seed_spread_arm": "A", "per_arm_seed_difference": {"A": 0.5, "B": 0.5, "C": 0.5},
+                   "threshold": 1.0, "floor": 0.6, "adopt": False, "verdict": NOT_ADOPTED, "measured": True,
+                   "reasons": ["B-A at seed 43 is +1.00, not above the threshold 1.00",
+                               "B-A at seed 44 is +1.00, not above the threshold 1.00",
+                               "B-C at seed 43 is +0.50, not above the threshold 1.00",
+                               "B-C at seed 44 is +0.50, not above the threshold 1.00"]}
+    miss = adoption(_points((None, 2.0)))  # no reason given for the refusal: the default line
+    assert miss["reasons"] == ["B_s43: efficiency points refused"] and miss["measured"] is False
+
+
+@pytest.mark.parametrize("points,message", [
+    ({"A": {43: 0.0, 44: 0.0}, "B": {43: 0.0, 44: 0.0}}, "efficiency points for arm C are missing"),
+    ({"A": {43: 0.0, 45: 0.0}, "B": {43: 0.0, 44: 0.0}, "C": {43: 0.0, 44: 0.0}},
+     "arms A, B and C must be measured at the same two seeds"),
+    ({"A": {43: 0.0, 44: 0.0}, "B": {43: 0.0, 44: 0.0}, "C": {43: 0.0, 45: 0.0}},
+     "arms A, B and C must be measured at the same two seeds"),
+    ({"A": {43: 0.0}, "B": {43: 0.0}, "C": {43: 0.0}}, "arm A: 1 seeds; the rule is defined for two"),
+])
+def test_adoption_refuses_incomplete_points_with_the_reason(points, message):
+    with pytest.raises(ValueError) as e:
+        adoption(points)
+    assert str(e.value) == message
 
 
 # ---- arm C -----------------------------------------------------------------------------
