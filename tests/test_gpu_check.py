@@ -143,7 +143,7 @@ def test_ddp_part_runs_torchrun_with_two_ranks_and_compares_losses(tmp_path, mon
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setattr(gpu_parts.subprocess, "run", torchrun)
+    monkeypatch.setattr(gpu_parts, "run_group", torchrun)
     rows = gpu_parts.ddp({"cfg": cfg, "device": "cuda:0", "out": tmp_path, "run": one})
     assert seen["cmd"][1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     assert seen["config"] == {**cfg.to_dict(), "device": "cuda"}

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from training.launch import run_group
+
 CUDA_LOSS_TOL = 0.01  # nats per update, resumed vs uninterrupted on CUDA (kernels are not bitwise deterministic)
 CUDA_BPB_TOL = 1e-4  # official BPB, train.py's own score vs a fresh scoring of its checkpoint on CUDA
 DDP_LOSS_TOL = 2e-3  # per update over updates 1-3, 2 ranks vs one process: what tests/test_ddp.py measured on CPU
@@ -271,8 +273,6 @@ def ddp(ctx):
     shutil.rmtree(out, ignore_errors=True)
     atomic_write_json(ctx["out"] / "ddp_config.json", {**cfg.to_dict(), "device": "cuda"})  # the one-process config
     root = Path(__file__).resolve().parents[1]
-    from training.launch import run_group
-
     r = run_group([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                    str(root / "train.py"), "--config", str(ctx["out"] / "ddp_config.json"), "--out", str(out)],
                   cwd=root, timeout=600)
