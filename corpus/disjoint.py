@@ -2,8 +2,20 @@
 import hashlib
 
 from console.progress import bar as tqdm
-
 from corpus.shards import iter_row_group_texts
+
+
+def first_of_each_text(docs):
+    """docs (tuples whose first field is the text) with each exact text kept once, at its first
+    occurrence: a repeated text (identical small functions, license headers) would otherwise
+    sit on both sides of the train/validation split."""
+    seen, unique = set(), []
+    for d in docs:
+        h = hashlib.sha256(d[0].encode("utf-8")).digest()
+        if h not in seen:
+            seen.add(h)
+            unique.append(d)
+    return unique
 
 
 def _digests(path):

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import requests
-from console.progress import bar as tqdm
 
+from console.progress import bar as tqdm
 from corpus.atomic import atomic_write_json, sha256_file
 from corpus.errors import DataError
 from corpus.shards import open_shard

@@ -7,7 +7,6 @@ corpus's schema (text, source, origin), the last shard being validation. Without
 source column a document's label is its input file's name (without .parquet), so two
 input files are two sources. Every bad input is one DataError line.
 """
-import hashlib
 import random
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus.atomic import atomic_write_json, sha256_file
+from corpus.disjoint import first_of_each_text
 from corpus.errors import DataError
 from corpus.stdlib_corpus import write_parquet_shard
 
@@ -66,12 +66,7 @@ def build_parquet_corpus(out_dir, inputs, text_column="text", source_column=None
         docs += rows
         dropped += d
         record.append({"path": str(Path(p).resolve()), "sha256": sha256_file(p), "documents": len(rows)})
-    seen, unique = set(), []
-    for d in docs:
-        h = hashlib.sha256(d[0].encode("utf-8")).digest()
-        if h not in seen:
-            seen.add(h)
-            unique.append(d)
+    unique = first_of_each_text(docs)
     n_dup, docs = len(docs) - len(unique), unique
     if len(docs) < n_shards:
         raise DataError(f"{len(docs)} non-empty distinct documents in the input; at least --shards {n_shards} needed")

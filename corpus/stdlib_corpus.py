@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus.atomic import atomic_write_bytes, atomic_write_json
+from corpus.disjoint import first_of_each_text
 
 GROUP_CHARS = 400  # small statements are merged until a group reaches this many characters
 TEST_DIRS = {"test", "tests", "idle_test"}
@@ -143,12 +144,7 @@ def build_stdlib_corpus(out_dir, n_shards=8, seed=20261008, row_group_size=1000,
     docs, sources, skipped = collect_documents(max_files=max_files)
     # exact duplicate texts (identical small functions, license headers) would sit on both
     # sides of the train/validation split; keep each text once, at its first occurrence
-    seen, unique = set(), []
-    for d in docs:
-        h = hashlib.sha256(d[0].encode("utf-8")).digest()
-        if h not in seen:
-            seen.add(h)
-            unique.append(d)
+    unique = first_of_each_text(docs)
     n_dup, docs = len(docs) - len(unique), unique
     random.Random(seed).shuffle(docs)
     per = -(-len(docs) // n_shards)

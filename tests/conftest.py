@@ -39,3 +39,13 @@ def queue_script(name):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def one_line_error(capsys, rc, *needles):
+    """A refusal as the command lines promise it: exit status 2, one `error:` line holding every
+    needle, no traceback."""
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert rc == 2 and "Traceback" not in err and len(lines) == 1, err
+    for n in needles:
+        assert n in lines[0], lines[0]

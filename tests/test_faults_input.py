@@ -2,7 +2,9 @@
 cannot build, a boolean where a number belongs, a read-only output folder; and key=value
 overrides are accepted wherever they stand among train.py's options."""
 import json
+
 import pytest
+from conftest import one_line_error
 
 import train as train_cli
 from eval.official import main as official_main
@@ -12,13 +14,6 @@ from training.config import resolve_config
 
 TINY = ["depth=1", "context=32", "short_window=16", "vocab=400"]
 
-
-def one_line_error(capsys, rc, *needles):
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
-    assert rc == 2 and "Traceback" not in err and len(lines) == 1, err
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("shape,needle", [

@@ -5,6 +5,7 @@ import json
 import shutil
 
 import pytest
+from conftest import one_line_error
 
 import train as train_cli
 import training.checkpoint as checkpoint
@@ -41,13 +42,6 @@ def unfinished(finished, tmp_path):
     (run / "official_rows.parquet").unlink()
     return run
 
-
-def one_line_error(capsys, rc, *needles):
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
-    assert rc == 2 and "Traceback" not in err and len(lines) == 1, err
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import shutil
 
 import pytest
 import torch
+from conftest import one_line_error
 
 import train as train_cli
 from corpus.errors import DataError
@@ -38,13 +39,6 @@ class Payload:
 def args(data):
     return [f"{k}={v}" for k, v in {**BASE, "data_dir": data}.items()]
 
-
-def one_line_error(capsys, rc, *needles):
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
-    assert rc == 2 and "Traceback" not in err and len(lines) == 1, err
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 def test_a_crafted_checkpoint_with_a_matching_sidecar_is_refused_unrun(small_corpus, tmp_path, capsys):
