@@ -58,15 +58,17 @@ def test_torchrun_two_gloo_processes_match_one_process(small_corpus, tmp_path):
 
 
 def test_a_timed_out_launcher_takes_its_workers_with_it(tmp_path):
-    """subprocess.run's timeout would leave torchrun's ranks running; run_group ends the group."""
+    """subprocess.run's timeout would leave torchrun's ranks running; run_group ends every one of them."""
     import os
     import subprocess
 
     import pytest
 
     pidfile = tmp_path / "child.pid"
-    # a "launcher" that starts a long-lived worker, records its pid, and waits on it
-    launcher = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+    # a "launcher" that starts a long-lived worker in a session of its own (as torchrun's ranks
+    # run), records its pid, and waits on it
+    launcher = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+                "start_new_session=True); "
                 f"open({str(pidfile)!r}, 'w').write(str(p.pid)); p.wait()")
     with pytest.raises(subprocess.TimeoutExpired):
         run_group([sys.executable, "-c", launcher], timeout=3)

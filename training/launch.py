@@ -1,26 +1,47 @@
-"""Run torchrun (or any launcher) as a child whose whole process group ends with it.
+"""Run torchrun (or any launcher) as a child that leaves no process behind.
 
-subprocess.run's timeout kills only the direct child: torchrun's worker processes would be
-left behind, waiting forever on a collective (seen here: a timed-out DDP test left a rank
-asleep for hours). The launcher gets a session of its own, and on a timeout or an
-interruption the whole group is killed before the error propagates.
+subprocess.run's timeout kills only the direct child, and torchrun's ranks run in sessions of
+their own: a rank left waiting on a collective outlives its launcher and, holding the output
+pipes open, blocks the caller for ever (seen here: a DDP test hung the suite). So the output
+goes to files, not pipes, and every process started under the launcher carries a marker in
+its environment; whatever still carries it when the launcher ends (or times out) is killed.
 """
 import os
 import signal
 import subprocess
+import tempfile
+import uuid
+
+MARKER = "PACKAUDIT_LAUNCH"
 
 
-def run_group(cmd, timeout, **kw):
-    """subprocess.run(cmd, capture_output=True, text=True, **kw) in a new process group;
-    raises subprocess.TimeoutExpired after killing every process of the group."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kw)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except BaseException:  # TimeoutExpired, KeyboardInterrupt: no rank may outlive its launcher
+def _kill_marked(token):
+    needle = f"{MARKER}={token}".encode()
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
         try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    os.kill(int(name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
             pass
-        p.communicate()
-        raise
-    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+def run_group(cmd, timeout, env=None, **kw):
+    """subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw), except that no
+    process started under cmd survives it; raises subprocess.TimeoutExpired after killing them all."""
+    token = uuid.uuid4().hex
+    env = {**(os.environ if env is None else env), MARKER: token}
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, start_new_session=True, env=env, **kw)
+        try:
+            rc = p.wait(timeout=timeout)
+        except BaseException:  # TimeoutExpired, KeyboardInterrupt
+            _kill_marked(token)
+            p.wait()
+            raise
+        _kill_marked(token)  # ranks the launcher left behind
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, rc, out.read(), err.read())
