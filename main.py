@@ -197,7 +197,10 @@ def run_queue_stage(qdir, data_dir):
     from shardqueue import api
     from shardqueue.replay import reconstruct_folder
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"  # as queue/run_queue.py's default
+    from training.device import configure, resolve_device
+
+    device = resolve_device("auto")  # as queue/run_queue.py's default
+    configure(device)
     qdir.mkdir(parents=True, exist_ok=True)
     if (qdir / "queue_summary.json").exists():
         print(f"already done ({qdir / 'queue_summary.json'})")

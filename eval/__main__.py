@@ -73,7 +73,7 @@ def parse_args(argv):
 
 def main(argv=None):
     from corpus.runlock import FolderLocked, folder_lock
-    from training.device import resolve_device
+    from training.device import configure, resolve_device
 
     a = parse_args(argv)
     if a.protocol and a.exploratory:
@@ -90,6 +90,7 @@ def main(argv=None):
     t0 = time.time()
     try:
         a.device = resolve_device(a.device, "--device")
+        configure(a.device)
         ctx = prepare(a)
         out = Path(a.out or Path(a.runs).parent / "eval")
         with folder_lock(out, "an evaluation"):

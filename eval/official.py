@@ -110,7 +110,7 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu", progress=False):
 def main(argv=None):
     from corpus.atomic import sha256_file
     from corpus.errors import DataError
-    from training.device import resolve_device
+    from training.device import configure, resolve_device
 
     ap = argparse.ArgumentParser(prog="python -m eval.official", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -123,7 +123,9 @@ def main(argv=None):
     from corpus.errors import os_error_line
 
     try:
-        stats, cfg = evaluate_checkpoint(a.checkpoint, a.data_dir, resolve_device(a.device, "--device"), progress=True)
+        device = resolve_device(a.device, "--device")
+        configure(device)
+        stats, cfg = evaluate_checkpoint(a.checkpoint, a.data_dir, device, progress=True)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

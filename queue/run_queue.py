@@ -42,7 +42,7 @@ from shardqueue.api import (  # noqa: E402
 from shardqueue.dose import dose_response  # noqa: E402
 from shardqueue.replay import reconstruct_folder  # noqa: E402
 from shardqueue.runner import POLICIES  # noqa: E402
-from training.device import resolve_device  # noqa: E402
+from training.device import configure, resolve_device  # noqa: E402
 
 
 def main(argv=None):
@@ -78,6 +78,7 @@ def main(argv=None):
     out = Path(a.out)
     try:
         a.device = resolve_device(a.device, "--device")
+        configure(a.device)
         if a.shard is not None and a.command != "return":
             raise DataError(f"unexpected argument {a.shard!r}: `{a.command}` takes no shard"
                             + ("; give config overrides as --set key=value" if "=" in a.shard else ""))

@@ -6,11 +6,14 @@
 - autocast(device, enabled): bf16 autocast of the device's type (the baseline's forward
   pass runs under bf16 autocast on CUDA).
 - to_device(a, device): an array or tensor as a tensor on device (inputs follow the model).
-- configure(device): the baseline's process settings on CUDA (docs/baseline.md, "Differences
-  from the baseline's training step"): TF32 matmuls ("high") and expandable allocator
-  segments. CPU is left as it is.
+- configure(device): the process settings of every command line that trains, scores or runs
+  the queue. CUDA: the baseline's TF32 matmuls ("high") and expandable allocator segments
+  (docs/baseline.md, "Differences from the baseline's training step"), the same in train.py,
+  evaluation and the queue, so a checkpoint scores alike wherever it is scored. CPU: freed
+  host memory is kept for reuse (keep_freed_host_memory).
 """
 import contextlib
+import ctypes
 import os
 import re
 
@@ -61,8 +64,32 @@ def to_device(a, device):
 
 
 def configure(device):
-    """Call before the first CUDA allocation: the allocator reads its settings once."""
+    """Call before the first allocation on the device: the CUDA allocator reads its settings once."""
     if torch.device(device).type != "cuda":
+        keep_freed_host_memory()
         return
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     torch.set_float32_matmul_precision("high")
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
+
+
+def keep_freed_host_memory():
+    """glibc only: serve large allocations from the heap and never give freed heap back.
+
+    By default glibc maps every allocation over 32 MB afresh and unmaps it when freed, and the
+    kernel zeroes each new page: a tiny CPU run allocates and frees logits of 8 rows x 128
+    positions x 8192 words x 4 bytes = 33.5 MB several times per update, and 16 of the 20 s
+    of such a run went to system time. Kept, the memory is reused: the same run takes half
+    the time, bit for bit the same, at a higher peak RSS (training/bench.py measures both).
+    Returns whether the setting was applied: not off glibc, and not when the user has set
+    MALLOC_MMAP_MAX_ or MALLOC_TRIM_THRESHOLD_ (their choice stands)."""
+    if "MALLOC_MMAP_MAX_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        return False
+    try:
+        os.confstr("CS_GNU_LIBC_VERSION")  # raises off glibc (macOS, musl)
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+    except (ValueError, OSError, AttributeError):
+        return False

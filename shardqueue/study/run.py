@@ -203,9 +203,10 @@ def earlier_attempts(out):
 
 
 def _run(a, p, out, rq, log):
-    from training.device import resolve_device
+    from training.device import configure, resolve_device
 
     a.device = resolve_device(a.device or "auto", "--device")
+    configure(a.device)
     rot = p["rotation_shards"]
     t_all = time.time()
     prov = out / "provenance.json"  # the commit and machine the runs were made with (a rebuilt report keeps them)
