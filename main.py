@@ -189,8 +189,6 @@ def run_queue_stage(qdir, data_dir):
     """
     import json
 
-    import torch
-
     from corpus.errors import DataError
     from corpus.runlock import FolderLocked, folder_lock
     from protocols.generate_configs import PRESETS
