@@ -48,6 +48,9 @@ def main(argv=None):
     if bad:
         print(f"error: unknown stage(s) {', '.join(bad)}; choose from {', '.join(STAGES)}", file=sys.stderr)
         return 2
+    from training.device import configure, resolve_device
+
+    configure(resolve_device("auto"))  # every stage runs in this process; CPU settings must precede the first tensor
     out = Path(args.out)
     t0 = time.time()
     clock = StageClock(out)

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Benchmark: a tiny CPU training run with freed host memory kept (what configure("cpu") does,
-training/device.py) against glibc's default, which maps every allocation over 32 MB afresh.
+"""Benchmark: a tiny CPU training run with freed host memory kept and huge pages for large
+tensors (what configure("cpu") does, training/device.py) against glibc's default, which maps
+every allocation over 32 MB afresh, and against the kept heap without huge pages.
 
-Each side is the same train.py command in its own process, run --repeats times in alternation;
-the reference sets MALLOC_TRIM_THRESHOLD_ to glibc's default, which configure leaves alone.
-Prints wall seconds, system seconds and peak RSS per side (medians) and their ratios, and
-checks that both sides end at the same official BPB (the setting moves no number).
+Each side is the same train.py command in its own process, run --repeats times in turn. The
+reference sets MALLOC_TRIM_THRESHOLD_ to glibc's default, which configure leaves alone; the
+middle side sets THP_MEM_ALLOC_ENABLE=0. Prints wall seconds, system seconds and peak RSS
+per side (medians) and their ratios to the reference, and checks that every side ends at
+the same official BPB (the settings move no number).
 
   python training/bench.py [--data-dir DIR] [--config protocols/configs/tiny/baseline_s43.json]
 """
@@ -23,10 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def one_run(config, data_dir, out, keep):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    if not keep:
-        env["MALLOC_TRIM_THRESHOLD_"] = "131072"  # glibc's default: configure("cpu") then changes nothing
+SIDES = {"reference": {"MALLOC_TRIM_THRESHOLD_": "131072"},  # glibc's default: configure("cpu") changes nothing
+         "heap kept, no huge pages": {"THP_MEM_ALLOC_ENABLE": "0"},
+         "heap kept + huge pages": {}}  # what every command line does on CPU
+
+
+def one_run(config, data_dir, out, side):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "THP_MEM_ALLOC"))}
+    env.update(SIDES[side])
     cmd = [sys.executable, str(ROOT / "train.py"), "--config", config, "--out", str(out), "--overwrite"]
     if data_dir:
         cmd.append(f"data_dir={data_dir}")
@@ -50,19 +56,18 @@ def main(argv=None):
     ap.add_argument("--data-dir", default=None, help="data root with a prepared stdlib corpus (default: the usual one)")
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args(argv)
-    runs = {True: [], False: []}
+    runs = {side: [] for side in SIDES}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.repeats):
-            for keep in (False, True):
-                runs[keep].append(one_run(a.config, a.data_dir, Path(tmp) / f"run_{keep}_{i}", keep))
-    med = {keep: {k: statistics.median(r[k] for r in rs) for k in ("wall", "sys", "peak_mib")} for keep, rs in runs.items()}
+            for k, side in enumerate(SIDES):
+                runs[side].append(one_run(a.config, a.data_dir, Path(tmp) / f"run_{k}_{i}", side))
+    med = {side: {k: statistics.median(r[k] for r in rs) for k in ("wall", "sys", "peak_mib")} for side, rs in runs.items()}
     same = len({r["bpb"] for rs in runs.values() for r in rs}) == 1
-    print(f"{'':<28} {'wall s':>8} {'system s':>9} {'peak MiB':>9}")
-    for keep, label in ((False, "glibc default (reference)"), (True, "freed memory kept")):
-        m = med[keep]
-        print(f"{label:<28} {m['wall']:>8.1f} {m['sys']:>9.1f} {m['peak_mib']:>9.0f}")
-    print(f"{'kept / reference':<28} {med[True]['wall'] / med[False]['wall']:>8.2f} "
-          f"{med[True]['sys'] / max(med[False]['sys'], 1e-9):>9.2f} {med[True]['peak_mib'] / med[False]['peak_mib']:>9.2f}")
+    ref = med["reference"]
+    print(f"{'':<26} {'wall s':>7} {'system s':>9} {'peak MiB':>9}   ratios to the reference: wall, system, peak")
+    for side, m in med.items():
+        print(f"{side:<26} {m['wall']:>7.1f} {m['sys']:>9.1f} {m['peak_mib']:>9.0f}   {m['wall'] / ref['wall']:.2f}, "
+              f"{m['sys'] / max(ref['sys'], 1e-9):.2f}, {m['peak_mib'] / ref['peak_mib']:.2f}")
     print(f"official BPB equal on every run: {'yes' if same else 'NO'}")
     return 0 if same else 1
 
