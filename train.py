@@ -148,7 +148,9 @@ def reset_peak_memory(device):
     if torch.device(device).type == "cuda":
         torch.cuda.reset_peak_memory_stats()
         return
-    try:  # Linux: "5" resets this process's peak resident set size (VmHWM), so each run reports its own
+    # Linux: "5" resets this process's peak resident set size (VmHWM), so each run reports its own
+    # peak; that includes heap kept from earlier work in the process (training/device.py)
+    try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
     except OSError:

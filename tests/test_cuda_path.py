@@ -321,7 +321,7 @@ def test_eval_refuses_a_bad_device_with_exit_2(argv, tmp_path, capsys, monkeypat
 
 # ---- the baseline's process settings ------------------------------------------------------
 def test_cuda_process_settings_follow_the_baseline(monkeypatch):
-    """TF32 matmuls ("high") and expandable allocator segments on CUDA; CPU left as it is."""
+    """TF32 matmuls ("high") and expandable allocator segments on CUDA; no CUDA setting for CPU."""
     from training.device import configure
 
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)

@@ -64,7 +64,8 @@ def to_device(a, device):
 
 
 def configure(device):
-    """Call before the first allocation on the device: the CUDA allocator reads its settings once."""
+    """Call before the first tensor of the process: the CUDA allocator reads its settings once,
+    and torch's CPU allocator reads THP_MEM_ALLOC_ENABLE at its first allocation."""
     if torch.device(device).type != "cuda":
         keep_freed_host_memory()
         return
@@ -73,33 +74,40 @@ def configure(device):
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
+_THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 
 def keep_freed_host_memory():
-    """glibc only: large CPU tensors reuse freed memory instead of fresh pages from the kernel.
+    """glibc with transparent huge pages only: large CPU tensors reuse freed memory instead of
+    fresh pages from the kernel.
 
     By default glibc maps every allocation over 32 MB afresh and unmaps it when freed, and the
     kernel zeroes each new page: a tiny CPU run allocates and frees logits of 8 rows x 128
     positions x 8192 words x 4 bytes = 33.5 MB several times per update, and 16 of the 20 s
     of such a run went to system time (142 of the 151 s of the main job's evaluation). So:
-    - large allocations come from the heap, and freed heap is never given back (mallopt);
-    - torch's CPU allocator asks for huge pages for buffers of 2 MB and more
-      (THP_MEM_ALLOC_ENABLE, read at its first CPU allocation, so call this before any
-      tensor exists). Without it, the kept heap fragments: tensors are allocated 64-byte
-      aligned, and a freed block rarely fits the next request of the same size (the
-      evaluation then peaked at 3-5 GB instead of 1.2 GB).
-    Together: the same numbers bit for bit, half the wall time or less, about the same peak
-    memory (training/bench.py measures the three). Returns whether the heap setting was
-    applied: not off glibc, and not when the user has set MALLOC_MMAP_MAX_ or
-    MALLOC_TRIM_THRESHOLD_ (their choice stands, THP_MEM_ALLOC_ENABLE likewise)."""
-    if "MALLOC_MMAP_MAX_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
+    - large allocations come from the heap, and freed heap is kept (up to 2 GiB at its top;
+      mallopt);
+    - torch's CPU allocator aligns buffers of 2 MB and more to the page and asks for huge
+      pages for them (THP_MEM_ALLOC_ENABLE, read at its first CPU allocation). Both or
+      neither: with the kept heap alone, tensors stay 64-byte aligned, a freed block rarely
+      fits the next request of the same size, and the heap fragments (the evaluation then
+      peaked at 3-5 GB instead of 1.2 GB).
+    Together: the same numbers bit for bit and half the wall time or less; peak memory about
+    the same for evaluation, 1.3-1.7x for a tiny training run, whose peak now includes heap
+    kept from earlier work in the process (training/bench.py measures it). Returns whether
+    the settings were applied: not off glibc, not on a kernel without transparent huge pages,
+    and not when the user has chosen for themselves (MALLOC_MMAP_MAX_, MALLOC_TRIM_THRESHOLD_,
+    glibc.malloc tunables, or THP_MEM_ALLOC_ENABLE other than 1)."""
+    env = os.environ
+    if ("MALLOC_MMAP_MAX_" in env or "MALLOC_TRIM_THRESHOLD_" in env or "glibc.malloc" in env.get("GLIBC_TUNABLES", "")
+            or env.get("THP_MEM_ALLOC_ENABLE", "1") != "1" or not os.path.exists(_THP)):
         return False
     try:
         os.confstr("CS_GNU_LIBC_VERSION")  # raises off glibc (macOS, musl)
         libc = ctypes.CDLL(None)
-        applied = bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+        if not (libc.mallopt(_M_MMAP_MAX, 0) and libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)):
+            return False
     except (ValueError, OSError, AttributeError):
         return False
-    if os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"):  # a kernel without THP: torch would warn
-        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-    return applied
+    env["THP_MEM_ALLOC_ENABLE"] = "1"
+    return True
