@@ -25,11 +25,13 @@ Timing: "timed" seconds leave out the first 11 updates of every process (compila
 warm-up), as the baseline's training time does (`step > 10`); "total" seconds count everything.
 """
 import argparse
+import faulthandler
 import gc
 import json
 import math
 import os
 import resource
+import signal
 import sys
 import time
 from pathlib import Path
@@ -519,6 +521,8 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=
 
 
 def main(argv=None):
+    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 PID` prints where a run is (a stuck DDP rank: training/launch.py)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     a = parse_arguments(build_parser(), argv)
     if missing_config(a):
         print(missing_config(a), file=sys.stderr)

@@ -1,5 +1,6 @@
 """DistributedDataParallel: torchrun with two Gloo processes on CPU against one process."""
 import json
+import subprocess
 import sys
 
 
@@ -31,8 +32,11 @@ def test_torchrun_two_gloo_processes_match_one_process(small_corpus, tmp_path):
     cfg = resolve_config(None, [f"{k}={v}" for k, v in base.items()])
     train(cfg, tmp_path / "one", log=lambda m: None)
     args = [f"{k}={v}" for k, v in cfg.to_dict().items()]
-    r = run_group([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                   "train.py", *args, "--out", str(tmp_path / "two")], cwd=ROOT, timeout=240)
+    try:
+        r = run_group([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                       "train.py", *args, "--out", str(tmp_path / "two")], cwd=ROOT, timeout=240)
+    except subprocess.TimeoutExpired as e:  # with the ranks' stacks (training/launch.py)
+        raise AssertionError(f"torchrun timed out; its output ends:\n{(e.stderr or '')[-6000:]}") from None
     assert r.returncode == 0, r.stderr[-3000:]
     a = load_checkpoint(tmp_path / "one" / "ckpt_000003.pt")["model"]
     b = load_checkpoint(tmp_path / "two" / "ckpt_000003.pt")["model"]
@@ -58,7 +62,9 @@ def test_torchrun_two_gloo_processes_match_one_process(small_corpus, tmp_path):
 
 
 def test_a_timed_out_launcher_takes_its_workers_with_it(tmp_path):
-    """subprocess.run's timeout would leave torchrun's ranks running; run_group ends every one of them."""
+    """subprocess.run's timeout would leave torchrun's ranks running; run_group ends every one of them,
+    after asking them for their stacks (a worker that registered faulthandler on SIGUSR1, as train.py
+    does, prints where it waits), and the exception carries that output."""
     import os
     import subprocess
 
@@ -67,11 +73,15 @@ def test_a_timed_out_launcher_takes_its_workers_with_it(tmp_path):
     pidfile = tmp_path / "child.pid"
     # a "launcher" that starts a long-lived worker in a session of its own (as torchrun's ranks
     # run), records its pid, and waits on it
-    launcher = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+    worker = ("import faulthandler, signal, time; faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+              "def waiting_for_a_collective():\n    time.sleep(60)\n"
+              "waiting_for_a_collective()")
+    launcher = (f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', {worker!r}], "
                 "start_new_session=True); "
                 f"open({str(pidfile)!r}, 'w').write(str(p.pid)); p.wait()")
-    with pytest.raises(subprocess.TimeoutExpired):
+    with pytest.raises(subprocess.TimeoutExpired) as e:
         run_group([sys.executable, "-c", launcher], timeout=3)
+    assert "waiting_for_a_collective" in e.value.stderr  # the worker's stack, printed before the kill
     pid = int(pidfile.read_text())
     for _ in range(50):  # the kill is delivered at once; reaping by init may take a moment
         try:

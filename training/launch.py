@@ -10,38 +10,61 @@ import os
 import signal
 import subprocess
 import tempfile
+import time
 import uuid
 
 MARKER = "PACKAUDIT_LAUNCH"
 
 
-def _kill_marked(token):
+def _marked(token):
+    """pids of the processes whose environment carries the marker (not this one)."""
     needle = f"{MARKER}={token}".encode()
+    pids = []
     for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if not name.isdigit() or int(name) == os.getpid():
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as f:
                 if needle in f.read().split(b"\0"):
-                    os.kill(int(name), signal.SIGKILL)
-        except (OSError, ProcessLookupError):
+                    pids.append(int(name))
+        except OSError:
+            pass
+    return pids
+
+
+def _signal_all(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
             pass
 
 
 def run_group(cmd, timeout, env=None, **kw):
     """subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw), except that no
-    process started under cmd survives it; raises subprocess.TimeoutExpired after killing them all."""
+    process started under cmd survives it. On a timeout the processes are first asked for
+    their Python stacks (SIGUSR1: train.py prints them to its stderr), then all killed, and
+    subprocess.TimeoutExpired carries the captured output, stacks included."""
     token = uuid.uuid4().hex
     env = {**(os.environ if env is None else env), MARKER: token}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, start_new_session=True, env=env, **kw)
         try:
             rc = p.wait(timeout=timeout)
-        except BaseException:  # TimeoutExpired, KeyboardInterrupt
-            _kill_marked(token)
+        except subprocess.TimeoutExpired:
+            pids = _marked(token)
+            _signal_all(pids, signal.SIGUSR1)  # only processes that registered a handler survive it to print
+            time.sleep(2)
+            _signal_all(_marked(token), signal.SIGKILL)
+            p.wait()
+            out.seek(0)
+            err.seek(0)
+            raise subprocess.TimeoutExpired(cmd, timeout, output=out.read(), stderr=err.read()) from None
+        except BaseException:  # KeyboardInterrupt
+            _signal_all(_marked(token), signal.SIGKILL)
             p.wait()
             raise
-        _kill_marked(token)  # ranks the launcher left behind
+        _signal_all(_marked(token), signal.SIGKILL)  # ranks the launcher left behind
         out.seek(0)
         err.seek(0)
         return subprocess.CompletedProcess(cmd, rc, out.read(), err.read())
