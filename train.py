@@ -515,6 +515,11 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=
                   "allowed_code_changes": allowed_code_changes}
         atomic_write_json(summary_path, result)
     if world > 1:
+        # DDP's reducer holds the process group: let go of it while every rank is alive, so the group
+        # ends in step on all ranks. Held past destroy_process_group, the group ended with this
+        # function's locals, after the peer might have exited, and a Gloo rank hung there under load.
+        tr.ddp = tr.fwd = None
+        gc.collect()
         dist.barrier()
         dist.destroy_process_group()
     return result
