@@ -526,8 +526,10 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=
 
 
 def main(argv=None):
-    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 PID` prints where a run is (a stuck DDP rank: training/launch.py)
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    try:  # `kill -USR1 PID` prints where a run is (a stuck DDP rank: training/launch.py), to the process's own stderr
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+    except (AttributeError, ValueError, OSError):  # no SIGUSR1 (Windows), or no stderr file to write to
+        pass
     a = parse_arguments(build_parser(), argv)
     if missing_config(a):
         print(missing_config(a), file=sys.stderr)
