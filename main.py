@@ -197,11 +197,9 @@ def run_queue_stage(qdir, data_dir):
     from protocols.generate_configs import PRESETS
     from shardqueue import api
     from shardqueue.replay import reconstruct_folder
+    from training.device import resolve_device
 
-    from training.device import configure, resolve_device
-
-    device = resolve_device("auto")  # as queue/run_queue.py's default
-    configure(device)
+    device = resolve_device("auto")  # as queue/run_queue.py's default; main() has configured it
     qdir.mkdir(parents=True, exist_ok=True)
     if (qdir / "queue_summary.json").exists():
         print(f"already done ({qdir / 'queue_summary.json'})")

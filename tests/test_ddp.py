@@ -66,7 +66,6 @@ def test_a_timed_out_launcher_takes_its_workers_with_it(tmp_path):
     after asking them for their stacks (a worker that registered faulthandler on SIGUSR1, as train.py
     does, prints where it waits), and the exception carries that output."""
     import os
-    import subprocess
 
     import pytest
 
