@@ -5,6 +5,13 @@ Muon per shape group: Nesterov momentum, 5 Polar-Express orthogonalization steps
 a NorMuon-style second-moment normalization that keeps the Frobenius norm (one value per
 row when rows >= cols, square included; one per column of a wide matrix),
 and cautious weight decay p <- p - lr*g - lr*wd*p*[g*p >= 0].
+
+The arithmetic follows the baseline's steps dtype by dtype (docs/baseline.md, "Optimizer
+arithmetic"): its hyperparameters live in float32 tensors, Muon casts beta2, lr and wd to the
+bf16 of the orthogonalized update and scales that update in bf16 (only the weight-decay term
+is float32); AdamW computes in float32 and stores each bf16 tensor once. Each step is a
+handful of batched (stacked or foreach) ops per group, not a loop over parameters:
+training/optim_reference.py is the per-parameter form the tests compare it with.
 """
 import torch
 
@@ -15,6 +22,17 @@ POLAR_EXPRESS = (
     (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
     (2.3465413258596377, -1.7097828382687081, 0.42323551169305323),
 )
+
+
+def f32(x) -> torch.Tensor:
+    """A hyperparameter as the baseline holds it: a 0-d float32 tensor."""
+    return torch.tensor(float(x), dtype=torch.float32)
+
+
+def as_float(t: torch.Tensor) -> float:
+    """A 0-d tensor's exact value as a Python float: ops take it at the tensor's precision
+    (every bf16 and float32 value is a float32 value), with no device tensor per scalar."""
+    return float(t)
 
 
 def orthogonalize(G: torch.Tensor, steps: int = 5) -> torch.Tensor:
@@ -30,6 +48,30 @@ def orthogonalize(G: torch.Tensor, steps: int = 5) -> torch.Tensor:
             A = X @ X.mT
             X = a * X + (b * A + c * (A @ A)) @ X
     return X
+
+
+def muon_scalars(lr, momentum, beta2, wd, update_dtype=torch.bfloat16):
+    """The baseline's Muon hyperparameters at their precision: momentum float32 (the gradient's
+    dtype); beta2, lr and wd cast from float32 to the update's bf16; lr*wd a bf16 product."""
+    mu = f32(momentum)
+    b2 = f32(beta2).to(update_dtype)
+    lr_b, wd_b = f32(lr).to(update_dtype), f32(wd).to(update_dtype)
+    return {"momentum": as_float(mu), "momentum_weight": as_float(1 - mu), "beta2_weight": as_float(1 - b2),
+            "lr": as_float(lr_b), "lr_wd": as_float(lr_b * wd_b)}
+
+
+def normuon_scale(O: torch.Tensor, second_moment: torch.Tensor, beta2_weight: float) -> torch.Tensor:
+    """Updates second_moment (float32, one value per row or column) with O's mean square and
+    returns the float32 factor that divides O by its square root and restores O's Frobenius norm."""
+    per_row = O.size(-2) >= O.size(-1)
+    red = -1 if per_row else -2
+    v = O.float().square().mean(dim=red, keepdim=True)
+    n = O.size(red)
+    norm = (v.sum(dim=(-2, -1), keepdim=True) * n).sqrt()
+    second_moment.lerp_(v, beta2_weight)
+    step = second_moment.clamp_min(1e-10).rsqrt()
+    new_norm = ((v * n) * step.square()).sum(dim=(-2, -1), keepdim=True).sqrt()
+    return step * (norm / new_norm.clamp_min(1e-10))
 
 
 class Muon(torch.optim.Optimizer):
@@ -49,39 +91,90 @@ class Muon(torch.optim.Optimizer):
         rows, cols = shape[-2], shape[-1]
         return max(1.0, rows / cols) ** 0.5
 
+    def group_state(self, group, G):
+        st = self.state[group["params"][0]]  # group state lives on the first parameter
+        if "momentum_buffer" not in st:
+            rows, cols = G.shape[-2:]
+            per_row = rows >= cols  # square matrices: per row (the statistic's side, not orthogonalize's branch)
+            st["momentum_buffer"] = torch.zeros_like(G)
+            st["second_moment"] = torch.zeros(*G.shape[:-2], rows if per_row else 1, 1 if per_row else cols,
+                                              dtype=torch.float32, device=G.device)
+        return st
+
     @torch.no_grad()
     def step(self):
         for group in self.param_groups:
             params = group["params"]
             if params[0].grad is None:
                 continue
-            st = self.state[params[0]]  # group state lives on the first parameter
             G = torch.stack([p.grad for p in params]).float()
-            rows, cols = G.shape[-2:]
-            # the statistic's side differs from orthogonalize's branch on square matrices:
-            # one value per row when rows >= cols (tall and square), per column when wide
-            per_row = rows >= cols
-            if "momentum_buffer" not in st:
-                st["momentum_buffer"] = torch.zeros_like(G)
-                st["second_moment"] = torch.zeros(*G.shape[:-2], rows if per_row else 1, 1 if per_row else cols,
-                                                  dtype=torch.float32, device=G.device)
-            mu = group["momentum"]
+            st = self.group_state(group, G)
+            s = muon_scalars(group["lr"] * self.shape_lr_scale(G.shape), group["momentum"], group["beta2"],
+                             group["weight_decay"])
             buf = st["momentum_buffer"]
-            buf.lerp_(G, 1 - mu)
-            G = G.lerp(buf, mu)  # Nesterov
-            O = orthogonalize(G, group["ns_steps"]).float()
-            # NorMuon: EMA of the mean squared update over the last dim (per row) or over the rows (per column)
-            v = O.square().mean(dim=-1 if per_row else -2, keepdim=True)
-            sm = st["second_moment"]
-            sm.lerp_(v, 1 - group["beta2"])
-            U = O * sm.clamp_min(1e-10).rsqrt()
-            U = U * (O.norm(dim=(-2, -1), keepdim=True) / U.norm(dim=(-2, -1), keepdim=True).clamp_min(1e-10))
-            lr = group["lr"] * self.shape_lr_scale(G.shape)
-            wd = group["weight_decay"]
-            for i, p in enumerate(params):
-                u = U[i].to(p.dtype)
-                mask = (u * p) >= 0
-                p.sub_(lr * u + lr * wd * p * mask)
+            buf.lerp_(G, s["momentum_weight"])
+            G.lerp_(buf, s["momentum"])  # Nesterov
+            O = orthogonalize(G, group["ns_steps"])
+            U = O * normuon_scale(O, st["second_moment"], s["beta2_weight"]).to(O.dtype)  # scaled in bf16
+            P = torch.stack(params)
+            mask = (U * P) >= 0
+            P.sub_(U * s["lr"] + P * s["lr_wd"] * mask)  # lr*U in bf16; the weight-decay term float32
+            torch._foreach_copy_(params, list(P.unbind(0)))
+
+
+def adamw_scalars(lr, beta1, beta2, eps, step):
+    """The baseline's fused AdamW step's scalars, float32: lerp weights, bias corrections, step size."""
+    b1, b2, t = f32(beta1), f32(beta2), f32(step)
+    bias1, bias2 = 1 - b1 ** t, 1 - b2 ** t
+    return {"w1": as_float(1 - b1), "w2": as_float(1 - b2), "bias2": as_float(bias2), "eps": as_float(f32(eps)),
+            "step_size": as_float(f32(lr) / bias1)}
+
+
+class AdamW(torch.optim.Optimizer):
+    """AdamW without weight decay (the baseline's groups have none), as the baseline's fused step:
+    m <- lerp(m, g, 1-b1); v <- lerp(v, g^2, 1-b2); p <- p - lr/(1-b1^t) * m / (sqrt(v/(1-b2^t)) + eps),
+    computed in float32 for every parameter; a bf16 parameter and its bf16 moments are read once
+    and written once (rounded once), as a fused kernel that keeps its intermediates in registers.
+    foreach ops: one call per group and dtype instead of one per parameter."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            ps = [p for p in group["params"] if p.grad is not None]
+            for p in ps:
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0
+                    st["exp_avg"] = torch.zeros_like(p)
+                    st["exp_avg_sq"] = torch.zeros_like(p)
+                st["step"] = int(st["step"]) + 1
+            by_kind = {}  # parameters of a group step together: one foreach call per (dtype, step)
+            for p in ps:
+                by_kind.setdefault((p.dtype, self.state[p]["step"]), []).append(p)
+            for (dtype, t), same in by_kind.items():
+                s = adamw_scalars(group["lr"], *group["betas"], group["eps"], t)
+                p_, g_ = same, [p.grad for p in same]
+                m_, v_ = [self.state[p]["exp_avg"] for p in same], [self.state[p]["exp_avg_sq"] for p in same]
+                if dtype == torch.float32:
+                    adamw_math(p_, g_, m_, v_, s)
+                else:  # read once in float32, compute, write back once (one rounding per stored value)
+                    p32, m32, v32 = ([x.float() for x in xs] for xs in (p_, m_, v_))
+                    adamw_math(p32, [g.float() for g in g_], m32, v32, s)
+                    for dst, src in ((p_, p32), (m_, m32), (v_, v32)):
+                        torch._foreach_copy_(dst, src)
+
+
+def adamw_math(p, g, m, v, s):
+    """In place on float32 lists: the fused step's formula (see AdamW)."""
+    torch._foreach_lerp_(m, g, s["w1"])
+    torch._foreach_lerp_(v, torch._foreach_mul(g, g), s["w2"])
+    denom = torch._foreach_div(v, s["bias2"])
+    torch._foreach_sqrt_(denom)
+    torch._foreach_add_(denom, s["eps"])
+    torch._foreach_add_(p, torch._foreach_div(m, denom), alpha=-s["step_size"])
 
 
 def build_optimizers(model, muon_lr=0.04, wd=0.2):
@@ -98,7 +191,7 @@ def build_optimizers(model, muon_lr=0.04, wd=0.2):
     adam_groups = [g for g in adam_groups if g["params"]]
     for g in adam_groups:
         g["initial_lr"] = g["lr"]
-    adamw = torch.optim.AdamW(adam_groups, eps=1e-10, weight_decay=0.0, foreach=False)
+    adamw = AdamW(adam_groups, eps=1e-10)
     matrices = [p for p in model.blocks.parameters() if p.ndim == 2]
     muon = Muon(matrices, lr=muon_lr, weight_decay=wd)
     for g in muon.param_groups:
@@ -121,6 +214,8 @@ def muon_momentum(step: int) -> float:
 
 
 def apply_schedules(adamw, muon, step, updates, wd=0.2, lr_mult=None):
+    """Progress is step / updates: the paper's runs are a fixed number of updates (the baseline's
+    is wall-clock, docs/baseline.md, "Schedule progress")."""
     progress = step / updates
     m = lr_multiplier(progress) if lr_mult is None else lr_mult
     for opt in (adamw, muon):
