@@ -338,3 +338,25 @@ def test_cuda_process_settings_follow_the_baseline(monkeypatch):
         assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:64"  # the caller's choice stands
     finally:
         torch.set_float32_matmul_precision(was)
+
+
+# ---- the attention kernel on CUDA follows compilation ----------------------------------------
+@pytest.mark.parametrize("compile_, attention, flex", [("auto", "auto", True), ("on", "auto", True),
+                                                       ("off", "auto", False), ("off", "sdpa", False)])
+def test_uncompiled_cuda_training_takes_sdpa(compile_, attention, flex):
+    """Eager flex attention materialises B x H x T x T float32 scores: never in training."""
+    from training.trainer import flex_enabled
+
+    cfg = resolve_config(None, SMALL + [f"compile={compile_}", f"attention={attention}"])
+    assert flex_enabled(cfg, "cuda") is flex and flex_enabled(cfg, "cuda:1") is flex
+    assert flex_enabled(cfg, "cpu") is False  # auto is SDPA on CPU, compiled or not
+
+
+def test_explicit_flex_without_compile_on_cuda_is_refused_in_one_line():
+    from corpus.errors import DataError
+    from training.trainer import Trainer
+
+    cfg = resolve_config(None, SMALL + ["compile=off", "attention=flex"])
+    with pytest.raises(DataError, match="attention=flex with compile=off") as e:
+        Trainer(cfg, "cuda:0")  # refused before anything touches the device
+    assert "\n" not in str(e.value)

@@ -67,7 +67,12 @@ def window_mask(T, window, device):
 class AttentionBackend:
     """Picks the attention kernel: SDPA (explicit mask, or is_causal when the window covers
     the context), or flex attention with a sliding-window block mask when use_flex. The flex
-    path is the same on every device; torch 2.13 has its forward on CPU but no CPU backward."""
+    path is the same on every device; torch 2.13 has its forward on CPU but no CPU backward.
+
+    Masks are kept per (kind, length, window, device). A compiled forward reads a prepared mask
+    as a constant; for a length nobody prepared it builds the mask inside its own graph (traced,
+    so no graph break; rebuilt at every call, which is slower but never silently eager). An
+    eager forward builds a missing mask once and keeps it."""
 
     def __init__(self, use_flex=False):
         self.use_flex = use_flex
@@ -93,19 +98,21 @@ class AttentionBackend:
     def _key(kind, T, window, device):
         return kind, T, window, device.type, device.index
 
-    @torch.compiler.disable  # a shape nobody prepared (a graph break, but correct)
+    @staticmethod
+    def build(kind, T, window, device):
+        if kind == "flex":
+            from torch.nn.attention.flex_attention import create_block_mask
+
+            def mod(b, h, qi, ki):
+                return (qi >= ki) & (qi - ki <= window)
+
+            return create_block_mask(mod, None, None, T, T, device=device)
+        return window_mask(T, window, device)
+
     def mask(self, kind, T, window, device):
         key = self._key(kind, T, window, device)
         if key not in self._masks:
-            if kind == "flex":
-                from torch.nn.attention.flex_attention import create_block_mask
-
-                def mod(b, h, qi, ki):
-                    return (qi >= ki) & (qi - ki <= window)
-
-                self._masks[key] = create_block_mask(mod, None, None, T, T, device=device)
-            else:
-                self._masks[key] = window_mask(T, window, device)
+            self._masks[key] = self.build(kind, T, window, device)
         return self._masks[key]
 
     def __call__(self, q, k, v, window):
@@ -117,7 +124,9 @@ class AttentionBackend:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
         kind = "flex" if self.use_flex else "dense"
         mask = self._masks.get(self._key(kind, T, window, q.device))  # a plain lookup traces without a break
-        if mask is None:
+        if mask is None and torch.compiler.is_compiling():
+            mask = self.build(kind, T, window, q.device)  # traced into the graph: a cache write would break it
+        elif mask is None:
             mask = self.mask(kind, T, window, q.device)
         if self.use_flex:
             from torch.nn.attention.flex_attention import flex_attention
@@ -220,7 +229,16 @@ class GPT(nn.Module):
 
     def prepare_masks(self, T=None, device=None):
         """Attention masks for length-T inputs (default: the context) on device (default: the model's)."""
-        self.attend.prepare(T or self.cfg.sequence_len, self.windows, device or self.lm_head.weight.device)
+        device = device or self.lm_head.weight.device
+        if torch.device(device).type != "meta":  # a meta model only counts parameters
+            self.attend.prepare(T or self.cfg.sequence_len, self.windows, device)
+
+    def _apply(self, fn, *args, **kwargs):
+        """After .to(device) (and every other move or cast): the context's masks on the device the
+        model now lives on, so a compiled forward at the context length reads them as constants."""
+        out = super()._apply(fn, *args, **kwargs)
+        self.prepare_masks()
+        return out
 
     def embeddings_to_bf16(self):
         """The baseline stores token and value embeddings in bf16 (done on CUDA)."""

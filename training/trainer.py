@@ -38,7 +38,11 @@ def bf16_enabled(cfg, device):
 
 
 def flex_enabled(cfg, device):
-    return cfg.attention == "flex" or (cfg.attention == "auto" and torch.device(device).type == "cuda")
+    """attention=flex, or auto on CUDA when the model is compiled. Uncompiled, flex attention runs
+    its eager path (B x H x T x T float32 scores, saved for backward: out of memory at the paper's
+    sizes), so compile=off on CUDA takes SDPA with a dense window mask."""
+    cuda = torch.device(device).type == "cuda"
+    return cfg.attention == "flex" or (cfg.attention == "auto" and cuda and compile_enabled(cfg, device))
 
 
 def build_model(cfg: TrainConfig, device, meta=False, seed=None):
@@ -55,8 +59,7 @@ def build_model(cfg: TrainConfig, device, meta=False, seed=None):
     model.init_weights()
     if bf16_enabled(cfg, device):
         model.embeddings_to_bf16()
-    model.prepare_masks(cfg.context, dev)
-    return model
+    return model  # the context's attention masks were built by .to(dev) (GPT._apply)
 
 
 def compile_enabled(cfg, device):
@@ -83,6 +86,9 @@ class Trainer:
         if flex_enabled(cfg, device) and torch.device(device).type != "cuda":
             raise DataError("attention=flex: torch has flex attention's forward on CPU but no backward; "
                             "train on CPU with attention=sdpa (evaluation may use flex)")
+        if flex_enabled(cfg, device) and not compile_enabled(cfg, device):
+            raise DataError("attention=flex with compile=off: flex attention would train eagerly (B x H x T x T "
+                            "float32 scores saved for backward); use compile=on or attention=sdpa")
         self.cfg, self.device, self.world = cfg, device, world
         self.accum_local = cfg.accum // world
         self.model = build_model(cfg, device, seed=cfg.seed)

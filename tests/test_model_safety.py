@@ -1,0 +1,83 @@
+"""GPT is safe by construction: a model built by hand and moved with .to() has its context's
+masks, and a compiled forward on a length nobody prepared stays one graph (counted by dynamo
+on CPU) with the eager numbers."""
+import warnings
+
+import pytest
+import torch
+
+from training.model import GPT, ModelConfig
+
+CFG = ModelConfig(sequence_len=64, vocab_size=64, n_layer=2, n_embd=32, n_head=2, n_kv_head=2, short_window=16)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def hand_built(use_flex):
+    """GPT as a caller would build it without training.trainer.build_model."""
+    torch.manual_seed(0)
+    m = GPT(CFG, use_flex=use_flex).to("cpu")
+    m.init_weights()
+    return m
+
+
+def compiled_counting(m, x):
+    """m(x) through torch.compile with a backend that runs each captured graph as it is (the
+    graphs dynamo hands to inductor), and the number of graphs and of graph breaks."""
+    from torch._dynamo.utils import counters
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    counters.clear()
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = torch.compile(m, backend=backend, dynamic=False)(x)
+    finally:
+        torch._dynamo.reset()
+    return out, len(graphs), sum(counters["graph_break"].values())
+
+
+@pytest.mark.parametrize("use_flex", [False, True])
+def test_compiled_forward_on_an_unprepared_length_is_one_graph_with_the_eager_numbers(use_flex):
+    """Layers S, L. A mask built outside the graph broke it (3 breaks and 7 graphs for these two
+    layers, before); traced into the graph: none. The in-graph mask is not cached; an eager
+    forward builds and keeps it."""
+    m = hand_built(use_flex)
+    x = torch.randint(0, 64, (2, 40))
+    got, graphs, breaks = compiled_counting(m, x)
+    assert (graphs, breaks) == (1, 0)
+    assert not any(k[1] == 40 for k in m.attend._masks)
+    with torch.no_grad():
+        want = m(x)
+    assert torch.equal(got, want)
+    assert sorted(k[1:3] for k in m.attend._masks) == [(40, 16), (64, 16)]
+
+
+def test_a_hand_built_model_compiles_to_one_graph_at_its_context():
+    """.to() prepared the context's masks: the compiled forward reads them as constants."""
+    m = hand_built(False)
+    got, graphs, breaks = compiled_counting(m, torch.randint(0, 64, (2, 64)))
+    assert (graphs, breaks) == (1, 0) and got.shape == (2, 64, 64)
+
+
+def test_moving_a_model_prepares_its_masks_on_the_new_device():
+    m = GPT(CFG)
+    assert [k for k in m.attend._masks] == []  # built on the default device, nothing moved yet
+    m.to("cpu")
+    assert list(m.attend._masks) == [("dense", 64, 16, "cpu", None)]
+    with torch.device("meta"):
+        meta = GPT(CFG)
+    meta.to("meta")  # a meta model (parameter counts) builds nothing
+    assert meta.attend._masks == {}
