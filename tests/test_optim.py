@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from training import optim
-from training.optim import AdamW, Muon, apply_schedules, lr_multiplier, muon_momentum, muon_scalars
+from training.optim import AdamW, Muon, apply_schedules, lr_multiplier, muon_momentum, muon_scalars, to_bf16, to_f32
 from training.optim_reference import ReferenceAdamW, ReferenceMuon
 
 BF16 = torch.bfloat16
@@ -21,6 +21,20 @@ FP32_1_MINUS_095 = 0.050000011920928955  # 1 - float32(0.95) = 838861 * 2^-24, e
 
 
 # ---- Muon's scalars ------------------------------------------------------------------------
+@settings(max_examples=200, deadline=None)
+@given(x=st.floats(-1e6, 1e6, allow_nan=False) | st.sampled_from([1 + 2 ** -8, 1 + 3 * 2 ** -8, 0.95, 0.04]))
+def test_scalar_roundings_are_torchs(x):
+    """The Python-float roundings equal torch's float32 and bf16 conversions (ties to even:
+    1 + 2^-8 is a tie between 1 and 1 + 2^-7 and goes to 1; 1 + 3 * 2^-8 goes up)."""
+    assert to_f32(x) == torch.tensor(x, dtype=torch.float32).item()
+    assert to_bf16(x) == torch.tensor(x, dtype=torch.float32).bfloat16().item()
+
+
+def test_scalar_roundings_by_hand():
+    assert (to_bf16(1 + 2 ** -8), to_bf16(1 + 3 * 2 ** -8)) == (1.0, 1 + 2 ** -6)
+    assert to_bf16(0.95) == 0.94921875 and to_f32(0.95) == FP32_095
+
+
 def test_muon_scalars_by_hand():
     s = muon_scalars(0.04, 0.95, 0.95, 0.2)
     assert s["beta2_weight"] == 0.05078125  # 1 - bf16(0.95); in float32 it would be 0.0500000119

@@ -1,17 +1,32 @@
 #!/usr/bin/env python3
-"""Benchmark: a tiny CPU training run with freed host memory kept and huge pages for large
+"""Benchmarks of training's fixed costs, each side against a reference measured in the same run.
+
+host-memory: a tiny CPU training run with freed host memory kept and huge pages for large
 tensors (what configure("cpu") does, training/device.py) against glibc's and torch's
-defaults, under which every allocation over 32 MB is mapped afresh.
+defaults, under which every allocation over 32 MB is mapped afresh. Each side is the same
+train.py command in its own process, run --repeats times in turn. The reference sets
+THP_MEM_ALLOC_ENABLE=0, a user's choice that configure then leaves alone, so nothing is
+changed. Prints wall seconds, system seconds and peak RSS per side (medians) and their ratios
+to the reference, and checks that every run ends at the same official BPB (the settings move
+no number).
 
-Each side is the same train.py command in its own process, run --repeats times in turn. The
-reference sets THP_MEM_ALLOC_ENABLE=0, a user's choice that configure then leaves alone,
-so nothing is changed. Prints wall seconds, system seconds and peak RSS per side (medians)
-and their ratios to the reference, and checks that every run ends at the same official BPB
-(the settings move no number).
+update-cost: the part of one update that does not grow with the batch: the optimizer steps
+and the update's record (loss and microbatch fingerprints: collectives and host syncs). The
+paper's parameter layout (8 layers: 52 Muon matrices in 4 shapes, 8 AdamW tensors, bf16
+embeddings) at width 32, so that the time is per-op overhead, not arithmetic. Sides: the
+per-parameter reference steps (training/optim_reference.py: one Python step per parameter)
+against the batched steps training uses, and the record as trainer.update kept it before
+(a float64 all-reduce, .item(), a copy of the fingerprints, train.py's all_gather_object)
+against now (one all_gather_single, one copy), on a one-process Gloo group. Prints
+milliseconds per update (median) and device ops per update: aten ops on device tensors,
+views excluded, counted on the meta device; on a GPU each is a kernel launch, the fixed
+cost of a small model's update. Checks that both optimizer sides end bitwise equal.
 
-  python training/bench.py [--data-dir DIR] [--config protocols/configs/tiny/baseline_s43.json]
+  python training/bench.py [--part host-memory|update-cost|all] [--data-dir DIR]
+                           [--config protocols/configs/tiny/baseline_s43.json]
 """
 import argparse
+import copy
 import json
 import os
 import resource
@@ -22,8 +37,17 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import torch
+import torch.distributed as dist
+from torch.utils._python_dispatch import TorchDispatchMode
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: the repository's packages
+
+from training.model import GPT, ModelConfig  # noqa: E402
+from training.optim import build_optimizers  # noqa: E402
+from training.optim_reference import ReferenceAdamW, ReferenceMuon  # noqa: E402
+from training.trainer import microbatch_check, pack_update, unpack_updates  # noqa: E402
 
 SIDES = {"reference": {"THP_MEM_ALLOC_ENABLE": "0"},  # the defaults: configure("cpu") changes nothing
          "heap kept + huge pages": {}}  # what every command line does on CPU
@@ -48,13 +72,7 @@ def one_run(config, data_dir, out, side):
             "bpb": summary["official"]["bpb"]}
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python training/bench.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default=str(ROOT / "protocols/configs/tiny/baseline_s43.json"))
-    ap.add_argument("--data-dir", default=None, help="data root with a prepared stdlib corpus (default: the usual one)")
-    ap.add_argument("--repeats", type=int, default=3)
-    a = ap.parse_args(argv)
+def host_memory(a):
     runs = {side: [] for side in SIDES}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.repeats):
@@ -68,7 +86,131 @@ def main(argv=None):
         print(f"{side:<26} {m['wall']:>7.1f} {m['sys']:>9.1f} {m['peak_mib']:>9.0f}   {m['wall'] / ref['wall']:.2f}, "
               f"{m['sys'] / max(ref['sys'], 1e-9):.2f}, {m['peak_mib'] / ref['peak_mib']:.2f}")
     print(f"official BPB equal on every run: {'yes' if same else 'NO'}")
-    return 0 if same else 1
+    return same
+
+
+# ---- update-cost --------------------------------------------------------------------------
+LAYOUT = ModelConfig(sequence_len=64, vocab_size=64, n_layer=8, n_embd=32, n_head=4, n_kv_head=4, short_window=32)
+
+
+class DeviceOps(TorchDispatchMode):
+    """Counts aten ops that are not views (on a GPU: kernel launches)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += not func.is_view
+        return func(*args, **(kwargs or {}))
+
+
+def optimizer_sides(device):
+    """{side: step function} on a model of LAYOUT on device, every parameter with a gradient;
+    both sides start from the same parameters and gradients."""
+    torch.manual_seed(0)
+    model = GPT(LAYOUT).to(device)
+    if device != "meta":
+        model.init_weights()
+    model.embeddings_to_bf16()
+    ref = copy.deepcopy(model)
+    for m in (model, ref):
+        g = torch.Generator().manual_seed(1)
+        for p in m.parameters():
+            p.grad = torch.randn(p.shape, generator=g).to(device, p.dtype)
+    adamw, muon = build_optimizers(model)
+    ref_adamw = ReferenceAdamW(build_optimizers(ref)[0].param_groups, eps=1e-10)
+    ref_muon = ReferenceMuon([p for p in ref.blocks.parameters() if p.ndim == 2], lr=0.04, momentum=0.95,
+                             weight_decay=0.2)
+    sides = {"AdamW, per tensor (reference)": ref_adamw.step, "AdamW, foreach (training)": adamw.step,
+             "Muon, per matrix (reference)": ref_muon.step, "Muon, stacked per shape (training)": muon.step}
+    return sides, (model, ref)
+
+
+def record_before(total, checks, world):
+    """The update's record as trainer.update and train.py kept it before one collective carried it."""
+    if world > 1:
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    loss = total.item()
+    mine = [int(c) for c in torch.stack(checks).cpu()]
+    gathered = [None] * world
+    dist.all_gather_object(gathered, mine)
+    return loss, gathered
+
+
+def record_after(total, checks, world):
+    record = pack_update(total, checks)
+    gathered = record.new_empty(world * record.numel())
+    dist.all_gather_single(gathered, record)
+    return unpack_updates(gathered.view(world, -1).cpu())
+
+
+def median_ms(fn, repeats):
+    fn()  # warm-up (state allocation)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1e3 * statistics.median(times)
+
+
+def update_cost(a):
+    torch.set_num_threads(1)
+    rows = {}
+    sides, _ = optimizer_sides("meta")
+    for name, step in sides.items():
+        step()  # state
+        with DeviceOps() as count:
+            step()
+        rows[name] = [None, count.ops]
+    sides, (model, ref) = optimizer_sides("cpu")
+    for name, step in sides.items():
+        rows[name][0] = median_ms(step, a.repeats)
+    equal = all(torch.equal(p, q) for p, q in zip(model.parameters(), ref.parameters()))
+    g = torch.Generator().manual_seed(2)
+    x = torch.randint(0, 64, (4, 2, 65), generator=g)
+    checks = [microbatch_check(b[:, :-1], b[:, 1:]) for b in x]
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        for name, fn in {"record, before (all-reduce, .item(), .cpu(), all_gather_object)": record_before,
+                         "record, after (one all_gather_single, one .cpu())": record_after}.items():
+            total = torch.tensor(12.375, dtype=torch.float64)
+            with DeviceOps() as count:
+                fn(total.clone(), checks, 1)
+            rows[name] = [median_ms(lambda: fn(total.clone(), checks, 1), a.repeats), count.ops]
+        same = (record_before(torch.tensor(12.375, dtype=torch.float64), checks, 1)[1][0]
+                == record_after(torch.tensor(12.375, dtype=torch.float64), checks, 1)[1][0])
+    finally:
+        dist.destroy_process_group()
+    names = list(rows)
+    print(f"update-cost: {LAYOUT.n_layer} layers at width {LAYOUT.n_embd}, CPU, one thread; ratios are "
+          f"reference / training side (how many times the reference costs)")
+    print(f"{'':<66} {'ms/update':>9} {'ops':>6}   ratio: ms, ops")
+    for ref_name, new_name in zip(names[::2], names[1::2]):
+        for name in (ref_name, new_name):
+            ms, ops = rows[name]
+            print(f"{name:<66} {ms:>9.3f} {ops:>6}", end="")
+            print(f"   {rows[ref_name][0] / ms:.2f}, {rows[ref_name][1] / ops:.2f}" if name == new_name else "")
+    print(f"optimizer sides bitwise equal after {a.repeats + 1} steps: {'yes' if equal else 'NO'}; "
+          f"the records carry the same fingerprints: {'yes' if same else 'NO'}")
+    return equal and same
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python training/bench.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--part", choices=["host-memory", "update-cost", "all"], default="all")
+    ap.add_argument("--config", default=str(ROOT / "protocols/configs/tiny/baseline_s43.json"))
+    ap.add_argument("--data-dir", default=None, help="data root with a prepared stdlib corpus (default: the usual one)")
+    ap.add_argument("--repeats", type=int, default=3, help="host-memory: runs per side; update-cost: x10 steps")
+    a = ap.parse_args(argv)
+    ok = True
+    if a.part in ("update-cost", "all"):
+        ok &= update_cost(argparse.Namespace(repeats=10 * a.repeats))
+    if a.part in ("host-memory", "all"):
+        ok &= host_memory(a)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ is float32); AdamW computes in float32 and stores each bf16 tensor once. Each st
 handful of batched (stacked or foreach) ops per group, not a loop over parameters:
 training/optim_reference.py is the per-parameter form the tests compare it with.
 """
+import struct
+
 import torch
 
 POLAR_EXPRESS = (
@@ -24,15 +26,16 @@ POLAR_EXPRESS = (
 )
 
 
-def f32(x) -> torch.Tensor:
-    """A hyperparameter as the baseline holds it: a 0-d float32 tensor."""
-    return torch.tensor(float(x), dtype=torch.float32)
+def to_f32(x: float) -> float:
+    """x rounded to the nearest float32 (ties to even), as a Python float."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-def as_float(t: torch.Tensor) -> float:
-    """A 0-d tensor's exact value as a Python float: ops take it at the tensor's precision
-    (every bf16 and float32 value is a float32 value), with no device tensor per scalar."""
-    return float(t)
+def to_bf16(x: float) -> float:
+    """float32(x) rounded to the nearest bf16 (ties to even), as torch converts float32 to bf16."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
 def orthogonalize(G: torch.Tensor, steps: int = 5) -> torch.Tensor:
@@ -50,14 +53,15 @@ def orthogonalize(G: torch.Tensor, steps: int = 5) -> torch.Tensor:
     return X
 
 
-def muon_scalars(lr, momentum, beta2, wd, update_dtype=torch.bfloat16):
+def muon_scalars(lr, momentum, beta2, wd):
     """The baseline's Muon hyperparameters at their precision: momentum float32 (the gradient's
-    dtype); beta2, lr and wd cast from float32 to the update's bf16; lr*wd a bf16 product."""
-    mu = f32(momentum)
-    b2 = f32(beta2).to(update_dtype)
-    lr_b, wd_b = f32(lr).to(update_dtype), f32(wd).to(update_dtype)
-    return {"momentum": as_float(mu), "momentum_weight": as_float(1 - mu), "beta2_weight": as_float(1 - b2),
-            "lr": as_float(lr_b), "lr_wd": as_float(lr_b * wd_b)}
+    dtype); beta2, lr and wd cast from float32 to the update's bf16; lr*wd a bf16 product.
+    Python floats holding float32 and bf16 values exactly: float32 arithmetic on them done in
+    float64 and rounded once is float32's own result (53 >= 2 * 24 + 2 bits)."""
+    mu = to_f32(momentum)
+    lr_b, wd_b = to_bf16(to_f32(lr)), to_bf16(to_f32(wd))
+    return {"momentum": mu, "momentum_weight": to_f32(1 - mu), "beta2_weight": to_bf16(1 - to_bf16(to_f32(beta2))),
+            "lr": lr_b, "lr_wd": to_bf16(lr_b * wd_b)}
 
 
 def normuon_scale(O: torch.Tensor, second_moment: torch.Tensor, beta2_weight: float) -> torch.Tensor:
@@ -124,10 +128,10 @@ class Muon(torch.optim.Optimizer):
 
 def adamw_scalars(lr, beta1, beta2, eps, step):
     """The baseline's fused AdamW step's scalars, float32: lerp weights, bias corrections, step size."""
-    b1, b2, t = f32(beta1), f32(beta2), f32(step)
-    bias1, bias2 = 1 - b1 ** t, 1 - b2 ** t
-    return {"w1": as_float(1 - b1), "w2": as_float(1 - b2), "bias2": as_float(bias2), "eps": as_float(f32(eps)),
-            "step_size": as_float(f32(lr) / bias1)}
+    b1, b2 = to_f32(beta1), to_f32(beta2)
+    bias1, bias2 = to_f32(1 - to_f32(b1 ** step)), to_f32(1 - to_f32(b2 ** step))
+    return {"w1": to_f32(1 - b1), "w2": to_f32(1 - b2), "bias2": bias2, "eps": to_f32(eps),
+            "step_size": to_f32(to_f32(lr) / bias1)}
 
 
 class AdamW(torch.optim.Optimizer):
@@ -135,46 +139,52 @@ class AdamW(torch.optim.Optimizer):
     m <- lerp(m, g, 1-b1); v <- lerp(v, g^2, 1-b2); p <- p - lr/(1-b1^t) * m / (sqrt(v/(1-b2^t)) + eps),
     computed in float32 for every parameter; a bf16 parameter and its bf16 moments are read once
     and written once (rounded once), as a fused kernel that keeps its intermediates in registers.
-    foreach ops: one call per group and dtype instead of one per parameter."""
+    One foreach call per op for all float32 tensors and one for all bf16 tensors (per-tensor
+    scalars), instead of one call per op and parameter."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
 
     @torch.no_grad()
     def step(self):
+        batches = {}  # dtype -> (params, grads, exp_avgs, exp_avg_sqs, scalars per tensor)
         for group in self.param_groups:
-            ps = [p for p in group["params"] if p.grad is not None]
-            for p in ps:
+            scalars = {}
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
                 st = self.state[p]
                 if not st:
                     st["step"] = 0
                     st["exp_avg"] = torch.zeros_like(p)
                     st["exp_avg_sq"] = torch.zeros_like(p)
-                st["step"] = int(st["step"]) + 1
-            by_kind = {}  # parameters of a group step together: one foreach call per (dtype, step)
-            for p in ps:
-                by_kind.setdefault((p.dtype, self.state[p]["step"]), []).append(p)
-            for (dtype, t), same in by_kind.items():
-                s = adamw_scalars(group["lr"], *group["betas"], group["eps"], t)
-                p_, g_ = same, [p.grad for p in same]
-                m_, v_ = [self.state[p]["exp_avg"] for p in same], [self.state[p]["exp_avg_sq"] for p in same]
-                if dtype == torch.float32:
-                    adamw_math(p_, g_, m_, v_, s)
-                else:  # read once in float32, compute, write back once (one rounding per stored value)
-                    p32, m32, v32 = ([x.float() for x in xs] for xs in (p_, m_, v_))
-                    adamw_math(p32, [g.float() for g in g_], m32, v32, s)
-                    for dst, src in ((p_, p32), (m_, m32), (v_, v32)):
-                        torch._foreach_copy_(dst, src)
+                st["step"] = t = int(st["step"]) + 1
+                if t not in scalars:
+                    scalars[t] = adamw_scalars(group["lr"], *group["betas"], group["eps"], t)
+                b = batches.setdefault(p.dtype, ([], [], [], [], []))
+                for lst, x in zip(b, (p, p.grad, st["exp_avg"], st["exp_avg_sq"], scalars[t])):
+                    lst.append(x)
+        for dtype, (p_, g_, m_, v_, s_) in batches.items():
+            if dtype == torch.float32:
+                adamw_math(p_, g_, m_, v_, s_)
+            else:  # read once in float32, compute, write back once (one rounding per stored value)
+                p32, g32, m32, v32 = ([x.float() for x in xs] for xs in (p_, g_, m_, v_))
+                adamw_math(p32, g32, m32, v32, s_)
+                for dst, src in ((p_, p32), (m_, m32), (v_, v32)):
+                    torch._foreach_copy_(dst, src)
 
 
 def adamw_math(p, g, m, v, s):
-    """In place on float32 lists: the fused step's formula (see AdamW)."""
-    torch._foreach_lerp_(m, g, s["w1"])
-    torch._foreach_lerp_(v, torch._foreach_mul(g, g), s["w2"])
-    denom = torch._foreach_div(v, s["bias2"])
+    """In place on float32 lists, s the scalars of each tensor: the fused step's formula (see AdamW)."""
+    col = lambda k: [x[k] for x in s]  # noqa: E731
+    torch._foreach_lerp_(m, g, col("w1"))
+    torch._foreach_lerp_(v, torch._foreach_mul(g, g), col("w2"))
+    denom = torch._foreach_div(v, col("bias2"))
     torch._foreach_sqrt_(denom)
-    torch._foreach_add_(denom, s["eps"])
-    torch._foreach_add_(p, torch._foreach_div(m, denom), alpha=-s["step_size"])
+    torch._foreach_add_(denom, col("eps"))
+    update = torch._foreach_div(m, denom)
+    torch._foreach_mul_(update, [-x for x in col("step_size")])
+    torch._foreach_add_(p, update)
 
 
 def build_optimizers(model, muon_lr=0.04, wd=0.2):

@@ -31,7 +31,7 @@ def adamw_tensor_step(p, g, m, v, lr, beta1, beta2, eps, step):
     p32, g32, m32, v32 = p.float(), g.float(), m.float(), v.float()
     m32 = m32.lerp(g32, s["w1"])
     v32 = v32.lerp(g32 * g32, s["w2"])
-    p32 = p32.add(m32 / ((v32 / s["bias2"]).sqrt() + s["eps"]), alpha=-s["step_size"])
+    p32 = p32 + (m32 / ((v32 / s["bias2"]).sqrt() + s["eps"])) * -s["step_size"]
     p.copy_(p32)
     m.copy_(m32)
     v.copy_(v32)
@@ -53,7 +53,7 @@ class ReferenceMuon:
             if p not in self.state:
                 rows, cols = p.shape
                 self.state[p] = (torch.zeros_like(p, dtype=torch.float32),
-                                 torch.zeros(rows if rows >= cols else 1, 1 if rows >= cols else cols))
+                                 torch.zeros(rows if rows >= cols else 1, 1 if rows >= cols else cols, device=p.device))
             buf, sm = self.state[p]
             muon_matrix_step(p, p.grad, buf, sm, self.lr, self.momentum, self.beta2, self.weight_decay)
 

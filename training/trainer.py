@@ -79,6 +79,21 @@ def microbatch_check(x, y):
     return (rows.flatten() * w).sum()
 
 
+def pack_update(total, checks):
+    """One rank's update record as one int64 vector on its device: the bits of the float64 loss
+    sum, then the microbatch fingerprints. One collective gathers every rank's record."""
+    return torch.cat([total.reshape(1).view(torch.int64), torch.stack(checks)])
+
+
+def unpack_updates(rows):
+    """(world, 1 + microbatches) int64 records on the CPU -> (the loss sums added in rank order,
+    the fingerprints per rank). Every rank adds in the same order, so all get the same loss."""
+    total = 0.0
+    for s in rows[:, 0].contiguous().view(torch.float64).tolist():
+        total += s
+    return total, rows[:, 1:].tolist()
+
+
 class Trainer:
     def __init__(self, cfg: TrainConfig, device, world=1):
         if cfg.accum % world:
@@ -106,7 +121,9 @@ class Trainer:
         # that the other ranks (waiting at the final barrier) never enter
         self.eval_fwd = self.fwd if self.ddp is None else maybe_compile(self.model, cfg, device)
         self.autocast = bf16_enabled(cfg, device)
+        self.rank = dist.get_rank() if world > 1 else 0
         self.last_checks = []  # this rank's microbatch fingerprints of the last update
+        self.last_checks_by_rank = []  # every rank's, in rank order (gathered with the loss)
         self.last_wait = 0.0  # seconds of the last update spent waiting for the loader
 
     def update(self, loader, step, updates, lr_mult=None):
@@ -133,13 +150,20 @@ class Trainer:
                     loss = self.fwd(x, y)
                 (loss * scale).backward()
             total += loss.detach().double()
-        if self.world > 1:
-            dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        record = pack_update(total, checks)
+        work = None
+        if self.world > 1:  # one collective for loss and fingerprints, overlapping the optimizer steps
+            gathered = record.new_empty(self.world * record.numel())
+            work = dist.all_gather_single(gathered, record, async_op=True)
+            record = gathered
         self.adamw.step()
         self.muon.step()
         self.model.zero_grad(set_to_none=True)
-        loss = total.item() / self.cfg.accum
-        self.last_checks = [int(c) for c in torch.stack(checks).cpu()]
+        if work is not None:
+            work.wait()
+        total, self.last_checks_by_rank = unpack_updates(record.view(self.world, -1).cpu())  # the one sync
+        loss = total / self.cfg.accum
+        self.last_checks = self.last_checks_by_rank[self.rank]
         self.last_wait = wait
         if not math.isfinite(loss):
             raise TrainingDiverged(f"loss became {loss} at update {step + 1}; nothing of it was logged or checkpointed")
