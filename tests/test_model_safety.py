@@ -27,9 +27,9 @@ def hand_built(use_flex):
     return m
 
 
-def compiled_counting(m, x):
-    """m(x) through torch.compile with a backend that runs each captured graph as it is (the
-    graphs dynamo hands to inductor), and the number of graphs and of graph breaks."""
+def compiled_counting(m, *xs):
+    """m(x) for each x through one torch.compile with a backend that runs each captured graph as
+    it is (the graphs dynamo hands to inductor): the outputs, the graphs and the graph breaks."""
     from torch._dynamo.utils import counters
 
     graphs = []
@@ -43,33 +43,29 @@ def compiled_counting(m, x):
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out = torch.compile(m, backend=backend, dynamic=False)(x)
+            compiled = torch.compile(m, backend=backend, dynamic=False)
+            outs = [compiled(x) for x in xs]
     finally:
         torch._dynamo.reset()
-    return out, len(graphs), sum(counters["graph_break"].values())
+    return outs, len(graphs), sum(counters["graph_break"].values())
 
 
 @pytest.mark.parametrize("use_flex", [False, True])
-def test_compiled_forward_on_an_unprepared_length_is_one_graph_with_the_eager_numbers(use_flex):
-    """Layers S, L. A mask built outside the graph broke it (3 breaks and 7 graphs for these two
-    layers, before); traced into the graph: none. The in-graph mask is not cached; an eager
-    forward builds and keeps it."""
+def test_compiled_forward_is_one_graph_per_length_with_the_eager_numbers(use_flex):
+    """Layers S, L. Length 40, which nobody prepared: a mask built outside the graph broke it (3
+    breaks and 7 graphs for these two layers, before); traced into the graph, none; the mask is
+    not cached, and an eager forward builds and keeps it. SDPA also at the context, 64, whose
+    masks .to() prepared: one graph per length (dynamic=False), no break."""
     m = hand_built(use_flex)
     x = torch.randint(0, 64, (2, 40))
-    got, graphs, breaks = compiled_counting(m, x)
-    assert (graphs, breaks) == (1, 0)
+    xs = [x] if use_flex else [x, torch.randint(0, 64, (2, 64))]
+    outs, graphs, breaks = compiled_counting(m, *xs)
+    assert (graphs, breaks) == (len(xs), 0)
     assert not any(k[1] == 40 for k in m.attend._masks)
     with torch.no_grad():
         want = m(x)
-    assert torch.equal(got, want)
+    assert torch.equal(outs[0], want)
     assert sorted(k[1:3] for k in m.attend._masks) == [(40, 16), (64, 16)]
-
-
-def test_a_hand_built_model_compiles_to_one_graph_at_its_context():
-    """.to() prepared the context's masks: the compiled forward reads them as constants."""
-    m = hand_built(False)
-    got, graphs, breaks = compiled_counting(m, torch.randint(0, 64, (2, 64)))
-    assert (graphs, breaks) == (1, 0) and got.shape == (2, 64, 64)
 
 
 def test_moving_a_model_prepares_its_masks_on_the_new_device():

@@ -134,7 +134,7 @@ def test_adamw_on_bf16_computes_in_float32_and_rounds_once():
 shapes = st.tuples(st.integers(1, 9), st.integers(1, 9))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(shape=shapes, n=st.integers(1, 3), seed=st.integers(0, 2**31 - 1),
        mu=st.floats(0.85, 0.95), lr=st.floats(1e-3, 0.1), wd=st.floats(0.0, 0.2))
 def test_muon_groups_equal_the_per_matrix_reference_bitwise(shape, n, seed, mu, lr, wd):
@@ -144,7 +144,7 @@ def test_muon_groups_equal_the_per_matrix_reference_bitwise(shape, n, seed, mu, 
     qs = [torch.nn.Parameter(p.detach().clone()) for p in ps]
     fast = Muon(ps, lr=lr, momentum=mu, weight_decay=wd)
     ref = ReferenceMuon(qs, lr=lr, momentum=mu, weight_decay=wd)
-    for _ in range(3):
+    for _ in range(2):  # the second step reads the first's momentum and second moment
         for p, q in zip(ps, qs):
             p.grad = torch.randn(*shape, generator=g)
             q.grad = p.grad.clone()
