@@ -127,7 +127,8 @@ class Muon(torch.optim.Optimizer):
 
 
 def adamw_scalars(lr, beta1, beta2, eps, step):
-    """The baseline's fused AdamW step's scalars, float32: lerp weights, bias corrections, step size."""
+    """The baseline's fused AdamW step's scalars, float32: lerp weights, bias corrections, step size.
+    beta ** step is float64 rounded to float32 once (torch's float32 pow may be one unit off)."""
     b1, b2 = to_f32(beta1), to_f32(beta2)
     bias1, bias2 = to_f32(1 - to_f32(b1 ** step)), to_f32(1 - to_f32(b2 ** step))
     return {"w1": to_f32(1 - b1), "w2": to_f32(1 - b2), "bias2": bias2, "eps": to_f32(eps),
