@@ -78,7 +78,7 @@ def main(argv=None):
     if "train" in stages:
         clock.start("train")
         print("\n== stage: train (six tiny configs on CPU)", flush=True)
-        from protocols.run_six import main as run_six
+        from comparison.run_six import main as run_six
 
         rc = run_six(["--preset", "tiny", *dd, "--out", str(out / "train")])
         if rc:
@@ -87,7 +87,7 @@ def main(argv=None):
         clock.start("freeze")
         print("\n== stage: freeze (protocol and checkpoint manifest)", flush=True)
         from manifests.__main__ import main as manifest_main
-        from protocols.freeze import main as freeze_main
+        from comparison.freeze import main as freeze_main
 
         if (out / "protocol.json").exists():  # frozen once; a rerun must not re-freeze after results exist
             print(f"protocol already frozen: {out / 'protocol.json'}")
@@ -194,7 +194,8 @@ def run_queue_stage(qdir, data_dir):
 
     from corpus.errors import DataError
     from corpus.runlock import FolderLocked, folder_lock
-    from protocols.generate_configs import PRESETS
+    from presets.shapes import QUEUE_DEMO
+    from presets.six import PRESETS
     from shardqueue import api
     from shardqueue.replay import reconstruct_folder
     from training.device import resolve_device
@@ -204,8 +205,8 @@ def run_queue_stage(qdir, data_dir):
     if (qdir / "queue_summary.json").exists():
         print(f"already done ({qdir / 'queue_summary.json'})")
         return 0
-    cfg = {**PRESETS["tiny"], "depth": 1, "width": 32, "context": 64, "short_window": 32, "micro_rows": 2, "accum": 1,
-           "updates": 1000, "eval_batches": 4, "eval_rows": 8, "name": "queue"}
+    cfg = {**PRESETS["tiny"], **QUEUE_DEMO, "micro_rows": 2, "accum": 1, "updates": 1000, "eval_batches": 4,
+           "eval_rows": 8, "name": "queue"}
     if data_dir:
         cfg["data_dir"] = data_dir
     if not (qdir / "config.json").exists():

@@ -4,8 +4,8 @@
   python -m findings.summary --audit runs/audit_climbmix --train runs/six_paper --eval runs/eval_paper --out runs/paper
 
 Every number on the page is read from a result file of the run (audit/summary.json,
-audit/regime.json, train/*/summary.json, eval/*.json, queue/queue_summary.json,
-queue_study/study.json) or computed here from such numbers; the paper's values come from
+audit/regime.json, train/*/summary.json, train/regime.json, eval/*.json, queue/queue_summary.json,
+queue_study/summary.json) or computed here from such numbers; the paper's values come from
 findings/paper_values.json, the one place the repository keeps them. A stage whose results
 are missing is reported as not run, never filled in. The same facts go to findings.json,
 and the headline of each section is printed.
@@ -16,9 +16,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from findings import PAPER
-CONDITIONS = ("baseline", "random_crop", "segmented")
-SEEDS = (43, 44)
+from findings import PAPER, PAPER_REGIME
+from presets.six import SEEDS, condition_of
 
 
 def _load(path):
@@ -203,8 +202,6 @@ def regime_section(d, out):
     cols = r.get("columns", r)  # regime.json: {"columns": {name: indicators}, ...} or one set of indicators
     if isinstance(cols, dict) and "buffer" in cols:
         cols = {"this run": cols}
-    from audit.regime import PAPER as RP
-
     names = list(cols)
     sec.text = ["The paper's effects depend on ratios, not sizes; this table says which ratios the run shares with "
                 "the paper (columns: " + ", ".join(names) + ")."]
@@ -215,7 +212,7 @@ def regime_section(d, out):
                             ("arrived_over_B", "sources arrived / B", lambda x: f"{x:,.1f}"),
                             ("share_emitted_from_long_sources", "emitted share from sources > R", _pct)):
         ours = "; ".join(f"{n}: {fmt(c[key])}" for n, c in cols.items() if isinstance(c, dict) and key in c)
-        sec.row(label, ours or "n/a", fmt(RP[key]) if RP.get(key) is not None else "—")
+        sec.row(label, ours or "n/a", fmt(PAPER_REGIME[key]) if PAPER_REGIME.get(key) is not None else "—")
     return sec
 
 
@@ -227,8 +224,7 @@ def train_section(d, out):
         s = _load(f)
         if s and s.get("official"):
             c = s["config"]
-            cond = {"original": "baseline", "random_span": "random_crop", "segment_first": "segmented"}.get(c["loader"], c["loader"])
-            runs[(cond, c["seed"])] = s
+            runs[(condition_of(c["loader"]), c["seed"])] = s
     sec = Section("s5_3", "5.3 Matched training runs (official BPB)")
     if not runs:
         return _missing("s5_3", sec.title, d)
@@ -272,8 +268,8 @@ def train_section(d, out):
                 f"{any_cfg['updates']} updates" + (f" ({params:,} parameters)" if params else "") +
                 (f", training buffer B = {any_cfg['buffer']}" if "buffer" in any_cfg else "") +
                 (f"; training sources longer than {any_cfg['max_source_len']} tokens are filtered out (dropped whole, "
-                 f"demo only{_filter_counts(any_cfg)}); evaluation sees every source. A filter rather than a crop to that "
-                 f"length because it keeps the paper's ratios closer (protocols/generate_configs.py)" if any_cfg.get("max_source_len") else "") +
+                 f"demo only{_filter_counts(d)}); evaluation sees every source. A filter rather than a crop to that "
+                 f"length because it keeps the paper's ratios closer (presets/six.py)" if any_cfg.get("max_source_len") else "") +
                 f"; paper: depth 8, width 512, context 2048, {PAPER['setup']['updates']} updates "
                 f"({PAPER['setup']['parameters']:,} parameters), B = 1,000."]
     base = [runs[("baseline", x)]["official"]["bpb"] for x in SEEDS if ("baseline", x) in runs]
@@ -289,13 +285,11 @@ def train_section(d, out):
     return sec
 
 
-def _filter_counts(cfg):
-    """', N of M sources (P% of tokens) dropped' for the training filter, from the prepared corpus."""
-    try:
-        from audit.regime import filter_counts
-
-        c = filter_counts(cfg.get("data_dir"), cfg.get("source", "stdlib"), cfg["max_source_len"])
-    except Exception:  # the corpus may not be at hand where the summary is written: the rule is still stated
+def _filter_counts(d):
+    """', N of M sources (P% of tokens) dropped' for the training filter, as the train stage recorded it
+    (regime.json; a run folder without one states the rule alone)."""
+    c = (_load(d / "regime.json") or {}).get("filter")
+    if not c:
         return ""
     return f": {c['dropped']:,} of {c['sources']:,} sources, {_pct(c['dropped_token_share'], 1)} of training tokens"
 

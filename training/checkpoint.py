@@ -26,7 +26,7 @@ from corpus.atomic import atomic_write_bytes, atomic_write_json, sha256_file
 from corpus.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE_DIRS = ("training", "loaders", "eval", "corpus", "audit", "protocols")
+CODE_DIRS = ("training", "loaders", "eval", "corpus", "audit", "presets", "protocols", "comparison")
 
 
 def code_sha256() -> dict:

@@ -8,11 +8,8 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from corpus.errors import DataError
 from loaders.core import PACKERS
+from presets.six import CONDITIONS  # a condition's name is accepted as its packer's (loader=segmented)
 from training.device import check_device_string
-
-# the paper's condition names -> packers
-CONDITIONS = {"baseline": "original", "random_crop": "random_span", "segmented": "segment_first",
-              "lossless": "lossless"}
 
 
 @dataclass
