@@ -149,9 +149,10 @@ QUEUE_BUDGET = 24000  # accepted targets of the main job's queue run
 def queue_stage_settings():
     """The main job's calibration settings: the defaults with a candidate pool sized for its budget
     (16 shards reach it; 14 candidates ran dry and left a flagged shard undecided)."""
-    from shardqueue import api
+    from shardqueue.api import candidates_for_budget
+    from shardqueue.settings import QueueSettings
 
-    return {**api.DEFAULTS, "candidates": api.candidates_for_budget(QUEUE_BUDGET, api.DEFAULTS["shard_tokens"])}
+    return QueueSettings(candidates=candidates_for_budget(QUEUE_BUDGET, QueueSettings().shard_tokens))
 
 
 class StageClock:

@@ -389,7 +389,7 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=
     check_token_files(data_dir, cfg.source, lay.shard_names("train") + lay.shard_names("val"))
     ident = data_identity(lay)
     seed_host_rngs(cfg.seed)
-    R = cfg.context + 1
+    R = cfg.row_capacity
     payload, path = None, None
     allowed_code_changes = []
     if resume:  # config, corpus and code are compared before anything is built from them

@@ -30,9 +30,8 @@ import numpy as np
 
 from corpus.errors import DataError
 from eval.runs import survey_runs
-from presets.six import run_names
+from presets.six import condition_of, run_names
 
-CONDITION_OF = {"original": "baseline", "random_span": "random_crop", "segment_first": "segmented", "lossless": "lossless"}
 UNCONFIRMED = "EXPLORATORY, UNCONFIRMED (no frozen protocol)"
 
 
@@ -263,7 +262,7 @@ def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, devic
         cfg = TrainConfig(**res["config"])
         if cfg.context != cfg0.context or cfg.source != cfg0.source:
             raise DataError(f"{run_dir}: runs differ in context or corpus")
-        cond, sha = CONDITION_OF[cfg.loader], sha256_file(ckpt)
+        cond, sha = condition_of(cfg.loader), sha256_file(ckpt)
         ac = bf16_enabled(cfg, device)  # the policy train.py scored the run with
         ed = out / run_dir.name
         ed.mkdir(exist_ok=True)
@@ -291,7 +290,7 @@ def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, devic
             cs = {k: t.column(k).to_numpy() for k in ("nats", "bytes", "count")}
             cs["fingerprint"] = t.schema.metadata[b"fingerprint"].decode()
         else:
-            cs = row_statistics(loaded(), conf_stream, tb, plan["confirmation_batches"], cfg.eval_rows, cfg.context + 1,
+            cs = row_statistics(loaded(), conf_stream, tb, plan["confirmation_batches"], cfg.eval_rows, cfg.row_capacity,
                                 device, ac, cfg.eval_buffer)
             write_stats(path, cs, {"checkpoint_sha256": sha, "condition": cond, "seed": cfg.seed, "status": status})
         conf[(cond, cfg.seed)] = {**scores(cs), "fingerprint": cs["fingerprint"], "run": run_dir.name}
@@ -397,7 +396,7 @@ def stream_check_md(checks, fp_ok, label):
 
 def confirmation_md(conf, runs, dups, targets, label, check):
     """Section 5.4: development (each run's official score) beside the confirmation score, deltas vs same-seed baseline."""
-    dev = {(CONDITION_OF[r[1]["config"]["loader"]], r[1]["config"]["seed"]): r[1].get("official", {}).get("bpb") for r in runs}
+    dev = {(condition_of(r[1]["config"]["loader"]), r[1]["config"]["seed"]): r[1].get("official", {}).get("bpb") for r in runs}
     out = [f"## 5.4 Untouched original-style confirmation{label}", "",
            f"{targets:,} confirmation targets; {len(dups)} exact duplicates excluded. As measured before scoring, this "
            f"stream emits no source whose original length exceeds R = {check['R']} (longest: {check['longest_emitted']}). "

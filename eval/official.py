@@ -102,7 +102,7 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu", progress=False):
     model.load_state_dict(payload["model"])
     stream = open_split(dd, cfg.source, "val")
     tb = load_token_bytes(Layout(dd, cfg.source).tokenizer)
-    stats = row_statistics(maybe_compile(model, cfg, device), stream, tb, cfg.eval_batches, cfg.eval_rows, cfg.context + 1, device,
+    stats = row_statistics(maybe_compile(model, cfg, device), stream, tb, cfg.eval_batches, cfg.eval_rows, cfg.row_capacity, device,
                            autocast=bf16_enabled(cfg, device), buffer=cfg.eval_buffer, progress=progress)
     return stats, cfg
 

@@ -32,7 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 from corpus.errors import DataError  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from shardqueue.api import (  # noqa: E402
-    DEFAULTS,
     calibrate,
     describe_calibration,
     describe_run,
@@ -42,6 +41,7 @@ from shardqueue.api import (  # noqa: E402
 from shardqueue.dose import dose_response  # noqa: E402
 from shardqueue.replay import reconstruct_folder  # noqa: E402
 from shardqueue.runner import POLICIES  # noqa: E402
+from shardqueue.settings import QueueSettings  # noqa: E402
 from training.device import configure, resolve_device  # noqa: E402
 
 
@@ -53,8 +53,11 @@ def main(argv=None):
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides (calibrate)")
     ap.add_argument("--out", default="runs/queue", help="queue folder (default runs/queue)")
     ap.add_argument("--calibration", default=None, help="calibration folder for run/dose (default: --out)")
-    for k, v in DEFAULTS.items():
+    for k in QueueSettings.counts():
+        v = getattr(QueueSettings(), k)
         ap.add_argument(f"--{k.replace('_', '-')}", type=int, default=v, help=f"calibrate: {k.replace('_', ' ')} (default {v})")
+    ap.add_argument("--held-out-branch", default="false", metavar="true|false",
+                    help="calibrate: held-out transitions on a branch that is then discarded (default false)")
     ap.add_argument("--domains", default=None, metavar="FILE",
                     help="calibrate: control and selection domains from a JSON file (names and rules; see shardqueue/domains.py)")
     ap.add_argument("--add-source", action="append", default=[], metavar="NAME=PATH",
@@ -91,7 +94,8 @@ def main(argv=None):
             if a.command == "return":
                 return return_from_quarantine(out, a.shard)
             if a.command == "calibrate":
-                s = {k: getattr(a, k) for k in DEFAULTS}
+                s = {k: getattr(a, k) for k in QueueSettings.counts()}
+                s["held_out_branch"] = a.held_out_branch
                 if a.domains:
                     from shardqueue.domains import load_domains
 
@@ -126,10 +130,8 @@ def main(argv=None):
         return 2
 
 
-# the least each count may be: a run of 0-shard rotations trains nothing, sigma needs two deltas
-MINIMA = {"rotation_shards": 1, "sigma_shards": 2, "per_domain": 1, "warmup_shards": 0, "held_out_shards": 1,
-          "candidates": 1, "decay_shards": 1, "shard_tokens": 1, "harmful_shards": 0, "prose_shards": 0,
-          "late_shards": 0}
+# the least each count may be (the settings' own, and a run of 0-shard rotations trains nothing)
+MINIMA = {**QueueSettings.MINIMA, "rotation_shards": 1}
 
 
 def check_counts(a):

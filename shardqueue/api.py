@@ -28,20 +28,12 @@ from shardqueue.rotation import load_rotation, save_rotation, shard_docs
 from shardqueue.rule import FRAC_GRID, K_GRID, TARGET
 from shardqueue.rule import calibrate as calibrate_rule
 from shardqueue.runner import QueueRunner, train_rows
+from shardqueue.settings import QueueSettings
 from shardqueue.world import World, build_pool
 
 RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*", "final.*", "report.md",
              "decisions.parquet", "decisions.csv", "queue_summary.json", "control_curves.png", "inspection",
              "start_state.pt", "start_state.json", "added_sources.json*")
-
-DEFAULTS = {"shard_tokens": 1500, "warmup_shards": 6, "sigma_shards": 10, "held_out_shards": 12, "candidates": 14,
-            "decay_shards": 2, "harmful_shards": 1, "prose_shards": 1, "late_shards": 0, "per_domain": 12, "pool_seed": 1003,
-            # the study's settings (study/presets.py): damaged pool shards (damaged_pool.py); held-out
-            # transitions on a discarded branch; k and frac chosen on the first `choose_transitions`
-            # held-out transitions and the rate reported on the rest (0: in-sample); sub-shard
-            # checkpoints on held-out shards
-            "damaged_shards": 0, "held_out_branch": False, "choose_transitions": 0, "checkpoints_per_shard": 1}
-
 
 def candidates_for_budget(budget_targets, shard_tokens, spare=3):
     """Candidate pool shards for a run whose budget is `budget_targets` accepted targets.
@@ -81,7 +73,7 @@ def score(model, world, cfg=None):
     from eval.official import row_statistics, scores
 
     cfg = cfg or world.cfg
-    stats = row_statistics(model, world.val, world.token_bytes, cfg.eval_batches, cfg.eval_rows, cfg.context + 1,
+    stats = row_statistics(model, world.val, world.token_bytes, cfg.eval_batches, cfg.eval_rows, cfg.row_capacity,
                               world.device)
     return {"official": scores(stats)["bpb"],
             "control": measure(model, world.sets["control"], world.token_bytes, world.device),
@@ -169,7 +161,7 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     from training.checkpoint import rng_states, set_rng_states
     from training.trainer import Trainer
 
-    s = {**DEFAULTS, **(settings or {})}
+    s = QueueSettings.of(settings)
     out = Path(out)
     if (out / "calibration.json").exists() or (out / "decisions.jsonl").exists():
         if not fresh:
@@ -177,20 +169,20 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
                             f"(moves the old contents aside)")
         move_aside(out, None)
     cfg = load_config(config, overrides)
-    world = World(cfg, device, s["per_domain"], domains=s.get("domains"))
-    n_cal = s["warmup_shards"] + s["sigma_shards"] + s["held_out_shards"] + 1
-    pool = build_pool(world, s["shard_tokens"], s["pool_seed"], n_cal, s["candidates"], s["decay_shards"],
-                      s["harmful_shards"], s["prose_shards"], n_late=s["late_shards"], n_damaged=s["damaged_shards"])
+    world = World(cfg, device, s.per_domain, domains=s.domains)
+    n_cal = s.warmup_shards + s.sigma_shards + s.held_out_shards + 1
+    pool = build_pool(world, s.shard_tokens, s.pool_seed, n_cal, s.candidates, s.decay_shards, s.harmful_shards,
+                      s.prose_shards, n_late=s.late_shards, n_damaged=s.damaged_shards)
     atomic_write_json(out / "config.json", cfg.to_dict())
     save_rotation(out / "pool.json", pool)
-    plan = {"k_grid": list(K_GRID), "frac_grid": list(FRAC_GRID), "target": TARGET, "settings": s,
+    plan = {"k_grid": list(K_GRID), "frac_grid": list(FRAC_GRID), "target": TARGET, "settings": s.to_dict(),
             "rule": "first grid point (k ascending, then frac as listed) with held-out rate < target",
             "recalibration": "none during a run (no schedule is set); a new calibration is a new folder",
             "calibration_source": pool["calibration_source"], "shards": pool["calibration"]}
     atomic_write_json(out / "calibration_plan.json", plan)
     shards = {x["id"]: x for x in pool["shards"]}
     trainer = Trainer(cfg, device)
-    warm, ns = s["warmup_shards"], s["sigma_shards"]
+    warm, ns = s.warmup_shards, s.sigma_shards
 
     def rows(sid):
         return shard_rows(shard_tokens(world.stream, shard_docs(shards[sid])), cfg.context, world.bos)
@@ -207,11 +199,11 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     bar = tqdm(pool["calibration"], desc="calibration shards", unit="shard", file=sys.stderr)
     shared = warm + ns  # warm-up and sigma shards: the training every arm starts from
     branch = None
-    m = max(1, int(s["checkpoints_per_shard"]))
+    m = s.checkpoints_per_shard
     for j, sid in enumerate(bar):
         if j == warm:
             states.append(ctrl())
-        if j == shared and s["held_out_branch"]:
+        if j == shared and s.held_out_branch:
             # held-out transitions on a branch that is then discarded: they calibrate the rule without
             # adding to the shared training (restored bitwise below)
             branch = {"trainer": copy.deepcopy(trainer.state_dict()), "rng": rng_states(), "step": step,
@@ -232,7 +224,7 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
         if j >= warm:
             bar.set_postfix(loss=f"{loss:.3f}")
     held = states[ns:]
-    c = int(s["choose_transitions"])
+    c = s.choose_transitions
     if c:
         if len(held) < c + 4:
             raise DataError(f"{len(held) - 2} held-out transitions cannot give {c} to choose k and frac and some to report")
@@ -271,8 +263,8 @@ def open_calibration(calibration_dir, device="cpu"):
     pool = load_rotation(d / "pool.json")
     if pool["_sha256"] != calib["pool_sha256"]:
         raise DataError(f"{d / 'pool.json'}: not the pool this calibration was made on")
-    settings = calib["plan"]["settings"]
-    world = World(cfg, device, settings["per_domain"], domains=settings.get("domains"))
+    settings = QueueSettings.of(calib["plan"]["settings"])
+    world = World(cfg, device, settings.per_domain, domains=settings.domains)
     from shardqueue.harmful import with_harmful_copies
 
     world.stream, world.labels_all, copies = with_harmful_copies(world.train, world.labels,

@@ -53,3 +53,46 @@ def test_the_paper_regime_is_the_audits():
     import findings
 
     assert findings.PAPER_REGIME == audit.regime.PAPER
+
+
+def _literals(tree):
+    """(line, keys) of every dict literal and every call's keyword names in a module."""
+    import ast
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            yield node.lineno, {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        elif isinstance(node, ast.Call):
+            yield node.lineno, {k.arg for k in node.keywords if k.arg}
+
+
+def shape_and_condition_literals(root):
+    """Places outside presets/ that spell out a model shape or the condition <-> packer map."""
+    import ast
+
+    from test_layout import source_files
+
+    bad = []
+    for f in source_files(root):
+        if f.relative_to(root).parts[0] == "presets":
+            continue
+        tree = ast.parse(f.read_text())
+        for line, keys in _literals(tree):
+            if {"depth", "width", "heads", "context"} <= keys:
+                bad.append(f"{f.relative_to(root)}:{line}: a model shape")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value in ("baseline", "original")
+                                                  and isinstance(v, ast.Constant) and v.value in ("original", "baseline")
+                                                  for k, v in zip(node.keys, node.values)):
+                bad.append(f"{f.relative_to(root)}:{node.lineno}: the condition <-> packer map")
+    return bad
+
+
+def test_each_shape_and_the_condition_map_are_defined_once_in_presets(tmp_path):
+    from conftest import ROOT
+
+    assert shape_and_condition_literals(ROOT) == []
+    (tmp_path / "x.py").write_text('CFG = {"depth": 1, "width": 32, "heads": 2, "context": 64}\n'
+                                   'MAP = {"original": "baseline"}\nm = Model(depth=1, width=2, heads=1, context=8)\n')
+    assert shape_and_condition_literals(tmp_path) == ["x.py:1: a model shape", "x.py:3: a model shape",
+                                                      "x.py:2: the condition <-> packer map"]
