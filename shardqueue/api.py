@@ -10,7 +10,6 @@ describe_calibration(), describe_run()  the one-line results the command line an
 Every function returns plain JSON-able dicts and writes its JSON files; nothing reads argv.
 The command line over this API is queue/run_queue.py.
 """
-import copy
 import json
 import shutil
 import sys
@@ -30,6 +29,7 @@ from shardqueue.rule import calibrate as calibrate_rule
 from shardqueue.runner import QueueRunner, train_rows
 from shardqueue.settings import QueueSettings
 from shardqueue.world import World, build_pool
+from training.resume import remove_torn_writes, restore_trainer_state, trainer_state
 
 RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*", "final.*", "report.md",
              "decisions.parquet", "decisions.csv", "queue_summary.json", "control_curves.png", "inspection",
@@ -158,7 +158,6 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     calibrated_state.pt into `out`. Returns the calibration record (rec["ok"] False: failed)."""
     from tqdm import tqdm
 
-    from training.checkpoint import rng_states, set_rng_states
     from training.trainer import Trainer
 
     s = QueueSettings.of(settings)
@@ -206,8 +205,7 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
         if j == shared and s.held_out_branch:
             # held-out transitions on a branch that is then discarded: they calibrate the rule without
             # adding to the shared training (restored bitwise below)
-            branch = {"trainer": copy.deepcopy(trainer.state_dict()), "rng": rng_states(), "step": step,
-                      "targets": targets}
+            branch = {**trainer_state(trainer, copied=True), "step": step, "targets": targets}
         x, y = rows(sid)
         # sub-shard checkpoints (held-out shards only): m states per shard, each a measured transition
         per = cfg.micro_rows * cfg.accum
@@ -232,12 +230,11 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     else:
         rec = calibrate_rule(states[: ns + 1], held)
     if branch is not None:
-        trainer.load_state_dict(branch["trainer"])
-        set_rng_states(branch["rng"])
+        restore_trainer_state(trainer, branch)
         step, targets = branch["step"], branch["targets"]
     ref = states[ns] if branch is not None else states[-1]
-    sha = _write_state(out / "calibrated_state.pt", {"trainer": trainer.state_dict(), "rng": rng_states(),
-                                                    "step": step, "targets": targets, "ref": ref})
+    sha = _write_state(out / "calibrated_state.pt", {**trainer_state(trainer), "step": step, "targets": targets,
+                                                    "ref": ref})
     rec.update({"plan": plan, "states": states, "seed": cfg.seed, "step": step, "targets": targets,
                 "state_sha256": sha, "pool_sha256": load_rotation(out / "pool.json")["_sha256"],
                 "warmup_updates": warm_updates, "shared_shards": pool["calibration"][:shared] if branch is not None
@@ -283,7 +280,6 @@ def start_state(cfg, world, pool, calib, calibration_dir, seed, out):
     seed, a model initialised with that seed and trained on the same calibration shards."""
     if seed == calib["seed"]:
         return _read_state(Path(calibration_dir) / "calibrated_state.pt", calib["state_sha256"])
-    from training.checkpoint import rng_states
     from training.trainer import Trainer
 
     key = start_state_key(cfg, calib, seed)
@@ -301,7 +297,7 @@ def start_state(cfg, world, pool, calib, calibration_dir, seed, out):
         _, n, t = train_rows(trainer, x, y, step, cfg.updates, cfg.micro_rows, cfg.accum,
                              warmup(step, calib.get("warmup_updates", 0)))
         step, targets = step + n, targets + t
-    st = {"trainer": trainer.state_dict(), "rng": rng_states(), "step": step, "targets": targets}
+    st = {**trainer_state(trainer), "step": step, "targets": targets}
     (Path(out) / START_KEY).unlink(missing_ok=True)
     sha = _write_state(Path(out) / "start_state.pt", st)
     atomic_write_json(Path(out) / START_KEY, {"key": key, "sha256": sha})
@@ -320,13 +316,6 @@ def corpus_identity(cfg):
     from training.checkpoint import data_identity
 
     return data_identity(Layout(cfg.data_dir or default_data_dir(), cfg.source))
-
-
-def remove_leftovers(out, log=print):
-    """Temporary files of a killed atomic write (checkpoints, the summary) are removed on the next start."""
-    for p in sorted(Path(out).glob(".*.tmp")):
-        p.unlink()
-        log(f"removed {p.name}, left by an interrupted write")
 
 
 # what --resume must find unchanged in the start record: (record key, attribute of the runner or a callable)
@@ -381,8 +370,6 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
     (also written to out/queue_summary.json). The same calibration folder gives every arm the same
     pool, control/selection sets, decay shards and (for the same seed) start state. runner_cls: a
     QueueRunner subclass (the study's arm variants); default QueueRunner."""
-    from training.checkpoint import set_rng_states
-
     out = Path(out)
     calibration_dir = Path(calibration_dir or out)
     log_path = out / "decisions.jsonl"
@@ -413,7 +400,7 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
                                          budget_targets, branch_check, log=log)
     runner.calibration_dir = relative_dir(calibration_dir, out)
     runner.corpus = corpus_identity(cfg)
-    remove_leftovers(out, log)
+    remove_torn_writes(out, log)
     if resume:
         recs = read_log(log_path, log=lambda s: None)
         check_start_record(recs[0], runner, log_path)
@@ -430,8 +417,7 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
             runner.run(resume=True)
     else:
         st = start_state(cfg, world, pool, calib, calibration_dir, seed, out)
-        runner.trainer.load_state_dict(st["trainer"])
-        set_rng_states(st["rng"])
+        restore_trainer_state(runner.trainer, st)
         runner.step, runner.targets = st["step"], st["targets"]
         runner.run()
     recs = read_log(log_path, log=lambda s: None)

@@ -28,6 +28,8 @@ from shardqueue.packing import StreamedShard, update_batches
 from shardqueue.rotation import save_rotation, shard_docs
 from shardqueue.rule import judge, rises
 from shardqueue.state import apply, initial_state
+from training.checkpoint import newest_good_checkpoint, save_checkpoint
+from training.resume import restore_trainer_state, trainer_state
 
 POLICIES = ("queue", "plain", "random")
 KEEP = 3
@@ -161,16 +163,12 @@ class QueueRunner:
         return self._pool_sample
 
     def snapshot(self):
-        from training.checkpoint import rng_states
-
-        return {"trainer": copy.deepcopy(self.trainer.state_dict()), "rng": rng_states(), "step": self.step,
-                "targets": self.targets, "ref": dict(self.ref), "params_sha256": params_sha256(self.trainer.model)}
+        """The rollback point: the trainer's parts and RNG (copied), step, targets and reference losses."""
+        return {**trainer_state(self.trainer, copied=True), "step": self.step, "targets": self.targets,
+                "ref": dict(self.ref), "params_sha256": params_sha256(self.trainer.model)}
 
     def restore(self, snap):
-        from training.checkpoint import set_rng_states
-
-        self.trainer.load_state_dict(copy.deepcopy(snap["trainer"]))
-        set_rng_states(snap["rng"])
+        restore_trainer_state(self.trainer, snap, copied=True)
         self.step, self.targets, self.ref = snap["step"], snap["targets"], dict(snap["ref"])
         got = params_sha256(self.trainer.model)
         if got != snap["params_sha256"]:
@@ -192,18 +190,13 @@ class QueueRunner:
         return rec
 
     def commit(self):
-        """Checkpoint (with the records it owes the log), then append those records."""
-        from training.checkpoint import rng_states, save_checkpoint
-
-        payload = {"trainer": self.trainer.state_dict(), "rng": rng_states(), "step": self.step, "targets": self.targets,
+        """Checkpoint (with the records it owes the log; the newest KEEP are kept), then append those records."""
+        payload = {**trainer_state(self.trainer), "step": self.step, "targets": self.targets,
                    "ref": self.ref, "state": self.state, "log_seq": self.seq, "records": self._owed,
                    "run_id": self.run_id, "spent": self.spent, "policy": self.policy, "seed": self.seed,
                    "rollback": self.rollback if self.state["flagged"] else None, "flag_info": self.flag_info,
                    "config": self.cfg.to_dict()}
-        save_checkpoint(self.out, self.seq, payload, keep=0)
-        for old in sorted(self.out.glob("ckpt_*.pt"))[:-KEEP]:
-            old.unlink()
-            old.with_suffix(".json").unlink(missing_ok=True)
+        save_checkpoint(self.out, self.seq, payload, keep=KEEP)
         for rec in self._owed:
             self.dlog.write(rec)
             self.log(self.describe(rec))
@@ -437,27 +430,19 @@ class QueueRunner:
         return self
 
     def resume(self, log_path):
-        from training.checkpoint import load_checkpoint
-
         recs = read_log(log_path, repair=True, log=self.log)
         run_id = recs[0].get("run_id")
-        good = None
-        for path in sorted(self.out.glob("ckpt_*.pt"), reverse=True):
-            try:
-                p = load_checkpoint(path)
-            except DataError as e:
-                self.log(f"warning: {e}; trying the previous checkpoint")
-                continue
+
+        def skip(path, p):
             if "log_seq" not in p:  # the final decay's checkpoint of a run killed before it became final.pt
-                self.log(f"note: {path.name} is an unfinished final decay; resuming from the step before it")
-                continue
+                return f"note: {path.name} is an unfinished final decay; resuming from the step before it"
             if p.get("run_id") != run_id:
                 raise DataError(f"{path}: belongs to run {p.get('run_id')}, but {log_path.name} is run {run_id}")
-            good = (path, p)
-            break
-        if good is None:
+            return None
+
+        path, p = newest_good_checkpoint(self.out, log=self.log, skip=skip)
+        if p is None:
             raise DataError(f"{self.out}: no checkpoint to resume from")
-        path, p = good
         last, C = len(recs), p["log_seq"]
         owed = p["records"]
         first_owed = owed[0]["seq"] if owed else C + 1
@@ -475,10 +460,7 @@ class QueueRunner:
                 self.dlog.write(r)
         self.prev_sha256 = record_sha256(full[-1])
         self.run_id = run_id
-        self.trainer.load_state_dict(p["trainer"])
-        from training.checkpoint import set_rng_states
-
-        set_rng_states(p["rng"])
+        restore_trainer_state(self.trainer, p)
         self.step, self.targets, self.ref, self.state, self.seq = p["step"], p["targets"], p["ref"], p["state"], C
         self.spent, self.rollback = p["spent"], p["rollback"]
         self.flag_info = p["flag_info"]
@@ -493,8 +475,6 @@ class QueueRunner:
         The LR multiplier of decay update i of U is 1 - i/U, so the last update runs at 1/U and
         the schedule reaches 0 at the end. The same shards and length serve every policy.
         """
-        from training.checkpoint import rng_states, save_checkpoint
-
         infos = []
         if self.decay_start is not None:  # the decay ran inside the queue (train records of phase "decay")
             kept = set(self.state["accepted"])
@@ -511,9 +491,9 @@ class QueueRunner:
                 done += info["updates"]
                 infos.append({"shard": sid, **info})
         scores = score_fn(self.trainer.model)
-        path = save_checkpoint(self.out, 999999, {"trainer": self.trainer.state_dict(), "rng": rng_states(),
-                                                  "step": self.step, "targets": self.targets, "run_id": self.run_id,
-                                                  "scores": scores, "config": self.cfg.to_dict()}, keep=0)
+        path = save_checkpoint(self.out, 999999, {**trainer_state(self.trainer), "step": self.step,
+                                                  "targets": self.targets, "run_id": self.run_id, "scores": scores,
+                                                  "config": self.cfg.to_dict()}, keep=0)
         final = self.out / "final.pt"
         path.replace(final)
         path.with_suffix(".json").replace(self.out / "final.json")
