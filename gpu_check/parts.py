@@ -215,6 +215,20 @@ def resume(ctx):
 
 
 # ---- the shard queue -----------------------------------------------------------------
+class WholeUpdatesRunner(QueueRunner):
+    """The queue runner with each shard cut to whole updates and a 4-row pool sample: one compiled shape."""
+
+    def rows(self, sid):
+        x, y = super().rows(sid)
+        per_update = self.cfg.micro_rows * self.cfg.accum
+        n = len(x) // per_update * per_update or len(x)
+        return np.asarray(x[:n]), np.asarray(y[:n])
+
+    def pool_sample(self, n_rows=4):
+        x, y = self.rows("s0")
+        return x[:n_rows], y[:n_rows]
+
+
 def queue(ctx):
     """One shard of the offline corpus through the queue runner's own train, measure and screen
     steps on the device (shardqueue/runner.py), under train.py's autocast policy."""
@@ -223,12 +237,7 @@ def queue(ctx):
     per_update = cfg.micro_rows * cfg.accum
     end = int(np.searchsorted(np.cumsum(world.stream.lengths), per_update * cfg.context + 1)) + 1
     shard = {"id": "s0", "docs": [[0, min(end, len(world.stream.lengths))]]}
-    r = QueueRunner(cfg, world, {"shards": [shard], "order": []}, {}, ctx["out"] / "queue", log=ctx["log"])
-    x, y = r.rows("s0")
-    n = len(x) // per_update * per_update or len(x)
-    whole = (np.asarray(x[:n]), np.asarray(y[:n]))
-    r.rows = lambda sid: whole  # whole updates: one compiled shape
-    r._pool_sample = (whole[0][:4], whole[1][:4])
+    r = WholeUpdatesRunner(cfg, world, {"shards": [shard], "order": []}, {}, ctx["out"] / "queue", log=ctx["log"])
     before = r.measure_fn(r.trainer.model)
     rec = r.train_shard("s0")
     seen = r.trainer.model.attend.record = []  # the measuring forward is eager: every call is seen

@@ -397,9 +397,8 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
     if budget_targets is None:
         budget_targets = int(0.6 * sum(s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]))
     runner = (runner_cls or QueueRunner)(cfg, world, pool, calib, out, policy, seed, reject_rate, rotation_shards,
-                                         budget_targets, branch_check, log=log)
-    runner.calibration_dir = relative_dir(calibration_dir, out)
-    runner.corpus = corpus_identity(cfg)
+                                         budget_targets, branch_check, log=log,
+                                         calibration_dir=relative_dir(calibration_dir, out), corpus=corpus_identity(cfg))
     remove_torn_writes(out, log)
     if resume:
         recs = read_log(log_path, log=lambda s: None)
@@ -416,9 +415,7 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
         else:
             runner.run(resume=True)
     else:
-        st = start_state(cfg, world, pool, calib, calibration_dir, seed, out)
-        restore_trainer_state(runner.trainer, st)
-        runner.step, runner.targets = st["step"], st["targets"]
+        runner.start_from(start_state(cfg, world, pool, calib, calibration_dir, seed, out))
         runner.run()
     recs = read_log(log_path, log=lambda s: None)
     if not any(r["event"] == "done" for r in recs):

@@ -81,7 +81,10 @@ class QueueRunner:
     decay_updates = None
 
     def __init__(self, cfg, world, pool, calib, out, policy="queue", seed=None, reject_rate=0.0, rotation_shards=6,
-                 budget_targets=None, branch_check=True, measure_fn=None, log=print, run_id=None):
+                 budget_targets=None, branch_check=True, measure_fn=None, log=print, run_id=None, calibration_dir=".",
+                 corpus=None):
+        """calibration_dir: the calibration folder as the run records it (relative to out); corpus: the
+        prepared corpus's identity, recorded in the start record and checked on resume."""
         from training.trainer import Trainer
 
         if policy not in POLICIES:
@@ -99,8 +102,16 @@ class QueueRunner:
         self.state = initial_state(pool["order"])
         self.step, self.targets, self.spent = 0, 0, {"updates": 0, "targets": 0, "seconds": 0.0}
         self.ref, self.rollback, self.seq, self.run_id = None, None, 0, run_id or uuid.uuid4().hex[:12]
-        self._pool_bpb = {}
+        self.calibration_dir, self.corpus = str(calibration_dir), corpus
+        self.prev_sha256 = None  # the newest record's hash: the chain an edited earlier record breaks
+        self.dlog, self._owed, self.flag_info = None, [], None  # the decision log, records it is owed, a flag's losses
+        self._pool_bpb, self._pool_sample = {}, None
         self.decay_start = None  # the step at which the in-queue decay began
+
+    def start_from(self, state):
+        """Start from a saved state (the calibrated one, or another seed's start): trainer, RNG, step, targets."""
+        restore_trainer_state(self.trainer, state)
+        self.step, self.targets = state["step"], state["targets"]
 
     # ---- model ---------------------------------------------------------------------
     def rows(self, sid):
@@ -146,7 +157,7 @@ class QueueRunner:
 
     def pool_sample(self, n_rows=32):
         """n_rows full rows drawn (seeded) from all ordinary pool shards, read row by row."""
-        if not hasattr(self, "_pool_sample"):
+        if self._pool_sample is None:
             ids = [s for s in self.pool["order"] if not self.shards[s]["sources"].get(self.pool["harmful"]["label"])]
             rng = np.random.default_rng(self.pool["seed"] + 5)
             views = [self.rows(sid) for sid in ids]
@@ -183,7 +194,7 @@ class QueueRunner:
             rec.update(sha256=self.shards[sid]["sha256"], sources=self.shards[sid]["sources"])
         self.state = apply(self.state, rec)
         rec["queue"] = copy.deepcopy(self.state)
-        rec["prev_sha256"] = getattr(self, "prev_sha256", None)  # the chain: an edited earlier record is found
+        rec["prev_sha256"] = self.prev_sha256  # the chain: an edited earlier record is found
         self.prev_sha256 = record_sha256(rec)
         self.seq += 1
         self._owed.append(rec)
@@ -402,7 +413,7 @@ class QueueRunner:
                         calibration={k: self.calib.get(k) for k in ("k", "frac", "sigma")},
                         pool_sha256=self.pool["_sha256"], budget_targets=self.budget,
                         rotation_shards=self.rotation_shards, start_step=self.step, start_targets=self.targets,
-                        calibration_dir=getattr(self, "calibration_dir", "."), corpus=getattr(self, "corpus", None))
+                        calibration_dir=self.calibration_dir, corpus=self.corpus)
             self.commit()
         if resume and self.decay_updates:
             self.decay_start = next((r["step"] for r in read_log(log_path, log=lambda s: None)

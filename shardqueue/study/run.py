@@ -11,7 +11,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from corpus.atomic import atomic_write_json
@@ -27,7 +27,7 @@ from shardqueue.study.arms import (
 )
 from shardqueue.study.curve_fit import THRESHOLDS, check_identifiable
 from shardqueue.study.efficiency import DEFINITION, efficiency_points
-from shardqueue.study.presets import PRESETS, decay_updates, plan, queue_settings, reference_fractions
+from shardqueue.study.presets import PRESETS, StudyPreset, decay_updates, plan, queue_settings, reference_fractions
 from shardqueue.study.random_rejection import rejected_positions
 
 SEED_EFFECTS = (
@@ -223,7 +223,6 @@ def _run(a, p, out, rq, log):
     if a.curve and not use_curve:
         bad = next(d for d, c in curves.items() if not c["ok"])
         curve_reason = f"refused, basic rule used: {bad}: {curves[bad]['reason']}"
-    shard_of = {s["id"]: s for s in pool["shards"]}
     # shards are document-aligned and a little over their nominal size: the budget is budget_shards
     # shards of the pool's mean size, so the stable phase trains about budget_shards shards
     cand_tokens = [s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]]
@@ -258,8 +257,10 @@ def _run(a, p, out, rq, log):
         runs.append(ra)
     t_b = time.time() - t_b
     runs.sort(key=lambda r: ("ABC".index(r["arm"]), r["seed"]))
-    summary = assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal, use_curve, curve_reason,
-                       world, shard_of)
+    summary = assemble(StudyRuns(preset=a.preset, setting=p, out=out, runs=runs, rates=rates, budget=budget,
+                                 decay_updates=U, pool=pool, calib=calib, calibration_dir=cal, curves=curves,
+                                 curve_targets=D_cal, curve_requested=bool(a.curve), use_curve=use_curve,
+                                 curve_reason=curve_reason, world=world))
     # wall times add up the parts (each run's own time is in its study_run.json), so a report rebuilt
     # from finished runs keeps the times they took
     ta_file = out / "stage_a_seconds.json"
@@ -290,12 +291,36 @@ def fmt_by_seed(d):
     return ", ".join(f"seed {k}: {fmt_num(v)}" for k, v in d.items())
 
 
-def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal, use_curve, curve_reason, world,
-             shard_of):
+@dataclass
+class StudyRuns:
+    """What the study's runs left for its summary: the setting, stage A, the six run records (study_run.json),
+    arm B's measured rates, the budget and decay length, and the reference curves of stage A."""
+    preset: str
+    setting: StudyPreset
+    out: Path
+    runs: list
+    rates: dict
+    budget: int
+    decay_updates: int
+    pool: dict
+    calib: dict
+    calibration_dir: Path
+    curves: dict
+    curve_targets: list
+    curve_requested: bool
+    use_curve: bool
+    curve_reason: str
+    world: object  # shardqueue.world.World: its selection set and validation texts
+
+
+def assemble(res: StudyRuns) -> dict:
     """summary.json's content from the finished runs (no training here)."""
     from shardqueue.study.efficiency import AXIS_DEFINITION, per_axis
     from shardqueue.study.reference_curve import coverage, curve_from_seeds
 
+    p, out, runs, rates, budget, U = res.setting, res.out, res.runs, res.rates, res.budget, res.decay_updates
+    pool, calib, world = res.pool, res.calib, res.world
+    shard_of = {s["id"]: s for s in pool["shards"]}
     per_seed = {}
     for r in runs:
         if r["arm"] != "A":
@@ -352,10 +377,10 @@ def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal,
     from shardqueue.study.non_english import polish_axis
 
     axis_pl = polish_axis(validation_texts(world))
-    pl = plan(a.preset)
+    pl = plan(res.preset)
     fr = calib
     return {
-        "schema": "queue-study/3", "preset": a.preset, "plan": pl, "setting": p.to_dict(),
+        "schema": "queue-study/3", "preset": res.preset, "plan": pl, "setting": p.to_dict(),
         "calibration": {"source": pool["calibration_source"], "sigma": calib["sigma"], "k": calib["k"],
                         "recovery": recovery_text(calib), "false_rejection": {
                             "rate kind": fr.get("rate_kind", "in-sample"),
@@ -364,9 +389,10 @@ def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal,
                             "choice": fr.get("choice"), "held_out_on_branch": fr.get("held_out_on_branch", False),
                             "checkpoints_per_shard": fr.get("checkpoints_per_shard", 1)},
                         "warmup_updates": calib.get("warmup_updates", 0),
-                        "curves": curves, "curve_targets": D_cal, "curve_thresholds": THRESHOLDS,
-                        "curve_variant": {"requested": bool(a.curve), "used": use_curve, "reason": curve_reason},
-                        "folder": str(cal)},
+                        "curves": res.curves, "curve_targets": res.curve_targets, "curve_thresholds": THRESHOLDS,
+                        "curve_variant": {"requested": res.curve_requested, "used": res.use_curve,
+                                          "reason": res.curve_reason},
+                        "folder": str(res.calibration_dir)},
         "selection": {"domains": sorted(world.sets["selection"]), "loss": "mean BPB over the selection domains",
                       "non_english_axis": {"present": axis_pl["present"], "text": axis_pl["text"]}},
         "efficiency_definition": DEFINITION,
@@ -384,7 +410,7 @@ def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal,
         "seed_effects": SEED_EFFECTS,
         "schedule": SCHEDULE_TEXT.format(U=U, W=calib.get("warmup_updates", 0)),
         "decisions_table": table,
-        "limits": limits_text(a.preset, p),
+        "limits": limits_text(res.preset, p),
         "earlier_attempts": earlier_attempts(out),
         "provenance": {**json.loads((out / "provenance.json").read_text()), "report_built": provenance()},
     }
