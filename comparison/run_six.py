@@ -17,6 +17,7 @@ from pathlib import Path
 
 import train  # the module, not its function: tests stand a killed run in for train.train
 from audit.regime import filter_counts, preset_setting, preset_stream, regime_indicators, regime_table_md
+from console.usage import prog_name
 from comparison.figures import BPB_NOTE, LEARNING_CURVES_NOTE, bpb_by_condition, learning_curves
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.errors import DataError
@@ -90,7 +91,8 @@ def regime_md(rec: dict) -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog=prog_name("python -m comparison.run_six"), description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"], help="config sizes (default tiny)")
     ap.add_argument("--data-dir", default=None, help="prepared data root (default: the usual data folder)")
     ap.add_argument("--out", default="runs/six", help="output folder, one subfolder per run (default runs/six)")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from console.usage import prog_name
 from corpus.errors import DataError
 from eval.runs import survey_runs
 from presets.six import condition_of, run_names
@@ -52,7 +53,7 @@ def write_window_stats(path, win, stats, meta):
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="python -m eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog=prog_name("python -m eval"), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", required=True, help="folder of run folders (e.g. runs/main/train)")
     ap.add_argument("--data-dir", default=None, help="data root (default: the runs' own, else $PACKAUDIT_DATA)")
     ap.add_argument("--out", default=None, help="results folder (default: <runs>/../eval); locked while in use")

@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 
+from console.usage import prog_name
 from loaders.packers import Packer
 
 
@@ -112,7 +113,7 @@ def main(argv=None):
     from corpus.errors import DataError
     from training.device import configure, resolve_device
 
-    ap = argparse.ArgumentParser(prog="python -m eval.official", description=__doc__,
+    ap = argparse.ArgumentParser(prog=prog_name("python -m eval.official"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint", help="a training checkpoint (ckpt_<updates>.pt); its config names the corpus")
     ap.add_argument("--data-dir", default=None,

@@ -16,6 +16,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from console.usage import prog_name
 from corpus.atomic import atomic_write_json, atomic_write_text
 from findings import PAPER, PAPER_REGIME
 from findings.provenance import collect, to_md
@@ -606,7 +607,8 @@ def render(sections, out, provenance=None):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog=prog_name("python -m findings.summary"), description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/main", help="run folder; SUMMARY.md and findings.json are written here (default runs/main)")
     for k in ("audit", "audit-val", "train", "eval", "queue", "study"):
         default = {"study": "queue_study", "audit-val": "audit_val"}.get(k, k)
