@@ -1,6 +1,7 @@
 """Install anywhere: the torch build run.sh derives per platform and choice, the wheel's metadata,
 and one Python requirement across run.sh, pyproject.toml and the README."""
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -80,9 +81,9 @@ def _tracked_copy(dst):
 def _backend(src, hook, out):
     """Call a hook of the build backend pyproject.toml names, as a frontend does (offline, no isolation)."""
     system = tomllib.loads((src / "pyproject.toml").read_text())["build-system"]
-    code = (f"import sys; sys.path[:0] = {[str(src / d) for d in system['backend-path']]!r}; "
-            f"import {system['build-backend']} as b; b.{hook}({str(out)!r})")
-    return subprocess.run([sys.executable, "-c", code], cwd=src, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(src / d) for d in system["backend-path"])}
+    code = f"import {system['build-backend']} as b; b.{hook}({str(out)!r})"
+    return subprocess.run([sys.executable, "-c", code], cwd=src, capture_output=True, text=True, env=env)
 
 
 @pytest.mark.parametrize("hook", ["build_wheel", "get_requires_for_build_wheel", "prepare_metadata_for_build_wheel"])
