@@ -5,6 +5,7 @@ the queue's two scripts put the root on sys.path, and the queue package has no i
 
 Imports are read with ast, those inside functions included (a late import is still an arrow)."""
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -49,10 +50,20 @@ def part_of(path, root):
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem
 
 
+def parsed(path):
+    """A file's syntax tree; each text is parsed once per test process (the checks below all read every file)."""
+    return _parse(Path(path).read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(text):
+    return ast.parse(text)
+
+
 def imported_names(path):
     """(line, dotted name) of every absolute import in a file, at any depth; `from a import b` gives a.b."""
     out = []
-    for node in ast.walk(ast.parse(Path(path).read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -104,7 +115,7 @@ def module_graph(root):
 def long_functions(path, limit=FUNCTION_LINES):
     """(name, lines) of every function (methods and nested ones included) longer than limit lines."""
     out = []
-    for node in ast.walk(ast.parse(Path(path).read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             n = node.end_lineno - node.lineno + 1
             if n > limit:

@@ -70,13 +70,13 @@ def shape_and_condition_literals(root):
     """Places outside presets/ that spell out a model shape or the condition <-> packer map."""
     import ast
 
-    from test_layout import source_files
+    from test_layout import parsed, source_files
 
     bad = []
     for f in source_files(root):
         if f.relative_to(root).parts[0] == "presets":
             continue
-        tree = ast.parse(f.read_text())
+        tree = parsed(f)
         for line, keys in _literals(tree):
             if {"depth", "width", "heads", "context"} <= keys:
                 bad.append(f"{f.relative_to(root)}:{line}: a model shape")
