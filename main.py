@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 
 STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue", "queue_study", "summary")
+# Each stage imports what it drives when it runs (late, on purpose): `--help` and a run of a few stages
+# do not load every part of the house.
 
 
 def main(argv=None):
@@ -54,85 +56,13 @@ def main(argv=None):
     out = Path(args.out)
     t0 = time.time()
     clock = StageClock(out)
-    dd = ["--data-dir", args.data_dir] if args.data_dir else []
-    if "prepare" in stages:
-        clock.start("prepare")
-        print("== stage: prepare (offline corpus)", flush=True)
-        import prepare
-
-        rc = prepare.main(["--source", "stdlib", *dd])
-        if rc:
-            return rc
-    if "audit" in stages:
-        clock.start("audit")
-        print("\n== stage: audit (four packers, scaled budget)", flush=True)
-        from audit.__main__ import main as audit_main
-
-        rc = audit_main(["--source", "stdlib", *dd, "--out", str(out / "audit")])
-        if rc:
-            return rc
-        print("\n-- the development stream (--split val), as the paper audits its official metric's stream", flush=True)
-        rc = audit_main(["--source", "stdlib", "--split", "val", "--packers", "original", *dd, "--out", str(out / "audit_val")])
-        if rc:
-            return rc
-    if "train" in stages:
-        clock.start("train")
-        print("\n== stage: train (six tiny configs on CPU)", flush=True)
-        from protocols.run_six import main as run_six
-
-        rc = run_six(["--preset", "tiny", *dd, "--out", str(out / "train")])
-        if rc:
-            return rc
-    if "freeze" in stages:
-        clock.start("freeze")
-        print("\n== stage: freeze (protocol and checkpoint manifest)", flush=True)
-        from manifests.__main__ import main as manifest_main
-        from protocols.freeze import main as freeze_main
-
-        if (out / "protocol.json").exists():  # frozen once; a rerun must not re-freeze after results exist
-            print(f"protocol already frozen: {out / 'protocol.json'}")
-        else:
-            rc = freeze_main(["--preset", "tiny", *dd, "--out", str(out / "protocol.json")]) or manifest_main(
-                ["write", str(out / "train"), "--glob", "ckpt_*.pt", "--out", str(out / "checkpoints.sha256")])
-            if rc:
-                return rc
-    if "eval" in stages:
-        clock.start("eval")
-        print("\n== stage: eval (windows, bins, bootstrap, confirmation, rankings)", flush=True)
-        from eval.__main__ import main as eval_main
-        from manifests.__main__ import verify_manifest
-
-        if (out / "checkpoints.sha256").exists() and not verify_manifest(out / "checkpoints.sha256"):
-            return 1
-        proto = ["--protocol", str(out / "protocol.json")] if (out / "protocol.json").exists() else []
-        rc = eval_main(["--runs", str(out / "train"), *dd, "--out", str(out / "eval"), *proto])
-        if rc:
-            return rc
-        import subprocess
-
-        for chk in ("verify_window_evidence.py", "verify_evaluation_summary.py"):
-            rc = subprocess.call([sys.executable, str(Path(__file__).parent / "checkers" / chk), str(out / "eval")])
-            if rc:
-                return rc
-    if "queue" in stages:
-        clock.start("queue")
-        print("\n== stage: queue (calibrate, run with a known-bad source, reconstruct)", flush=True)
-        rc = run_queue_stage(out / "queue", args.data_dir)
-        if rc:
-            return rc
-    if "queue_study" in stages:
-        clock.start("queue_study")
-        print("\n== stage: queue_study (arms A/B/C x two seeds, adoption rule)", flush=True)
-        rc = run_queue_study_stage(out / "queue_study", args.data_dir)
-        if rc:
-            return rc
-    if "summary" in stages:
-        clock.start("summary")
-        print("\n== stage: summary (findings beside the paper's values)", flush=True)
-        from findings.summary import main as summary_main
-
-        clock.stop()  # the summary reports every stage's time, its own excluded
-        rc = summary_main(["--out", str(out), *dd])
+    for name in STAGES:
+        if name not in stages:
+            continue
+        clock.start(name)
+        title, run = STAGE_RUNS[name]
+        print(f"{'' if name == 'prepare' else chr(10)}== stage: {name} ({title})", flush=True)
+        rc = run(out, args.data_dir, clock)
         if rc:
             return rc
     clock.stop()
@@ -143,15 +73,80 @@ def main(argv=None):
     return 0
 
 
+def data_dir_args(data_dir):
+    return ["--data-dir", data_dir] if data_dir else []
+
+
+def prepare_stage(out, data_dir, clock):
+    import prepare
+
+    return prepare.main(["--source", "stdlib", *data_dir_args(data_dir)])
+
+
+def audit_stage(out, data_dir, clock):
+    from audit.__main__ import main as audit_main
+
+    dd = data_dir_args(data_dir)
+    rc = audit_main(["--source", "stdlib", *dd, "--out", str(out / "audit")])
+    if rc:
+        return rc
+    print("\n-- the development stream (--split val), as the paper audits its official metric's stream", flush=True)
+    return audit_main(["--source", "stdlib", "--split", "val", "--packers", "original", *dd, "--out", str(out / "audit_val")])
+
+
+def train_stage(out, data_dir, clock):
+    from comparison.run_six import main as run_six
+
+    return run_six(["--preset", "tiny", *data_dir_args(data_dir), "--out", str(out / "train")])
+
+
+def freeze_stage(out, data_dir, clock):
+    from comparison.freeze import main as freeze_main
+    from manifests.__main__ import main as manifest_main
+
+    if (out / "protocol.json").exists():  # frozen once; a rerun must not re-freeze after results exist
+        print(f"protocol already frozen: {out / 'protocol.json'}")
+        return 0
+    return freeze_main(["--preset", "tiny", *data_dir_args(data_dir), "--out", str(out / "protocol.json")]) or manifest_main(
+        ["write", str(out / "train"), "--glob", "ckpt_*.pt", "--out", str(out / "checkpoints.sha256")])
+
+
+def eval_stage(out, data_dir, clock):
+    import subprocess
+
+    from eval.__main__ import main as eval_main
+    from manifests.__main__ import verify_manifest
+
+    if (out / "checkpoints.sha256").exists() and not verify_manifest(out / "checkpoints.sha256"):
+        return 1
+    proto = ["--protocol", str(out / "protocol.json")] if (out / "protocol.json").exists() else []
+    rc = eval_main(["--runs", str(out / "train"), *data_dir_args(data_dir), "--out", str(out / "eval"), *proto])
+    if rc:
+        return rc
+    for chk in ("verify_window_evidence.py", "verify_evaluation_summary.py"):
+        rc = subprocess.call([sys.executable, str(Path(__file__).parent / "checkers" / chk), str(out / "eval")])
+        if rc:
+            return rc
+    return 0
+
+
+def summary_stage(out, data_dir, clock):
+    from findings.summary import main as summary_main
+
+    clock.stop()  # the summary reports every stage's time, its own excluded
+    return summary_main(["--out", str(out), *data_dir_args(data_dir)])
+
+
 QUEUE_BUDGET = 24000  # accepted targets of the main job's queue run
 
 
 def queue_stage_settings():
     """The main job's calibration settings: the defaults with a candidate pool sized for its budget
     (16 shards reach it; 14 candidates ran dry and left a flagged shard undecided)."""
-    from shardqueue import api
+    from shardqueue.api import candidates_for_budget
+    from shardqueue.settings import QueueSettings
 
-    return {**api.DEFAULTS, "candidates": api.candidates_for_budget(QUEUE_BUDGET, api.DEFAULTS["shard_tokens"])}
+    return QueueSettings(candidates=candidates_for_budget(QUEUE_BUDGET, QueueSettings().shard_tokens))
 
 
 class StageClock:
@@ -194,7 +189,8 @@ def run_queue_stage(qdir, data_dir):
 
     from corpus.errors import DataError
     from corpus.runlock import FolderLocked, folder_lock
-    from protocols.generate_configs import PRESETS
+    from presets.shapes import QUEUE_DEMO
+    from presets.six import PRESETS
     from shardqueue import api
     from shardqueue.replay import reconstruct_folder
     from training.device import resolve_device
@@ -204,8 +200,8 @@ def run_queue_stage(qdir, data_dir):
     if (qdir / "queue_summary.json").exists():
         print(f"already done ({qdir / 'queue_summary.json'})")
         return 0
-    cfg = {**PRESETS["tiny"], "depth": 1, "width": 32, "context": 64, "short_window": 32, "micro_rows": 2, "accum": 1,
-           "updates": 1000, "eval_batches": 4, "eval_rows": 8, "name": "queue"}
+    cfg = {**PRESETS["tiny"], **QUEUE_DEMO, "micro_rows": 2, "accum": 1, "updates": 1000, "eval_batches": 4,
+           "eval_rows": 8, "name": "queue"}
     if data_dir:
         cfg["data_dir"] = data_dir
     if not (qdir / "config.json").exists():
@@ -231,6 +227,14 @@ def run_queue_stage(qdir, data_dir):
     return reconstruct_folder(qdir)
 
 
+def queue_stage(out, data_dir, clock):
+    return run_queue_stage(out / "queue", data_dir)
+
+
+def queue_study_stage(out, data_dir, clock):
+    return run_queue_study_stage(out / "queue_study", data_dir)
+
+
 def run_queue_study_stage(sdir, data_dir):
     from shardqueue.study.run import run_study
 
@@ -239,6 +243,19 @@ def run_queue_study_stage(sdir, data_dir):
         return 0
     return run_study(argparse.Namespace(preset="tiny", out=str(sdir), data_dir=data_dir, dry_run=False, curve=False,
                                         calibration=None, device=None))
+
+
+# stage -> (what its header says, what runs it)
+STAGE_RUNS = {
+    "prepare": ("offline corpus", prepare_stage),
+    "audit": ("four packers, scaled budget", audit_stage),
+    "train": ("six tiny configs on CPU", train_stage),
+    "freeze": ("protocol and checkpoint manifest", freeze_stage),
+    "eval": ("windows, bins, bootstrap, confirmation, rankings", eval_stage),
+    "queue": ("calibrate, run with a known-bad source, reconstruct", queue_stage),
+    "queue_study": ("arms A/B/C x two seeds, adoption rule", queue_study_stage),
+    "summary": ("findings beside the paper's values", summary_stage),
+}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -273,7 +273,7 @@ def regime(stream, R, B, targets, main_rep, data_dir, synthetic):
     cols = {"this audit": regime_indicators(stream, R, B, targets, replay=main_rep)}
     if not synthetic and stream.name.startswith("stdlib:train"):
         from corpus.layout import default_data_dir
-        from protocols.generate_configs import PRESETS, TINY_REGIME
+        from presets.six import PRESETS, TINY_REGIME
 
         dd = data_dir or default_data_dir()
         tiny = {**PRESETS["tiny"], **TINY_REGIME}

@@ -158,7 +158,7 @@ def main(argv=None):
 
     from corpus.errors import DataError
     from corpus.layout import default_data_dir
-    from protocols.generate_configs import PRESETS
+    from presets.six import PRESETS
 
     ap = argparse.ArgumentParser(prog="python -m audit.regime", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -167,7 +167,7 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="print JSON instead of the Markdown table")
     a = ap.parse_args(argv)
     try:
-        from protocols.generate_configs import TINY_REGIME
+        from presets.six import TINY_REGIME
 
         pre = {**PRESETS[a.preset], **(TINY_REGIME if a.preset == "tiny" else {})}
         R, B, T = preset_setting(pre)

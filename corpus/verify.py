@@ -5,7 +5,7 @@ tokenizer files in prepared.json. Every reader goes through `verified_file`: a s
 differs is refused at once; the SHA256 is computed the first time a process opens a file
 and remembered (keyed by path, size, mtime and inode, so a file changed behind a running
 process is hashed again). Setting PACKAUDIT_SKIP_HASH=1 skips the SHA256 (sizes and
-structure are still checked) and says so once; `protocols.freeze` and the protocol check
+structure are still checked) and says so once; `comparison.freeze` and the protocol check
 always hash (`full=True`).
 """
 import os

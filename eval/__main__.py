@@ -3,7 +3,7 @@
   python -m eval --runs runs/main/train --protocol runs/main/protocol.json [--out runs/main/eval]
   python -m eval --runs runs/main/train --exploratory [--out DIR]     # no protocol: every output UNCONFIRMED
 
-A confirmation pass needs a frozen protocol (python -m protocols.freeze): its hash, runs,
+A confirmation pass needs a frozen protocol (python -m comparison.freeze): its hash, runs,
 corpus and every checkpoint's official check are verified before any forward pass, and its
 parameters (populations, seeds, contrasts, the ranked set, the stream checks) are used.
 Without one, only an exploratory pass runs (--exploratory); it evaluates exactly the
@@ -28,10 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
+from console.usage import prog_name
 from corpus.errors import DataError
 from eval.runs import survey_runs
+from presets.six import condition_of, run_names
 
-CONDITION_OF = {"original": "baseline", "random_span": "random_crop", "segment_first": "segmented", "lossless": "lossless"}
 UNCONFIRMED = "EXPLORATORY, UNCONFIRMED (no frozen protocol)"
 
 
@@ -52,12 +53,12 @@ def write_window_stats(path, win, stats, meta):
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="python -m eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog=prog_name("python -m eval"), description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", required=True, help="folder of run folders (e.g. runs/main/train)")
     ap.add_argument("--data-dir", default=None, help="data root (default: the runs' own, else $PACKAUDIT_DATA)")
     ap.add_argument("--out", default=None, help="results folder (default: <runs>/../eval); locked while in use")
     ap.add_argument("--protocol", default=None,
-                    help="a frozen protocol (protocols/freeze.py): a confirmation pass; its hash, runs, data and every "
+                    help="a frozen protocol (comparison/freeze.py): a confirmation pass; its hash, runs, data and every "
                          "checkpoint's official check are verified before any forward pass, and its parameters are used")
     ap.add_argument("--exploratory", action="store_true",
                     help="evaluate without a protocol; every output is labelled unconfirmed")
@@ -80,7 +81,7 @@ def main(argv=None):
         print("error: --protocol makes a confirmation pass and --exploratory an unconfirmed one; choose one", file=sys.stderr)
         return 2
     if not a.protocol and not a.exploratory:
-        print("error: a confirmation pass needs a frozen protocol (--protocol FILE, written by python -m protocols.freeze); "
+        print("error: a confirmation pass needs a frozen protocol (--protocol FILE, written by python -m comparison.freeze); "
               "pass --exploratory for an unconfirmed look", file=sys.stderr)
         return 2
     for name, v in (("--replicates", a.replicates), ("--per-stratum", a.per_stratum)):
@@ -113,7 +114,6 @@ def prepare(a):
     from corpus.tokenizer import load_token_bytes
     from eval.confirmation import confirmation_stream
     from eval.plan import complete_plan, evaluation_plan
-    from eval.runs import CONFIGURED
     from eval.stream_checks import audit_streams, require
     from loaders.stream import open_split
     from training.config import TrainConfig
@@ -141,7 +141,7 @@ def prepare(a):
         status = f"confirmation under protocol {proto['name']} (SHA256 {proto['_sha256']}, frozen {proto['frozen_at_utc']})"
         absent = []  # the protocol's runs are all present, or check_before_confirmation refused
     else:
-        names = sorted(set(CONFIGURED) | {r[0].name for r in runs})
+        names = sorted(set(run_names()) | {r[0].name for r in runs})
         plan = evaluation_plan(cfg0.source, n_val, cfg0.context, cfg0.eval_rows, cfg0.eval_batches,
                                a.per_stratum, a.replicates, run_names=names, buffer=cfg0.eval_buffer)
         status = UNCONFIRMED
@@ -152,7 +152,7 @@ def prepare(a):
     require(checks)
     if a.protocol:
         check_frozen_stream(plan, checks, streams["conf"])
-        from protocols.rescore import check_all_reproduce
+        from eval.rescore import check_all_reproduce
 
         check_all_reproduce(runs, dd, a.device)
     return {"runs": runs, "absent": absent, "cfg0": cfg0, "dd": dd, "tb": tb, "plan": plan, "notes": notes,
@@ -263,7 +263,7 @@ def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, devic
         cfg = TrainConfig(**res["config"])
         if cfg.context != cfg0.context or cfg.source != cfg0.source:
             raise DataError(f"{run_dir}: runs differ in context or corpus")
-        cond, sha = CONDITION_OF[cfg.loader], sha256_file(ckpt)
+        cond, sha = condition_of(cfg.loader), sha256_file(ckpt)
         ac = bf16_enabled(cfg, device)  # the policy train.py scored the run with
         ed = out / run_dir.name
         ed.mkdir(exist_ok=True)
@@ -291,7 +291,7 @@ def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, devic
             cs = {k: t.column(k).to_numpy() for k in ("nats", "bytes", "count")}
             cs["fingerprint"] = t.schema.metadata[b"fingerprint"].decode()
         else:
-            cs = row_statistics(loaded(), conf_stream, tb, plan["confirmation_batches"], cfg.eval_rows, cfg.context + 1,
+            cs = row_statistics(loaded(), conf_stream, tb, plan["confirmation_batches"], cfg.eval_rows, cfg.row_capacity,
                                 device, ac, cfg.eval_buffer)
             write_stats(path, cs, {"checkpoint_sha256": sha, "condition": cond, "seed": cfg.seed, "status": status})
         conf[(cond, cfg.seed)] = {**scores(cs), "fingerprint": cs["fingerprint"], "run": run_dir.name}
@@ -397,7 +397,7 @@ def stream_check_md(checks, fp_ok, label):
 
 def confirmation_md(conf, runs, dups, targets, label, check):
     """Section 5.4: development (each run's official score) beside the confirmation score, deltas vs same-seed baseline."""
-    dev = {(CONDITION_OF[r[1]["config"]["loader"]], r[1]["config"]["seed"]): r[1].get("official", {}).get("bpb") for r in runs}
+    dev = {(condition_of(r[1]["config"]["loader"]), r[1]["config"]["seed"]): r[1].get("official", {}).get("bpb") for r in runs}
     out = [f"## 5.4 Untouched original-style confirmation{label}", "",
            f"{targets:,} confirmation targets; {len(dups)} exact duplicates excluded. As measured before scoring, this "
            f"stream emits no source whose original length exceeds R = {check['R']} (longest: {check['longest_emitted']}). "

@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 
+from console.usage import prog_name
 from loaders.packers import Packer
 
 
@@ -102,7 +103,7 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu", progress=False):
     model.load_state_dict(payload["model"])
     stream = open_split(dd, cfg.source, "val")
     tb = load_token_bytes(Layout(dd, cfg.source).tokenizer)
-    stats = row_statistics(maybe_compile(model, cfg, device), stream, tb, cfg.eval_batches, cfg.eval_rows, cfg.context + 1, device,
+    stats = row_statistics(maybe_compile(model, cfg, device), stream, tb, cfg.eval_batches, cfg.eval_rows, cfg.row_capacity, device,
                            autocast=bf16_enabled(cfg, device), buffer=cfg.eval_buffer, progress=progress)
     return stats, cfg
 
@@ -112,7 +113,7 @@ def main(argv=None):
     from corpus.errors import DataError
     from training.device import configure, resolve_device
 
-    ap = argparse.ArgumentParser(prog="python -m eval.official", description=__doc__,
+    ap = argparse.ArgumentParser(prog=prog_name("python -m eval.official"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint", help="a training checkpoint (ckpt_<updates>.pt); its config names the corpus")
     ap.add_argument("--data-dir", default=None,

@@ -9,9 +9,8 @@ import json
 from pathlib import Path
 
 from corpus.errors import DataError
-from protocols.generate_configs import CONDITIONS, SEEDS
+from presets.six import run_names
 
-CONFIGURED = tuple(f"{cond}_s{seed}" for cond, _ in CONDITIONS for seed in SEEDS)
 RUN_MARKERS = ("summary.json", "train_log.jsonl", "config.json")
 
 
@@ -53,7 +52,7 @@ def survey_runs(runs_dir):
         else:
             absent.append((d.name, f"final checkpoint {ckpt.name} missing"))
     seen = {d.name for d in folders}
-    absent += [(n, "no run folder") for n in CONFIGURED if n not in seen]
+    absent += [(n, "no run folder") for n in run_names() if n not in seen]
     return finished, sorted(absent)
 
 

@@ -32,6 +32,10 @@ class WindowSpec:
     seed: int = 147018
     generator: str = "numpy.random.default_rng (PCG64)"
 
+    @property
+    def row_capacity(self) -> int:
+        return self.context + 1
+
     @classmethod
     def for_context(cls, context, seed, per_stratum=256):
         f = context / PAPER_CONTEXT
@@ -73,7 +77,7 @@ def build_windows(stream, spec: WindowSpec):
     Returns dict: x, y (int64 [N, context], y = -1 on padding), and per window source_index,
     source_row, source_len, stratum, kind (0 beginning, 1 tail); plus a fingerprint.
     """
-    R = spec.context + 1
+    R = spec.row_capacity
     idx = sample_sources(stream.lengths, spec)
     strata = stratum_of(stream.lengths, spec)
     rows_of = getattr(stream, "shard_row", np.arange(stream.n))

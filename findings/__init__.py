@@ -1,5 +1,25 @@
-"""The paper's published values (paper_values.json, kept once) and the findings page writer (summary.py)."""
+"""The paper's published values (paper_values.json, kept once), the regime indicators they imply, and the
+findings page (summary.py: computed from a run's result files, then rendered; provenance.py: what ran).
+
+The package reads result files and imports nothing above corpus/ and presets/, so the audit may take the
+paper's values from here."""
 import json
+import math
 from pathlib import Path
 
 PAPER = json.loads((Path(__file__).with_name("paper_values.json")).read_text())
+
+_S, _C = PAPER["setup"], PAPER["s5_1_coverage"]
+_LONGEST_CHUNKS = 1 + math.ceil((_S["longest_source"] - _S["R"]) / (_S["R"] - 1))  # 142: segment-first chunks
+# the paper's regime indicators (as audit/regime.py computes them for a run), derived from its published values
+PAPER_REGIME = {
+    "row_capacity": _S["R"], "buffer": _S["B"], "targets": _S["targets_per_run"],
+    "sources_per_pass": _S["eligible_sources"], "tokens_per_pass": _S["eligible_tokens"], "longest": _S["longest_source"],
+    "longest_chunks": _LONGEST_CHUNKS, "longest_chunks_share_of_B": _LONGEST_CHUNKS / _S["B"],
+    "protected_share_of_arrived": _C["protected_pct_of_arrived"] / 100, "passes_started": 1,
+    "sources_arrived": _C["sources_arrived"], "arrived_over_B": _C["sources_arrived"] / _S["B"],
+    "budget_share_of_corpus": _S["targets_per_run"] / _S["eligible_tokens"],
+    "share_emitted_from_long_sources": _C["share_emitted_long_pct_original"] / 100,
+    "sources_started_original": None,  # not stated in the paper
+    "sources_started_segment_first": _C["segment_first_sources"],
+}

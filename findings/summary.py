@@ -4,8 +4,8 @@
   python -m findings.summary --audit runs/audit_climbmix --train runs/six_paper --eval runs/eval_paper --out runs/paper
 
 Every number on the page is read from a result file of the run (audit/summary.json,
-audit/regime.json, train/*/summary.json, eval/*.json, queue/queue_summary.json,
-queue_study/study.json) or computed here from such numbers; the paper's values come from
+audit/regime.json, train/*/summary.json, train/regime.json, eval/*.json, queue/queue_summary.json,
+queue_study/summary.json) or computed here from such numbers; the paper's values come from
 findings/paper_values.json, the one place the repository keeps them. A stage whose results
 are missing is reported as not run, never filled in. The same facts go to findings.json,
 and the headline of each section is printed.
@@ -16,9 +16,11 @@ import statistics
 import sys
 from pathlib import Path
 
-from findings import PAPER
-CONDITIONS = ("baseline", "random_crop", "segmented")
-SEEDS = (43, 44)
+from console.usage import prog_name
+from corpus.atomic import atomic_write_json, atomic_write_text
+from findings import PAPER, PAPER_REGIME
+from findings.provenance import collect, to_md
+from presets.six import SEEDS, condition_of
 
 
 def _load(path):
@@ -48,6 +50,9 @@ NOT_COMPARABLE = "not comparable at this scale"
 
 
 class Section:
+    """One section of the page, computed: its headline, text, rows (quantity, ours, the reference's),
+    notes, links and scorecard row. section_md renders it; findings.json holds to_json()."""
+
     def __init__(self, key, title, ref="paper"):
         self.key, self.title, self.ref = key, title, ref
         self.headline, self.text, self.rows, self.links, self.notes = None, [], [], [], []
@@ -55,22 +60,6 @@ class Section:
 
     def row(self, quantity, ours, paper):
         self.rows.append((quantity, ours, paper))
-
-    def to_md(self):
-        out = [f"## {self.title}", ""]
-        if self.headline:
-            out += [f"**{self.headline}**", ""]
-        for t in self.text:
-            out += [t, ""]
-        if self.rows:
-            out += [f"| quantity | ours | {self.ref} |", "|---|---:|---:|"]
-            out += [f"| {q} | {o} | {p} |" for q, o, p in self.rows]
-            out.append("")
-        out += [f"- {n}" for n in self.notes]
-        links = [x for x in self.links if x]
-        if links:
-            out += ["", "Details: " + ", ".join(links)]
-        return out + [""]
 
     def to_json(self):
         return {"key": self.key, "title": self.title, "headline": self.headline, "text": self.text,
@@ -89,15 +78,19 @@ def _signs_agree(ours, paper):
 # ---------------------------------------------------------------- audit (3, 5.1, 5.2)
 
 def audit_sections(d, out):
+    """Sections 3, 5.1 and 5.2 from the audit's summary.json."""
     s = _load(d / "summary.json")
     if not s:
-        return [_missing("s3", "3 Exact source retention (the Proposition)", d),
-                _missing("s5_1", "5.1 Coverage at the horizon", d), _missing("s5_2", "5.2 Repeated-corpus bounds", d)]
-    rel = lambda f: str((d / f).relative_to(out)) if (d / f).is_relative_to(out) else str(d / f)
+        return (_missing("s3", "3 Exact source retention (the Proposition)", d),
+                _missing("s5_1", "5.1 Coverage at the horizon", d), _missing("s5_2", "5.2 Repeated-corpus bounds", d))
+    rel = lambda f: _rel(d / f, out)  # noqa: E731
+    return proposition_section(s, rel, out), coverage_section(s, rel, out), pass_bounds_section(s, rel, out)
+
+
+def proposition_section(s, rel, out):
     pk = s["packers"]
     o = pk["original"]
     P1 = PAPER["s5_1_coverage"]
-
     s3 = Section("s3", "3 Exact source retention (the Proposition)")
     checked = {k: v["protected"] for k, v in pk.items() if v["protected"].get("applies")}
     held = [k for k, v in checked.items() if v.get("proposition_held")]
@@ -113,6 +106,13 @@ def audit_sections(d, out):
     if checked:
         s3.score = ("Proposition at every selection (packers it covers)", f"held for {len(held)} of {len(checked)}",
                     "held (999 protected sources)", "agrees" if len(held) == len(checked) else "DISAGREES")
+    return s3
+
+
+def coverage_section(s, rel, out):
+    pk = s["packers"]
+    o = pk["original"]
+    P1 = PAPER["s5_1_coverage"]
 
     s51 = Section("s5_1", "5.1 Coverage at the horizon")
     share_arr = o["protected"]["share_of_arrived"]
@@ -157,7 +157,10 @@ def audit_sections(d, out):
                  _link(out, rel("length_histogram.png"), "length histogram"),
                  _link(out, rel("retention_by_stratum.png"), "retention by stratum"), _link(out, rel("buffer_mass.png"), "buffer mass"),
                  _link(out, rel("startup_delay.png"), "startup delay over the permutations")]
+    return s51
 
+
+def pass_bounds_section(s, rel, out):
     s52 = Section("s5_2", "5.2 Repeated-corpus bounds")
     pb = s.get("pass_bounds") or []
     if pb:
@@ -173,7 +176,7 @@ def audit_sections(d, out):
         s52.score = ("earliest possible pass of the longest source", f"{last['earliest_possible_pass']:,}",
                      f"{PAPER['s5_2_pass_bounds'][-1][2]:,}", NOT_COMPARABLE + " (set by the corpus's length census)")
     s52.links = [_link(out, rel("report.md"), "audit/report.md"), _link(out, rel("pass_bounds.png"), "pass bounds")]
-    return [s3, s51, s52]
+    return s52
 
 
 def dev_stream_rows(sec, d, out):
@@ -203,8 +206,6 @@ def regime_section(d, out):
     cols = r.get("columns", r)  # regime.json: {"columns": {name: indicators}, ...} or one set of indicators
     if isinstance(cols, dict) and "buffer" in cols:
         cols = {"this run": cols}
-    from audit.regime import PAPER as RP
-
     names = list(cols)
     sec.text = ["The paper's effects depend on ratios, not sizes; this table says which ratios the run shares with "
                 "the paper (columns: " + ", ".join(names) + ")."]
@@ -215,7 +216,7 @@ def regime_section(d, out):
                             ("arrived_over_B", "sources arrived / B", lambda x: f"{x:,.1f}"),
                             ("share_emitted_from_long_sources", "emitted share from sources > R", _pct)):
         ours = "; ".join(f"{n}: {fmt(c[key])}" for n, c in cols.items() if isinstance(c, dict) and key in c)
-        sec.row(label, ours or "n/a", fmt(RP[key]) if RP.get(key) is not None else "—")
+        sec.row(label, ours or "n/a", fmt(PAPER_REGIME[key]) if PAPER_REGIME.get(key) is not None else "—")
     return sec
 
 
@@ -227,8 +228,7 @@ def train_section(d, out):
         s = _load(f)
         if s and s.get("official"):
             c = s["config"]
-            cond = {"original": "baseline", "random_span": "random_crop", "segment_first": "segmented"}.get(c["loader"], c["loader"])
-            runs[(cond, c["seed"])] = s
+            runs[(condition_of(c["loader"]), c["seed"])] = s
     sec = Section("s5_3", "5.3 Matched training runs (official BPB)")
     if not runs:
         return _missing("s5_3", sec.title, d)
@@ -272,8 +272,8 @@ def train_section(d, out):
                 f"{any_cfg['updates']} updates" + (f" ({params:,} parameters)" if params else "") +
                 (f", training buffer B = {any_cfg['buffer']}" if "buffer" in any_cfg else "") +
                 (f"; training sources longer than {any_cfg['max_source_len']} tokens are filtered out (dropped whole, "
-                 f"demo only{_filter_counts(any_cfg)}); evaluation sees every source. A filter rather than a crop to that "
-                 f"length because it keeps the paper's ratios closer (protocols/generate_configs.py)" if any_cfg.get("max_source_len") else "") +
+                 f"demo only{_filter_counts(d)}); evaluation sees every source. A filter rather than a crop to that "
+                 f"length because it keeps the paper's ratios closer (presets/six.py)" if any_cfg.get("max_source_len") else "") +
                 f"; paper: depth 8, width 512, context 2048, {PAPER['setup']['updates']} updates "
                 f"({PAPER['setup']['parameters']:,} parameters), B = 1,000."]
     base = [runs[("baseline", x)]["official"]["bpb"] for x in SEEDS if ("baseline", x) in runs]
@@ -289,13 +289,11 @@ def train_section(d, out):
     return sec
 
 
-def _filter_counts(cfg):
-    """', N of M sources (P% of tokens) dropped' for the training filter, from the prepared corpus."""
-    try:
-        from audit.regime import filter_counts
-
-        c = filter_counts(cfg.get("data_dir"), cfg.get("source", "stdlib"), cfg["max_source_len"])
-    except Exception:  # the corpus may not be at hand where the summary is written: the rule is still stated
+def _filter_counts(d):
+    """', N of M sources (P% of tokens) dropped' for the training filter, as the train stage recorded it
+    (regime.json; a run folder without one states the rule alone)."""
+    c = (_load(d / "regime.json") or {}).get("filter")
+    if not c:
         return ""
     return f": {c['dropped']:,} of {c['sources']:,} sources, {_pct(c['dropped_token_share'], 1)} of training tokens"
 
@@ -303,8 +301,12 @@ def _filter_counts(cfg):
 # ---------------------------------------------------------------- evaluation (5.4–5.6)
 
 def eval_sections(d, out):
-    rel = lambda f: str((d / f).relative_to(out)) if d.is_relative_to(out) else str(d / f)
-    secs = []
+    """Sections 5.4, 5.5 and 5.6 from the evaluation's result files."""
+    rel = lambda f: _rel(d / f, out)  # noqa: E731
+    return [confirmation_section(d, rel, out), windows_section(d, rel, out), rankings_section(d, rel, out)]
+
+
+def confirmation_section(d, rel, out):
     conf = _load(d / "confirmation.json")
     s54 = Section("s5_4", "5.4 Confirmation score")
     if conf and conf.get("scores"):
@@ -333,8 +335,10 @@ def eval_sections(d, out):
     else:
         s54 = _missing("s5_4", s54.title, d)
     s54.links = [_link(out, rel("report.md"), "eval/report.md")]
-    secs.append(s54)
+    return s54
 
+
+def windows_section(d, rel, out):
     s55 = Section("s5_5", "5.5 Source windows: beginnings against tails")
     ws = {p: _load(d / f"window_summary_{p}.json") for p in ("dev", "conf")}
     if ws["conf"]:
@@ -389,8 +393,10 @@ def eval_sections(d, out):
                     f"{P['first_128_share_pct_min']}–{P['first_128_share_pct_max']}%")
     s55.links = [_link(out, rel("report.md"), "eval/report.md")] + [
         _link(out, rel(f.name), f.stem.replace("_", " ")) for f in sorted(d.glob("*.png"))]
-    secs.append(s55)
+    return s55
 
+
+def rankings_section(d, rel, out):
     s56 = Section("s5_6", "5.6 Prefix rankings")
     rk = _load(d / "rankings.json")
     if rk and not rk.get("skipped") and rk.get("prefixes"):
@@ -413,8 +419,7 @@ def eval_sections(d, out):
     else:
         s56 = _missing("s5_6", s56.title, d)
     s56.links = [_link(out, rel("report.md"), "eval/report.md")]
-    secs.append(s56)
-    return secs
+    return s56
 
 
 def _paper_cell(cond, seed, k, cells):
@@ -452,9 +457,10 @@ def queue_section(d, out):
     cal = _load(d / "calibration.json") or {}
     rej, quar = s.get("rejections", {}), s.get("quarantined", [])
     harmful_caught = [x for x in quar if x.startswith("h")]
-    sec.headline = (f"{len(s.get('accepted', []))} shards accepted, {sum(rej.values())} rejections of {len(rej)} shard(s), "
-                    f"quarantined: {', '.join(quar) or 'none'}; harmful shards accepted: "
-                    f"{len(s.get('harmful_accepted', []))}.")
+    outcome = (f"{len(s.get('accepted', []))} shards accepted, {sum(rej.values())} rejections of {len(rej)} shard(s), "
+               f"quarantined: {', '.join(quar) or 'none'}")
+    sec.headline = f"{outcome}; harmful shards accepted: {len(s.get('harmful_accepted', []))}."
+    sec.score = ("the proposal's mechanism", outcome, "no result measured in the proposal", "no paper value")
     if cal:
         sec.row("calibrated k and recovery fraction", f"k = {cal['k']}, {cal['frac']}", "illustrated as 3σ_d; not fixed")
         sec.row("held-out false-rejection rate (one-sided 95% upper bound)",
@@ -516,6 +522,7 @@ def study_section(d, out):
             if ("B", seed) in fin and (other, seed) in fin:
                 raw[(other, seed)] = fin[("B", seed)] - fin[(other, seed)]
     sec.headline = f"Verdict: {ad['verdict']}" + (f" ({'; '.join(ad['reasons'])})" if ad.get("reasons") else "") + "."
+    sec.score = ("the adoption rule", f"Verdict: {ad['verdict']}", "no result measured in the proposal", "no paper value")
     for other in ("A", "C"):
         pts = ad.get(f"b_minus_{other.lower()}", {})
         sec.row(f"B − {other}, efficiency points (seeds {', '.join(map(str, ad.get('seeds', [])))})",
@@ -542,18 +549,34 @@ def _missing(key, title, d):
 # ---------------------------------------------------------------- page
 
 def build(out, audit=None, train=None, evald=None, queue=None, study=None, audit_val=None):
+    """Every section of the page, in its order, computed from the result folders (nothing rendered here)."""
     out = Path(out)
     audit, train = Path(audit or out / "audit"), Path(train or out / "train")
     evald, queue, study = Path(evald or out / "eval"), Path(queue or out / "queue"), Path(study or out / "queue_study")
-    secs = audit_sections(audit, out)
-    if secs[1].rows:
-        dev_stream_rows(secs[1], Path(audit_val or out / "audit_val"), out)
-    for sec in (queue_section(queue, out), study_section(study, out)):
-        if sec.headline and not sec.headline.startswith("Not run"):
-            sec.score = ("the proposal's mechanism" if sec.key == "queue" else "the adoption rule",
-                         sec.headline.split(";")[0].split(" (")[0], "no result measured in the proposal", "no paper value")
-        secs.append(sec)
-    return [*secs[:3], regime_section(audit, out), train_section(train, out), *eval_sections(evald, out), *secs[3:]]
+    s3, s51, s52 = audit_sections(audit, out)
+    if s51.rows:
+        dev_stream_rows(s51, Path(audit_val or out / "audit_val"), out)
+    return [s3, s51, s52, regime_section(audit, out), train_section(train, out), *eval_sections(evald, out),
+            queue_section(queue, out), study_section(study, out)]
+
+
+# ---------------------------------------------------------------- rendering
+
+def section_md(sec) -> list:
+    out = [f"## {sec.title}", ""]
+    if sec.headline:
+        out += [f"**{sec.headline}**", ""]
+    for t in sec.text:
+        out += [t, ""]
+    if sec.rows:
+        out += [f"| quantity | ours | {sec.ref} |", "|---|---:|---:|"]
+        out += [f"| {q} | {o} | {p} |" for q, o, p in sec.rows]
+        out.append("")
+    out += [f"- {n}" for n in sec.notes]
+    links = [x for x in sec.links if x]
+    if links:
+        out += ["", "Details: " + ", ".join(links)]
+    return out + [""]
 
 
 def scorecard_md(sections):
@@ -577,16 +600,15 @@ def render(sections, out, provenance=None):
              "before comparing magnitudes: a small demo shares the paper's mechanism, not its scale.", ""]
     lines += scorecard_md(sections)
     if provenance:
-        from findings.provenance import to_md
-
         lines += to_md(provenance)
     for s in sections:
-        lines += s.to_md()
+        lines += section_md(s)
     return "\n".join(lines)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog=prog_name("python -m findings.summary"), description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/main", help="run folder; SUMMARY.md and findings.json are written here (default runs/main)")
     for k in ("audit", "audit-val", "train", "eval", "queue", "study"):
         default = {"study": "queue_study", "audit-val": "audit_val"}.get(k, k)
@@ -599,10 +621,6 @@ def main(argv=None):
     if not out.is_dir():
         print(f"error: {out}: no such run folder", file=sys.stderr)
         return 2
-    from corpus.atomic import atomic_write_json, atomic_write_text
-
-    from findings.provenance import collect
-
     secs = build(out, a.audit, a.train, a.eval, a.queue, a.study, a.audit_val)
     prov = collect(out, a.data_dir, a.corpus_source)
     atomic_write_text(out / "SUMMARY.md", render(secs, out, prov) + "\n")

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from console.usage import prog_name
 from corpus.atomic import atomic_write_text, sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +126,7 @@ def verify_manifest(path: Path, log=print, allow_extra=False):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m manifests", description=__doc__,
+    ap = argparse.ArgumentParser(prog=prog_name("python -m manifests"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("write", help="write a manifest")

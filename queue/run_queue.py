@@ -20,7 +20,8 @@ an unrecovered one is rolled back bitwise, deferred to the next rotation (its ow
 manifest), quarantined on a second rejection and inspected. At the end a linear decay to
 LR 0 runs on reserved fresh pool shards and the final model is scored (official metric,
 control and selection domains). Then report.md, decisions.parquet/.csv and a figure.
-Config overrides are given as `--set key=value` (never as bare words).
+Config overrides are given to calibrate as `--set key=value` (never as bare words). Each
+command has its own options: `python queue/run_queue.py COMMAND --help`.
 """
 import argparse
 import os
@@ -32,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 from corpus.errors import DataError  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from shardqueue.api import (  # noqa: E402
-    DEFAULTS,
     calibrate,
     describe_calibration,
     describe_run,
@@ -42,47 +42,73 @@ from shardqueue.api import (  # noqa: E402
 from shardqueue.dose import dose_response  # noqa: E402
 from shardqueue.replay import reconstruct_folder  # noqa: E402
 from shardqueue.runner import POLICIES  # noqa: E402
+from shardqueue.settings import QueueSettings  # noqa: E402
 from training.device import configure, resolve_device  # noqa: E402
 
 
-def main(argv=None):
+def build_parser():
+    """One parser per command, each with its own options and --help; --out and --device on all."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out", default="runs/queue", help="queue folder (default runs/queue)")
+    common.add_argument("--device", default="auto",
+                        help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["calibrate", "run", "dose", "return", "reconstruct"])
-    ap.add_argument("shard", nargs="?", help="with `return`: the quarantined shard (nothing else takes a word)")
-    ap.add_argument("--config", default=None, help="training config JSON (calibrate)")
-    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides (calibrate)")
-    ap.add_argument("--out", default="runs/queue", help="queue folder (default runs/queue)")
-    ap.add_argument("--calibration", default=None, help="calibration folder for run/dose (default: --out)")
-    for k, v in DEFAULTS.items():
-        ap.add_argument(f"--{k.replace('_', '-')}", type=int, default=v, help=f"calibrate: {k.replace('_', ' ')} (default {v})")
-    ap.add_argument("--domains", default=None, metavar="FILE",
-                    help="calibrate: control and selection domains from a JSON file (names and rules; see shardqueue/domains.py)")
-    ap.add_argument("--add-source", action="append", default=[], metavar="NAME=PATH",
-                    help="run: a new source (a parquet file of documents) that enters at the next rotation boundary, "
-                         "after its input checks and its own calibration; repeatable")
-    ap.add_argument("--policy", choices=POLICIES, default="queue", help="run: queue (the rule), plain, random")
-    ap.add_argument("--reject-rate", type=float, default=0.0, help="run --policy random: rejection probability")
-    ap.add_argument("--seed", type=int, default=None, help="run: model init and in-rotation order (default: calibration's)")
-    ap.add_argument("--budget-targets", type=int, default=None, help="run: stop after this many accepted targets")
-    ap.add_argument("--rotation-shards", type=int, default=6, help="run: a rotation boundary every N shards")
-    ap.add_argument("--no-branch-check", action="store_true", help="run: skip the branch check of first-rotation rejections")
-    ap.add_argument("--resume", action="store_true", help="run: continue an interrupted run")
-    ap.add_argument("--fresh", action="store_true", help="calibrate/run: move an earlier run in --out aside first")
-    ap.add_argument("--harm", default="cipher",
-                    help="dose: cipher, a damage kind of shardqueue/damage.py (mojibake, boilerplate, line_shuffle, "
-                         "truncate, ...), or parquet (your own bad documents, --harm-parquet)")
-    ap.add_argument("--harm-parquet", default=None, help="dose --harm parquet: a parquet file of bad documents (text column)")
-    ap.add_argument("--trials", type=int, default=4, help="dose: ordinary shards per fraction (default 4)")
-    ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
-    a = ap.parse_args(argv)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{calibrate,run,dose,return,reconstruct}")
+
+    cal = sub.add_parser("calibrate", parents=[common], help="stage A: freeze the pool, train warm-up and sigma "
+                         "shards, choose k and the recovery fraction on held-out transitions")
+    cal.add_argument("--config", default=None, help="training config JSON")
+    cal.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    defaults = QueueSettings()
+    for k in QueueSettings.counts():
+        cal.add_argument(f"--{k.replace('_', '-')}", type=int, default=getattr(defaults, k),
+                         help=f"{k.replace('_', ' ')} (default {getattr(defaults, k)})")
+    cal.add_argument("--held-out-branch", default="false", metavar="true|false",
+                     help="held-out transitions on a branch that is then discarded (default false)")
+    cal.add_argument("--domains", default=None, metavar="FILE",
+                     help="control and selection domains from a JSON file (names and rules; see shardqueue/domains.py)")
+    cal.add_argument("--fresh", action="store_true", help="move an earlier calibration or run in --out aside first")
+
+    run_ = sub.add_parser("run", parents=[common], help="one queue run through the rotations, decay and scores")
+    run_.add_argument("--calibration", default=None, help="calibration folder (default: --out)")
+    run_.add_argument("--add-source", action="append", default=[], metavar="NAME=PATH",
+                      help="a new source (a parquet file of documents) that enters at the next rotation boundary, "
+                           "after its input checks and its own calibration; repeatable")
+    run_.add_argument("--policy", choices=POLICIES, default="queue", help="queue (the rule), plain, random")
+    run_.add_argument("--reject-rate", type=float, default=0.0, help="--policy random: rejection probability")
+    run_.add_argument("--seed", type=int, default=None, help="model init and in-rotation order (default: calibration's)")
+    run_.add_argument("--budget-targets", type=int, default=None, help="stop after this many accepted targets")
+    run_.add_argument("--rotation-shards", type=int, default=6, help="a rotation boundary every N shards")
+    run_.add_argument("--no-branch-check", action="store_true", help="skip the branch check of first-rotation rejections")
+    run_.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    run_.add_argument("--fresh", action="store_true", help="move an earlier run in --out aside first")
+
+    dose = sub.add_parser("dose", parents=[common], help="dose-response: flag and reject rates against the exact "
+                          "harmful share of a shard")
+    dose.add_argument("--calibration", default=None, help="calibration folder (default runs/queue)")
+    dose.add_argument("--harm", default="cipher",
+                      help="cipher, a damage kind of shardqueue/damage.py (mojibake, boilerplate, line_shuffle, "
+                           "truncate, ...), or parquet (your own bad documents, --harm-parquet)")
+    dose.add_argument("--harm-parquet", default=None, help="--harm parquet: a parquet file of bad documents (text column)")
+    dose.add_argument("--trials", type=int, default=4, help="ordinary shards per fraction (default 4)")
+
+    ret = sub.add_parser("return", parents=[common], help="one return from quarantine (needs an inspection)")
+    ret.add_argument("shard", help="the quarantined shard")
+    sub.add_parser("reconstruct", parents=[common], help="replay the log and check every record")
+    return ap
+
+
+def main(argv=None):
+    a, extra = build_parser().parse_known_args(argv)
     out = Path(a.out)
     try:
         a.device = resolve_device(a.device, "--device")
         configure(a.device)
-        if a.shard is not None and a.command != "return":
-            raise DataError(f"unexpected argument {a.shard!r}: `{a.command}` takes no shard"
-                            + ("; give config overrides as --set key=value" if "=" in a.shard else ""))
-        if a.command == "return" and a.shard and "=" in a.shard:
+        if extra:
+            raise DataError(f"unexpected argument{'s' * (len(extra) > 1)} {' '.join(extra)!r} for `{a.command}`"
+                            + ("; give config overrides to calibrate as --set key=value"
+                               if any("=" in x and not x.startswith("-") for x in extra) else ""))
+        if a.command == "return" and "=" in a.shard:
             raise DataError(f"{a.shard!r} is not a shard id")
         check_counts(a)
         if a.command == "reconstruct":
@@ -91,7 +117,8 @@ def main(argv=None):
             if a.command == "return":
                 return return_from_quarantine(out, a.shard)
             if a.command == "calibrate":
-                s = {k: getattr(a, k) for k in DEFAULTS}
+                s = {k: getattr(a, k) for k in QueueSettings.counts()}
+                s["held_out_branch"] = a.held_out_branch
                 if a.domains:
                     from shardqueue.domains import load_domains
 
@@ -126,19 +153,16 @@ def main(argv=None):
         return 2
 
 
-# the least each count may be: a run of 0-shard rotations trains nothing, sigma needs two deltas
-MINIMA = {"rotation_shards": 1, "sigma_shards": 2, "per_domain": 1, "warmup_shards": 0, "held_out_shards": 1,
-          "candidates": 1, "decay_shards": 1, "shard_tokens": 1, "harmful_shards": 0, "prose_shards": 0,
-          "late_shards": 0}
+# the least each count may be (the settings' own; a run of 0-shard rotations trains nothing)
+MINIMA = {**QueueSettings.MINIMA, "rotation_shards": 1, "budget_targets": 1}
 
 
 def check_counts(a):
+    """The counts this command takes, each at least its minimum (in one line naming the option)."""
     for k, least in MINIMA.items():
-        v = getattr(a, k, None)
+        v = getattr(a, k, None)  # a command has only its own options
         if v is not None and v < least:
             raise DataError(f"--{k.replace('_', '-')} {v}: must be at least {least}")
-    if a.budget_targets is not None and a.budget_targets < 1:
-        raise DataError(f"--budget-targets {a.budget_targets}: must be at least 1")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ TESTS = {
     "shardqueue/study/efficiency.py": ["tests/test_queue_study.py"],
     "shardqueue/study/adoption.py": ["tests/test_queue_study.py"],
 }
-PACKAGES = ["audit", "checkers", "corpus", "eval", "findings", "loaders", "manifests", "protocols", "queue", "shardqueue",
+PACKAGES = ["audit", "checkers", "comparison", "console", "corpus", "eval", "findings", "gpu_check", "loaders", "manifests",
+            "presets", "protocols", "queue", "shardqueue",
             "training", "tests", "main.py", "prepare.py", "train.py"]
 
 

@@ -5,6 +5,7 @@ shard whose rise does not recover is rolled back bitwise, deferred to the next r
 quarantined on a second rejection; every decision is logged so the run can be rebuilt.
 
     api.py         calibrate, run, return from quarantine, score: what the command lines call
+    settings.py    the calibration settings, typed: defaults, minima, the record calibration writes
     world.py       the training stream, the control/selection sets, the frozen pool (pool.json)
     domains.py     control and selection domains (defined in one place), BPB, 13-gram overlap
     packing.py     a shard trained once, whole: lossless rows, masked padding
@@ -15,7 +16,8 @@ quarantined on a second rejection; every decision is logged so the run can be re
     schedule.py    warmup-stable-decay: LR warm-up in stage A, constant weight decay, the decay
     rule.py        the rule, the recovery criterion, calibration on held-out transitions
     state.py       the queue state and the one function that changes it
-    runner.py      train / screen / measure / decide (policies queue, plain, random), decay
+    runner.py      train / screen / measure / decide (policies queue, plain, random), decay; checkpoints
+                   and rollbacks through training/resume.py, the component train.py uses too
     log.py         the append-only, fsynced decision log (torn last line handled)
     replay.py      reconstruct: replay the log, check every record and manifest
     inspection.py  the inspection report of a quarantined shard

@@ -10,7 +10,6 @@ describe_calibration(), describe_run()  the one-line results the command line an
 Every function returns plain JSON-able dicts and writes its JSON files; nothing reads argv.
 The command line over this API is queue/run_queue.py.
 """
-import copy
 import json
 import shutil
 import sys
@@ -28,20 +27,13 @@ from shardqueue.rotation import load_rotation, save_rotation, shard_docs
 from shardqueue.rule import FRAC_GRID, K_GRID, TARGET
 from shardqueue.rule import calibrate as calibrate_rule
 from shardqueue.runner import QueueRunner, train_rows
+from shardqueue.settings import QueueSettings
 from shardqueue.world import World, build_pool
+from training.resume import remove_torn_writes, restore_trainer_state, trainer_state
 
 RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*", "final.*", "report.md",
              "decisions.parquet", "decisions.csv", "queue_summary.json", "control_curves.png", "inspection",
              "start_state.pt", "start_state.json", "added_sources.json*")
-
-DEFAULTS = {"shard_tokens": 1500, "warmup_shards": 6, "sigma_shards": 10, "held_out_shards": 12, "candidates": 14,
-            "decay_shards": 2, "harmful_shards": 1, "prose_shards": 1, "late_shards": 0, "per_domain": 12, "pool_seed": 1003,
-            # the study's settings (study/presets.py): damaged pool shards (damaged_pool.py); held-out
-            # transitions on a discarded branch; k and frac chosen on the first `choose_transitions`
-            # held-out transitions and the rate reported on the rest (0: in-sample); sub-shard
-            # checkpoints on held-out shards
-            "damaged_shards": 0, "held_out_branch": False, "choose_transitions": 0, "checkpoints_per_shard": 1}
-
 
 def candidates_for_budget(budget_targets, shard_tokens, spare=3):
     """Candidate pool shards for a run whose budget is `budget_targets` accepted targets.
@@ -81,7 +73,7 @@ def score(model, world, cfg=None):
     from eval.official import row_statistics, scores
 
     cfg = cfg or world.cfg
-    stats = row_statistics(model, world.val, world.token_bytes, cfg.eval_batches, cfg.eval_rows, cfg.context + 1,
+    stats = row_statistics(model, world.val, world.token_bytes, cfg.eval_batches, cfg.eval_rows, cfg.row_capacity,
                               world.device)
     return {"official": scores(stats)["bpb"],
             "control": measure(model, world.sets["control"], world.token_bytes, world.device),
@@ -166,10 +158,9 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     calibrated_state.pt into `out`. Returns the calibration record (rec["ok"] False: failed)."""
     from tqdm import tqdm
 
-    from training.checkpoint import rng_states, set_rng_states
     from training.trainer import Trainer
 
-    s = {**DEFAULTS, **(settings or {})}
+    s = QueueSettings.of(settings)
     out = Path(out)
     if (out / "calibration.json").exists() or (out / "decisions.jsonl").exists():
         if not fresh:
@@ -177,20 +168,20 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
                             f"(moves the old contents aside)")
         move_aside(out, None)
     cfg = load_config(config, overrides)
-    world = World(cfg, device, s["per_domain"], domains=s.get("domains"))
-    n_cal = s["warmup_shards"] + s["sigma_shards"] + s["held_out_shards"] + 1
-    pool = build_pool(world, s["shard_tokens"], s["pool_seed"], n_cal, s["candidates"], s["decay_shards"],
-                      s["harmful_shards"], s["prose_shards"], n_late=s["late_shards"], n_damaged=s["damaged_shards"])
+    world = World(cfg, device, s.per_domain, domains=s.domains)
+    n_cal = s.warmup_shards + s.sigma_shards + s.held_out_shards + 1
+    pool = build_pool(world, s.shard_tokens, s.pool_seed, n_cal, s.candidates, s.decay_shards, s.harmful_shards,
+                      s.prose_shards, n_late=s.late_shards, n_damaged=s.damaged_shards)
     atomic_write_json(out / "config.json", cfg.to_dict())
     save_rotation(out / "pool.json", pool)
-    plan = {"k_grid": list(K_GRID), "frac_grid": list(FRAC_GRID), "target": TARGET, "settings": s,
+    plan = {"k_grid": list(K_GRID), "frac_grid": list(FRAC_GRID), "target": TARGET, "settings": s.to_dict(),
             "rule": "first grid point (k ascending, then frac as listed) with held-out rate < target",
             "recalibration": "none during a run (no schedule is set); a new calibration is a new folder",
             "calibration_source": pool["calibration_source"], "shards": pool["calibration"]}
     atomic_write_json(out / "calibration_plan.json", plan)
     shards = {x["id"]: x for x in pool["shards"]}
     trainer = Trainer(cfg, device)
-    warm, ns = s["warmup_shards"], s["sigma_shards"]
+    warm, ns = s.warmup_shards, s.sigma_shards
 
     def rows(sid):
         return shard_rows(shard_tokens(world.stream, shard_docs(shards[sid])), cfg.context, world.bos)
@@ -207,15 +198,14 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     bar = tqdm(pool["calibration"], desc="calibration shards", unit="shard", file=sys.stderr)
     shared = warm + ns  # warm-up and sigma shards: the training every arm starts from
     branch = None
-    m = max(1, int(s["checkpoints_per_shard"]))
+    m = s.checkpoints_per_shard
     for j, sid in enumerate(bar):
         if j == warm:
             states.append(ctrl())
-        if j == shared and s["held_out_branch"]:
+        if j == shared and s.held_out_branch:
             # held-out transitions on a branch that is then discarded: they calibrate the rule without
             # adding to the shared training (restored bitwise below)
-            branch = {"trainer": copy.deepcopy(trainer.state_dict()), "rng": rng_states(), "step": step,
-                      "targets": targets}
+            branch = {**trainer_state(trainer, copied=True), "step": step, "targets": targets}
         x, y = rows(sid)
         # sub-shard checkpoints (held-out shards only): m states per shard, each a measured transition
         per = cfg.micro_rows * cfg.accum
@@ -232,7 +222,7 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
         if j >= warm:
             bar.set_postfix(loss=f"{loss:.3f}")
     held = states[ns:]
-    c = int(s["choose_transitions"])
+    c = s.choose_transitions
     if c:
         if len(held) < c + 4:
             raise DataError(f"{len(held) - 2} held-out transitions cannot give {c} to choose k and frac and some to report")
@@ -240,12 +230,11 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     else:
         rec = calibrate_rule(states[: ns + 1], held)
     if branch is not None:
-        trainer.load_state_dict(branch["trainer"])
-        set_rng_states(branch["rng"])
+        restore_trainer_state(trainer, branch)
         step, targets = branch["step"], branch["targets"]
     ref = states[ns] if branch is not None else states[-1]
-    sha = _write_state(out / "calibrated_state.pt", {"trainer": trainer.state_dict(), "rng": rng_states(),
-                                                    "step": step, "targets": targets, "ref": ref})
+    sha = _write_state(out / "calibrated_state.pt", {**trainer_state(trainer), "step": step, "targets": targets,
+                                                    "ref": ref})
     rec.update({"plan": plan, "states": states, "seed": cfg.seed, "step": step, "targets": targets,
                 "state_sha256": sha, "pool_sha256": load_rotation(out / "pool.json")["_sha256"],
                 "warmup_updates": warm_updates, "shared_shards": pool["calibration"][:shared] if branch is not None
@@ -271,8 +260,8 @@ def open_calibration(calibration_dir, device="cpu"):
     pool = load_rotation(d / "pool.json")
     if pool["_sha256"] != calib["pool_sha256"]:
         raise DataError(f"{d / 'pool.json'}: not the pool this calibration was made on")
-    settings = calib["plan"]["settings"]
-    world = World(cfg, device, settings["per_domain"], domains=settings.get("domains"))
+    settings = QueueSettings.of(calib["plan"]["settings"])
+    world = World(cfg, device, settings.per_domain, domains=settings.domains)
     from shardqueue.harmful import with_harmful_copies
 
     world.stream, world.labels_all, copies = with_harmful_copies(world.train, world.labels,
@@ -291,7 +280,6 @@ def start_state(cfg, world, pool, calib, calibration_dir, seed, out):
     seed, a model initialised with that seed and trained on the same calibration shards."""
     if seed == calib["seed"]:
         return _read_state(Path(calibration_dir) / "calibrated_state.pt", calib["state_sha256"])
-    from training.checkpoint import rng_states
     from training.trainer import Trainer
 
     key = start_state_key(cfg, calib, seed)
@@ -309,7 +297,7 @@ def start_state(cfg, world, pool, calib, calibration_dir, seed, out):
         _, n, t = train_rows(trainer, x, y, step, cfg.updates, cfg.micro_rows, cfg.accum,
                              warmup(step, calib.get("warmup_updates", 0)))
         step, targets = step + n, targets + t
-    st = {"trainer": trainer.state_dict(), "rng": rng_states(), "step": step, "targets": targets}
+    st = {**trainer_state(trainer), "step": step, "targets": targets}
     (Path(out) / START_KEY).unlink(missing_ok=True)
     sha = _write_state(Path(out) / "start_state.pt", st)
     atomic_write_json(Path(out) / START_KEY, {"key": key, "sha256": sha})
@@ -328,13 +316,6 @@ def corpus_identity(cfg):
     from training.checkpoint import data_identity
 
     return data_identity(Layout(cfg.data_dir or default_data_dir(), cfg.source))
-
-
-def remove_leftovers(out, log=print):
-    """Temporary files of a killed atomic write (checkpoints, the summary) are removed on the next start."""
-    for p in sorted(Path(out).glob(".*.tmp")):
-        p.unlink()
-        log(f"removed {p.name}, left by an interrupted write")
 
 
 # what --resume must find unchanged in the start record: (record key, attribute of the runner or a callable)
@@ -389,8 +370,6 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
     (also written to out/queue_summary.json). The same calibration folder gives every arm the same
     pool, control/selection sets, decay shards and (for the same seed) start state. runner_cls: a
     QueueRunner subclass (the study's arm variants); default QueueRunner."""
-    from training.checkpoint import set_rng_states
-
     out = Path(out)
     calibration_dir = Path(calibration_dir or out)
     log_path = out / "decisions.jsonl"
@@ -418,10 +397,9 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
     if budget_targets is None:
         budget_targets = int(0.6 * sum(s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]))
     runner = (runner_cls or QueueRunner)(cfg, world, pool, calib, out, policy, seed, reject_rate, rotation_shards,
-                                         budget_targets, branch_check, log=log)
-    runner.calibration_dir = relative_dir(calibration_dir, out)
-    runner.corpus = corpus_identity(cfg)
-    remove_leftovers(out, log)
+                                         budget_targets, branch_check, log=log,
+                                         calibration_dir=relative_dir(calibration_dir, out), corpus=corpus_identity(cfg))
+    remove_torn_writes(out, log)
     if resume:
         recs = read_log(log_path, log=lambda s: None)
         check_start_record(recs[0], runner, log_path)
@@ -437,10 +415,7 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
         else:
             runner.run(resume=True)
     else:
-        st = start_state(cfg, world, pool, calib, calibration_dir, seed, out)
-        runner.trainer.load_state_dict(st["trainer"])
-        set_rng_states(st["rng"])
-        runner.step, runner.targets = st["step"], st["targets"]
+        runner.start_from(start_state(cfg, world, pool, calib, calibration_dir, seed, out))
         runner.run()
     recs = read_log(log_path, log=lambda s: None)
     if not any(r["event"] == "done" for r in recs):

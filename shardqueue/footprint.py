@@ -73,27 +73,27 @@ def host_footprint(preset, node=NODE):
     from shardqueue.study.presets import PRESETS, plan
 
     p, pl = PRESETS[preset], plan(preset)
-    mdt = MEAN_DOC_TOKENS[p["source"]]
+    mdt = MEAN_DOC_TOKENS[p.source]
     data_tokens = pl["data_tokens_needed"]
     corpus_tokens = CORPUS_FACTOR * data_tokens
     documents = math.ceil(corpus_tokens / mdt)
     pool_documents = math.ceil(data_tokens / mdt)
     shard_documents = math.ceil(pl["shard_targets"] / mdt)
-    m = p["model"]
+    m = p.model()
     val_tokens = corpus_tokens / max(1, pl["climbmix_files_estimate"] or 1)  # one file's worth of validation text
     memory = footprint_terms(documents, pool_documents, shard_documents, pl["parameters"],
                              m["micro_rows"] * m["accum"], m["context"], SAMPLE_TOKENS, pl["pool_shards"],
                              1 << 20, int(4 * val_tokens))
     processes = (pl.get("node") or {}).get("runs_in_parallel", 1)
-    runs = 1 + len(p["seeds"]) * 3  # stage A and three arms per seed
-    n_branches = len(pl.get("reference_fractions") or p.get("reference_fractions", []))
+    runs = 1 + len(p.seeds) * 3  # stage A and three arms per seed
+    n_branches = len(pl.get("reference_fractions") or [])
     ckpt = STATE_BYTES_PER_PARAM * pl["parameters"]
     disk = {
         "token files (uint16) of the corpus": int(2 * corpus_tokens),
         "document offsets (int64)": 8 * documents,
         "raw parquet text (assumed 2 bytes per token)": int(RAW_BYTES_PER_TOKEN * corpus_tokens),
         # each run keeps 3 checkpoints, its final state and a start state; the study adds decay branches
-        "checkpoints": ckpt * (5 * runs + n_branches * len(p["seeds"])),
+        "checkpoints": ckpt * (5 * runs + n_branches * len(p.seeds)),
         "manifests and logs (pool.json and rotation copies per run)": 40 * pool_documents * (1 + runs),
     }
     peak, need = processes * sum(memory.values()), sum(disk.values())

@@ -28,6 +28,8 @@ from shardqueue.packing import StreamedShard, update_batches
 from shardqueue.rotation import save_rotation, shard_docs
 from shardqueue.rule import judge, rises
 from shardqueue.state import apply, initial_state
+from training.checkpoint import newest_good_checkpoint, save_checkpoint
+from training.resume import restore_trainer_state, trainer_state
 
 POLICIES = ("queue", "plain", "random")
 KEEP = 3
@@ -79,7 +81,10 @@ class QueueRunner:
     decay_updates = None
 
     def __init__(self, cfg, world, pool, calib, out, policy="queue", seed=None, reject_rate=0.0, rotation_shards=6,
-                 budget_targets=None, branch_check=True, measure_fn=None, log=print, run_id=None):
+                 budget_targets=None, branch_check=True, measure_fn=None, log=print, run_id=None, calibration_dir=".",
+                 corpus=None):
+        """calibration_dir: the calibration folder as the run records it (relative to out); corpus: the
+        prepared corpus's identity, recorded in the start record and checked on resume."""
         from training.trainer import Trainer
 
         if policy not in POLICIES:
@@ -97,8 +102,16 @@ class QueueRunner:
         self.state = initial_state(pool["order"])
         self.step, self.targets, self.spent = 0, 0, {"updates": 0, "targets": 0, "seconds": 0.0}
         self.ref, self.rollback, self.seq, self.run_id = None, None, 0, run_id or uuid.uuid4().hex[:12]
-        self._pool_bpb = {}
+        self.calibration_dir, self.corpus = str(calibration_dir), corpus
+        self.prev_sha256 = None  # the newest record's hash: the chain an edited earlier record breaks
+        self.dlog, self._owed, self.flag_info = None, [], None  # the decision log, records it is owed, a flag's losses
+        self._pool_bpb, self._pool_sample = {}, None
         self.decay_start = None  # the step at which the in-queue decay began
+
+    def start_from(self, state):
+        """Start from a saved state (the calibrated one, or another seed's start): trainer, RNG, step, targets."""
+        restore_trainer_state(self.trainer, state)
+        self.step, self.targets = state["step"], state["targets"]
 
     # ---- model ---------------------------------------------------------------------
     def rows(self, sid):
@@ -144,7 +157,7 @@ class QueueRunner:
 
     def pool_sample(self, n_rows=32):
         """n_rows full rows drawn (seeded) from all ordinary pool shards, read row by row."""
-        if not hasattr(self, "_pool_sample"):
+        if self._pool_sample is None:
             ids = [s for s in self.pool["order"] if not self.shards[s]["sources"].get(self.pool["harmful"]["label"])]
             rng = np.random.default_rng(self.pool["seed"] + 5)
             views = [self.rows(sid) for sid in ids]
@@ -161,16 +174,12 @@ class QueueRunner:
         return self._pool_sample
 
     def snapshot(self):
-        from training.checkpoint import rng_states
-
-        return {"trainer": copy.deepcopy(self.trainer.state_dict()), "rng": rng_states(), "step": self.step,
-                "targets": self.targets, "ref": dict(self.ref), "params_sha256": params_sha256(self.trainer.model)}
+        """The rollback point: the trainer's parts and RNG (copied), step, targets and reference losses."""
+        return {**trainer_state(self.trainer, copied=True), "step": self.step, "targets": self.targets,
+                "ref": dict(self.ref), "params_sha256": params_sha256(self.trainer.model)}
 
     def restore(self, snap):
-        from training.checkpoint import set_rng_states
-
-        self.trainer.load_state_dict(copy.deepcopy(snap["trainer"]))
-        set_rng_states(snap["rng"])
+        restore_trainer_state(self.trainer, snap, copied=True)
         self.step, self.targets, self.ref = snap["step"], snap["targets"], dict(snap["ref"])
         got = params_sha256(self.trainer.model)
         if got != snap["params_sha256"]:
@@ -185,25 +194,20 @@ class QueueRunner:
             rec.update(sha256=self.shards[sid]["sha256"], sources=self.shards[sid]["sources"])
         self.state = apply(self.state, rec)
         rec["queue"] = copy.deepcopy(self.state)
-        rec["prev_sha256"] = getattr(self, "prev_sha256", None)  # the chain: an edited earlier record is found
+        rec["prev_sha256"] = self.prev_sha256  # the chain: an edited earlier record is found
         self.prev_sha256 = record_sha256(rec)
         self.seq += 1
         self._owed.append(rec)
         return rec
 
     def commit(self):
-        """Checkpoint (with the records it owes the log), then append those records."""
-        from training.checkpoint import rng_states, save_checkpoint
-
-        payload = {"trainer": self.trainer.state_dict(), "rng": rng_states(), "step": self.step, "targets": self.targets,
+        """Checkpoint (with the records it owes the log; the newest KEEP are kept), then append those records."""
+        payload = {**trainer_state(self.trainer), "step": self.step, "targets": self.targets,
                    "ref": self.ref, "state": self.state, "log_seq": self.seq, "records": self._owed,
                    "run_id": self.run_id, "spent": self.spent, "policy": self.policy, "seed": self.seed,
                    "rollback": self.rollback if self.state["flagged"] else None, "flag_info": self.flag_info,
                    "config": self.cfg.to_dict()}
-        save_checkpoint(self.out, self.seq, payload, keep=0)
-        for old in sorted(self.out.glob("ckpt_*.pt"))[:-KEEP]:
-            old.unlink()
-            old.with_suffix(".json").unlink(missing_ok=True)
+        save_checkpoint(self.out, self.seq, payload, keep=KEEP)
         for rec in self._owed:
             self.dlog.write(rec)
             self.log(self.describe(rec))
@@ -409,7 +413,7 @@ class QueueRunner:
                         calibration={k: self.calib.get(k) for k in ("k", "frac", "sigma")},
                         pool_sha256=self.pool["_sha256"], budget_targets=self.budget,
                         rotation_shards=self.rotation_shards, start_step=self.step, start_targets=self.targets,
-                        calibration_dir=getattr(self, "calibration_dir", "."), corpus=getattr(self, "corpus", None))
+                        calibration_dir=self.calibration_dir, corpus=self.corpus)
             self.commit()
         if resume and self.decay_updates:
             self.decay_start = next((r["step"] for r in read_log(log_path, log=lambda s: None)
@@ -437,27 +441,19 @@ class QueueRunner:
         return self
 
     def resume(self, log_path):
-        from training.checkpoint import load_checkpoint
-
         recs = read_log(log_path, repair=True, log=self.log)
         run_id = recs[0].get("run_id")
-        good = None
-        for path in sorted(self.out.glob("ckpt_*.pt"), reverse=True):
-            try:
-                p = load_checkpoint(path)
-            except DataError as e:
-                self.log(f"warning: {e}; trying the previous checkpoint")
-                continue
+
+        def skip(path, p):
             if "log_seq" not in p:  # the final decay's checkpoint of a run killed before it became final.pt
-                self.log(f"note: {path.name} is an unfinished final decay; resuming from the step before it")
-                continue
+                return f"note: {path.name} is an unfinished final decay; resuming from the step before it"
             if p.get("run_id") != run_id:
                 raise DataError(f"{path}: belongs to run {p.get('run_id')}, but {log_path.name} is run {run_id}")
-            good = (path, p)
-            break
-        if good is None:
+            return None
+
+        path, p = newest_good_checkpoint(self.out, log=self.log, skip=skip)
+        if p is None:
             raise DataError(f"{self.out}: no checkpoint to resume from")
-        path, p = good
         last, C = len(recs), p["log_seq"]
         owed = p["records"]
         first_owed = owed[0]["seq"] if owed else C + 1
@@ -475,10 +471,7 @@ class QueueRunner:
                 self.dlog.write(r)
         self.prev_sha256 = record_sha256(full[-1])
         self.run_id = run_id
-        self.trainer.load_state_dict(p["trainer"])
-        from training.checkpoint import set_rng_states
-
-        set_rng_states(p["rng"])
+        restore_trainer_state(self.trainer, p)
         self.step, self.targets, self.ref, self.state, self.seq = p["step"], p["targets"], p["ref"], p["state"], C
         self.spent, self.rollback = p["spent"], p["rollback"]
         self.flag_info = p["flag_info"]
@@ -493,8 +486,6 @@ class QueueRunner:
         The LR multiplier of decay update i of U is 1 - i/U, so the last update runs at 1/U and
         the schedule reaches 0 at the end. The same shards and length serve every policy.
         """
-        from training.checkpoint import rng_states, save_checkpoint
-
         infos = []
         if self.decay_start is not None:  # the decay ran inside the queue (train records of phase "decay")
             kept = set(self.state["accepted"])
@@ -511,9 +502,9 @@ class QueueRunner:
                 done += info["updates"]
                 infos.append({"shard": sid, **info})
         scores = score_fn(self.trainer.model)
-        path = save_checkpoint(self.out, 999999, {"trainer": self.trainer.state_dict(), "rng": rng_states(),
-                                                  "step": self.step, "targets": self.targets, "run_id": self.run_id,
-                                                  "scores": scores, "config": self.cfg.to_dict()}, keep=0)
+        path = save_checkpoint(self.out, 999999, {**trainer_state(self.trainer), "step": self.step,
+                                                  "targets": self.targets, "run_id": self.run_id, "scores": scores,
+                                                  "config": self.cfg.to_dict()}, keep=0)
         final = self.out / "final.pt"
         path.replace(final)
         path.with_suffix(".json").replace(self.out / "final.json")

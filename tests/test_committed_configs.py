@@ -1,10 +1,10 @@
-"""Every committed training config is exactly what protocols/generate_configs.py writes today."""
+"""Every committed training config is exactly what protocols/generate_configs.py writes today (from presets/six.py)."""
 import json
 from pathlib import Path
 
 import pytest
 
-from protocols.generate_configs import PRESETS, configs
+from presets.six import PRESETS, configs
 
 ROOT = Path(__file__).resolve().parents[1]
 

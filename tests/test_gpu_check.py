@@ -1,4 +1,4 @@
-"""`python -m training.gpu_check --device cpu --tiny`: every part of the GPU check on CPU,
+"""`python -m gpu_check --device cpu --tiny`: every part of the GPU check on CPU,
 through the real train.py, eval.official and eval scoring. The compiled variant (torch.compile
 on CPU: ~90 s cold on 2 cores) runs when PACKAUDIT_SLOW=1."""
 import json
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from training.gpu_check import main
+from gpu_check.__main__ import main
 
 PARTS = ["attention", "train", "scoring", "resume", "queue", "ddp"]
 
@@ -46,7 +46,7 @@ def test_gpu_check_tiny_on_cpu_runs_every_part(tmp_path, capsys, small_corpus):
 
 
 def test_a_raising_part_is_recorded_failed_and_the_others_run(tmp_path, capsys, small_corpus, monkeypatch):
-    from training import gpu_parts
+    from gpu_check import parts as gpu_parts
 
     def broken(ctx):
         raise RuntimeError("simulated kernel failure")
@@ -61,7 +61,7 @@ def test_a_raising_part_is_recorded_failed_and_the_others_run(tmp_path, capsys, 
 
 def test_gpu_check_prepares_a_small_corpus_when_given_none(tmp_path):
     from corpus.layout import Layout
-    from training.gpu_check import ensure_data
+    from gpu_check.__main__ import ensure_data
 
     d, vocab = ensure_data(None, 300, tmp_path, True, lambda m: None)
     assert vocab == 300 and Layout(d, "stdlib").prepared()["vocab_size"] == 300
@@ -120,7 +120,7 @@ def test_ddp_part_runs_torchrun_with_two_ranks_and_compares_losses(tmp_path, mon
 
     import torch
 
-    from training import gpu_parts
+    from gpu_check import parts as gpu_parts
     from training.config import resolve_config
 
     cfg = resolve_config(None, ["updates=4", "device=cuda"])

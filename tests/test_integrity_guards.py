@@ -34,7 +34,7 @@ def _flip_token_byte(data):
 
 
 def test_freeze_and_the_protocol_check_hash_even_when_hashing_is_skipped(data, tmp_path, monkeypatch, capsys):
-    from protocols.freeze import main as freeze_main
+    from comparison.freeze import main as freeze_main
     from protocols.protocol import check_before_confirmation, load_protocol
 
     proto_path = tmp_path / "protocol.json"
@@ -83,7 +83,7 @@ def test_atomic_json_refuses_non_finite_values_and_keeps_the_old_file(tmp_path, 
 def test_freeze_command_line_writes_a_protocol_that_verifies(small_corpus, tmp_path, capsys):
     import hashlib
 
-    from protocols.freeze import main as freeze_main
+    from comparison.freeze import main as freeze_main
 
     out = tmp_path / "protocol.json"
     assert freeze_main(["--preset", "tiny", "--data-dir", str(small_corpus), "--out", str(out), "--replicates", "7"]) == 0
@@ -104,7 +104,7 @@ def test_freeze_command_line_writes_a_protocol_that_verifies(small_corpus, tmp_p
     ("run_six", ["--data-dir", "NOWHERE"], "corpus not prepared"),
 ])
 def test_protocol_command_lines_refuse_in_one_line(small_corpus, tmp_path, capsys, module, args, needle):
-    from protocols import freeze, run_six
+    from comparison import freeze, run_six
 
     args = [a.replace("P.json", str(tmp_path / "p.json")).replace("NOWHERE", str(tmp_path / "none")) for a in args]
     if "--data-dir" not in args:

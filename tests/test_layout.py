@@ -1,11 +1,170 @@
-"""The import convention: every part is a package imported from the repository root. Only the
-queue's two scripts put the root on sys.path; the queue package has no import circle."""
+"""The layout: every import runs downhill through the levels below, no module imports itself in a
+circle, and no function of the command lines, the audit, eval or the findings page is longer than 80
+lines. Also the import conventions: every part is a package imported from the repository root, only
+the queue's two scripts put the root on sys.path, and the queue package has no import circle.
+
+Imports are read with ast, those inside functions included (a late import is still an arrow)."""
 import ast
+import functools
 import re
+from pathlib import Path
+
+import pytest
 
 from conftest import ROOT
 
+# The levels, lowest first. A part (a top-level package, module or script folder) may import only parts
+# on lower levels; siblings on one level never import each other. README's "Layout" section draws it.
+LEVELS = (
+    ("checkers", "console"),  # checkers/ imports nothing of the project, at any level
+    ("corpus",),
+    ("presets", "loaders", "manifests", "prepare"),
+    ("training", "findings"),
+    ("protocols", "audit"),
+    ("eval",),
+    ("shardqueue", "train"),
+    ("comparison", "gpu_check"),
+    ("main", "queue", "install", "scripts"),  # the command lines that drive everything below
+)
+LEVEL = {part: i for i, parts in enumerate(LEVELS) for part in parts}
+FUNCTION_LINES = 80
+# (file, function): known long functions, each with the issue that removes it
+LONG_FUNCTION_EXCEPTIONS = {
+    ("audit/__main__.py", "main"),  # issue 27 rewrites audit/__main__.py (the lead removes this line at merge)
+}
+SKIP = {".venv", "tests", "build", "docs", "mutants", ".git"}
+
+
+def source_files(root):
+    return sorted(p for p in Path(root).rglob("*.py") if not (SKIP & set(p.relative_to(root).parts)))
+
+
+def importable(root):
+    """The names an import can reach: packages (with __init__.py) and top-level modules."""
+    root = Path(root)
+    return {p.parent.name for p in root.glob("*/__init__.py")} | {p.stem for p in root.glob("*.py")}
+
+
+def part_of(path, root):
+    rel = Path(path).relative_to(root)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def parsed(path):
+    """A file's syntax tree; each text is parsed once per test process (the checks below all read every file)."""
+    return _parse(Path(path).read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(text):
+    return ast.parse(text)
+
+
+def imported_names(path):
+    """(line, dotted name) of every absolute import in a file, at any depth; `from a import b` gives a.b."""
+    out = []
+    for node in ast.walk(parsed(path)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return out
+
+
+def uphill_imports(root, levels):
+    """Imports from a part to one on the same or a higher level (or to a part on no level):
+    ["file:line imports name (level a -> level b)", ...]."""
+    root = Path(root)
+    level = {part: i for i, parts in enumerate(levels) for part in parts}
+    names, bad = importable(root), []
+    for f in source_files(root):
+        src = part_of(f, root)
+        for line, name in imported_names(f):
+            dst = name.split(".")[0]
+            if dst not in names or dst == src:
+                continue
+            if src not in level or dst not in level or level[dst] >= level[src]:
+                bad.append(f"{f.relative_to(root)}:{line} imports {name} "
+                           f"(level {level.get(src, '?')} -> level {level.get(dst, '?')})")
+    return bad
+
+
+def module_name(path, root):
+    rel = Path(path).relative_to(root).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def module_graph(root):
+    """module -> the project modules it imports (importing a.b.c runs a's and a.b's __init__ too)."""
+    root = Path(root)
+    files = {module_name(f, root): f for f in source_files(root)}
+    graph = {}
+    for mod, f in files.items():
+        deps = set()
+        for _, name in imported_names(f):
+            parts = name.split(".")
+            deps |= {".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in files}
+        package = mod.rpartition(".")[0] if f.name != "__init__.py" else mod
+        deps -= {mod} | {package[:i] for i in range(len(package) + 1) if package[:i] and (
+            i == len(package) or package[i] == ".")}  # a module imports its own packages by being inside them
+        graph[mod] = deps
+    return graph
+
+
+def long_functions(path, limit=FUNCTION_LINES):
+    """(name, lines) of every function (methods and nested ones included) longer than limit lines."""
+    out = []
+    for node in ast.walk(parsed(path)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n = node.end_lineno - node.lineno + 1
+            if n > limit:
+                out.append((node.name, n))
+    return out
+
+
 PKG = ROOT / "shardqueue"
+
+
+def test_every_part_stands_on_a_level():
+    parts = {part_of(f, ROOT) for f in source_files(ROOT)}
+    assert parts - set(LEVEL) == set(), "place the new part in LEVELS (and README's layout section)"
+    assert len(LEVEL) == sum(len(p) for p in LEVELS)  # no part on two levels
+
+
+def test_every_import_runs_downhill():
+    bad = uphill_imports(ROOT, LEVELS)
+    assert not bad, "\n".join(bad)
+
+
+def test_no_module_imports_itself_in_a_circle():
+    assert find_cycle(module_graph(ROOT)) is None, find_cycle(module_graph(ROOT))
+
+
+@pytest.mark.parametrize("place", ["train.py", "main.py", "audit", "eval", "findings"])
+def test_no_function_is_longer_than_80_lines(place):
+    files = [ROOT / place] if place.endswith(".py") else sorted((ROOT / place).rglob("*.py"))
+    long = [(str(f.relative_to(ROOT)), name, n) for f in files for name, n in long_functions(f)
+            if (str(f.relative_to(ROOT)), name) not in LONG_FUNCTION_EXCEPTIONS]
+    assert not long, long
+
+
+def test_the_checks_see_an_uphill_import_a_circle_and_a_long_function(tmp_path):
+    """Each check above fails where it should: a small house with one of each fault."""
+    (tmp_path / "low").mkdir()
+    (tmp_path / "high").mkdir()
+    (tmp_path / "low" / "__init__.py").write_text("")
+    (tmp_path / "high" / "__init__.py").write_text("")
+    (tmp_path / "high" / "a.py").write_text("import low.b\n")
+    (tmp_path / "low" / "b.py").write_text("def f():\n    from high import a  # late, still an arrow\n")
+    bad = uphill_imports(tmp_path, (("low",), ("high",)))
+    assert bad == ["low/b.py:2 imports high.a (level 0 -> level 1)"]
+    assert uphill_imports(tmp_path, (("low", "high"),))  # siblings on one level import each other: refused too
+    assert find_cycle(module_graph(tmp_path)) in (["high.a", "low.b", "high.a"], ["low.b", "high.a", "low.b"])
+    (tmp_path / "low" / "b.py").write_text("def f():\n" + "    x = 1\n" * 80)
+    assert uphill_imports(tmp_path, (("low",), ("high",))) == [] and find_cycle(module_graph(tmp_path)) is None
+    assert long_functions(tmp_path / "low" / "b.py") == [("f", 81)]
+    assert long_functions(tmp_path / "low" / "b.py", limit=81) == []
 
 
 def _imports(path):

@@ -11,7 +11,7 @@ import pytest
 
 import main as main_job
 import train as train_module
-from protocols import generate_configs
+from presets import six as six_runs
 from training.config import resolve_config
 
 MICRO = dict(source="stdlib", depth=1, width=32, heads=2, kv_heads=2, context=16, short_window=8, vocab=400,
@@ -22,8 +22,8 @@ CUT = "random_crop_s43"  # the run interrupted after update 3 (its newest checkp
 
 @pytest.fixture
 def micro(monkeypatch):
-    monkeypatch.setitem(generate_configs.PRESETS, "tiny", MICRO)
-    monkeypatch.setattr(generate_configs, "SEEDS", (43,))
+    monkeypatch.setitem(six_runs.PRESETS, "tiny", MICRO)
+    monkeypatch.setattr(six_runs, "SEEDS", (43,))
 
 
 def _files(folder):
@@ -56,7 +56,7 @@ def test_interrupted_stage_resumes_and_a_rerun_skips_everything(small_corpus, mi
 
     # the resumed run equals one that was never interrupted
     ref = tmp_path / "ref"
-    (c,) = [c for c in generate_configs.configs("tiny") if c["name"] == CUT]
+    (c,) = [c for c in six_runs.configs("tiny") if c["name"] == CUT]
     cfg = resolve_config(None, [f"{k}={v}" for k, v in c.items()] + [f"data_dir={small_corpus}"])
     want = real_train(cfg, ref, log=lambda m: None)
     got = json.loads((out / "train" / CUT / "summary.json").read_text())

@@ -1,6 +1,7 @@
 """The rollback shard queue on a real tiny model: whole-shard training, exact rollback,
 resume at three points, calibration that can fail, frozen manifests, inspection, the log."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -384,7 +385,8 @@ def test_cli_calibrate_failure_is_one_line_and_nonzero(calibrated, tmp_path, mon
 @pytest.mark.parametrize("argv,needle", [
     (["reconstruct", "updates=5"], "--set key=value"),
     (["reconstruct"], "no such queue folder"),
-    (["run", "--set", "updates=5"], "calibration.json"),
+    (["run", "--set", "updates=5"], "'--set updates=5' for `run`"),  # run has no --set: calibrate's option
+    (["run", "--harm", "cipher"], "'--harm cipher' for `run`"),  # each command takes only its own options
 ])
 def test_cli_one_line_errors(tmp_path, argv, needle):
     p = subprocess.run([sys.executable, str(ROOT / "queue" / "run_queue.py"), *argv, "--out", str(tmp_path / "none")],
@@ -707,3 +709,19 @@ def test_an_unwritable_or_full_queue_folder_is_one_line_naming_it(calibrated, tm
     after = _files(out)
     assert {k: after[k] for k in before} == before and not [p for p in after if p.name.endswith(".tmp")]
     assert _files(calibrated["strict"]) == cal_before
+
+
+@pytest.mark.parametrize("command, own, foreign", [
+    ("calibrate", ["--sigma-shards", "--set", "--domains", "--fresh"], ["--policy", "--harm", "--resume"]),
+    ("run", ["--policy", "--resume", "--add-source", "--calibration"], ["--set", "--sigma-shards", "--trials"]),
+    ("dose", ["--harm", "--trials", "--calibration"], ["--policy", "--set"]),
+    ("return", ["shard"], ["--policy", "--set"]),
+    ("reconstruct", ["--out"], ["--policy", "--set", "--calibration"]),
+])
+def test_each_command_has_its_own_options_and_help(command, own, foreign, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main([command, "--help"])
+    text = capsys.readouterr().out
+    assert e.value.code == 0 and text.startswith("usage: ") and f" {command} " in text.splitlines()[0]
+    has = lambda o: re.search(rf"(?<![\w-]){o}(?![\w-])", text)  # noqa: E731 - --harm is not --harmful-shards
+    assert all(has(o) for o in own + ["--out", "--device"]) and not [o for o in foreign if has(o)]

@@ -89,4 +89,4 @@ def test_the_main_jobs_pool_is_sized_for_its_budget():
     # 24,000 targets in shards of at least 1,500 tokens: 16 accepted shards, plus 3 spare
     assert candidates_for_budget(24000, 1500) == 19 and candidates_for_budget(1501, 1500) == 5
     s = main.queue_stage_settings()
-    assert main.QUEUE_BUDGET == 24000 and s["shard_tokens"] == 1500 and s["candidates"] == 19
+    assert main.QUEUE_BUDGET == 24000 and s.shard_tokens == 1500 and s.candidates == 19

@@ -194,11 +194,12 @@ def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, t
 
 def test_the_study_calibrates_on_own_data_and_domains(own, tmp_path):
     import argparse
+    from dataclasses import replace
 
     from shardqueue.study.run import stage_a
     from test_queue_study_run import MICRO
 
-    p = {**MICRO, "source": "parquet", "damaged_shards": 0}
+    p = replace(MICRO, source="parquet", damaged_shards=0)
     a = argparse.Namespace(calibration=None, data_dir=str(own["data"]), device="cpu",
                            domains=str(own["dir"] / "domains.json"))
     cfg, world, pool, calib, _ = stage_a(a, p, tmp_path, rq, lambda s: None)

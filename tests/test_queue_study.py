@@ -469,8 +469,8 @@ def test_proxy64m_stage_a_is_ten_shards_and_its_dry_run_states_the_node():
     p = PRESETS["proxy64m"]
     # held-out shards (2 + 1) at 24 checkpoints: 72 states + the last sigma state = 73 states, 71 transitions;
     # 10 choose k and frac, and the report set (from the 11th state) holds 60 transitions
-    states = 1 + (p["held_out_shards"] + 1) * p["checkpoints_per_shard"]
-    assert states - 2 == 71 and states - (p["choose_transitions"] + 1) - 2 == 60
+    states = 1 + (p.held_out_shards + 1) * p.checkpoints_per_shard
+    assert states - 2 == 71 and states - (p.choose_transitions + 1) - 2 == 60
     n = pl["node"]
     assert n["gpus"] == 8 and n["host_memory_gib"] == 128 and n["runs_in_parallel"] == 6
     assert "cannot bound whole-shard false rejections" in SUB_SHARD_NOTE
@@ -481,12 +481,12 @@ def test_small_preset_meets_its_design_rules():
 
     p = PRESETS["small"]
     pl = plan("small")
-    assert p["budget_shards"] >= 3 * pl["stage_a"]["shared_shards"]  # stable phase >= 3 x shared stage A
+    assert p.budget_shards >= 3 * pl["stage_a"]["shared_shards"]  # stable phase >= 3 x shared stage A
     # held-out states: the last sigma state + one per held-out shard (held_out_shards + 1 of them); the report
     # set starts at state choose + 1 (no shard shared with the choice set) and each transition needs a recovery state
-    states = 1 + p["held_out_shards"] + 1
-    assert states - (p["choose_transitions"] + 1) - 2 >= 59 and p["choose_transitions"] > 0 and p["held_out_branch"]
-    assert p["damaged_shards"] >= 4 and p["reference_cap"] >= 2
+    states = 1 + p.held_out_shards + 1
+    assert states - (p.choose_transitions + 1) - 2 >= 59 and p.choose_transitions > 0 and p.held_out_branch
+    assert p.damaged_shards >= 4 and p.reference_cap >= 2
 
 
 def test_identifiability_refuses_an_unbounded_interval_in_one_reason():

@@ -6,16 +6,16 @@ import json
 
 import pytest
 
+from presets.shapes import ModelShape
 from shardqueue.study import presets
 
-MICRO = {
-    "source": "stdlib",
-    "model": dict(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16, vocab=400, micro_rows=4,
-                  accum=1, muon_lr=0.02, eval_batches=2, eval_rows=4),
-    "shard_targets": 256, "budget_shards": 2, "decay_shards": 1, "pool_factor": 3.0,
-    "warmup_shards": 1, "sigma_shards": 3, "held_out_shards": 3, "choose_transitions": 1, "held_out_branch": True,
-    "checkpoints_per_shard": 2, "harmful_shards": 1, "damaged_shards": 4, "per_domain": 3, "rotation_shards": 4,
-    "reference_lowest": 0.5, "reference_cap": 2.0, "reference_per_doubling": 1, "seeds": [43, 44], "pool_seed": 7}
+MICRO = presets.StudyPreset(
+    source="stdlib", shape=ModelShape(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16),
+    micro_rows=4, accum=1, eval_batches=2, eval_rows=4, train_overrides=(("vocab", 400), ("muon_lr", 0.02)),
+    shard_targets=256, budget_shards=2, decay_shards=1, pool_factor=3.0,
+    warmup_shards=1, sigma_shards=3, held_out_shards=3, choose_transitions=1, held_out_branch=True,
+    checkpoints_per_shard=2, harmful_shards=1, damaged_shards=4, per_domain=3, rotation_shards=4,
+    reference_lowest=0.5, reference_cap=2.0, reference_per_doubling=1, seeds=(43, 44), pool_seed=7)
 
 
 def study(out, data):
@@ -71,7 +71,7 @@ def test_d_counts_targets_after_the_shared_start_and_budgets_are_equal(micro):
     for r in s["runs"]:
         # D = stable phase + decay, never the shared stage-A training
         assert r["trained_targets"] == bc["stable"][r["name"]] + bc["decay"][r["name"]]
-        assert abs(bc["stable"][r["name"]] - bc["budget_targets"]) < 1.5 * MICRO["shard_targets"]
+        assert abs(bc["stable"][r["name"]] - bc["budget_targets"]) < 1.5 * MICRO.shard_targets
 
 
 def test_each_arm_decays_on_shards_its_own_policy_accepted(micro):
@@ -106,8 +106,8 @@ def test_the_pool_holds_damaged_shards_that_rebuild(micro):
         assert d["id"] in pool["order"]
     assert calib["rate_kind"] == "held-out" and calib["held_out_on_branch"]
     # sub-shard checkpoints: the last sigma state, then 2 states per held-out shard (3 + 1 shards)
-    assert len(calib["states"]) == MICRO["sigma_shards"] + 1 + 2 * (MICRO["held_out_shards"] + 1)
-    assert calib["transitions"] == 2 * 4 + 1 - (MICRO["choose_transitions"] + 1) - 2
+    assert len(calib["states"]) == MICRO.sigma_shards + 1 + 2 * (MICRO.held_out_shards + 1)
+    assert calib["transitions"] == 2 * 4 + 1 - (MICRO.choose_transitions + 1) - 2
     assert micro["summary"]["calibration"]["false_rejection"]["rate kind"] == "held-out"
 
 
@@ -118,7 +118,7 @@ def test_unequal_budgets_are_refused_in_one_line(micro, tmp_path, capsys):
     shutil.copytree(micro["out"], out)
     f = out / "C_s44" / "study_run.json"
     run = json.loads(f.read_text())
-    run["accounting"]["trained_targets"] += 4 * MICRO["shard_targets"]  # as if C trained four more shards
+    run["accounting"]["trained_targets"] += 4 * MICRO.shard_targets  # as if C trained four more shards
     f.write_text(json.dumps(run))
     mp = pytest.MonkeyPatch()
     mp.setitem(presets.PRESETS, "micro", MICRO)

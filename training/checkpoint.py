@@ -26,7 +26,7 @@ from corpus.atomic import atomic_write_bytes, atomic_write_json, sha256_file
 from corpus.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE_DIRS = ("training", "loaders", "eval", "corpus", "audit", "protocols")
+CODE_DIRS = ("training", "loaders", "eval", "corpus", "audit", "presets", "protocols", "comparison")
 
 
 def code_sha256() -> dict:
@@ -144,11 +144,19 @@ def load_checkpoint(path, map_location="cpu") -> dict:
     return {**facts, **payload}
 
 
-def newest_good_checkpoint(out_dir, log=print):
-    """(path, payload) of the newest checkpoint that verifies, or (None, None)."""
+def newest_good_checkpoint(out_dir, log=print, skip=None):
+    """(path, payload) of the newest checkpoint that verifies and that skip(path, payload), if given,
+    does not turn down (skip returns a note to log and pass over it, or None to take it; it may
+    raise), else (None, None)."""
     for path in sorted(Path(out_dir).glob("ckpt_*.pt"), reverse=True):
         try:
-            return path, load_checkpoint(path)
+            payload = load_checkpoint(path)
         except DataError as e:
             log(f"warning: {e}; trying the previous checkpoint")
+            continue
+        note = skip(path, payload) if skip else None
+        if note:
+            log(note)
+            continue
+        return path, payload
     return None, None

@@ -8,24 +8,24 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from corpus.errors import DataError
 from loaders.core import PACKERS
+from presets.shapes import PAPER
+from presets.six import CONDITIONS  # a condition's name is accepted as its packer's (loader=segmented)
+from presets.typed import check_keys, coerce
 from training.device import check_device_string
-
-# the paper's condition names -> packers
-CONDITIONS = {"baseline": "original", "random_crop": "random_span", "segmented": "segment_first",
-              "lossless": "lossless"}
 
 
 @dataclass
 class TrainConfig:
+    """Every key of a run; the defaults are the paper's (presets/shapes.py PAPER for the model)."""
     # model (docs/baseline.md, "Model")
-    depth: int = 8
-    width: int = 512
-    heads: int = 4
-    kv_heads: int = 4
-    context: int = 2048
+    depth: int = PAPER.depth
+    width: int = PAPER.width
+    heads: int = PAPER.heads
+    kv_heads: int = PAPER.kv_heads
+    context: int = PAPER.context
     vocab: int = 8192
     window_pattern: str = "SSSL"
-    short_window: int = 1024
+    short_window: int = PAPER.short_window
     # data
     source: str = "stdlib"
     data_dir: str = ""
@@ -55,6 +55,11 @@ class TrainConfig:
     attention: str = "auto"  # auto: flex on CUDA, SDPA with a dense mask elsewhere; or flex / sdpa
     bf16: str = "auto"  # autocast + bf16 embeddings: auto = on for CUDA
     prefetch: int = 1
+
+    @property
+    def row_capacity(self) -> int:
+        """R: a packed row holds context + 1 tokens (each of the context inputs predicts the next)."""
+        return self.context + 1
 
     @property
     def targets_per_update(self):
@@ -110,9 +115,9 @@ def validate(cfg: "TrainConfig", where="config"):
             raise DataError(f"{where} key {k!r}: {v} must be a finite number >= 0")
     if cfg.checkpoint_every < 0 or cfg.prefetch < 0:
         raise DataError(f"{where} keys 'checkpoint_every' and 'prefetch' must be >= 0")
-    if cfg.max_source_len and cfg.max_source_len <= cfg.context + 1:
+    if cfg.max_source_len and cfg.max_source_len <= cfg.row_capacity:
         raise DataError(f"{where} key 'max_source_len': {cfg.max_source_len} must be 0 (no cap) or longer than a row "
-                        f"({cfg.context + 1}), or no source would be long")
+                        f"({cfg.row_capacity}), or no source would be long")
     if not cfg.window_pattern or set(cfg.window_pattern) - {"S", "L"}:
         raise DataError(f"{where} key 'window_pattern': {cfg.window_pattern!r} must be letters S and L")
     for k, allowed in CHOICES.items():
@@ -120,22 +125,6 @@ def validate(cfg: "TrainConfig", where="config"):
         if allowed and v not in allowed:
             raise DataError(f"{where} key {k!r}: {v!r} is not one of {', '.join(allowed)}")
     check_device_string(cfg.device, f"{where} key 'device'")
-
-
-def _coerce(name, value, typ):
-    if isinstance(value, str) and typ is not str:
-        try:
-            return typ(value)
-        except ValueError:
-            raise DataError(f"config key {name!r}: {value!r} is not a valid {typ.__name__}") from None
-    if isinstance(value, bool) and typ is not bool:
-        # bool is an int subclass in Python: "muon_lr": true must not become 1.0
-        raise DataError(f"config key {name!r}: {value!r} is a boolean, not a {typ.__name__}")
-    if typ is float and isinstance(value, int):
-        return float(value)
-    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
-        raise DataError(f"config key {name!r}: {value!r} is not a valid {typ.__name__}")
-    return value
 
 
 def resolve_config(path=None, overrides=()):
@@ -160,10 +149,8 @@ def resolve_config(path=None, overrides=()):
             raise DataError(f"override {ov!r} is not of the form key=value")
         k, v = ov.split("=", 1)
         values[k.strip()] = v
-    for k in values:
-        if k not in types:
-            raise DataError(f"unknown config key {k!r}")
-    cfg = TrainConfig(**{k: _coerce(k, v, types[k]) for k, v in values.items()})
+    check_keys(TrainConfig, values)
+    cfg = TrainConfig(**{k: coerce(k, v, types[k]) for k, v in values.items()})
     if cfg.loader in CONDITIONS:
         cfg.loader = CONDITIONS[cfg.loader]
     if cfg.loader not in PACKERS:
@@ -178,7 +165,7 @@ def resolve_config(path=None, overrides=()):
 def validate_model_shape(cfg: "TrainConfig", where="config"):
     """Shapes the model cannot build or run, refused when the config is resolved rather than
     as a shape error inside the first forward pass."""
-    from training.model import ModelConfig
+    from training.model import ModelConfig  # late: the model imports torch, and a config resolves without it
 
     gate = ModelConfig.ve_gate_channels  # the value-embedding gate reads this many channels of the input
     if cfg.width < gate:

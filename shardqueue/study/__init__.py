@@ -1,7 +1,7 @@
 """The queue experiment of the proposal: arms A (plain order, and the reference curve),
 B (the queue) and C (random rejection at B's rate), two seeds each, one adoption rule.
 
-    presets.py           the settings (tiny, small, proxy64m) and their plans: shards, targets, FLOPs,
+    presets.py           the typed settings (StudyPreset: tiny, small, proxy64m) and their plans: shards, targets, FLOPs,
                          GPU-hours, data, disk and host memory against the stated node
     run.py               stage A once, the six runs, accounting, efficiency points, the verdict
     arms.py              the arms' runner variants (reference branches, fixed random, curve rule)

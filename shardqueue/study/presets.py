@@ -29,81 +29,97 @@ up to `reference_cap` x budget, stopping once the curve covers every arm's final
 The candidate pool holds `pool_factor` x budget shards (A needs up to the cap).
 """
 import math
+from dataclasses import asdict, dataclass, replace
+
+from presets.shapes import PROXY64M, TINY, ModelShape
+from presets.typed import at_least
+from shardqueue.settings import QueueSettings
+from shardqueue.study.reference_curve import fractions
+
+
+@dataclass(frozen=True)
+class StudyPreset:
+    """One setting of the study: the model and its batch, the shards and the budget, stage A, the pool,
+    arm A's reference curve, the seeds. summary.json records it as `setting` (to_dict)."""
+    source: str
+    shape: ModelShape
+    micro_rows: int
+    accum: int
+    eval_batches: int
+    eval_rows: int
+    shard_targets: int
+    budget_shards: int  # accepted shards in the stable phase
+    decay_shards: int
+    pool_factor: float
+    warmup_shards: int
+    sigma_shards: int
+    held_out_shards: int
+    choose_transitions: int  # 0: an in-sample rate, labelled so
+    held_out_branch: bool
+    checkpoints_per_shard: int
+    harmful_shards: int
+    damaged_shards: int
+    per_domain: int
+    rotation_shards: int
+    reference_lowest: float
+    reference_cap: float
+    reference_per_doubling: int
+    seeds: tuple = (43, 44)
+    pool_seed: int = 1003
+    minutes_per_shard: float | None = None  # GPU presets: the proposal's estimate of one shard's wall time
+    train_overrides: tuple = ()  # further TrainConfig (key, value) pairs, e.g. a small test corpus's vocab
+
+    MINIMA = {"micro_rows": 1, "accum": 1, "eval_batches": 1, "eval_rows": 1, "shard_targets": 1, "budget_shards": 1,
+              "decay_shards": 1, "warmup_shards": 0, "sigma_shards": 2, "held_out_shards": 1, "choose_transitions": 0,
+              "checkpoints_per_shard": 1, "harmful_shards": 0, "damaged_shards": 0, "per_domain": 1,
+              "rotation_shards": 1, "reference_per_doubling": 1}
+
+    def __post_init__(self):
+        at_least(self, self.MINIMA, "study preset")
+        if not self.seeds or not 0 < self.reference_lowest <= 1 <= self.reference_cap or self.pool_factor <= 0:
+            raise ValueError("study preset: seeds must be given, reference_lowest <= 1 <= reference_cap, pool_factor > 0")
+
+    def model(self) -> dict:
+        """The TrainConfig keys of this preset's model, batch and evaluation."""
+        return {**self.shape, "micro_rows": self.micro_rows, "accum": self.accum, "eval_batches": self.eval_batches,
+                "eval_rows": self.eval_rows, **dict(self.train_overrides)}
+
+    def with_source(self, source) -> "StudyPreset":
+        return replace(self, source=source)
+
+    def to_dict(self) -> dict:
+        d = {"source": self.source, "model": self.model()}
+        d.update({k: v for k, v in asdict(self).items()
+                  if k not in ("source", "shape", "micro_rows", "accum", "eval_batches", "eval_rows", "train_overrides")})
+        d["seeds"] = list(self.seeds)
+        if d["minutes_per_shard"] is None:
+            del d["minutes_per_shard"]
+        return d
+
 
 PRESETS = {
-    "tiny": {
-        "source": "stdlib",
-        "model": {"depth": 2, "width": 64, "heads": 2, "kv_heads": 2, "context": 128, "short_window": 64,
-                  "micro_rows": 8, "accum": 1, "eval_batches": 4, "eval_rows": 8},
-        "shard_targets": 2048,
-        "budget_shards": 4,  # accepted shards in the stable phase
-        "decay_shards": 1,
-        "pool_factor": 2.5,
-        "warmup_shards": 2,
-        "sigma_shards": 10,
-        "held_out_shards": 8,
-        "choose_transitions": 0,  # in-sample rate, labelled so
-        "held_out_branch": False,
-        "checkpoints_per_shard": 1,
-        "harmful_shards": 2,
-        "damaged_shards": 4,
-        "per_domain": 8,
-        "rotation_shards": 6,
-        "reference_lowest": 0.5,
-        "reference_cap": 2.0,
-        "reference_per_doubling": 2,
-        "seeds": [43, 44],
-        "pool_seed": 1003,
-    },
-    "small": {
-        "source": "stdlib",
-        "model": {"depth": 2, "width": 64, "heads": 2, "kv_heads": 2, "context": 128, "short_window": 64,
-                  "micro_rows": 8, "accum": 1, "eval_batches": 8, "eval_rows": 8},
-        "shard_targets": 2048,
-        "budget_shards": 40,
-        "decay_shards": 4,
-        "pool_factor": 4.5,
-        "warmup_shards": 2,
-        "sigma_shards": 10,
-        "held_out_shards": 80,  # + 1 recovery shard: 81 transitions on a discarded branch
-        "choose_transitions": 20,  # k and frac from these; the rate is reported on the other 59 (disjoint shards)
-        "held_out_branch": True,
-        "checkpoints_per_shard": 1,
-        "harmful_shards": 2,
-        "damaged_shards": 48,
-        "per_domain": 12,
-        "rotation_shards": 6,
-        "reference_lowest": 0.125,
-        "reference_cap": 4.0,
-        "reference_per_doubling": 2,
-        "seeds": [43, 44],
-        "pool_seed": 1003,
-    },
-    "proxy64m": {
-        "source": "climbmix",
-        "model": {"depth": 7, "width": 640, "heads": 5, "kv_heads": 5, "context": 2048, "short_window": 1024,
-                  "micro_rows": 16, "accum": 1, "eval_batches": 160, "eval_rows": 16},
-        "shard_targets": 20000 * 16 * 2048,
-        "budget_shards": 6,
-        "decay_shards": 1,
-        "pool_factor": 2.5,
-        "warmup_shards": 1,
-        "sigma_shards": 6,
-        "held_out_shards": 2,  # + 1: three held-out shards, ten stage-A shards in all
-        "choose_transitions": 10,
-        "held_out_branch": False,
-        "checkpoints_per_shard": 24,
-        "harmful_shards": 0,
-        "damaged_shards": 0,
-        "per_domain": 64,
-        "rotation_shards": 6,
-        "reference_lowest": 0.5,
-        "reference_cap": 2.0,
-        "reference_per_doubling": 2,
-        "seeds": [43, 44],
-        "pool_seed": 1003,
-        "minutes_per_shard": 55,  # the proposal's estimate for one 64M shard on its v5 hardware
-    },
+    "tiny": StudyPreset(
+        source="stdlib", shape=TINY, micro_rows=8, accum=1, eval_batches=4, eval_rows=8,
+        shard_targets=2048, budget_shards=4, decay_shards=1, pool_factor=2.5,
+        warmup_shards=2, sigma_shards=10, held_out_shards=8, choose_transitions=0, held_out_branch=False,
+        checkpoints_per_shard=1, harmful_shards=2, damaged_shards=4, per_domain=8, rotation_shards=6,
+        reference_lowest=0.5, reference_cap=2.0, reference_per_doubling=2),
+    "small": StudyPreset(
+        source="stdlib", shape=TINY, micro_rows=8, accum=1, eval_batches=8, eval_rows=8,
+        shard_targets=2048, budget_shards=40, decay_shards=4, pool_factor=4.5,
+        # 80 held-out shards + 1 recovery shard: 81 transitions on a discarded branch; k and frac from the first
+        # 20, the rate reported on the other 59 (disjoint shards)
+        warmup_shards=2, sigma_shards=10, held_out_shards=80, choose_transitions=20, held_out_branch=True,
+        checkpoints_per_shard=1, harmful_shards=2, damaged_shards=48, per_domain=12, rotation_shards=6,
+        reference_lowest=0.125, reference_cap=4.0, reference_per_doubling=2),
+    "proxy64m": StudyPreset(
+        source="climbmix", shape=PROXY64M, micro_rows=16, accum=1, eval_batches=160, eval_rows=16,
+        shard_targets=20000 * 16 * 2048, budget_shards=6, decay_shards=1, pool_factor=2.5,
+        # 2 + 1: three held-out shards, ten stage-A shards in all
+        warmup_shards=1, sigma_shards=6, held_out_shards=2, choose_transitions=10, held_out_branch=False,
+        checkpoints_per_shard=24, harmful_shards=0, damaged_shards=0, per_domain=64, rotation_shards=6,
+        reference_lowest=0.5, reference_cap=2.0, reference_per_doubling=2,
+        minutes_per_shard=55),  # the proposal's estimate for one 64M shard on its v5 hardware
 }
 NODE = {"name": "one 8-GPU node", "gpus": 8, "host_memory_gib": 128}
 SUB_SHARD_NOTE = (
@@ -120,10 +136,10 @@ CLIMBMIX_TOKENS_PER_FILE = 400e9 / 6543  # the dataset's nominal 400B tokens ove
 
 def train_config(preset, seed, data_dir="", name="study"):
     """The TrainConfig of one run of this preset."""
-    from training.config import resolve_config
+    from training.config import resolve_config  # late: queue/study.py --help and --dry-run need no torch
 
     p = PRESETS[preset]
-    ov = [f"{k}={v}" for k, v in p["model"].items()] + [f"source={p['source']}", f"seed={seed}", f"name={name}"]
+    ov = [f"{k}={v}" for k, v in p.model().items()] + [f"source={p.source}", f"seed={seed}", f"name={name}"]
     if data_dir:
         ov.append(f"data_dir={data_dir}")
     return resolve_config(None, ov)
@@ -131,34 +147,32 @@ def train_config(preset, seed, data_dir="", name="study"):
 
 def model_size(preset):
     """(parameters, training FLOPs per target) of the preset's model, counted on the meta device."""
-    from training.trainer import build_model
+    from training.trainer import build_model  # late: queue/study.py --help needs no torch
 
     m = build_model(train_config(preset, 0), "cpu", meta=True)
     return m.param_groups_counts()[0], m.flops_per_token()
 
 
 def candidate_shards(p):
-    return math.ceil(p["pool_factor"] * p["budget_shards"])
+    return math.ceil(p.pool_factor * p.budget_shards)
 
 
-def queue_settings(p):
+def queue_settings(p) -> QueueSettings:
     """The calibration settings of the queue (run_queue.calibrate) this preset asks for."""
-    return {"shard_tokens": p["shard_targets"], "warmup_shards": p["warmup_shards"], "sigma_shards": p["sigma_shards"],
-            "held_out_shards": p["held_out_shards"], "candidates": candidate_shards(p), "decay_shards": p["decay_shards"],
-            "harmful_shards": p["harmful_shards"], "per_domain": p["per_domain"], "pool_seed": p["pool_seed"],
-            "damaged_shards": p["damaged_shards"], "held_out_branch": p["held_out_branch"],
-            "choose_transitions": p["choose_transitions"], "checkpoints_per_shard": p["checkpoints_per_shard"]}
+    return QueueSettings(shard_tokens=p.shard_targets, warmup_shards=p.warmup_shards, sigma_shards=p.sigma_shards,
+                         held_out_shards=p.held_out_shards, candidates=candidate_shards(p), decay_shards=p.decay_shards,
+                         harmful_shards=p.harmful_shards, per_domain=p.per_domain, pool_seed=p.pool_seed,
+                         damaged_shards=p.damaged_shards, held_out_branch=p.held_out_branch,
+                         choose_transitions=p.choose_transitions, checkpoints_per_shard=p.checkpoints_per_shard)
 
 
 def reference_fractions(p):
-    from shardqueue.study.reference_curve import fractions
-
-    return fractions(p["reference_lowest"], p["reference_cap"], p["reference_per_doubling"])
+    return fractions(p.reference_lowest, p.reference_cap, p.reference_per_doubling)
 
 
 def decay_updates(p, targets_per_update):
     """U: the final decay's length in updates, the same in every arm and every reference branch."""
-    return p["decay_shards"] * max(1, p["shard_targets"] // targets_per_update)
+    return p.decay_shards * max(1, p.shard_targets // targets_per_update)
 
 
 def plan(preset):
@@ -175,26 +189,26 @@ def plan(preset):
     n_params, fpt = model_size(preset)
     cfg = train_config(preset, 0)
     per_update = cfg.targets_per_update
-    upd_per_shard = max(1, p["shard_targets"] // per_update)
+    upd_per_shard = max(1, p.shard_targets // per_update)
     shard_t = upd_per_shard * per_update
     fwd = fpt / 3
-    n_ctrl, n_sel = (5, 3) if p["source"] == "stdlib" else (4, 4)
-    measure_tok = n_ctrl * p["per_domain"] * cfg.context
-    select_tok = n_sel * p["per_domain"] * cfg.context
+    n_ctrl, n_sel = (5, 3) if p.source == "stdlib" else (4, 4)
+    measure_tok = n_ctrl * p.per_domain * cfg.context
+    select_tok = n_sel * p.per_domain * cfg.context
     screen_tok = shard_t + 32 * cfg.context  # the shard plus the pool sample, before each candidate
-    final_tok = cfg.eval_batches * cfg.eval_rows * (cfg.context + 1) + measure_tok + select_tok
+    final_tok = cfg.eval_batches * cfg.eval_rows * cfg.row_capacity + measure_tok + select_tok
     cand = candidate_shards(p)
     fr = reference_fractions(p)
-    cap = p["reference_cap"]
-    if cap * p["budget_shards"] + p["decay_shards"] > cand:
+    cap = p.reference_cap
+    if cap * p.budget_shards + p.decay_shards > cand:
         raise ValueError(f"preset {preset}: the pool ({cand} shards) cannot carry arm A to its cap")
-    a_stable = math.ceil(cap * p["budget_shards"])
-    n_shared = p["warmup_shards"] + p["sigma_shards"] + (0 if p["held_out_branch"] else p["held_out_shards"] + 1)
-    n_cal = p["warmup_shards"] + p["sigma_shards"] + p["held_out_shards"] + 1
-    n_meas = p["sigma_shards"] + 1 + (p["held_out_shards"] + 1) * p["checkpoints_per_shard"]
+    a_stable = math.ceil(cap * p.budget_shards)
+    n_shared = p.warmup_shards + p.sigma_shards + (0 if p.held_out_branch else p.held_out_shards + 1)
+    n_cal = p.warmup_shards + p.sigma_shards + p.held_out_shards + 1
+    n_meas = p.sigma_shards + 1 + (p.held_out_shards + 1) * p.checkpoints_per_shard
 
     def arm(stable, decays, note):
-        shards = stable + decays * p["decay_shards"]
+        shards = stable + decays * p.decay_shards
         return {"shards": shards, "trained_targets": shards * shard_t, "updates": shards * upd_per_shard,
                 "flops": shards * shard_t * fpt + fwd * ((stable + 1) * measure_tok + stable * screen_tok
                                                         + decays * (measure_tok + select_tok) + final_tok),
@@ -202,32 +216,32 @@ def plan(preset):
 
     arms = {"A": arm(a_stable, len(fr) + 1, f"stable up to {cap:g} x budget ({a_stable} shards), decay branches "
                                             f"at {', '.join(f'{f:.3g}' for f in fr)} x budget, then its own decay"),
-            "B": arm(p["budget_shards"], 1, "minimum; +2 shards per rejection, +1 per branch check"),
-            "C": arm(p["budget_shards"], 1, "minimum; +2 shards per random rejection")}
+            "B": arm(p.budget_shards, 1, "minimum; +2 shards per rejection, +1 per branch check"),
+            "C": arm(p.budget_shards, 1, "minimum; +2 shards per random rejection")}
     stage_a = {"shards": n_cal, "shared_shards": n_shared, "trained_targets": n_cal * shard_t,
                "updates": n_cal * upd_per_shard, "measurements": n_meas,
                "flops": n_cal * shard_t * fpt + fwd * n_meas * measure_tok}
-    seeds = len(p["seeds"])
+    seeds = len(p.seeds)
     extra_starts = (seeds - 1) * n_shared  # another seed's start state: the shared shards from its own init
     total_updates = stage_a["updates"] + extra_starts * upd_per_shard + seeds * sum(a["updates"] for a in arms.values())
-    pool_tokens = (cand + p["harmful_shards"] + p["damaged_shards"]) * shard_t
+    pool_tokens = (cand + p.harmful_shards + p.damaged_shards) * shard_t
     data_tokens = pool_tokens + n_cal * shard_t
     shards_trained = total_updates // upd_per_shard
     out = {
         "preset": preset, "parameters": n_params, "flops_per_target": fpt, "targets_per_update": per_update,
-        "updates_per_shard": upd_per_shard, "shard_targets": shard_t, "budget_shards": p["budget_shards"],
-        "decay_shards": p["decay_shards"], "decay_updates": decay_updates(p, per_update),
-        "budget_targets": p["budget_shards"] * shard_t, "reference_fractions": fr, "reference_cap": cap,
+        "updates_per_shard": upd_per_shard, "shard_targets": shard_t, "budget_shards": p.budget_shards,
+        "decay_shards": p.decay_shards, "decay_updates": decay_updates(p, per_update),
+        "budget_targets": p.budget_shards * shard_t, "reference_fractions": fr, "reference_cap": cap,
         "pool_shards": cand, "pool_tokens": pool_tokens, "pool_disk_bytes": pool_tokens * BYTES_PER_TOKEN,
-        "stage_a": stage_a, "extra_seed_start_shards": extra_starts, "arms": arms, "seeds": p["seeds"],
+        "stage_a": stage_a, "extra_seed_start_shards": extra_starts, "arms": arms, "seeds": list(p.seeds),
         "total_updates": total_updates, "total_targets": total_updates * per_update,
         "total_flops": stage_a["flops"] + extra_starts * shard_t * fpt + seeds * sum(a["flops"] for a in arms.values()),
         "data_tokens_needed": data_tokens, "data_disk_bytes": data_tokens * BYTES_PER_TOKEN,
         "shards_trained": shards_trained,
-        "gpu_hours_estimate": shards_trained * p["minutes_per_shard"] / 60 if "minutes_per_shard" in p else None,
-        "climbmix_files_estimate": math.ceil(data_tokens / CLIMBMIX_TOKENS_PER_FILE) if p["source"] == "climbmix" else None,
+        "gpu_hours_estimate": shards_trained * p.minutes_per_shard / 60 if p.minutes_per_shard is not None else None,
+        "climbmix_files_estimate": math.ceil(data_tokens / CLIMBMIX_TOKENS_PER_FILE) if p.source == "climbmix" else None,
     }
-    if "minutes_per_shard" in p:
+    if p.minutes_per_shard is not None:
         out["node"] = node_fit(p, out, n_params, cfg)
     return out
 
@@ -239,9 +253,9 @@ def node_fit(p, pl, n_params, cfg):
     host memory and disk are counted term by term in footprint.py (host_footprint), which
     reads `runs_in_parallel` from here.
     """
-    runs = 3 * len(p["seeds"])
-    hours_a = pl["stage_a"]["shards"] * p["minutes_per_shard"] / 60
-    arm_hours = {a: v["shards"] * p["minutes_per_shard"] / 60 for a, v in pl["arms"].items()}
+    runs = 3 * len(p.seeds)
+    hours_a = pl["stage_a"]["shards"] * p.minutes_per_shard / 60
+    arm_hours = {a: v["shards"] * p.minutes_per_shard / 60 for a, v in pl["arms"].items()}
     return {"node": NODE["name"], "gpus": NODE["gpus"], "host_memory_gib": NODE["host_memory_gib"],
             "runs_in_parallel": min(runs, NODE["gpus"]), "wall_hours": hours_a + max(arm_hours.values())}
 
@@ -252,12 +266,12 @@ def _bytes(n):
 
 def false_rejection_lines(pl):
     p = PRESETS[pl["preset"]]
-    m, c = p["checkpoints_per_shard"], p["choose_transitions"]
-    states = 1 + (p["held_out_shards"] + 1) * m
-    where = "on a branch that is then discarded" if p["held_out_branch"] else "inside stage A's shards"
+    m, c = p.checkpoints_per_shard, p.choose_transitions
+    states = 1 + (p.held_out_shards + 1) * m
+    where = "on a branch that is then discarded" if p.held_out_branch else "inside stage A's shards"
     kind = (f"k and frac chosen on the first {c} transitions, the rate reported on the other {states - c - 3}"
             if c else "k, frac and the rate on the same transitions (in-sample)")
-    out = [f"false rejections: {p['held_out_shards'] + 1} held-out shards {where}"
+    out = [f"false rejections: {p.held_out_shards + 1} held-out shards {where}"
            + (f", measured at {m} checkpoints each" if m > 1 else "") + f": {states - 2} transitions; {kind}"]
     if m > 1:
         out.append(SUB_SHARD_NOTE)

@@ -11,6 +11,7 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from corpus.atomic import atomic_write_json
@@ -26,7 +27,7 @@ from shardqueue.study.arms import (
 )
 from shardqueue.study.curve_fit import THRESHOLDS, check_identifiable
 from shardqueue.study.efficiency import DEFINITION, efficiency_points
-from shardqueue.study.presets import PRESETS, decay_updates, plan, queue_settings, reference_fractions
+from shardqueue.study.presets import PRESETS, StudyPreset, decay_updates, plan, queue_settings, reference_fractions
 from shardqueue.study.random_rejection import rejected_positions
 
 SEED_EFFECTS = (
@@ -48,7 +49,7 @@ def stage_a(a, p, out, rq, log):
     if getattr(a, "calibration", None) and not (cal / "calibration.json").exists():
         raise DataError(f"{cal / 'calibration.json'}: not found (--calibration names an existing stage-A folder)")
     if not (cal / "calibration.json").exists():
-        ov = [f"{k}={v}" for k, v in p["model"].items()] + [f"source={p['source']}", f"seed={p['seeds'][0]}",
+        ov = [f"{k}={v}" for k, v in p.model().items()] + [f"source={p.source}", f"seed={p.seeds[0]}",
                                                             "name=queue_study"]
         if a.data_dir:
             ov.append(f"data_dir={a.data_dir}")
@@ -57,16 +58,16 @@ def stage_a(a, p, out, rq, log):
         if getattr(a, "domains", None):  # control and selection domains from a file
             from shardqueue.domains import load_domains
 
-            settings["domains"] = load_domains(a.domains)
+            settings = replace(settings, domains=load_domains(a.domains))
         rec = rq.calibrate(cal, None, ov, settings, a.device, log=log)
         if not rec["ok"]:
             raise DataError(f"{cal / 'calibration.json'}: the calibration failed ({rec['reason']})")
     else:
         log(f"stage A: using the calibration in {cal}")
     cfg, world, pool, calib = rq.open_calibration(cal, a.device)
-    if calib["seed"] != p["seeds"][0]:
+    if calib["seed"] != p.seeds[0]:
         raise DataError(f"{cal / 'calibration.json'}: calibrated at seed {calib['seed']}, the preset's first seed is "
-                        f"{p['seeds'][0]}")
+                        f"{p.seeds[0]}")
     return cfg, world, pool, calib, cal
 
 
@@ -179,7 +180,7 @@ def run_study(a, log=print):
 
     p = PRESETS[a.preset]
     if getattr(a, "source", None):  # your own prepared corpus (prepare.py --source parquet) in the preset's setting
-        p = {**p, "source": a.source}
+        p = p.with_source(a.source)
     out = Path(a.out)
     try:
         with folder_lock(out, "the queue study"):
@@ -207,7 +208,7 @@ def _run(a, p, out, rq, log):
 
     a.device = resolve_device(a.device or "auto", "--device")
     configure(a.device)
-    rot = p["rotation_shards"]
+    rot = p.rotation_shards
     t_all = time.time()
     prov = out / "provenance.json"  # the commit and machine the runs were made with (a rebuilt report keeps them)
     if not prov.exists():
@@ -222,13 +223,12 @@ def _run(a, p, out, rq, log):
     if a.curve and not use_curve:
         bad = next(d for d, c in curves.items() if not c["ok"])
         curve_reason = f"refused, basic rule used: {bad}: {curves[bad]['reason']}"
-    shard_of = {s["id"]: s for s in pool["shards"]}
     # shards are document-aligned and a little over their nominal size: the budget is budget_shards
     # shards of the pool's mean size, so the stable phase trains about budget_shards shards
     cand_tokens = [s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]]
-    budget = int(round(p["budget_shards"] * sum(cand_tokens) / len(cand_tokens)))
+    budget = int(round(p.budget_shards * sum(cand_tokens) / len(cand_tokens)))
     U = decay_updates(p, cfg.targets_per_update)
-    seeds = p["seeds"]
+    seeds = p.seeds
     runs, rates = [], {}
     t_b = time.time()
     for s in seeds:  # B then C at every seed first: arm A's reference must cover their final losses
@@ -251,14 +251,16 @@ def _run(a, p, out, rq, log):
         lows = [mean(r["final"]["selection"]) for r in runs if r["arm"] != "A"] + [
             mean(b["selection"]) for r in runs if r["arm"] == "A" for b in r["branches"] if b["threshold"] == budget]
         share_start_state(out, s, calib["seed"])
-        ra = run_arm(rq, "A", s, out, cal, int(p["reference_cap"] * budget), rot, log, a.device, ReferenceBranchRunner,
+        ra = run_arm(rq, "A", s, out, cal, int(p.reference_cap * budget), rot, log, a.device, ReferenceBranchRunner,
                      {"thresholds": thresholds, "budget_threshold": budget, "cover_below": min(lows),
                       "decay_updates": U}, "plain")
         runs.append(ra)
     t_b = time.time() - t_b
     runs.sort(key=lambda r: ("ABC".index(r["arm"]), r["seed"]))
-    summary = assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal, use_curve, curve_reason,
-                       world, shard_of)
+    summary = assemble(StudyRuns(preset=a.preset, setting=p, out=out, runs=runs, rates=rates, budget=budget,
+                                 decay_updates=U, pool=pool, calib=calib, calibration_dir=cal, curves=curves,
+                                 curve_targets=D_cal, curve_requested=bool(a.curve), use_curve=use_curve,
+                                 curve_reason=curve_reason, world=world))
     # wall times add up the parts (each run's own time is in its study_run.json), so a report rebuilt
     # from finished runs keeps the times they took
     ta_file = out / "stage_a_seconds.json"
@@ -289,12 +291,36 @@ def fmt_by_seed(d):
     return ", ".join(f"seed {k}: {fmt_num(v)}" for k, v in d.items())
 
 
-def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal, use_curve, curve_reason, world,
-             shard_of):
+@dataclass
+class StudyRuns:
+    """What the study's runs left for its summary: the setting, stage A, the six run records (study_run.json),
+    arm B's measured rates, the budget and decay length, and the reference curves of stage A."""
+    preset: str
+    setting: StudyPreset
+    out: Path
+    runs: list
+    rates: dict
+    budget: int
+    decay_updates: int
+    pool: dict
+    calib: dict
+    calibration_dir: Path
+    curves: dict
+    curve_targets: list
+    curve_requested: bool
+    use_curve: bool
+    curve_reason: str
+    world: object  # shardqueue.world.World: its selection set and validation texts
+
+
+def assemble(res: StudyRuns) -> dict:
     """summary.json's content from the finished runs (no training here)."""
     from shardqueue.study.efficiency import AXIS_DEFINITION, per_axis
     from shardqueue.study.reference_curve import coverage, curve_from_seeds
 
+    p, out, runs, rates, budget, U = res.setting, res.out, res.runs, res.rates, res.budget, res.decay_updates
+    pool, calib, world = res.pool, res.calib, res.world
+    shard_of = {s["id"]: s for s in pool["shards"]}
     per_seed = {}
     for r in runs:
         if r["arm"] != "A":
@@ -316,7 +342,7 @@ def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal,
         finals[r["name"]] = mean(sel)
         eff = efficiency_points(refD, refL, D, mean(sel))
         if eff["points"] is None:
-            eff["reason"] += f" (arm A's curve reaches D = {max(refD):,.0f}, cap {p['reference_cap']:g} x the budget)"
+            eff["reason"] += f" (arm A's curve reaches D = {max(refD):,.0f}, cap {p.reference_cap:g} x the budget)"
             refusals[r["name"]] = eff["reason"]
         points[r["arm"]][r["seed"]] = eff["points"]
         acc = r["accounting"]
@@ -351,10 +377,10 @@ def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal,
     from shardqueue.study.non_english import polish_axis
 
     axis_pl = polish_axis(validation_texts(world))
-    pl = plan(a.preset)
+    pl = plan(res.preset)
     fr = calib
     return {
-        "schema": "queue-study/3", "preset": a.preset, "plan": pl, "setting": p,
+        "schema": "queue-study/3", "preset": res.preset, "plan": pl, "setting": p.to_dict(),
         "calibration": {"source": pool["calibration_source"], "sigma": calib["sigma"], "k": calib["k"],
                         "recovery": recovery_text(calib), "false_rejection": {
                             "rate kind": fr.get("rate_kind", "in-sample"),
@@ -363,14 +389,15 @@ def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal,
                             "choice": fr.get("choice"), "held_out_on_branch": fr.get("held_out_on_branch", False),
                             "checkpoints_per_shard": fr.get("checkpoints_per_shard", 1)},
                         "warmup_updates": calib.get("warmup_updates", 0),
-                        "curves": curves, "curve_targets": D_cal, "curve_thresholds": THRESHOLDS,
-                        "curve_variant": {"requested": bool(a.curve), "used": use_curve, "reason": curve_reason},
-                        "folder": str(cal)},
+                        "curves": res.curves, "curve_targets": res.curve_targets, "curve_thresholds": THRESHOLDS,
+                        "curve_variant": {"requested": res.curve_requested, "used": res.use_curve,
+                                          "reason": res.curve_reason},
+                        "folder": str(res.calibration_dir)},
         "selection": {"domains": sorted(world.sets["selection"]), "loss": "mean BPB over the selection domains",
                       "non_english_axis": {"present": axis_pl["present"], "text": axis_pl["text"]}},
         "efficiency_definition": DEFINITION,
         "axis_definition": AXIS_DEFINITION,
-        "reference_curve": {"D": refD, "L": refL, "per_seed": per_seed, "cap": p["reference_cap"],
+        "reference_curve": {"D": refD, "L": refL, "per_seed": per_seed, "cap": p.reference_cap,
                             "fractions": reference_fractions(p),
                             "coverage": coverage(refL, finals)},
         "runs": records, "budget_check": bc, "adoption": ad, "per_axis": axis,
@@ -383,7 +410,7 @@ def assemble(a, p, out, runs, rates, budget, U, pool, calib, cal, curves, D_cal,
         "seed_effects": SEED_EFFECTS,
         "schedule": SCHEDULE_TEXT.format(U=U, W=calib.get("warmup_updates", 0)),
         "decisions_table": table,
-        "limits": limits_text(a.preset, p),
+        "limits": limits_text(res.preset, p),
         "earlier_attempts": earlier_attempts(out),
         "provenance": {**json.loads((out / "provenance.json").read_text()), "report_built": provenance()},
     }
@@ -490,8 +517,8 @@ def recovery_text(calib):
 def limits_text(preset, p):
     if preset == "tiny":
         return ("Tiny setting: a 1.7M-parameter model, shards of "
-                f"{p['shard_targets']:,}+ targets, a stable budget of {p['budget_shards']} shards of the pool's mean size, "
-                f"{p['harmful_shards']} harmful shards (the queue's corrupted source) in the pool, control and selection windows of 128 tokens. It shows that every "
+                f"{p.shard_targets:,}+ targets, a stable budget of {p.budget_shards} shards of the pool's mean size, "
+                f"{p.harmful_shards} harmful shards (the queue's corrupted source) in the pool, control and selection windows of 128 tokens. It shows that every "
                 "path of the study runs and is accounted for (calibration, three arms, two seeds, rollback, random "
                 "rejection, decay branches, efficiency points, the rule). It cannot show whether the queue helps: "
                 "shard-to-shard noise is large against the differences a handful of shards can make, the seed spread "
@@ -499,8 +526,8 @@ def limits_text(preset, p):
                 "these numbers, not evidence about the 64M proxy.")
     if preset == "small":
         return ("Small CPU setting: the same 1.7M-parameter model as the tiny setting, shards of "
-                f"{p['shard_targets']:,}+ targets, a stable budget of {p['budget_shards']} shards, a pool with "
-                f"{p['damaged_shards']} shards of realistic damage at natural doses and {p['harmful_shards']} cipher "
+                f"{p.shard_targets:,}+ targets, a stable budget of {p.budget_shards} shards, a pool with "
+                f"{p.damaged_shards} shards of realistic damage at natural doses and {p.harmful_shards} cipher "
                 "shards, control and selection windows of 128 tokens. The verdict holds for this setting only: a "
                 "model this small learns little beyond token statistics in a few hundred updates, so damage that "
                 "keeps the statistics (line order, truncation) may not show in its losses at all; whether the queue "

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Train and score the six configs in turn; print the section 5.3-style table.
 
-  python -m protocols.run_six --preset tiny [--data-dir DIR] [--out runs/six]
+  python -m comparison.run_six --preset tiny [--data-dir DIR] [--out runs/six]
 
 Each run prints its resolved configuration when it starts and its official BPB line when
 it ends. A finished run (its summary.json exists) is not trained again; an interrupted one
 resumes from its newest good checkpoint. Writes OUT/table.md (with the runs' model size,
-updates, targets and context in its header), OUT/results.json, OUT/learning_curves.png
+updates, targets and context in its header), OUT/results.json, OUT/regime.json (the runs'
+regime indicators and what the demo's source-length filter drops), OUT/learning_curves.png
 (validation BPB on fixed official rows from each run's train_log.jsonl, all runs on shared
 axes, and the difference from the same-seed baseline) and OUT/bpb_by_condition.png.
 """
@@ -14,9 +15,17 @@ import argparse
 import sys
 from pathlib import Path
 
+import train  # the module, not its function: tests stand a killed run in for train.train
+from audit.regime import filter_counts, preset_setting, preset_stream, regime_indicators, regime_table_md
+from console.usage import prog_name
+from comparison.figures import BPB_NOTE, LEARNING_CURVES_NOTE, bpb_by_condition, learning_curves
 from corpus.atomic import atomic_write_json, atomic_write_text
-from protocols.generate_configs import configs
-from protocols.train_figures import BPB_NOTE, LEARNING_CURVES_NOTE, bpb_by_condition, learning_curves
+from corpus.errors import DataError
+from corpus.layout import default_data_dir
+from findings import PAPER
+from presets.six import configs
+from training.config import resolve_config
+from training.trainer import TrainingDiverged
 
 CURVES = "learning_curves.png"
 BPB_FIGURE = "bpb_by_condition.png"
@@ -57,33 +66,33 @@ def table(results) -> str:
     return head + "\n".join(lines) + "\n"
 
 
-def regime_md(cfg: dict) -> str:
-    """The regime indicators of the runs' training setting beside the paper's (computed by the audit's replay)."""
-    from audit.regime import preset_setting, preset_stream, regime_indicators, regime_table_md
-    from corpus.layout import default_data_dir
-
+def regime_record(cfg: dict) -> dict:
+    """The regime indicators of the runs' training setting (the audit's exact replay) and, when the demo
+    filters long sources out, how much it drops: written to regime.json for the findings page."""
+    data_dir = cfg.get("data_dir") or default_data_dir()
     R, B, T = preset_setting(cfg)
-    ind = regime_indicators(preset_stream(cfg.get("data_dir") or default_data_dir(), cfg), R, B, T)
-    cap = ""
+    rec = {"row_capacity": R, "buffer": B, "targets": T, "eval_buffer": cfg.get("eval_buffer", 1000),
+           "indicators": regime_indicators(preset_stream(data_dir, cfg), R, B, T), "filter": None}
     if cfg.get("max_source_len"):  # a filter, not a crop: longer sources are dropped whole (counts from the corpus)
-        from audit.regime import filter_counts
+        rec["filter"] = filter_counts(data_dir, cfg.get("source", "stdlib"), cfg["max_source_len"])
+    return rec
 
-        fc = filter_counts(cfg.get("data_dir") or default_data_dir(), cfg.get("source", "stdlib"), cfg["max_source_len"])
-        cap = (f", with training sources longer than {cfg['max_source_len']:,} tokens filtered out for this demo "
-               f"({fc['dropped']:,} of {fc['sources']:,} sources, {100 * fc['dropped_token_share']:.1f}% of training "
-               f"tokens; evaluation sees every source)")
+
+def regime_md(rec: dict) -> str:
+    """The regime indicators beside the paper's."""
+    fc = rec["filter"]
+    cap = (f", with training sources longer than {fc['max_source_len']:,} tokens filtered out for this demo "
+           f"({fc['dropped']:,} of {fc['sources']:,} sources, {100 * fc['dropped_token_share']:.1f}% of training "
+           f"tokens; evaluation sees every source)") if fc else ""
     return (f"\n## Regime of these runs against the paper's\n\nThe packing effects depend on ratios, not sizes. These "
-            f"runs train at R = {R:,}, B = {B:,} and {T:,} targets{cap}; the official metric packs its stream at "
-            f"B = {cfg.get('eval_buffer', 1000):,}, as the paper's does.\n\n" + regime_table_md({"these runs": ind}))
+            f"runs train at R = {rec['row_capacity']:,}, B = {rec['buffer']:,} and {rec['targets']:,} targets{cap}; the "
+            f"official metric packs its stream at B = {rec['eval_buffer']:,}, as the paper's does.\n\n"
+            + regime_table_md({"these runs": rec["indicators"]}))
 
 
 def main(argv=None):
-    from corpus.errors import DataError
-    from train import CURVE_POINTS, result_line, train
-    from training.trainer import TrainingDiverged
-    from training.config import resolve_config
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog=prog_name("python -m comparison.run_six"), description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"], help="config sizes (default tiny)")
     ap.add_argument("--data-dir", default=None, help="prepared data root (default: the usual data folder)")
     ap.add_argument("--out", default="runs/six", help="output folder, one subfolder per run (default runs/six)")
@@ -96,22 +105,22 @@ def main(argv=None):
         ov = [f"{k}={v}" for k, v in c.items()] + ([f"data_dir={a.data_dir}"] if a.data_dir else []) + a.overrides
         try:
             cfg = resolve_config(None, ov)
-            res = train(cfg, run_dir, resume=True, log=print, curve_points=CURVE_POINTS)
+            res = train.train(cfg, run_dir, resume=True, log=print, curve_points=train.CURVE_POINTS)
         except (DataError, TrainingDiverged) as e:
             print(f"error: {c['name']}: {e}", file=sys.stderr)
             return 2
-        print(result_line(res), flush=True)
+        print(train.result_line(res), flush=True)
         results.append(res)
         run_dirs.append(run_dir)
-    md = table(results) + regime_md(results[0]["config"])
+    regime = regime_record(results[0]["config"])
+    md = table(results) + regime_md(regime)
     atomic_write_text(out / "table.md", md)
     atomic_write_json(out / "results.json", results)
-    from findings import PAPER
-
+    atomic_write_json(out / "regime.json", regime)
     learning_curves(run_dirs, results, out / CURVES)
     bpb_by_condition(results, PAPER["s5_3_official_bpb"], out / BPB_FIGURE)
     print("\n" + md)
-    print(f"wrote {out}/table.md, results.json, {CURVES} and {BPB_FIGURE}")
+    print(f"wrote {out}/table.md, results.json, regime.json, {CURVES} and {BPB_FIGURE}")
     return 0
 
 

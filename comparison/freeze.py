@@ -1,6 +1,6 @@
 """Freeze the comparison protocol before any confirmation pass.
 
-  python -m protocols.freeze --preset tiny [--data-dir DIR] --out runs/main/protocol.json
+  python -m comparison.freeze --preset tiny [--data-dir DIR] --out runs/main/protocol.json
 
 Writes canonical JSON with the six run configs, every evaluation parameter (populations,
 seeds, sampling, contrasts, bootstrap, confirmation size and the fingerprint of the
@@ -13,23 +13,24 @@ import argparse
 import sys
 import time
 
+from console.usage import prog_name
 from corpus.errors import DataError
+from corpus.layout import Layout, default_data_dir
+from corpus.verify import verify_prepared
+from eval.confirmation import confirmation_fingerprint
+from eval.plan import evaluation_plan
+from loaders.stream import open_split
+from presets.six import configs
+from protocols.protocol import write_protocol
+from training.checkpoint import code_sha256
+from training.config import resolve_config
 
 
 def main(argv=None):
-    from corpus.layout import Layout, default_data_dir
-    from eval.confirmation import confirmation_fingerprint
-    from eval.plan import evaluation_plan
-    from loaders.stream import open_split
-    from protocols.generate_configs import configs
-    from protocols.protocol import write_protocol
-    from training.checkpoint import code_sha256
-    from training.config import resolve_config
-
-    ap = argparse.ArgumentParser(prog="python -m protocols.freeze", description=__doc__,
+    ap = argparse.ArgumentParser(prog=prog_name("python -m comparison.freeze"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"],
-                    help="which six configs (protocols/generate_configs.py presets; default tiny)")
+                    help="which six configs (presets/six.py; default tiny)")
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
     ap.add_argument("--name", default=None, help="protocol name (default: <preset>-six)")
     ap.add_argument("--out", required=True, help="protocol file to write (a <file>.sha256 sidecar goes beside it)")
@@ -53,8 +54,6 @@ def main(argv=None):
         first = next(iter(runs.values()))
         lay = Layout(dd, first["source"])
         rec = lay.prepared()
-        from corpus.verify import verify_prepared
-
         verify_prepared(lay.root, full=True)  # the frozen hashes must describe files that verify now
         n_val = open_split(dd, first["source"], "val").n
         plan = evaluation_plan(first["source"], n_val, first["context"], first["eval_rows"], first["eval_batches"],

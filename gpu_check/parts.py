@@ -1,10 +1,11 @@
-"""The parts of the GPU check (training/gpu_check.py). Each takes the shared context and
+"""The parts of the GPU check (gpu_check/__main__.py). Each takes the shared context and
 returns rows {"check", "value", "criterion", "pass"}; pass None means reported, not judged.
 
 The training, scoring and resume parts run the real train.py (`train.train`) and the real
 official score (`eval.official`) on the offline corpus, so what they prove is what a paper
 run does on that device.
 """
+import json
 import math
 import shutil
 import sys
@@ -12,8 +13,23 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch._dynamo.utils import counters
 
+from corpus.atomic import atomic_write_json
+from corpus.layout import Layout
+from corpus.tokenizer import load_token_bytes
+from eval.official import evaluate_checkpoint, score_fixed_shape, scores
+from loaders.packers import Packer
+from loaders.stream import open_split
+from shardqueue.runner import QueueRunner
+from shardqueue.world import World
+from train import WARMUP_UPDATES, train
+from training.checkpoint import load_checkpoint
+from training.device import autocast
 from training.launch import run_group
+from training.mfu import device_name, peak_flops
+from training.model import AttentionBackend, window_mask
+from training.trainer import bf16_enabled, build_model, compile_enabled
 
 CUDA_LOSS_TOL = 0.01  # nats per update, resumed vs uninterrupted on CUDA (kernels are not bitwise deterministic)
 CUDA_BPB_TOL = 1e-4  # official BPB, train.py's own score vs a fresh scoring of its checkpoint on CUDA
@@ -35,8 +51,6 @@ def rel_err(a, ref):
 # ---- attention kernels -------------------------------------------------------------
 def attention(ctx):
     """Flex and SDPA-with-mask in bf16 against float64, forward and backward."""
-    from training.model import AttentionBackend, window_mask
-
     device, shapes = ctx["device"], ctx["attention_shapes"]
     B, H, T, D, w = shapes["batch"], shapes["heads"], shapes["T"], shapes["head_dim"], shapes["window"]
     g = torch.Generator(device="cpu").manual_seed(0)
@@ -90,23 +104,16 @@ def attention(ctx):
 # ---- the real train.py -------------------------------------------------------------
 def log_losses(run_dir, after=0):
     """Losses of train_log.jsonl's updates after `after`, in order."""
-    import json
-
     lines = [json.loads(ln) for ln in (Path(run_dir) / "train_log.jsonl").read_text().splitlines() if ln.strip()]
     return [d["loss"] for d in lines if d["step"] > after]
 
 
 def dynamo_counts():
-    from torch._dynamo.utils import counters
-
     return (counters["frames"]["ok"], counters["stats"]["unique_graphs"], sum(counters["graph_break"].values()))
 
 
 def attention_dtypes(cfg, device):
     """(q, k, v) dtypes at every attention call of one eager forward, under train.py's autocast policy."""
-    from training.device import autocast
-    from training.trainer import bf16_enabled, build_model
-
     m = build_model(cfg, device, seed=0)
     seen = m.attend.record = []
     x = torch.randint(0, cfg.vocab, (1, cfg.context), device=device)
@@ -117,10 +124,6 @@ def attention_dtypes(cfg, device):
 
 def train_run(ctx):
     """updates of the configured model through train.py, compiled as train.py compiles on the device."""
-    from train import WARMUP_UPDATES, train
-    from training.mfu import device_name, peak_flops
-    from training.trainer import compile_enabled
-
     cfg, device, out = ctx["cfg"], ctx["device"], ctx["out"] / "run"
     shutil.rmtree(out, ignore_errors=True)
     frames0, graphs0, breaks0 = dynamo_counts()
@@ -154,14 +157,6 @@ def train_run(ctx):
 def scoring(ctx):
     """The official score of train.py's final checkpoint, scored afresh, and one window-style
     batch (position bins, padded targets) through eval's scoring against sums done in numpy."""
-    from corpus.layout import Layout
-    from corpus.tokenizer import load_token_bytes
-    from eval.official import evaluate_checkpoint, score_fixed_shape, scores
-    from loaders.packers import Packer
-    from loaders.stream import open_split
-    from training.checkpoint import load_checkpoint
-    from training.trainer import bf16_enabled, build_model
-
     cfg, device = ctx["cfg"], ctx["device"]
     ckpt = ctx["run"] / f"ckpt_{cfg.updates:06d}.pt"
     stats, _ = evaluate_checkpoint(ckpt, ctx["data_dir"], device)
@@ -194,9 +189,6 @@ def scoring(ctx):
 def resume(ctx):
     """train.py --resume from the run's checkpoint at resume_at, in a fresh folder and process
     state; the updates after it against the uninterrupted run."""
-    from train import train
-    from training.checkpoint import load_checkpoint
-
     cfg, device, a, at = ctx["cfg"], ctx["device"], ctx["run"], ctx["resume_at"]
     b = ctx["out"] / "resumed"
     shutil.rmtree(b, ignore_errors=True)
@@ -223,24 +215,29 @@ def resume(ctx):
 
 
 # ---- the shard queue -----------------------------------------------------------------
+class WholeUpdatesRunner(QueueRunner):
+    """The queue runner with each shard cut to whole updates and a 4-row pool sample: one compiled shape."""
+
+    def rows(self, sid):
+        x, y = super().rows(sid)
+        per_update = self.cfg.micro_rows * self.cfg.accum
+        n = len(x) // per_update * per_update or len(x)
+        return np.asarray(x[:n]), np.asarray(y[:n])
+
+    def pool_sample(self, n_rows=4):
+        x, y = self.rows("s0")
+        return x[:n_rows], y[:n_rows]
+
+
 def queue(ctx):
     """One shard of the offline corpus through the queue runner's own train, measure and screen
     steps on the device (shardqueue/runner.py), under train.py's autocast policy."""
-    from shardqueue.runner import QueueRunner
-    from shardqueue.world import World
-    from training.trainer import bf16_enabled
-
     cfg, device = ctx["cfg"], ctx["device"]
     world = World(cfg, device, per_domain=2)
     per_update = cfg.micro_rows * cfg.accum
     end = int(np.searchsorted(np.cumsum(world.stream.lengths), per_update * cfg.context + 1)) + 1
     shard = {"id": "s0", "docs": [[0, min(end, len(world.stream.lengths))]]}
-    r = QueueRunner(cfg, world, {"shards": [shard], "order": []}, {}, ctx["out"] / "queue", log=ctx["log"])
-    x, y = r.rows("s0")
-    n = len(x) // per_update * per_update or len(x)
-    whole = (np.asarray(x[:n]), np.asarray(y[:n]))
-    r.rows = lambda sid: whole  # whole updates: one compiled shape
-    r._pool_sample = (whole[0][:4], whole[1][:4])
+    r = WholeUpdatesRunner(cfg, world, {"shards": [shard], "order": []}, {}, ctx["out"] / "queue", log=ctx["log"])
     before = r.measure_fn(r.trainer.model)
     rec = r.train_shard("s0")
     seen = r.trainer.model.attend.record = []  # the measuring forward is eager: every call is seen
@@ -267,8 +264,6 @@ def ddp(ctx):
     cfg, device = ctx["cfg"], ctx["device"]
     if not cuda(device) or torch.cuda.device_count() < 2:
         return [row("DDP, 2 ranks", "not run: fewer than 2 GPUs visible (CPU DDP: tests/test_ddp.py)", "not judged")]
-    from corpus.atomic import atomic_write_json
-
     out = ctx["out"] / "ddp"
     shutil.rmtree(out, ignore_errors=True)
     atomic_write_json(ctx["out"] / "ddp_config.json", {**cfg.to_dict(), "device": "cuda"})  # the one-process config

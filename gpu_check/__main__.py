@@ -1,9 +1,9 @@
 """One command that checks the GPU path of the training core and measures it.
 
-  python -m training.gpu_check [--out DIR]                 # on a CUDA GPU, the paper's model
-  python -m training.gpu_check --device cpu --tiny         # every part on CPU, tiny shapes (the test suite)
+  python -m gpu_check [--out DIR]                 # on a CUDA GPU, the paper's model
+  python -m gpu_check --device cpu --tiny         # every part on CPU, tiny shapes (the test suite)
 
-Parts (training/gpu_parts.py), each pass/fail with its numbers; a part that raises is
+Parts (gpu_check/parts.py), each pass/fail with its numbers; a part that raises is
 recorded as failed and the others still run:
   attention  flex attention (sliding-window block mask) and SDPA with the dense mask in bf16
              against float64, forward and backward (paper shapes: heads 4, head dim 128,
@@ -34,8 +34,18 @@ from pathlib import Path
 
 import torch
 
-TINY = {"depth": 2, "width": 32, "heads": 2, "kv_heads": 2, "context": 64, "short_window": 32, "micro_rows": 4,
-        "accum": 2, "buffer": 100, "eval_batches": 2, "eval_rows": 4}
+import prepare
+from console.usage import prog_name
+from corpus.atomic import atomic_write_json, atomic_write_text
+from corpus.errors import DataError
+from corpus.layout import Layout
+from gpu_check.parts import PARTS
+from presets.shapes import CHECK_TINY
+from training.config import resolve_config
+from training.device import configure, resolve_device
+from training.mfu import device_name
+
+TINY = {**CHECK_TINY, "micro_rows": 4, "accum": 2, "buffer": 100, "eval_batches": 2, "eval_rows": 4}
 PAPER_RUN = {"eval_batches": 8}  # the official score on 8 x 64 rows: minutes of the check, not of scoring
 PAPER_ATTN = {"batch": 2, "heads": 4, "T": 2048, "head_dim": 128, "window": 1024}
 TINY_ATTN = {"batch": 1, "heads": 2, "T": 128, "head_dim": 16, "window": 32}
@@ -45,12 +55,8 @@ PAPER_DATA = ["--max-files", "300", "--shards", "4"]
 
 def ensure_data(data_dir, vocab, out, tiny, log):
     """(data root, vocab) of a prepared offline corpus: data_dir's, or one prepared under out."""
-    from corpus.errors import DataError
-    from corpus.layout import Layout
-
     if data_dir:
         return str(data_dir), Layout(data_dir, "stdlib").prepared()["vocab_size"]
-    import prepare
 
     d = out / "data"
     log(f"gpu_check: preparing a small offline corpus (vocab {vocab}) in {d}")
@@ -61,8 +67,6 @@ def ensure_data(data_dir, vocab, out, tiny, log):
 
 
 def run_parts(ctx, names):
-    from training.gpu_parts import PARTS
-
     results = {}
     for name in names:
         t0 = time.time()
@@ -98,9 +102,7 @@ def finite(v):
 
 
 def parse(argv):
-    from training.gpu_parts import PARTS
-
-    ap = argparse.ArgumentParser(prog="python -m training.gpu_check", description=__doc__,
+    ap = argparse.ArgumentParser(prog=prog_name("python -m gpu_check"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/gpu_check", help="folder for gpu_check.json, gpu_check.md and the runs")
     ap.add_argument("--device", default=None, help="cuda (default when available), cuda:N or cpu")
@@ -117,13 +119,6 @@ def parse(argv):
 
 
 def main(argv=None):
-    from corpus.atomic import atomic_write_json, atomic_write_text
-    from corpus.errors import DataError
-    from training.config import resolve_config
-    from training.device import configure, resolve_device
-    from training.gpu_parts import PARTS
-    from training.mfu import device_name
-
     a = parse(argv)
     if a.device is None and not torch.cuda.is_available():
         print("error: no CUDA device here; run on a GPU, or give --device cpu --tiny", file=sys.stderr)

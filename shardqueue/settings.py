@@ -1,0 +1,60 @@
+"""The queue's calibration settings (stage A and the pool it freezes), typed: their defaults, the
+least each may be, and the plain record that calibration_plan.json and calibration.json hold.
+
+Built from a mapping (a test's dict, the command line's options, a calibration record) by
+presets.typed.build: an unknown key or a value of the wrong type is named in one line."""
+from dataclasses import asdict, dataclass, fields
+
+from presets.typed import at_least, build
+
+WHAT = "queue setting"
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    shard_tokens: int = 1500
+    warmup_shards: int = 6
+    sigma_shards: int = 10
+    held_out_shards: int = 12
+    candidates: int = 14
+    decay_shards: int = 2
+    harmful_shards: int = 1
+    prose_shards: int = 1
+    late_shards: int = 0
+    per_domain: int = 12
+    pool_seed: int = 1003
+    # the study's settings (study/presets.py): damaged pool shards (damaged_pool.py); held-out transitions
+    # on a discarded branch; k and frac chosen on the first `choose_transitions` held-out transitions and
+    # the rate reported on the rest (0: in-sample); sub-shard checkpoints on held-out shards
+    damaged_shards: int = 0
+    held_out_branch: bool = False
+    choose_transitions: int = 0
+    checkpoints_per_shard: int = 1
+    domains: dict | None = None  # control and selection domains from a file (domains.load_domains); None: built in
+
+    # the least each count may be: sigma needs two deltas, a pool at least one candidate
+    MINIMA = {"sigma_shards": 2, "per_domain": 1, "warmup_shards": 0, "held_out_shards": 1, "candidates": 1,
+              "decay_shards": 1, "shard_tokens": 1, "harmful_shards": 0, "prose_shards": 0, "late_shards": 0,
+              "damaged_shards": 0, "choose_transitions": 0, "checkpoints_per_shard": 1}
+
+    def __post_init__(self):
+        at_least(self, self.MINIMA, WHAT)
+
+    @classmethod
+    def of(cls, values=None) -> "QueueSettings":
+        """Settings from a QueueSettings, a mapping of some keys over the defaults, or None (the defaults)."""
+        if isinstance(values, cls):
+            return values
+        return build(cls, dict(values or {}), WHAT)
+
+    @classmethod
+    def counts(cls) -> tuple:
+        """The integer settings (what the command line offers as --options)."""
+        return tuple(f.name for f in fields(cls) if f.type is int)
+
+    def to_dict(self) -> dict:
+        """The record: every setting, domains only when given."""
+        d = asdict(self)
+        if d["domains"] is None:
+            del d["domains"]
+        return d
