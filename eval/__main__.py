@@ -33,6 +33,8 @@ from corpus.errors import DataError
 from eval.runs import survey_runs
 from presets.six import condition_of, run_names
 
+# torch, the model, pyarrow and the evaluation's parts load late, inside the functions that use them:
+# `--help` and a refused argument are answered without them (torch alone takes seconds to import)
 UNCONFIRMED = "EXPLORATORY, UNCONFIRMED (no frozen protocol)"
 
 

@@ -18,6 +18,9 @@ import numpy as np
 from console.usage import prog_name
 from loaders.packers import Packer
 
+# torch, the model and pyarrow load late, inside the functions that use them: `--help` and the
+# scoring functions that train.py and the queue call do not wait for what they do not use
+
 
 def score_fixed_shape(model, x, y, token_bytes, edges, device, autocast=False, batch=None):
     """score_rows on a batch padded to `batch` rows (padding targets -1 count nowhere), so a

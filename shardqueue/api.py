@@ -11,25 +11,38 @@ Every function returns plain JSON-able dicts and writes its JSON files; nothing 
 The command line over this API is queue/run_queue.py.
 """
 import json
+import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from corpus.atomic import atomic_write_bytes, atomic_write_json, sha256_file
 from corpus.errors import DataError
+from corpus.layout import Layout, default_data_dir
+from eval.official import row_statistics, scores
+from shardqueue import sources
+from shardqueue.damaged_pool import reopen
 from shardqueue.domains import measure
-from shardqueue.log import read_log
-from shardqueue.packing import shard_rows, shard_tokens
+from shardqueue.harmful import with_harmful_copies
+from shardqueue.log import DecisionLog, read_log, record_sha256, verify_chain
+from shardqueue.packing import shard_rows, shard_tokens, update_batches
+from shardqueue.report import screen_agreement, write_report
 from shardqueue.rotation import load_rotation, save_rotation, shard_docs
 from shardqueue.rule import FRAC_GRID, K_GRID, TARGET
 from shardqueue.rule import calibrate as calibrate_rule
 from shardqueue.runner import QueueRunner, train_rows
+from shardqueue.schedule import warmup
 from shardqueue.settings import QueueSettings
+from shardqueue.state import apply
 from shardqueue.world import World, build_pool
+from training.checkpoint import checkpoint_bytes, data_identity, load_checkpoint, newest_good_checkpoint, save_checkpoint
+from training.config import config_sha256, resolve_config
 from training.resume import remove_torn_writes, restore_trainer_state, trainer_state
+from training.trainer import Trainer, build_model
 
 RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*", "final.*", "report.md",
              "decisions.parquet", "decisions.csv", "queue_summary.json", "control_curves.png", "inspection",
@@ -60,8 +73,6 @@ class one_thread:
 
 
 def load_config(config=None, overrides=()):
-    from training.config import resolve_config
-
     for ov in overrides:
         if "=" not in ov:
             raise DataError(f"override {ov!r} is not of the form key=value")
@@ -70,8 +81,6 @@ def load_config(config=None, overrides=()):
 
 def score(model, world, cfg=None):
     """{"official": BPB, "control": {domain: BPB}, "selection": {domain: BPB}} of a model."""
-    from eval.official import row_statistics, scores
-
     cfg = cfg or world.cfg
     stats = row_statistics(model, world.val, world.token_bytes, cfg.eval_batches, cfg.eval_rows, cfg.row_capacity,
                               world.device)
@@ -82,9 +91,6 @@ def score(model, world, cfg=None):
 
 def score_checkpoint(path, calibration_dir, device="cpu"):
     """score() of a queue checkpoint file (ckpt_*.pt, final.pt or calibrated_state.pt)."""
-    from training.checkpoint import load_checkpoint
-    from training.trainer import build_model
-
     cfg, world, _, calib = open_calibration(calibration_dir, device)
     path = Path(path)
     if path.name == "calibrated_state.pt":
@@ -97,8 +103,6 @@ def score_checkpoint(path, calibration_dir, device="cpu"):
 
 
 def _write_state(path, payload):
-    from training.checkpoint import checkpoint_bytes
-
     atomic_write_bytes(path, checkpoint_bytes(payload))
     return sha256_file(path)
 
@@ -120,10 +124,6 @@ START_KEY = "start_state.json"
 
 def start_state_key(cfg, calib, seed) -> dict:
     """What a cached start state depends on: the seed, the config, the calibration's pool and the corpus."""
-    from corpus.layout import Layout, default_data_dir
-    from training.checkpoint import data_identity
-    from training.config import config_sha256
-
     lay = Layout(cfg.data_dir or default_data_dir(), cfg.source)
     return {"seed": int(seed), "config_sha256": config_sha256({**cfg.to_dict(), "seed": int(seed)}),
             "pool_sha256": calib["pool_sha256"], "calibrated_state_sha256": calib.get("state_sha256"),
@@ -156,10 +156,6 @@ def copy_start_state(src_state, src_key, dst_dir):
 def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=print, fresh=False):
     """Stage A; writes config.json, pool.json, calibration_plan.json, calibration.json and
     calibrated_state.pt into `out`. Returns the calibration record (rec["ok"] False: failed)."""
-    from tqdm import tqdm
-
-    from training.trainer import Trainer
-
     s = QueueSettings.of(settings)
     out = Path(out)
     if (out / "calibration.json").exists() or (out / "decisions.jsonl").exists():
@@ -188,9 +184,6 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
 
     def ctrl():
         return measure(trainer.model, world.sets["control"], world.token_bytes, device)
-
-    from shardqueue.packing import update_batches
-    from shardqueue.schedule import warmup
 
     # warmup-stable-decay: the LR rises over the warm-up shards' updates (schedule.py)
     warm_updates = sum(len(update_batches(*rows(sid), cfg.micro_rows, cfg.accum)) for sid in pool["calibration"][:warm])
@@ -247,8 +240,6 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
 
 def open_calibration(calibration_dir, device="cpu"):
     """(cfg, world, pool, calibration record) of a calibration folder, verified."""
-    from training.config import resolve_config
-
     d = Path(calibration_dir)
     if not (d / "calibration.json").exists():
         raise DataError(f"{d / 'calibration.json'}: not found; run `calibrate` first (the rule is fixed before the queue runs)")
@@ -262,15 +253,11 @@ def open_calibration(calibration_dir, device="cpu"):
         raise DataError(f"{d / 'pool.json'}: not the pool this calibration was made on")
     settings = QueueSettings.of(calib["plan"]["settings"])
     world = World(cfg, device, settings.per_domain, domains=settings.domains)
-    from shardqueue.harmful import with_harmful_copies
-
     world.stream, world.labels_all, copies = with_harmful_copies(world.train, world.labels,
                                                                   pool["harmful"]["source_documents"], pool["seed"] + 7,
                                                                   cfg.vocab)
     if copies != pool["harmful"]["copies"]:
         raise DataError(f"{d / 'pool.json'}: the harmful source does not rebuild identically")
-    from shardqueue.damaged_pool import reopen
-
     reopen(world, pool)
     return cfg, world, pool, calib
 
@@ -280,8 +267,6 @@ def start_state(cfg, world, pool, calib, calibration_dir, seed, out):
     seed, a model initialised with that seed and trained on the same calibration shards."""
     if seed == calib["seed"]:
         return _read_state(Path(calibration_dir) / "calibrated_state.pt", calib["state_sha256"])
-    from training.trainer import Trainer
-
     key = start_state_key(cfg, calib, seed)
     cached = cached_start_state(out, key)
     if cached is not None:
@@ -289,8 +274,6 @@ def start_state(cfg, world, pool, calib, calibration_dir, seed, out):
     cfg2 = type(cfg)(**{**cfg.to_dict(), "seed": seed})
     trainer = Trainer(cfg2, world.device)
     shards = {x["id"]: x for x in pool["shards"]}
-    from shardqueue.schedule import warmup
-
     step, targets = 0, 0
     for sid in calib.get("shared_shards", pool["calibration"]):
         x, y = shard_rows(shard_tokens(world.stream, shard_docs(shards[sid])), cfg.context, world.bos)
@@ -306,15 +289,10 @@ def start_state(cfg, world, pool, calib, calibration_dir, seed, out):
 
 def relative_dir(folder, out):
     """A folder as the run records it: relative to the run folder, so a copied run checks itself."""
-    import os
-
     return os.path.relpath(Path(folder).resolve(), Path(out).resolve())
 
 
 def corpus_identity(cfg):
-    from corpus.layout import Layout, default_data_dir
-    from training.checkpoint import data_identity
-
     return data_identity(Layout(cfg.data_dir or default_data_dir(), cfg.source))
 
 
@@ -337,8 +315,6 @@ def check_start_record(start, runner, log_path):
 
 def check_finished_log(out, recs):
     """A log ending in "done" is complete only if the newest checkpoint holds that very record."""
-    from training.checkpoint import newest_good_checkpoint
-
     path, p = newest_good_checkpoint(out, log=lambda s: None)
     if p is not None and p.get("run_id") != recs[0].get("run_id"):
         raise DataError(f"{path}: belongs to run {p.get('run_id')}, but decisions.jsonl is run {recs[0].get('run_id')}")
@@ -383,8 +359,6 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
         log(f"moved the earlier run ({len(moved)} files) to {dest}")
     cfg, world, pool, calib = open_calibration(calibration_dir, device)
     # new sources (add_sources: NAME=PATH) enter at the next rotation boundary; earlier ones are rebuilt
-    from shardqueue import sources
-
     nxt = 1
     if resume and add_sources:
         recs = read_log(log_path, log=lambda s: None)
@@ -404,8 +378,6 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
         recs = read_log(log_path, log=lambda s: None)
         check_start_record(recs[0], runner, log_path)
         if recs[-1]["event"] == "done":
-            from shardqueue.log import verify_chain
-
             check_finished_log(out, recs)
             verify_chain(recs, log_path)
             if (out / "queue_summary.json").exists():
@@ -424,8 +396,6 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
     summary = summarize(recs, calib, pool, out)
     atomic_write_json(out / "queue_summary.json", summary)
     if report:
-        from shardqueue.report import write_report
-
         write_report(out, recs, calib, pool, summary)
     return summary
 
@@ -445,8 +415,6 @@ def run(*args, **kw):
 
 
 def summarize(recs, calib, pool, out):
-    from shardqueue.report import screen_agreement
-
     st = recs[-1]["queue"]
     decay = [r for r in recs if r["event"] == "decay"]
     trains = [r for r in recs if r["event"] == "train"]
@@ -469,14 +437,9 @@ def summarize(recs, calib, pool, out):
 
 def return_from_quarantine(out, shard, log=print):
     """One return of a quarantined shard to the next rotation; needs its inspection with no cause found."""
-    from shardqueue.state import apply
-    from training.checkpoint import load_checkpoint, save_checkpoint
-
     out = Path(out)
     if not shard:
         raise DataError("give the shard id to return")
-    from shardqueue.log import record_sha256, verify_chain
-
     recs = read_log(out / "decisions.jsonl", repair=True, log=log)
     verify_chain(recs, out / "decisions.jsonl")
     run_id = recs[0]["run_id"]
@@ -504,8 +467,6 @@ def return_from_quarantine(out, shard, log=print):
     rec["prev_sha256"] = record_sha256(recs[-1])
     payload.update(state=rec["queue"], log_seq=rec["seq"], records=[rec])
     save_checkpoint(out, rec["seq"], payload, keep=0)
-    from shardqueue.log import DecisionLog
-
     DecisionLog(out / "decisions.jsonl", seq=len(recs)).write(rec)
     log(f"{shard} returns to the next rotation (record {rec['seq']})")
     return 0
