@@ -81,6 +81,30 @@ def regime_indicators(stream, R, B, targets, replay=None) -> dict:
     }
 
 
+def indicators_from(stream, R, B, targets, original, segment_first=None) -> dict:
+    """The indicators from an audit's summaries (no second replay): the original packer's, and
+    segment-first's when it was audited (else its started count is n/a)."""
+    longest = int(stream.lengths.max())
+    p = original["protected"]
+    return {
+        "sources_started_original": original["sources_started"],
+        "sources_started_segment_first": segment_first["sources_started"] if segment_first else None,
+        "row_capacity": int(R), "buffer": int(B), "targets": int(targets),
+        "sources_per_pass": int(stream.n), "tokens_per_pass": int(stream.lengths.sum()),
+        "longest": longest, "longest_chunks": chunks_of(longest, R), "longest_chunks_share_of_B": chunks_of(longest, R) / B,
+        "sources_longer_than_R_per_pass": int((stream.lengths > R).sum()),
+        "protected_sources": p["size"], "protected_tokens": p["tokens"], "protected_share_of_arrived": p["share_of_arrived"],
+        "passes_started": original["passes_started"], "sources_arrived": original["sources_arrived"],
+        "arrived_over_B": original["sources_arrived"] / B, "budget_share_of_corpus": targets / int(stream.lengths.sum()),
+        "share_emitted_from_long_sources": original["share_emitted_from_long_sources"],
+    }
+
+
+# the paper's published values the audit's figures draw beside ours
+PAPER_STARTUP_RANGE = (_C["startup_delay_min_targets"], _C["startup_delay_max_targets"])
+PAPER_PASS_BOUNDS = _P["s5_2_pass_bounds"]
+
+
 def in_regime(ind) -> dict:
     """Indicator -> True/False against TARGET."""
     return {k: lo <= ind[k] <= hi for k, (lo, hi) in TARGET.items()}
