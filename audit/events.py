@@ -50,6 +50,12 @@ def _csv_table(records):
     return pa.table({f: cols[f] for f in order})
 
 
+def _csv_options():
+    import pyarrow.csv as pcsv
+
+    return pcsv.WriteOptions(include_header=False, quoting_style="none")
+
+
 class EventSink:
     """events_<name>.parquet (and .csv) written one chunk at a time; bytes counted."""
 
@@ -72,8 +78,9 @@ class EventSink:
         if self.csv_path is not None:
             c = _csv_table(records)
             if self._csv is None:
-                self._csv = pcsv.CSVWriter(self.csv_path, c.schema,
-                                           write_options=pcsv.WriteOptions(quoting_style="none"))
+                self._csv_file = open(self.csv_path, "wb")
+                self._csv_file.write((",".join(c.schema.names) + "\n").encode())  # a plain header line
+                self._csv = pcsv.CSVWriter(self._csv_file, c.schema, write_options=_csv_options())
             self._csv.write_table(c)
         self.events += len(records)
 
@@ -87,14 +94,18 @@ class EventSink:
             self._pq.close()
         if self._csv is not None:
             self._csv.close()
+            self._csv_file.close()
         return [p for p in (self.parquet_path, self.csv_path) if p is not None]
 
 
 def write_csv(records, path):
     """All records as one CSV in the checker's format (tests, small exports)."""
-    import pyarrow.csv as pcsv
-
-    pcsv.write_csv(_csv_table(records), path, write_options=pcsv.WriteOptions(quoting_style="none"))
+    sink = EventSink(Path(path).parent, "", csv=True)
+    sink.csv_path = Path(path)
+    sink.parquet_path = Path(path).with_suffix(".parquet.tmp")
+    sink.write(records)
+    sink.close()
+    sink.parquet_path.unlink()
 
 
 def read_events(path) -> np.ndarray:

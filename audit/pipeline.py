@@ -6,6 +6,7 @@ in chunks and fill the same tables; the report is written from the summary by
 audit/report.py. No argument parsing here: the command line is audit/__main__.py.
 """
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +64,7 @@ def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=
     """The summary of one packer at `rows` rows; events written into `work`."""
     sink = EventSink(work, name, csv)
     labelled = stream.labels is not None
+    t0 = time.time()
     try:
         if name in PACKERS:
             s = replay_packer(stream.refill_source(), name, rows, R, B, sink, labelled, progress)
@@ -86,6 +88,7 @@ def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=
         return {"packer": name, "refused": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
     sink.close()
     s["events_files"] = [p.name for p in (sink.parquet_path, sink.csv_path) if p is not None]
+    s["seconds"] = round(time.time() - t0, 2)
     return s
 
 

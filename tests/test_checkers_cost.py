@@ -45,7 +45,7 @@ def test_largest_buffer_on_an_audit_export_is_checked(tmp_path):
     # and a changed event is still found at that size
     text = (tmp_path / "events.csv").read_text().splitlines()
     cells = text[5].split(",")
-    cells[2], cells[3] = str(int(cells[2]) - 1), str(int(cells[3]) + 1)
+    cells[2] = str(int(cells[2]) + 1)  # span_start of event 4
     text[5] = ",".join(cells)
     (tmp_path / "bad.csv").write_text("\n".join(text) + "\n")
     r = run(CHECKER, "--events", tmp_path / "bad.csv", "--lengths", tmp_path / "lengths.txt",
