@@ -138,7 +138,8 @@ def trl(strategy, R):
     def run(docs):
         feats = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int64"))})
         ds = datasets.IterableDataset.from_generator(lambda: ({"input_ids": d.tolist()} for d in docs), features=feats)
-        for ex in data_utils.pack_dataset(ds, seq_length=R, strategy=strategy):
+        # rows as numpy arrays (a trainer would ask for torch tensors): no per-token Python objects
+        for ex in data_utils.pack_dataset(ds, seq_length=R, strategy=strategy).with_format("numpy"):
             yield ex["input_ids"]
     return run
 

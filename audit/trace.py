@@ -68,71 +68,78 @@ class TracerDocs:
             self.pulled += len(docs)
             yield docs
 
+    def doc_starts(self):
+        """Global token index of every pulled document's first token, and one past the last (cached)."""
+        if getattr(self, "_cat_n", -1) != len(self.starts):
+            self._cat = np.append(np.concatenate(self.starts) if self.starts else np.zeros(0, np.int64), self.tokens)
+            self._cat_n = len(self.starts)
+        return self._cat
+
     def locate(self, ids):
         """(source, position) of tracer ids."""
-        starts = np.concatenate(self.starts) if self.starts else np.zeros(0, np.int64)
+        starts = self.doc_starts()
         g = ids - self.first_id
         src = np.searchsorted(starts, g, side="right") - 1
         return src, g - starts[src]
 
 
 def decode_rows(rows, docs, bos_id=None, pad_id=None):
-    """Emission runs of a batch of rows: dict of per-run arrays, plus inserted-token counts."""
+    """Emission runs of a batch of rows: dict of per-run arrays, plus inserted-token counts.
+
+    A few vectorized passes over the tokens find the segments of consecutive tracer ids; only
+    the segments are then located among the documents (and split where one crosses from a
+    document into the next, as concatenating packers do)."""
     lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
     flat = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    row_of = np.repeat(np.arange(len(rows)), lens)
-    off = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)
+    row_start = np.cumsum(lens) - lens
     tracer = flat >= docs.first_id
-    src = np.full(len(flat), -1, np.int64)
-    pos = np.full(len(flat), -1, np.int64)
-    src[tracer], pos[tracer] = docs.locate(flat[tracer])
-    prev_same = np.zeros(len(flat), bool)
-    prev_same[1:] = tracer[1:] & tracer[:-1] & (src[1:] == src[:-1]) & (pos[1:] == pos[:-1] + 1) & (row_of[1:] == row_of[:-1])
-    starts = np.flatnonzero(tracer & ~prev_same)
-    run_len = _next_break(prev_same, starts) - starts
-    runs = {"src": src[starts], "a": pos[starts], "b": pos[starts] + run_len, "row": row_of[starts],
-            "off": off[starts], "lead": np.zeros(len(starts), np.int64), "kind_of_lead": np.zeros(len(starts), np.int64)}
-    _leads(runs, flat, starts, row_of, off, bos_id)
-    markers = _lone_markers(flat, starts, runs, row_of, off, docs)
-    inserted = ~tracer
+    cont = np.zeros(len(flat), bool)  # continues the consecutive-id segment of the token before it
+    cont[1:] = (np.diff(flat) == 1) & tracer[:-1]
+    cont[row_start[lens > 0]] = False
+    seg = np.flatnonzero(tracer & ~cont)
+    stop = np.flatnonzero(~cont)
+    seg_len = np.append(stop, len(flat))[np.searchsorted(stop, seg, side="right")] - seg
+    starts = docs.doc_starts()
+    g0 = flat[seg] - docs.first_id
+    d0 = np.searchsorted(starts, g0, side="right") - 1
+    k = np.searchsorted(starts, g0 + seg_len - 1, side="right") - d0  # documents each segment spans
+    piece_seg = np.repeat(np.arange(len(seg)), k)
+    doc = d0[piece_seg] + np.arange(len(piece_seg)) - np.repeat(np.cumsum(k) - k, k)
+    gs = np.maximum(g0[piece_seg], starts[doc])
+    ge = np.minimum(g0[piece_seg] + seg_len[piece_seg], starts[doc + 1])
+    at = seg[piece_seg] + (gs - g0[piece_seg])  # flat index of each run's first token
+    row = np.searchsorted(row_start, at, side="right") - 1
+    runs = {"src": doc, "a": gs - starts[doc], "b": ge - starts[doc], "row": row, "off": at - row_start[row],
+            "lead": np.zeros(len(at), np.int64), "kind_of_lead": np.zeros(len(at), np.int64)}
+    _leads(runs, flat, at, bos_id)
+    inserted = np.flatnonzero(~tracer)
     used = np.zeros(len(flat), bool)
-    lead_at = starts[runs["lead"] > 0] - 1
-    used[lead_at] = True
-    used[markers["at"]] = True
-    counts = {"pad": int((inserted & ~used & (flat == pad_id)).sum()) if pad_id is not None else 0}
-    counts["other_inserted"] = int((inserted & ~used).sum()) - counts["pad"]
+    used[at[runs["lead"] > 0] - 1] = True
+    markers = _lone_markers(flat, inserted, used, row_start, docs)
+    free = inserted[~used[inserted]]
+    counts = {"pad": int((flat[free] == pad_id).sum()) if pad_id is not None else 0}
+    counts["other_inserted"] = len(free) - counts["pad"]
     return _merge_moved_bos(runs), markers, counts
 
 
-def _next_break(prev_same, starts):
-    """For each run start, the index of the first token after its run."""
-    not_cont = np.flatnonzero(~prev_same)  # tokens that do not continue the run before them
-    nxt = np.searchsorted(not_cont, starts, side="right")
-    return np.where(nxt < len(not_cont), not_cont[np.minimum(nxt, len(not_cont) - 1)], len(prev_same))
-
-
-def _leads(runs, flat, starts, row_of, off, bos_id):
+def _leads(runs, flat, at, bos_id):
     """A BOS (or a marker naming the run's first token) right before a run, in its row, leads it."""
-    has_prev = (starts > 0) & (off[starts] > 0)
-    p = np.maximum(starts - 1, 0)
-    first_tok = flat[starts]
-    is_bos = has_prev & (flat[p] == bos_id) if bos_id is not None else np.zeros(len(starts), bool)
-    is_mark = has_prev & (flat[p] == -first_tok)
-    lead = is_bos | is_mark
+    has_prev = runs["off"] > 0
+    p = np.maximum(at - 1, 0)
+    is_bos = has_prev & (flat[p] == bos_id) if bos_id is not None else np.zeros(len(at), bool)
+    lead = is_bos | (has_prev & (flat[p] == -flat[at]))
     runs["lead"] = lead.astype(np.int64)
-    runs["kind_of_lead"] = np.where(lead, 1, 0)  # 1: an added marker; 2: the source's own BOS, moved
+    runs["kind_of_lead"] = lead.astype(np.int64)  # 1: an added marker; 2 (set later): the source's own BOS, moved
     runs["off"] = runs["off"] - lead
 
 
-def _lone_markers(flat, starts, runs, row_of, off, docs):
-    """Negative-id markers not followed by the token they name: an emission of the BOS alone."""
-    neg = np.flatnonzero(flat < 0)
-    led = set((starts[runs["lead"] > 0] - 1).tolist())
-    lone = np.asarray([i for i in neg.tolist() if i not in led], dtype=np.int64)
-    if not len(lone):
-        return {"at": lone, "src": lone, "a": lone, "row": lone, "off": lone}
-    s, p = docs.locate(-flat[lone])
-    return {"at": lone, "src": s, "a": p, "row": row_of[lone], "off": off[lone]}
+def _lone_markers(flat, inserted, used, row_start, docs):
+    """Negative-id markers not leading the token they name: an emission of the BOS alone."""
+    lone = inserted[(flat[inserted] < 0) & ~used[inserted]]
+    s, p = docs.locate(-flat[lone]) if len(lone) else (lone, lone)
+    row = np.searchsorted(row_start, lone, side="right") - 1
+    used[lone] = True
+    return {"at": lone, "src": s, "a": p, "row": row, "off": lone - row_start[row] if len(lone) else lone}
 
 
 def _merge_moved_bos(runs):
