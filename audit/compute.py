@@ -14,7 +14,7 @@ from audit.tally import Tally
 from loaders.core import CROP, FIT
 
 CHUNK_ROWS = 4096  # rows per events chunk: memory holds one chunk's events
-PLOT_POINTS = 600  # samples of the buffer's mass over the replay
+PLOT_POINTS = 300  # samples of the buffer's mass over the replay
 # the paper's Proposition: a packer outside its family, and why it cannot apply
 NOT_IN_FAMILY = {
     "segment_first": "pre-segmentation to lengths at most R removes the hypothesis (section 3, Limits)",
@@ -60,7 +60,7 @@ def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, pro
             tally.arrive(arrivals[0][1], np.concatenate([x[2] for x in arrivals]), _labels(arrivals))
         rec = _records(raw, tally, R, first_row)
         tally.add_events(rec, *lead_flags(packer, rec["lead_bos"]))
-        masses = watch.feed(raw, arrivals, marks)
+        masses = watch.feed(raw, arrivals, marks, np.flatnonzero(rec["source_len"] > R))
         for c, m in zip(curve[len(curve) - len(marks):], masses):
             c.append(m)
         if sink is not None:
