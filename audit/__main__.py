@@ -60,6 +60,7 @@ def parse_args(argv=None):
     ap.add_argument("--thresholds", default="16384,32768,65536,131072",
                     help="length thresholds of the repeated-corpus table (the longest source is always added)")
     ap.add_argument("--out", default="runs/audit", help="output folder (default runs/audit)")
+    ap.add_argument("--no-figures", action="store_true", help="tables only (report.md without figures): faster")
     ap.add_argument("--csv", action="store_true", help="also write the events as CSV (the standard-library checker's input)")
     ap.add_argument("--no-csv", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old callers
     return ap.parse_args(argv)

@@ -165,6 +165,16 @@ def preset_stream(data_dir, preset: dict):
     return s.capped(preset.get("max_source_len", 0))
 
 
+def tiny_training_column(data_dir) -> dict:
+    """The indicators of the tiny training preset on the offline corpus (a report's second column)."""
+    from corpus.layout import default_data_dir
+    from protocols.generate_configs import PRESETS, TINY_REGIME
+
+    tiny = {**PRESETS["tiny"], **TINY_REGIME}
+    R, B, T = preset_setting(tiny)
+    return regime_indicators(preset_stream(data_dir or default_data_dir(), tiny), R, B, T)
+
+
 def filter_counts(data_dir, source, max_len) -> dict:
     """How much of the training corpus the demo-only length filter drops (sources longer than max_len)."""
     from corpus.layout import default_data_dir

@@ -18,7 +18,7 @@ from audit.adapters import SPECS, installed, user_spec
 from audit.compare import COMPARISON_FILE, comparison
 from audit.lengths_file import prepared_labels, read_stream, write_stream_lengths
 from audit.pipeline import StreamInput, audit_packer, check_packers, horizon, permutation_delays, stream_pass_bounds
-from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from
+from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from, tiny_training_column
 from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, rows_for_targets
 from audit.report import console_summary, report_md
 from console.progress import bar
@@ -150,16 +150,9 @@ def compute(args, stream, packers, thresholds, user, work):
 
 def regime(args, stream, R, B, targets, per):
     """Indicators of this audit's setting and, for the offline corpus, the tiny training preset."""
-    from audit.regime import preset_setting, preset_stream, regime_indicators
-
     cols = {"this audit": indicators_from(stream, R, B, targets, per["original"], per.get("segment_first"))}
     if stream.kind == "stdlib" and stream.name.endswith(":train"):
-        from corpus.layout import default_data_dir
-        from protocols.generate_configs import PRESETS, TINY_REGIME
-
-        tiny = {**PRESETS["tiny"], **TINY_REGIME}
-        tR, tB, tT = preset_setting(tiny)
-        cols["tiny training"] = regime_indicators(preset_stream(args.data_dir or default_data_dir(), tiny), tR, tB, tT)
+        cols["tiny training"] = tiny_training_column(args.data_dir)
     return {"columns": cols}
 
 
@@ -178,7 +171,8 @@ def write_figures(summary, work):
         if main["plot"]["buffer_curve"]:
             fig("buffer_mass.png", plots.buffer_mass, main)
         fig("length_histogram.png", plots.length_histogram, main, R)
-        fig("label_coverage.png", plots.label_coverage, per)
+        if len(main["by_label"]) > 1:  # one label (or none given): nothing to compare
+            fig("label_coverage.png", plots.label_coverage, per)
         fig("position_exposure.png", plots.position_exposure, per)
         fig("comparison.png", plots.comparison, summary["comparison"])
     if summary.get("permutations"):
@@ -187,9 +181,9 @@ def write_figures(summary, work):
     return figs
 
 
-def write_folder(summary, stream, work):
+def write_folder(summary, stream, work, figures=True):
     write_stream_lengths(stream, work / "stream_lengths.txt")
-    summary["figures"] = write_figures(summary, work)
+    summary["figures"] = write_figures(summary, work) if figures else []
     for s in summary["packers"].values():
         s.pop("plot", None)  # bounded plot data: drawn, not kept in summary.json
     atomic_write_json(work / COMPARISON_FILE, summary["comparison"])
@@ -225,7 +219,7 @@ def run_audit(args) -> int:
         work = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
         work.chmod(0o755)  # mkdtemp makes 0700; the output folder gets the usual permissions
         summary = compute(args, stream, packers, thresholds, user, work)
-        write_folder(summary, stream, work)
+        write_folder(summary, stream, work, not args.no_figures)
         for tmp in work.glob(".*-work"):
             shutil.rmtree(tmp, ignore_errors=True)
         old = out.parent / f".{out.name}.old"

@@ -56,7 +56,7 @@ def _library_rows(name, lengths, R, tmp_path):
 @pytest.mark.parametrize("name", [n for n in LIBRARY_PACKERS if installed(SPECS[n])])
 def test_every_traced_emission_is_where_the_library_put_it(tmp_path, name):
     rng = np.random.default_rng(2)
-    lengths = rng.integers(1, 50, 240)
+    lengths = rng.integers(1, 50, 150)
     lengths[::13] = rng.integers(70, 200, len(lengths[::13]))
     R = 64
     rows = _library_rows(name, lengths, R, tmp_path)
