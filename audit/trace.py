@@ -101,6 +101,9 @@ def decode_rows(rows, docs, bos_id=None, pad_id=None):
     seg_len = np.append(stop, len(flat))[np.searchsorted(stop, seg, side="right")] - seg
     starts = docs.doc_starts()
     g0 = flat[seg] - docs.first_id
+    if len(g0) and (g0 + seg_len).max() > docs.tokens:
+        raise ValueError(f"a row holds token id {int(flat[seg][np.argmax(g0 + seg_len)])}, which no document pulled so "
+                         f"far contains (ids from {docs.first_id} on are the tracer's)")
     d0 = np.searchsorted(starts, g0, side="right") - 1
     k = np.searchsorted(starts, g0 + seg_len - 1, side="right") - d0  # documents each segment spans
     piece_seg = np.repeat(np.arange(len(seg)), k)
@@ -168,9 +171,13 @@ class Trace:
         self.__dict__.update(kw)
 
 
-def run_trace(packer, refills, R, rows, first_id, bos_id=None, pad_id=None, drain_rows=None, batch_rows=256,
+BATCH_TOKENS = 1 << 17  # rows decoded together: about a megabyte per array, so the passes stay in cache
+
+
+def run_trace(packer, refills, R, rows, first_id, bos_id=None, pad_id=None, drain_rows=None, batch_rows=None,
               progress=None):
     """Run `packer` on the tracer documents of `refills`: `rows` rows of capacity R, then the drain."""
+    batch_rows = batch_rows or max(1, BATCH_TOKENS // R)
     docs = TracerDocs(refills, first_id)
     it = iter(packer(docs))
     decoded, pulled_at_row, buf = [], [], []
@@ -249,16 +256,21 @@ def resolve(ev, lengths, horizon, ended):
     disc = np.zeros(n, np.int64)
     crop = np.zeros(n, bool)
     by_src = np.lexsort((ev["b"], ev["a"], ev["src"]))
+    sorted_src = ev["src"][by_src]
+    first = np.flatnonzero(np.r_[True, sorted_src[1:] != sorted_src[:-1]]) if n else np.zeros(0, np.int64)
+    count = np.diff(np.append(first, n))
+    # a source with one emission and no moved BOS: what it did not emit, before and after its span, is its discard
+    one = by_src[first[count == 1]]
+    one = one[ev["kind_of_lead"][one] != 2]
+    disc[one] = ev["a"][one] + lengths[ev["src"][one]] - ev["b"][one]
     src, a, b, kol = (ev[k].tolist() for k in ("src", "a", "b", "kind_of_lead"))
-    i = 0
     order_ = by_src.tolist()
-    while i < n:
-        j = i
-        s = src[order_[i]]
-        while j < n and src[order_[j]] == s:
-            j += 1
-        _resolve_source(order_[i:j], a, b, kol, int(lengths[s]), disc, crop)
-        i = j
+    for i, c in zip(first[count > 1].tolist(), count[count > 1].tolist()):
+        _resolve_source(order_[i:i + c], a, b, kol, int(lengths[src[order_[i]]]), disc, crop)
+    for i in first[(count == 1)].tolist():  # one emission with a moved BOS: the general rule
+        e = order_[i]
+        if kol[e] == 2:
+            _resolve_source([e], a, b, kol, int(lengths[src[e]]), disc, crop)
     ev["disc"], ev["crop"] = disc, crop | (disc > 0)
     ev["emitted"] = ev["b"] - ev["a"] + ev["lead"]
     started = np.zeros(len(lengths), bool)
