@@ -130,3 +130,29 @@ def test_the_audits_own_stream_export_is_accepted_as_lengths(labelled, tmp_path)
     # the same refills, so the same replay (labels aside: a length file carries none)
     for k in ("emitted", "discarded", "buffered", "sources_arrived", "sources_started", "selection_events"):
         assert a[k] == b[k], k
+
+
+def test_a_missing_library_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch):
+    import audit.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "installed", lambda spec: False)
+    f = tmp_path / "l.txt"
+    f.write_text("5\n40\n")
+    assert audit_main(["--lengths", str(f), "--packers", "original,trl_bfd", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "trl_bfd" in err[0] and "audit-libs" in err[0] and not (tmp_path / "o").exists()
+
+
+def test_your_own_packer_from_the_command_line(tmp_path, monkeypatch):
+    # a packer that keeps the first `keep` tokens of each document, one document per row
+    (tmp_path / "mypackers.py").write_text("def pack(docs, keep=8):\n    for d in docs:\n        yield d[:keep]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    f = tmp_path / "l.txt"
+    f.write_text("\n".join(map(str, [5, 12, 3, 20] * 10)) + "\n")  # 400 tokens
+    assert audit_main(["--lengths", str(f), "--row-capacity", "9", "--buffer", "2", "--targets", "80", "--packers",
+                       "original", "--trace", "mypackers:pack", "--trace-arg", "keep=8", "--permutations", "0",
+                       "--no-figures", "--out", str(tmp_path / "o")]) == 0
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())["packers"]["pack"]
+    # 10 rows (80 targets / 8): documents 0..9, each cut to 8 tokens: 5 + 8 + 3 + 8 (+ 5 + 8 + 3 + 8 + 5 + 8)
+    assert s["rows"] == 10 and s["emitted"] == 61 and s["sources_arrived"] == 10  # pulled one at a time
+    assert s["discarded"] == 4 + 12 + 4 + 12 + 4 and s["buffered"] == 0 and s["settings"] == {"keep": "8"} and s["how"] == "traced"
