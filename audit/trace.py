@@ -48,25 +48,32 @@ class TracerDocs:
         self.refills, self.first_id = refills, int(first_id)
         self.starts = []  # global token index of each pulled document's first token (one array per refill)
         self.pulled = self.tokens = 0
+        self.tokens_docs = 0  # documents whose tokens are laid out (a refill ahead of `pulled` at most)
         self.batches = []  # (first_source, lengths, labels) per refill pulled
 
     def __iter__(self):
-        for batch in self.refill_batches():
-            yield from batch
+        for batch in self._batches():
+            for d in batch:
+                self.pulled += 1  # counted as each document is handed out
+                yield d
 
     def refill_batches(self):
         """The same documents a refill at a time (lists), for a packer that refills as the stream is cut
-        (ours: the refill slices of the stream's row groups). A document counts as pulled when handed out."""
+        (ours: the refill slices of the stream's row groups); a refill counts as pulled when handed out."""
+        for batch in self._batches():
+            self.pulled += len(batch)
+            yield batch
+
+    def _batches(self):
         for lengths, labels in self.refills:
             L = np.asarray(lengths, dtype=np.int64)
             starts = self.tokens + np.concatenate([[0], np.cumsum(L)[:-1]]).astype(np.int64)
             self.starts.append(starts)
-            self.batches.append((self.pulled, L, labels))
+            self.batches.append((self.tokens_docs, L, labels))
             self.tokens += int(L.sum())
-            docs = [np.arange(self.first_id + s, self.first_id + s + n, dtype=np.int64)
-                    for s, n in zip(starts.tolist(), L.tolist())]
-            self.pulled += len(docs)
-            yield docs
+            self.tokens_docs += len(L)
+            yield [np.arange(self.first_id + s, self.first_id + s + n, dtype=np.int64)
+                   for s, n in zip(starts.tolist(), L.tolist())]
 
     def doc_starts(self):
         """Global token index of every pulled document's first token, and one past the last (cached)."""
