@@ -8,7 +8,9 @@ A subset of stages runs in the order below; eval needs the protocol that freeze 
 
 prepare  offline corpus (this Python's standard library) -> tokenizer (vocab 8192)
          -> pre-tokenized shards -> length census
-audit    the four packers replayed on lengths at a budget scaled to the corpus
+audit    the four packers replayed on lengths at a budget scaled to the corpus; then every
+         packer (ours, concatenate-and-chunk, TRL, OLMo-core, torchtune, torchtitan) traced at
+         the same budget: one comparison table (audit_packers/report.md)
 train    the six tiny configs (baseline / random_crop / segmented x seeds 43, 44) on CPU,
          each ending with its official score, and the section 5.3-style table
 freeze   the comparison protocol (configs, populations, seeds, bootstrap, corpus and code
@@ -84,6 +86,7 @@ def prepare_stage(out, data_dir, clock):
 
 
 def audit_stage(out, data_dir, clock):
+    from audit.__main__ import audit_offline
     from audit.__main__ import main as audit_main
 
     dd = data_dir_args(data_dir)
@@ -91,7 +94,12 @@ def audit_stage(out, data_dir, clock):
     if rc:
         return rc
     print("\n-- the development stream (--split val), as the paper audits its official metric's stream", flush=True)
-    return audit_main(["--source", "stdlib", "--split", "val", "--packers", "original", *dd, "--out", str(out / "audit_val")])
+    rc = audit_main(["--source", "stdlib", "--split", "val", "--packers", "original", *dd, "--out", str(out / "audit_val")])
+    if rc:
+        return rc
+    print("\n-- every packer at the same budget: ours, concatenate-and-chunk and the installed libraries', run on tracer "
+          "documents", flush=True)
+    return audit_offline(data_dir, out / "audit_packers")
 
 
 def train_stage(out, data_dir, clock):

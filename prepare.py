@@ -181,6 +181,8 @@ def _prepare(args, lay) -> dict:
             else:
                 man = build_parquet_corpus(lay.raw, args.input, args.text_column, args.source_column, args.shards,
                                            args.seed, args.row_group_size, log=_log)
+            if man.get("duplicate_texts_dropped"):
+                _log(f"dropped {man['duplicate_texts_dropped']:,} exact duplicate texts (each kept once)")
             names = man["train_shards"] + [man["val_shard"]]
             atomic_write_json(cfg_path, {"arguments": want,
                                          "shards_sha256": {n: sha256_file(lay.raw / n) for n in names}})

@@ -2,15 +2,16 @@
 # The two quick-start commands:  ./run.sh main   (the main job on the offline corpus)
 #                                ./run.sh test   (the whole test suite)
 # Both create .venv in the checkout on first use and reuse it afterwards. Packages come
-# from requirements.lock (the exact versions the tests passed with) plus torch 2.13.0 in the
-# build that install/torch_requirement.py derives from the platform and PACKAUDIT_TORCH:
+# from requirements.lock (the exact versions the tests passed with) and requirements-audit.lock
+# (the packing libraries the audit runs: TRL, OLMo-core, torchtune, torchtitan), plus torch
+# 2.13.0 in the build that install/torch_requirement.py derives from the platform and PACKAUDIT_TORCH:
 #   auto   (default) cuda on Linux when `nvidia-smi` lists a GPU, else cpu
 #   cpu    Linux: torch==2.13.0+cpu from PyTorch's CPU wheel index (no CUDA libraries);
 #          macOS: the default build
 #   cuda   the default index's CUDA build of torch==2.13.0 (Linux)
 #   cu126  (or any cuXXX) that CUDA version's build from PyTorch's index
 # If PyTorch's index cannot be reached, the default index's torch==2.13.0 is installed and a
-# one-line note says so. Reinstalls happen only when requirements.lock or the choice change.
+# one-line note says so. Reinstalls happen only when a lock file or the choice change.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
@@ -23,12 +24,13 @@ variant=${PACKAUDIT_TORCH:-auto}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-lock_hash=$("$PY" -c 'import hashlib; print(hashlib.sha256(open("requirements.lock", "rb").read()).hexdigest()[:16])')  # macOS has no sha256sum
+lock_hash=$("$PY" -c 'import hashlib; print(hashlib.sha256(open("requirements.lock", "rb").read() + open("requirements-audit.lock", "rb").read()).hexdigest()[:16])')  # macOS has no sha256sum
 stamp=".venv/.deps-$variant-$lock_hash"
 if [ ! -f "$stamp" ]; then
   read -r torch_req torch_index <<<"$("$PY" install/torch_requirement.py --choice "$variant" --probe)"
-  echo "installing requirements.lock and $torch_req${torch_index:+ (from $torch_index)} into .venv (first run only)" >&2
-  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.lock "$torch_req" \
+  echo "installing requirements.lock, requirements-audit.lock and $torch_req${torch_index:+ (from $torch_index)} into .venv (first run only)" >&2
+  # one pip call for both locks and torch: every version is pinned, so pip refuses a conflict rather than move torch or numpy
+  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.lock -r requirements-audit.lock "$torch_req" \
        ${torch_index:+--extra-index-url "$torch_index"}; then
     echo "error: could not install $torch_req${torch_index:+ from $torch_index}; see pip's message above," \
          "or choose another build with PACKAUDIT_TORCH (cpu, cuda, cu126, ...)" >&2

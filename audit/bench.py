@@ -1,47 +1,203 @@
 #!/usr/bin/env python3
-"""Benchmark: full-budget audit replay on a paper-shaped synthetic census.
+"""Benchmarks of the audit, each a ratio or a growth measured in the same run.
 
-846,848 sources, 631,241,817 tokens, longest 290,219, at the paper's 499,646,464 targets
-(R = 2049, B = 1000), through the selection core with event records; against the
-literal list-scanning reference (checkers/packing_checker.py) on a prefix of the same
-stream. Prints selection events per second and their ratio.
+  python audit/bench.py                      # everything below at the default sizes
+  python audit/bench.py --scale 5,6,7,8      # the scale table up to 10^8 documents (about an hour on one core)
+  python audit/bench.py --only paper,decode  # some sections
 
-  python audit/bench.py [--packer original] [--ref-rows 400]
+paper   the paper-scale replay (846,848 sources, 499,646,464 targets, R = 2049, B = 1000) as the
+        streaming audit runs it (events to parquet, every table) against the in-memory replay of
+        before (Replay: events only), and the core against the literal list-scanning reference
+decode  the trace's own work per emitted token (decoding rows, resolving fates, the tables)
+        against each installed library packer producing the same rows: the ratio to the fastest
+scale   replay (and trace, concat_chunk) on census-shaped streams of 10^k documents, generated a
+        chunk at a time: time, peak memory (each size in a fresh process) and growth per 10x
+checker the standard-library checker's bucketed replay against its literal list scan, and its
+        largest buffer (B = 1,000,000) on a small stream
 """
 import argparse
+import json
 import os
+import resource
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import numpy as np  # noqa: E402
+
+from audit.adapters import BOS, FIRST_ID, PAD, SPECS, concat_chunk, installed  # noqa: E402
+from audit.compute import replay_packer, trace_packer  # noqa: E402
+from audit.events import EventSink  # noqa: E402
+from audit.feed import ChunkedRefills, PassRefills  # noqa: E402
 from audit.replay import PAPER_TARGETS, Replay, rows_for_targets  # noqa: E402
-from audit.synthetic import paper_like_lengths  # noqa: E402
-from checkers.packing_checker import replay as reference_replay  # noqa: E402
+from audit.synthetic import PAPER_SOURCES, PAPER_TOKENS, census_chunks, paper_like_lengths  # noqa: E402
+from audit.trace import TracerDocs, row_tokens  # noqa: E402
+from checkers import packing_checker  # noqa: E402
 from loaders.stream import DocumentStream  # noqa: E402
 
+MEAN_LEN = PAPER_TOKENS / PAPER_SOURCES  # 745.4 tokens, BOS included
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--packer", default="original")
-    ap.add_argument("--ref-rows", type=int, default=400, help="rows replayed by the reference")
-    args = ap.parse_args()
+
+def bench_paper(packer="original", ref_rows=400):
     lengths = paper_like_lengths()
     stream = DocumentStream.from_lengths(lengths, name="synthetic")
     rows = rows_for_targets(PAPER_TARGETS, 2049)
     t = time.perf_counter()
-    rep = Replay(stream, args.packer, rows, 2049, 1000)
-    dt = time.perf_counter() - t
-    n_ev = len(rep.events)
-    print(f"full budget: {rows:,} rows, {n_ev:,} selection events, {rep.core.arrived_docs:,} arrivals in {dt:.2f}s "
-          f"({n_ev / dt:,.0f} events/s, one core)")
+    rep = Replay(stream, packer, rows, 2049, 1000)
+    old = time.perf_counter() - t
+    with tempfile.TemporaryDirectory() as d:
+        sink = EventSink(d, packer)
+        t = time.perf_counter()
+        s = replay_packer(PassRefills(stream.lengths, stream.refills), packer, rows, 2049, 1000, sink)
+        sink.close()
+        new = time.perf_counter() - t
+    assert s["selection_events"] == len(rep.events)
+    print(f"paper scale: {rows:,} rows, {len(rep.events):,} selection events")
+    print(f"  in-memory replay (events only, before): {old:.2f}s; streaming audit (events to parquet, every table): "
+          f"{new:.2f}s; ratio new/before {new / old:.2f}")
     refills = [lengths[i:i + 128].tolist() for i in range(0, len(lengths), 128)]
     t = time.perf_counter()
-    ev, _ = reference_replay(refills, args.packer, 2049, 1000, args.ref_rows)
+    ev, _ = packing_checker.replay_literal(refills, packer, 2049, 1000, ref_rows)
     rt = time.perf_counter() - t
     assert [tuple(e[:4]) for e in ev] == [tuple(e[:4]) for e in rep.raw[:len(ev)]], "reference disagrees"
-    print(f"reference: {args.ref_rows} rows, {len(ev):,} events in {rt:.2f}s ({len(ev) / rt:,.0f} events/s)")
-    print(f"ratio fast/reference (events/s): {(n_ev / dt) / (len(ev) / rt):,.0f}x")
+    print(f"  core against the literal reference ({ref_rows} rows): {(len(rep.events) / old) / (len(ev) / rt):,.0f}x "
+          f"events/s")
+
+
+def _stream_of(n, seed=1):
+    lengths = np.concatenate(list(census_chunks(n, seed)))
+    return lengths, np.append(np.arange(0, n, 128), n)
+
+
+def _replayed(rows):
+    """A packer that pulls every document and yields rows made before: what remains is the audit's work."""
+    def run(docs):
+        for _ in docs:
+            pass
+        yield from rows
+    return run
+
+
+def bench_decode(n_docs=20_000, R=2049):
+    """Per emitted token: each library producing rows, and the audit's work on those same rows."""
+    lengths, bounds = _stream_of(n_docs)
+    rows_budget = int(0.75 * lengths.sum()) // R
+    best = None
+    for name, spec in SPECS.items():
+        if not installed(spec) or name == "titan_first_fit":  # first fit: minutes of library time (run.py says why)
+            continue
+        with tempfile.TemporaryDirectory() as d:
+            docs = TracerDocs(PassRefills(lengths, bounds, max_passes=1), FIRST_ID)
+            t = time.perf_counter()
+            rows = [row_tokens(r) for r in spec.build(R, 1000, Path(d) / "lib")(docs)]
+            lib = time.perf_counter() - t
+            tokens = sum(len(r) for r in rows)
+            t = time.perf_counter()
+            trace_packer(_replayed(rows), PassRefills(lengths, bounds, max_passes=1), name, rows_budget,
+                         spec.row_capacity(R), 1000, FIRST_ID, BOS, PAD)
+            audit = time.perf_counter() - t
+        print(f"  {name:16s} {'ours' if not spec.library else 'library':>7} {1e9 * lib / tokens:7.1f} ns/token   "
+              f"audit {1e9 * audit / tokens:6.1f} ns/token")
+        if spec.library and (best is None or lib / tokens < best[1]):
+            best = (name, lib / tokens, audit / tokens)
+    if best:
+        print(f"decode: the fastest library packer is {best[0]} ({1e9 * best[1]:.1f} ns per emitted token); the audit's "
+              f"own work on its rows is {1e9 * best[2]:.1f} ns: ratio library/audit {best[1] / best[2]:.1f}x "
+              f"(goal: at least 10x)")
+
+
+def one_scale(what, n):
+    """One size in this process: (seconds, peak RSS bytes); the caller runs it in a fresh process."""
+    R, B = 2049, 1000
+    rows = int(0.75 * n * MEAN_LEN) // R  # one pass or less of the stream
+    with tempfile.TemporaryDirectory() as d:
+        sink = EventSink(d, what)
+        t = time.perf_counter()
+        if what == "replay":
+            s = replay_packer(ChunkedRefills(census_chunks(n)), "original", rows, R, B, sink)
+        else:
+            s = trace_packer(concat_chunk(R), ChunkedRefills(census_chunks(n)), "concat_chunk", rows, R, B, FIRST_ID)
+        sink.close()
+        dt = time.perf_counter() - t
+    return {"seconds": dt, "peak_bytes": peak_rss(), "events": s["selection_events"], "rows": rows}
+
+
+def peak_rss():
+    """This process's peak resident memory: VmHWM (Linux: reset by exec, unlike ru_maxrss, which a child
+    inherits from the process that forked it), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return r if sys.platform == "darwin" else r * 1024
+
+
+def bench_scale(exps, trace_exps):
+    print("scale: census-shaped streams generated a chunk at a time, 75% of a pass, R = 2049, B = 1000, one process "
+          "per size")
+    print(f"{'what':>7} {'documents':>12} {'events':>12} {'seconds':>9} {'peak MB':>9} {'time x per 10x':>15} "
+          f"{'memory x per 10x':>17}")
+    for what, es in (("replay", exps), ("trace", trace_exps)):
+        prev = None
+        for e in es:
+            r = subprocess.run([sys.executable, __file__, "--one-scale", what, str(10 ** e)], capture_output=True,
+                               text=True)
+            if r.returncode:
+                print(f"{what:>7} {10 ** e:>12,} failed: {r.stderr.strip().splitlines()[-1:]}")
+                break
+            m = json.loads(r.stdout.strip().splitlines()[-1])
+            grow = "" if prev is None else f"{m['seconds'] / prev['seconds']:15.1f} {m['peak_bytes'] / prev['peak_bytes']:17.2f}"
+            print(f"{what:>7} {10 ** e:>12,} {m['events']:>12,} {m['seconds']:>9.1f} {m['peak_bytes'] / 1e6:>9.0f} {grow}")
+            prev = m
+    print("  time should grow about 10x per 10x documents, memory far less (the buffer and a chunk, not the stream); "
+          "the trace materializes every token (about 745 per document), so its sizes stop earlier")
+
+
+def bench_checker():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 3000, 20_000).tolist()
+    refills = [lengths[i:i + 128] for i in range(0, len(lengths), 128)]
+    for rows in (200,):
+        t = time.perf_counter()
+        fast, _ = packing_checker.replay(refills, "original", 2049, 1000, rows)
+        tf = time.perf_counter() - t
+        t = time.perf_counter()
+        lit, _ = packing_checker.replay_literal(refills, "original", 2049, 1000, rows)
+        tl = time.perf_counter() - t
+        assert fast == lit
+        print(f"checker: {rows} rows at B = 1000: bucketed {tf:.3f}s, literal list scan {tl:.3f}s: {tl / tf:.0f}x")
+    small = [rng.integers(1, 300, 128).tolist() for _ in range(16)]
+    t = time.perf_counter()
+    ev, _ = packing_checker.replay(small, "original", 257, 1_000_000, 40, with_arrivals=False)
+    print(f"checker: B = 1,000,000 on a 2,048-document stream (a million arrivals before the first selection), "
+          f"40 rows: {time.perf_counter() - t:.2f}s on one core")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default="paper,decode,scale,checker", help="comma list of sections")
+    ap.add_argument("--scale", default="5,6,7", help="replay sizes, as powers of ten (8: 10^8 documents)")
+    ap.add_argument("--trace-scale", default="5,6", help="trace sizes, as powers of ten")
+    ap.add_argument("--decode-docs", type=int, default=20_000, help="documents of the decode comparison")
+    ap.add_argument("--one-scale", nargs=2, metavar=("WHAT", "N"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one_scale:
+        print(json.dumps(one_scale(a.one_scale[0], int(a.one_scale[1]))))
+        return
+    only = set(a.only.split(","))
+    if "paper" in only:
+        bench_paper()
+    if "decode" in only:
+        bench_decode(a.decode_docs)
+    if "scale" in only:
+        bench_scale([int(x) for x in a.scale.split(",") if x], [int(x) for x in a.trace_scale.split(",") if x])
+    if "checker" in only:
+        bench_checker()
 
 
 if __name__ == "__main__":

@@ -1,9 +1,13 @@
 """A researcher's own length stream for the audit: document lengths in arrival order.
 
 Three forms: a text file with one integer per line (blank lines and lines starting with '#'
-are skipped), a .npy 1-D integer array, or a .parquet column (--column, or a column named
-'length'/'lengths'/'num_tokens', or the table's only integer column). A length is the
-document's token count as the packer sees it, any BOS/EOS marker included, so at least 1.
+are skipped; a line with several integers is one refill, as the audit's own
+stream_lengths.txt writes them), a .npy 1-D integer array, or a .parquet column (--column,
+or a column named 'length'/'lengths'/'num_tokens', or the table's only integer column; labels
+from --label-column or a column named 'label'/'source'). A length is the document's token
+count as the packer sees it, any BOS/EOS marker included, so at least 1.
+
+read_stream returns (lengths, refill boundaries or None, labels or None).
 """
 from pathlib import Path
 
@@ -12,29 +16,37 @@ import numpy as np
 from corpus.errors import DataError
 
 LENGTH_COLUMNS = ("length", "lengths", "num_tokens", "n_tokens")
+LABEL_COLUMNS = ("label", "source")
 
 
 def read_lengths(path, column=None) -> np.ndarray:
+    return read_stream(path, column)[0]
+
+
+def read_stream(path, column=None, label_column=None):
     path = Path(path)
     if not path.is_file():
         raise DataError(f"--lengths {path}: no such file")
     suffix = path.suffix.lower()
+    refills = labels = None
     if suffix == ".npy":
         arr = _npy(path)
     elif suffix == ".parquet":
         arr = _parquet(path, column)
+        labels = _labels(path, label_column)
     else:
-        arr = _text(path)
+        arr, refills = _text(path)
     if arr.size == 0:
         raise DataError(f"--lengths {path}: no lengths")
     bad = np.flatnonzero(arr < 1)
     if bad.size:
         raise DataError(f"--lengths {path}: entry {bad[0] + 1} is {arr[bad[0]]}; every length must be at least 1")
-    return arr.astype(np.int64)
+    return arr.astype(np.int64), refills, labels
 
 
 def _text(path):
-    out = []
+    """Lengths, and refill boundaries when some line holds several (every line is then one refill)."""
+    out, sizes = [], []
     try:
         lines = path.read_text().splitlines()
     except (OSError, UnicodeDecodeError) as e:
@@ -43,11 +55,19 @@ def _text(path):
         s = line.strip()
         if not s or s.startswith("#"):
             continue
+        parts = s.split()
         try:
-            out.append(int(s))
+            out.extend(int(x) for x in parts)
         except ValueError:
-            raise DataError(f"--lengths {path}: line {i}: {s[:40]!r} is not an integer") from None
-    return np.asarray(out, dtype=np.int64)
+            bad = next(x for x in parts if not x.lstrip("+-").isdigit())
+            raise DataError(f"--lengths {path}: line {i}: {bad[:40]!r} is not an integer") from None
+        sizes.append(len(parts))
+    try:
+        arr = np.asarray(out, dtype=np.int64)
+    except OverflowError:
+        raise DataError(f"--lengths {path}: a length does not fit in 64 bits") from None
+    refills = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64) if any(k > 1 for k in sizes) else None
+    return arr, refills
 
 
 def _npy(path):
@@ -84,3 +104,40 @@ def _parquet(path, column):
     if col.null_count:
         raise DataError(f"--lengths {path}: column {column!r} has {col.null_count} missing values")
     return col.to_numpy()
+
+
+def _labels(path, label_column):
+    """The label column of a --lengths parquet file: --label-column, or one named label/source."""
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    col = label_column or next((c for c in LABEL_COLUMNS if c in names), None)
+    if col is None:
+        return None
+    if col not in names:
+        raise DataError(f"--label-column {col!r}: not a column of {path} (columns: {', '.join(names)})")
+    return np.asarray(pq.read_table(path, columns=[col]).column(0).to_pylist(), dtype=object)
+
+
+def prepared_labels(layout, names, counts):
+    """The `source` label of each document of a prepared corpus's shards (None when a shard has none)."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for n, k in zip(names, counts):
+        pf = pq.ParquetFile(layout.raw / f"{n}.parquet")
+        if "source" not in pf.schema_arrow.names:
+            return None
+        lab = pf.read(columns=["source"]).column("source").to_pylist()
+        if len(lab) != k:
+            raise DataError(f"{layout.raw / n}.parquet: {len(lab)} labels for {k} tokenized documents; prepare the corpus again")
+        out.extend(lab)
+    return np.asarray(out, dtype=object)
+
+
+def write_stream_lengths(stream, path):
+    """One refill per line (space-separated lengths): what checkers/packing_checker.py and --lengths read."""
+    from corpus.atomic import atomic_write_text
+
+    L, r = stream.lengths.tolist(), stream.refills.tolist()
+    atomic_write_text(path, "".join(" ".join(map(str, L[a:b])) + "\n" for a, b in zip(r[:-1], r[1:])))

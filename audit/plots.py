@@ -44,20 +44,16 @@ STYLES = {"original": dict(ls="-", lw=2.6, color="tab:blue"), "lossless": dict(l
           "segment_first": dict(ls="-.", lw=1.6, color="tab:green"), "random_span": dict(ls=":", lw=2.2, color="tab:red")}
 
 
-def sources_started(reps, path):
+def sources_started(summaries, R, path):
     """Two panels: all sources, and sources longer than R (the paper's point: they wait)."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for rep in reps:
-        ev = rep.events
-        _, first = np.unique(ev["source_id"], return_index=True)
-        t = np.sort(ev["target_offset"][first])
-        style = STYLES.get(rep.packer, {})
-        axes[0].plot(t / 1e6, np.arange(1, len(t) + 1), label=rep.packer, **style)
-        long_first = first[ev["source_len"][first] > rep.R]
-        tl = np.sort(ev["target_offset"][long_first])
-        axes[1].step(np.append(tl, ev["target_offset"][-1]) / 1e6, np.append(np.arange(1, len(tl) + 1), len(tl)),
-                     where="post", label=f"{rep.packer} ({len(tl):,})", **style)
-    axes[1].set_title(f"sources longer than R={reps[0].R} started")
+    for s in summaries:
+        p = s["plot"]
+        x = np.asarray(p["curve_edges"][1:]) / 1e6
+        style = STYLES.get(s["packer"], {})
+        axes[0].plot(x, p["started"], label=s["packer"], **style)
+        axes[1].step(x, p["started_long"], where="post", label=f"{s['packer']} ({p['started_long'][-1]:,})", **style)
+    axes[1].set_title(f"sources longer than R={R} started")
     axes[1].set_xlabel("target offset (millions)")
     axes[1].set_ylabel("sources longer than R started")
     axes[1].legend(fontsize=8)
@@ -65,43 +61,36 @@ def sources_started(reps, path):
           "target offset (millions)", "original sources started", path)
 
 
-def buffer_mass(rep, trace, path, points=2000):
-    """Buffered token mass before each selection, split into protected and other (trace: protected mass per event)."""
-    ev = rep.events
-    n, lengths = rep.stream.n, rep.stream.lengths
-    arrived_at = np.zeros(len(ev) + 1, dtype=np.int64)
-    for before, first, cnt in rep.refill_log:
-        arrived_at[min(before, len(ev))] += int(lengths[np.arange(first, first + cnt) % n].sum())
-    arrived = np.cumsum(arrived_at)[: len(ev)]
-    gone = np.cumsum(ev["emitted"] + ev["discarded"]) - (ev["emitted"] + ev["discarded"])
-    total = arrived - gone
-    prot = np.asarray(trace, dtype=np.int64)
-    idx = np.unique(np.linspace(0, len(ev) - 1, min(points, len(ev))).astype(int))
-    x = ev["target_offset"][idx] / 1e6
+def buffer_mass(summary, path):
+    """Buffered token mass at the sampled rows of the replay, split into protected and other."""
+    c = np.asarray(summary["plot"]["buffer_curve"], dtype=float)
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    ax.stackplot(x, prot[idx] / 1e6, (total[idx] - prot[idx]) / 1e6, labels=["protected (largest B-1 long keys)", "other"])
-    _save(fig, ax, f"Buffer token mass over the replay ({rep.packer})", "target offset (millions)",
+    if len(c):
+        x, total, prot = c[:, 0] / 1e6, c[:, 1], c[:, 2]
+        ax.stackplot(x, prot / 1e6, (total - prot) / 1e6, labels=["protected (largest B-1 long keys)", "other"])
+    _save(fig, ax, f"Buffer token mass over the replay ({summary['packer']})", "target offset (millions)",
           "buffered tokens (millions)", path, legend_loc="upper left")
 
 
-def length_histogram(rep, protected, path):
+def length_histogram(summary, R, path):
     """Three groups drawn side by side, not stacked (stacking misleads on a log count axis); the bin
     edges meet at R + 0.5, so a source longer than R is never drawn left of the R line."""
-    lengths = rep.arrived_lengths()
+    vals, counts = (np.asarray(v) for v in zip(*summary["plot"]["length_counts"]))
+    prot = np.asarray(summary["plot"]["protected_lengths"], dtype=np.int64)
     fig, ax = plt.subplots(figsize=(8, 4.6))
-    R, top = rep.R, max(int(lengths.max()), rep.R + 1)
+    top = max(int(vals.max()), R + 1)
     edge = R + 0.5
     left = np.geomspace(0.5, edge, 24)
     right = np.geomspace(edge, top + 1, 24)[1:] if top > R else np.array([])
     bins = np.concatenate([left, right])
-    prot = np.zeros(len(lengths), bool)
-    prot[sorted(protected)] = True
-    long_ = lengths > R
-    parts = [lengths[~long_], lengths[long_ & ~prot], lengths[prot]]
-    labels = [f"arrived, <= R ({len(parts[0]):,})", f"arrived, > R, not protected ({len(parts[1]):,})",
-              f"protected: largest B-1 long ({len(parts[2]):,})"]
-    for part, label, color, lw in zip(parts, labels, ["0.45", "tab:blue", "tab:red"], [1.6, 1.6, 2.2]):
-        h = np.histogram(part, bins=bins)[0].astype(float)
+    short = np.histogram(vals[vals <= R], bins=bins, weights=counts[vals <= R])[0]
+    long_all = np.histogram(vals[vals > R], bins=bins, weights=counts[vals > R])[0]
+    h_prot = np.histogram(prot, bins=bins)[0]
+    parts = [short, long_all - h_prot, h_prot]
+    labels = [f"arrived, <= R ({int(short.sum()):,})", f"arrived, > R, not protected ({int((long_all - h_prot).sum()):,})",
+              f"protected: largest B-1 long ({len(prot):,})"]
+    for h, label, color, lw in zip(parts, labels, ["0.45", "tab:blue", "tab:red"], [1.6, 1.6, 2.2]):
+        h = h.astype(float)
         ax.stairs(np.where(h > 0, h, np.nan), bins, color=color, lw=lw, label=label)
     ax.axvline(edge, color="k", ls="--", lw=1, label=f"row capacity R = {R:,}")
     ax.set_xscale("log")
@@ -109,6 +98,60 @@ def length_histogram(rep, protected, path):
     ax.set_ylim(bottom=0.7)
     _save(fig, ax, "Arrived source lengths: short, long, and the protected set (groups not stacked)",
           "source length (tokens, BOS included; log scale)", "sources per bin (log scale)", path)
+
+
+def label_coverage(summaries, path):
+    """Per label and packer: share of emitted tokens over share of arrived tokens (1 = as it arrived)."""
+    labels = [d["label"] for d in summaries[0]["by_label"]]
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(labels) + 3), 4.2))
+    w = 0.8 / len(summaries)
+    x = np.arange(len(labels))
+    for k, s in enumerate(summaries):
+        rep = {d["label"]: d["representation"] for d in s["by_label"]}
+        ax.bar(x + (k - (len(summaries) - 1) / 2) * w, [rep.get(lab) or 0 for lab in labels], w, label=s["packer"])
+    ax.axhline(1, color="k", lw=1, ls="--")
+    ax.set_xticks(x, labels, fontsize=8, rotation=20)
+    _save(fig, ax, "Per-label representation: share of emitted over share of arrived tokens", "label",
+          "representation (1 = as arrived)", path)
+
+
+def position_exposure(summaries, path):
+    """Heat-maps, one per packer: emitted share of each tenth of positions, by length stratum."""
+    n = len(summaries)
+    fig, axes = plt.subplots(1, n, figsize=(3.2 * n + 1.5, 4.2), squeeze=False)
+    for ax, s in zip(axes[0], summaries):
+        ex = s["position_exposure"]
+        m = np.array([[np.nan if v is None else v for v in e["emitted_share"]] for e in ex])
+        im = ax.imshow(m, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_yticks(range(len(ex)), [e["stratum"] for e in ex], fontsize=7)
+        ax.set_xticks(range(0, 10, 3), [f"{10 * d}%" for d in range(0, 10, 3)], fontsize=7)
+        ax.set_title(s["packer"], fontsize=9)
+        ax.set_xlabel("position in source", fontsize=8)
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="emitted share")
+    fig.suptitle("Position exposure: which tenths of each source's positions the rows contain", fontsize=10)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def comparison(comp, path):
+    """Stacked shares per packer (emitted / discarded / buffered of arrived tokens) and padding."""
+    names = list(comp["packers"])
+    rows = [comp["packers"][n] for n in names]
+    fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(names) + 3), 4.4))
+    x = np.arange(len(names))
+    bottom = np.zeros(len(names))
+    for key, label, color in (("emitted_share", "emitted", "tab:green"), ("discarded_share", "discarded", "tab:red"),
+                              ("buffered_share", "buffered at the horizon", "tab:blue")):
+        v = np.array([100 * r[key] for r in rows])
+        ax.bar(x, v, 0.6, bottom=bottom, label=label, color=color)
+        bottom += v
+    ax.plot(x, [100 * r["padding_share"] for r in rows], "k^", label="padding (share of row capacity)")
+    for xi, r in zip(x, rows):
+        ax.text(xi, 101, f"{r['long_never_started']:,}/{r['long_arrived']:,}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylim(0, 112)
+    _save(fig, ax, "Packers at the same budget (above each bar: sources > R never started / arrived)", "packer",
+          "share of arrived tokens (%)", path, legend_loc="lower left")
 
 
 def startup_delay(perm, paper_range, path):
@@ -152,6 +195,12 @@ FIGURE_NOTES = {
                        "B - 1 long sources arrived so far), which no selection touches; orange is everything else.",
     "length_histogram.png": "Arrived lengths by group; every protected source (red) is among the longest, right of the "
                             "R line.",
+    "label_coverage.png": "Each label's share of the emitted tokens over its share of the arrived ones, per packer: "
+                          "below the dashed line a packer under-represents that label.",
+    "position_exposure.png": "For each length stratum (rows) and tenth of the source's positions (columns), the share "
+                             "of those tokens the rows contain: a dark right side is prefix bias.",
+    "comparison.png": "Every packer at the same budget: where the arrived tokens went, the padding, and how many "
+                      "sources longer than R never started.",
     "startup_delay.png": "Where the first long source is emitted under each arrival-order permutation: the spread is "
                          "the order's effect, the red line the corpus order.",
     "pass_bounds.png": "The earliest pass in which a source of at least that length can start in a repeated corpus; "

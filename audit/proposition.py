@@ -8,6 +8,8 @@ at that moment. Arrivals are interleaved with events through the core's refill l
 """
 import heapq
 
+import numpy as np
+
 
 class ProtectedSet:
     def __init__(self, B, R):
@@ -58,3 +60,54 @@ def check_proposition(stream, raw_events, refill_log, B, R, mass_trace=False):
             ps.arrive(src, int(lengths[src % n]))
         r += 1
     return None, ps, trace
+
+
+class PropositionWatch:
+    """check_proposition fed chunk by chunk: arrivals and events interleaved, memory B - 1 keys."""
+
+    def __init__(self, B, R):
+        self.ps = ProtectedSet(B, R)
+        self.R = R
+        self.violation = None
+        self.events_seen = 0
+
+    def _arrive(self, first, lengths):
+        for i in np.flatnonzero(np.asarray(lengths) > self.R).tolist():
+            self.ps.arrive(first + i, int(lengths[i]))
+
+    def feed(self, raw, arrivals, marks=(), candidates=None):
+        """raw: this chunk's core tuples; arrivals: (events_before, first_source, lengths, _) with
+        events_before counted within raw; candidates: the indices of the events that can select a
+        protected source (those of sources longer than R; None: every event). Returns the protected
+        mass at each event index in marks."""
+        members = self.ps.members
+        todo = range(len(raw)) if candidates is None else np.asarray(candidates).tolist()
+        masses, m, r = [], 0, 0
+        marks = list(marks)
+        for e in todo:
+            while r < len(arrivals) and arrivals[r][0] <= e:
+                while m < len(marks) and marks[m] < arrivals[r][0]:
+                    masses.append(self.ps.mass)
+                    m += 1
+                self._arrive(arrivals[r][1], arrivals[r][2])
+                r += 1
+            while m < len(marks) and marks[m] <= e:
+                masses.append(self.ps.mass)
+                m += 1
+            if raw[e][0] in members and self.violation is None:
+                self.violation = {"event": self.events_seen + e, "source_id": raw[e][0],
+                                  "source_len": self._length_of(raw[e][0], arrivals)}
+        for a in arrivals[r:]:
+            while m < len(marks) and marks[m] < a[0]:
+                masses.append(self.ps.mass)
+                m += 1
+            self._arrive(a[1], a[2])
+        masses += [self.ps.mass] * (len(marks) - m)
+        self.events_seen += len(raw)
+        return masses
+
+    def _length_of(self, src, arrivals):
+        for L, s in self.ps.heap:
+            if s == src:
+                return L
+        return None

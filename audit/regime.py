@@ -20,22 +20,7 @@ import math
 
 import numpy as np
 
-from findings import PAPER as _P
-
-_S, _C = _P["setup"], _P["s5_1_coverage"]
-_LONGEST_CHUNKS = 1 + math.ceil((_S["longest_source"] - _S["R"]) / (_S["R"] - 1))  # 142, as chunks_of() below
-# the paper's indicators, derived from its published values (findings/paper_values.json)
-PAPER = {
-    "row_capacity": _S["R"], "buffer": _S["B"], "targets": _S["targets_per_run"],
-    "sources_per_pass": _S["eligible_sources"], "tokens_per_pass": _S["eligible_tokens"], "longest": _S["longest_source"],
-    "longest_chunks": _LONGEST_CHUNKS, "longest_chunks_share_of_B": _LONGEST_CHUNKS / _S["B"],
-    "protected_share_of_arrived": _C["protected_pct_of_arrived"] / 100, "passes_started": 1,
-    "sources_arrived": _C["sources_arrived"], "arrived_over_B": _C["sources_arrived"] / _S["B"],
-    "budget_share_of_corpus": _S["targets_per_run"] / _S["eligible_tokens"],
-    "share_emitted_from_long_sources": _C["share_emitted_long_pct_original"] / 100,
-    "sources_started_original": None,  # not stated in the paper
-    "sources_started_segment_first": _C["segment_first_sources"],
-}
+from findings import PAPER_REGIME as PAPER  # the paper's indicators, derived once from its published values
 
 # what "the paper's order of magnitude" means for each indicator (checked by tests and shown in reports)
 TARGET = {
@@ -79,6 +64,30 @@ def regime_indicators(stream, R, B, targets, replay=None) -> dict:
         "budget_share_of_corpus": targets / int(stream.lengths.sum()),
         "share_emitted_from_long_sources": float(ev["emitted"][ev["source_len"] > R].sum() / emitted) if emitted else 0.0,
     }
+
+
+def indicators_from(stream, R, B, targets, original, segment_first=None) -> dict:
+    """The indicators from an audit's summaries (no second replay): the original packer's, and
+    segment-first's when it was audited (else its started count is n/a)."""
+    longest = int(stream.lengths.max())
+    p = original["protected"]
+    return {
+        "sources_started_original": original["sources_started"],
+        "sources_started_segment_first": segment_first["sources_started"] if segment_first else None,
+        "row_capacity": int(R), "buffer": int(B), "targets": int(targets),
+        "sources_per_pass": int(stream.n), "tokens_per_pass": int(stream.lengths.sum()),
+        "longest": longest, "longest_chunks": chunks_of(longest, R), "longest_chunks_share_of_B": chunks_of(longest, R) / B,
+        "sources_longer_than_R_per_pass": int((stream.lengths > R).sum()),
+        "protected_sources": p["size"], "protected_tokens": p["tokens"], "protected_share_of_arrived": p["share_of_arrived"],
+        "passes_started": original["passes_started"], "sources_arrived": original["sources_arrived"],
+        "arrived_over_B": original["sources_arrived"] / B, "budget_share_of_corpus": targets / int(stream.lengths.sum()),
+        "share_emitted_from_long_sources": original["share_emitted_from_long_sources"],
+    }
+
+
+# the paper's published values the audit's figures draw beside ours
+PAPER_STARTUP_RANGE = (_C["startup_delay_min_targets"], _C["startup_delay_max_targets"])
+PAPER_PASS_BOUNDS = _P["s5_2_pass_bounds"]
 
 
 def in_regime(ind) -> dict:
@@ -139,6 +148,16 @@ def preset_stream(data_dir, preset: dict):
         refills.extend((refills[-1] + sh.refills[1:]).tolist())
     s = DocumentStream(np.concatenate(lengths), refills, name=f"{lay.source}:train")
     return s.capped(preset.get("max_source_len", 0))
+
+
+def tiny_training_column(data_dir) -> dict:
+    """The indicators of the tiny training preset on the offline corpus (a report's second column)."""
+    from corpus.layout import default_data_dir
+    from presets.six import PRESETS, TINY_REGIME
+
+    tiny = {**PRESETS["tiny"], **TINY_REGIME}
+    R, B, T = preset_setting(tiny)
+    return regime_indicators(preset_stream(data_dir or default_data_dir(), tiny), R, B, T)
 
 
 def filter_counts(data_dir, source, max_len) -> dict:

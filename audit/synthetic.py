@@ -40,3 +40,22 @@ def paper_like_lengths(seed=0, n=PAPER_SOURCES, total=PAPER_TOKENS):
         idx = rng.permutation(n_body)
     lengths = np.concatenate([body, tail])
     return lengths[rng.permutation(n)]
+
+
+def census_chunks(n, seed=0, chunk=1 << 20):
+    """n census-shaped lengths (the paper's per-pass shares of each length band), a chunk at a time,
+    so a stream of 10^8 documents never sits in memory. Body lognormal as above; each tail band
+    [t_k, t_k+1) drawn with its per-pass share, log-uniform inside; the longest band is 290,219 exactly."""
+    rng = np.random.default_rng(seed)
+    shares = [(lo, hi, (c_lo - c_hi) / PAPER_SOURCES) for lo, hi, c_lo, c_hi in
+              zip(PAPER_THRESHOLDS[:-1], PAPER_THRESHOLDS[1:], PAPER_COUNTS[:-1], PAPER_COUNTS[1:])]
+    shares.append((PAPER_LONGEST, PAPER_LONGEST + 1, PAPER_COUNTS[-1] / PAPER_SOURCES))
+    done = 0
+    while done < n:
+        k = min(chunk, n - done)
+        out = np.clip(np.exp(rng.normal(np.log(430.0), 1.05, k)).astype(np.int64), 2, PAPER_THRESHOLDS[0] - 1)
+        for lo, hi, p in shares:
+            at = np.flatnonzero(rng.random(k) < p)
+            out[at] = np.exp(rng.uniform(np.log(lo), np.log(hi - 1), len(at))).astype(np.int64) if hi - lo > 1 else lo
+        yield out
+        done += k

@@ -9,7 +9,8 @@ threshold l > R (the longest source is always added), the sources per pass of le
 and the earliest pass that can contain the first service of any of them: ceil(B / r).
 These are necessary lower bounds (section 3), not service times.
 
-A histogram cut short is refused: every line must be complete (newline-terminated), the
+A histogram cut short is refused, and so is a length or count beyond 64 bits (no census
+writes one; a 400-digit length would only print a 400-digit table row): every line must be complete (newline-terminated), the
 lengths strictly increasing as the census writes them, and the totals must equal the
 declared --sources/--tokens or, when census.json lies beside SPLIT_length_histogram.csv,
 the documents and tokens it records for SPLIT.
@@ -22,6 +23,7 @@ import os
 import sys
 
 SUFFIX = "_length_histogram.csv"
+MAX_VALUE = 2**63 - 1  # lengths and counts as the census writes them: 64-bit integers
 
 
 def read_histogram(path):
@@ -44,6 +46,9 @@ def read_histogram(path):
                 raise ValueError(f"{path}: line {i}: length and count must be integers") from None
             if length < 1 or count < 0:
                 raise ValueError(f"{path}: line {i}: length must be >= 1 and count >= 0")
+            if length > MAX_VALUE or count > MAX_VALUE:
+                raise ValueError(f"{path}: line {i}: {'length' if length > MAX_VALUE else 'count'} has "
+                                 f"{len(str(max(length, count)))} digits; the census writes 64-bit integers")
             if hist and length <= max(hist):
                 raise ValueError(f"{path}: line {i}: lengths must strictly increase (the census writes them sorted)")
             hist[length] = count

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Independent packing checker, standard library only (runs as `python3 -I -S`).
 
-Its own literal, unsorted implementations of the four packers over length streams: the
-buffer is a list scanned on every selection, exactly as the baseline's prose description reads.
+Its own implementations of the four packers over length streams: a literal, unsorted one
+(the buffer is a list scanned on every selection, exactly as the baseline's prose description
+reads) that the self-test runs on hand-worked and random streams, and a bucketed one that
+--events runs, whose time grows like the input (events + arrivals, times a logarithm); the
+self-test checks that the two agree on random streams.
 
   python3 -I -S checkers/packing_checker.py --self-test
   python3 -I -S checkers/packing_checker.py --events runs/audit/events_original.csv \\
@@ -15,15 +18,21 @@ torn export is refused, and with --rows N or --summary runs/audit/summary.json t
 must cover exactly the declared rows.
 
 What it will allocate is bounded before the replay starts: an event emits 1..R tokens (so
-the rows replayed are at most the events in the file), B is at most MAX_BUFFER spans, and
+the rows replayed are at most the events in the file), B is at most MAX_BUFFER spans, a
+refill line at most MAX_REFILL lengths, the file at most MAX_LENGTHS lengths, and
 segment_first's segments per pass at most MAX_SEGMENTS; beyond these it refuses in one line
-instead of running without end or exhausting memory. Files must be UTF-8 text.
+instead of running without end or exhausting memory. Before a check expected to take more
+than a few seconds it says how long it expects. Files must be UTF-8 text.
 """
 import argparse
+import array
+import bisect
 import csv
+import heapq
 import math
 import random
 import sys
+import time
 
 PACKERS = ("original", "lossless", "segment_first", "random_span")
 RANDOM_SPAN_SEED = 314159265
@@ -32,14 +41,20 @@ DERIVED = ("source_len", "row", "row_offset", "target_offset")
 ALL_FIELDS = FIELDS + DERIVED
 MAX_BUFFER = 1_000_000  # spans held as Python lists: about 100 MB; the paper's B is 1000
 MAX_SEGMENTS = 10_000_000  # segment_first's buffered segments of one pass of the stream
+MAX_REFILL = 1_000_000  # lengths on one refill line: the buffer holds at most B + one refill of spans
+MAX_LENGTHS = 50_000_000  # lengths in the whole file (one pass)
+# measured costs on one core (for the expected-time note): parsing a length, replaying an
+# arrival, reading and comparing an event
+PARSE_S, ARRIVAL_S, EVENT_S = 1.5e-7, 1.5e-6, 6e-6
 
 
-def replay(refills, packer, R, B, n_rows, seed=RANDOM_SPAN_SEED):
-    """Events (source_id, span_start, emitted, discarded, kind, lead_bos) of n_rows rows.
-
-    Also returns the arrivals as (event_index_before_which, source_id, length) for checks.
+def replay_literal(refills, packer, R, B, n_rows, seed=RANDOM_SPAN_SEED):
+    """The reference: events (source_id, span_start, emitted, discarded, kind, lead_bos) of n_rows rows,
+    scanning the whole buffer list on every selection, and the arrivals as
+    (event_index_before_which, source_id, length). Cost: selections x buffer.
     """
     n = sum(len(r) for r in refills)
+    starts = _refill_starts(refills)
     rng = random.Random(seed)
     buf = []  # [source_id, span_start, lead_bos, current_length]
     events, arrivals = [], []
@@ -48,7 +63,7 @@ def replay(refills, packer, R, B, n_rows, seed=RANDOM_SPAN_SEED):
         pos = 0
         while pos < R:
             while len(buf) < B:
-                first = passes * n + sum(len(r) for r in refills[:k])
+                first = passes * n + starts[k]
                 for j, L in enumerate(refills[k]):
                     src = first + j
                     arrivals.append((len(events), src, L))
@@ -92,6 +107,107 @@ def replay(refills, packer, R, B, n_rows, seed=RANDOM_SPAN_SEED):
     return events, arrivals
 
 
+def _refill_starts(refills):
+    """Index of each refill's first source within a pass (a running sum, computed once)."""
+    out, t = [], 0
+    for r in refills:
+        out.append(t)
+        t += len(r)
+    return out
+
+
+def replay(refills, packer, R, B, n_rows, seed=RANDOM_SPAN_SEED, with_arrivals=True):
+    """The same events (and arrivals) as replay_literal, in time that grows like the input.
+
+    The buffer is held by current length: `present` is the sorted list of lengths some span
+    has, and each length keeps a min-heap of list positions (insertion numbers; a lossless
+    suffix keeps its number, as it keeps its place in the literal list). "Longest that fits,
+    first in the list" is then one bisect and one heap pop, "shortest, first in the list" the
+    first length's heap. A new arrival's number is larger than every buffered one, so it is
+    appended to its heap without sifting. The self-test compares it with replay_literal.
+    """
+    n = sum(len(r) for r in refills)
+    starts = _refill_starts(refills)
+    rng = random.Random(seed)
+    heaps, present, spans = {}, [], {}  # length -> [position], sorted lengths, position -> (source, start, lead)
+    events, arrivals = [], []
+    count = nxt = k = passes = 0
+    seg = packer == "segment_first"
+
+    def arrive(length, entry):
+        nonlocal nxt
+        spans[nxt] = entry
+        h = heaps.get(length)
+        if h is None:
+            heaps[length] = [nxt]
+            bisect.insort(present, length)
+        else:
+            h.append(nxt)  # the largest number so far: still a heap
+        nxt += 1
+
+    def take(i):
+        length = present[i]
+        h = heaps[length]
+        pos = heapq.heappop(h)
+        if not h:
+            del heaps[length]
+            del present[i]
+        return length, pos
+
+    for _ in range(n_rows):
+        fill = 0
+        while fill < R:
+            while count < B:
+                first = passes * n + starts[k]
+                for j, L in enumerate(refills[k]):
+                    src = first + j
+                    if with_arrivals:
+                        arrivals.append((len(events), src, L))
+                    if seg and L > R:
+                        arrive(R, (src, 0, 0))
+                        count, s = count + 1, R
+                        while s < L:
+                            e = min(s + R - 1, L)
+                            arrive(e - s + 1, (src, s, 1))
+                            count, s = count + 1, e
+                    else:
+                        arrive(L, (src, 0, 0))
+                        count += seg  # segment_first counts here; the others count the refill at once
+                count += 0 if seg else len(refills[k])
+                k += 1
+                if k == len(refills):
+                    k, passes = 0, passes + 1
+            rem = R - fill
+            i = bisect.bisect_right(present, rem)
+            if i:
+                L, pos = take(i - 1)
+                src, start, lead = spans.pop(pos)
+                count -= 1
+                events.append((src, start, L, 0, "fit", lead))
+                fill += L
+                continue
+            L, pos = take(0)
+            src, start, lead = spans[pos]
+            if packer == "lossless":
+                spans[pos] = (src, start + rem, 0)
+                h = heaps.get(L - rem)
+                if h is None:
+                    heaps[L - rem] = [pos]
+                    bisect.insort(present, L - rem)
+                else:
+                    heapq.heappush(h, pos)  # keeps its place in the list order
+                events.append((src, start, rem, 0, "crop", lead))
+            else:
+                del spans[pos]
+                count -= 1
+                if packer == "random_span":
+                    events.append((src, 1 + rng.randrange(L - rem + 1), rem, L - rem, "crop", 1))
+                else:
+                    events.append((src, start, rem, L - rem, "crop", lead))
+            fill = R
+    return events, arrivals
+
+
 def protected_violation(events, arrivals, R, B):
     """First event that selects a source among the largest B-1 long keys arrived so far."""
     arrived, a = [], 0
@@ -132,8 +248,19 @@ def self_test():
 
     refills = [[3, 5], [2, 6]]
     for packer, want in HAND.items():
-        got, _ = replay(refills, packer, 4, 2, HAND_ROWS[packer])
+        got, _ = replay_literal(refills, packer, 4, 2, HAND_ROWS[packer])
         check(f"hand-worked example, {packer}", got == want)
+    rng = random.Random(11)
+    for packer in PACKERS:
+        same = True
+        for _ in range(80):
+            R, B = rng.randint(2, 20), rng.randint(1, 10)
+            lengths = [rng.choice([1, 2, R // 2 + 1, R - 1, R, R + 1, 2 * R, 3 * R + 1]) for _ in range(rng.randint(1, 30))]
+            size = rng.randint(1, 6)
+            refs = [lengths[i:i + size] for i in range(0, len(lengths), size)]
+            rows = rng.randint(1, 30)
+            same &= replay(refs, packer, R, B, rows) == replay_literal(refs, packer, R, B, rows)
+        check(f"fast replay == literal list scan on 80 seeded random streams, {packer}", same)
     o, _ = replay(refills, "original", 4, 2, 3)
     r, _ = replay(refills, "random_span", 4, 2, 3)
     same = all(a[0] == b[0] and a[2:5] == b[2:5] for a, b in zip(o, r)) and len(o) == len(r)
@@ -147,7 +274,7 @@ def self_test():
             lengths = [rng.choice([1, R // 2 + 1, R, R + 1, 2 * R, 3 * R + 1]) for _ in range(rng.randint(1, 30))]
             size = rng.randint(1, 6)
             refs = [lengths[i:i + size] for i in range(0, len(lengths), size)]
-            ev, arr = replay(refs, packer, R, B, rng.randint(1, 25))
+            ev, arr = replay_literal(refs, packer, R, B, rng.randint(1, 25))
             ok &= protected_violation(ev, arr, R, B) is None
             # mass: everything emitted or discarded came from arrivals
             ok &= sum(e[2] + e[3] for e in ev) <= sum(a[2] for a in arr)
@@ -157,7 +284,7 @@ def self_test():
     # a small repeated corpus: one source longer than R among short ones, B = 5. Each pass
     # adds an occurrence with a larger key, so no occurrence can begin before the 5th arrival
     for packer in ("original", "lossless"):
-        ev, arr = replay([[20, 2, 3]], packer, 8, 5, 60)
+        ev, arr = replay_literal([[20, 2, 3]], packer, 8, 5, 60)
         e_first = next((i for i, e in enumerate(ev) if e[0] % 3 == 0), None)
         long_before = sum(1 for a in arr if a[2] > 8 and (e_first is None or a[0] <= e_first))
         check(f"repeated small corpus, {packer}: the long source begins only after its B-th arrival "
@@ -171,7 +298,12 @@ class InputError(Exception):
 
 
 def read_refills(path):
-    """Refill batches of positive integer lengths; one line per batch."""
+    """Refill batches of positive integer lengths; one line per batch.
+
+    Bounded before anything large is built: a line is split into at most MAX_REFILL + 1
+    fields (one more means the refill is too large to hold), and the file into at most
+    MAX_LENGTHS lengths in all. Lengths are kept in int64 arrays (8 bytes each).
+    """
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -179,17 +311,26 @@ def read_refills(path):
         raise InputError(f"{path}: cannot read the lengths file ({e.strerror})")
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text")
-    refills = []
+    refills, total = [], 0
     for i, line in enumerate(lines, start=1):
-        if not line.strip():
+        parts = line.split(None, MAX_REFILL)
+        if not parts:
             continue
+        if len(parts) > MAX_REFILL:
+            raise InputError(f"{path}: line {i} holds more than {MAX_REFILL:,} lengths; one refill line is at most "
+                             f"{MAX_REFILL:,} (the checker holds B + one refill of spans)")
+        total += len(parts)
+        if total > MAX_LENGTHS:
+            raise InputError(f"{path}: more than {MAX_LENGTHS:,} lengths; the checker reads at most {MAX_LENGTHS:,} "
+                             f"(about {MAX_LENGTHS * PARSE_S:.0f} s)")
         try:
-            batch = [int(x) for x in line.split()]
+            batch = array.array("q", map(int, parts))
         except ValueError:
             raise InputError(f"{path}: line {i}: lengths must be integers")
-        bad = [L for L in batch if L < 1]
-        if bad:  # a zero-length source can never fill a row: the replay would loop forever
-            raise InputError(f"{path}: line {i}: length {bad[0]} < 1 (every source holds at least its BOS)")
+        except OverflowError:
+            raise InputError(f"{path}: line {i}: a length does not fit in 64 bits")
+        if min(batch) < 1:  # a zero-length source can never fill a row: the replay would loop forever
+            raise InputError(f"{path}: line {i}: length {min(batch)} < 1 (every source holds at least its BOS)")
         refills.append(batch)
     if not refills:
         raise InputError(f"{path}: no lengths (empty file)")
@@ -262,8 +403,13 @@ def compare(events_csv, lengths_path, packer, R, B, rows=None):
         print(f"MISMATCH: the export covers {total // R} rows, {rows} were declared")
         return 1
     n = sum(len(b) for b in refills)
-    flat = [L for b in refills for L in b]
-    want, _ = replay(refills, packer, R, B, total // R)
+    flat = array.array("q")
+    for b in refills:
+        flat.extend(b)
+    expect = len(events) * EVENT_S + (B + len(events)) * ARRIVAL_S
+    if expect > 3:
+        print(f"note: {len(events):,} events at B={B:,}: expect about {expect:.0f} s", file=sys.stderr)
+    want, _ = replay(refills, packer, R, B, total // R, with_arrivals=False)
     derived = expected_columns(want, R)
     for i, (r, w) in enumerate(zip(events, want)):
         exp = dict(zip(FIELDS, w))

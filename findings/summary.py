@@ -447,6 +447,39 @@ def _position_shares(summary):
     return first, last
 
 
+# ---------------------------------------------------------------- any packer (the audit's practical contribution)
+
+def packers_section(d, out):
+    """The cross-packer audit (audit_packers/comparison.json): the same budget through the paper's four, our
+    concatenate-and-chunk and the installed libraries' packers, each run on tracer documents."""
+    c = _load(d / "comparison.json")
+    sec = Section("packers", "Any packer: which sources each packer starts, and which positions it trains on",
+                  ref="how")
+    if not c:
+        sec.headline = f"Not run: no results under {d}."
+        return sec
+    sec.headline = c["sentence"]
+    passes = "" if c["passes"] <= 1 else f" ({c['passes']:,} passes over the corpus)"
+    sec.text = [f"Every packer at {c['targets']:,} targets, R = {c['row_capacity']:,}{passes}: shares of the arrived "
+                "tokens emitted / discarded / still buffered, padding of the rows, sources longer than R never started, "
+                "the emitted share of the first and last tenth of those sources' positions, the least represented label "
+                "(emitted share over arrived share), and the Proposition."]
+    for name, r in c["packers"].items():
+        lab = r.get("least_represented_label")
+        sec.row(name, f"{_pct(r['emitted_share'])} / {_pct(r['discarded_share'])} / {_pct(r['buffered_share'])}; "
+                      f"padding {_pct(r['padding_share'])}; > R never started {r['long_never_started']:,} of "
+                      f"{r['long_arrived']:,}; first / last tenth {_pct(r['long_first_tenth_exposed'], 1)} / "
+                      f"{_pct(r['long_last_tenth_exposed'], 1)}; least represented "
+                      + (f"{lab[0]} ({lab[1]:.2f})" if lab and lab[1] is not None else "n/a")
+                      + f"; Proposition {r['proposition']}",
+                r["how"])
+    for name, why in c.get("refused", {}).items():
+        sec.row(name, f"refused: {why}", "—")
+    sec.links = [_link(out, _rel(d / "report.md", out), "audit_packers/report.md"),
+                 _link(out, _rel(d / "comparison.png", out), "comparison figure")]
+    return sec
+
+
 # ---------------------------------------------------------------- the queue
 
 def queue_section(d, out):
@@ -548,7 +581,7 @@ def _missing(key, title, d):
 
 # ---------------------------------------------------------------- page
 
-def build(out, audit=None, train=None, evald=None, queue=None, study=None, audit_val=None):
+def build(out, audit=None, train=None, evald=None, queue=None, study=None, audit_val=None, packers=None):
     """Every section of the page, in its order, computed from the result folders (nothing rendered here)."""
     out = Path(out)
     audit, train = Path(audit or out / "audit"), Path(train or out / "train")
@@ -556,7 +589,8 @@ def build(out, audit=None, train=None, evald=None, queue=None, study=None, audit
     s3, s51, s52 = audit_sections(audit, out)
     if s51.rows:
         dev_stream_rows(s51, Path(audit_val or out / "audit_val"), out)
-    return [s3, s51, s52, regime_section(audit, out), train_section(train, out), *eval_sections(evald, out),
+    return [s3, s51, s52, packers_section(Path(packers or out / "audit_packers"), out), regime_section(audit, out),
+            train_section(train, out), *eval_sections(evald, out),
             queue_section(queue, out), study_section(study, out)]
 
 
@@ -610,8 +644,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog=prog_name("python -m findings.summary"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/main", help="run folder; SUMMARY.md and findings.json are written here (default runs/main)")
-    for k in ("audit", "audit-val", "train", "eval", "queue", "study"):
-        default = {"study": "queue_study", "audit-val": "audit_val"}.get(k, k)
+    for k in ("audit", "audit-val", "audit-packers", "train", "eval", "queue", "study"):
+        default = {"study": "queue_study", "audit-val": "audit_val", "audit-packers": "audit_packers"}.get(k, k)
         ap.add_argument(f"--{k}", default=None, help=f"{k} results folder (default OUT/{default})")
     ap.add_argument("--data-dir", default=None, help="data root, for the corpus's build id (default: $PACKAUDIT_DATA "
                     "or ~/.cache/packing-audit)")
@@ -621,7 +655,7 @@ def main(argv=None):
     if not out.is_dir():
         print(f"error: {out}: no such run folder", file=sys.stderr)
         return 2
-    secs = build(out, a.audit, a.train, a.eval, a.queue, a.study, a.audit_val)
+    secs = build(out, a.audit, a.train, a.eval, a.queue, a.study, a.audit_val, a.audit_packers)
     prov = collect(out, a.data_dir, a.corpus_source)
     atomic_write_text(out / "SUMMARY.md", render(secs, out, prov) + "\n")
     atomic_write_json(out / "findings.json", {"provenance": prov, "sections": [s.to_json() for s in secs],

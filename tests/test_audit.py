@@ -22,7 +22,7 @@ from loaders.stream import DocumentStream, open_split
 def audit_out(small_corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("audit")
     rc = audit_main(["--data-dir", str(small_corpus), "--targets", str(300 * 128), "--row-capacity", "129",
-                     "--buffer", "40", "--permutations", "3", "--out", str(out)])
+                     "--buffer", "40", "--permutations", "3", "--csv", "--out", str(out)])
     assert rc == 0
     return out
 

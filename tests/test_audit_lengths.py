@@ -26,7 +26,7 @@ def _lengths():
 
 def _args(path, out, *extra):
     return ["--lengths", str(path), "--row-capacity", str(R), "--buffer", str(B), "--targets", str(150 * (R - 1)),
-            "--refill-docs", "16", "--permutations", "3", "--out", str(out), *extra]
+            "--refill-docs", "16", "--permutations", "3", "--csv", "--out", str(out), *extra]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,111 @@
+"""One table across packers at the same budget, and the headline another report can show.
+
+`comparison(summary)` reduces each packer's summary to the numbers a researcher compares:
+shares of the arrived tokens (plus the markers a packer added) emitted, discarded and still
+buffered, the padding share of the rows, sources never started (all, and longer than R),
+the least and most represented label, the exposure of the first and last tenth of long
+sources' positions, rows that start mid-document without a BOS, and the Proposition
+(held, violated, or why it cannot apply). `headline(folder)` reads it back from an audit
+folder as plain JSON numbers and one sentence, for a findings page.
+"""
+import json
+from pathlib import Path
+
+from audit.fmt import pct
+
+COMPARISON_FILE = "comparison.json"
+
+
+def _long_exposure(s, R):
+    """Emitted share of the first and the last tenth of positions, over the length strata wholly above R."""
+    arr = [0] * 10
+    em = [0] * 10
+    for e in s["position_exposure"]:
+        lo = int(e["stratum"].lstrip(">").split("-")[0])
+        if lo > R or (e["stratum"].startswith(">") and lo >= R):
+            arr = [a + b for a, b in zip(arr, e["arrived_tokens"])]
+            em = [a + b for a, b in zip(em, e["emitted_tokens"])]
+    return [(em[d] / arr[d]) if arr[d] else None for d in (0, 9)]
+
+
+def packer_row(s, R):
+    whole = s["tokens_arrived"] + s["bos_added"]
+    labs = [d for d in s["by_label"] if d["representation"] is not None]
+    lo = min(labs, key=lambda d: d["representation"]) if labs else None
+    hi = max(labs, key=lambda d: d["representation"]) if labs else None
+    first, last = _long_exposure(s, R)
+    p = s["protected"]
+    prop = ("held" if p["proposition_held"] else "VIOLATED") if p["applies"] else f"n/a: {p['why_not']}"
+    return {
+        "how": s["how"].split(" ")[0], "row_capacity": s["row_capacity"], "rows": s["rows"],
+        "emitted_share": s["emitted"] / whole if whole else 0.0, "discarded_share": s["discarded"] / whole if whole else 0.0,
+        "buffered_share": s["buffered"] / whole if whole else 0.0, "padding_share": s.get("padding_share", 0.0),
+        "sources_arrived": s["sources_arrived"], "sources_never_started": s["sources_never_started"],
+        "long_arrived": s["sources_longer_than_R_arrived"],
+        "long_never_started": s["sources_longer_than_R_arrived"] - s["sources_longer_than_R_started"],
+        "never_started_by_stratum": {r["stratum"]: r["sources"] - r["started"] for r in s["retention_by_stratum"]
+                                     if r["sources"]},
+        "least_represented_label": None if lo is None else [lo["label"], lo["representation"]],
+        "most_represented_label": None if hi is None else [hi["label"], hi["representation"]],
+        "representation_by_label": {d["label"]: d["representation"] for d in s["by_label"]},
+        "long_first_tenth_exposed": first, "long_last_tenth_exposed": last,
+        "continuation_rows": s["continuation_rows"], "proposition": prop,
+        "library": s.get("library"), "settings": s.get("settings"),
+    }
+
+
+def comparison(summary) -> dict:
+    R = summary["row_capacity"]
+    rows = {n: packer_row(s, R) for n, s in summary["packers"].items() if "refused" not in s}
+    refused = {n: s["refused"] for n, s in summary["packers"].items() if "refused" in s}
+    return {"targets": summary["targets"], "row_capacity": R, "buffer": summary["buffer"],
+            "passes": summary["horizon"]["passes"], "packers": rows, "refused": refused,
+            "sentence": sentence(rows, summary)}
+
+
+def sentence(rows, summary) -> str:
+    if not rows:
+        return "No packer produced rows for this stream."
+    most = max(rows, key=lambda n: (rows[n]["long_never_started"], rows[n]["sources_never_started"]))
+    disc = max(rows, key=lambda n: rows[n]["discarded_share"])
+    cont = sorted((n for n in rows if rows[n]["continuation_rows"]), key=lambda n: -rows[n]["continuation_rows"])
+    m = rows[most]
+    out = (f"Across {len(rows)} packers at {summary['targets']:,} targets, {most} leaves the most sources longer than "
+           f"R unstarted ({m['long_never_started']:,} of {m['long_arrived']:,}), {disc} discards the most "
+           f"({pct(rows[disc]['discarded_share'])} of arrived tokens)")
+    if cont:
+        out += f", and {cont[0]} starts the most rows mid-document without a BOS ({rows[cont[0]]['continuation_rows']:,})"
+    return out + "."
+
+
+COLUMNS = (("how", "how", str), ("R", "row_capacity", "{:,}".format), ("emitted", "emitted_share", pct),
+           ("discarded", "discarded_share", pct), ("buffered", "buffered_share", pct), ("padding", "padding_share", pct),
+           ("never started", "sources_never_started", "{:,}".format),
+           ("> R never started", "long_never_started", "{:,}".format),
+           ("> R: first tenth exposed", "long_first_tenth_exposed", pct),
+           ("> R: last tenth exposed", "long_last_tenth_exposed", pct),
+           ("rows mid-document, no BOS", "continuation_rows", "{:,}".format))
+
+
+def comparison_table_md(comp) -> str:
+    out = ["| packer | " + " | ".join(c[0] for c in COLUMNS) + " | least represented label | Proposition |",
+           "|---|" + "---:|" * len(COLUMNS) + "---|---|"]
+    for n, r in comp["packers"].items():
+        lab = r["least_represented_label"]
+        cells = [f(r[k]) for _, k, f in COLUMNS]
+        labtxt = f"{lab[0]} ({lab[1]:.2f})" if lab and lab[1] is not None else "n/a"
+        out.append(f"| {n} | " + " | ".join(cells) + f" | {labtxt} | {r['proposition']} |")
+    for n, why in comp.get("refused", {}).items():
+        out.append(f"| {n} | refused: {why} |" + " |" * (len(COLUMNS) + 1))
+    return "\n".join(out) + "\n\nShares of the arrived tokens (and the BOS markers a packer added); padding as a share " \
+                            "of the rows' capacity; \"> R\": sources longer than the row capacity."
+
+
+def headline(folder) -> dict:
+    """The comparison of an audit folder as JSON-able numbers and one sentence (for a findings page)."""
+    comp = json.loads((Path(folder) / COMPARISON_FILE).read_text())
+    keep = ("emitted_share", "discarded_share", "buffered_share", "padding_share", "long_never_started",
+            "long_arrived", "sources_never_started", "continuation_rows", "proposition")
+    return {"targets": comp["targets"], "row_capacity": comp["row_capacity"], "passes": comp["passes"],
+            "packers": {n: {k: r[k] for k in keep} for n, r in comp["packers"].items()},
+            "refused": comp.get("refused", {}), "sentence": comp["sentence"]}

@@ -1,0 +1,160 @@
+"""The audit's mechanism: one packer over one stream at one budget -> its summary.
+
+`replay_packer` runs the selection core that trains on lengths alone (the paper's four
+packers); `trace_packer` runs any packer on tracer documents (audit/trace.py). Both write
+their events through an EventSink in chunks and fill the same Tally, so their summaries
+have the same keys; the Markdown report is audit/report.py's business, not this module's.
+"""
+import numpy as np
+
+from audit.events import EventSink, records_from_columns
+from audit.feed import PullingCore
+from audit.proposition import PropositionWatch
+from audit.tally import Tally
+from loaders.core import CROP, FIT
+
+CHUNK_ROWS = 4096  # rows per events chunk: memory holds one chunk's events
+PLOT_POINTS = 300  # samples of the buffer's mass over the replay
+# the paper's Proposition: a packer outside its family, and why it cannot apply
+NOT_IN_FAMILY = {
+    "segment_first": "pre-segmentation to lengths at most R removes the hypothesis (section 3, Limits)",
+}
+
+
+def lead_flags(packer, lead):
+    """(added, stands_in) of the replay's events: segment-first adds BOS markers; random spans move the source's own."""
+    lead = np.asarray(lead, np.int64)
+    zero = np.zeros_like(lead)
+    if packer == "segment_first":
+        return lead, zero
+    if packer == "random_span":
+        return zero, lead
+    return zero, zero
+
+
+def _records(raw, tally, R, first_row):
+    a = np.asarray(raw, dtype=np.int64).reshape(-1, 6)
+    live = tally.live
+    L = live["len"][np.searchsorted(live["id"], a[:, 0])]
+    pos = first_row * R + np.cumsum(a[:, 2]) - a[:, 2]
+    return records_from_columns(a[:, 0], L, a[:, 1], a[:, 2], a[:, 3], pos // R, pos % R, a[:, 4], a[:, 5], R)
+
+
+def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, progress=None):
+    """The replay of one of the paper's packers; refills: a refill source (audit/feed.py)."""
+    core = PullingCore(refills, packer, R, B)
+    tally = Tally(R, rows * (R - 1))
+    watch = PropositionWatch(B, R)
+    step = max(1, rows // PLOT_POINTS)
+    curve, done = [], 0
+    while done < rows:
+        raw, marks, first_row = [], [], done
+        while done < min(rows, first_row + CHUNK_ROWS):
+            k = min(step, rows - done)
+            core.pack_rows(k, raw)
+            done += k
+            marks.append(len(raw))
+            curve.append([done * (R - 1), core.buffered_tokens()])
+        arrivals = core.take_arrivals()
+        if arrivals:
+            tally.arrive(arrivals[0][1], np.concatenate([x[2] for x in arrivals]), _labels(arrivals))
+        rec = _records(raw, tally, R, first_row)
+        tally.add_events(rec, *lead_flags(packer, rec["lead_bos"]))
+        masses = watch.feed(raw, arrivals, marks, np.flatnonzero(rec["source_len"] > R))
+        for c, m in zip(curve[len(curve) - len(marks):], masses):
+            c.append(m)
+        if sink is not None:
+            sink.write(rec, _event_labels(tally, rec) if label_names else None)
+        tally.retire(core.buffered_sources())
+        if progress is not None:
+            progress(done)
+    return finish(tally, watch, packer, rows, R, B, refills.passes_started, core.added_bos,
+                   core.buffered_tokens(), curve)
+
+
+def _labels(arrivals):
+    if all(x[3] is None for x in arrivals):
+        return None
+    return np.concatenate([np.asarray(x[3], dtype=object) if x[3] is not None else np.full(len(x[2]), None, object)
+                           for x in arrivals])
+
+
+def _event_labels(tally, rec):
+    lab = tally.live["label"][np.searchsorted(tally.live["id"], rec["source_id"])]
+    return np.asarray(tally.labels.names, dtype=object)[lab]
+
+
+def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve, applies=None):
+    """Retire what is still buffered at the horizon and assemble the summary."""
+    ps = watch.ps
+    live = tally.live
+    members = np.asarray(sorted(ps.members), dtype=np.int64)
+    pos = np.searchsorted(live["id"], members)
+    in_live = (pos < len(live["id"])) & (live["id"][np.minimum(pos, max(len(live["id"]) - 1, 0))] == members) \
+        if len(live["id"]) else np.zeros(len(members), bool)
+    unstarted = bool(in_live.all() and not live["nev"][pos[in_live]].any())
+    tally.retire(None)
+    t = tally.tables()
+    applies = (packer not in NOT_IN_FAMILY) if applies is None else applies
+    out = {"packer": packer, "row_capacity": R, "buffer": B, "rows": rows, "targets": rows * (R - 1),
+           "passes_started": passes, **t, "bos_added": int(added_bos), "buffered": int(buffered)}
+    out["partition_holds"] = out["tokens_arrived"] + out["bos_added"] == out["emitted"] + out["discarded"] + out["buffered"]
+    out["protected"] = {
+        "size": len(ps.members), "tokens": int(ps.mass),
+        "share_of_arrived": ps.mass / out["tokens_arrived"] if out["tokens_arrived"] else 0.0,
+        "share_of_buffered": ps.mass / buffered if buffered else 0.0,
+        "proposition_held": (watch.violation is None) if applies else None,
+        "first_violation": watch.violation if applies else None, "applies": bool(applies),
+        "why_not": None if applies else NOT_IN_FAMILY.get(packer, "its rule is not the paper's family"),
+    }
+    if applies:
+        out["protected"]["all_buffered_unstarted"] = unstarted
+    out["plot"] = {**tally.plot_data(), "buffer_curve": curve, "protected_lengths": sorted(k[0] for k in ps.heap)}
+    return out
+
+
+def trace_packer(packer_fn, refills, name, rows, R, B, first_id, bos_id=None, pad_id=None, drain_rows=None,
+                 sink=None, label_names=False, applies=False, why_not=None, progress=None):
+    """Trace any packer (audit/trace.py) and summarize it as the replay summarizes its packers."""
+    from audit.trace import run_trace
+
+    tr = run_trace(packer_fn, refills, R, rows, first_id, bos_id, pad_id, drain_rows, progress=progress)
+    ev = tr.events
+    h = ev["row"] < rows
+    L = tr.lengths
+    rec = records_from_columns(ev["src"][h], L[ev["src"][h]], ev["a"][h], ev["emitted"][h], ev["disc"][h],
+                               ev["row"][h], ev["off"][h], np.where(ev["crop"][h], CROP, FIT), ev["lead"][h], R)
+    tally = Tally(R, rows * (R - 1))
+    tally.arrive(0, L, tr.labels)
+    kol = ev["kind_of_lead"][h]
+    tally.add_events(rec, (kol == 1).astype(np.int64), (kol == 2).astype(np.int64))
+    never = ev["never"] if ev["ended"] else np.zeros(0, np.int64)
+    tally.live["disc"][never] += L[never]  # ids are 0..arrived-1 in order: an index is an id
+    watch = PropositionWatch(B, R)
+    watch.feed([(s,) for s in rec["source_id"].tolist()], _row_arrivals(tr, rec))
+    added_all = int((ev["kind_of_lead"] == 1).sum())
+    discarded = int(rec["discarded"].sum()) + int(L[never].sum())
+    buffered = int(L.sum()) + added_all - int(rec["emitted"].sum()) - discarded
+    if sink is not None:
+        lab = np.asarray(tally.labels.names, dtype=object)[tally.live["label"][rec["source_id"]]] if label_names else None
+        sink.write(rec, lab)
+    out = finish(tally, watch, name, rows, R, B, None, added_all, buffered, [], applies=applies)
+    out["discarded"] = discarded  # never-emitted sources are discarded without an event
+    out["partition_holds"] = out["tokens_arrived"] + out["bos_added"] == out["emitted"] + out["discarded"] + out["buffered"]
+    out["protected"]["why_not"] = None if applies else (why_not or "its rule is not the paper's family")
+    out["trace"] = {"rows_yielded": tr.rows_yielded, "stream_ended": bool(tr.ended), "rows_reached": tr.rows,
+                    "padding": tr.counts["pad"], "other_inserted": tr.counts["other_inserted"],
+                    "row_tokens": tr.counts["row_tokens"], "unresolved_sources": 0 if tr.ended else len(ev["never"])}
+    out["padding_share"] = tr.counts["pad"] / (rows * R) if rows else 0.0
+    return out
+
+
+def _row_arrivals(tr, rec):
+    """Arrivals at row boundaries: the documents pulled by the time each row came out."""
+    first_event_of_row = np.searchsorted(rec["row"], np.arange(len(tr.pulled_at_row)))
+    out, prev = [], 0
+    for r, p in enumerate(tr.pulled_at_row.tolist()):
+        if p > prev:
+            out.append((int(first_event_of_row[r]), prev, tr.lengths[prev:p], None))
+            prev = p
+    return out

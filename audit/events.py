@@ -1,0 +1,119 @@
+"""The event schema the replay and the trace share, and its writers.
+
+One record per emission, the fields of loaders/packers.py: source_id (global arrival index),
+source_len, span_start, emitted (tokens in the row, a leading BOS included), discarded
+(tokens of the span dropped by this selection), row, row_offset, target_offset, kind (fit:
+the whole current span; crop: cut), lead_bos (a BOS the packer put before the span). A
+traced packer's rows are decoded into exactly these records, so every table and checker
+reads both alike.
+
+Events go to parquet in chunks (zstd, one row group per chunk), so memory holds one chunk
+whatever the stream's size; a CSV in the standard-library checker's format only on request.
+"""
+from pathlib import Path
+
+import numpy as np
+
+from loaders.core import KIND_NAMES
+from loaders.packers import EVENT_DTYPE, EVENT_FIELDS, events_to_records
+
+__all__ = ["EVENT_DTYPE", "EVENT_FIELDS", "EventSink", "events_to_records", "records_from_columns", "write_csv"]
+
+
+def records_from_columns(source_id, source_len, span_start, emitted, discarded, row, row_offset, kind, lead_bos, R):
+    """Records from per-event columns; target_offset is derived as the replay derives it."""
+    out = np.zeros(len(source_id), dtype=EVENT_DTYPE)
+    for name, col in (("source_id", source_id), ("source_len", source_len), ("span_start", span_start),
+                      ("emitted", emitted), ("discarded", discarded), ("row", row), ("row_offset", row_offset),
+                      ("kind", kind), ("lead_bos", lead_bos)):
+        out[name] = col
+    # targets are row positions 1..R-1: an emission at offset o has max(o-1, 0) targets before it in its row
+    out["target_offset"] = out["row"] * (R - 1) + np.maximum(out["row_offset"] - 1, 0)
+    return out
+
+
+def _table(records, labels=None):
+    import pyarrow as pa
+
+    cols = {f: records[f] for f in EVENT_FIELDS}
+    if labels is not None:
+        cols["label"] = pa.array(labels, type=pa.string())
+    return pa.table(cols)
+
+
+def _csv_table(records):
+    import pyarrow as pa
+
+    cols = {f: records[f].astype(np.int64) for f in EVENT_FIELDS if f != "kind"}
+    cols["kind"] = pa.array(np.asarray(KIND_NAMES)[records["kind"]])
+    order = [f for f in EVENT_FIELDS]
+    return pa.table({f: cols[f] for f in order})
+
+
+def _csv_options():
+    import pyarrow.csv as pcsv
+
+    return pcsv.WriteOptions(include_header=False, quoting_style="none")
+
+
+class EventSink:
+    """events_<name>.parquet (and .csv) written one chunk at a time; bytes counted."""
+
+    def __init__(self, folder, name, csv=False):
+        self.parquet_path = Path(folder) / f"events_{name}.parquet"
+        self.csv_path = Path(folder) / f"events_{name}.csv" if csv else None
+        self._pq = self._csv = None
+        self.events = 0
+
+    def write(self, records, labels=None):
+        import pyarrow.csv as pcsv
+        import pyarrow.parquet as pq
+
+        if not len(records):
+            return
+        t = _table(records, labels)
+        if self._pq is None:
+            self._pq = pq.ParquetWriter(self.parquet_path, t.schema, compression="zstd")
+        self._pq.write_table(t)
+        if self.csv_path is not None:
+            c = _csv_table(records)
+            if self._csv is None:
+                self._csv_file = open(self.csv_path, "wb")
+                self._csv_file.write((",".join(c.schema.names) + "\n").encode())  # a plain header line
+                self._csv = pcsv.CSVWriter(self._csv_file, c.schema, write_options=_csv_options())
+            self._csv.write_table(c)
+        self.events += len(records)
+
+    def close(self):
+        """Close the writers; an audit with no events still leaves an (empty) parquet file."""
+        import pyarrow.parquet as pq
+
+        if self._pq is None:
+            pq.write_table(_table(np.zeros(0, dtype=EVENT_DTYPE)), self.parquet_path, compression="zstd")
+        else:
+            self._pq.close()
+        if self._csv is not None:
+            self._csv.close()
+            self._csv_file.close()
+        return [p for p in (self.parquet_path, self.csv_path) if p is not None]
+
+
+def write_csv(records, path):
+    """All records as one CSV in the checker's format (tests, small exports)."""
+    sink = EventSink(Path(path).parent, "", csv=True)
+    sink.csv_path = Path(path)
+    sink.parquet_path = Path(path).with_suffix(".parquet.tmp")
+    sink.write(records)
+    sink.close()
+    sink.parquet_path.unlink()
+
+
+def read_events(path) -> np.ndarray:
+    """An events parquet file back as records (the columns the schema names)."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path, columns=list(EVENT_FIELDS))
+    out = np.zeros(t.num_rows, dtype=EVENT_DTYPE)
+    for f in EVENT_FIELDS:
+        out[f] = t.column(f).to_numpy()
+    return out

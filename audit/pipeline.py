@@ -1,0 +1,124 @@
+"""One audit: a stream, a budget and a list of packers -> summary (and events, figures) in a folder.
+
+The paper's four packers are replayed on lengths (the selection core that trains); every
+other packer is traced by running it (audit/trace.py, audit/adapters.py). Both write events
+in chunks and fill the same tables; the report is written from the summary by
+audit/report.py. No argument parsing here: the command line is audit/__main__.py.
+"""
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from audit.adapters import BOS, FIRST_ID, PAD, SPECS, installed, library_version
+from audit.compute import replay_packer, trace_packer
+from audit.events import EventSink
+from audit.feed import PassRefills
+from audit.metrics import pass_bounds
+from audit.replay import first_long_emission
+from corpus.errors import DataError
+from loaders.core import PACKERS
+
+
+@dataclass
+class StreamInput:
+    """One pass of a stream in memory: lengths, refill boundaries, optional labels."""
+    name: str
+    kind: str  # stdlib | climbmix | parquet | lengths | synthetic
+    lengths: np.ndarray
+    refills: np.ndarray
+    labels: object = None
+
+    @property
+    def n(self):
+        return len(self.lengths)
+
+    @property
+    def tokens(self):
+        return int(self.lengths.sum())
+
+    def refill_source(self, max_passes=None):
+        return PassRefills(self.lengths, self.refills, self.labels, max_passes)
+
+
+def check_packers(names, user=None):
+    """The packers to audit, each known and its library installed; one line naming the extra if not."""
+    out = []
+    for p in names:
+        if p in PACKERS:
+            out.append(p)
+        elif user is not None and p == user.name:
+            out.append(p)
+        elif p in SPECS:
+            if not installed(SPECS[p]):
+                raise DataError(f"--packers {p}: needs {SPECS[p].library}, which is not installed; install the "
+                                f"'audit-libs' extra (pip install -r requirements-audit.lock)")
+            out.append(p)
+        else:
+            raise DataError(f"--packers: unknown packer {p!r} (choose from {', '.join(PACKERS + tuple(SPECS))})")
+    return out
+
+
+def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=None):
+    """The summary of one packer at `rows` rows; events written into `work`."""
+    sink = EventSink(work, name, csv)
+    labelled = stream.labels is not None
+    t0 = time.time()
+    try:
+        if name in PACKERS:
+            s = replay_packer(stream.refill_source(), name, rows, R, B, sink, labelled, progress)
+            s["how"] = "replayed"  # the selection core that trains, on lengths
+            s["padding_share"] = 0.0
+        else:
+            spec = user if (user is not None and name == user.name) else SPECS[name]
+            Rp = spec.row_capacity(R)
+            passes = max(1, math.ceil(rows * Rp / stream.tokens))
+            s = trace_packer(spec.build(R, B, work / f".{name}-work"), stream.refill_source(passes), name, rows, Rp, B,
+                             FIRST_ID, BOS, PAD, sink=sink, label_names=labelled, why_not=spec.why_not,
+                             progress=progress)
+            s["passes_started"] = passes
+            s["how"] = "traced"  # the packer itself, run on tracer documents
+            s["library"] = {"name": spec.library, "version": library_version(spec)} if spec.library else None
+            s["settings"] = spec.settings
+    except Exception as e:  # a library refusing this stream is a finding about it, not a crash of the audit
+        if name in PACKERS:
+            raise
+        sink.close()
+        return {"packer": name, "refused": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+    sink.close()
+    s["events_files"] = [p.name for p in (sink.parquet_path, sink.csv_path) if p is not None]
+    s["seconds"] = round(time.time() - t0, 2)
+    return s
+
+
+def permutation_delays(stream, R, B, rows, count, bar=lambda x, **k: x):
+    """First emission of a source longer than R under seeded arrival-order permutations (original)."""
+    from loaders.stream import DocumentStream
+
+    ds = DocumentStream(stream.lengths, stream.refills, name=stream.name)
+    seeds = list(range(count))
+    delays = [first_long_emission(ds.permuted(s), R, B, max_rows=rows) for s in bar(seeds, desc="permutations")]
+    got = [d for d in delays if d is not None]
+    return {"count": count, "seeds": seeds, "delays": delays, "min": min(got) if got else None,
+            "max": max(got) if got else None, "unpermuted": first_long_emission(ds, R, B, max_rows=rows)}
+
+
+def stream_pass_bounds(stream, thresholds, R, B):
+    top = int(stream.lengths.max())
+    thr = sorted({t for t in thresholds if t <= top} | {top})
+    vals, counts = np.unique(stream.lengths, return_counts=True)
+    return pass_bounds(vals, counts, [t for t in thr if t > R], B)
+
+
+def horizon(targets, stream, started=1):
+    """The budget against one pass: (passes, sentence); started: the most passes a packer began."""
+    passes = targets / stream.tokens
+    if passes <= 1 and started > 1:
+        return passes, (f"The budget is {passes:.1%} of one pass over this corpus, but the buffer reads ahead: "
+                        f"{started} passes began, so some sources arrived twice.")
+    if passes > 1:
+        return passes, (f"The budget is {passes:,.1f} passes over this corpus ({targets:,} targets against "
+                        f"{stream.tokens:,} tokens per pass); every source arrives repeatedly.")
+    return passes, (f"The budget is {passes:.1%} of one pass over this corpus ({targets:,} targets against "
+                    f"{stream.tokens:,} tokens per pass).")

@@ -1,0 +1,239 @@
+"""What `python -m audit` does with its parsed arguments: read the stream, fix the budget,
+audit each packer (audit/pipeline.py), write the folder (report: audit/report.py), swap it in.
+"""
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from audit import plots
+from audit.adapters import SPECS, installed, user_spec
+from audit.compare import COMPARISON_FILE, comparison
+from audit.lengths_file import prepared_labels, read_stream, write_stream_lengths
+from audit.pipeline import StreamInput, audit_packer, check_packers, horizon, permutation_delays, stream_pass_bounds
+from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from, tiny_training_column
+from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, rows_for_targets
+from audit.report import console_summary, report_md
+from console.progress import bar
+from corpus.atomic import atomic_write_json, atomic_write_text
+from corpus.errors import DataError
+from corpus.runlock import FolderLocked, lock_file
+from loaders.core import PACKERS
+
+OFFICIAL_TARGETS = 160 * 64 * 2048  # 20,971,520
+PAPER_TOKEN_FRACTION = PAPER_TARGETS / 631_241_817  # the paper's budget as a share of its corpus
+
+
+def load_stream(args) -> StreamInput:
+    if args.lengths:
+        L, refills, labels = read_stream(args.lengths, args.column, args.label_column)
+        if refills is None:
+            refills = np.append(np.arange(0, len(L), args.refill_docs), len(L))
+        return StreamInput(f"lengths:{Path(args.lengths).name}", "lengths", L, refills, labels)
+    if args.synthetic:
+        from audit.synthetic import paper_like_lengths
+
+        L = paper_like_lengths()
+        return StreamInput("synthetic-paper-census", "synthetic", L, np.append(np.arange(0, len(L), 128), len(L)))
+    from corpus.layout import Layout, default_data_dir
+    from corpus.pretokenize import TokenShard
+
+    lay = Layout(args.data_dir or default_data_dir(), args.source)
+    names = lay.shard_names(args.split)
+    lengths, refills = [], [0]
+    for n in names:  # lengths only: the audit never touches tokens
+        sh = TokenShard(lay.tokens, n)
+        lengths.append(sh.lengths)
+        refills.extend((refills[-1] + sh.refills[1:]).tolist())
+    labels = prepared_labels(lay, names, [len(x) for x in lengths]) if args.source != "climbmix" else None
+    return StreamInput(f"{args.source}:{args.split}", args.source, np.concatenate(lengths), np.asarray(refills), labels)
+
+
+def budget(args, stream, R):
+    if args.updates is not None:
+        return args.updates * TARGETS_PER_UPDATE, f"{args.updates} updates"
+    if args.targets is not None:
+        return args.targets, "--targets"
+    if args.split == "val" and args.source == "climbmix" and not args.lengths:
+        return OFFICIAL_TARGETS, "the official metric's 160 batches of 64 rows"
+    if args.synthetic or (args.source == "climbmix" and not args.lengths):
+        return PAPER_TARGETS, "the paper's 953 updates"
+    # scale: the same share of the corpus's tokens as the paper's budget, whole rows: one pass or less
+    t = int(PAPER_TOKEN_FRACTION * stream.tokens) // (R - 1) * (R - 1)
+    where = {"lengths": "this length file", "stdlib": "the offline corpus",
+             "parquet": "this prepared parquet corpus"}.get(stream.kind, "this corpus")
+    return t, f"scaled to {where}: {PAPER_TOKEN_FRACTION:.1%} of its {stream.tokens:,} tokens"
+
+
+def check_args(args):
+    """Every bad value refused in one line before anything is read or written."""
+    for flag, v, lo in (("--row-capacity", args.row_capacity, 2), ("--buffer", args.buffer, 1),
+                        ("--targets", args.targets, 1), ("--updates", args.updates, 1),
+                        ("--refill-docs", args.refill_docs, 1), ("--permutations", args.permutations, 0)):
+        if v is not None and v < lo:
+            what = {2: "R must be at least 2 (one input and one target)", 1: "must be positive",
+                    0: "must be 0 or more"}[lo] if flag != "--buffer" else "B must be at least 1"
+            raise DataError(f"{flag} {v}: {what}")
+    if args.lengths and args.split != "train":
+        raise DataError("--split applies to a prepared corpus, not to a --lengths file")
+    if args.column is not None and not (args.lengths or "").lower().endswith(".parquet"):
+        raise DataError("--column applies to a --lengths .parquet file only")
+    try:
+        thr = [int(t) for t in args.thresholds.split(",") if t.strip()]
+    except ValueError:
+        raise DataError(f"--thresholds {args.thresholds!r}: expected comma-separated integers") from None
+    if any(t < 1 for t in thr):
+        raise DataError(f"--thresholds {args.thresholds!r}: thresholds must be positive")
+    user = user_spec(args.trace, _trace_args(args.trace_arg)) if args.trace else None
+    names = {"all": list(PACKERS), "every": list(PACKERS) + [n for n, s in SPECS.items() if installed(s)]}.get(
+        args.packers, [p.strip() for p in args.packers.split(",") if p.strip()])
+    if user is not None and user.name not in names:
+        names.append(user.name)
+    return check_packers(names, user), thr, user
+
+
+def _trace_args(pairs):
+    out = {}
+    for kv in pairs:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise DataError(f"--trace-arg {kv!r}: expected KEY=VALUE")
+        for cast in (int, float):
+            try:
+                v = cast(v)
+                break
+            except ValueError:
+                pass
+        out[k] = v
+    return out
+
+
+def compute(args, stream, packers, thresholds, user, work):
+    """Every packer's summary, the bounds, the permutations, the comparison, the regime: the summary."""
+    R, B = args.row_capacity, args.buffer
+    targets, reason = budget(args, stream, R)
+    rows = rows_for_targets(targets, R)
+    if rows < 1:
+        raise DataError(f"budget of {targets} targets is less than one row of {R - 1}")
+    passes, sentence = horizon(targets, stream)
+    print(f"audit of {stream.name}: {stream.n:,} sources per pass -> {args.out}")
+    print(f"budget: {targets:,} targets = {rows:,} rows ({reason})")
+    print(sentence if passes <= 1 else f"note: {sentence}")
+    t0 = time.time()
+    per = {}
+    for p in bar(packers, desc="packers", unit="packer"):
+        per[p] = audit_packer(stream, p, rows, R, B, work, args.csv, user)
+    started = max((s.get("passes_started") or 1 for s in per.values() if "refused" not in s), default=1)
+    if started > 1 and passes <= 1:
+        passes, sentence = horizon(targets, stream, started)
+        print(f"note: {sentence}")
+    summary = {"stream": stream.name, "source": stream.kind, "targets": targets, "rows": rows, "budget_reason": reason,
+               "row_capacity": R, "buffer": B, "horizon": {"passes": passes, "sentence": sentence},
+               "labelled": stream.labels is not None, "csv": bool(args.csv), "packers": per,
+               "packer_seconds": {p: s.pop("seconds", None) for p, s in per.items()}}
+    if args.permutations and "original" in per:
+        summary["permutations"] = permutation_delays(stream, R, B, rows, args.permutations, bar)
+    summary["pass_bounds"] = stream_pass_bounds(stream, thresholds, R, B)
+    summary["comparison"] = comparison(summary)
+    if "original" in per:
+        summary["regime"] = regime(args, stream, R, B, targets, per)
+    summary["seconds"] = round(time.time() - t0, 2)
+    return summary
+
+
+def regime(args, stream, R, B, targets, per):
+    """Indicators of this audit's setting and, for the offline corpus, the tiny training preset."""
+    cols = {"this audit": indicators_from(stream, R, B, targets, per["original"], per.get("segment_first"))}
+    if stream.kind == "stdlib" and stream.name.endswith(":train"):
+        cols["tiny training"] = tiny_training_column(args.data_dir)
+    return {"columns": cols}
+
+
+def write_figures(summary, work):
+    per = [s for s in summary["packers"].values() if "refused" not in s]
+    R, figs = summary["row_capacity"], []
+
+    def fig(name, draw, *a):
+        draw(*a, work / name)
+        figs.append(name)
+
+    if per:
+        fig("retention_by_stratum.png", plots.retention_by_stratum, per)
+        fig("sources_started.png", plots.sources_started, per, R)
+        main = next((s for s in per if s["packer"] == "original"), per[0])
+        if main["plot"]["buffer_curve"]:
+            fig("buffer_mass.png", plots.buffer_mass, main)
+        fig("length_histogram.png", plots.length_histogram, main, R)
+        if len(main["by_label"]) > 1:  # one label (or none given): nothing to compare
+            fig("label_coverage.png", plots.label_coverage, per)
+        fig("position_exposure.png", plots.position_exposure, per)
+        fig("comparison.png", plots.comparison, summary["comparison"])
+    if summary.get("permutations"):
+        fig("startup_delay.png", plots.startup_delay, summary["permutations"], PAPER_STARTUP_RANGE)
+    fig("pass_bounds.png", plots.pass_bounds, summary["pass_bounds"], PAPER_PASS_BOUNDS, summary["buffer"])
+    return figs
+
+
+def write_folder(summary, stream, work, figures=True):
+    write_stream_lengths(stream, work / "stream_lengths.txt")
+    summary["figures"] = write_figures(summary, work) if figures else []
+    for s in summary["packers"].values():
+        s.pop("plot", None)  # bounded plot data: drawn, not kept in summary.json
+    atomic_write_json(work / COMPARISON_FILE, summary["comparison"])
+    if summary.get("regime"):
+        atomic_write_json(work / "regime.json", summary["regime"])
+    summary["folder_bytes"] = 0
+    atomic_write_json(work / "summary.json", summary)
+    atomic_write_text(work / "report.md", report_md(summary))
+    # the size stated in the report is the folder's, report and summary included (two passes: they hold it)
+    for _ in range(2):
+        summary["folder_bytes"] = sum(p.stat().st_size for p in work.iterdir() if p.is_file())
+        atomic_write_json(work / "summary.json", summary)
+        atomic_write_text(work / "report.md", report_md(summary))
+
+
+def run_audit(args) -> int:
+    out = Path(args.out)
+    try:
+        packers, thresholds, user = check_args(args)
+        stream = load_stream(args)
+        if out.exists() and not out.is_dir():
+            raise DataError(f"--out {out}: is a file, not a folder")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        stack = contextlib.ExitStack()
+        stack.enter_context(lock_file(out.parent / f".{out.name}.lock", f"the audit output {out}"))
+    except (FolderLocked, OSError, ValueError) as e:
+        raise DataError(str(e)) from None
+    # everything is written into a fresh sibling folder and swapped in at the end, so a failed
+    # audit leaves the previous complete output untouched, never a mix of old and new files
+    try:
+        for stale in out.parent.glob(f".{out.name}.new-*"):
+            shutil.rmtree(stale, ignore_errors=True)  # a killed audit's partial output (we hold the lock)
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+        work.chmod(0o755)  # mkdtemp makes 0700; the output folder gets the usual permissions
+        summary = compute(args, stream, packers, thresholds, user, work)
+        write_folder(summary, stream, work, not args.no_figures)
+        for tmp in work.glob(".*-work"):
+            shutil.rmtree(tmp, ignore_errors=True)
+        old = out.parent / f".{out.name}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if out.exists():
+            os.replace(out, old)
+        os.replace(work, out)
+        shutil.rmtree(old, ignore_errors=True)
+    except ValueError as e:
+        raise DataError(str(e)) from None
+    finally:
+        if "work" in locals() and work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+        stack.close()  # releases the lock
+    print(console_summary(summary))
+    print(f"wrote {out}: summary.json, comparison.json, report.md, events_*.parquet, {len(summary['figures'])} figures, "
+          f"{summary['folder_bytes'] / 1e6:,.1f} MB ({summary['seconds']}s)")
+    ok = [s for s in summary["packers"].values() if "refused" not in s]
+    bad = [s for s in ok if not s["partition_holds"] or s["protected"]["proposition_held"] is False]
+    return 1 if bad else 0

@@ -1,0 +1,311 @@
+"""Trace any packer: run it on tracer documents and decode its rows into the replay's events.
+
+A packer is a callable `packer(docs) -> rows`: docs an iterator of 1-D int64 token arrays,
+rows an iterable of rows (lists, numpy arrays, tensors, or dicts / tuples holding one under
+"input_ids", "tokens" or "input"). The tracer's documents have the researcher's lengths and
+token ids first_id + (global token index), so every token says which source and position
+it came from; ids below first_id are what the packer inserted itself (BOS, EOS, padding,
+separators). The trace counts the documents the packer pulls (arrived), decodes the first
+`rows` rows (the budget), then keeps pulling rows until the packer stops or `drain_rows`
+more rows, so each arrived token not emitted by the horizon is either emitted later or
+never: a never-emitted run of a source is discarded by the emission that ends where the run
+begins (the crop that cut it), and counts as discarded at the horizon if that emission came
+by then, else as buffered. A source that never emits anything is discarded.
+
+Decoding rules, beyond "a run of consecutive positions of one source is one emission":
+- a BOS (`bos_id`) right before a run is that emission's leading BOS, a marker the packer added;
+- a negative id -t is a BOS the packer added before the token t, even with nothing after it
+  (our segment-first adapter writes its BOS markers so; a library's BOS stays anonymous);
+- a source's own first token right before a later span of that source is its BOS moved in
+  front of the span (random spans): one emission, the lead standing in for the source's BOS.
+"""
+import numpy as np
+
+from audit.events import records_from_columns
+from loaders.core import CROP, FIT
+
+ROW_KEYS = ("input_ids", "tokens", "input")
+
+
+def row_tokens(row) -> np.ndarray:
+    """The token ids of one yielded row, whatever container the packer uses."""
+    if isinstance(row, dict):
+        for k in ROW_KEYS:
+            if k in row:
+                return row_tokens(row[k])
+        raise ValueError(f"a row dict without any of {', '.join(ROW_KEYS)} (keys: {', '.join(map(str, row))})")
+    if isinstance(row, tuple):
+        return row_tokens(row[0])
+    if hasattr(row, "detach"):  # a torch tensor, without importing torch here
+        row = row.detach().cpu().numpy()
+    return np.asarray(row, dtype=np.int64).reshape(-1)
+
+
+class TracerDocs:
+    """The documents of a refill source as tracer token arrays, counting what is pulled."""
+
+    def __init__(self, refills, first_id):
+        self.refills, self.first_id = refills, int(first_id)
+        self.starts = []  # global token index of each pulled document's first token (one array per refill)
+        self.pulled = self.tokens = 0
+        self.tokens_docs = 0  # documents whose tokens are laid out (a refill ahead of `pulled` at most)
+        self.batches = []  # (first_source, lengths, labels) per refill pulled
+
+    def __iter__(self):
+        for batch in self._batches():
+            for d in batch:
+                self.pulled += 1  # counted as each document is handed out
+                yield d
+
+    def refill_batches(self):
+        """The same documents a refill at a time (lists), for a packer that refills as the stream is cut
+        (ours: the refill slices of the stream's row groups); a refill counts as pulled when handed out."""
+        for batch in self._batches():
+            self.pulled += len(batch)
+            yield batch
+
+    def _batches(self):
+        for lengths, labels in self.refills:
+            L = np.asarray(lengths, dtype=np.int64)
+            starts = self.tokens + np.concatenate([[0], np.cumsum(L)[:-1]]).astype(np.int64)
+            self.starts.append(starts)
+            self.batches.append((self.tokens_docs, L, labels))
+            self.tokens += int(L.sum())
+            self.tokens_docs += len(L)
+            yield [np.arange(self.first_id + s, self.first_id + s + n, dtype=np.int64)
+                   for s, n in zip(starts.tolist(), L.tolist())]
+
+    def doc_starts(self):
+        """Global token index of every pulled document's first token, and one past the last (cached)."""
+        if getattr(self, "_cat_n", -1) != len(self.starts):
+            self._cat = np.append(np.concatenate(self.starts) if self.starts else np.zeros(0, np.int64), self.tokens)
+            self._cat_n = len(self.starts)
+        return self._cat
+
+    def locate(self, ids):
+        """(source, position) of tracer ids."""
+        starts = self.doc_starts()
+        g = ids - self.first_id
+        src = np.searchsorted(starts, g, side="right") - 1
+        return src, g - starts[src]
+
+
+def decode_rows(rows, docs, bos_id=None, pad_id=None):
+    """Emission runs of a batch of rows: dict of per-run arrays, plus inserted-token counts.
+
+    A few vectorized passes over the tokens find the segments of consecutive tracer ids; only
+    the segments are then located among the documents (and split where one crosses from a
+    document into the next, as concatenating packers do)."""
+    lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    flat = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    row_start = np.cumsum(lens) - lens
+    tracer = flat >= docs.first_id
+    cont = np.zeros(len(flat), bool)  # continues the consecutive-id segment of the token before it
+    cont[1:] = (np.diff(flat) == 1) & tracer[:-1]
+    cont[row_start[lens > 0]] = False
+    seg = np.flatnonzero(tracer & ~cont)
+    stop = np.flatnonzero(~cont)
+    seg_len = np.append(stop, len(flat))[np.searchsorted(stop, seg, side="right")] - seg
+    starts = docs.doc_starts()
+    g0 = flat[seg] - docs.first_id
+    if len(g0) and (g0 + seg_len).max() > docs.tokens:
+        raise ValueError(f"a row holds token id {int(flat[seg][np.argmax(g0 + seg_len)])}, which no document pulled so "
+                         f"far contains (ids from {docs.first_id} on are the tracer's)")
+    d0 = np.searchsorted(starts, g0, side="right") - 1
+    k = np.searchsorted(starts, g0 + seg_len - 1, side="right") - d0  # documents each segment spans
+    piece_seg = np.repeat(np.arange(len(seg)), k)
+    doc = d0[piece_seg] + np.arange(len(piece_seg)) - np.repeat(np.cumsum(k) - k, k)
+    gs = np.maximum(g0[piece_seg], starts[doc])
+    ge = np.minimum(g0[piece_seg] + seg_len[piece_seg], starts[doc + 1])
+    at = seg[piece_seg] + (gs - g0[piece_seg])  # flat index of each run's first token
+    row = np.searchsorted(row_start, at, side="right") - 1
+    runs = {"src": doc, "a": gs - starts[doc], "b": ge - starts[doc], "row": row, "off": at - row_start[row],
+            "lead": np.zeros(len(at), np.int64), "kind_of_lead": np.zeros(len(at), np.int64)}
+    _leads(runs, flat, at, bos_id)
+    inserted = np.flatnonzero(~tracer)
+    used = np.zeros(len(flat), bool)
+    used[at[runs["lead"] > 0] - 1] = True
+    markers = _lone_markers(flat, inserted, used, row_start, docs)
+    free = inserted[~used[inserted]]
+    counts = {"pad": int((flat[free] == pad_id).sum()) if pad_id is not None else 0}
+    counts["other_inserted"] = len(free) - counts["pad"]
+    return _merge_moved_bos(runs), markers, counts
+
+
+def _leads(runs, flat, at, bos_id):
+    """A BOS (or a marker naming the run's first token) right before a run, in its row, leads it."""
+    has_prev = runs["off"] > 0
+    p = np.maximum(at - 1, 0)
+    is_bos = has_prev & (flat[p] == bos_id) if bos_id is not None else np.zeros(len(at), bool)
+    lead = is_bos | (has_prev & (flat[p] == -flat[at]))
+    runs["lead"] = lead.astype(np.int64)
+    runs["kind_of_lead"] = lead.astype(np.int64)  # 1: an added marker; 2 (set later): the source's own BOS, moved
+    runs["off"] = runs["off"] - lead
+
+
+def _lone_markers(flat, inserted, used, row_start, docs):
+    """Negative-id markers not leading the token they name: an emission of the BOS alone."""
+    lone = inserted[(flat[inserted] < 0) & ~used[inserted]]
+    s, p = docs.locate(-flat[lone]) if len(lone) else (lone, lone)
+    row = np.searchsorted(row_start, lone, side="right") - 1
+    used[lone] = True
+    return {"at": lone, "src": s, "a": p, "row": row, "off": lone - row_start[row] if len(lone) else lone}
+
+
+def _merge_moved_bos(runs):
+    """A run of only position 0 followed, in the same row, by a later span of that source: one emission."""
+    n = len(runs["src"])
+    if n < 2:
+        return runs
+    head = (runs["a"][:-1] == 0) & (runs["b"][:-1] == 1) & (runs["lead"][:-1] == 0)
+    follow = (runs["src"][1:] == runs["src"][:-1]) & (runs["row"][1:] == runs["row"][:-1]) & \
+             (runs["off"][1:] == runs["off"][:-1] + 1) & (runs["lead"][1:] == 0) & (runs["a"][1:] > 1)
+    m = np.flatnonzero(head & follow)
+    if not len(m):
+        return runs
+    keep = np.ones(n, bool)
+    keep[m] = False
+    runs["lead"][m + 1] = 1
+    runs["kind_of_lead"][m + 1] = 2
+    runs["off"][m + 1] -= 1
+    return {k: v[keep] for k, v in runs.items()}
+
+
+class Trace:
+    """The result of tracing one packer: horizon events and everything the tables need."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+BATCH_TOKENS = 1 << 17  # rows decoded together: about a megabyte per array, so the passes stay in cache
+
+
+def run_trace(packer, refills, R, rows, first_id, bos_id=None, pad_id=None, drain_rows=None, batch_rows=None,
+              progress=None):
+    """Run `packer` on the tracer documents of `refills`: `rows` rows of capacity R, then the drain."""
+    batch_rows = batch_rows or max(1, BATCH_TOKENS // R)
+    docs = TracerDocs(refills, first_id)
+    it = iter(packer(docs))
+    decoded, pulled_at_row, buf = [], [], []
+    counts = {"pad": 0, "other_inserted": 0, "row_tokens": 0}
+    n = 0
+    ended = False
+    while drain_rows is None or n < rows + drain_rows:
+        try:
+            row = next(it)
+        except StopIteration:
+            ended = True
+            break
+        tok = row_tokens(row)
+        if len(tok) > R:
+            raise ValueError(f"the packer yielded a row of {len(tok):,} tokens, more than its capacity {R:,}")
+        buf.append(tok)
+        n += 1
+        if n <= rows:
+            pulled_at_row.append(docs.pulled)
+            counts["row_tokens"] += len(tok)
+        if len(buf) == batch_rows or n == rows:
+            decoded.append(_decode_batch(buf, n - len(buf), rows, docs, bos_id, pad_id, counts))
+            buf = []
+        if progress is not None:
+            progress(n)
+    if buf:
+        decoded.append(_decode_batch(buf, n - len(buf), rows, docs, bos_id, pad_id, counts))
+    arrived = pulled_at_row[-1] if pulled_at_row else 0
+    lengths = np.concatenate([b[1] for b in docs.batches]) if docs.batches else np.zeros(0, np.int64)
+    labels = _labels_of(docs.batches)
+    ev = resolve(_concat(decoded), lengths[:arrived], rows, ended)
+    return Trace(events=ev, rows=min(n, rows), rows_yielded=n, ended=ended, arrived=arrived,
+                 lengths=lengths[:arrived], labels=None if labels is None else labels[:arrived],
+                 pulled_at_row=np.asarray(pulled_at_row, np.int64), counts=counts, R=R)
+
+
+def _labels_of(batches):
+    if not batches or all(b[2] is None for b in batches):
+        return None
+    return np.concatenate([np.asarray(b[2], dtype=object) if b[2] is not None else np.full(len(b[1]), None, object)
+                           for b in batches])
+
+
+def _decode_batch(rows_, first_row, horizon, docs, bos_id, pad_id, counts):
+    runs, markers, c = decode_rows(rows_, docs, bos_id, pad_id)
+    if first_row < horizon:  # inserted tokens are counted in the budget's rows only
+        in_h = min(len(rows_), horizon - first_row)
+        if in_h < len(rows_):
+            _, _, c = decode_rows(rows_[:in_h], docs, bos_id, pad_id)
+        counts["pad"] += c["pad"]
+        counts["other_inserted"] += c["other_inserted"]
+    runs["row"] = runs["row"] + first_row
+    lone = {"src": markers["src"], "a": markers["a"], "b": markers["a"], "row": markers["row"] + first_row,
+            "off": markers["off"], "lead": np.ones(len(markers["src"]), np.int64),
+            "kind_of_lead": np.ones(len(markers["src"]), np.int64)}
+    return {k: np.concatenate([runs[k], lone[k]]) for k in runs}
+
+
+def _concat(parts):
+    keys = ("src", "a", "b", "row", "off", "lead", "kind_of_lead")
+    if not parts:
+        return {k: np.zeros(0, np.int64) for k in keys}
+    return {k: np.concatenate([p[k] for p in parts]).astype(np.int64) for k in keys}
+
+
+def resolve(ev, lengths, horizon, ended):
+    """Discards and kinds of the arrived sources' emissions, from what was and was never emitted.
+
+    Returns the events of arrived sources in emission order with `disc` and `crop` added, and
+    `never` (the arrived sources that emitted nothing; discarded if the stream ended)."""
+    keep = ev["src"] < len(lengths)
+    ev = {k: v[keep] for k, v in ev.items()}
+    order = np.lexsort((ev["off"], ev["row"]))
+    ev = {k: v[order] for k, v in ev.items()}
+    n = len(ev["src"])
+    disc = np.zeros(n, np.int64)
+    crop = np.zeros(n, bool)
+    by_src = np.lexsort((ev["b"], ev["a"], ev["src"]))
+    sorted_src = ev["src"][by_src]
+    first = np.flatnonzero(np.r_[True, sorted_src[1:] != sorted_src[:-1]]) if n else np.zeros(0, np.int64)
+    count = np.diff(np.append(first, n))
+    # a source with one emission and no moved BOS: what it did not emit, before and after its span, is its discard
+    one = by_src[first[count == 1]]
+    one = one[ev["kind_of_lead"][one] != 2]
+    disc[one] = ev["a"][one] + lengths[ev["src"][one]] - ev["b"][one]
+    src, a, b, kol = (ev[k].tolist() for k in ("src", "a", "b", "kind_of_lead"))
+    order_ = by_src.tolist()
+    for i, c in zip(first[count > 1].tolist(), count[count > 1].tolist()):
+        _resolve_source(order_[i:i + c], a, b, kol, int(lengths[src[order_[i]]]), disc, crop)
+    for i in first[(count == 1)].tolist():  # one emission with a moved BOS: the general rule
+        e = order_[i]
+        if kol[e] == 2:
+            _resolve_source([e], a, b, kol, int(lengths[src[e]]), disc, crop)
+    ev["disc"], ev["crop"] = disc, crop | (disc > 0)
+    ev["emitted"] = ev["b"] - ev["a"] + ev["lead"]
+    started = np.zeros(len(lengths), bool)
+    started[ev["src"]] = True
+    ev["never"] = np.flatnonzero(~started)
+    ev["ended"] = ended
+    return ev
+
+
+def _resolve_source(idx, a, b, kol, L, disc, crop):
+    """One source's emissions (idx sorted by span start): date each never-emitted run to the
+    emission that ends where it begins (the innermost one on a tie), mark cut spans as crops."""
+    first_emitted = min(idx)  # the earliest emission (emission order is the index order)
+    stand = next((e for e in idx if kol[e] == 2), None)
+    end, owner = (1, stand) if stand is not None else (0, None)
+    no_lead_starts = {}
+    for e in idx:
+        if kol[e] == 0:
+            no_lead_starts.setdefault(a[e], e)
+    for e in idx:
+        if a[e] > end:
+            who = owner if owner is not None else first_emitted
+            disc[who] += a[e] - end
+        if b[e] >= end:
+            end, owner = b[e], e
+    if end < L:
+        disc[owner if owner is not None else first_emitted] += L - end
+    for e in idx:
+        f = no_lead_starts.get(b[e])
+        if f is not None and f != e and b[e] < L:
+            crop[e] = True  # cut, and continued later without a new BOS (lossless)

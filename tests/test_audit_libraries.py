@@ -1,0 +1,82 @@
+"""The packers researchers train with, audited by running the libraries themselves (the
+'audit-libs' extra, which the README's test command installs): a hand-worked stream through
+TRL's pack_dataset and OLMo-core's packed dataset gives the events worked out by hand, and on
+a larger stream every emission the trace reports is where the library's own rows hold it."""
+import numpy as np
+import pytest
+
+from audit.adapters import BOS, FIRST_ID, PAD, SPECS, installed
+from audit.compute import trace_packer
+from audit.events import EventSink, read_events
+from audit.feed import PassRefills
+from audit.trace import TracerDocs, row_tokens
+
+LIBRARY_PACKERS = [n for n, s in SPECS.items() if s.library]
+HAND = np.array([5, 9, 2, 4, 30])  # the stream of the hand-worked examples, R = 8
+
+
+def _trace(name, lengths, rows, R, tmp_path, refill=128):
+    spec = SPECS[name]
+    bounds = np.append(np.arange(0, len(lengths), refill), len(lengths))
+    return trace_packer(spec.build(R, 4, tmp_path / name), PassRefills(lengths, bounds, max_passes=1), name, rows,
+                        spec.row_capacity(R), 4, FIRST_ID, BOS, PAD, why_not=spec.why_not)
+
+
+def test_trl_and_olmo_are_installed_for_the_suite():
+    # CI installs the extra: these adapters must run here, not be skipped
+    for name in ("trl_bfd", "trl_bfd_split", "trl_wrapped", "olmo_truncate", "olmo_fragment"):
+        assert installed(SPECS[name]), name
+
+
+@pytest.mark.parametrize("name, want", [
+    # best-fit decreasing over the batch after truncating to 8: [s1 0-7], [s4 0-7], [s0, s2], [s3]
+    ("trl_bfd", dict(emitted=16, discarded=1 + 22, buffered=5 + 2 + 4, sources_started=2, crop_events=2)),
+    # split into pieces of 8 first: s1 -> 8+1, s4 -> 8+8+8+6; the two full pieces come first
+    ("trl_bfd_split", dict(emitted=16, discarded=0, buffered=34, sources_started=2, crop_events=2)),
+    # concatenate and chunk: [s0 0-4, s1 0-2], [s1 3-8, s2 0-1]: s1 and s0..s2 started
+    ("trl_wrapped", dict(emitted=16, discarded=0, buffered=34, sources_started=3, crop_events=1)),
+    # OLMo: the same best-fit decreasing, over the whole file, truncation to 8
+    ("olmo_truncate", dict(emitted=16, discarded=23, buffered=11, sources_started=2, crop_events=2)),
+    ("olmo_fragment", dict(emitted=16, discarded=0, buffered=34, sources_started=2, crop_events=2)),
+])
+def test_hand_worked_stream_through_the_library(tmp_path, name, want):
+    s = _trace(name, HAND, 2, 8, tmp_path)
+    assert s["tokens_arrived"] == 50 and s["sources_arrived"] == 5 and s["partition_holds"]
+    assert {k: s[k] for k in want} == want
+
+
+def _library_rows(name, lengths, R, tmp_path):
+    """The library's own rows for the tracer documents, without the trace's decoding."""
+    spec = SPECS[name]
+    bounds = np.append(np.arange(0, len(lengths), 128), len(lengths))
+    docs = TracerDocs(PassRefills(lengths, bounds, max_passes=1), FIRST_ID)
+    return [row_tokens(r) for r in spec.build(R, 4, tmp_path / "direct")(docs)]
+
+
+@pytest.mark.parametrize("name", [n for n in LIBRARY_PACKERS if installed(SPECS[n])])
+def test_every_traced_emission_is_where_the_library_put_it(tmp_path, name):
+    rng = np.random.default_rng(2)
+    lengths = rng.integers(1, 50, 150)
+    lengths[::13] = rng.integers(70, 200, len(lengths[::13]))
+    R = 64
+    rows = _library_rows(name, lengths, R, tmp_path)
+    horizon = len(rows) * 2 // 3
+    spec = SPECS[name]
+    sink = EventSink(tmp_path, name)
+    bounds = np.append(np.arange(0, len(lengths), 128), len(lengths))
+    s = trace_packer(spec.build(R, 4, tmp_path / "t"), PassRefills(lengths, bounds, max_passes=1), name, horizon,
+                     spec.row_capacity(R), 4, FIRST_ID, BOS, PAD, sink=sink)
+    sink.close()
+    ev = read_events(tmp_path / f"events_{name}.parquet")
+    starts = FIRST_ID + np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    covered = [np.zeros(len(r), bool) for r in rows[:horizon]]
+    for e in ev:
+        r = rows[e["row"]]
+        o = e["row_offset"] + e["lead_bos"]
+        ids = starts[e["source_id"]] + e["span_start"] + np.arange(e["emitted"] - e["lead_bos"])
+        assert np.array_equal(r[o:o + len(ids)], ids), (name, e)
+        covered[e["row"]][e["row_offset"]:e["row_offset"] + e["emitted"]] = True
+    for r, c in zip(rows[:horizon], covered):
+        assert np.all((r < FIRST_ID) | c), name  # every tracer token of the budget's rows is in an event
+    assert s["partition_holds"] and s["rows"] == horizon
+    assert s["emitted"] + s["trace"]["padding"] + s["trace"]["other_inserted"] == sum(len(r) for r in rows[:horizon])

@@ -1,0 +1,158 @@
+"""What a researcher reads: per-label coverage of a labelled parquet corpus confirmed by a
+brute-force count (the standard-library checker's literal replay), the horizon in the first
+line, the verdict last, events as parquet unless CSV is asked for, the folder's size, the
+comparison across packers and its headline, and the README's own example auditing one pass."""
+import json
+import re
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from audit.__main__ import main as audit_main
+from audit.compare import headline
+from checkers.packing_checker import replay_literal
+from conftest import ROOT
+
+LABELS = ("web", "code", "books", "papers")
+
+
+@pytest.fixture(scope="module")
+def labelled(small_corpus, tmp_path_factory):
+    """A parquet corpus with four source labels, prepared by prepare.py, then audited."""
+    import prepare
+
+    d = tmp_path_factory.mktemp("labelled")
+    rec = json.loads((small_corpus / "stdlib" / "prepared.json").read_text())
+    texts = [t for n in rec["train_shards"]
+             for t in pq.read_table(small_corpus / "stdlib" / "raw" / n, columns=["text"]).column("text").to_pylist()]
+    texts = texts[:900]
+    pq.write_table(pa.table({"text": texts, "site": [LABELS[i % 4] for i in range(len(texts))]}), d / "in.parquet")
+    data = d / "data"
+    assert prepare.main(["--source", "parquet", "--input", str(d / "in.parquet"), "--source-column", "site",
+                         "--data-dir", str(data), "--shards", "3", "--row-group-size", "150", "--vocab-size", "300"]) == 0
+    out = d / "audit"
+    assert audit_main(["--source", "parquet", "--data-dir", str(data), "--row-capacity", "129", "--buffer", "30",
+                       "--packers", "original,lossless,concat_chunk", "--permutations", "0", "--no-figures",
+                       "--out", str(out)]) == 0
+    return data, out
+
+
+def _stream(data, out):
+    refills = [[int(x) for x in ln.split()] for ln in (out / "stream_lengths.txt").read_text().splitlines()]
+    rec = json.loads((data / "parquet" / "prepared.json").read_text())
+    labels = [v for n in rec["train_shards"]
+              for v in pq.read_table(data / "parquet" / "raw" / n, columns=["source"]).column("source").to_pylist()]
+    return refills, labels
+
+
+def test_per_label_coverage_equals_a_brute_force_count(labelled):
+    data, out = labelled
+    s = json.loads((out / "summary.json").read_text())
+    refills, labels = _stream(data, out)
+    n = len(labels)
+    assert n == sum(len(r) for r in refills)
+    for packer in ("original", "lossless"):
+        ev, arrivals = replay_literal(refills, packer, 129, 30, s["rows"])
+        want = {lab: Counter() for lab in LABELS}
+        started = {e[0] for e in ev}
+        for _, src, L in arrivals:
+            c = want[labels[src % n]]
+            c["docs"] += 1
+            c["tokens"] += L
+            c["started"] += src in started
+        for src, _start, em, disc, _k, _lead in ev:
+            want[labels[src % n]]["emitted"] += em
+            want[labels[src % n]]["discarded"] += disc
+        got = {d["label"]: d for d in s["packers"][packer]["by_label"]}
+        assert set(got) == set(LABELS)
+        for lab in LABELS:
+            for k in ("docs", "tokens", "started", "emitted", "discarded"):
+                assert got[lab][k] == want[lab][k], (packer, lab, k)
+            assert got[lab]["buffered"] == want[lab]["tokens"] - want[lab]["emitted"] - want[lab]["discarded"]
+    # every event carries its source's label
+    t = pq.read_table(out / "events_original.parquet", columns=["source_id", "label"])
+    assert [labels[i % n] for i in t.column("source_id").to_pylist()] == t.column("label").to_pylist()
+
+
+def test_report_first_line_verdict_last_parquet_by_default_and_size(labelled):
+    _, out = labelled
+    md = (out / "report.md").read_text().strip().splitlines()
+    assert md[0].startswith("**The budget is") and "of one pass" in md[0]
+    assert md[-1].startswith("Verdict: ") and md[-1].endswith(".") and "never starts" in md[-1]
+    text = "\n".join(md)
+    for heading in ("## Per-label coverage", "## Position exposure", "## One table across packers", "### concat_chunk"):
+        assert heading in text
+    assert not list(out.glob("*.csv")) and (out / "events_concat_chunk.parquet").exists()
+    size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
+    stated = float(re.search(r"This folder holds ([\d.,]+) MB", text).group(1).replace(",", ""))
+    assert abs(stated - size / 1e6) < 0.05
+    h = headline(out)
+    assert set(h["packers"]) == {"original", "lossless", "concat_chunk"} and h["sentence"].startswith("Across 3")
+    assert h["packers"]["lossless"]["discarded_share"] == 0 and h["packers"]["concat_chunk"]["long_never_started"] <= \
+        h["packers"]["original"]["long_never_started"]
+    json.dumps(h)  # plain numbers and strings
+
+
+def test_a_budget_past_one_pass_is_said_first(tmp_path, capsys):
+    f = tmp_path / "l.txt"
+    f.write_text("\n".join(map(str, [5, 40, 3, 90, 7] * 20)) + "\n")  # 2,900 tokens per pass
+    assert audit_main(["--lengths", str(f), "--row-capacity", "33", "--buffer", "4", "--targets", str(32 * 300),
+                       "--packers", "original", "--permutations", "0", "--no-figures", "--out", str(tmp_path / "o")]) == 0
+    first = (tmp_path / "o" / "report.md").read_text().splitlines()[0]
+    assert first.startswith("**The budget is 3.3 passes over this corpus") and "arrives repeatedly" in first
+    assert "note: The budget is 3.3 passes" in capsys.readouterr().out
+
+
+def test_the_readme_example_audits_one_pass_by_default(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Audit your own corpus")[1].split("\n## ")[0]
+    first = next(ln for ln in section.splitlines() if ln.startswith("python -m audit --lengths"))
+    assert "--targets" not in first and "--updates" not in first
+    f = tmp_path / "my_lengths.txt"
+    f.write_text("\n".join(map(str, np.random.default_rng(0).integers(1, 5000, 2000))) + "\n")
+    argv = first.split()[3:]
+    argv[argv.index("my_lengths.txt")] = str(f)
+    argv[argv.index("--out") + 1] = str(tmp_path / "out")
+    assert audit_main(argv + ["--packers", "original", "--permutations", "0", "--no-figures"]) == 0
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["horizon"]["passes"] <= 1
+
+
+def test_the_audits_own_stream_export_is_accepted_as_lengths(labelled, tmp_path):
+    _, out = labelled
+    assert audit_main(["--lengths", str(out / "stream_lengths.txt"), "--row-capacity", "129", "--buffer", "30",
+                       "--packers", "original", "--permutations", "0", "--no-figures", "--out", str(tmp_path / "again")]) == 0
+    a = json.loads((out / "summary.json").read_text())["packers"]["original"]
+    b = json.loads((tmp_path / "again" / "summary.json").read_text())["packers"]["original"]
+    # the same refills, so the same replay (labels aside: a length file carries none)
+    for k in ("emitted", "discarded", "buffered", "sources_arrived", "sources_started", "selection_events"):
+        assert a[k] == b[k], k
+
+
+def test_a_missing_library_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch):
+    import audit.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "installed", lambda spec: False)
+    f = tmp_path / "l.txt"
+    f.write_text("5\n40\n")
+    assert audit_main(["--lengths", str(f), "--packers", "original,trl_bfd", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "trl_bfd" in err[0] and "audit-libs" in err[0] and not (tmp_path / "o").exists()
+
+
+def test_your_own_packer_from_the_command_line(tmp_path, monkeypatch):
+    # a packer that keeps the first `keep` tokens of each document, one document per row
+    (tmp_path / "mypackers.py").write_text("def pack(docs, keep=8):\n    for d in docs:\n        yield d[:keep]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    f = tmp_path / "l.txt"
+    f.write_text("\n".join(map(str, [5, 12, 3, 20] * 10)) + "\n")  # 400 tokens
+    assert audit_main(["--lengths", str(f), "--row-capacity", "9", "--buffer", "2", "--targets", "80", "--packers",
+                       "original", "--trace", "mypackers:pack", "--trace-arg", "keep=8", "--permutations", "0",
+                       "--no-figures", "--out", str(tmp_path / "o")]) == 0
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())["packers"]["pack"]
+    # 10 rows (80 targets / 8): documents 0..9, each cut to 8 tokens: 5 + 8 + 3 + 8 (+ 5 + 8 + 3 + 8 + 5 + 8)
+    assert s["rows"] == 10 and s["emitted"] == 61 and s["sources_arrived"] == 10  # pulled one at a time
+    assert s["discarded"] == 4 + 12 + 4 + 12 + 4 and s["buffered"] == 0 and s["settings"] == {"keep": "8"} and s["how"] == "traced"

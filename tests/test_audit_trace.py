@@ -1,0 +1,134 @@
+"""The trace (run a packer on tracer documents, decode its rows) against the replay it must
+equal: our four packers traced give the replay's events, event for event, and the same
+tables (hypothesis streams, and the small offline corpus); a traced export passes the
+standard-library checker; hand-worked rows decode as worked out by hand."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from audit.adapters import FIRST_ID, concat_chunk, ours
+from audit.compute import replay_packer, trace_packer
+from audit.events import EventSink, read_events, write_csv
+from audit.feed import PassRefills
+from audit.replay import Replay
+from audit.trace import TracerDocs, decode_rows, run_trace
+from conftest import ROOT
+from loaders.core import PACKERS
+from loaders.stream import DocumentStream, open_split
+
+TABLES = ("tokens_arrived", "sources_arrived", "emitted", "discarded", "buffered", "bos_added", "partition_holds",
+          "selection_events", "crop_events", "crop_median_emitted", "crops_emitting_only_bos", "sources_started",
+          "sources_fully_emitted", "sources_never_started", "sources_longer_than_R_started", "retention_by_stratum",
+          "startup_delay_targets", "by_label", "position_exposure", "continuation_rows")
+
+
+def canonical(ev, packer):
+    """A random-span crop that keeps the source's first tokens, or only its BOS, is token for token
+    the prefix crop (span start 0, no lead BOS): that is how its rows read."""
+    ev = ev.copy()
+    if packer == "random_span":
+        m = (ev["lead_bos"] == 1) & ((ev["span_start"] == 1) | (ev["emitted"] == 1))
+        ev["span_start"][m] = 0
+        ev["lead_bos"][m] = 0
+    return ev
+
+
+def trace_ours(stream, packer, rows, R, B, refill_docs, sink=None):
+    # enough passes of tracer documents to reach the horizon (the replay says how many arrive by then)
+    passes = -(-Replay(stream, packer, rows, R, B).core.arrived_docs // stream.n)
+    return trace_packer(ours(packer, R, B, refill_docs), PassRefills(stream.lengths, stream.refills, max_passes=passes),
+                        packer, rows, R, B, FIRST_ID, sink=sink, applies=packer != "segment_first")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_trace_of_our_packers_equals_their_replay(tmp_path_factory, data):
+    R = data.draw(st.integers(3, 40))
+    B = data.draw(st.integers(1, 30))
+    lengths = data.draw(st.lists(st.sampled_from([1, 2, R // 2 + 1, R - 1, R, R + 1, 2 * R, 3 * R + 2, 7 * R]),
+                                 min_size=1, max_size=150))
+    refill_docs = data.draw(st.integers(1, 16))
+    stream = DocumentStream.from_lengths(lengths, refill_docs=refill_docs)
+    out = tmp_path_factory.mktemp("tr")
+    for packer in PACKERS:
+        rows = data.draw(st.integers(1, 40))
+        sink = EventSink(out, packer)
+        traced = trace_ours(stream, packer, rows, R, B, refill_docs, sink)
+        sink.close()
+        want = Replay(stream, packer, rows, R, B).events
+        assert np.array_equal(read_events(out / f"events_{packer}.parquet"), canonical(want, packer)), packer
+        replayed = replay_packer(PassRefills(stream.lengths, stream.refills), packer, rows, R, B)
+        for k in TABLES:
+            assert traced[k] == replayed[k], (packer, k)
+        assert traced["protected"]["proposition_held"] == replayed["protected"]["proposition_held"]
+
+
+@pytest.mark.parametrize("packer", PACKERS)
+def test_trace_equals_replay_on_the_offline_corpus(small_corpus, tmp_path, packer):
+    s = open_split(small_corpus, "stdlib", "train")
+    stream = DocumentStream(s.lengths, s.refills)
+    R, B, rows = 129, 40, 300
+    sink = EventSink(tmp_path, packer)
+    traced = trace_ours(stream, packer, rows, R, B, 128, sink)
+    sink.close()
+    assert np.array_equal(read_events(tmp_path / f"events_{packer}.parquet"),
+                          canonical(Replay(stream, packer, rows, R, B).events, packer))
+    replayed = replay_packer(PassRefills(stream.lengths, stream.refills), packer, rows, R, B)
+    assert all(traced[k] == replayed[k] for k in TABLES)
+
+
+@pytest.mark.parametrize("packer", ["original", "lossless", "segment_first"])
+def test_packing_checker_accepts_a_traced_export(tmp_path, packer):
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(1, 40, 300)
+    lengths[::11] = rng.integers(50, 200, len(lengths[::11]))
+    stream = DocumentStream.from_lengths(lengths, refill_docs=16)
+    sink = EventSink(tmp_path, packer)
+    trace_ours(stream, packer, 60, 33, 12, 16, sink)
+    sink.close()
+    write_csv(read_events(tmp_path / f"events_{packer}.parquet"), tmp_path / "events.csv")
+    (tmp_path / "lengths.txt").write_text(
+        "".join(" ".join(map(str, lengths[a:b])) + "\n" for a, b in zip(stream.refills[:-1], stream.refills[1:])))
+    r = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "checkers" / "packing_checker.py"), "--events",
+                        str(tmp_path / "events.csv"), "--lengths", str(tmp_path / "lengths.txt"), "--packer", packer,
+                        "--row-capacity", "33", "--buffer", "12", "--rows", "60"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("match:"), r.stdout + r.stderr
+
+
+def test_hand_worked_rows_decode_as_worked_out():
+    # documents of lengths 3, 5, 4: tracer ids 16-18, 19-23, 24-27 (FIRST_ID = 16); BOS 1, pad 0
+    docs = TracerDocs([(np.array([3, 5, 4]), None)], FIRST_ID)
+    list(docs)
+    rows = [np.array([16, 17, 18, 19, 20]), np.array([1, 22, 23, 0, 0]), np.array([24, 26, 27, -25, 25])]
+    runs, markers, counts = decode_rows(rows, docs, bos_id=1, pad_id=0)
+    got = sorted(zip(runs["src"].tolist(), runs["a"].tolist(), runs["b"].tolist(), runs["row"].tolist(),
+                     runs["off"].tolist(), runs["lead"].tolist(), runs["kind_of_lead"].tolist()))
+    want = sorted([(0, 0, 3, 0, 0, 0, 0), (1, 0, 2, 0, 3, 0, 0),  # row 0: source 0 whole, source 1's first two
+                   (1, 3, 5, 1, 0, 1, 1),  # row 1: a BOS the packer added, then source 1's positions 3-4
+                   (2, 2, 4, 2, 0, 1, 2),  # row 2: source 2's own first token moved before its positions 2-3
+                   (2, 1, 2, 2, 3, 1, 1)])  # and a marker naming position 1 (-25), then that position
+    assert got == want
+    assert counts == {"pad": 2, "other_inserted": 0}
+    assert len(markers["at"]) == 0
+
+
+def test_fates_a_cut_span_a_continuation_and_a_never_started_source():
+    # concatenate-and-chunk at R = 4 over lengths 6, 1, 3: rows [s0 0-3], [s0 4-5, s1 0, s2 0], [s2 1-2]
+    refills = PassRefills(np.array([6, 1, 3]), np.array([0, 3]), max_passes=1)
+    tr = run_trace(concat_chunk(4), refills, 4, 2, FIRST_ID)
+    ev = tr.events
+    got = list(zip(ev["src"].tolist(), ev["a"].tolist(), ev["b"].tolist(), ev["row"].tolist(), ev["crop"].tolist()))
+    assert got == [(0, 0, 4, 0, True), (0, 4, 6, 1, False), (1, 0, 1, 1, False), (2, 0, 1, 1, True), (2, 1, 3, 2, False)]
+    assert ev["disc"].tolist() == [0] * 5 and tr.arrived == 3 and tr.ended
+    # the same stream, but a packer that never emits source 1: it is discarded, never started
+    def skip_one(docs):
+        for i, d in enumerate(docs):
+            if i != 1:
+                yield d
+    refills = PassRefills(np.array([6, 1, 3]), np.array([0, 3]), max_passes=1)
+    s = trace_packer(skip_one, refills, "skip", 3, 6, 1, FIRST_ID)
+    assert (s["sources_never_started"], s["discarded"], s["emitted"], s["buffered"]) == (1, 1, 9, 0)
