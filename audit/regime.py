@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from findings import PAPER as _P
 from findings import PAPER_REGIME as PAPER  # the paper's indicators, derived once from its published values
 
 # what "the paper's order of magnitude" means for each indicator (checked by tests and shown in reports)
@@ -86,6 +87,7 @@ def indicators_from(stream, R, B, targets, original, segment_first=None) -> dict
 
 
 # the paper's published values the audit's figures draw beside ours
+_C = _P["s5_1_coverage"]
 PAPER_STARTUP_RANGE = (_C["startup_delay_min_targets"], _C["startup_delay_max_targets"])
 PAPER_PASS_BOUNDS = _P["s5_2_pass_bounds"]
 

@@ -475,6 +475,12 @@ def packers_section(d, out):
                 r["how"])
     for name, why in c.get("refused", {}).items():
         sec.row(name, f"refused: {why}", "—")
+    traced = sum(1 for r in c["packers"].values() if r["how"] == "traced")
+    orig = c["packers"].get("original")
+    ours = f"{len(c['packers'])} packers ({traced} traced)" + (
+        f"; original leaves {orig['long_never_started']:,} of {orig['long_arrived']:,} unstarted" if orig else "")
+    sec.score = ("packers audited by running them: sources > R never started", ours, "the paper's loader family only",
+                 "extends the paper's audit (no paper value for the libraries)")
     sec.links = [_link(out, _rel(d / "report.md", out), "audit_packers/report.md"),
                  _link(out, _rel(d / "comparison.png", out), "comparison figure")]
     return sec
