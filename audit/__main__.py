@@ -23,13 +23,14 @@ audit never leaves a mix of old and new files.
 import argparse
 import sys
 
+from console.usage import prog_name
 from corpus.errors import DataError
 
 PREPARED_SOURCES = ("stdlib", "climbmix", "parquet")
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m audit", description=__doc__,
+    ap = argparse.ArgumentParser(prog=prog_name("python -m audit"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--source", choices=PREPARED_SOURCES, default="stdlib",
