@@ -37,6 +37,7 @@ from shardqueue.rule import calibrate as calibrate_rule
 from shardqueue.runner import QueueRunner, train_rows
 from shardqueue.schedule import warmup
 from shardqueue.settings import QueueSettings
+from shardqueue.start_record import settings_differences
 from shardqueue.state import apply
 from shardqueue.world import World, build_pool
 from training.checkpoint import checkpoint_bytes, data_identity, load_checkpoint, newest_good_checkpoint, save_checkpoint
@@ -296,18 +297,20 @@ def corpus_identity(cfg):
     return data_identity(Layout(cfg.data_dir or default_data_dir(), cfg.source))
 
 
-# what --resume must find unchanged in the start record: (record key, attribute of the runner or a callable)
-START_FIELDS = ("seed", "policy", "reject_rate", "budget_targets", "rotation_shards")
+# what --resume must find unchanged in the start record (record keys; the runner's attribute where it differs)
+START_FIELDS = ("seed", "policy", "reject_rate", "budget_targets", "rotation_shards", "branch_check")
+RUNNER_ATTRIBUTE = {"budget_targets": "budget", "branch_check": "branch"}
 
 
 def check_start_record(start, runner, log_path):
     """Resume refuses any difference from the run's start record: seed, policy, rate, budget,
-    rotation length, calibration, pool and corpus."""
-    now = {k: getattr(runner, {"budget_targets": "budget"}.get(k, k)) for k in START_FIELDS}
+    rotation length, branch check, calibration, pool, corpus, and each key of the calibration
+    folder's config.json and calibration.json (named)."""
+    now = {k: getattr(runner, RUNNER_ATTRIBUTE.get(k, k)) for k in START_FIELDS}
     now["calibration"] = {k: runner.calib.get(k) for k in ("k", "frac", "sigma")}
     now["pool_sha256"] = runner.pool["_sha256"]
     now["corpus"] = runner.corpus
-    diff = [k for k in now if start.get(k) != now[k]]
+    diff = [k for k in now if start.get(k) != now[k]] + settings_differences(start, runner.cfg, runner.calib)
     if diff:
         raise DataError(f"{log_path}: the run started with another {', '.join(diff)}; refusing to resume "
                         f"(resume with the start record's settings, or start a new run)")

@@ -27,6 +27,7 @@ from shardqueue.log import DecisionLog, read_log, record_sha256, verify_chain
 from shardqueue.packing import StreamedShard, update_batches
 from shardqueue.rotation import save_rotation, shard_docs
 from shardqueue.rule import judge, rises
+from shardqueue.start_record import machine, start_settings
 from shardqueue.state import apply, initial_state
 from training.checkpoint import newest_good_checkpoint, save_checkpoint
 from training.resume import restore_trainer_state, trainer_state
@@ -413,7 +414,8 @@ class QueueRunner:
                         calibration={k: self.calib.get(k) for k in ("k", "frac", "sigma")},
                         pool_sha256=self.pool["_sha256"], budget_targets=self.budget,
                         rotation_shards=self.rotation_shards, start_step=self.step, start_targets=self.targets,
-                        calibration_dir=self.calibration_dir, corpus=self.corpus)
+                        calibration_dir=self.calibration_dir, corpus=self.corpus, branch_check=self.branch,
+                        **start_settings(self.cfg, self.calib, self.world.device))
             self.commit()
         if resume and self.decay_updates:
             self.decay_start = next((r["step"] for r in read_log(log_path, log=lambda s: None)
@@ -475,7 +477,7 @@ class QueueRunner:
         self.step, self.targets, self.ref, self.state, self.seq = p["step"], p["targets"], p["ref"], p["state"], C
         self.spent, self.rollback = p["spent"], p["rollback"]
         self.flag_info = p["flag_info"]
-        self.record("resumed", checkpoint=path.name, log_seq=C)
+        self.record("resumed", checkpoint=path.name, log_seq=C, machine=machine(self.world.device))
         self.commit()
 
     # ---- the final decay ------------------------------------------------------------------

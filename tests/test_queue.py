@@ -725,3 +725,40 @@ def test_each_command_has_its_own_options_and_help(command, own, foreign, capsys
     assert e.value.code == 0 and text.startswith("usage: ") and f" {command} " in text.splitlines()[0]
     has = lambda o: re.search(rf"(?<![\w-]){o}(?![\w-])", text)  # noqa: E731 - --harm is not --harmful-shards
     assert all(has(o) for o in own + ["--out", "--device"]) and not [o for o in foreign if has(o)]
+
+
+# ---- the calibration folder's settings are the start record's (issue 30) -----------------------------
+
+def _beside_its_calibration(calibrated, full_run, tmp_path, files=("decisions.jsonl",)):
+    """A copy of the run folder (some files, or "all") with its calibration where the run names it."""
+    run = tmp_path / full_run[0].name
+    if files == "all":
+        shutil.copytree(full_run[0], run)
+    else:
+        run.mkdir(parents=True)
+        for f in files:
+            shutil.copy(full_run[0] / f, run / f)
+    shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)
+    return run
+
+
+EDITS = {"micro_rows": 2, "eval_rows": 8, "muon_lr": 0.03}  # CFG's are 4, 4 and 0.02
+
+
+def test_resume_and_reconstruct_refuse_an_edited_calibration_config_naming_each_key(calibrated, full_run, tmp_path,
+                                                                                    capsys):
+    run = _beside_its_calibration(calibrated, full_run, tmp_path, files="all")
+    (run / "queue_summary.json").unlink()
+    cal = tmp_path / calibrated["strict"].name
+    c = json.loads((cal / "config.json").read_text())
+    assert all(c[k] == CFG[k] != v for k, v in EDITS.items())
+    (cal / "config.json").write_text(json.dumps({**c, **EDITS}))
+    before = (run / "decisions.jsonl").read_bytes()
+    with pytest.raises(DataError) as e:
+        rq.run(run, cal, resume=True, log=lambda s: None, report=False)
+    for k, v in EDITS.items():
+        assert f"config.json {k} ({CFG[k]!r} when the run started, {v!r} now)" in str(e.value)
+    assert (run / "decisions.jsonl").read_bytes() == before
+    assert reconstruct_folder(run, out=lambda s: None) == 1
+    err = capsys.readouterr().err
+    assert all(f"config.json {k}" in err for k in EDITS), err
