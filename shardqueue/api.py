@@ -47,7 +47,7 @@ from training.trainer import Trainer, build_model
 
 RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*", "final.*", "report.md",
              "decisions.parquet", "decisions.csv", "queue_summary.json", "control_curves.png", "inspection",
-             "start_state.pt", "start_state.json", "added_sources.json*")
+             "start_state.pt", "start_state.json", "added_sources.json*", "reexecution.json")
 
 def candidates_for_budget(budget_targets, shard_tokens, spare=3):
     """Candidate pool shards for a run whose budget is `budget_targets` accepted targets.
