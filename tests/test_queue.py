@@ -229,6 +229,10 @@ def test_resume_after_an_interruption_gives_the_same_log_and_model(calibrated, f
     pa = torch.load(out_full / "final.pt", weights_only=True)["trainer"]["model"]
     pb = torch.load(out / "final.pt", weights_only=True)["trainer"]["model"]
     assert _equal(pa, pb)
+    if where == "log-write":  # re-execution takes the `resumed` record from the log at its place (issue 30)
+        resumed = next(r["seq"] for r in recs if r["event"] == "resumed")
+        rx = reexecute(out, to_record=resumed + 1)
+        assert rx.comparison.difference is None and rx.made[resumed - 1]["event"] == "resumed"
 
 
 def test_torn_last_line_is_reported_saved_and_dropped(full_run, tmp_path):
