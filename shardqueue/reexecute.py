@@ -164,8 +164,17 @@ class ReexecutingRunner(QueueRunner):
 
 
 def anchored_checkpoint(path, logged, log_path):
-    """A run's checkpoint whose records (those it owed the log) equal the log's: the stretch's start."""
+    """A run's checkpoint whose records (those it owed the log) equal the log's: the stretch's start.
+    path: a file name in the run folder, or a path."""
+    path = Path(path) if Path(path).parent != Path(".") else log_path.parent / path
     p = load_checkpoint(path)
+    try:
+        return _anchored(path, p, logged, log_path)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise DataError(f"{path}: malformed ({type(e).__name__}: {e}); it cannot anchor the log") from None
+
+
+def _anchored(path, p, logged, log_path):
     C = p.get("log_seq")
     if C is None or "records" not in p:
         raise DataError(f"{path}: not a checkpoint of the queue's rotations (final.pt ends the run: nothing follows it)")
@@ -178,15 +187,23 @@ def anchored_checkpoint(path, logged, log_path):
     return p
 
 
+# the start record's fields that build the runner (a log written before branch_check was recorded lacks it)
+START_ARGUMENTS = ("policy", "seed", "reject_rate", "rotation_shards", "budget_targets", "branch_check", "run_id")
+
+
 def _runner(folder, logged, device, scratch):
     """A re-executing runner built from the run's start record; its calibration folder must be unchanged."""
     start = logged[0]
+    missing = [k for k in START_ARGUMENTS if k not in start]
+    if missing:
+        raise DataError(f"{folder / 'decisions.jsonl'}: the start record lacks {', '.join(missing)}")
     rel = str(start.get("calibration_dir", "."))
     cfg, world, pool, calib = api.open_calibration(folder / rel, device)
     pool = sources.prepare(folder, world, pool, (), 1, log=lambda s: None)  # sources the run added
     cfg = type(cfg)(**{**cfg.to_dict(), "seed": start["seed"]})
-    runner = ReexecutingRunner(cfg, world, pool, calib, scratch, start["policy"], start["seed"], start["reject_rate"],
-                               start["rotation_shards"], start["budget_targets"], start.get("branch_check", True),
+    runner = ReexecutingRunner(cfg, world, pool, calib, scratch, policy=start["policy"], seed=start["seed"],
+                               reject_rate=start["reject_rate"], rotation_shards=start["rotation_shards"],
+                               budget_targets=start["budget_targets"], branch_check=start["branch_check"],
                                log=lambda s: None, run_id=start["run_id"], calibration_dir=rel,
                                corpus=api.corpus_identity(cfg))
     api.check_start_record(start, runner, folder / "decisions.jsonl")
@@ -216,7 +233,7 @@ def made_on_this_machine(logged, device) -> bool:
 def reexecute(folder, device="cpu", from_checkpoint=None, to_record=None, tolerance=None, stop_early=True,
               scratch=None) -> Reexecution:
     """Re-execute a queue run folder's log, or the stretch after one of its checkpoints (a file name in
-    the folder) up to to_record, and compare. tolerance: None for bitwise on the machine that made the
+    the folder, or a path) up to to_record, and compare. tolerance: None for bitwise on the machine that made the
     run and DEFAULT_TOLERANCE elsewhere; stop_early: stop at the first differing record."""
     folder = Path(folder)
     log_path = folder / "decisions.jsonl"
@@ -226,7 +243,7 @@ def reexecute(folder, device="cpu", from_checkpoint=None, to_record=None, tolera
         raise DataError(f"{log_path}: record 1 is not the start record")
     same = made_on_this_machine(logged, device)
     tol = (0.0 if same else DEFAULT_TOLERANCE) if tolerance is None else float(tolerance)
-    checkpoint = anchored_checkpoint(folder / from_checkpoint, logged, log_path) if from_checkpoint else None
+    checkpoint = anchored_checkpoint(from_checkpoint, logged, log_path) if from_checkpoint else None
     first = checkpoint["log_seq"] + 1 if checkpoint else 1
     stop = len(logged) if to_record is None else int(to_record)
     if not first <= stop <= len(logged):
