@@ -141,6 +141,7 @@ def test_the_audits_own_pass_table_rounds_the_earliest_pass_up():
     lengths = [1000, 16384, 32768, 65536, 131072, 290219]
     counts = [5000, 789 - 196, 196 - 39, 39 - 9, 9 - 1, 1]
     rows = pass_bounds(lengths, counts, lengths[1:] + [290220], 1000)
+    assert [r["length_at_least"] for r in rows] == [16384, 32768, 65536, 131072, 290219, 290220]
     assert [r["sources_per_pass"] for r in rows] == [789, 196, 39, 9, 1, 0]
     assert [r["earliest_possible_pass"] for r in rows] == [2, 6, 26, 112, 1000, None]
 
