@@ -229,6 +229,23 @@ def test_train_resolves_the_config_for_torchruns_world_size(monkeypatch):
     assert (w.micro_rows, w.accum, w.targets_per_update) == (32, 8, 524288)
 
 
+@pytest.mark.parametrize("spec", ["cuda:0", "cuda:1"])
+def test_an_explicit_gpu_under_torchrun_is_refused_in_one_line(spec, tmp_path, capsys, monkeypatch):
+    """device=cuda:N under torchrun would put every rank on GPU N (NCCL then fails): refused
+    before the process group starts; device=cuda gives rank r the GPU cuda:LOCAL_RANK."""
+    import train
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(train, "dist_setup", lambda: pytest.fail("the process group was joined"))
+    for k, v in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(k, v)
+    assert train.main(["--config", PAPER, f"device={spec}", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: config key 'device': '{spec}' under torchrun") and err.count("\n") == 1
+    assert "device=cuda" in err
+
+
 # ---- the shard queue's train and measure steps on the model's device --------------------
 def queue_runner(tmp_path, device, *over):
     """A QueueRunner on a one-shard pool and one control domain (the train/screen/measure
