@@ -92,6 +92,13 @@ def score(model, world, cfg=None, fixed_rows=None):
                                  fixed_rows=fixed_rows)}
 
 
+def final_score(runner, world, cfg):
+    """The score a run's final decay records: through the forward that trained (compiled where it is),
+    at its one shape (run(), and reconstruct --execute, which must score as the run did)."""
+    tr = runner.trainer
+    return lambda model: score(tr.scoring_forward(model), world, cfg, tr.fixed_rows)
+
+
 def score_checkpoint(path, calibration_dir, device="cpu"):
     """score() of a queue checkpoint file (ckpt_*.pt, final.pt or calibrated_state.pt)."""
     cfg, world, _, calib = open_calibration(calibration_dir, device)
@@ -397,8 +404,7 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
         runner.run()
     recs = read_log(log_path, log=lambda s: None)
     if not any(r["event"] == "done" for r in recs):
-        tr = runner.trainer  # the final score through the forward that trained (compiled where it is)
-        runner.decay(lambda m: score(tr.scoring_forward(m), world, cfg, tr.fixed_rows))
+        runner.decay(final_score(runner, world, cfg))
         recs = read_log(log_path, log=lambda s: None)
     summary = summarize(recs, calib, pool, out)
     atomic_write_json(out / "queue_summary.json", summary)

@@ -208,7 +208,7 @@ def _runner(folder, logged, device, scratch):
                                corpus=api.corpus_identity(cfg))
     api.check_start_record(start, runner, folder / "decisions.jsonl")
     return runner, lambda out: api.start_state(cfg, world, pool, calib, folder / rel, start["seed"], out), \
-        lambda model: api.score(model, world, cfg)
+        api.final_score(runner, world, cfg)
 
 
 @dataclass
