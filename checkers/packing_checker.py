@@ -42,10 +42,11 @@ ALL_FIELDS = FIELDS + DERIVED
 MAX_BUFFER = 1_000_000  # spans held as Python lists: about 100 MB; the paper's B is 1000
 MAX_SEGMENTS = 10_000_000  # segment_first's buffered segments of one pass of the stream
 MAX_REFILL = 1_000_000  # lengths on one refill line: the buffer holds at most B + one refill of spans
-MAX_LENGTHS = 50_000_000  # lengths in the whole file (one pass)
-# measured costs on one core (for the expected-time note): parsing a length, replaying an
-# arrival, reading and comparing an event
-PARSE_S, ARRIVAL_S, EVENT_S = 1.5e-7, 1.5e-6, 6e-6
+MAX_LENGTHS = 25_000_000  # lengths in the whole file (one pass): parsed in about 9 s at PARSE_S
+# measured costs on one core (for the expected-time note): parsing a length (3.6e-7 s measured on a
+# shared two-core machine, 1.5e-7 s on an idle one: the note takes the slower), replaying an arrival,
+# reading and comparing an event
+PARSE_S, ARRIVAL_S, EVENT_S = 3.6e-7, 1.5e-6, 6e-6
 
 
 def replay_literal(refills, packer, R, B, n_rows, seed=RANDOM_SPAN_SEED):
@@ -297,12 +298,14 @@ class InputError(Exception):
     """Bad input, described in one line naming the file."""
 
 
-def read_refills(path):
+def read_refills(path, counted=None):
     """Refill batches of positive integer lengths; one line per batch.
 
-    Bounded before anything large is built: a line is split into at most MAX_REFILL + 1
-    fields (one more means the refill is too large to hold), and the file into at most
-    MAX_LENGTHS lengths in all. Lengths are kept in int64 arrays (8 bytes each).
+    Bounded before anything is parsed: every line is first split into at most MAX_REFILL + 1
+    fields (one more means the refill is too large to hold) and counted, and a file of more than
+    MAX_LENGTHS lengths is refused before a single length is converted; counted(n), when given,
+    hears the count before the parse (the expected-time note). Lengths are kept in int64 arrays
+    (8 bytes each).
     """
     try:
         with open(path, encoding="utf-8") as f:
@@ -311,18 +314,23 @@ def read_refills(path):
         raise InputError(f"{path}: cannot read the lengths file ({e.strerror})")
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text")
-    refills, total = [], 0
+    total = 0
     for i, line in enumerate(lines, start=1):
-        parts = line.split(None, MAX_REFILL)
-        if not parts:
-            continue
-        if len(parts) > MAX_REFILL:
+        k = len(line.split(None, MAX_REFILL))
+        if k > MAX_REFILL:
             raise InputError(f"{path}: line {i} holds more than {MAX_REFILL:,} lengths; one refill line is at most "
                              f"{MAX_REFILL:,} (the checker holds B + one refill of spans)")
-        total += len(parts)
+        total += k
         if total > MAX_LENGTHS:
             raise InputError(f"{path}: more than {MAX_LENGTHS:,} lengths; the checker reads at most {MAX_LENGTHS:,} "
                              f"(about {MAX_LENGTHS * PARSE_S:.0f} s)")
+    if counted:
+        counted(total)
+    refills = []
+    for i, line in enumerate(lines, start=1):
+        parts = line.split()
+        if not parts:
+            continue
         try:
             batch = array.array("q", map(int, parts))
         except ValueError:
@@ -387,7 +395,14 @@ def read_events(path):
 def compare(events_csv, lengths_path, packer, R, B, rows=None):
     """Every column of every event against this replay; the export must cover `rows` rows."""
     events = read_events(events_csv)
-    refills = read_refills(lengths_path)
+
+    def expect(n_lengths):  # said before the lengths are parsed, so a long check says so at once
+        t = n_lengths * PARSE_S + len(events) * EVENT_S + (B + len(events)) * ARRIVAL_S
+        if t > 3:
+            print(f"note: {n_lengths:,} lengths, {len(events):,} events at B={B:,}: expect about {t:.0f} s",
+                  file=sys.stderr)
+
+    refills = read_refills(lengths_path, expect)
     for i, r in enumerate(events):
         if not 1 <= r["emitted"] <= R:  # a span never emits more than one row: rows replayed <= events
             raise InputError(f"{events_csv}: event {i}: emitted {r['emitted']} is not between 1 and R={R}")
@@ -406,9 +421,6 @@ def compare(events_csv, lengths_path, packer, R, B, rows=None):
     flat = array.array("q")
     for b in refills:
         flat.extend(b)
-    expect = len(events) * EVENT_S + (B + len(events)) * ARRIVAL_S
-    if expect > 3:
-        print(f"note: {len(events):,} events at B={B:,}: expect about {expect:.0f} s", file=sys.stderr)
     want, _ = replay(refills, packer, R, B, total // R, with_arrivals=False)
     derived = expected_columns(want, R)
     for i, (r, w) in enumerate(zip(events, want)):

@@ -519,11 +519,26 @@ def queue_section(d, out):
         sec.row("control domains lower after the run than at its start", f"{better} of {len(fin)}", "—")
     sec.text = ["No queue result has been measured in the proposal; this is the mechanism on the offline corpus "
                 "with a planted harmful source" + (f" (caught: {', '.join(harmful_caught)})." if harmful_caught else ".")]
+    rx = _load(d / "reexecution.json")
+    sec.row("the log executed again from its start state (`reconstruct --execute`)", _reexecution(rx),
+            "the proposal: the verdict can be reconstructed")
+    if rx and not rx.get("held"):
+        sec.notes.append(f"The re-execution did NOT reproduce the log: {rx['difference']['line']}.")
     for q, rec in _confounded_recoveries(d / "decisions.jsonl", quar):
         sec.notes.append(f"{q} is not from the harmful source, yet it was quarantined: its recovery shard {rec} was "
                          f"harmful, so the recovery check measured {rec}'s damage (a limit of a one-shard recovery check).")
     sec.links = [_link(out, _rel(d / "report.md", out), "queue/report.md")]
     return sec
+
+
+def _reexecution(rx):
+    """What the re-execution of the queue's log found, in one cell."""
+    if not rx:
+        return "not run"
+    if not rx.get("held"):
+        return f"FAILED at record {rx['difference']['seq']} ({rx['difference']['field']})"
+    return (f"held: records {rx['first']}-{rx['last']} reproduced, {rx['mode']} "
+            f"({'this machine' if rx['same_machine'] else 'another machine'}), in {rx['seconds']:.0f} s")
 
 
 def _rate_rule(cal):

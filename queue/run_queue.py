@@ -6,6 +6,7 @@
   python queue/run_queue.py dose --out runs/queue_dose --calibration runs/queue [--harm KIND | --harm parquet --harm-parquet BAD.parquet]
   python queue/run_queue.py return SHARD --out runs/queue    # one return from quarantine (needs an inspection)
   python queue/run_queue.py reconstruct --out runs/queue     # replay the log and check every record
+  python queue/run_queue.py reconstruct --execute --out runs/queue   # ... and re-run it: every logged number
 
 `calibrate` (stage A) freezes the pool (pool.json + .sha256: calibration, candidate,
 decay and harmful shards with their SHA256s and source mix, the control/selection set
@@ -40,6 +41,7 @@ from shardqueue.api import (  # noqa: E402
     run,
 )
 from shardqueue.dose import dose_response  # noqa: E402
+from shardqueue.reexecute import DEFAULT_TOLERANCE, reexecute_folder  # noqa: E402
 from shardqueue.replay import reconstruct_folder  # noqa: E402
 from shardqueue.runner import POLICIES  # noqa: E402
 from shardqueue.settings import QueueSettings  # noqa: E402
@@ -94,7 +96,20 @@ def build_parser():
 
     ret = sub.add_parser("return", parents=[common], help="one return from quarantine (needs an inspection)")
     ret.add_argument("shard", help="the quarantined shard")
-    sub.add_parser("reconstruct", parents=[common], help="replay the log and check every record")
+    rec = sub.add_parser("reconstruct", parents=[common], help="replay the log and check every record; with "
+                         "--execute, also run the queue again and check every logged number")
+    rec.add_argument("--execute", action="store_true",
+                     help="re-run the queue from its start state and check every logged number (losses, deltas, "
+                          "targets, train loss, parameter SHA256s) against what training produces now: bitwise on "
+                          "the machine that made the run, within --tolerance elsewhere")
+    rec.add_argument("--from-checkpoint", default=None, metavar="CKPT",
+                     help="re-execute only the records after this checkpoint of the run folder (ckpt_<seq>.pt; "
+                          "implies --execute)")
+    rec.add_argument("--to-record", type=int, default=None, metavar="SEQ",
+                     help="end the re-executed stretch at this record (default: the log's last)")
+    rec.add_argument("--tolerance", type=float, default=None,
+                     help="absolute tolerance on every float (default: 0, bitwise, on the machine that made the "
+                          f"run; {DEFAULT_TOLERANCE:g} elsewhere, where parameter SHA256s are not compared)")
     return ap
 
 
@@ -112,7 +127,10 @@ def main(argv=None):
             raise DataError(f"{a.shard!r} is not a shard id")
         check_counts(a)
         if a.command == "reconstruct":
-            return reconstruct_folder(out)
+            rc = reconstruct_folder(out)
+            if rc or not (a.execute or a.from_checkpoint or a.to_record is not None):
+                return rc
+            return reexecute_folder(out, a.device, a.from_checkpoint, a.to_record, a.tolerance)
         with folder_lock(out, f"queue {a.command}"):
             if a.command == "return":
                 return return_from_quarantine(out, a.shard)
@@ -154,14 +172,14 @@ def main(argv=None):
 
 
 # the least each count may be (the settings' own; a run of 0-shard rotations trains nothing)
-MINIMA = {**QueueSettings.MINIMA, "rotation_shards": 1, "budget_targets": 1}
+MINIMA = {**QueueSettings.MINIMA, "rotation_shards": 1, "budget_targets": 1, "to_record": 1, "tolerance": 0}
 
 
 def check_counts(a):
     """The counts this command takes, each at least its minimum (in one line naming the option)."""
     for k, least in MINIMA.items():
         v = getattr(a, k, None)  # a command has only its own options
-        if v is not None and v < least:
+        if v is not None and not v >= least:  # NaN is no count either
             raise DataError(f"--{k.replace('_', '-')} {v}: must be at least {least}")
 
 

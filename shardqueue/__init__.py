@@ -20,6 +20,8 @@ quarantined on a second rejection; every decision is logged so the run can be re
                    and rollbacks through training/resume.py, the component train.py uses too
     log.py         the append-only, fsynced decision log (torn last line handled)
     replay.py      reconstruct: replay the log, check every record and manifest
+    reexecute.py   reconstruct --execute: run the queue again, compare every logged number with the log
+    start_record.py  what the start record pins beyond the arguments: config.json, calibration.json, machine
     inspection.py  the inspection report of a quarantined shard
     report.py      report.md, decisions.parquet/.csv, the control-curve figure
     dose.py        dose-response: flag/reject rate against the exact harmful share of a shard (--harm)

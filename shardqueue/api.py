@@ -37,6 +37,7 @@ from shardqueue.rule import calibrate as calibrate_rule
 from shardqueue.runner import QueueRunner, train_rows
 from shardqueue.schedule import warmup
 from shardqueue.settings import QueueSettings
+from shardqueue.start_record import settings_differences
 from shardqueue.state import apply
 from shardqueue.world import World, build_pool
 from training.checkpoint import checkpoint_bytes, data_identity, load_checkpoint, newest_good_checkpoint, save_checkpoint
@@ -46,7 +47,7 @@ from training.trainer import Trainer, build_model
 
 RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*", "final.*", "report.md",
              "decisions.parquet", "decisions.csv", "queue_summary.json", "control_curves.png", "inspection",
-             "start_state.pt", "start_state.json", "added_sources.json*")
+             "start_state.pt", "start_state.json", "added_sources.json*", "reexecution.json")
 
 def candidates_for_budget(budget_targets, shard_tokens, spare=3):
     """Candidate pool shards for a run whose budget is `budget_targets` accepted targets.
@@ -89,6 +90,13 @@ def score(model, world, cfg=None, fixed_rows=None):
             "control": measure(model, world.sets["control"], world.token_bytes, world.device, fixed_rows=fixed_rows),
             "selection": measure(model, world.sets["selection"], world.token_bytes, world.device,
                                  fixed_rows=fixed_rows)}
+
+
+def final_score(runner, world, cfg):
+    """The score a run's final decay records: through the forward that trained (compiled where it is),
+    at its one shape (run(), and reconstruct --execute, which must score as the run did)."""
+    tr = runner.trainer
+    return lambda model: score(tr.scoring_forward(model), world, cfg, tr.fixed_rows)
 
 
 def score_checkpoint(path, calibration_dir, device="cpu"):
@@ -299,18 +307,20 @@ def corpus_identity(cfg):
     return data_identity(Layout(cfg.data_dir or default_data_dir(), cfg.source))
 
 
-# what --resume must find unchanged in the start record: (record key, attribute of the runner or a callable)
-START_FIELDS = ("seed", "policy", "reject_rate", "budget_targets", "rotation_shards")
+# what --resume must find unchanged in the start record (record keys; the runner's attribute where it differs)
+START_FIELDS = ("seed", "policy", "reject_rate", "budget_targets", "rotation_shards", "branch_check")
+RUNNER_ATTRIBUTE = {"budget_targets": "budget", "branch_check": "branch"}
 
 
 def check_start_record(start, runner, log_path):
     """Resume refuses any difference from the run's start record: seed, policy, rate, budget,
-    rotation length, calibration, pool and corpus."""
-    now = {k: getattr(runner, {"budget_targets": "budget"}.get(k, k)) for k in START_FIELDS}
+    rotation length, branch check, calibration, pool, corpus, and each key of the calibration
+    folder's config.json and calibration.json (named)."""
+    now = {k: getattr(runner, RUNNER_ATTRIBUTE.get(k, k)) for k in START_FIELDS}
     now["calibration"] = {k: runner.calib.get(k) for k in ("k", "frac", "sigma")}
     now["pool_sha256"] = runner.pool["_sha256"]
     now["corpus"] = runner.corpus
-    diff = [k for k in now if start.get(k) != now[k]]
+    diff = [k for k in now if start.get(k) != now[k]] + settings_differences(start, runner.cfg, runner.calib)
     if diff:
         raise DataError(f"{log_path}: the run started with another {', '.join(diff)}; refusing to resume "
                         f"(resume with the start record's settings, or start a new run)")
@@ -394,8 +404,7 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
         runner.run()
     recs = read_log(log_path, log=lambda s: None)
     if not any(r["event"] == "done" for r in recs):
-        tr = runner.trainer  # the final score through the forward that trained (compiled where it is)
-        runner.decay(lambda m: score(tr.scoring_forward(m), world, cfg, tr.fixed_rows))
+        runner.decay(final_score(runner, world, cfg))
         recs = read_log(log_path, log=lambda s: None)
     summary = summarize(recs, calib, pool, out)
     atomic_write_json(out / "queue_summary.json", summary)

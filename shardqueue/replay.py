@@ -18,6 +18,7 @@ from pathlib import Path
 from corpus.errors import DataError
 from shardqueue.log import read_log
 from shardqueue.rule import rises, unrecovered
+from shardqueue.start_record import settings_differences
 from shardqueue.state import apply, initial_state
 
 
@@ -103,14 +104,19 @@ def check_records_strictly(recs, pool, calib, folder):
 
 def rehashed_pool(cal_dir, start):
     """pool.json with every shard's SHA256 recomputed from the prepared token files (never copied
-    from pool.json itself), on the corpus the run's start record names."""
+    from pool.json itself), on the corpus the run's start record names, from a calibration folder
+    whose config.json and calibration.json are the start record's key by key."""
     from shardqueue.api import corpus_identity, open_calibration
     from shardqueue.rotation import load_rotation
 
-    cfg, world, _, _ = open_calibration(cal_dir)
+    cfg, world, _, calib = open_calibration(cal_dir)
     if start.get("corpus") != corpus_identity(cfg):
         raise DataError(f"{cal_dir}: its corpus is not the one the run's start record names")
-    return load_rotation(cal_dir / "pool.json", world.stream)
+    pool = load_rotation(cal_dir / "pool.json", world.stream)
+    diff = settings_differences(start, cfg, calib)
+    if diff:
+        raise DataError(f"{cal_dir}: differs from the run's start record in {'; '.join(diff)}")
+    return pool
 
 
 def reconstruct_folder(folder, out=print):

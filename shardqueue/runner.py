@@ -27,6 +27,7 @@ from shardqueue.log import DecisionLog, read_log, record_sha256, verify_chain
 from shardqueue.packing import StreamedShard, update_batches
 from shardqueue.rotation import save_rotation, shard_docs
 from shardqueue.rule import judge, rises
+from shardqueue.start_record import machine, start_settings
 from shardqueue.state import apply, initial_state
 from training.checkpoint import newest_good_checkpoint, save_checkpoint
 from training.resume import restore_trainer_state, trainer_state
@@ -198,6 +199,8 @@ class QueueRunner:
         rec = {"seq": self.seq + 1, "event": event, "time": round(time.time(), 3), "run_id": self.run_id, **kw}
         if sid:
             rec.update(sha256=self.shards[sid]["sha256"], sources=self.shards[sid]["sources"])
+        if event == "accept":  # the parameters the accepted shard left: what re-execution checks bitwise
+            rec["params_sha256"] = params_sha256(self.trainer.model)
         self.state = apply(self.state, rec)
         rec["queue"] = copy.deepcopy(self.state)
         rec["prev_sha256"] = self.prev_sha256  # the chain: an edited earlier record is found
@@ -419,7 +422,9 @@ class QueueRunner:
                         calibration={k: self.calib.get(k) for k in ("k", "frac", "sigma")},
                         pool_sha256=self.pool["_sha256"], budget_targets=self.budget,
                         rotation_shards=self.rotation_shards, start_step=self.step, start_targets=self.targets,
-                        calibration_dir=self.calibration_dir, corpus=self.corpus)
+                        calibration_dir=self.calibration_dir, corpus=self.corpus, branch_check=self.branch,
+                        params_sha256=params_sha256(self.trainer.model),
+                        **start_settings(self.cfg, self.calib, self.world.device))
             self.commit()
         if resume and self.decay_updates:
             self.decay_start = next((r["step"] for r in read_log(log_path, log=lambda s: None)
@@ -477,12 +482,15 @@ class QueueRunner:
                 self.dlog.write(r)
         self.prev_sha256 = record_sha256(full[-1])
         self.run_id = run_id
-        restore_trainer_state(self.trainer, p)
-        self.step, self.targets, self.ref, self.state, self.seq = p["step"], p["targets"], p["ref"], p["state"], C
-        self.spent, self.rollback = p["spent"], p["rollback"]
-        self.flag_info = p["flag_info"]
-        self.record("resumed", checkpoint=path.name, log_seq=C)
+        self.take_checkpoint(p)
+        self.record("resumed", checkpoint=path.name, log_seq=C, machine=machine(self.world.device))
         self.commit()
+
+    def take_checkpoint(self, p):
+        """The runner as a queue checkpoint left it, at its record p["log_seq"] (resume; re-execution)."""
+        restore_trainer_state(self.trainer, p)
+        self.step, self.targets, self.ref, self.state = p["step"], p["targets"], p["ref"], p["state"]
+        self.seq, self.spent, self.rollback, self.flag_info = p["log_seq"], p["spent"], p["rollback"], p["flag_info"]
 
     # ---- the final decay ------------------------------------------------------------------
     def decay(self, score_fn):

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from audit.events import write_csv
 from audit.replay import Replay
@@ -72,3 +73,27 @@ def test_a_400_digit_histogram_length_is_refused(tmp_path):
     assert "count has 30 digits" in refused(run(HIST, h))
     h.write_text(f"length,count\n5,1\n{2**63 - 1},1\n")  # the largest 64-bit length is still a length
     assert run(HIST, h).returncode == 0
+
+
+def test_lengths_are_counted_and_refused_before_any_is_parsed(tmp_path, monkeypatch, capsys):
+    """A file past the limit is refused before a length is converted (the conversion is the slow part),
+    and the expected-time note, parse included, comes before the parse."""
+    from checkers import packing_checker as pc
+
+    f = tmp_path / "l.txt"
+    f.write_text("1 x 3\n4 5 6 7\n8 9 10 11\n")  # 11 lengths; line 1 is not even integers
+    monkeypatch.setattr(pc, "MAX_LENGTHS", 10)
+    with pytest.raises(pc.InputError, match="more than 10 lengths"):
+        pc.read_refills(f)
+    monkeypatch.setattr(pc, "MAX_LENGTHS", 11)
+    heard = []
+    with pytest.raises(pc.InputError, match="line 1: lengths must be integers"):
+        pc.read_refills(f, heard.append)
+    assert heard == [11]
+    f.write_text("3 4\n")
+    (tmp_path / "e.csv").write_text(
+        "source_id,span_start,emitted,discarded,kind,lead_bos,source_len,row,row_offset,target_offset\n"
+        "0,0,3,0,fit,0,3,0,0,0\n")
+    monkeypatch.setattr(pc, "PARSE_S", 2.0)  # 2 lengths at 2 s each, one event and B = 1: about 4 s
+    assert pc.compare(tmp_path / "e.csv", f, "original", 3, 1) == 0
+    assert "note: 2 lengths, 1 events at B=1: expect about 4 s" in capsys.readouterr().err

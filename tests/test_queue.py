@@ -10,12 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, queue_script
+from conftest import ROOT, one_line_error, queue_script
 
 from corpus.errors import DataError
 from shardqueue import api as rq
-from shardqueue.log import read_log
+from shardqueue.log import line_of, read_log, record_sha256
 from shardqueue.packing import shard_rows, shard_tokens, update_batches
+from shardqueue.reexecute import compare_records, reexecute, reexecute_folder
 from shardqueue.replay import reconstruct_folder
 from shardqueue.rotation import shard_docs
 from shardqueue.rule import calibrate as calibrate_rule
@@ -228,6 +229,10 @@ def test_resume_after_an_interruption_gives_the_same_log_and_model(calibrated, f
     pa = torch.load(out_full / "final.pt", weights_only=True)["trainer"]["model"]
     pb = torch.load(out / "final.pt", weights_only=True)["trainer"]["model"]
     assert _equal(pa, pb)
+    if where == "log-write":  # re-execution takes the `resumed` record from the log at its place (issue 30)
+        resumed = next(r["seq"] for r in recs if r["event"] == "resumed")
+        rx = reexecute(out, to_record=resumed + 1)
+        assert rx.comparison.difference is None and rx.made[resumed - 1]["event"] == "resumed"
 
 
 def test_torn_last_line_is_reported_saved_and_dropped(full_run, tmp_path):
@@ -650,6 +655,9 @@ def test_reconstruct_rehashes_shards_checks_relative_paths_and_malformed_records
     (["run", "--rotation-shards", "0"], "--rotation-shards"),
     (["calibrate", "--per-domain", "0"], "--per-domain"),
     (["calibrate", "--sigma-shards", "0"], "--sigma-shards"),
+    (["reconstruct", "--to-record", "0"], "--to-record"),
+    (["reconstruct", "--tolerance", "-1"], "--tolerance"),
+    (["reconstruct", "--tolerance", "nan"], "--tolerance"),
 ])
 def test_queue_counts_below_their_minimum_are_one_line(tmp_path, capsys, argv, needle):
     rc = cli.main(argv + ["--out", str(tmp_path / "q")])
@@ -716,7 +724,8 @@ def test_an_unwritable_or_full_queue_folder_is_one_line_naming_it(calibrated, tm
     ("run", ["--policy", "--resume", "--add-source", "--calibration"], ["--set", "--sigma-shards", "--trials"]),
     ("dose", ["--harm", "--trials", "--calibration"], ["--policy", "--set"]),
     ("return", ["shard"], ["--policy", "--set"]),
-    ("reconstruct", ["--out"], ["--policy", "--set", "--calibration"]),
+    ("reconstruct", ["--out", "--execute", "--from-checkpoint", "--to-record", "--tolerance"],
+     ["--policy", "--set", "--calibration"]),
 ])
 def test_each_command_has_its_own_options_and_help(command, own, foreign, capsys):
     with pytest.raises(SystemExit) as e:
@@ -725,3 +734,165 @@ def test_each_command_has_its_own_options_and_help(command, own, foreign, capsys
     assert e.value.code == 0 and text.startswith("usage: ") and f" {command} " in text.splitlines()[0]
     has = lambda o: re.search(rf"(?<![\w-]){o}(?![\w-])", text)  # noqa: E731 - --harm is not --harmful-shards
     assert all(has(o) for o in own + ["--out", "--device"]) and not [o for o in foreign if has(o)]
+
+
+# ---- re-execution: the log's numbers against what training produces now (issue 30) -----------------
+
+def _rechained(recs):
+    """The records with every prev_sha256 recomputed, as a forger would: the chain `reconstruct` checks holds."""
+    out = []
+    for r in recs:
+        out.append(dict(r, prev_sha256=record_sha256(out[-1])) if out else dict(r))
+    return out
+
+
+def _write_log(folder, recs):
+    (folder / "decisions.jsonl").write_text("".join(line_of(r) + "\n" for r in recs))
+
+
+def _beside_its_calibration(calibrated, full_run, tmp_path, files=("decisions.jsonl",)):
+    """A copy of the run folder (some files, or "all") with its calibration where the run names it."""
+    run = tmp_path / full_run[0].name
+    if files == "all":
+        shutil.copytree(full_run[0], run)
+    else:
+        run.mkdir(parents=True)
+        for f in files:
+            shutil.copy(full_run[0] / f, run / f)
+    shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)
+    return run
+
+
+def _first_train(recs):
+    return next(r for r in recs if r["event"] == "train")
+
+
+def _rolled_back_recovery(recs):
+    """The first recovery record whose unrecovered domains are all its candidate's flagged ones: +0.01 on
+    every domain leaves the rule's and the criterion's verdicts as they were, so the replay cannot see it."""
+    for cand, rec in zip(recs, recs[1:]):
+        if rec["event"] == "train" and rec["role"] == "recovery" and rec["unrecovered"] == cand["flagged"]:
+            return rec
+    raise AssertionError("no rolled-back recovery in the run")
+
+
+def _plus_all(values, amount):
+    return {d: v + amount for d, v in values.items()}
+
+
+# each forgery of issue 30: (record it edits, the edit, the first field the re-execution must name)
+FORGERIES = {
+    "losses and deltas +0.01": (_rolled_back_recovery, lambda r: dict(r, losses=_plus_all(r["losses"], 0.01),
+                                                                       deltas=_plus_all(r["deltas"], 0.01)),
+                                lambda r: "deltas." + min(r["deltas"])),  # fields compared in sorted order
+    "targets +1": (_first_train, lambda r: dict(r, targets=r["targets"] + 1), lambda r: "targets"),
+    "history_targets +1": (_first_train, lambda r: dict(r, history_targets=r["history_targets"] + 1),
+                           lambda r: "history_targets"),
+    "train_loss +0.5": (_first_train, lambda r: dict(r, train_loss=r["train_loss"] + 0.5), lambda r: "train_loss"),
+}
+
+
+def _forged(recs, name):
+    pick, edit, _ = FORGERIES[name]
+    target = pick(recs)
+    return _rechained([edit(r) if r["seq"] == target["seq"] else r for r in recs]), target
+
+
+@pytest.fixture(scope="session")
+def reexecuted(calibrated, full_run, tmp_path_factory):
+    """One re-execution, of the run's log up to its first rejection (a flagged shard, its recovery shard,
+    the bitwise rollback) with train_loss forged and the chain recomputed: it must name that record, and
+    its records serve as what training produces for every other forgery below."""
+    recs = full_run[2]
+    end = next(r["seq"] for r in recs if r["event"] == "reject")
+    forged, target = _forged(recs, "train_loss +0.5")
+    run = _beside_its_calibration(calibrated, full_run, tmp_path_factory.mktemp("qforged"))
+    _write_log(run, forged)
+    pool = rq.open_calibration(calibrated["strict"])[2]
+    calib = json.loads((calibrated["strict"] / "calibration.json").read_text())
+    return reexecute(run, to_record=end, stop_early=False), end, target, (pool, calib)
+
+
+def test_an_untouched_log_is_reproduced_bitwise(full_run, reexecuted):
+    rx, end, _, _ = reexecuted
+    recs = full_run[2][:end]
+    assert rx.same_machine and rx.hashes and len(rx.made) == end
+    cmp = compare_records(recs, rx.made, 0.0, True)
+    assert cmp.difference is None and cmp.largest[0] == 0.0
+    # the parameter SHA256s it compared: the start state's, after the accept, after the rollback
+    assert [r["event"] for r in recs if "params_sha256" in r][:3] == ["start", "accept", "rollback"]
+
+
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_each_forgery_passes_the_replay_but_not_the_reexecution(full_run, reexecuted, name):
+    from shardqueue.replay import check_records
+
+    rx, end, _, (pool, calib) = reexecuted
+    forged, target = _forged(full_run[2], name)
+    assert target["seq"] <= end
+    check_records(forged, pool, calib, full_run[0])  # today's `reconstruct` accepts it (the issue's finding)
+    field = FORGERIES[name][2](target)
+    key = field.split(".")
+    want_logged = forged[target["seq"] - 1][key[0]] if len(key) == 1 else forged[target["seq"] - 1][key[0]][key[1]]
+    want_made = target[key[0]] if len(key) == 1 else target[key[0]][key[1]]
+    d = compare_records(forged[:end], rx.made, 0.0, True).difference
+    assert (d.seq, d.event, d.field, d.logged, d.made) == (target["seq"], "train", field, want_logged, want_made)
+
+
+def test_the_reexecution_recomputes_rather_than_copies(reexecuted):
+    rx, _, target, _ = reexecuted  # it ran on the log forged at target's train_loss
+    d = rx.comparison.difference
+    assert (d.seq, d.field, d.logged, d.made) == (target["seq"], "train_loss", target["train_loss"] + 0.5,
+                                                  target["train_loss"])
+
+
+def test_reconstruct_execute_names_the_first_forged_record_in_one_line(calibrated, full_run, tmp_path, capsys):
+    run = _beside_its_calibration(calibrated, full_run, tmp_path, files="all")
+    forged, target = _forged(full_run[2], "targets +1")
+    _write_log(run, forged)
+    end = next(r["seq"] for r in forged if r["event"] == "reject")
+    rc = cli.main(["reconstruct", "--execute", "--to-record", str(end), "--out", str(run)])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+    assert rc == 1 and len(err) == 1, err
+    assert f"record {target['seq']} (train): targets: logged {target['targets'] + 1}, re-executed {target['targets']}" \
+        in err[0]
+    assert json.loads((run / "reexecution.json").read_text())["held"] is False
+
+
+def test_reconstruct_execute_from_a_checkpoint(calibrated, full_run, tmp_path, capsys):
+    run = _beside_its_calibration(calibrated, full_run, tmp_path, files="all")
+    oldest = sorted(run.glob("ckpt_*.pt"))[0]
+    C = torch.load(oldest, weights_only=True)["log_seq"]
+    n = len(full_run[2])
+    assert cli.main(["reconstruct", "--execute", "--from-checkpoint", oldest.name, "--out", str(run)]) == 0
+    assert f"re-executed records {C + 1}-{n} of the log" in capsys.readouterr().out
+    res = json.loads((run / "reexecution.json").read_text())
+    assert res["held"] and res["mode"] == "bitwise" and (res["first"], res["last"]) == (C + 1, n)
+    for name, needle in (("final.pt", "final.pt ends the run"), ("ckpt_000000.pt", "checkpoint not found")):
+        one_line_error(capsys, reexecute_folder(run, from_checkpoint=name), needle)
+    # a checkpoint whose records are not the log's does not anchor it
+    recs = read_log(run / "decisions.jsonl")
+    _write_log(run, _rechained([dict(r, time=0.0) if r["seq"] == C else r for r in recs]))
+    one_line_error(capsys, reexecute_folder(run, from_checkpoint=oldest.name), "does not anchor this log")
+
+
+EDITS = {"micro_rows": 2, "eval_rows": 8, "muon_lr": 0.03}  # CFG's are 4, 4 and 0.02
+
+
+def test_resume_and_reconstruct_refuse_an_edited_calibration_config_naming_each_key(calibrated, full_run, tmp_path,
+                                                                                    capsys):
+    run = _beside_its_calibration(calibrated, full_run, tmp_path, files="all")
+    (run / "queue_summary.json").unlink()
+    cal = tmp_path / calibrated["strict"].name
+    c = json.loads((cal / "config.json").read_text())
+    assert all(c[k] == CFG[k] != v for k, v in EDITS.items())
+    (cal / "config.json").write_text(json.dumps({**c, **EDITS}))
+    before = (run / "decisions.jsonl").read_bytes()
+    with pytest.raises(DataError) as e:
+        rq.run(run, cal, resume=True, log=lambda s: None, report=False)
+    for k, v in EDITS.items():
+        assert f"config.json {k} ({CFG[k]!r} when the run started, {v!r} now)" in str(e.value)
+    assert (run / "decisions.jsonl").read_bytes() == before
+    assert reconstruct_folder(run, out=lambda s: None) == 1
+    err = capsys.readouterr().err
+    assert all(f"config.json {k}" in err for k in EDITS), err

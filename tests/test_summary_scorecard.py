@@ -60,6 +60,25 @@ def test_queue_rate_rule_separates_point_estimate_and_bound(tmp_path):
     assert "the point estimate meets it; the 95% bound (22.1%) does not" in row
 
 
+def test_queue_section_says_whether_the_reexecution_held(tmp_path):
+    q = tmp_path / "queue"
+    _write(q / "queue_summary.json", {"accepted": ["a"], "rejections": {}, "quarantined": []})
+
+    def row():
+        md = render(build(tmp_path), tmp_path)
+        return next(line for line in md.splitlines() if "reconstruct --execute" in line), md
+
+    assert "| not run |" in row()[0]
+    _write(q / "reexecution.json", {"held": True, "first": 1, "last": 58, "mode": "bitwise", "same_machine": True,
+                                    "seconds": 31.4, "difference": None})
+    assert "held: records 1-58 reproduced, bitwise (this machine), in 31 s" in row()[0]
+    line = "record 12 (train): train_loss: logged 5.0, re-executed 4.5"
+    _write(q / "reexecution.json", {"held": False, "first": 1, "last": 58, "mode": "bitwise", "same_machine": True,
+                                    "seconds": 9.0, "difference": {"seq": 12, "field": "train_loss", "line": line}})
+    cell, md = row()
+    assert "FAILED at record 12 (train_loss)" in cell and f"did NOT reproduce the log: {line}." in md
+
+
 def test_provenance_fields(tmp_path):
     run, data = tmp_path / "run", tmp_path / "data"
     run.mkdir()
