@@ -250,9 +250,10 @@ def write_report(out, recs, calib, pool, summary):
         L += ["", "## Inspections", ""]
         for p in insp:
             j = json.loads(p.read_text())
-            L.append(f"- {j['shard']}: sources {j['source_mix']}, unigram KL {j['unigram_kl']:.2f}, unseen bigrams "
-                     f"{j['unseen_bigrams']:.1%} (pool mean {j['pool_reference_unseen_bigrams']:.1%}, z {j.get('unseen_bigram_z', 0):.1f}), boilerplate "
-                     f"{j['boilerplate_line_share']:.1%}; cause: {'; '.join(j['causes']) or 'none found'}")
+            far = max(j["measures"], key=lambda m: j["measures"][m]["z"])
+            L.append(f"- {j['shard']}: sources {j['source_mix']}; furthest from its {len(j['clean_reference'])} clean "
+                     f"shards: {far.replace('_', ' ')} (z {j['measures'][far]['z']:.1f}); cause: "
+                     f"{'; '.join(j['causes']) or 'none found'}")
     sa = summary["screen"]
     L += ["", "## Screen against decision", "",
           f"Forward-only screen (shard BPB minus pool-sample BPB at the last accepted state) on {sa['n']} candidate shards: "
