@@ -1,10 +1,14 @@
 """The queue's measurements (issue 18, section 3): dose trials independent of each other,
 dose shards with the exact stated harmful share, a token-order check that can fire, and a
 pool that does not run dry. The calibrated tiny world comes from tests/test_queue.py."""
+import hashlib
 import json
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from conftest import one_line_error, queue_script
 from test_queue import calibrated  # noqa: F401  (the session fixture: a real stage A on the small corpus)
 
 from shardqueue import api as rq
@@ -131,3 +135,30 @@ def test_the_main_jobs_pool_is_sized_for_its_budget():
     s = main.queue_stage_settings()
     assert main.QUEUE_BUDGET == 24000 and s.shard_tokens == 1500 and s.candidates == 19
 
+
+def test_dose_trials_draw_different_documents_from_the_file(calibrated, tmp_path):  # noqa: F811
+    """Each trial takes its bad documents in its own seeded order, none twice; what it trained is those
+    documents' tokens, recomputed here from the file with the corpus tokenizer."""
+    texts = [f"record {k}: " + " ".join(f"zq{k}x{j}" for j in range(8)) for k in range(30)]
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"text": texts}), bad)
+    rec = dose_response(tmp_path / "d", calibrated["dir"], trials=2, fractions=(0.5,), log=lambda s: None,
+                        harm="parquet", harm_parquet=bad)
+    trials = rec["rows"][0]["trials"]
+    _, world, _, _ = rq.open_calibration(calibrated["dir"])
+    for t in trials:
+        drawn = t["harmful_documents"]
+        assert len(drawn) == len(set(drawn)) > 1 and drawn != list(range(len(drawn)))  # not the file's start
+        toks = np.concatenate([[world.bos] + world.enc.encode_ordinary(texts[i]) for i in drawn]).astype(np.int64)
+        assert len(toks) >= t["harmful_targets"] > len(toks) - len(world.enc.encode_ordinary(texts[drawn[-1]])) - 1
+        assert hashlib.sha256(toks[: t["harmful_targets"]].tobytes()).hexdigest() == t["harmful_sha256"]
+    assert set(trials[0]["harmful_documents"]) != set(trials[1]["harmful_documents"])
+
+
+def test_a_bad_file_too_small_for_a_dose_is_refused_in_one_line(calibrated, tmp_path, capsys):  # noqa: F811
+    small = tmp_path / "two_words.parquet"
+    pq.write_table(pa.table({"text": ["two words"]}), small)
+    rc = queue_script("run_queue").main(["dose", "--out", str(tmp_path / "d"), "--calibration", str(calibrated["dir"]),
+                                         "--harm", "parquet", "--harm-parquet", str(small), "--trials", "1"])
+    one_line_error(capsys, rc, str(small), "never repeated")
+    assert not (tmp_path / "d" / "dose.json").exists()
