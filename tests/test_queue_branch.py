@@ -35,8 +35,8 @@ class Stop(Exception):
 
 def scripted(world, out, script, mode="clean", stop=None, **kw):
     """A QueueRunner whose training only counts targets and whose control losses are scripted:
-    script(runner, shard, phase) is the rise over the reference in units of k * sigma_d (every
-    domain alike); phase is candidate, recovery, or the branch's kind (clean, source). stop(runner)
+    script(runner, shard, phase) is the rise over the reference in units of k * sigma_d (a number:
+    every domain alike; a dict: per domain, 0 for the others); phase is candidate, recovery, or the branch's kind (clean, source). stop(runner)
     ends the run before the next candidate."""
     cfg, w, pool, calib = world
     calib = with_mode(calib, mode)
@@ -55,7 +55,8 @@ def scripted(world, out, script, mode="clean", stop=None, **kw):
         if now["last"] is None:
             return {d: BASE for d in calib["sigma"]}
         rise = script(r, *now["last"])
-        return {d: r.ref[d] + rise * calib["k"] * calib["sigma"][d] for d in r.ref}
+        rise = rise if isinstance(rise, dict) else dict.fromkeys(r.ref, rise)  # a number: every domain alike
+        return {d: r.ref[d] + rise.get(d, 0.0) * calib["k"] * calib["sigma"][d] for d in r.ref}
 
     def branch_on(b, kind, flagged):
         now["branch"] = kind
@@ -91,6 +92,7 @@ def first_source(r, sid):
     ("clean", 0.0, 2.0, "source", "deferred", ["clean", "source"]),  # only the source rises: rejected
     ("clean", 0.0, 0.0, "shard", "deferred", ["clean", "source"]),
     ("clean", 0.9, 2.0, "source", "deferred", ["clean", "source"]),  # under the threshold is not "as much"
+    ("clean", {"comments": 2.0}, 2.0, "source", "deferred", ["clean", "source"]),  # one flagged domain of five
     ("literal", 0.0, 2.0, "phase", "returned", ["source"]),  # the proposal's check: a same-source rise excuses
     ("literal", 2.0, 0.0, "shard", "deferred", ["source"]),
 ])
