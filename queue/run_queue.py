@@ -8,7 +8,7 @@
   python queue/run_queue.py reconstruct --out runs/queue     # replay the log and check every record
   python queue/run_queue.py reconstruct --execute --out runs/queue   # ... and re-run it: every logged number
 
-`calibrate` (stage A) freezes the pool (pool.json + .sha256: calibration, candidate,
+`calibrate` (stage A) freezes the pool (pool.json + .sha256: calibration, reserve, candidate,
 decay and harmful shards with their SHA256s and source mix, the control/selection set
 hashes and their 13-gram overlap with the pool), trains warm-up shards of one homogeneous
 source, estimates sigma_d on ten more, and chooses k and the recovery fraction from a
@@ -16,9 +16,11 @@ grid written down first (calibration_plan.json) on held-out transitions; it fail
 no grid point keeps the held-out false-rejection rate below 5%.
 `run` works through rotations of the pool from the calibrated state at a constant
 learning rate: every shard is screened (forward only), trained once whole, measured on
-the control domains and decided; a flagged shard is judged after one recovery shard;
-an unrecovered one is rolled back bitwise, deferred to the next rotation (its own
-manifest), quarantined on a second rejection and inspected. At the end a linear decay to
+the control domains and decided; a flagged shard is judged after one recovery shard (a
+reserve shard of the calibration source, never a candidate); an unrecovered one is rolled
+back bitwise, branch-checked in the first rotation (clean or literal, a calibration
+setting), deferred to the next rotation (its own manifest), quarantined on a second
+rejection and inspected. At the end a linear decay to
 LR 0 runs on reserved fresh pool shards and the final model is scored (official metric,
 control and selection domains). Then report.md, decisions.parquet/.csv and a figure.
 Config overrides are given to calibrate as `--set key=value` (never as bare words). Each
@@ -44,7 +46,7 @@ from shardqueue.dose import dose_response  # noqa: E402
 from shardqueue.reexecute import DEFAULT_TOLERANCE, reexecute_folder  # noqa: E402
 from shardqueue.replay import reconstruct_folder  # noqa: E402
 from shardqueue.runner import POLICIES  # noqa: E402
-from shardqueue.settings import QueueSettings  # noqa: E402
+from shardqueue.settings import BRANCH_CHECKS, QueueSettings  # noqa: E402
 from training.device import configure, resolve_device  # noqa: E402
 
 
@@ -67,6 +69,10 @@ def build_parser():
                          help=f"{k.replace('_', ' ')} (default {getattr(defaults, k)})")
     cal.add_argument("--held-out-branch", default="false", metavar="true|false",
                      help="held-out transitions on a branch that is then discarded (default false)")
+    cal.add_argument("--branch-check", default=defaults.branch_check, metavar="|".join(BRANCH_CHECKS),
+                     help="the branch check of a first-rotation rejection: clean (a branch on a reserve shard of the "
+                          "calibration source: only its rise blames the training phase; default) or literal (the "
+                          "proposal's branch on another shard of the same source)")
     cal.add_argument("--domains", default=None, metavar="FILE",
                      help="control and selection domains from a JSON file (names and rules; see shardqueue/domains.py)")
     cal.add_argument("--fresh", action="store_true", help="move an earlier calibration or run in --out aside first")
@@ -126,6 +132,8 @@ def main(argv=None):
         if a.command == "return" and "=" in a.shard:
             raise DataError(f"{a.shard!r} is not a shard id")
         check_counts(a)
+        if a.command == "calibrate":
+            QueueSettings.of({"branch_check": a.branch_check})  # a bad kind is named before the folder is touched
         if a.command == "reconstruct":
             rc = reconstruct_folder(out)
             if rc or not (a.execute or a.from_checkpoint or a.to_record is not None):
@@ -137,6 +145,7 @@ def main(argv=None):
             if a.command == "calibrate":
                 s = {k: getattr(a, k) for k in QueueSettings.counts()}
                 s["held_out_branch"] = a.held_out_branch
+                s["branch_check"] = a.branch_check
                 if a.domains:
                     from shardqueue.domains import load_domains
 

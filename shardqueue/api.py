@@ -53,9 +53,10 @@ def candidates_for_budget(budget_targets, shard_tokens, spare=3):
     """Candidate pool shards for a run whose budget is `budget_targets` accepted targets.
 
     A shard holds at least shard_tokens tokens, so ceil(budget / shard_tokens) accepted shards
-    reach the budget; `spare` more cover a recovery shard for a flag at the very end and the
-    ordinary shards a run may lose to quarantine (two false rejections each, at a calibrated
-    rate under 5%). Planted (harmful, prose) and late shards come on top of the candidates.
+    reach the budget; `spare` more cover the ordinary shards a run may lose to quarantine (two
+    false rejections each, at a calibrated rate under 5%) or leave deferred at its end. Recovery
+    shards come from the calibration source's reserve, not from the candidates. Planted
+    (harmful, prose) and late shards come on top of the candidates.
     """
     return -(-int(budget_targets) // int(shard_tokens)) + spare
 
@@ -177,13 +178,14 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     world = World(cfg, device, s.per_domain, domains=s.domains)
     n_cal = s.warmup_shards + s.sigma_shards + s.held_out_shards + 1
     pool = build_pool(world, s.shard_tokens, s.pool_seed, n_cal, s.candidates, s.decay_shards, s.harmful_shards,
-                      s.prose_shards, n_late=s.late_shards, n_damaged=s.damaged_shards)
+                      s.prose_shards, n_late=s.late_shards, n_damaged=s.damaged_shards, n_reserve=s.reserve_shards)
     atomic_write_json(out / "config.json", cfg.to_dict())
     save_rotation(out / "pool.json", pool)
     plan = {"k_grid": list(K_GRID), "frac_grid": list(FRAC_GRID), "target": TARGET, "settings": s.to_dict(),
             "rule": "first grid point (k ascending, then frac as listed) with held-out rate < target",
             "recalibration": "none during a run (no schedule is set); a new calibration is a new folder",
-            "calibration_source": pool["calibration_source"], "shards": pool["calibration"]}
+            "calibration_source": pool["calibration_source"], "shards": pool["calibration"],
+            "reserve": pool["reserve"]}
     atomic_write_json(out / "calibration_plan.json", plan)
     shards = {x["id"]: x for x in pool["shards"]}
     trainer = Trainer(cfg, device)
@@ -436,7 +438,7 @@ def summarize(recs, calib, pool, out):
     start = recs[0]
     return {"policy": start["policy"], "seed": start["seed"], "reject_rate": start["reject_rate"],
             "run_id": start["run_id"], "accepted": st["accepted"], "quarantined": st["quarantined"],
-            "deferred_pending": st["next_rotation"], "undecided": st["undecided"], "rejections": st["rejections"],
+            "deferred_pending": deferred_pending(recs), "undecided": st["undecided"], "rejections": st["rejections"],
             "returns": st["returns"], "rotations": st["rotation"],
             "accepted_tokens": sum(shards[s]["tokens"] for s in st["accepted"]),
             "spent": recs[-1].get("spent") or {}, "final": decay[-1]["scores"] if decay else None,
@@ -446,6 +448,16 @@ def summarize(recs, calib, pool, out):
             "screen": screen_agreement(recs), "accepted_records_targets": acc_targets,
             "harmful_accepted": [s for s in st["accepted"] if shards[s]["sources"].get(pool["harmful"]["label"])
                                  and not st["returns"].get(s)]}
+
+
+def deferred_pending(recs):
+    """Every shard sent to a later rotation (deferred, returned by the branch check or from quarantine)
+    and not decided since, in queue order: those of the rotation the run stopped in, then those
+    waiting for the next one."""
+    st = recs[-1]["queue"]
+    sent = {r["shard"] for r in recs if r["event"] == "return"
+            or (r["event"] == "reject" and r["outcome"] in ("deferred", "returned"))}
+    return [s for s in st["pending"] + st["next_rotation"] if s in sent]
 
 
 def return_from_quarantine(out, shard, log=print):

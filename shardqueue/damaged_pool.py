@@ -102,7 +102,7 @@ def train_texts(world):
 
 def add_damaged_shards(world, stream, labels, source_docs, n_shards, shard_tokens, seed):
     """(stream, labels, spec, shard manifests) with n_shards damaged shards (ids d0000...)."""
-    from shardqueue.rotation import build_rotation
+    from shardqueue.rotation import shard_record
 
     texts = train_texts(world)
     spec, _ = plan_damage(source_docs, world.train.lengths, texts, n_shards, shard_tokens, seed, world.enc, world.bos)
@@ -110,9 +110,7 @@ def add_damaged_shards(world, stream, labels, source_docs, n_shards, shard_token
     manifests = []
     for j, (s, c) in enumerate(zip(spec["shards"], copies)):
         s["copies"] = c
-        m = build_rotation(stream, labels, 10 ** 15, seed, "damaged", docs=sorted(s["clean"]) + c, prefix="d")
-        sh = m["shards"][0]
-        sh["id"] = f"d{j:04d}"
+        sh = shard_record(stream, labels, sorted(s["clean"]) + c, f"d{j:04d}")
         s["id"] = sh["id"]
         manifests.append(sh)
     return stream, labels, spec, manifests

@@ -12,9 +12,14 @@ units of the threshold).
 
 The harm (`harm`): `cipher` (harmful.py, a corrupted token mapping), a text-level damage
 kind of damage.py (the shard's own documents damaged and re-tokenized), or `parquet`:
-a user's own parquet of bad documents (`harm_parquet`, its `text` column).
+a user's own parquet of bad documents (`harm_parquet`, its `text` column). Each trial
+draws the file's documents in its own seeded random order (the same order at every
+fraction of that trial, so a larger dose adds documents to a smaller one), never
+repeating one; a file with fewer tokens than the largest dose needs is refused before
+anything is trained.
 """
 import copy
+import hashlib
 import random
 import sys
 from pathlib import Path
@@ -83,6 +88,21 @@ def harm_function(kind, world, seed, vocab, harm_parquet=None):
     return text_damage
 
 
+def trial_order(n_docs, seed, trial):
+    """The order in which one trial draws the file's bad documents: a permutation seeded by (seed, trial)."""
+    return np.random.default_rng([seed, 29, trial]).permutation(n_docs).tolist()
+
+
+def check_file_size(docs, totals, fractions, path):
+    """A DataError naming the file when its documents cannot fill the largest dose of some trial shard."""
+    have = int(sum(len(d) for d in docs))
+    need, total = max((int(round(max(fractions) * t)), t) for t in totals)
+    if have < need:
+        raise DataError(f"{path}: its documents hold {have} tokens, but a dose of {max(fractions):.0%} of a "
+                        f"{total}-token shard needs {need} (documents are never repeated); give a larger file "
+                        f"or fewer or smaller doses")
+
+
 def dose_response(out, calibration_dir, trials=4, fractions=FRACTIONS, device="cpu", log=print, harm="cipher",
                   harm_parquet=None):
     from shardqueue import api as rq
@@ -108,6 +128,8 @@ def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parqu
     if len(clean) < trials + 2:
         raise DataError(f"the pool has {len(clean)} ordinary shards; {trials + 2} needed")
     damage = harm_function(harm, world, pool["seed"] + 7, cfg.vocab, harm_parquet)
+    if isinstance(damage, list):
+        check_file_size(damage, [shards[clean[j]]["tokens"] for j in range(trials)], fractions, harm_parquet)
     trainer = Trainer(cfg, device)
 
     def reset():
@@ -136,8 +158,11 @@ def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parqu
             own, total = docs_of(clean[j]), shards[clean[j]]["tokens"]
             rng = random.Random(f"{pool['seed']}/dose/{j}")  # damage.py's kinds take a random.Random
             spare = [clean[(j + 2 + m) % len(clean)] for m in range(2)]  # never the recovery shard clean[j + 1]
+            drawn = None
             if isinstance(damage, list):  # the user's bad documents: new text, so the shard's own all stay clean
-                harm_docs, n_used = damage * (1 + total // max(1, sum(len(d) for d in damage))), 0
+                order, n_used = trial_order(len(damage), pool["seed"], j), 0
+                harm_docs = [damage[i] for i in order]
+                drawn = order[: take_tokens(harm_docs, int(round(f * total)))[1]]  # file indices, in trained order
             else:  # the shard's own documents damaged (a spare shard's too, when damage shortens them)
                 harm_docs = [damage(d, rng) for d in own + docs_of(spare[0])]
                 n_used = take_tokens(harm_docs, int(round(f * total)))[1]
@@ -153,7 +178,8 @@ def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parqu
             rise = max((after[d] - ref[d]) / (calib["k"] * calib["sigma"][d]) for d in ref)
             res.append({"shard": clean[j], "targets": int(len(tokens)), "harmful_targets": n_harm,
                         "harmful_share": n_harm / len(tokens), "flagged": flagged, "unrecovered": unrec,
-                        "max_rise_over_threshold": rise})
+                        "max_rise_over_threshold": rise, "harmful_documents": drawn,
+                        "harmful_sha256": hashlib.sha256(tokens[:n_harm].astype(np.int64).tobytes()).hexdigest()})
             bar.update(1)
         rows.append({"fraction": f, "trials": res, "flag_rate": float(np.mean([bool(r["flagged"]) for r in res])),
                      "reject_rate": float(np.mean([bool(r["unrecovered"]) for r in res])),
@@ -162,6 +188,8 @@ def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parqu
                                              / np.sum([r["targets"] for r in res]))})
     bar.close()
     rec = {"k": calib["k"], "frac": calib["frac"], "sigma": calib["sigma"], "rows": rows, "trials": trials,
+           "harmful_documents": "each trial draws the file's documents in its own seeded order, never repeating one"
+           if harm == "parquet" else "each trial damages its own ordinary shard's documents",
            "harm": harm, "harm_parquet": str(harm_parquet) if harm_parquet else None,
            "note": "every trial starts from a deep copy of the calibrated state; each fraction uses the same "
                    "ordinary shards; a dose shard has the ordinary shard's size, its first round(f x size) "

@@ -6,9 +6,11 @@ equal the pool's; a rotation's order, composition and manifest file (with its .s
 sidecar) agree; every measured record's deltas are its losses minus its reference, the
 reference is the losses of the last accepted state, its thresholds are k * sigma_d of the
 calibration, and the flag (policy queue) is what the rule gives; a recovery record's
-unrecovered domains are what the recovery criterion gives; a rollback restores the
-parameters recorded at the last accepted state. Prints one line per failure (the first
-is enough to fail) or a summary.
+unrecovered domains are what the recovery criterion gives; a branch check's rises and
+verdict are what the rule gives for the run's kind of check, and a shard is returned
+exactly when the verdict blames the phase; a rollback restores the parameters recorded
+at the last accepted state. Prints one line per failure (the first is enough to fail) or
+a summary.
 """
 import json
 import math
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from corpus.errors import DataError
 from shardqueue.log import read_log
-from shardqueue.rule import rises, unrecovered
+from shardqueue.rule import branch_verdict, rises, unrecovered
 from shardqueue.start_record import settings_differences
 from shardqueue.state import apply, initial_state
 
@@ -41,13 +43,13 @@ def check_records_strictly(recs, pool, calib, folder):
 
     verify_chain(recs, Path(folder) / "decisions.jsonl")
     shards = {s["id"]: s for s in pool["shards"]}
-    st = initial_state(pool["order"])
+    st = initial_state(pool["order"], pool.get("reserve", []))
     run_id = recs[0].get("run_id")
     if recs[0]["event"] != "start":
         raise DataError("record 1 is not the start record")
     start = recs[0]
     sigma, k, frac = calib["sigma"], calib["k"], calib["frac"]
-    ref, flag_losses = None, None
+    ref, flag_losses, verdict = None, None, None
     for r in recs:
         where = f"record {r['seq']} ({r['event']})"
         if r.get("run_id") != run_id:
@@ -92,6 +94,12 @@ def check_records_strictly(recs, pool, calib, folder):
                 last_train = r
             if r["event"] == "train" and r["role"] == "recovery":
                 last_train = r
+        if r["event"] == "branch" and r.get("possible"):
+            verdict = check_branch(r, ref, sigma, k, flag_losses["flagged"], start.get("branch_mode"), where)
+        if r["event"] == "train" and r["role"] == "candidate":
+            verdict = None
+        if r["event"] == "reject" and (r["outcome"] == "returned") != (verdict == "phase"):
+            raise DataError(f"{where}: outcome {r['outcome']} after a branch verdict {verdict}")
         if r["event"] == "accept":
             ref = last_train["losses"]
         st = apply(st, r)
@@ -100,6 +108,24 @@ def check_records_strictly(recs, pool, calib, folder):
             diff = sorted(x for x in set(q) | set(st) if q.get(x) != st.get(x))
             raise DataError(f"{where}: the logged queue state differs from the replay in {', '.join(diff)}")
     return st
+
+
+def check_branch(r, ref, sigma, k, flagged, mode, where):
+    """A branch record's deltas, rises and verdict against the rule; returns the verdict."""
+    if r["mode"] != mode:
+        raise DataError(f"{where}: a {r['mode']} branch check in a run started with {mode}")
+    rose = {}
+    for b in r["branches"]:
+        for d, v in b["deltas"].items():
+            if not _close(v, b["losses"][d] - ref[d]):
+                raise DataError(f"{where}: {b['kind']} branch delta of {d} is not losses minus reference")
+        if b["rose"] != (rises(ref, b["losses"], sigma, k, flagged) == flagged):
+            raise DataError(f"{where}: {b['kind']} branch on {b['shard']}: rose {b['rose']} is not what the rule gives")
+        rose[b["kind"]] = b["rose"]
+    want = branch_verdict(mode, rose.get("clean"), rose.get("source"))
+    if r["verdict"] != want:
+        raise DataError(f"{where}: verdict {r['verdict']} is not what the branches give ({want})")
+    return want
 
 
 def rehashed_pool(cal_dir, start):

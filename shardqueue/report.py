@@ -64,6 +64,7 @@ def screen_agreement(recs):
 
 
 REGISTER = {"library": "code", "test": "tests", "prose": "prose"}
+_BRANCH = {"clean": "clean reserve shard", "source": "same-source shard"}
 
 
 def decision_rows(recs):
@@ -189,6 +190,11 @@ def write_report(out, recs, calib, pool, summary):
     L = ["# Queue report", "",
          f"Policy **{start['policy']}**, seed {start['seed']}, run `{start['run_id']}`; budget {start['budget_targets']} "
          f"accepted targets; a rotation boundary every {start['rotation_shards']} shards. Losses are control-set BPB.", ""]
+    if pool.get("reserve"):
+        L += [f"A flag's recovery is tested on the reserve of calibration-source shards ({', '.join(pool['reserve'])}), "
+              f"never on a candidate; branch check of first-rotation rejections: **{start.get('branch_check')}** "
+              "(clean: only a clean reserve branch that rises as much blames the training phase; literal: the "
+              "proposal's branch on another shard of the same source).", ""]
     if start["policy"] == "queue" or calib.get("k"):
         L += ["## Calibration (stage A)", "",
               f"Source `{pool['calibration_source']}`: {len(calib['sigma_shards'])} shards set sigma_d; "
@@ -233,8 +239,10 @@ def write_report(out, recs, calib, pool, summary):
                     L.append(f"  - [{r['seq']}] rolled back to update {r['to_step']} (parameters SHA256 "
                              f"{r['params_sha256'][:16]}…, equal to the pre-shard state's)")
                 elif r["event"] == "branch":
-                    L.append(f"  - [{r['seq']}] branch check: " + (f"shard {r['branch_shard']} from the same checkpoint, "
-                             f"same rise: {r['same_rise']}" if r["possible"] else r["note"]))
+                    L.append(f"  - [{r['seq']}] branch check ({r['mode']}): " + (
+                        "; ".join(f"{_BRANCH[b['kind']]} {b['shard']} from the same checkpoint "
+                                  f"{'rose as much' if b['rose'] else 'did not rise as much'}" for b in r["branches"])
+                        + f" -> blames the {r['verdict']}" if r["possible"] else r["note"]))
                 elif r["event"] == "reject":
                     L.append(f"  - [{r['seq']}] rejected -> **{r['outcome']}**")
                 elif r["event"] == "inspect":
@@ -250,9 +258,10 @@ def write_report(out, recs, calib, pool, summary):
         L += ["", "## Inspections", ""]
         for p in insp:
             j = json.loads(p.read_text())
-            L.append(f"- {j['shard']}: sources {j['source_mix']}, unigram KL {j['unigram_kl']:.2f}, unseen bigrams "
-                     f"{j['unseen_bigrams']:.1%} (pool mean {j['pool_reference_unseen_bigrams']:.1%}, z {j.get('unseen_bigram_z', 0):.1f}), boilerplate "
-                     f"{j['boilerplate_line_share']:.1%}; cause: {'; '.join(j['causes']) or 'none found'}")
+            far = max(j["measures"], key=lambda m: j["measures"][m]["z"])
+            L.append(f"- {j['shard']}: sources {j['source_mix']}; furthest from its {len(j['clean_reference'])} clean "
+                     f"shards: {far.replace('_', ' ')} (z {j['measures'][far]['z']:.1f}); cause: "
+                     f"{'; '.join(j['causes']) or 'none found'}")
     sa = summary["screen"]
     L += ["", "## Screen against decision", "",
           f"Forward-only screen (shard BPB minus pool-sample BPB at the last accepted state) on {sa['n']} candidate shards: "

@@ -1,11 +1,13 @@
 """Document-aligned shards and a frozen, seeded rotation manifest.
 
 The eligible pool (a document stream) is cut, in stream order, into shards of whole
-documents holding at least `shard_tokens` tokens each (the remainder joins the last
-shard). Each shard records its documents (as index ranges), token count, source-label
-mix and the SHA256 of its token ids; the rotation order is a seeded permutation. The
-manifest is canonical JSON with a SHA256 sidecar, so an active rotation cannot change
-silently.
+documents holding at least `shard_tokens` tokens each. Documents left over after the last
+full shard (fewer than `shard_tokens` tokens) form no shard: joined to the last one they
+would make it up to twice the others' size, and the queue compares shards with each other
+(the manifest counts them as `left_over_documents`). Each shard records its documents (as
+index ranges), token count, source-label mix and the SHA256 of its token ids; the rotation
+order is a seeded permutation. The manifest is canonical JSON with a SHA256 sidecar, so an
+active rotation cannot change silently.
 """
 import hashlib
 import sys
@@ -37,8 +39,18 @@ def shard_sha256(stream, docs):
     return h.hexdigest()
 
 
+def shard_record(stream, labels, docs, sid):
+    """One shard of exactly these documents: id, index ranges, documents, tokens, source mix, SHA256."""
+    mix = {}
+    for i in docs:
+        mix[labels[i]] = mix.get(labels[i], 0) + 1
+    return {"id": sid, "docs": _ranges(docs), "documents": len(docs), "tokens": int(stream.lengths[docs].sum()),
+            "sources": dict(sorted(mix.items())), "sha256": shard_sha256(stream, docs)}
+
+
 def build_rotation(stream, labels, shard_tokens, seed, name="rotation", docs=None, prefix="s"):
-    """Manifest dict for the documents `docs` (default: all) of `stream`; labels[i] is doc i's source."""
+    """Manifest dict for the documents `docs` (default: all) of `stream`; labels[i] is doc i's source.
+    Documents after the last full shard are left out (counted as left_over_documents)."""
     docs = list(range(stream.n)) if docs is None else list(docs)
     shards, cur, tok = [], [], 0
     for i in docs:
@@ -47,22 +59,10 @@ def build_rotation(stream, labels, shard_tokens, seed, name="rotation", docs=Non
         if tok >= shard_tokens:
             shards.append(cur)
             cur, tok = [], 0
-    if cur:
-        if shards:
-            shards[-1].extend(cur)
-        else:
-            shards.append(cur)
-    out = []
-    for k, d in enumerate(shards):
-        mix = {}
-        for i in d:
-            mix[labels[i]] = mix.get(labels[i], 0) + 1
-        out.append({"id": f"{prefix}{k:04d}", "docs": _ranges(d), "documents": len(d),
-                    "tokens": int(stream.lengths[d].sum()), "sources": dict(sorted(mix.items())),
-                    "sha256": shard_sha256(stream, d)})
+    out = [shard_record(stream, labels, d, f"{prefix}{k:04d}") for k, d in enumerate(shards)]
     order = [out[j]["id"] for j in np.random.default_rng(seed).permutation(len(out))]
     return {"name": name, "version": 1, "seed": seed, "shard_tokens": shard_tokens, "stream": stream.name,
-            "stream_documents": stream.n, "shards": out, "order": order}
+            "stream_documents": stream.n, "shards": out, "order": order, "left_over_documents": len(cur)}
 
 
 def merge_rotations(name, seed, *manifests):

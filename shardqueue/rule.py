@@ -43,6 +43,19 @@ def unrecovered(ref, after, sigma, k, frac, flagged):
     return [d for d in flagged if after[d] - ref[d] > frac * k * sigma[d]]
 
 
+def branch_verdict(mode, clean_rose, source_rose):
+    """What a first-rotation rejection's branch check blames: "phase" (the shard is returned), "source"
+    or "shard" (the rejection counts). clean_rose / source_rose: whether the branch on a clean reserve
+    shard / on another shard of the same source rose in every flagged domain (None: not branched on).
+    literal, the proposal's check: a same-source rise blames the phase. clean: only a clean rise does;
+    a same-source rise alone blames the source."""
+    if mode == "literal":
+        return "phase" if source_rose else "shard"
+    if clean_rose:
+        return "phase"
+    return "source" if source_rose else "shard"
+
+
 def judge(ref, after, after_recovery, sigma, k, frac):
     """(flagged domains, unrecovered domains) of one transition and its recovery state."""
     f = rises(ref, after, sigma, k)

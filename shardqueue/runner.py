@@ -11,6 +11,13 @@ Policies (one code path, a switch at the decision only):
 One step = one shard trained (or one decision): its records are applied to the state,
 a checkpoint holding the model, both optimizers, RNG, step, state and the step's records
 is written, and only then are the records appended to the log.
+
+A flagged shard's recovery is tested on the front shard of the reserve (shards of the
+homogeneous calibration source, never a candidate): a harmful sibling cannot serve as
+recovery, and the recovery transition is of the kind the recovery criterion was
+calibrated on. The branch check of a first-rotation rejection (settings.BRANCH_CHECKS):
+`clean` branches on a reserve shard, and only a clean branch that rises as much blames the
+training phase; `literal` is the proposal's branch on another shard of the same source.
 """
 import copy
 import hashlib
@@ -26,7 +33,8 @@ from shardqueue.domains import measure, rows_bpb
 from shardqueue.log import DecisionLog, read_log, record_sha256, verify_chain
 from shardqueue.packing import StreamedShard, update_batches
 from shardqueue.rotation import save_rotation, shard_docs
-from shardqueue.rule import judge, rises
+from shardqueue.rule import branch_verdict, judge, rises
+from shardqueue.settings import QueueSettings
 from shardqueue.start_record import machine, start_settings
 from shardqueue.state import apply, initial_state
 from training.checkpoint import newest_good_checkpoint, save_checkpoint
@@ -96,6 +104,8 @@ class QueueRunner:
         self.cfg, self.world, self.pool, self.calib, self.out = cfg, world, pool, calib, Path(out)
         self.policy, self.seed, self.reject_rate = policy, cfg.seed if seed is None else seed, reject_rate
         self.rotation_shards, self.budget, self.branch = rotation_shards, budget_targets, branch_check
+        # the branch check's kind is a calibration setting: fixed, like the rule, before the queue runs
+        self.branch_mode = QueueSettings.of((calib.get("plan") or {}).get("settings")).branch_check
         self.log = log
         self.shards = {s["id"]: s for s in pool["shards"]}
         self.trainer = Trainer(cfg, world.device)
@@ -103,7 +113,7 @@ class QueueRunner:
         self.measure_fn = measure_fn or (lambda model: measure(
             self.trainer.scoring_forward(model), world.sets["control"], world.token_bytes, world.device,
             self.trainer.autocast, self.trainer.fixed_rows))
-        self.state = initial_state(pool["order"])
+        self.state = initial_state(pool["order"], pool.get("reserve", []))
         self.step, self.targets, self.spent = 0, 0, {"updates": 0, "targets": 0, "seconds": 0.0}
         self.ref, self.rollback, self.seq, self.run_id = None, None, 0, run_id or uuid.uuid4().hex[:12]
         self.calibration_dir, self.corpus = str(calibration_dir), corpus
@@ -225,7 +235,7 @@ class QueueRunner:
     @staticmethod
     def describe(rec):
         bits = [f"[{rec['seq']:>4}] {rec['event']:<12} {rec.get('shard', '')}"]
-        for k in ("role", "outcome", "flagged", "unrecovered", "note", "rotation"):
+        for k in ("role", "outcome", "flagged", "unrecovered", "note", "rotation", "verdict"):
             if rec.get(k) not in (None, [], ""):
                 bits.append(f"{k}={rec[k]}")
         if "deltas" in rec:
@@ -301,12 +311,10 @@ class QueueRunner:
         return self.state["pending"][0]
 
     def recovery_possible(self):
-        """Whether a shard would be left to test recovery with after the front shard. A policy that
-        can flag does not judge its last shard when none would be: that shard would end undecided."""
-        st = self.state
-        if self.policy == "plain" or st["pending"][1:] or st["fresh"] or st["next_rotation"]:
-            return True
-        return any(src["label"] not in st["sources"] for src in self.pool.get("late_sources", []))
+        """Whether a reserve shard is there to test a flag's recovery with (a policy that can flag does
+        not judge a shard that would end undecided). The reserve never runs dry: an accepted recovery
+        shard goes to its back."""
+        return self.policy == "plain" or bool(self.state["reserve"])
 
     def budget_left(self):
         acc = sum(self.shards[s]["tokens"] for s in self.state["accepted"])
@@ -349,8 +357,8 @@ class QueueRunner:
     def recovery_step(self):
         sid = self.state["flagged"]
         flagged = self.flag_info["flagged"]
-        rec_sid = self.next_front()
-        if rec_sid is None:  # nothing anywhere to test recovery with
+        rec_sid = (self.state["reserve"] or [None])[0]  # never a candidate (state.py)
+        if rec_sid is None:  # nothing to test recovery with
             self.restore(self.rollback)
             self.record("rollback", shard=sid, to_step=self.step, params_sha256=self.rollback["params_sha256"])
             self.record("undecided", shard=sid, note="no shard left to test recovery with")
@@ -369,12 +377,12 @@ class QueueRunner:
         if not still:
             self.ref = after
             self.record("accept", shard=sid, note="recovered")
-            self.record("accept", shard=rec_sid, note="recovery shard")
+            self.record("accept", shard=rec_sid, note="recovery shard", role="recovery")
             self.commit()
             return
         got = self.restore(self.rollback)
         self.record("rollback", shard=sid, to_step=self.step, params_sha256=got)
-        self.record("return_front", shard=rec_sid)
+        self.record("return_front", shard=rec_sid, to="reserve")
         outcome = None
         if self.policy == "queue" and self.branch and self.state["rotation"] == 1 and not self.state["rejections"].get(sid):
             outcome = self.branch_check(sid, flagged)
@@ -389,25 +397,50 @@ class QueueRunner:
         self.commit()
 
     def branch_check(self, sid, flagged):
-        """From the pre-shard state, train another shard of the same source; the same rise blames the phase."""
+        """From the pre-shard state, branches that tell the training phase from the shard or its source.
+
+        clean: first a reserve shard (calibration source, clean); if it rises in every flagged domain
+        as the shard did, the phase is blamed and the shard returned. If not, another shard of the
+        shard's own source is branched on too, to name what the rejection blames: "source" when it
+        rises, "shard" when not; the rejection counts either way. literal (the proposal's check): only
+        the same-source branch; its rise returns the shard. Every branch is restored bitwise.
+        Returns "returned" or None (the rejection counts)."""
         src = max(self.shards[sid]["sources"].items(), key=lambda kv: kv[1])[0]
         st = self.state
-        cands = [s for s in st["pending"] + st["fresh"] + st["next_rotation"]
-                 if s != sid and max(self.shards[s]["sources"].items(), key=lambda kv: kv[1])[0] == src]
-        if not cands:
-            self.record("branch", shard=sid, possible=False, note=f"no other shard of source {src!r} is left in the pool")
+        sibs = [s for s in st["pending"] + st["fresh"] + st["next_rotation"]
+                if s != sid and max(self.shards[s]["sources"].items(), key=lambda kv: kv[1])[0] == src]
+        branches, rose = [], {}
+        if self.branch_mode == "clean":
+            branches.append(self.branch_on(st["reserve"][0], "clean", flagged))
+            rose["clean"] = branches[-1]["rose"]
+        elif not sibs:
+            self.record("branch", shard=sid, possible=False, mode=self.branch_mode, source=src,
+                        note=f"no other shard of source {src!r} is left in the pool")
             return None
-        b = cands[0]
+        if not rose.get("clean") and sibs:  # a clean rise already blames the phase, whatever the source does
+            branches.append(self.branch_on(sibs[0], "source", flagged))
+            rose["source"] = branches[-1]["rose"]
+        verdict = branch_verdict(self.branch_mode, rose.get("clean"), rose.get("source"))
+        total = {k: sum(b[k] for b in branches) for k in ("updates", "targets")}
+        self.record("branch", shard=sid, possible=True, mode=self.branch_mode, source=src, branches=branches,
+                    verdict=verdict, **total, seconds=round(sum(b["seconds"] for b in branches), 3),
+                    params_sha256=self.rollback["params_sha256"])
+        return "returned" if verdict == "phase" else None
+
+    def branch_on(self, b, kind, flagged):
+        """Train shard b from the rollback point, measure, restore bitwise: the branch's record."""
         info = self.train_shard(b)
         after = self.measure_fn(self.trainer.model)
-        same = rises(self.ref, after, self.calib["sigma"], self.calib["k"], flagged) == flagged
-        got = self.restore(self.rollback)
-        self.record("branch", shard=sid, possible=True, branch_shard=b, source=src, **info, losses=after,
-                    deltas={d: after[d] - self.ref[d] for d in after}, same_rise=same, params_sha256=got)
-        return "returned" if same else None
+        rose = rises(self.ref, after, self.calib["sigma"], self.calib["k"], flagged) == flagged
+        self.restore(self.rollback)
+        return {"kind": kind, "shard": b, "sources": self.shards[b]["sources"], **info, "losses": after,
+                "deltas": {d: after[d] - self.ref[d] for d in after}, "rose": rose}
 
     def run(self, resume=False):
         """Work through rotations until the budget of accepted targets is reached or nothing is left."""
+        if self.policy != "plain" and not self.pool.get("reserve"):
+            raise DataError("pool.json has no reserve of calibration-source shards to test recovery with "
+                            "(a calibration made before the reserve existed); calibrate again")
         self.out.mkdir(parents=True, exist_ok=True)
         log_path = self.out / "decisions.jsonl"
         self._owed, self.flag_info = [], None
@@ -422,7 +455,9 @@ class QueueRunner:
                         calibration={k: self.calib.get(k) for k in ("k", "frac", "sigma")},
                         pool_sha256=self.pool["_sha256"], budget_targets=self.budget,
                         rotation_shards=self.rotation_shards, start_step=self.step, start_targets=self.targets,
-                        calibration_dir=self.calibration_dir, corpus=self.corpus, branch_check=self.branch,
+                        calibration_dir=self.calibration_dir, corpus=self.corpus,
+                        # whether first-rotation rejections are branch-checked (run's option), and how (calibration's)
+                        branch_check=self.branch, branch_mode=self.branch_mode,
                         params_sha256=params_sha256(self.trainer.model),
                         **start_settings(self.cfg, self.calib, self.world.device))
             self.commit()

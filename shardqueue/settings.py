@@ -5,9 +5,15 @@ Built from a mapping (a test's dict, the command line's options, a calibration r
 presets.typed.build: an unknown key or a value of the wrong type is named in one line."""
 from dataclasses import asdict, dataclass, fields
 
+from corpus.errors import DataError
 from presets.typed import at_least, build
 
 WHAT = "queue setting"
+# the branch check of a first-rotation rejection (runner.branch_check):
+#   clean    a branch on a reserve shard of the calibration source (and one on another shard of the
+#            shard's own source): only a clean branch that rises as much blames the training phase
+#   literal  the proposal's check: a branch on another shard of the same source; its rise returns the shard
+BRANCH_CHECKS = ("clean", "literal")
 
 
 @dataclass(frozen=True)
@@ -30,15 +36,21 @@ class QueueSettings:
     held_out_branch: bool = False
     choose_transitions: int = 0
     checkpoints_per_shard: int = 1
+    # shards of the calibration source held back from stage A: recovery shards and clean branches
+    # draw on them (runner.recovery_step), so no candidate ever tests another's recovery
+    reserve_shards: int = 4
+    branch_check: str = "clean"
     domains: dict | None = None  # control and selection domains from a file (domains.load_domains); None: built in
 
     # the least each count may be: sigma needs two deltas, a pool at least one candidate
     MINIMA = {"sigma_shards": 2, "per_domain": 1, "warmup_shards": 0, "held_out_shards": 1, "candidates": 1,
               "decay_shards": 1, "shard_tokens": 1, "harmful_shards": 0, "prose_shards": 0, "late_shards": 0,
-              "damaged_shards": 0, "choose_transitions": 0, "checkpoints_per_shard": 1}
+              "damaged_shards": 0, "choose_transitions": 0, "checkpoints_per_shard": 1, "reserve_shards": 1}
 
     def __post_init__(self):
         at_least(self, self.MINIMA, WHAT)
+        if self.branch_check not in BRANCH_CHECKS:
+            raise DataError(f"{WHAT} key 'branch_check': {self.branch_check!r} is not one of {', '.join(BRANCH_CHECKS)}")
 
     @classmethod
     def of(cls, values=None) -> "QueueSettings":

@@ -4,7 +4,9 @@ The proposal requires that a new source enter only at a rotation boundary, after
 checks and its own calibration. PATH is a parquet file of documents (a `text` column);
 they are tokenized with the corpus's tokenizer, documents identical to a control or
 selection window's validation document (text SHA256) and documents longer than half a
-shard are left out (as in the pool), and the rest are cut into shards of whole documents.
+shard are left out (as in the pool), and the rest are cut into shards of whole documents,
+each of the pool's size; the documents left over after the last full shard form no shard
+(rotation.build_rotation; recorded as left_over_documents).
 The first CALIBRATION_SHARDS shards are the source's calibration shards, the others its
 candidate shards. The source becomes a late source (pool "late_sources", see
 runner.admit_sources): at the next rotation boundary its shards are re-hashed, checked
@@ -85,7 +87,8 @@ def attach(world, pool, name, path, enter_rotation, known=None):
     ids = [s["id"] for s in shards]
     rec = {"label": name, "input": str(Path(path).resolve()), "input_sha256": sha256_file(path),
            "enter_rotation": enter_rotation, "documents": len(docs), "excluded_by_text_hash": excluded,
-           "longer_than_half_a_shard": long_, "calibration": ids[:CALIBRATION_SHARDS],
+           "longer_than_half_a_shard": long_, "left_over_documents": man["left_over_documents"],
+           "calibration": ids[:CALIBRATION_SHARDS],
            "shards": ids[CALIBRATION_SHARDS:], "shard_records": shards}
     if known is not None and [s["sha256"] for s in shards] != [s["sha256"] for s in known["shard_records"]]:
         raise DataError(f"--add-source {name}: its shards do not rebuild identically (another corpus or pool?)")
@@ -123,8 +126,8 @@ def prepare(out, world, pool, specs, rotation, log=print):
         name, path = parse(spec)
         pool, rec = attach(world, pool, name, path, rotation)
         records.append(rec)
-        log(f"source {name}: {rec['documents']} documents in {len(rec['shard_records'])} shards from {path}; "
-            f"enters at the boundary of rotation {rotation} after its input checks and calibration")
+        log(f"source {name}: {rec['documents']} documents in {len(rec['shard_records'])} shards from {path} "
+            f"({rec['left_over_documents']} left over after the last full shard); enters at the boundary of rotation {rotation} after its input checks and calibration")
     if specs:
         write_protocol(Path(out) / FILE, {"name": "added_sources", "version": 1, "sources": records})
     return pool

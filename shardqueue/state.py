@@ -7,16 +7,23 @@ State: rotation (number), pending (the current rotation, front first), next_rota
 (deferred and returned shards waiting for the next boundary), fresh (pool shards not yet
 in any rotation, in pool order), accepted, quarantined, undecided, rejections and returns
 per shard, flagged (the shard waiting for its recovery check, or None), candidates
-(how many candidate shards were trained: the random policy's draw position).
+(how many candidate shards were trained: the random policy's draw position), reserve
+(shards of the calibration source that recovery checks and clean branches draw on, front
+first: never a candidate, so a harmful shard can never test another's recovery).
+
+A recovery shard is the reserve's front. Rolled back, it goes back to that front (the
+model never kept it); accepted, it joins the model's history and goes to the reserve's
+back, so it is trained again only once every other reserve shard has been used.
 """
 import copy
 
 from corpus.errors import DataError
 
 
-def initial_state(fresh):
+def initial_state(fresh, reserve=()):
     return {"rotation": 0, "pending": [], "next_rotation": [], "fresh": list(fresh), "accepted": [], "quarantined": [],
-            "undecided": [], "rejections": {}, "returns": {}, "flagged": None, "candidates": 0, "sources": []}
+            "undecided": [], "rejections": {}, "returns": {}, "flagged": None, "candidates": 0, "sources": [],
+            "reserve": list(reserve)}
 
 
 def _fail(rec, msg):
@@ -35,20 +42,26 @@ def apply(state, rec):
             _fail(rec, f"a new rotation starts while {st['pending']} are pending")
         st.update(pending=list(rec["order"]), next_rotation=[], fresh=st["fresh"][rec["fresh_taken"]:],
                   rotation=st["rotation"] + 1)
-    elif ev == "train" and rec["role"] in ("candidate", "recovery"):
+    elif ev == "train" and rec["role"] == "recovery":
+        if st["flagged"] is None or st["reserve"][:1] != [sid]:
+            _fail(rec, f"tests recovery with {sid} but the flagged shard is {st['flagged']} and the front of the "
+                       f"reserve is {st['reserve'][:1]}")
+        st["reserve"].pop(0)
+    elif ev == "train" and rec["role"] == "candidate":
         if not st["pending"] or st["pending"][0] != sid:
             _fail(rec, f"trains {sid} but the front of the queue is {st['pending'][:1]}")
         st["pending"].pop(0)
-        if rec["role"] == "candidate":
-            st["candidates"] += 1
-            if rec["flagged"]:
-                st["flagged"] = sid
+        st["candidates"] += 1
+        if rec["flagged"]:
+            st["flagged"] = sid
     elif ev == "accept":
         st["accepted"].append(sid)
         if st["flagged"] == sid:
             st["flagged"] = None
+        if rec.get("role") == "recovery":  # kept in the history: used again only after every other reserve shard
+            st["reserve"].append(sid)
     elif ev == "return_front":
-        st["pending"].insert(0, sid)
+        (st["reserve"] if rec.get("to") == "reserve" else st["pending"]).insert(0, sid)
     elif ev in ("reject", "undecided"):
         if st["flagged"] != sid:
             _fail(rec, f"decides {sid} but the flagged shard is {st['flagged']}")

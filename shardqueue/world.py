@@ -4,8 +4,10 @@ selection sets, and the candidate pool cut into document-aligned shards.
 The pool excludes, by exact text hash, every training document identical to a validation
 document that a control or selection window came from, and the documents used for
 calibration. Documents longer than half a shard are left out so shards have ordinary,
-comparable sizes. The harmful source (harmful.py) is built from training documents that
-are then never used as ordinary pool documents.
+comparable sizes. A reserve of further calibration-source shards, never trained in
+calibration, is what recovery checks and clean branch checks train on. The harmful
+source (harmful.py) is built from training documents that are then never used as
+ordinary pool documents.
 """
 import hashlib
 
@@ -79,11 +81,13 @@ class World:
 
 
 def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, n_harmful, n_prose=0,
-               calibration_source=None, n_late=0, late_rotation=2, n_damaged=0):
+               calibration_source=None, n_late=0, late_rotation=2, n_damaged=0, n_reserve=0):
     """Calibration shards (one homogeneous source), candidate pool shards, decay reserve, harmful shards.
 
     Returns the pool manifest dict (not yet frozen). Harmful shards (prefix h) are made of
     remapped copies (harmful.py) of training documents that are removed from the ordinary pool.
+    `n_reserve` more shards of the calibration source (pool "reserve") are never trained in stage
+    A: the clean shards that test a flagged shard's recovery and run the clean branch check.
     """
     from collections import Counter
 
@@ -130,6 +134,9 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     # a new source that may enter only at rotation `late_rotation` (after its input checks and its
     # own calibration shards): documents of the pool's kind, labelled `late` so they stay traceable
     late = take(2 * n_late * shard_tokens * 1.25) if n_late else []
+    # the reserve, taken after everything above so that it changes none of their documents; a shard
+    # holds under 1.5 x shard_tokens (documents are at most half a shard), so 1.5 x n makes n shards
+    reserve = take(n_reserve * shard_tokens * 1.5, lambda i: labels[i] == src) if n_reserve else []
     # fresh documents for the damaged shards (damaged_pool.py): mixed kinds and doses of realistic damage
     dmg_src = [int(i) for i in perm2 if ok[i] and i not in used] if n_damaged else []
     stream, lab, harm = with_harmful_copies(train, labels, harm_src, seed + 7, world.cfg.vocab)
@@ -145,6 +152,9 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     calm["order"] = [s["id"] for s in calm["shards"]]  # stream order: calibration is one fixed sequence
     if len(calm["shards"]) < n_calibration:
         raise DataError(f"source {src!r}: only {len(calm['shards'])} calibration shards, {n_calibration} needed")
+    resm = build_rotation(stream, lab, shard_tokens, seed, "reserve", docs=reserve, prefix="cr")
+    if len(resm["shards"]) < n_reserve:
+        raise DataError(f"source {src!r}: only {len(resm['shards'])} reserve shards, {n_reserve} needed")
     poolm = build_rotation(stream, lab, shard_tokens, seed, "pool", docs=cand, prefix="s")
     if len(poolm["shards"]) < n_candidates + n_decay:
         raise DataError(f"only {len(poolm['shards'])} pool shards, {n_candidates + n_decay} needed")
@@ -152,7 +162,7 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     poolm["shards"] = [s for s in poolm["shards"] if s["id"] in keep]
     order = [s for s in poolm["order"] if s in keep]
     decay, order = order[:n_decay], order[n_decay:]
-    shards = calm["shards"][:n_calibration] + poolm["shards"]
+    shards = calm["shards"][:n_calibration] + resm["shards"][:n_reserve] + poolm["shards"]
     late_rec = None
     if late:
         llab = list(lab)
@@ -189,6 +199,7 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     overlap, read, total = sampled_overlap(world.sets, stream, [shard_docs(s) for s in shards])
     return {"name": "pool", "version": 1, "seed": seed, "shard_tokens": shard_tokens, "stream": stream.name,
             "calibration_source": src, "calibration": calm["order"][:n_calibration], "order": order, "decay": decay,
+            "reserve": [x["id"] for x in resm["shards"][:n_reserve]],
             "late_sources": late_rec or [],
             "shards": shards, "harmful": {"label": LABEL, "source_documents": harm_src, "copies": harm},
             "damage": damage or {},

@@ -169,7 +169,7 @@ def _strip(obj):
     return obj
 
 
-def test_the_strict_rule_walks_the_whole_path(full_run):
+def test_the_strict_rule_walks_the_whole_path(calibrated, full_run):
     out, summary, recs, restored = full_run
     events = [(r["event"], r.get("outcome")) for r in recs]
     assert ("reject", "deferred") in events and ("reject", "quarantined") in events
@@ -181,6 +181,12 @@ def test_the_strict_rule_walks_the_whole_path(full_run):
     assert rollbacks and len(restored) >= len(rollbacks)  # branch checks restore too
     assert all(bitwise for _, bitwise in restored)
     assert {r["params_sha256"] for r in rollbacks} <= {got for got, _ in restored}
+    # every recovery shard is a reserve shard of the calibration source, never a candidate
+    pool = json.loads((calibrated["strict"] / "pool.json").read_text())
+    used = {r["shard"] for r in recs if r["event"] == "train" and r["role"] == "recovery"}
+    assert used and used <= set(pool["reserve"]) and not used & set(pool["order"])
+    shards = {s["id"]: s for s in pool["shards"]}
+    assert all(set(shards[c]["sources"]) == {pool["calibration_source"]} for c in pool["reserve"])
     assert reconstruct_folder(out, out=lambda s: None) == 0
     assert (out / "decisions.parquet").exists() and (out / "report.md").read_text().count("| ") > 10
     assert summary["final"]["official"] > 0 and set(summary["final"]["selection"])
@@ -334,9 +340,10 @@ def test_policies_share_one_code_path(calibrated, tmp_path):
     assert "drawn by the random policy" in (tmp_path / "r1" / "report.md").read_text()
 
 
-def test_branch_check_returns_a_shard_when_its_source_rises_too(calibrated, tmp_path, monkeypatch):
+def test_branch_check_returns_a_shard_when_a_clean_branch_rises_too(calibrated, tmp_path, monkeypatch):
     from shardqueue import runner as queue_runner
-    # every library shard raises control loss by 1 (a "phase" effect): the branch check sees the same rise
+    # every shard raises control loss by 1 (a "phase" effect): the clean branch on a reserve shard sees the
+    # same rise, so the phase is blamed without a branch on the source (tests/test_queue_branch.py: each case)
     cfg, world, pool, calib = rq.open_calibration(calibrated["strict"])
     real = queue_runner.measure
 
@@ -356,8 +363,9 @@ def test_branch_check_returns_a_shard_when_its_source_rises_too(calibrated, tmp_
     r.state["fresh"] = [s for s in pool["order"] if s != sid]
     outcome = r.branch_check(sid, sorted(r.ref))
     rec = r._owed[-1]
-    assert rec["event"] == "branch" and rec["possible"] and rec["same_rise"] and outcome == "returned"
-    assert rec["params_sha256"] == r.rollback["params_sha256"]
+    assert rec["event"] == "branch" and rec["possible"] and rec["verdict"] == "phase" and outcome == "returned"
+    assert [(b["kind"], b["shard"], b["rose"]) for b in rec["branches"]] == [("clean", pool["reserve"][0], True)]
+    assert rec["params_sha256"] == r.rollback["params_sha256"] == params_sha256(r.trainer.model)
 
 
 def test_clopper_pearson_and_a_calibration_that_fails():
@@ -658,6 +666,8 @@ def test_reconstruct_rehashes_shards_checks_relative_paths_and_malformed_records
     (["reconstruct", "--to-record", "0"], "--to-record"),
     (["reconstruct", "--tolerance", "-1"], "--tolerance"),
     (["reconstruct", "--tolerance", "nan"], "--tolerance"),
+    (["calibrate", "--reserve-shards", "0"], "--reserve-shards"),
+    (["calibrate", "--branch-check", "sideways"], "'branch_check': 'sideways' is not one of clean, literal"),
 ])
 def test_queue_counts_below_their_minimum_are_one_line(tmp_path, capsys, argv, needle):
     rc = cli.main(argv + ["--out", str(tmp_path / "q")])
@@ -800,11 +810,12 @@ def _forged(recs, name):
 
 @pytest.fixture(scope="session")
 def reexecuted(calibrated, full_run, tmp_path_factory):
-    """One re-execution, of the run's log up to its first rejection (a flagged shard, its recovery shard,
+    """One re-execution, of the run's log up to a rejection (a flagged shard, its recovery shard,
     the bitwise rollback) with train_loss forged and the chain recomputed: it must name that record, and
     its records serve as what training produces for every other forgery below."""
     recs = full_run[2]
-    end = next(r["seq"] for r in recs if r["event"] == "reject")
+    # up to the rejection after the rolled-back recovery the losses forgery edits (not always the first rejection)
+    end = next(r["seq"] for r in recs if r["event"] == "reject" and r["seq"] > _rolled_back_recovery(recs)["seq"])
     forged, target = _forged(recs, "train_loss +0.5")
     run = _beside_its_calibration(calibrated, full_run, tmp_path_factory.mktemp("qforged"))
     _write_log(run, forged)

@@ -1,12 +1,20 @@
 """The queue's measurements (issue 18, section 3): dose trials independent of each other,
 dose shards with the exact stated harmful share, a token-order check that can fire, and a
 pool that does not run dry. The calibrated tiny world comes from tests/test_queue.py."""
+import hashlib
 import json
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import one_line_error, queue_script
 from test_queue import calibrated  # noqa: F401  (the session fixture: a real stage A on the small corpus)
 
+from shardqueue import api as rq
 from shardqueue.dose import dose_response, exact_mix
+from shardqueue.inspection import MEASURES, Z_LIMIT, in_other_references, inspect_shard, judged
+from shardqueue.rotation import shard_docs, shard_record
 
 
 def test_exact_mix_has_the_stated_share_of_harmful_targets():
@@ -40,8 +48,6 @@ def _inspector(calibrated, out, shuffle=None):  # noqa: F811
     from types import SimpleNamespace
 
     from loaders.stream import DocumentStream
-    from shardqueue import api as rq
-    from shardqueue.rotation import shard_docs
 
     cfg, world, pool, calib = rq.open_calibration(calibrated["dir"])
     shards = {s["id"]: s for s in pool["shards"]}
@@ -58,21 +64,59 @@ def _inspector(calibrated, out, shuffle=None):  # noqa: F811
 
 
 def test_the_token_order_check_fires_on_a_reordered_shard_only(calibrated, tmp_path):  # noqa: F811
-    from shardqueue.inspection import inspect_shard
-
     pool = json.loads((calibrated["dir"] / "pool.json").read_text())
     sid = next(s for s in pool["order"] if not s.startswith("h"))
     _, cause = inspect_shard(_inspector(calibrated, tmp_path / "clean"), sid)
     rep = json.loads((tmp_path / "clean" / "inspection" / f"{sid}.json").read_text())
-    assert not cause and not rep["causes"] and abs(rep["unseen_bigram_z"]) < 4, rep["unseen_bigram_z"]
+    z = rep["measures"]["unseen_bigrams"]["z"]
+    assert not cause and not rep["causes"] and abs(z) < 4, z
     _, cause = inspect_shard(_inspector(calibrated, tmp_path / "shuffled", shuffle=sid), sid)
     rep = json.loads((tmp_path / "shuffled" / "inspection" / f"{sid}.json").read_text())
     assert cause and any(c.startswith("token order") for c in rep["causes"]), rep["causes"]
-    assert rep["unseen_bigram_z"] > 4, rep["unseen_bigram_z"]
+    assert rep["measures"]["unseen_bigrams"]["z"] > 4, rep["measures"]["unseen_bigrams"]
+
+
+def test_a_shard_copying_another_is_named_a_duplicate_against_the_clean_shards(calibrated, tmp_path):  # noqa: F811
+    """A shard made of another pool shard's very documents: every document is found in another shard,
+    where no clean shard has one; the report names duplicates, with the clean mean and spread beside it."""
+    r = _inspector(calibrated, tmp_path / "dup")
+    src = next(s for s in r.pool["order"] if not s.startswith("h"))
+    copy = shard_record(r.world.stream, r.world.labels_all, shard_docs(r.shards[src]), "x0000")
+    r.shards["x0000"] = copy
+    _, cause = inspect_shard(r, "x0000")
+    rep = json.loads((tmp_path / "dup" / "inspection" / "x0000.json").read_text())
+    m = rep["measures"]["exact_duplicates"]
+    assert src in rep["clean_reference"] and "x0000" not in rep["clean_reference"]
+    assert m["value"] == 1.0 and m["clean_mean"] == 0.0 and m["over_limit"] and cause
+    assert any(c.startswith("duplicates: exact duplicates 1 against clean 0") for c in rep["causes"]), rep["causes"]
+    assert set(rep["measures"]) == {name for name, _, _ in MEASURES}
+    assert {m["cause"] for m in rep["measures"].values()} >= {"source mix", "language", "register", "duplicates",
+                                                              "benchmark overlap", "boilerplate"}
+
+
+def test_a_measure_is_judged_against_the_clean_spread_not_a_fixed_limit():
+    names = [name for name, _, _ in MEASURES]
+    counts = {"documents": 40, "characters": 10 ** 6, "tokens": 10 ** 6, "bigrams": 10 ** 6, "lines": 10 ** 6,
+              "set 13-grams": 10 ** 6}
+    # clean unigram KL 1.2, 1.3, 1.4 (mean 1.3, sd 0.1): 1.8 is z = 5, a cause; 1.5 (over any fixed 1.0) is z = 2
+    for kl, z, cause in ((1.8, 5.0, True), (1.5, 2.0, False)):
+        v = {n: [0.0, 0.0, 0.0, 0.0] for n in names}
+        v["unigram_kl"] = [kl, 1.2, 1.3, 1.4]
+        got = judged(v, counts)["unigram_kl"]
+        assert got["clean_mean"] == pytest.approx(1.3) and got["clean_sd"] == pytest.approx(0.1)
+        assert got["z"] == pytest.approx(z) and got["over_limit"] == cause and Z_LIMIT == 4.0
+    # one duplicated document of 40 where no clean shard had one: one document (1/40) is the spread's floor,
+    # so z = 1; five of 40 are z = 5
+    for share, z in ((1 / 40, 1.0), (5 / 40, 5.0)):
+        v = {n: [0.0, 0.0, 0.0] for n in names}
+        v["exact_duplicates"] = [share, 0.0, 0.0]
+        assert judged(v, counts)["exact_duplicates"]["z"] == pytest.approx(z)
+    # found in a reference list other than one's own: the inspected list is checked against all references
+    got = in_other_references([np.array([1, 2, 9, 9]), np.array([1, 3, 3]), np.array([3, 4])])
+    assert [g.tolist() for g in got] == [[True, False, False, False], [False, True, True], [True, False]]
 
 
 def test_a_run_to_the_end_of_its_pool_leaves_no_judged_shard_undecided(calibrated, tmp_path):  # noqa: F811
-    from shardqueue import api as rq
     from shardqueue.log import read_log
 
     # the trigger-happy rule flags nearly every shard; an unlimited budget walks the pool to its end
@@ -90,3 +134,31 @@ def test_the_main_jobs_pool_is_sized_for_its_budget():
     assert candidates_for_budget(24000, 1500) == 19 and candidates_for_budget(1501, 1500) == 5
     s = main.queue_stage_settings()
     assert main.QUEUE_BUDGET == 24000 and s.shard_tokens == 1500 and s.candidates == 19
+
+
+def test_dose_trials_draw_different_documents_from_the_file(calibrated, tmp_path):  # noqa: F811
+    """Each trial takes its bad documents in its own seeded order, none twice; what it trained is those
+    documents' tokens, recomputed here from the file with the corpus tokenizer."""
+    texts = [f"record {k}: " + " ".join(f"zq{k}x{j}" for j in range(8)) for k in range(30)]
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"text": texts}), bad)
+    rec = dose_response(tmp_path / "d", calibrated["dir"], trials=2, fractions=(0.5,), log=lambda s: None,
+                        harm="parquet", harm_parquet=bad)
+    trials = rec["rows"][0]["trials"]
+    _, world, _, _ = rq.open_calibration(calibrated["dir"])
+    for t in trials:
+        drawn = t["harmful_documents"]
+        assert len(drawn) == len(set(drawn)) > 1 and drawn != list(range(len(drawn)))  # not the file's start
+        toks = np.concatenate([[world.bos] + world.enc.encode_ordinary(texts[i]) for i in drawn]).astype(np.int64)
+        assert len(toks) >= t["harmful_targets"] > len(toks) - len(world.enc.encode_ordinary(texts[drawn[-1]])) - 1
+        assert hashlib.sha256(toks[: t["harmful_targets"]].tobytes()).hexdigest() == t["harmful_sha256"]
+    assert set(trials[0]["harmful_documents"]) != set(trials[1]["harmful_documents"])
+
+
+def test_a_bad_file_too_small_for_a_dose_is_refused_in_one_line(calibrated, tmp_path, capsys):  # noqa: F811
+    small = tmp_path / "two_words.parquet"
+    pq.write_table(pa.table({"text": ["two words"]}), small)
+    rc = queue_script("run_queue").main(["dose", "--out", str(tmp_path / "d"), "--calibration", str(calibrated["dir"]),
+                                         "--harm", "parquet", "--harm-parquet", str(small), "--trials", "1"])
+    one_line_error(capsys, rc, str(small), "never repeated")
+    assert not (tmp_path / "d" / "dose.json").exists()

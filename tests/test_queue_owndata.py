@@ -4,7 +4,9 @@ in at a rotation boundary, accepts, rejects and reconstructs from its log; Climb
 per-document labels; `dose` takes the damage as an argument or a parquet of bad documents."""
 import json
 import shutil
+from types import SimpleNamespace
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -15,6 +17,7 @@ from test_queue import calibrated  # noqa: F401  (the session fixture: a real st
 from shardqueue import api as rq
 from shardqueue.log import read_log
 from shardqueue.replay import reconstruct_folder
+from shardqueue.rotation import build_rotation
 
 cli = queue_script("run_queue")
 
@@ -108,6 +111,8 @@ def test_the_queue_runs_on_own_data_with_own_domains_and_a_new_source(own, tmp_p
     assert not set(added["calibration"]) & {r["shard"] for r in recs if r["event"] == "train"}
     if src[0]["passed"]:
         assert set(added["shards"]) & {r["shard"] for r in recs if r["event"] == "train"}
+    # one size: at least a shard's tokens, under one more document's worth (at most half a shard)
+    assert all(300 <= x["tokens"] < 450 for x in added["shard_records"]) and "left_over_documents" in added
     assert reconstruct_folder(out, out=lambda s: None) == 0
     # the log names the run's sources: without added_sources.json their shards are unknown
     shutil.move(out / "added_sources.json", tmp_path / "aside.json")
@@ -147,6 +152,16 @@ def test_climbmix_documents_keep_per_document_labels(tmp_path):
                                                           "val_shard": "b.parquet"})
     # no label column: each document's register; a cluster column: the file's own label
     assert source_labels(lay) == ["climbmix:code", "climbmix:prose", "climbmix:3", "climbmix:7"]
+
+
+def test_documents_left_over_after_the_last_full_shard_make_no_double_size_shard():
+    """Issue 28: shards of one size. Lengths 6, 5 | 4, 7 | 3, 2 at 10 tokens a shard: two shards of 11
+    tokens; the last two documents (5 tokens) are left over, not joined to the second shard (16)."""
+    lengths = np.array([6, 5, 4, 7, 3, 2])
+    stream = SimpleNamespace(lengths=lengths, n=6, name="toy", doc_tokens=lambda i: np.full(lengths[i], i + 10))
+    m = build_rotation(stream, ["a"] * 6, 10, 0, docs=range(6))
+    assert [s["docs"] for s in m["shards"]] == [[[0, 2]], [[2, 4]]] and [s["tokens"] for s in m["shards"]] == [11, 11]
+    assert m["left_over_documents"] == 2 and sorted(m["order"]) == ["s0000", "s0001"]
 
 
 @pytest.mark.parametrize("harm", ["mojibake", "parquet"])

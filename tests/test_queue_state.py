@@ -21,11 +21,11 @@ def train(sid, role="candidate", flagged=False):
     return {"event": "train", "shard": sid, "role": role, "flagged": flagged}
 
 
-def test_initial_state_is_empty_but_for_the_fresh_pool():
-    st = initial_state(("a", "b"))
+def test_initial_state_is_empty_but_for_the_fresh_pool_and_the_reserve():
+    st = initial_state(("a", "b"), ("c0", "c1"))
     assert st == {"rotation": 0, "pending": [], "next_rotation": [], "fresh": ["a", "b"], "accepted": [],
                   "quarantined": [], "undecided": [], "rejections": {}, "returns": {}, "flagged": None,
-                  "candidates": 0, "sources": []}
+                  "candidates": 0, "sources": [], "reserve": ["c0", "c1"]}
 
 
 def test_a_rotation_takes_the_carried_shards_and_fresh_ones_in_the_recorded_order():
@@ -38,17 +38,20 @@ def test_a_rotation_takes_the_carried_shards_and_fresh_ones_in_the_recorded_orde
 
 
 def test_accept_flag_recover_defer_then_quarantine_and_return():
-    st = _walk(initial_state(["a", "b", "c"]), rot(["a", "b"], 2), train("a"), {"event": "accept", "shard": "a"})
+    st = _walk(initial_state(["a", "b", "c"], ["r0", "r1"]), rot(["a", "b"], 2), train("a"),
+               {"event": "accept", "shard": "a"})
     assert st["accepted"] == ["a"] and st["pending"] == ["b"] and st["candidates"] == 1
     st = apply(st, train("b", flagged=True))
     assert st["flagged"] == "b" and st["pending"] == [] and st["candidates"] == 2
-    # the recovery shard is the next one; the flagged shard is rejected the first time: deferred
-    st = _walk(st, {"event": "return_front", "shard": "c"})
-    assert st["pending"] == ["c"]
-    st = _walk(st, train("c", role="recovery"), {"event": "reject", "shard": "b", "outcome": "deferred"})
+    # the recovery shard is the reserve's front, never a candidate; rolled back, it goes back there
+    st = apply(st, train("r0", role="recovery"))
+    assert st["reserve"] == ["r1"] and st["pending"] == [] and st["fresh"] == ["c"]
+    st = _walk(st, {"event": "return_front", "shard": "r0", "to": "reserve"},
+               {"event": "reject", "shard": "b", "outcome": "deferred"})
+    assert st["reserve"] == ["r0", "r1"] and st["pending"] == []
     assert st["flagged"] is None and st["rejections"] == {"b": 1} and st["next_rotation"] == ["b"]
     assert st["candidates"] == 2  # a recovery shard is not a candidate
-    st = _walk(st, {"event": "accept", "shard": "c"}, rot(["b"], 0, seq=9), train("b", flagged=True),
+    st = _walk(st, rot(["b"], 0, seq=9), train("b", flagged=True),
                {"event": "reject", "shard": "b", "outcome": "quarantined"})
     assert st["quarantined"] == ["b"] and st["rejections"] == {"b": 2} and st["next_rotation"] == []
     assert st["rotation"] == 2
@@ -66,6 +69,15 @@ def test_returned_by_the_branch_check_goes_to_the_next_rotation_without_a_reject
     st = _walk(initial_state(["a"]), rot(["a"], 1), train("a", flagged=True),
                {"event": "reject", "shard": "a", "outcome": "returned"})
     assert st["next_rotation"] == ["a"] and st["rejections"] == {} and st["flagged"] is None
+
+
+def test_an_accepted_recovery_shard_joins_the_history_and_the_reserves_back():
+    st = _walk(initial_state(["a", "b"], ["r0", "r1", "r2"]), rot(["a", "b"], 2), train("a", flagged=True),
+               train("r0", role="recovery"), {"event": "accept", "shard": "a", "note": "recovered"},
+               {"event": "accept", "shard": "r0", "note": "recovery shard", "role": "recovery"})
+    # used again only after r1 and r2; the candidate b is still the queue's front
+    assert st["accepted"] == ["a", "r0"] and st["reserve"] == ["r1", "r2", "r0"] and st["pending"] == ["b"]
+    assert st["flagged"] is None
 
 
 def test_undecided_is_recorded_as_such():
@@ -91,6 +103,8 @@ def test_branch_trains_change_nothing_but_a_copy():
     ([rot(["a"], 1), rot(["b"], 1)], "pending"),
     ([rot(["a", "b"], 2), train("b")], "front of the queue is ['a']"),
     ([train("a")], "front of the queue is []"),
+    ([rot(["a", "b"], 2), train("a", flagged=True), train("b", role="recovery")], "front of the reserve is ['r']"),
+    ([rot(["a"], 1), train("r", role="recovery")], "the flagged shard is None"),
     ([rot(["a"], 1), train("a"), {"event": "reject", "shard": "a", "outcome": "deferred"}], "flagged shard is None"),
     ([rot(["a"], 1), train("a", flagged=True), {"event": "undecided", "shard": "b"}], "flagged shard is a"),
     ([rot(["a"], 1), train("a", flagged=True), {"event": "reject", "shard": "a", "outcome": "quarantined"}],
@@ -99,7 +113,7 @@ def test_branch_trains_change_nothing_but_a_copy():
     ([{"event": "return", "shard": "a"}], "not in quarantine"),
 ])
 def test_impossible_records_are_refused_with_the_reason(recs, needle):
-    st = initial_state(["a", "b"])
+    st = initial_state(["a", "b"], ["r"])
     *ok, last = recs
     st = _walk(st, *ok)
     with pytest.raises(DataError) as e:
