@@ -46,12 +46,18 @@ def test_the_summary_is_what_its_parts_compute(micro):
     assert all(b >= a for a, b in zip(rc["L"][1:], rc["L"][:-1]))  # non-increasing in D
     points = {"A": {}, "B": {}, "C": {}}
     for r in s["runs"]:
-        e = efficiency_points(rc["D"], rc["L"], r["trained_targets"], r["final_selection"]["mean"])
+        # every run is measured on the curve of arm A's *other* seed (two seeds: that seed's points alone)
+        other = next(k for k in rc["per_seed"] if k != str(r["seed"]))
+        cD, cL = curve_from_seeds({other: rc["per_seed"][other]})
+        e = efficiency_points(cD, cL, r["trained_targets"], r["final_selection"]["mean"])
         assert e["points"] == r["efficiency"]["points"]
         points[r["arm"]][r["seed"]] = e["points"]
     ad = adoption(points)
     assert ad["verdict"] == s["adoption"]["verdict"] and ad["verdict"] in VERDICTS
     assert ad["threshold"] == s["adoption"]["threshold"]
+    if ad["measured"]:  # arm A is measured on the other seed's curve, not its own: its points are not zero
+        assert all(v != 0 for v in points["A"].values()) and ad["per_arm_spread"]["A"]["mean_pairwise"] > 0
+        assert set(s["adoption"]["intervals"]) == {"B-A", "B-C"}
     assert {f"{r['arm']}_s{r['seed']}" for r in s["runs"]} == {f"{a}_s{d}" for a in "ABC" for d in (43, 44)}
     assert set(s["per_axis"]["gaps_bpb"]) == {r["name"] for r in s["runs"]}  # every run, refused or not
     # the span rule: arm A's curve reaches below every B and C final loss, or A ran to its cap
@@ -60,8 +66,31 @@ def test_the_summary_is_what_its_parts_compute(micro):
         assert min(c["L"][:-1]) <= lowest or c["stopped_covered"] is False
     report = (micro["out"] / "report.md").read_text()
     assert f"## Verdict: {s['adoption']['verdict']}" in report and "None" not in report
-    assert report.index("## Definitions") < report.index("## Verdict") < report.index("Per-axis equivalent: beta")
+    assert report.index("## Definitions") < report.index("## Verdict") < report.index("## Seeds: planned and used")
     assert s["efficiency_definition"] in report and s["axis_definition"] in report
+    assert s["adoption"]["rule"] in report
+
+
+def test_arm_c_rejects_as_often_as_b_and_compute_is_given_per_arm(micro):
+    s = micro["summary"]
+    for seed, c in s["arm_c"].items():
+        b = next(r for r in s["runs"] if r["name"] == f"B_s{seed}")
+        x = next(r for r in s["runs"] if r["name"] == f"C_s{seed}")
+        assert c["B"]["rejections"] == b["decisions"]["reject"] and c["C"]["rejections"] == x["decisions"]["reject"]
+        assert c["equal"] == (c["B"]["rejections"] == c["C"]["rejections"]) and (c["equal"] or c["why_not"])
+        assert len(c["positions"]) == c["B"]["rejections"] and all(p < c["window"] for p in c["positions"])
+    comp = s["compute"]
+    assert set(comp["per_arm"]) == {"A", "B", "C"} and all(v["seeds"] == 2 for v in comp["per_arm"].values())
+    a, b = comp["per_arm"]["A"], comp["per_arm"]["B"]
+    # arm A to its budget: the mean of its runs' D (stable phase and the decay branch at the budget)
+    assert a["trained_targets"] == sum(r["trained_targets"] for r in s["runs"] if r["arm"] == "A") / 2
+    assert comp["b_over_a"]["trained_targets"] == b["trained_targets"] / a["trained_targets"] >= 1
+    assert comp["b_over_a"]["wall_s"] == b["wall_s"] / a["wall_s"]
+    sd = s["seeds"]
+    assert sd["used"] == 2 and sd["list"] == [43, 44] and sd["preset_max"] == 0
+    assert sd["planned"] == s["power"]["seeds_needed"]
+    report = (micro["out"] / "report.md").read_text()
+    assert "**Compute per arm**" in report and "Overhead of B over A" in report and "Arm C's rejections" in report
 
 
 def test_d_counts_targets_after_the_shared_start_and_budgets_are_equal(micro):

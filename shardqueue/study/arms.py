@@ -14,8 +14,8 @@ A  policy plain. It runs past the budget on the pool; each time its accepted tar
    own in-queue decay there is the curve's last point.
 B  policy queue; with the curve variant, the control values the rule sees are residuals
    from the frozen reference curves (observed minus L̂_d at the model's trained targets).
-C  policy random, but the rejected candidate positions are fixed in advance from (rate,
-   seed) by random_rejection.rejected_positions, so C rejects exactly as often as B did.
+C  policy random, but the rejected candidate positions are fixed in advance from B's number of
+   rejections and the seed (random_rejection.plan_c), so C rejects as many times as B did.
 """
 import copy
 import time
