@@ -2,9 +2,8 @@
 B (the queue) and C (random rejection, as many times as B rejected), the proposal's two seeds
 or as many as stage A's noise asks for, one adoption rule with paired intervals beside it.
 
-    presets.py           the typed settings (StudyPreset: tiny, small, planned, proxy64m) and their plans: shards,
-                         targets, FLOPs,
-                         GPU-hours, data, disk and host memory against the stated node
+    presets.py           the typed settings (StudyPreset: tiny, small, planned, proxy64m) and their plans:
+                         shards, targets, FLOPs, GPU-hours, data, disk and host memory against the stated node
     run.py               stage A once, the seed plan, three runs per seed, accounting, efficiency points, the verdict
     arms.py              the arms' runner variants (reference branches, fixed random, curve rule)
     accounting.py        trained targets and costs per run from its decision log; control traces
