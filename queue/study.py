@@ -3,7 +3,8 @@
 
   python queue/study.py --preset tiny --out runs/queue_study        # the CPU smoke test the main job runs
   python queue/study.py --preset small --out runs/queue_study_small # the CPU study at small scale, two seeds (~11 min)
-  python queue/study.py --preset planned --out runs/queue_study_planned  # small, with the seeds stage A plans
+  python queue/study.py --preset planned --out runs/queue_study_planned --workers 2
+                                                                    # small, with the seeds stage A plans
   python queue/study.py --preset proxy64m --dry-run                 # the 64M plan: GPU-hours, data, disk, memory
   python queue/study.py --preset proxy64m --out runs/study64m [--curve]   # on GPUs with ClimbMix prepared
 
@@ -56,6 +57,9 @@ def parse(argv):
                     help="arm B uses the curve-guided residual rule (if the reference curves are identifiable)")
     ap.add_argument("--calibration", default=None,
                     help="an existing stage-A folder of this preset to reuse (default: OUT/stage_a, made if missing)")
+    ap.add_argument("--workers", type=int, default=1, metavar="N",
+                    help="run N seeds side by side in their own processes (each run is single-threaded: on 2 cores, "
+                         "--workers 2 halves the wall time; the results are the same as with 1)")
     ap.add_argument("--device", default=None, help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     return ap.parse_args(argv)
 

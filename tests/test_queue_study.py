@@ -564,6 +564,9 @@ def test_per_axis_equivalent_on_a_hand_worked_curve():
     assert got["threshold_bpb"] == pytest.approx(0.02)
     assert got["b_minus_a_bpb"] == {"43": pytest.approx(0.05), "44": pytest.approx(0.07)}
     assert got["passes"]
+    # B - A gaps 0.05 and 0.07: mean 0.06, se = 0.02 / 2, t(1 df) = 12.7062
+    iv = got["intervals_bpb"]["B-A"]
+    assert (iv["low"], iv["high"]) == (pytest.approx(0.06 - 0.127062, abs=1e-5), pytest.approx(0.06 + 0.127062, abs=1e-5))
     flat = per_axis({43: (D, L), 44: (D, L)}, D, [2.0, 2.0, 2.0], 100.0, runs)
     assert not flat["defined"] and "does not fall" in flat["reason"] and len(flat["gaps_bpb"]) == 6
 
@@ -710,3 +713,15 @@ def test_compute_per_arm_means_and_b_over_a_by_hand():
     assert got["per_arm"]["B"] == {"seeds": 2, "trained_targets": 400, "training_s": 40, "wall_s": 100}
     assert got["b_over_a"] == {"trained_targets": pytest.approx(400 / 150), "wall_s": pytest.approx(100 / 30),
                                "wall_vs_a_training_s": pytest.approx(100 / 15)}
+
+
+def test_workers_below_one_are_refused_before_anything_is_made(tmp_path, capsys):
+    import argparse
+
+    from conftest import one_line_error
+    from shardqueue.study.run import run_study
+
+    rc = run_study(argparse.Namespace(preset="tiny", out=str(tmp_path / "s"), data_dir=None, dry_run=False,
+                                      curve=False, calibration=None, device="cpu", workers=0))
+    one_line_error(capsys, rc, "--workers 0: must be at least 1")
+    assert not (tmp_path / "s").exists()

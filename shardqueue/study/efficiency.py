@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from shardqueue.study.intervals import mean_pairwise_difference
+from shardqueue.study.intervals import mean_pairwise_difference, paired_interval
 
 DEFINITION = (
     "D = targets trained after the shared start (the stable phase plus the final decay; stage A's shared warm-up and "
@@ -44,7 +44,7 @@ AXIS_DEFINITION = (
     "L_curve(D_arm) - L_arm on its seed's leave-one-out curve (positive: better than plain training at the same D). "
     "One efficiency point is worth |beta| x ln(1.01) BPB; the threshold's equivalent is max(|beta| x ln(1.006), "
     "2 x the seed spread of gaps), the seed spread being the largest arm's mean pairwise difference between seeds. "
-    "B - A and B - C are differences of gaps at the same seed. Defined whenever beta < 0, "
+    "B - A and B - C are differences of gaps at the same seed, with their 95% t intervals over the seeds. Defined whenever beta < 0, "
     "whether or not efficiency points were refused.")
 
 
@@ -131,5 +131,6 @@ def per_axis(curves, raw_D, raw_L, d_budget, runs, floor_points=0.6):
     b_c = {str(s): gaps[f"B_s{s}"] - gaps[f"C_s{s}"] for s in seeds}
     out.update({"bpb_per_point": abs(beta) * math.log(1.01), "seed_spread_bpb": spread, "threshold_bpb": thr,
                 "b_minus_a_bpb": b_a, "b_minus_c_bpb": b_c,
+                "intervals_bpb": {"B-A": paired_interval(list(b_a.values())), "B-C": paired_interval(list(b_c.values()))},
                 "passes": all(v > thr for v in b_a.values()) and all(v > thr for v in b_c.values())})
     return out

@@ -290,7 +290,9 @@ def verdict_lines(s):
                   f"A's points; one efficiency point = {ax['bpb_per_point']:.5f} BPB; seed spread of gaps "
                   f"{ax['seed_spread_bpb']:.4f} BPB, threshold {ax['threshold_bpb']:.4f} BPB. Read this way, B "
                   + ("clears" if ax["passes"] else "does not clear") + " the threshold at every seed against A and C "
-                  "(a reading, not the verdict: the verdict uses efficiency points)."]
+                  "(a reading, not the verdict: the verdict uses efficiency points). Mean gaps over the seeds: "
+                  + "; ".join(f"{n} {iv['mean']:+.4f} BPB, 95% interval [{iv['low']:+.4f}, {iv['high']:+.4f}] "
+                              f"({iv['df']} df)" for n, iv in ax["intervals_bpb"].items()) + "."]
     return L
 
 

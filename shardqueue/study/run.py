@@ -130,6 +130,72 @@ def run_arm(rq, arm, seed, out, cal, budget, rotation, log, device, cls=None, at
     return rec
 
 
+@dataclass(frozen=True)
+class SeedJob:
+    """What one seed's arms need (picklable: a worker process runs it when --workers is above 1)."""
+    seed: int
+    out: Path
+    cal: Path
+    budget: int
+    rotation: int
+    device: str
+    decay_updates: int
+    calib_seed: int
+    b_attrs: dict
+    largest_shard: int
+    context: int
+    rows_per_update: int
+    a_attrs: dict = None
+    a_budget: int = 0
+
+
+def arms_b_c(job, log):
+    """Arm B at one seed, then arm C with as many rejections as B made: (B's record, C's record, C's plan)."""
+    from shardqueue import api as rq
+
+    s, U = job.seed, job.decay_updates
+    rb = run_arm(rq, "B", s, job.out, job.cal, job.budget, job.rotation, log, job.device, CurveRunner,
+                 {**job.b_attrs, "decay_updates": U}, "queue")
+    share_start_state(job.out, s, job.calib_seed)
+    # C rejects as many times as B did, at positions every one of which C reaches
+    cp = plan_c(rb["accounting"]["decisions"], s, job.budget, job.largest_shard, job.context, job.rows_per_update, U)
+    rate = cp["count"] / cp["window"] if cp["window"] else 0.0  # recorded in C's start record, not used
+    rc = run_arm(rq, "C", s, job.out, job.cal, job.budget, job.rotation, log, job.device, FixedRandomRunner,
+                 {"positions": frozenset(cp["positions"]), "decay_updates": U}, "random", min(max(rate, 1e-9), 1 - 1e-9))
+    return rb, rc, cp
+
+
+def arm_a(job, log):
+    """Arm A at one seed: plain order past the budget, its decay branches building the reference curve."""
+    from shardqueue import api as rq
+
+    share_start_state(job.out, job.seed, job.calib_seed)
+    return run_arm(rq, "A", job.seed, job.out, job.cal, job.a_budget, job.rotation, log, job.device,
+                   ReferenceBranchRunner, job.a_attrs, "plain")
+
+
+def map_seeds(fn, jobs, workers, log):
+    """fn(job, log) for every seed's job, in order: in this process, or in `workers` processes side by side.
+
+    Every run is single-threaded (api.run), reads the shared stage A and writes only its own folder, so the
+    runs of different seeds are independent and their results are the same either way."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [fn(j, log) for j in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as ex:
+        return list(ex.map(seed_worker, [fn] * len(jobs), jobs, [log is print] * len(jobs)))
+
+
+def seed_worker(fn, job, talk):
+    """One seed's arms in a worker process: the device set up as the parent did; its log lines prefixed."""
+    from training.device import configure
+
+    configure(job.device)
+    return fn(job, (lambda s: print(f"[seed {job.seed}] {s}", flush=True)) if talk else (lambda s: None))
+
+
 def drop_rollback_points(d):
     """A finished run's decisions are all made: no rollback can need its checkpoints any more. Keep the
     decision log, manifests and final.pt/final.json; drop ckpt_*.pt and a copied start state."""
@@ -183,6 +249,9 @@ def run_study(a, log=print):
     if getattr(a, "source", None):  # your own prepared corpus (prepare.py --source parquet) in the preset's setting
         p = p.with_source(a.source)
     out = Path(a.out)
+    if getattr(a, "workers", 1) < 1:  # refused before anything is made
+        print(f"error: --workers {a.workers}: must be at least 1", file=sys.stderr)
+        return 2
     try:
         with folder_lock(out, "the queue study"):
             return _run(a, p, out, rq, log)
@@ -233,32 +302,23 @@ def _run(a, p, out, rq, log):
     cand_tokens = [s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]]
     budget = int(round(p.budget_shards * sum(cand_tokens) / len(cand_tokens)))
     U = decay_updates(p, cfg.targets_per_update)
-    runs, c_plans = [], {}
-    for s in seeds:  # B then C at every seed first: arm A's reference must cover their final losses
-        attrs = {"curves": {d: {k: c[k] for k in ("a", "b", "c", "D0")} for d, c in curves.items()}} if use_curve else {}
-        rb = run_arm(rq, "B", s, out, cal, budget, rot, log, a.device, CurveRunner, {**attrs, "decay_updates": U},
-                     "queue")
-        share_start_state(out, s, calib["seed"])
-        # C rejects as many times as B did, at positions every one of which C reaches
-        cp = plan_c(rb["accounting"]["decisions"], s, budget, max(cand_tokens), cfg.context,
-                    cfg.micro_rows * cfg.accum, U)
-        c_plans[s] = cp
-        rate = cp["count"] / cp["window"] if cp["window"] else 0.0  # recorded in C's start record, not used
-        rc = run_arm(rq, "C", s, out, cal, budget, rot, log, a.device, FixedRandomRunner,
-                     {"positions": frozenset(cp["positions"]), "decay_updates": U}, "random",
-                     min(max(rate, 1e-9), 1 - 1e-9))
-        runs += [rb, rc]
+    b_attrs = {"curves": {d: {k: c[k] for k in ("a", "b", "c", "D0")} for d, c in curves.items()}} if use_curve else {}
+    jobs = [SeedJob(seed=s, out=out, cal=cal, budget=budget, rotation=rot, device=a.device, decay_updates=U,
+                    calib_seed=calib["seed"], b_attrs=b_attrs, largest_shard=max(cand_tokens), context=cfg.context,
+                    rows_per_update=cfg.micro_rows * cfg.accum) for s in seeds]
+    workers = getattr(a, "workers", 1)
+    # B then C at every seed first: arm A's reference must cover their final losses
+    done_bc = map_seeds(arms_b_c, jobs, workers, log)
+    runs = [r for rb, rc, _ in done_bc for r in (rb, rc)]
+    c_plans = {job.seed: cp for job, (_, _, cp) in zip(jobs, done_bc)}
     fr = reference_fractions(p)
     thresholds = tuple(int(round(f * budget)) if f != 1.0 else budget for f in fr)
-    for s in seeds:
-        # the lowest loss A's curve must reach: every B and C final, and A's own budget points so far
-        lows = [mean(r["final"]["selection"]) for r in runs if r["arm"] != "A"] + [
-            mean(b["selection"]) for r in runs if r["arm"] == "A" for b in r["branches"] if b["threshold"] == budget]
-        share_start_state(out, s, calib["seed"])
-        ra = run_arm(rq, "A", s, out, cal, int(p.reference_cap * budget), rot, log, a.device, ReferenceBranchRunner,
-                     {"thresholds": thresholds, "budget_threshold": budget, "cover_below": min(lows),
-                      "decay_updates": U}, "plain")
-        runs.append(ra)
+    # the lowest loss A's curves must reach: every B and C final (the same for every seed, so the A runs
+    # are independent of each other and of their order)
+    low = min(mean(r["final"]["selection"]) for r in runs)
+    a_jobs = [replace(j, a_attrs={"thresholds": thresholds, "budget_threshold": budget, "cover_below": low,
+                                  "decay_updates": U}, a_budget=int(p.reference_cap * budget)) for j in jobs]
+    runs += map_seeds(arm_a, a_jobs, workers, log)
     runs.sort(key=lambda r: ("ABC".index(r["arm"]), r["seed"]))
     summary = assemble(StudyRuns(preset=a.preset, setting=p, out=out, runs=runs, c_plans=c_plans, power=power,
                                  seeds=list(seeds), budget=budget,
@@ -614,7 +674,10 @@ def limits_text(preset, p):
                 "per arm). What it cannot measure: whether the queue helps. Shard-to-shard noise is large against the "
                 "differences a handful of shards can make; at two seeds the t interval has one degree of freedom "
                 "(12.7 standard errors either side), so unless the rule itself is met the verdict is almost always "
-                "\"unresolved\", and the seed plan above says how many seeds the question would need; the harmful "
+                "\"unresolved\", or \"not measurable\" when one seed's losses lie outside the other seed's curve "
+                "(each seed is measured on the other's alone, and a seed's initialisation can shift its whole curve "
+                "by more than arm A gains up to its cap); the per-axis gaps and their interval are given either way, "
+                "and the seed plan above says how many seeds the question would need; the harmful "
                 "shards are an easy, planted case. The verdict is the rule applied to these numbers, not evidence "
                 "about the 64M proxy.")
     if preset in ("small", "planned"):
