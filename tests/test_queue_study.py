@@ -647,6 +647,25 @@ def test_small_preset_meets_its_design_rules():
     states = 1 + p.held_out_shards + 1
     assert states - (p.choose_transitions + 1) - 2 >= 59 and p.choose_transitions > 0 and p.held_out_branch
     assert p.damaged_shards >= 4 and p.reference_cap >= 2
+    # the planned preset is the small setting with the seeds stage A plans, at most max_seeds
+    from dataclasses import replace
+
+    q = PRESETS["planned"]
+    assert replace(q, max_seeds=0) == p and q.max_seeds >= 6
+
+
+def test_a_study_preset_names_its_bad_seed_settings():
+    from dataclasses import replace
+
+    from corpus.errors import DataError
+    from shardqueue.study.presets import PRESETS
+
+    with pytest.raises(ValueError, match="seeds must be two or more"):
+        replace(PRESETS["tiny"], seeds=(43,))
+    with pytest.raises(ValueError, match=r"max_seeds \(1\) is below the 2 seeds given"):
+        replace(PRESETS["tiny"], max_seeds=1)
+    with pytest.raises(DataError, match="'max_seeds': -1 must be at least 0"):
+        replace(PRESETS["tiny"], max_seeds=-1)
 
 
 def test_identifiability_refuses_an_unbounded_interval_in_one_reason():

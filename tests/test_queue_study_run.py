@@ -89,6 +89,9 @@ def test_arm_c_rejects_as_often_as_b_and_compute_is_given_per_arm(micro):
     sd = s["seeds"]
     assert sd["used"] == 2 and sd["list"] == [43, 44] and sd["preset_max"] == 0
     assert sd["planned"] == s["power"]["seeds_needed"]
+    if s["power"]["sigma_diff_points"] is not None:  # 2 t(1 df) sigma / sqrt(2) at the two seeds used
+        assert sd["expected_width_points"] == pytest.approx(2 * 12.7062 * s["power"]["sigma_diff_points"] / 2 ** 0.5,
+                                                            rel=1e-4)
     report = (micro["out"] / "report.md").read_text()
     assert "**Compute per arm**" in report and "Overhead of B over A" in report and "Arm C's rejections" in report
 
@@ -211,3 +214,29 @@ def test_an_interrupted_arm_is_redone_and_its_earlier_files_are_named_in_the_rep
     summary = json.loads((out / "summary.json").read_text())
     assert summary["earlier_attempts"] == [{"folder": f"C_s43/previous/{kept[0].name}", "files": n}]
     assert f"- `C_s43/previous/{kept[0].name}/` ({n} files)" in (out / "report.md").read_text()
+
+
+def test_a_measured_verdict_renders_its_intervals_and_spreads_in_the_report_and_on_the_findings_page(micro, tmp_path):
+    """The micro study's seeds may leave points refused; the report and the findings page are checked on its summary
+    with the committed small study's points put in (their intervals are worked by hand in test_queue_study)."""
+    import shutil
+
+    from findings.summary import study_section
+    from shardqueue.study.adoption import UNRESOLVED, adoption
+    from shardqueue.study.report import render
+
+    s = json.loads(json.dumps(micro["summary"]))
+    ad = adoption({"A": {43: 0.0, 44: 0.0}, "B": {43: 60.98, 44: 42.69}, "C": {43: 48.97, 44: -20.08}})
+    s["adoption"] = {**ad, "b_minus_a": {str(k): v for k, v in ad["b_minus_a"].items()},
+                     "b_minus_c": {str(k): v for k, v in ad["b_minus_c"].items()}}
+    md = render(s)
+    assert f"## Verdict: {UNRESOLVED}" in md
+    assert "| B-A | 2 | +51.83 | 12.93 | 12.706 | [-64.36, +168.03] | contains | contains |" in md
+    assert "| C | 69.05 | 69.05 |" in md and "Seed spread 69.05 (arm C)" in md
+    (tmp_path / "queue_study").mkdir()
+    (tmp_path / "queue_study" / "summary.json").write_text(json.dumps(s))
+    shutil.copy(micro["out"] / "report.md", tmp_path / "queue_study" / "report.md")
+    sec = study_section(tmp_path / "queue_study", tmp_path)
+    assert sec.headline.startswith(f"Verdict: {UNRESOLVED} (B-A: mean +51.83, 95% interval [-64.36, +168.03]")
+    assert ("B − A, mean over seeds with its 95% t interval (1 df)", "+51.83 [-64.36, +168.03]",
+            "above the threshold to adopt; at or below it: not adopted; else unresolved") in sec.rows

@@ -36,7 +36,8 @@ SCHEMA = {
     "adoption": {"rule": str, "seeds": list, "b_minus_a": dict, "b_minus_c": dict, "seed_spread": OPT_NUM,
                  "per_arm_spread": dict, "threshold": OPT_NUM, "threshold_if_largest_pairwise": OPT_NUM,
                  "rule_met": bool, "intervals": dict, "verdict": str, "reasons": list, "measured": bool},
-    "seeds": {"used": int, "list": list, "planned": OPT_INT, "preset_max": int, "from_measured_spread": OPT_INT},
+    "seeds": {"used": int, "list": list, "planned": OPT_INT, "preset_max": int, "from_measured_spread": OPT_INT,
+              "expected_width_points": OPT_NUM},
     "power": {"sigma_run_bpb": NUM, "sigma_diff_bpb": NUM, "beta": OPT_NUM, "sigma_diff_points": OPT_NUM,
               "floor": NUM, "level": NUM, "seeds_needed": OPT_INT, "reason": str},
     "arm_c": dict,  # {seed: {"B": {...}, "C": {...}, "equal", "why_not", "positions", "window"}}
@@ -315,6 +316,9 @@ def seed_lines(s):
     meas = ("" if sd["from_measured_spread"] is None else
             f" The measured spread of B - A across the seeds asks for {sd['from_measured_spread']:,} seeds per arm for "
             "the same interval.")
+    if sd.get("expected_width_points") is not None:
+        meas = (f" At {sd['used']} seeds the plan expects the 95% interval of B - A to be about "
+                f"{sd['expected_width_points']:,.1f} points wide." + meas)
     enough = sd["planned"] is not None and sd["used"] >= sd["planned"]
     return ["", "## Seeds: planned and used", "", f"Planned: {plan}. Used: {used}.{meas} "
             + ("The study ran the planned count." if enough else

@@ -27,7 +27,14 @@ from shardqueue.study.arms import (
 )
 from shardqueue.study.curve_fit import THRESHOLDS, check_identifiable
 from shardqueue.study.efficiency import DEFINITION, efficiency_points
-from shardqueue.study.power import FLOOR_POINTS, plan_seeds, seeds_needed, seeds_to_use, stage_a_slope
+from shardqueue.study.power import (
+    FLOOR_POINTS,
+    interval_width,
+    plan_seeds,
+    seeds_needed,
+    seeds_to_use,
+    stage_a_slope,
+)
 from shardqueue.study.presets import PRESETS, StudyPreset, decay_updates, plan, queue_settings, reference_fractions
 from shardqueue.study.random_rejection import plan_c
 
@@ -530,6 +537,8 @@ def assemble(res: StudyRuns) -> dict:
         "runs": records, "budget_check": bc, "adoption": ad, "per_axis": axis,
         "seeds": {"used": len(res.seeds), "list": res.seeds, "planned": res.power["seeds_needed"],
                   "preset_max": p.max_seeds, "preset_seeds": list(p.seeds),
+                  "expected_width_points": None if res.power["sigma_diff_points"] is None else
+                  interval_width(res.power["sigma_diff_points"], len(res.seeds)),
                   "from_measured_spread": None if measured is None else seeds_needed(measured, FLOOR_POINTS)},
         "power": res.power,
         "arm_c": arm_c_match(runs, res.c_plans),
