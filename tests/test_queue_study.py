@@ -744,3 +744,25 @@ def test_workers_below_one_are_refused_before_anything_is_made(tmp_path, capsys)
                                       curve=False, calibration=None, device="cpu", workers=0))
     one_line_error(capsys, rc, "--workers 0: must be at least 1")
     assert not (tmp_path / "s").exists()
+
+
+def test_arm_a_costs_its_plain_training_to_the_budget_without_its_earlier_branches(tmp_path):
+    from shardqueue.study.run import run_costs
+
+    recs = [{"event": "start", "time": 100.0},
+            {"event": "train", "role": "candidate", "targets": 1000, "seconds": 2.0, "history_targets": 6000,
+             "time": 110.0},
+            {"event": "train", "role": "candidate", "targets": 1000, "seconds": 2.0, "history_targets": 7000,
+             "time": 130.0},
+            {"event": "train", "role": "candidate", "targets": 1000, "seconds": 2.0, "history_targets": 8000,
+             "time": 150.0}]
+    (tmp_path / "A_s43").mkdir()
+    (tmp_path / "A_s43" / "decisions.jsonl").write_text(
+        "".join(json.dumps({"seq": i + 1, **r}) + "\n" for i, r in enumerate(recs)))
+    branches = [{"threshold": 500, "seconds": 6.0},  # taken between the first two shards: reference work
+                {"threshold": 1000, "seconds": 5.0, "train_seconds": 1.5, "decay_targets": 300,
+                 "stable_history_targets": 7000}]
+    got = run_costs(tmp_path, [{"arm": "A", "seed": 43, "name": "A_s43", "branches": branches}], 1000)
+    # two stable shards (2,000 targets, 4 s) and the decay branch's 300 targets and 1.5 s of training; wall:
+    # 30 s to the second shard, less the 6 s earlier branch, plus the 5 s branch at the budget
+    assert got == {"A_s43": {"arm": "A", "seed": 43, "trained_targets": 2300, "training_s": 5.5, "wall_s": 29.0}}

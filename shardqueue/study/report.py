@@ -265,8 +265,10 @@ def verdict_lines(s):
     """The verdict: the rule as written per seed, the paired intervals beside it, every arm's seed spread."""
     ad, ax = s["adoption"], s["per_axis"]
     L = [f"## Verdict: {ad['verdict']}", ""] + [f"- {r}" for r in ad["reasons"]]
-    L += ["", f"The rule as written: {ad['rule']}. Threshold T = max(0.6, 2 x seed spread) = {_pts(ad['threshold'])} "
-              "points; " + ("met at every seed." if ad["rule_met"] else "not met."), "",
+    L += ["", f"The rule as written: {ad['rule']}. " + (
+        "Threshold T = max(0.6, 2 x seed spread) cannot be computed (points refused)." if ad["threshold"] is None else
+        f"Threshold T = max(0.6, 2 x seed spread) = {ad['threshold']:.2f} points; "
+        + ("met at every seed." if ad["rule_met"] else "not met.")), "",
           "| Seed | B - A (points) | B - C (points) | B - A (BPB gap) | B - C (BPB gap) |", "|---:|---:|---:|---:|---:|"]
     for sd in ad["seeds"]:
         k = str(sd)

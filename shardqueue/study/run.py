@@ -428,15 +428,19 @@ def a_curves(runs):
 
 def run_costs(out, runs, budget):
     """{run name: {"arm", "seed", "trained_targets", "training_s", "wall_s"}} from each run's log; arm A to its
-    budget: its stable shards up to the budget and the decay branch taken there."""
+    budget: its stable shards up to the budget and the decay branch taken there (its earlier branches left out)."""
     costs = {}
     for r in runs:
         recs = read_log(out / r["name"] / "decisions.jsonl", log=lambda s: None)
         if r["arm"] == "A":
+            # plain training to the budget and its decay there: the reference branches taken on the way
+            # (below the budget) are the study's measuring work, not the arm's
             b = next(b for b in r["branches"] if b["threshold"] == budget)
             c = run_cost(recs, until_targets=b["stable_history_targets"])
+            earlier = sum(x["seconds"] for x in r["branches"] if x["threshold"] < budget)
             c = {"trained_targets": c["trained_targets"] + b["decay_targets"],
-                 "training_s": c["training_s"] + b["seconds"], "wall_s": c["wall_s"] + b["seconds"]}
+                 "training_s": c["training_s"] + b.get("train_seconds", b["seconds"]),
+                 "wall_s": c["wall_s"] - earlier + b["seconds"]}
         else:
             c = run_cost(recs)
         costs[r["name"]] = {"arm": r["arm"], "seed": r["seed"], "trained_targets": c["trained_targets"],
