@@ -144,7 +144,7 @@ def render(s):
             L.append(f"| {sd} | {tl} | {D:,} | {Lv:.4f} |")
     L += ["", "Monotone fit (every seed pooled, for the figure): " + ", ".join(f"{d:,.0f}: {v:.4f}" for d, v in zip(rc["D"], rc["L"])),
           "", "![selection loss against D](selection.png)", "",
-          "The figure shows each seed's raw branch points (hollow: second seed), the fitted reference curve and "
+          "The figure shows each seed's raw branch points (hollow: later seeds), the fitted reference curve and "
           "every run's final point; a final point left of or below the curve did better than plain training.", ""]
     # ---- the proposal's questions ----
     fr = cal["false_rejection"]
