@@ -1,7 +1,8 @@
-"""The queue study end to end: stage A once, six runs, the selection axis, the rule, the report.
+"""The queue study end to end: stage A once, the seed plan, three runs per seed, the selection axis, the
+rule, the report.
 
-Order: stage A (run_queue.calibrate, shared by every arm); then at each seed arm B (its
-measured rejection rate fixes arm C's rejected positions) and arm C; then arm A at each
+Order: stage A (run_queue.calibrate, shared by every arm) and the seeds planned from its noise;
+then at each seed arm B (its number of rejections fixes arm C's) and arm C; then arm A at each
 seed (its decay branches build the reference curve, and it must know every B and C final
 loss to know how far the curve has to reach). A run whose study_run.json exists is not
 redone; an unfinished one is moved aside and redone from its start state. A finished run's
