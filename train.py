@@ -296,6 +296,9 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=
 def start_process(cfg):
     """(device, rank, world): the device configured, the process group joined, peak memory reset."""
     device = devices.resolve_device(cfg.device, "config key 'device'")
+    if ":" in device and int(os.environ.get("WORLD_SIZE", 1)) > 1:  # refused before NCCL starts on that one GPU
+        raise DataError(f"config key 'device': {device!r} under torchrun would put all {os.environ['WORLD_SIZE']} "
+                        f"ranks on one GPU; use device=cuda (rank r takes cuda:LOCAL_RANK) or CUDA_VISIBLE_DEVICES")
     devices.configure(device)  # before dist_setup: NCCL's first allocation must see configure's settings
     rank, world, local_rank = dist_setup()
     if device == "cuda":
@@ -345,9 +348,8 @@ def run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, w
     done_here = 0
     while progress.step < end:
         t0 = time.time()
+        # the update ends with its record's copy to the host, which waits for every kernel it queued
         progress.train_loss, lr_mult = tr.update(loader, progress.step, cfg.updates)
-        if "cuda" in device:
-            torch.cuda.synchronize()
         dt = time.time() - t0
         done_here += 1
         if done_here == 1:  # as the baseline: what the first update built is never scanned by the collector again
@@ -355,10 +357,7 @@ def run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, w
             gc.freeze()
         count_time(progress.clock, dt, tr.last_wait, timed=done_here > WARMUP_UPDATES)
         progress.step += 1
-        checks = [tr.last_checks]
-        if world > 1:
-            checks = [None] * world
-            dist.all_gather_object(checks, tr.last_checks)
+        checks = tr.last_checks_by_rank  # every rank's fingerprints came with the loss: no collective here
         tps = cfg.targets_per_update / dt
         post = {"loss": f"{progress.train_loss:.4f}", "tok/s": f"{tps:,.0f}"}
         if peak_flops(device):

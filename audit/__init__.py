@@ -1,0 +1,27 @@
+"""The exact CPU audit (the paper's practical contribution): which sources a packer emits, discards,
+keeps buffered or never starts, which positions of them it trains on, for the paper's four packers
+(replayed) and any other packer (traced). `python -m audit`; from Python, audit.api.
+
+    __main__.py      the command line: arguments, then run.py
+    run.py           what the command line does: read the stream, fix the budget, audit each packer, report
+    api.py           the audit from Python: trace your own packer on your corpus's lengths
+    pipeline.py      one audit: a stream, a budget and packers -> summary, events and figures in a folder
+    compute.py       the mechanism: one packer over one stream at one budget -> its summary
+    replay.py        replay a length stream through a packer (the code that trains) up to a target budget
+    feed.py          refills pulled on demand: memory is the buffer and a chunk, not the stream
+    trace.py         run any packer on tracer documents and decode its rows into the replay's events
+    adapters.py      packers to trace: ours, concatenate-and-chunk, TRL, OLMo-core, torchtune, torchtitan
+    events.py        the event schema the replay and the trace share, and its writers
+    tally.py         every table of one packer's audit, accumulated chunk by chunk
+    metrics.py       the same tables from an in-memory replay; the repeated-corpus pass bounds
+    strata.py        the source-length strata of the paper's tables
+    proposition.py   the Proposition of section 3, checked at every selection
+    regime.py        regime indicators: is a (corpus, R, B, budget) setting in the paper's regime?
+    synthetic.py     a synthetic length stream shaped like the paper's census
+    lengths_file.py  a researcher's own length stream: text, refill lines, .npy or a parquet column
+    report.py        report.md, written from the summary (nothing computed there)
+    compare.py       one table across packers at the same budget, and its headline
+    plots.py         the figures (matplotlib, PNG)
+    fmt.py           number formats and Markdown tables shared by the report and the comparison
+    bench.py         benchmarks: paper-scale replay, trace decoding against each library, scale, checker
+"""

@@ -133,7 +133,7 @@ def preset_setting(preset: dict):
     from training.config import TrainConfig
 
     c = TrainConfig(**{k: v for k, v in preset.items() if k in TrainConfig.__dataclass_fields__})
-    return c.context + 1, c.buffer, c.updates * c.targets_per_update
+    return c.row_capacity, c.buffer, c.updates * c.targets_per_update
 
 
 def preset_stream(data_dir, preset: dict):

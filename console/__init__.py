@@ -1,1 +1,5 @@
-"""What the command lines print: progress bars that suit a terminal and a log file alike."""
+"""What the command lines print.
+
+    progress.py  one progress-bar helper that suits a terminal and a log file alike
+    usage.py     the program name a usage line shows: its own, as a console script or a module
+"""

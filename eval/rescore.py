@@ -24,28 +24,38 @@ def recorded_rows(path):
     return stats
 
 
-def check_reproduces(run_dir, summary, ckpt, data_dir, device, log=print):
-    """Re-score ckpt; refuse unless the rows, the fingerprint and the summary's score all match exactly."""
-    from eval.official import evaluate_checkpoint, scores
+def reproduction_problem(run_dir, summary, ckpt, got):
+    """Why a re-scoring `got` (eval.official's row statistics) of ckpt does not reproduce the run's
+    recorded official rows and its summary's score bit for bit, in one line; None when it does.
+    The gate below refuses on it; the GPU check reports it."""
+    from eval.official import scores
 
-    path = run_dir / "official_rows.parquet"
-    want = recorded_rows(path)
-    got, _ = evaluate_checkpoint(ckpt, data_dir, device)
+    want = recorded_rows(run_dir / "official_rows.parquet")
     for k in ("nats", "bytes", "count"):
         if got[k].dtype != want[k].dtype or not np.array_equal(got[k], want[k]):
             bad = np.flatnonzero(got[k] != want[k]) if got[k].shape == want[k].shape else []
             where = f"first at row {int(bad[0])}" if len(bad) else "shape or type"
-            raise DataError(f"{run_dir}: re-scoring {ckpt.name} does not reproduce the recorded official {k} "
-                            f"({where}); refusing to confirm")
+            return f"{run_dir}: re-scoring {ckpt.name} does not reproduce the recorded official {k} ({where})"
     if got["fingerprint"] != want["fingerprint"]:
-        raise DataError(f"{run_dir}: re-scoring {ckpt.name} read another official stream (fingerprint differs)")
+        return f"{run_dir}: re-scoring {ckpt.name} read another official stream (fingerprint differs)"
     rec, now = summary.get("official") or {}, scores(want)
     for k in ("bpb", "ce"):
         if rec.get(k) != now[k]:
-            raise DataError(f"{run_dir / 'summary.json'}: official {k} {rec.get(k)!r} is not the {now[k]!r} its "
-                            f"rows give (edited?); refusing to confirm")
+            return (f"{run_dir / 'summary.json'}: official {k} {rec.get(k)!r} is not the {now[k]!r} its rows give "
+                    f"(edited?)")
+    return None
+
+
+def check_reproduces(run_dir, summary, ckpt, data_dir, device, log=print):
+    """Re-score ckpt; refuse unless the rows, the fingerprint and the summary's score all match exactly."""
+    from eval.official import evaluate_checkpoint, scores
+
+    got, _ = evaluate_checkpoint(ckpt, data_dir, device)
+    problem = reproduction_problem(run_dir, summary, ckpt, got)
+    if problem:
+        raise DataError(f"{problem}; refusing to confirm")
     log(f"{run_dir.name}: {ckpt.name} reloaded and re-scored: official rows reproduce exactly "
-        f"(BPB {now['bpb']:.6f})")
+        f"(BPB {scores(got)['bpb']:.6f})")
 
 
 def check_all_reproduce(runs, data_dir, device, log=print):

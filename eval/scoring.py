@@ -18,14 +18,19 @@ def bin_index(T, edges):
 
 @torch.no_grad()
 def score_rows(model, x, y, token_bytes, edges, device, autocast=False):
-    """x, y: int64 [N, T] (y = -1 for padding). Returns nats float64 [N, bins], bytes/count int64 [N, bins]."""
+    """x, y: int64 [N, T] (y = -1 for padding). Returns nats float64 [N, bins], bytes/count int64 [N, bins].
+    The forward runs in eval mode; the model is left in the mode it came in."""
     from training.device import autocast as device_autocast, to_device
 
-    model.eval()
     x, y = to_device(x, device), to_device(y, device)
     tb = to_device(token_bytes, device).long()
-    with device_autocast(device, autocast):
-        loss = model(x, y, reduction="none").view(y.shape).double()
+    was_training = model.training
+    model.eval()
+    try:
+        with device_autocast(device, autocast):
+            loss = model(x, y, reduction="none").view(y.shape).double()
+    finally:  # the caller's mode back: a probe between training updates leaves the model training
+        model.train(was_training)
     valid = y >= 0
     b = torch.where(valid, tb[y.clamp_min(0)], torch.zeros_like(y))
     counted = b > 0

@@ -1,4 +1,4 @@
-"""The one GPU check: the real train.py, official scoring, resume, a queue shard and DDP on a device
+"""The one GPU check: the real train.py, official scoring, resume, queue shards and DDP on a device
 (python -m gpu_check). It drives the training core, eval/ and the queue, so it stands above them all.
 
     __main__.py  the command line: parts to run, the table, gpu_check.json

@@ -14,12 +14,16 @@ recorded as failed and the others still run:
              tokens/s and MFU over the updates after the 11 untimed ones, peak memory, loader
              wait, compiled graphs, graph breaks and recompiles, the dtypes at attention.
   scoring    the official score of that run's final checkpoint scored afresh (eval.official)
-             against train.py's own, and one window batch (position bins, padded targets)
-             through eval's scoring against sums done in numpy.
+             and judged as the protocol's re-scoring gate judges: per-row nats, bytes and
+             counts, the stream's fingerprint and the summary's score bitwise equal to train.py's
+             own; and one window batch (position bins, padded targets) through eval's scoring
+             against sums done in numpy.
   resume     train.py --resume from the checkpoint at `--resume-at` in a fresh folder: the
              next updates equal the uninterrupted run's (bitwise on CPU; within 0.01 nats on
              CUDA, whose kernels are not bitwise deterministic).
-  queue      one queue shard trained and measured on the device.
+  queue      two queue shards (last microbatches of different sizes) screened, trained and
+             measured by the queue runner on the device: compiled where training is, the
+             second shard compiles no new graph.
   ddp        with more than one GPU visible: torchrun with 2 ranks (NCCL), the loss against
              the one-process run within the tolerance the CPU DDP test measured.
 

@@ -19,8 +19,10 @@ from corpus.atomic import atomic_write_json
 from corpus.layout import Layout
 from corpus.tokenizer import load_token_bytes
 from eval.official import evaluate_checkpoint, score_fixed_shape, scores
+from eval.rescore import recorded_rows, reproduction_problem
 from loaders.packers import Packer
 from loaders.stream import open_split
+from shardqueue.domains import measure
 from shardqueue.runner import QueueRunner
 from shardqueue.world import World
 from train import WARMUP_UPDATES, train
@@ -32,7 +34,6 @@ from training.model import AttentionBackend, window_mask
 from training.trainer import bf16_enabled, build_model, compile_enabled
 
 CUDA_LOSS_TOL = 0.01  # nats per update, resumed vs uninterrupted on CUDA (kernels are not bitwise deterministic)
-CUDA_BPB_TOL = 1e-4  # official BPB, train.py's own score vs a fresh scoring of its checkpoint on CUDA
 DDP_LOSS_TOL = 2e-3  # per update over updates 1-3, 2 ranks vs one process: what tests/test_ddp.py measured on CPU
 
 
@@ -155,16 +156,24 @@ def train_run(ctx):
 
 # ---- scoring -------------------------------------------------------------------------
 def scoring(ctx):
-    """The official score of train.py's final checkpoint, scored afresh, and one window-style
-    batch (position bins, padded targets) through eval's scoring against sums done in numpy."""
-    cfg, device = ctx["cfg"], ctx["device"]
-    ckpt = ctx["run"] / f"ckpt_{cfg.updates:06d}.pt"
+    """The official score of train.py's final checkpoint, scored afresh and judged as the protocol's
+    re-scoring gate judges (eval/rescore.py: per-row nats, bytes and counts, the stream's fingerprint
+    and the summary's score, all bit for bit), and one window-style batch (position bins, padded
+    targets) through eval's scoring against sums done in numpy."""
+    cfg, device, run = ctx["cfg"], ctx["device"], ctx["run"]
+    ckpt = run / f"ckpt_{cfg.updates:06d}.pt"
     stats, _ = evaluate_checkpoint(ckpt, ctx["data_dir"], device)
-    bpb, trained = scores(stats)["bpb"], ctx["summary"]["official"]["bpb"]
-    tol = CUDA_BPB_TOL if cuda(device) else 0.0
-    rows = [row("official BPB of the final checkpoint (eval.official)", bpb),
-            row("official BPB: eval.official vs train.py's own score (abs)", abs(bpb - trained), f"<= {tol:g}",
-                abs(bpb - trained) <= tol)]
+    problem = reproduction_problem(run, ctx["summary"], ckpt, stats)
+    own = recorded_rows(run / "official_rows.parquet")
+    same_shape = own["nats"].shape == stats["nats"].shape
+    rows = [row("official BPB of the final checkpoint (eval.official)", scores(stats)["bpb"]),
+            row("official rows: eval.official vs train.py's own, as the re-scoring gate judges",
+                problem or "bitwise equal", "per-row nats, bytes, counts, stream and score bitwise equal",
+                problem is None),
+            row("official rows: max abs nats difference of one row",
+                float(np.abs(stats["nats"] - own["nats"]).max()) if same_shape else None),
+            row("official BPB: eval.official vs train.py's own score (abs)",
+                abs(scores(stats)["bpb"] - ctx["summary"]["official"]["bpb"]))]
     T, n = cfg.context, cfg.eval_rows
     tb = load_token_bytes(Layout(ctx["data_dir"], cfg.source).tokenizer)
     toks, _ = Packer(open_split(ctx["data_dir"], cfg.source, "val"), "original", T + 1, cfg.eval_buffer).next_rows(n)
@@ -215,43 +224,60 @@ def resume(ctx):
 
 
 # ---- the shard queue -----------------------------------------------------------------
-class WholeUpdatesRunner(QueueRunner):
-    """The queue runner with each shard cut to whole updates and a 4-row pool sample: one compiled shape."""
+def queue_shards(world, cfg):
+    """Two pool shards of the offline corpus, of just over an update and over half an update, whose
+    last microbatches are short (padded) by different numbers of rows, where microbatches allow it."""
+    ends = np.concatenate([[0], np.cumsum(world.stream.lengths)])  # tokens before document i
+    m, n = cfg.micro_rows, len(ends) - 1
 
-    def rows(self, sid):
-        x, y = super().rows(sid)
-        per_update = self.cfg.micro_rows * self.cfg.accum
-        n = len(x) // per_update * per_update or len(x)
-        return np.asarray(x[:n]), np.asarray(y[:n])
+    def tail(a, b):  # rows of the last microbatch of documents a..b-1
+        return -(-int(ends[b] - ends[a]) // cfg.context) % m
 
-    def pool_sample(self, n_rows=4):
-        x, y = self.rows("s0")
-        return x[:n_rows], y[:n_rows]
+    def extend(a, b, other):  # the first end from b on whose last microbatch is short, unlike `other`
+        while b < n and m > 1 and (tail(a, b) == 0 or (m > 2 and tail(a, b) == other)):
+            b += 1
+        return b
+
+    per_update = m * cfg.accum * cfg.context
+    a = extend(0, min(n, int(np.searchsorted(ends, per_update, side="right"))), None)
+    b = extend(a, min(n, int(np.searchsorted(ends, ends[a] + per_update // 2, side="right"))), tail(0, a))
+    return [{"id": "s0", "docs": [[0, a]], "sources": {}}, {"id": "s1", "docs": [[a, b]], "sources": {}}]
 
 
 def queue(ctx):
-    """One shard of the offline corpus through the queue runner's own train, measure and screen
-    steps on the device (shardqueue/runner.py), under train.py's autocast policy."""
+    """Two shards of the offline corpus through the queue runner's own screen, train and measure
+    steps on the device (shardqueue/runner.py), under train.py's autocast policy: compiled where
+    training is, the second shard (another last-update size) compiles nothing new."""
     cfg, device = ctx["cfg"], ctx["device"]
     world = World(cfg, device, per_domain=2)
-    per_update = cfg.micro_rows * cfg.accum
-    end = int(np.searchsorted(np.cumsum(world.stream.lengths), per_update * cfg.context + 1)) + 1
-    shard = {"id": "s0", "docs": [[0, min(end, len(world.stream.lengths))]]}
-    r = WholeUpdatesRunner(cfg, world, {"shards": [shard], "order": []}, {}, ctx["out"] / "queue", log=ctx["log"])
+    shards = queue_shards(world, cfg)
+    pool = {"shards": shards, "order": [s["id"] for s in shards], "harmful": {"label": "harmful"}, "seed": 0}
+    r = QueueRunner(cfg, world, pool, {}, ctx["out"] / "queue", log=ctx["log"])
     before = r.measure_fn(r.trainer.model)
-    rec = r.train_shard("s0")
-    seen = r.trainer.model.attend.record = []  # the measuring forward is eager: every call is seen
-    after = r.measure_fn(r.trainer.model)
+    graphs, recs, screened = [], [], []
+    for sh in shards:
+        screened.append(r.screen(sh["id"])["score"])
+        recs.append(r.train_shard(sh["id"]))
+        after = r.measure_fn(r.trainer.model)
+        graphs.append(dynamo_counts()[1])
+    seen = r.trainer.model.attend.record = []  # an eager measurement: every attention call is seen
+    measure(r.trainer.model, world.sets["control"], world.token_bytes, device, r.trainer.autocast)
     r.trainer.model.attend.record = None
-    score = r.screen("s0")["score"]
     want = torch.bfloat16 if bf16_enabled(cfg, device) else torch.float32
-    finite = all(math.isfinite(v) for v in (*before.values(), *after.values(), rec["train_loss"], score))
+    finite = all(math.isfinite(v) for v in (*before.values(), *after.values(), *screened,
+                                            *(x["train_loss"] for x in recs)))
+    compiled = r.trainer.fixed_rows is not None
+    tails = [len(r.rows(sh["id"])[0]) % cfg.micro_rows or cfg.micro_rows for sh in shards]  # rows, not padding
     return [
-        row(f"queue: one shard trained ({rec['updates']} updates, {rec['targets']:,} targets), loss",
-            rec["train_loss"], "finite, >= 1 update", rec["updates"] >= 1 and math.isfinite(rec["train_loss"])),
+        row(f"queue: two shards trained ({', '.join(str(x['updates']) for x in recs)} updates, last microbatches "
+            f"of {' and '.join(map(str, tails))} rows), loss of the last", recs[-1]["train_loss"],
+            "finite, >= 1 update each", all(x["updates"] >= 1 for x in recs) and finite),
         row("queue: control-domain BPB, mean before -> after", f"{np.mean(list(before.values())):.4f} -> "
             f"{np.mean(list(after.values())):.4f}", "all finite", finite),
-        row("queue: screen score (shard BPB - pool-sample BPB)", score),
+        row("queue: screen scores (shard BPB - pool-sample BPB)", ", ".join(f"{v:.4f}" for v in screened)),
+        row("queue: graphs compiled by the second shard (another last-update size)",
+            graphs[1] - graphs[0] if compiled else None, "== 0" if compiled else "compile off",
+            graphs[1] == graphs[0] if compiled else None),
         row(f"queue: attention dtypes while measuring, {len(seen)} calls", ", ".join(sorted({str(d) for t in seen
                                                                                               for d in t})),
             f"all {want}", bool(seen) and all(d == want for t in seen for d in t)),

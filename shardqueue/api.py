@@ -79,14 +79,16 @@ def load_config(config=None, overrides=()):
     return resolve_config(config, list(overrides))
 
 
-def score(model, world, cfg=None):
-    """{"official": BPB, "control": {domain: BPB}, "selection": {domain: BPB}} of a model."""
+def score(model, world, cfg=None, fixed_rows=None):
+    """{"official": BPB, "control": {domain: BPB}, "selection": {domain: BPB}} of a model (a forward:
+    a compiled one with fixed_rows, measure's one shape)."""
     cfg = cfg or world.cfg
     stats = row_statistics(model, world.val, world.token_bytes, cfg.eval_batches, cfg.eval_rows, cfg.row_capacity,
                               world.device)
     return {"official": scores(stats)["bpb"],
-            "control": measure(model, world.sets["control"], world.token_bytes, world.device),
-            "selection": measure(model, world.sets["selection"], world.token_bytes, world.device)}
+            "control": measure(model, world.sets["control"], world.token_bytes, world.device, fixed_rows=fixed_rows),
+            "selection": measure(model, world.sets["selection"], world.token_bytes, world.device,
+                                 fixed_rows=fixed_rows)}
 
 
 def score_checkpoint(path, calibration_dir, device="cpu"):
@@ -182,8 +184,9 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     def rows(sid):
         return shard_rows(shard_tokens(world.stream, shard_docs(shards[sid])), cfg.context, world.bos)
 
-    def ctrl():
-        return measure(trainer.model, world.sets["control"], world.token_bytes, device)
+    def ctrl():  # as the queue runner measures: the trainer's forward, one shape
+        return measure(trainer.eval_fwd, world.sets["control"], world.token_bytes, device, trainer.autocast,
+                       trainer.fixed_rows)
 
     # warmup-stable-decay: the LR rises over the warm-up shards' updates (schedule.py)
     warm_updates = sum(len(update_batches(*rows(sid), cfg.micro_rows, cfg.accum)) for sid in pool["calibration"][:warm])
@@ -391,7 +394,8 @@ def _run(out, calibration_dir=None, policy="queue", seed=None, reject_rate=0.0, 
         runner.run()
     recs = read_log(log_path, log=lambda s: None)
     if not any(r["event"] == "done" for r in recs):
-        runner.decay(lambda m: score(m, world, cfg))
+        tr = runner.trainer  # the final score through the forward that trained (compiled where it is)
+        runner.decay(lambda m: score(tr.scoring_forward(m), world, cfg, tr.fixed_rows))
         recs = read_log(log_path, log=lambda s: None)
     summary = summarize(recs, calib, pool, out)
     atomic_write_json(out / "queue_summary.json", summary)

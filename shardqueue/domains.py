@@ -27,7 +27,7 @@ import tokenize
 
 import numpy as np
 
-from eval.scoring import score_rows
+from eval.official import score_fixed_shape
 from training.device import bf16_autocast
 
 CONTROL = ("library_code", "test_code", "reference_prose", "docstrings", "comments")
@@ -316,23 +316,31 @@ def sampled_overlap(sets, stream, doc_lists, max_tokens=OVERLAP_SAMPLE_TOKENS, n
     return {d: (float(s.mean()) if len(s) else 0.0) for (d, _), s in zip(dom, seen)}, read, total
 
 
-def measure(model, sets, token_bytes, device, autocast=None):
+def measure(model, sets, token_bytes, device, autocast=None, fixed_rows=None):
     """{domain: BPB} of the model on each domain of `sets` (one part, e.g. sets["control"]).
-    autocast None: train.py's policy for the device (bf16 on CUDA)."""
+    autocast None: train.py's policy for the device (bf16 on CUDA). fixed_rows None: a domain in
+    one forward; else every forward takes exactly fixed_rows rows (the last padded with masked
+    targets), so a compiled model sees one shape whatever a domain's size."""
     autocast = bf16_autocast(device) if autocast is None else autocast
     res = {}
     for dom, c in sets.items():
-        nats, nbytes, _ = score_rows(model, c["x"], c["y"], token_bytes, [0, c["x"].shape[1]], device, autocast)
+        x, y = c["x"], c["y"]
+        step = fixed_rows or max(len(x), 1)
+        parts = [score_fixed_shape(model, x[a:a + step], y[a:a + step], token_bytes, [0, x.shape[1]], device, autocast,
+                                   fixed_rows) for a in range(0, max(len(x), 1), step)]
+        nats, nbytes = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         res[dom] = float(nats.sum() / (math.log(2) * nbytes.sum()))
     return res
 
 
-def rows_bpb(model, x, y, token_bytes, device, autocast=None, batch=64):
-    """BPB of the model on given rows (the forward-only screening score); autocast as measure."""
+def rows_bpb(model, x, y, token_bytes, device, autocast=None, batch=64, fixed_rows=None):
+    """BPB of the model on given rows (the forward-only screening score); autocast as measure.
+    fixed_rows: every forward takes exactly that many rows (instead of `batch`, the last padded)."""
     autocast = bf16_autocast(device) if autocast is None else autocast
+    batch = fixed_rows or batch
     nats, nb = 0.0, 0
     for a in range(0, len(x), batch):
-        n, b, _ = score_rows(model, np.asarray(x[a:a + batch]), np.asarray(y[a:a + batch]), token_bytes, [0, x.shape[1]],
-                             device, autocast)
+        n, b, _ = score_fixed_shape(model, np.asarray(x[a:a + batch]), np.asarray(y[a:a + batch]), token_bytes,
+                                    [0, x.shape[1]], device, autocast, fixed_rows)
         nats, nb = nats + float(n.sum()), nb + int(b.sum())
     return nats / (math.log(2) * max(nb, 1))

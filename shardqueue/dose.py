@@ -116,7 +116,8 @@ def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parqu
         trainer.load_state_dict(copy.deepcopy(st["trainer"]))
 
     def measure():
-        return rq.measure(trainer.model, world.sets["control"], world.token_bytes, device)
+        return rq.measure(trainer.eval_fwd, world.sets["control"], world.token_bytes, device, trainer.autocast,
+                          trainer.fixed_rows)
 
     def train(tokens):
         x, y = shard_rows(tokens, cfg.context, world.bos)

@@ -29,19 +29,24 @@ def shard_rows(tokens, context, bos):
     return x.reshape(rows, context), y.reshape(rows, context)
 
 
-def update_batches(x, y, micro_rows, accum):
+def update_batches(x, y, micro_rows, accum, pad=False):
     """Split rows into optimizer updates: a sequence of updates, each a list of (x, y) microbatches.
 
     Every update but the last has accum microbatches of micro_rows rows; the last takes
     what is left (fewer rows), so no row is repeated and none is dropped. The sequence has
     a length and reads an update's rows only when it is reached (streamed shards).
+
+    pad: the last update's last microbatch is filled up to micro_rows rows with input 0 and
+    target -1, so a compiled forward sees one shape whatever a shard's length. A masked target
+    has no loss and no gradient: the update's loss and gradients are those of its real rows
+    (the last update keeps its fewer microbatches).
     """
-    return _Updates(x, y, micro_rows, accum)
+    return _Updates(x, y, micro_rows, accum, pad)
 
 
 class _Updates:
-    def __init__(self, x, y, micro_rows, accum):
-        self.x, self.y, self.micro_rows, self.per = x, y, micro_rows, micro_rows * accum
+    def __init__(self, x, y, micro_rows, accum, pad=False):
+        self.x, self.y, self.micro_rows, self.per, self.pad = x, y, micro_rows, micro_rows * accum, pad
 
     def __len__(self):
         return -(-len(self.x) // self.per)
@@ -51,6 +56,10 @@ class _Updates:
             raise IndexError(i)
         a, m = i * self.per, self.micro_rows
         xs, ys = np.asarray(self.x[a:a + self.per]), np.asarray(self.y[a:a + self.per])  # reads a streamed shard's rows
+        short = -len(xs) % m
+        if self.pad and short:
+            xs = np.concatenate([xs, np.zeros((short, xs.shape[1]), dtype=xs.dtype)])
+            ys = np.concatenate([ys, np.full((short, ys.shape[1]), -1, dtype=ys.dtype)])
         return [(xs[b:b + m], ys[b:b + m]) for b in range(0, len(xs), m)]
 
     def __iter__(self):

@@ -44,7 +44,8 @@ def params_sha256(model):
 
 
 def train_rows(trainer, x, y, step, updates, micro_rows, accum, lr_mult):
-    """Optimizer updates over rows (x, y), each token weighted equally within its update.
+    """Optimizer updates over rows (x, y), each token weighted equally within its update. With a
+    compiled forward the last microbatch is padded with masked rows (update_batches): one shape.
 
     Returns (mean loss per target, updates, targets)."""
     from shardqueue.schedule import set_schedule
@@ -52,7 +53,7 @@ def train_rows(trainer, x, y, step, updates, micro_rows, accum, lr_mult):
 
     cfg, dev = trainer.cfg, trainer.device
     nats, targets, n_up = 0.0, 0, 0
-    for i, mbs in enumerate(update_batches(x, y, micro_rows, accum)):
+    for i, mbs in enumerate(update_batches(x, y, micro_rows, accum, pad=trainer.fixed_rows is not None)):
         mult = lr_mult(i) if callable(lr_mult) else lr_mult
         set_schedule(trainer.adamw, trainer.muon, step + i, mult, cfg.weight_decay)  # constant weight decay
         valid = sum(int((yy >= 0).sum()) for _, yy in mbs)
@@ -97,8 +98,10 @@ class QueueRunner:
         self.log = log
         self.shards = {s["id"]: s for s in pool["shards"]}
         self.trainer = Trainer(cfg, world.device)
-        self.measure_fn = measure_fn or (lambda model: measure(model, world.sets["control"], world.token_bytes,
-                                                              world.device, self.trainer.autocast))
+        # through the trainer's forward (compiled where training is) at one shape, as eval scores
+        self.measure_fn = measure_fn or (lambda model: measure(
+            self.trainer.scoring_forward(model), world.sets["control"], world.token_bytes, world.device,
+            self.trainer.autocast, self.trainer.fixed_rows))
         self.state = initial_state(pool["order"])
         self.step, self.targets, self.spent = 0, 0, {"updates": 0, "targets": 0, "seconds": 0.0}
         self.ref, self.rollback, self.seq, self.run_id = None, None, 0, run_id or uuid.uuid4().hex[:12]
@@ -145,14 +148,17 @@ class QueueRunner:
         return {"train_loss": loss, "updates": n, "targets": targets, "seconds": round(sec, 3)}
 
     def screen(self, sid):
-        """Forward-only screen: the model's BPB on the shard minus its BPB on the pool sample."""
-        key = params_sha256(self.trainer.model)
+        """Forward-only screen: the model's BPB on the shard minus its BPB on the pool sample, through the
+        trainer's forward (compiled where training is) at one shape."""
+        tr = self.trainer
+        key = params_sha256(tr.model)
         if key not in self._pool_bpb:
             x, y = self.pool_sample()
-            self._pool_bpb = {key: rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device,
-                                            self.trainer.autocast)}
+            self._pool_bpb = {key: rows_bpb(tr.eval_fwd, x, y, self.world.token_bytes, self.world.device, tr.autocast,
+                                            fixed_rows=tr.fixed_rows)}
         x, y = self.rows(sid)
-        b = rows_bpb(self.trainer.model, x, y, self.world.token_bytes, self.world.device, self.trainer.autocast)
+        b = rows_bpb(tr.eval_fwd, x, y, self.world.token_bytes, self.world.device, tr.autocast,
+                     fixed_rows=tr.fixed_rows)
         return {"shard_bpb": b, "pool_bpb": self._pool_bpb[key], "score": b - self._pool_bpb[key]}
 
     def pool_sample(self, n_rows=32):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from audit.__main__ import main as audit_main
-from audit.metrics import summarize_replay
+from audit.metrics import pass_bounds, summarize_replay
 from audit.replay import Replay, first_long_emission
 from checkers.packing_checker import replay as checker_replay
 from conftest import ROOT
@@ -133,6 +133,17 @@ def test_check_length_histogram_reproduces_the_paper_pass_bounds(tmp_path):
     r = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "checkers" / "check_length_histogram.py"), str(path),
                         "--tokens", str(tokens + 1)], capture_output=True, text=True)
     assert r.returncode == 1 and "FAIL" in r.stdout
+
+
+def test_the_audits_own_pass_table_rounds_the_earliest_pass_up():
+    # the paper's census at B = 1000: 789 / 196 / 39 / 9 / 1 sources of at least 16,384 / ... / 290,219 tokens
+    # start no earlier than pass ceil(1000 / r) = 2 / 6 / 26 / 112 / 1000 (a floor would give 1 / 5 / 25 / 111)
+    lengths = [1000, 16384, 32768, 65536, 131072, 290219]
+    counts = [5000, 789 - 196, 196 - 39, 39 - 9, 9 - 1, 1]
+    rows = pass_bounds(lengths, counts, lengths[1:] + [290220], 1000)
+    assert [r["length_at_least"] for r in rows] == [16384, 32768, 65536, 131072, 290219, 290220]
+    assert [r["sources_per_pass"] for r in rows] == [789, 196, 39, 9, 1, 0]
+    assert [r["earliest_possible_pass"] for r in rows] == [2, 6, 26, 112, 1000, None]
 
 
 def test_first_long_emission_matches_full_replay(small_corpus):

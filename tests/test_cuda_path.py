@@ -229,6 +229,23 @@ def test_train_resolves_the_config_for_torchruns_world_size(monkeypatch):
     assert (w.micro_rows, w.accum, w.targets_per_update) == (32, 8, 524288)
 
 
+@pytest.mark.parametrize("spec", ["cuda:0", "cuda:1"])
+def test_an_explicit_gpu_under_torchrun_is_refused_in_one_line(spec, tmp_path, capsys, monkeypatch):
+    """device=cuda:N under torchrun would put every rank on GPU N (NCCL then fails): refused
+    before the process group starts; device=cuda gives rank r the GPU cuda:LOCAL_RANK."""
+    import train
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(train, "dist_setup", lambda: pytest.fail("the process group was joined"))
+    for k, v in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(k, v)
+    assert train.main(["--config", PAPER, f"device={spec}", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: config key 'device': '{spec}' under torchrun") and err.count("\n") == 1
+    assert "device=cuda" in err
+
+
 # ---- the shard queue's train and measure steps on the model's device --------------------
 def queue_runner(tmp_path, device, *over):
     """A QueueRunner on a one-shard pool and one control domain (the train/screen/measure
@@ -281,6 +298,79 @@ def test_queue_measurement_has_no_integer_matmul(tmp_path):
     with no_integer_matmul() as probe:
         bpb = r.measure_fn(r.trainer.model)
     assert probe.products > 0 and math.isfinite(bpb["prose"])
+
+
+def test_the_last_update_is_padded_to_whole_microbatches_of_masked_rows():
+    from shardqueue.packing import update_batches
+
+    # 5 rows of 2 in microbatches of 2, accum 2: update 1 is rows 0-3; update 2 row 4 and, padded,
+    # one row of input 0 and target -1 (a masked target: no loss, no gradient)
+    x, y = np.arange(10).reshape(5, 2) + 1, np.arange(10).reshape(5, 2) + 100
+    plain, padded = update_batches(x, y, 2, 2), update_batches(x, y, 2, 2, pad=True)
+    assert [[mx.tolist() for mx, _ in u] for u in plain] == [[[[1, 2], [3, 4]], [[5, 6], [7, 8]]], [[[9, 10]]]]
+    assert [[(mx.tolist(), my.tolist()) for mx, my in u] for u in padded][1] == [([[9, 10], [0, 0]],
+                                                                                  [[108, 109], [-1, -1]])]
+    assert [len(u) for u in padded] == [2, 1] and len(padded) == 2  # no microbatch added, none dropped
+
+
+def test_padded_rows_change_no_loss_and_no_gradient(tmp_path):
+    """train_rows with and without the padding (what a compiled trainer gets): 3 rows in a
+    microbatch of 4 get one masked row. The same rows train: the same loss to the bit,
+    parameters within float32 rounding of the gradient sums."""
+    from shardqueue.packing import shard_rows
+    from shardqueue.runner import train_rows
+
+    x, y = shard_rows(np.random.default_rng(1).integers(1, 64, 3 * 64 - 5), 64, 63)
+    got = []
+    for fixed in (None, 4):
+        r = queue_runner(tmp_path, "cpu", "depth=1", "micro_rows=4", "accum=1")
+        r.trainer.fixed_rows = fixed
+        got.append((train_rows(r.trainer, x, y, 0, 10, 4, 1, 1.0), r.trainer.model.state_dict()))
+    (loss, params), (loss_pad, params_pad) = got
+    assert loss == loss_pad and loss[1:] == (1, 3 * 64 - 5)
+    for k, p in params.items():
+        torch.testing.assert_close(params_pad[k], p, rtol=1e-6, atol=1e-7)
+
+
+def test_a_compiled_queue_compiles_two_graphs_whatever_its_shards_tails(tmp_path, monkeypatch):
+    """compile=on (dynamo's capture and guards, run by the eager backend): shards of 5 to 10 rows in
+    microbatches of 4 leave tails of 1, 2 and 3 rows, the pool sample has 2 rows and the control
+    domains 3 and 5 windows. Screening, training, measuring and a rollback per shard, as a candidate
+    step does, compile one training graph and one scoring graph: the count after the first shard is
+    the count after all five (unpadded, each new row count compiled anew). No forward runs eagerly."""
+    from torch._dynamo.utils import counters
+
+    from shardqueue.packing import shard_rows
+    from training.model import GPT
+
+    real_compile, forward, eager = torch.compile, GPT.forward, []
+
+    def seen_eager(self, *a, **kw):  # a compiled call runs the graph, never this Python
+        if not torch.compiler.is_compiling():
+            eager.append(a[0].shape)
+        return forward(self, *a, **kw)
+
+    monkeypatch.setattr(GPT, "forward", seen_eager)
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: real_compile(m, backend="eager", **kw))
+    torch._dynamo.reset()
+    counters.clear()  # graphs of earlier tests in this process do not count here
+    r = queue_runner(tmp_path, "cpu", "depth=1", "micro_rows=4", "accum=1", "compile=on")
+    g = np.random.default_rng(1)
+    shards = {n: shard_rows(g.integers(1, 64, n * 64 - 5), 64, 63) for n in (5, 6, 7, 9, 10)}
+    r.world.sets["control"] = {"a": {"x": shards[9][0][:3], "y": shards[9][1][:3]},
+                               "b": {"x": shards[9][0][3:8], "y": shards[9][1][3:8]}}
+    r.rows, r.ref = (lambda sid: shards[sid]), {}
+    graphs = []
+    for n in shards:
+        r.screen(n)
+        snap = r.snapshot()
+        assert r.train_shard(n)["updates"] == -(-n // 4)
+        r.measure_fn(r.trainer.model)
+        r.restore(snap) if n % 2 else None
+        graphs.append(counters["stats"]["unique_graphs"])
+    torch._dynamo.reset()
+    assert graphs == [2] * 5 and not counters["graph_break"], (graphs, dict(counters["graph_break"]))
+    assert eager == [] and r.trainer.model.training  # scoring gave the model back in training mode
 
 
 @pytest.mark.parametrize("script, argv", [("run_queue", ["run", "--device", "cuda:abc"]),

@@ -212,6 +212,25 @@ def test_duplicates_match_brute_force(small_corpus):
     assert [r for r, _ in find_duplicates(small_corpus, "stdlib", (a, b))] == want
 
 
+def test_duplicates_of_validation_rows_before_the_range_are_excluded(monkeypatch, tmp_path):
+    # the paper excludes rows that duplicate a training document or an *earlier* validation row, inside the
+    # confirmation range or before it; the prepared corpus dedups, so this stream is written by hand
+    import eval.confirmation as conf
+
+    class FakeLayout:
+        def __init__(self, data_dir, source):
+            self.raw = tmp_path
+
+        def prepared(self):
+            return {"train_shards": ["t.parquet"], "val_shard": "v.parquet"}
+
+    groups = {"t.parquet": [["T", "u"]], "v.parquet": [["a", "b", "T"], ["a", "T", "b"], ["c", "c", "x"]]}
+    monkeypatch.setattr(conf, "Layout", FakeLayout)
+    monkeypatch.setattr(conf, "iter_row_group_texts", lambda path: enumerate(groups[path.name]))
+    # rows 3..7: 3 repeats row 0 and 5 row 1 (both before the range), 4 is a training text, 7 repeats row 6
+    assert find_duplicates(tmp_path, "x", (3, 8)) == [(3, "val:0"), (4, "train:t.parquet"), (5, "val:1"), (7, "val:6")]
+
+
 def _run(script, *args):
     return subprocess.run([sys.executable, str(ROOT / "checkers" / script), *map(str, args)], capture_output=True,
                           text=True, timeout=300)

@@ -3,7 +3,7 @@ import json
 import random
 import re
 
-from findings.summary import PAPER, build, main, render
+from findings.summary import PAPER, _position_shares, build, main, render
 
 
 def _write(path, obj):
@@ -114,3 +114,15 @@ def test_missing_stages_are_reported_not_filled_in(tmp_path, capsys):
     assert not re.search(r"\| [\d,.]+ \|", md.split("## Regime")[0])  # no number of ours where nothing ran
     assert "Read " in capsys.readouterr().out
     assert main(["--out", str(tmp_path / "nowhere")]) == 2
+
+
+def test_first_128_share_is_the_first_two_bins_together():
+    # bins [0,32), [32,128), [128,512), [512,2048) of a cell whose tail improved by 0.8: the "first 128"
+    # share is (0.1 + 0.3) / 0.8 = 50% and the "after 512" share 0.2 / 0.8 = 25%; cells not declared,
+    # not improved or without bins are left out
+    cells = [{"declared": True, "tail_bins": [-0.1, -0.3, -0.2, -0.2], "tail_delta": -0.8},
+             {"declared": False, "tail_bins": [-1, 0, 0, 0], "tail_delta": -1},
+             {"declared": True, "tail_bins": [0.1, 0, 0, 0], "tail_delta": 0.1},
+             {"declared": True, "tail_bins": None, "tail_delta": -0.5}]
+    first, last = _position_shares({"cells": cells})
+    assert [round(x, 9) for x in first] == [50.0] and [round(x, 9) for x in last] == [25.0]

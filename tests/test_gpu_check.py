@@ -5,9 +5,14 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from gpu_check import parts as gpu_parts
 from gpu_check.__main__ import main
+from training.config import resolve_config
 
 PARTS = ["attention", "train", "scoring", "resume", "queue", "ddp"]
 
@@ -32,17 +37,33 @@ def test_gpu_check_tiny_on_cpu_runs_every_part(tmp_path, capsys, small_corpus):
     assert "updates 12-30, compile off" in [r["check"] for r in res["parts"]["train"]["rows"]][1]
     assert by["attention dtypes, 2 calls"]["value"] == "torch.float32" and by["attention dtypes, 2 calls"]["pass"]
     assert by["loss falls"]["pass"] and 0 <= by["loader wait share of update time"]["value"] < 1
-    # scoring: a fresh official score equals train.py's own on CPU; window sums equal numpy's
-    assert by["official BPB: eval.official vs train.py's own score"]["value"] == 0
+    # scoring: a fresh official score reproduces train.py's own rows bitwise, as the gate demands
+    gate = by["official rows: eval.official vs train.py's own, as the re-scoring gate judges"]
+    assert gate["value"] == "bitwise equal" and gate["pass"]
+    assert by["official rows: max abs nats difference of one row"]["value"] == 0
     assert by["window batch"]["pass"]
     # resume: train.py --resume from update 20 in a fresh folder gives updates 21-30 bitwise
     assert by["resume at 20: max abs loss difference, updates 21-30"]["value"] == 0
     assert by["resume at 20: parameters after 30"]["value"] == 0
     assert (tmp_path / "resumed" / "ckpt_000030.pt").exists()
-    # queue: one shard through the runner's train, measure and screen steps
+    # queue: two shards through the runner's screen, train and measure steps (eager on CPU: no graphs judged)
     queue = res["parts"]["queue"]["rows"]
-    assert queue[0]["pass"] and "updates" in queue[0]["check"] and queue[1]["pass"] and queue[3]["pass"]
+    assert queue[0]["pass"] and queue[0]["check"].startswith("queue: two shards trained (") and queue[1]["pass"]
+    assert queue[4]["pass"] and queue[4]["check"].startswith("queue: attention dtypes while measuring")
+    assert queue[3]["pass"] is None and queue[3]["criterion"] == "compile off"
     assert "not run" in by["DDP, 2 ranks"]["value"]
+    # the gate's verdict can fail: one row's recorded nats one float64 step away
+    path = tmp_path / "run" / "official_rows.parquet"
+    t = pq.read_table(path)
+    nats = t.column("nats").to_numpy().copy()
+    nats[1] = np.nextafter(nats[1], np.inf)
+    pq.write_table(t.set_column(t.schema.get_field_index("nats"), "nats", pa.array(nats)), path)
+    ctx = {"cfg": resolve_config(None, [f"{k}={v}" for k, v in res["config"].items()]), "device": "cpu",
+           "run": tmp_path / "run", "summary": json.loads((tmp_path / "run" / "summary.json").read_text()),
+           "data_dir": str(small_corpus)}
+    rows = {r["check"]: r for r in gpu_parts.scoring(ctx)}
+    gate = rows["official rows: eval.official vs train.py's own, as the re-scoring gate judges"]
+    assert gate["pass"] is False and "official nats (first at row 1)" in gate["value"]
 
 
 def test_a_raising_part_is_recorded_failed_and_the_others_run(tmp_path, capsys, small_corpus, monkeypatch):

@@ -249,3 +249,16 @@ def test_no_module_imports_from_the_queue_folder_and_main_uses_no_runpy():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not [n for n in names if n.split(".")[0] in scripts | {"runpy"}], (p, names)
+
+
+def test_every_package_map_names_each_of_its_modules():
+    # a package's docstring is its module map (a newcomer reads it first): a module it does not name is
+    # one nobody will find, so adding a file means adding its line
+    missing = []
+    for init in sorted(ROOT.glob("**/__init__.py")):
+        if SKIP & set(init.relative_to(ROOT).parts):
+            continue
+        doc = ast.get_docstring(parsed(init)) or ""
+        missing += [str(p.relative_to(ROOT)) for p in sorted(init.parent.glob("*.py"))
+                    if p.name != "__init__.py" and not re.search(rf"(?<![\w/]){re.escape(p.name)}", doc)]
+    assert not missing, f"not in their package's map: {missing}"

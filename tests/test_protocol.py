@@ -1,10 +1,12 @@
 """Frozen protocols and SHA256 manifests: written, verified, and refused when broken."""
+import ast
 import shutil
 import subprocess
 import time
 
 import pytest
 
+from conftest import ROOT
 from corpus.errors import DataError
 from corpus.layout import Layout
 from eval.runs import find_runs
@@ -125,3 +127,34 @@ def test_a_protocol_frozen_before_the_ranked_set_was_declared_ranks_its_own_seed
     fresh = evaluation_plan("stdlib", 100, 2048, 64, 160, run_names=names)
     assert fresh["stream_checks"]["dev"]["max_source_len"] == 4096 and fresh["stream_checks"]["conf"]["max_source_len"] == 2049
     assert complete_plan(fresh, [], 64, 160, 1000) == (fresh, [])
+
+
+def _project_files_imported_from(entry):
+    """Every project file reachable from entry by imports (anywhere in a file, late ones included): an
+    import graph read from the source, independent of the list code_sha256 keeps."""
+    todo, seen = [ROOT / entry], set()
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        for n in ast.walk(ast.parse(f.read_text())):
+            if isinstance(n, ast.Import):
+                names = [a.name for a in n.names]
+            elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
+                names = [n.module] + [f"{n.module}.{a.name}" for a in n.names]
+            else:
+                continue
+            for parts in (m.split(".") for m in names):
+                todo += [p for p in (ROOT.joinpath(*parts).with_suffix(".py"), ROOT.joinpath(*parts) / "__init__.py")
+                         if p.exists()]
+    return {str(p.relative_to(ROOT)) for p in seen}
+
+
+@pytest.mark.parametrize("entry", ["train.py", "eval/__main__.py", "eval/official.py"])
+def test_the_hashed_code_is_all_the_code_that_trains_and_scores(entry):
+    # a checkpoint and a frozen protocol record these hashes, and the gate names every file that changed since:
+    # a scorer left out of the list could be edited after the freeze unnoticed. console/ only formats progress
+    # bars and usage lines (no number passes through it), so an edit there need not stop a resume.
+    want = {f for f in _project_files_imported_from(entry) if not f.startswith("console/")}
+    assert want - set(code_sha256()) == set()

@@ -70,6 +70,24 @@ def test_score_rows_by_hand():
     assert s["counted_targets"] == 5 and s["bytes"] == 10
 
 
+class ModeRecording(FixedDistribution):
+    """FixedDistribution that records whether it was in training mode at each forward."""
+
+    def forward(self, x, y, reduction="mean"):
+        self.modes = [*getattr(self, "modes", []), self.training]
+        return super().forward(x, y, reduction)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_scoring_runs_in_eval_mode_and_gives_the_model_back_in_its_own(training):
+    # a curve probe between two training updates must leave the model training; scoring an
+    # evaluated model must not switch it to training
+    m = ModeRecording().train(training)
+    y = np.array([[1, 2, 0, 3]])
+    score_rows(m, np.zeros_like(y), y, TOKEN_BYTES, [0, 4], "cpu")
+    assert m.modes == [False] and m.training is training
+
+
 def test_bin_index_past_the_last_edge_goes_to_the_last_bin():
     assert bin_index(7, [0, 2, 4]).tolist() == [0, 0, 1, 1, 1, 1, 1]
     assert bin_index(4, [0, 1, 3, 4]).tolist() == [0, 1, 1, 2]

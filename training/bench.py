@@ -16,11 +16,15 @@ paper's parameter layout (8 layers: 52 Muon matrices in 4 shapes, 8 AdamW tensor
 embeddings) at width 32, so that the time is per-op overhead, not arithmetic. Sides: the
 per-parameter reference steps (training/optim_reference.py: one Python step per parameter)
 against the batched steps training uses, and the record as trainer.update kept it before
-(a float64 all-reduce, .item(), a copy of the fingerprints, train.py's all_gather_object)
-against now (one all_gather_single, one copy), on a one-process Gloo group. Prints
-milliseconds per update (median) and device ops per update: aten ops on device tensors,
-views excluded, counted on the meta device; on a GPU each is a kernel launch, the fixed
-cost of a small model's update. Checks that both optimizer sides end bitwise equal.
+(a float64 all-reduce, .item(), a copy of the fingerprints, train.py's all_gather_object and
+torch.cuda.synchronize) against now (one all_gather_single, one copy), on a one-process Gloo
+group. Prints milliseconds per update (median; at this width mostly CPU bf16 arithmetic, so
+the op counts are the better guide to a GPU), device ops per update (aten ops on device
+tensors, views excluded, counted on the meta device; on a GPU each is a kernel launch, the
+fixed cost of a small model's update), the record's collectives and host syncs (calls that
+wait for the device on a GPU: .item(), .cpu(), synchronize), each with the ratio reference /
+training. Checks that both optimizer sides end bitwise equal and that both records carry the
+same fingerprints. REPRODUCE.md's 8-GPU estimate uses these counts.
 
   python training/bench.py [--part host-memory|update-cost|all] [--data-dir DIR]
                            [--config protocols/configs/tiny/baseline_s43.json]
@@ -39,6 +43,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
 from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,12 +132,19 @@ def optimizer_sides(device):
     return sides, (model, ref)
 
 
+def cuda_synchronize():
+    """train.py's torch.cuda.synchronize() after each update, before: nothing to wait for on CPU."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def record_before(total, checks, world):
-    """The update's record as trainer.update and train.py kept it before one collective carried it."""
-    if world > 1:
-        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    """The update's record as trainer.update and train.py kept it before one collective carried it
+    (the all-reduce ran with 2+ ranks; here on the one-process group, so that it is counted)."""
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
     loss = total.item()
     mine = [int(c) for c in torch.stack(checks).cpu()]
+    cuda_synchronize()
     gathered = [None] * world
     dist.all_gather_object(gathered, mine)
     return loss, gathered
@@ -145,6 +157,40 @@ def record_after(total, checks, world):
     return unpack_updates(gathered.view(world, -1).cpu())
 
 
+class Waits:
+    """Counts, while active, the collectives (all_reduce, all_gather, all_gather_single, also those
+    inside all_gather_object) and the host syncs: .item() and .cpu() (on a GPU each copies from the
+    device and waits for it; all_gather_object calls both) and cuda_synchronize. Only calls are
+    counted, so a one-process CPU group shows what a GPU rank would wait for."""
+
+    COLLECTIVES = ("all_reduce", "all_gather", "all_gather_single")
+
+    def __enter__(self):
+        self.collectives = self.syncs = 0
+        self.saved = []
+
+        def counting(owner, name, kind):
+            real = getattr(owner, name)
+
+            def call(*a, **kw):
+                setattr(self, kind, getattr(self, kind) + 1)
+                return real(*a, **kw)
+            self.saved.append((owner, name, real))
+            setattr(owner, name, call)
+
+        for owner in {dist, c10d}:
+            for name in self.COLLECTIVES:
+                counting(owner, name, "collectives")
+        for name in ("item", "cpu"):
+            counting(torch.Tensor, name, "syncs")
+        counting(sys.modules[__name__], "cuda_synchronize", "syncs")
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, real in reversed(self.saved):
+            setattr(owner, name, real)
+
+
 def median_ms(fn, repeats):
     fn()  # warm-up (state allocation)
     times = []
@@ -155,8 +201,9 @@ def median_ms(fn, repeats):
     return 1e3 * statistics.median(times)
 
 
-def update_cost(a):
-    torch.set_num_threads(1)
+def optimizer_rows(repeats):
+    """{side: [CPU ms, device ops]} of the optimizer steps (ops counted on meta), and whether the
+    two sides end bitwise equal."""
     rows = {}
     sides, _ = optimizer_sides("meta")
     for name, step in sides.items():
@@ -166,32 +213,56 @@ def update_cost(a):
         rows[name] = [None, count.ops]
     sides, (model, ref) = optimizer_sides("cpu")
     for name, step in sides.items():
-        rows[name][0] = median_ms(step, a.repeats)
-    equal = all(torch.equal(p, q) for p, q in zip(model.parameters(), ref.parameters()))
+        rows[name][0] = median_ms(step, repeats)
+    return rows, all(torch.equal(p, q) for p, q in zip(model.parameters(), ref.parameters()))
+
+
+def record_rows(repeats):
+    """{side: [CPU ms, device ops, collectives, host syncs]} of the update's record, before and
+    after, on a one-process Gloo group, and whether both carry the same fingerprints."""
     g = torch.Generator().manual_seed(2)
     x = torch.randint(0, 64, (4, 2, 65), generator=g)
     checks = [microbatch_check(b[:, :-1], b[:, 1:]) for b in x]
+    total = torch.tensor(12.375, dtype=torch.float64)
+    rows = {}
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        for name, fn in {"record, before (all-reduce, .item(), .cpu(), all_gather_object)": record_before,
+        for name, fn in {"record, before (all-reduce, .item(), .cpu(), all_gather_object, synchronize)": record_before,
                          "record, after (one all_gather_single, one .cpu())": record_after}.items():
-            total = torch.tensor(12.375, dtype=torch.float64)
-            with DeviceOps() as count:
+            with DeviceOps() as count, Waits() as waits:
                 fn(total.clone(), checks, 1)
-            rows[name] = [median_ms(lambda: fn(total.clone(), checks, 1), a.repeats), count.ops]
-        same = (record_before(torch.tensor(12.375, dtype=torch.float64), checks, 1)[1][0]
-                == record_after(torch.tensor(12.375, dtype=torch.float64), checks, 1)[1][0])
+            rows[name] = [median_ms(lambda: fn(total.clone(), checks, 1), repeats), count.ops, waits.collectives,
+                          waits.syncs]
+        same = record_before(total.clone(), checks, 1)[1][0] == record_after(total.clone(), checks, 1)[1][0]
     finally:
         dist.destroy_process_group()
+    return rows, same
+
+
+def ratio_table(rows, columns):
+    """Rows in (reference, training) pairs, each training row followed by reference / training per column."""
     names = list(rows)
-    print(f"update-cost: {LAYOUT.n_layer} layers at width {LAYOUT.n_embd}, CPU, one thread; ratios are "
-          f"reference / training side (how many times the reference costs)")
-    print(f"{'':<66} {'ms/update':>9} {'ops':>6}   ratio: ms, ops")
+    print(f"{'':<78}" + "".join(f"{c:>11}" for c in columns) + "   ratios: reference / training")
     for ref_name, new_name in zip(names[::2], names[1::2]):
         for name in (ref_name, new_name):
-            ms, ops = rows[name]
-            print(f"{name:<66} {ms:>9.3f} {ops:>6}", end="")
-            print(f"   {rows[ref_name][0] / ms:.2f}, {rows[ref_name][1] / ops:.2f}" if name == new_name else "")
+            print(f"{name:<78}" + "".join(f"{v:>11.3f}" if isinstance(v, float) else f"{v:>11}" for v in rows[name]),
+                  end="")
+            print("   " + ", ".join(f"{r / max(n, 1e-12):.2f}" for r, n in zip(rows[ref_name], rows[name]))
+                  if name == new_name else "")
+
+
+def update_cost(a):
+    torch.set_num_threads(1)
+    opt, equal = optimizer_rows(a.repeats)
+    rec, same = record_rows(a.repeats)
+    print(f"update-cost: {LAYOUT.n_layer} layers at width {LAYOUT.n_embd}, CPU, one thread; ratios are "
+          f"reference / training side (how many times the reference costs)")
+    ratio_table(opt, ["CPU ms", "ops"])
+    ratio_table(rec, ["CPU ms", "ops", "collect.", "syncs"])
+    ops = [sum(v[1] for v in list(opt.values())[i::2]) + list(rec.values())[i][1] for i in (0, 1)]
+    print(f"device ops per update, optimizer steps and record: {ops[0]} -> {ops[1]} ({ops[0] / ops[1]:.2f}x fewer); "
+          f"all_gather_object adds one host sync per rank: "
+          f"{list(rec.values())[0][3] - 1 + 8} syncs on 8 ranks before, 1 now")
     print(f"optimizer sides bitwise equal after {a.repeats + 1} steps: {'yes' if equal else 'NO'}; "
           f"the records carry the same fingerprints: {'yes' if same else 'NO'}")
     return equal and same

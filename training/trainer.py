@@ -121,6 +121,9 @@ class Trainer:
         # that the other ranks (waiting at the final barrier) never enter
         self.eval_fwd = self.fwd if self.ddp is None else maybe_compile(self.model, cfg, device)
         self.autocast = bf16_enabled(cfg, device)
+        # a compiled forward is specialised to one shape (dynamic=False): a caller that trains or scores
+        # another number of rows (the shard queue) pads to the microbatch; None when eager (any shape)
+        self.fixed_rows = cfg.micro_rows if compile_enabled(cfg, device) else None
         self.rank = dist.get_rank() if world > 1 else 0
         self.last_checks = []  # this rank's microbatch fingerprints of the last update
         self.last_checks_by_rank = []  # every rank's, in rank order (gathered with the loss)
@@ -168,6 +171,11 @@ class Trainer:
         if not math.isfinite(loss):
             raise TrainingDiverged(f"loss became {loss} at update {step + 1}; nothing of it was logged or checkpointed")
         return loss, m
+
+    def scoring_forward(self, model):
+        """What scores `model`: eval_fwd (compiled where training is) for this trainer's own model,
+        any other model as it is."""
+        return self.eval_fwd if model is self.model else model
 
     def state_dict(self):
         return {"model": self.model.state_dict(), "adamw": self.adamw.state_dict(), "muon": self.muon.state_dict()}
