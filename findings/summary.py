@@ -576,6 +576,10 @@ def study_section(d, out):
                     "above the threshold to adopt; at or below it: not adopted; else unresolved")
         sec.row(f"B − {other}, final selection BPB", ", ".join(f"{raw[(other, x)]:+.4f}" for x in ad.get("seeds", [])
                                                              if (other, x) in raw), "no result measured")
+        gap = ((s.get("per_axis") or {}).get("intervals_bpb") or {}).get(f"B-{other}")
+        if gap:  # the per-axis reading exists even where efficiency points are refused
+            sec.row(f"B − {other}, gap to the reference curve (BPB), mean and 95% t interval ({gap['df']} df)",
+                    f"{gap['mean']:+.4f} [{gap['low']:+.4f}, {gap['high']:+.4f}]", "no result measured")
     sec.row("seed spread, threshold", f"{_f(ad.get('seed_spread'), 2)}, {_f(ad.get('threshold'), 2)}", "—")
     sd = s.get("seeds")
     if sd:

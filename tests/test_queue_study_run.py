@@ -240,3 +240,7 @@ def test_a_measured_verdict_renders_its_intervals_and_spreads_in_the_report_and_
     assert sec.headline.startswith(f"Verdict: {UNRESOLVED} (B-A: mean +51.83, 95% interval [-64.36, +168.03]")
     assert ("B − A, mean over seeds with its 95% t interval (1 df)", "+51.83 [-64.36, +168.03]",
             "above the threshold to adopt; at or below it: not adopted; else unresolved") in sec.rows
+    if s["per_axis"]["defined"]:  # the per-axis gaps' interval, shown whether or not points were refused
+        g = s["per_axis"]["intervals_bpb"]["B-A"]
+        assert ("B − A, gap to the reference curve (BPB), mean and 95% t interval (1 df)",
+                f"{g['mean']:+.4f} [{g['low']:+.4f}, {g['high']:+.4f}]", "no result measured") in sec.rows
