@@ -26,8 +26,8 @@ queue    the rollback shard queue ("Can a model help choose its next training da
          inspection; final decay and scores; every record checked by `reconstruct`, then the run
          executed again from its start state and every logged number compared (bitwise here)
 queue_study  the proposal's experiment at tiny scale: stage A once, arms A (plain) / B (queue) /
-         C (random rejection at B's rate) x seeds 43, 44, selection axis after the decay,
-         efficiency points, the adoption rule and its verdict (queue_study/report.md)
+         C (random rejection, as many as B) x seeds 43, 44, selection axis after the decay,
+         efficiency points, the adoption rule, its paired intervals and its verdict (queue_study/report.md)
 summary  SUMMARY.md and findings.json from all the results above, the paper's values beside
          ours; the headlines are printed
 Each stage prints where it reads and writes; results land under --out.

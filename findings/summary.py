@@ -575,16 +575,36 @@ def study_section(d, out):
         for other in ("A", "C"):
             if ("B", seed) in fin and (other, seed) in fin:
                 raw[(other, seed)] = fin[("B", seed)] - fin[(other, seed)]
-    sec.headline = f"Verdict: {ad['verdict']}" + (f" ({'; '.join(ad['reasons'])})" if ad.get("reasons") else "") + "."
+    # the intervals' lines say why (the rule's per-seed lines would grow with the seeds); refusals say why not
+    why = [r for r in ad.get("reasons", []) if r.startswith(("B-A:", "B-C:"))] or ad.get("reasons", [])
+    sec.headline = f"Verdict: {ad['verdict']}" + (f" ({'; '.join(why)})" if why else "") + "."
     sec.score = ("the adoption rule", f"Verdict: {ad['verdict']}", "no result measured in the proposal", "no paper value")
     for other in ("A", "C"):
         pts = ad.get(f"b_minus_{other.lower()}", {})
         sec.row(f"B − {other}, efficiency points (seeds {', '.join(map(str, ad.get('seeds', [])))})",
                 ", ".join("refused" if pts.get(str(x)) is None else f"{pts[str(x)]:+.2f}" for x in ad.get("seeds", [])),
                 "> max(0.6, 2 × seed spread) to adopt")
+        iv = (ad.get("intervals") or {}).get(f"B-{other}")
+        if iv:
+            sec.row(f"B − {other}, mean over seeds with its 95% t interval ({iv['df']} df)",
+                    f"{iv['mean']:+.2f} [{iv['low']:+.2f}, {iv['high']:+.2f}]",
+                    "above the threshold to adopt; at or below it: not adopted; else unresolved")
         sec.row(f"B − {other}, final selection BPB", ", ".join(f"{raw[(other, x)]:+.4f}" for x in ad.get("seeds", [])
                                                              if (other, x) in raw), "no result measured")
+        gap = ((s.get("per_axis") or {}).get("intervals_bpb") or {}).get(f"B-{other}")
+        if gap:  # the per-axis reading exists even where efficiency points are refused
+            sec.row(f"B − {other}, gap to the reference curve (BPB), mean and 95% t interval ({gap['df']} df)",
+                    f"{gap['mean']:+.4f} [{gap['low']:+.4f}, {gap['high']:+.4f}]", "no result measured")
     sec.row("seed spread, threshold", f"{_f(ad.get('seed_spread'), 2)}, {_f(ad.get('threshold'), 2)}", "—")
+    sd = s.get("seeds")
+    if sd:
+        sec.row("seeds per arm: used, planned from stage A's noise",
+                f"{sd['used']}, " + ("no count" if sd.get("planned") is None else f"{sd['planned']:,}"),
+                "the proposal: two")
+    over = (s.get("compute") or {}).get("b_over_a") or {}
+    if over.get("trained_targets") is not None:
+        sec.row("compute of B over A: trained targets, wall time",
+                f"{over['trained_targets']:.2f}x, {over['wall_s']:.2f}x", "the proposal asks for the actual overhead")
     sec.links = [_link(out, _rel(d / "report.md", out), "queue_study/report.md")]
     return sec
 

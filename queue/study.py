@@ -2,12 +2,17 @@
 """The queue experiment of the proposal "Can a model help choose its next training data?".
 
   python queue/study.py --preset tiny --out runs/queue_study        # the CPU smoke test the main job runs
-  python queue/study.py --preset small --out runs/queue_study_small # the CPU study at small scale (~11 min)
+  python queue/study.py --preset small --out runs/queue_study_small # the CPU study at small scale, two seeds (~11 min)
+  python queue/study.py --preset planned --out runs/queue_study_planned --workers 2
+                                                                    # small, with the seeds stage A plans
   python queue/study.py --preset proxy64m --dry-run                 # the 64M plan: GPU-hours, data, disk, memory
   python queue/study.py --preset proxy64m --out runs/study64m [--curve]   # on GPUs with ClimbMix prepared
 
-Stage A calibrates the rule once (one homogeneous source) and is shared by all arms.
-Stage B runs three arms at the same trained-target budget, two seeds each, from the same
+Stage A calibrates the rule once (one homogeneous source) and is shared by all arms. From its
+noise (sigma_d, the slope of its losses) the study prints, before any arm trains, how many
+seeds per arm a 95% interval of B - A narrower than the proposal's 0.6-point floor needs; the
+preset runs that many (at most its max_seeds), or its own seeds (the proposal's two) when it
+plans none. Stage B runs three arms at the same trained-target budget from the same
 candidate pool and frozen rotation manifest; each ends with the same final decay (the
 same number of updates) on shards its own policy accepted:
   A  the eligible pool in plain seeded order, no measurement-driven decisions; it also
@@ -15,11 +20,14 @@ same number of updates) on shards its own policy accepted:
      continuing until the curve covers every arm's final loss, up to the preset's cap);
   B  the queue (basic rule; --curve: the curve-guided residual rule when the reference
      curves pass the identifiability check);
-  C  random rejection at the rate B measured, same rollback/deferral mechanics.
-Every arm is scored on the selection set only after its decay; efficiency points against
-arm A's curve feed the adoption rule: adopt only if B beats A and C at both seeds by more
-than max(0.6, 2 x seed spread) points. The verdict is "adopted within this tested
-setting", "not adopted" or "not measurable" (with the reason).
+  C  random rejection: as many rejections as B made at the same seed, same rollback/deferral
+     mechanics.
+Every arm is scored on the selection set only after its decay; efficiency points against the
+reference curve of arm A's other seeds (leave one out) feed the proposal's rule: adopt only if
+B beats A and C by more than max(0.6, 2 x seed spread) points. Beside it, the paired mean
+differences B - A and B - C with 95% t intervals. The verdict is "adopted within this tested
+setting", "not adopted" (the data say a gain is under the threshold), "unresolved" (they cannot
+say) or "not measurable" (with the reason). The report gives compute per arm and B's overhead.
 
 Writes OUT/summary.json, OUT/report.md, four figures (selection, control_b, screen_vs_rise,
 compute), OUT/decisions_B.parquet (+ .csv) and one folder per run. A finished run is not
@@ -49,6 +57,9 @@ def parse(argv):
                     help="arm B uses the curve-guided residual rule (if the reference curves are identifiable)")
     ap.add_argument("--calibration", default=None,
                     help="an existing stage-A folder of this preset to reuse (default: OUT/stage_a, made if missing)")
+    ap.add_argument("--workers", type=int, default=1, metavar="N",
+                    help="run N seeds side by side in their own processes (each run is single-threaded: on 2 cores, "
+                         "--workers 2 halves the wall time; the results are the same as with 1)")
     ap.add_argument("--device", default=None, help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     return ap.parse_args(argv)
 

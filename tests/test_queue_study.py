@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from shardqueue.study.adoption import ADOPTED, NOT_ADOPTED, NOT_MEASURABLE, adoption, seed_spread
+from shardqueue.study.adoption import ADOPTED, NOT_ADOPTED, NOT_MEASURABLE, UNRESOLVED, adoption, seed_spread
 from shardqueue.study.curve_fit import check_identifiable, curve, residual
 from shardqueue.study.efficiency import (
     average_curves,
@@ -17,7 +17,13 @@ from shardqueue.study.efficiency import (
     equivalent_targets,
 )
 from shardqueue.study.presets import PROXY_TARGET_PARAMS, plan
-from shardqueue.study.random_rejection import rejected_positions
+from shardqueue.study.random_rejection import (
+    decision_window,
+    fewest_accepted,
+    plan_c,
+    rejected_positions,
+    rejections_to_match,
+)
 from shardqueue.study.report import SchemaError, validate
 
 
@@ -155,7 +161,8 @@ def _axis(gaps):
 
     D = [50.0, 100.0, 200.0]
     runs = {(a, s): (100.0, 2.0 - g) for (a, s), g in gaps.items()}
-    return per_axis(None, [50.0, 200.0], [2.0, 2.0], D, [5 - 0.5 * math.log(d) for d in D], 100.0, runs)
+    flat = ([50.0, 200.0], [2.0, 2.0])
+    return per_axis({43: flat, 44: flat}, D, [5 - 0.5 * math.log(d) for d in D], 100.0, runs)
 
 
 def test_per_axis_threshold_at_its_floor_and_ties_with_twice_the_spread():
@@ -179,18 +186,24 @@ def _points(b, a=(0.0, 0.2), c=(0.1, -0.1)):
     return {"A": {43: a[0], 44: a[1]}, "B": {43: b[0], 44: b[1]}, "C": {43: c[0], 44: c[1]}}
 
 
-def test_seed_spread_is_the_largest_within_arm_difference():
+def test_seed_spread_is_the_largest_arms_mean_pairwise_difference():
     spread, arm, per = seed_spread(_points((1.0, 1.5)))
     assert spread == pytest.approx(0.5) and arm == "B"
-    assert per == {"A": pytest.approx(0.2), "B": pytest.approx(0.5), "C": pytest.approx(0.2)}
+    assert {k: v["mean_pairwise"] for k, v in per.items()} == {"A": pytest.approx(0.2), "B": pytest.approx(0.5),
+                                                               "C": pytest.approx(0.2)}
+    # three seeds: A's pairs differ by 1, 3 and 2 -> mean 2 (the literal largest difference, 3, is shown, not used)
+    spread, arm, per = seed_spread({"A": {1: 0.0, 2: 1.0, 3: 3.0}, "B": {1: 0.0, 2: 0.0, 3: 0.5},
+                                    "C": {1: 0.0, 2: 0.0, 3: 0.0}})
+    assert spread == pytest.approx(2.0) and arm == "A" and per["A"]["largest_pairwise"] == 3.0
+    assert per["B"] == {"mean_pairwise": pytest.approx(1.0 / 3), "largest_pairwise": 0.5}
 
 
 def test_adoption_on_both_sides_of_the_floor():
     # spread 0.2 -> threshold max(0.6, 0.4) = 0.6; B - A and B - C at both seeds decide
     yes = adoption(_points((0.9, 1.0)))
-    assert yes["threshold"] == pytest.approx(0.6) and yes["adopt"] and yes["verdict"] == ADOPTED
+    assert yes["threshold"] == pytest.approx(0.6) and yes["adopt"] and yes["verdict"] == ADOPTED and yes["rule_met"]
     no = adoption(_points((0.65, 0.75)))  # B - A at seed 44 is 0.55 < 0.6
-    assert not no["adopt"] and no["verdict"] == NOT_ADOPTED
+    assert not no["adopt"] and not no["rule_met"] and no["verdict"] != ADOPTED
     assert any("B-A at seed 44" in r for r in no["reasons"])
 
 
@@ -201,29 +214,74 @@ def test_adoption_on_both_sides_of_twice_the_seed_spread():
     assert yes["seed_spread"] == pytest.approx(1.0) and yes["threshold"] == pytest.approx(2.0) and yes["adopt"]
     no = adoption(_points((2.9, 2.95), a=a, c=(0.5, 0.6)))  # B - A at seed 44 is 1.95: above 0.6, below 2.0
     assert no["threshold"] == pytest.approx(2.0) and not no["adopt"]
-    assert no["reasons"] == ["B-A at seed 44 is +1.95, not above the threshold 2.00"]
+    assert no["reasons"][0] == "B-A at seed 44 is +1.95, not above the threshold 2.00"
 
 
 def test_adoption_needs_b_above_c_too_and_refuses_missing_points():
     no = adoption(_points((2.0, 2.0), c=(1.8, 1.8), a=(0.0, 0.0)))  # beats A by 2, C by only 0.2
-    assert not no["adopt"] and all("B-C" in r for r in no["reasons"])
+    assert not no["adopt"] and [r for r in no["reasons"] if "seed" in r and "B-A" in r] == []
+    # B - C is 0.2 at both seeds: its interval is [0.2, 0.2], at or below T = 0.6: the data say it is under
+    assert no["intervals"]["B-C"]["reading"] == "below" and no["verdict"] == NOT_ADOPTED
     miss = adoption(_points((None, 2.0)), {"B_s43": "loss 2.40 is below every point of the reference curve"})
     assert not miss["adopt"] and miss["threshold"] is None and miss["verdict"] == NOT_MEASURABLE
     assert miss["reasons"] == ["B_s43: loss 2.40 is below every point of the reference curve"]
-    assert "baseline stays" not in miss["verdict"]
+    assert miss["intervals"] == {} and "baseline stays" not in miss["verdict"]
+
+
+def test_the_committed_small_study_is_unresolved_not_not_adopted():
+    # docs/results/queue_study_small: B - A +60.98 / +42.69, B - C +12.01 / +62.77, C's seeds 69.05 apart:
+    # T = 2 x 69.05 = 138.10. B - A: mean 51.835, se = |60.98 - 42.69| / 2 = 9.145, t(1 df) = 12.7062:
+    # [51.835 - 116.198, 51.835 + 116.198] = [-64.363, +168.033], holding 0 and T.
+    got = adoption({"A": {43: 0.0, 44: 0.0}, "B": {43: 60.98, 44: 42.69}, "C": {43: 48.97, 44: -20.08}})
+    assert got["threshold"] == pytest.approx(138.10) and got["seed_spread_arm"] == "C"
+    iv = got["intervals"]["B-A"]
+    assert iv["df"] == 1 and iv["se"] == pytest.approx(9.145) and iv["t"] == pytest.approx(12.7062, abs=1e-4)
+    assert iv["low"] == pytest.approx(-64.363, abs=1e-3) and iv["high"] == pytest.approx(168.033, abs=1e-3)
+    assert iv["reading"] == "contains" and iv["contains_zero"] and iv["floor_reading"] == "contains"
+    assert got["verdict"] == UNRESOLVED and not got["rule_met"]
+
+
+def test_not_adopted_only_when_an_interval_lies_under_the_threshold():
+    # three seeds; A and B each 0, 10, 20 apart (mean pairwise (10 + 20 + 10) / 3 = 13.33): T = 26.67.
+    # B - A = 1 at every seed: the interval [1, 1] lies under T: the data say the gain is under the threshold.
+    a = {1: 0.0, 2: 10.0, 3: 20.0}
+    got = adoption({"A": a, "B": {k: v + 1 for k, v in a.items()}, "C": a})
+    assert got["threshold"] == pytest.approx(80 / 3) and got["verdict"] == NOT_ADOPTED
+    assert got["intervals"]["B-A"]["low"] == got["intervals"]["B-A"]["high"] == 1.0
+
+
+def test_intervals_above_the_threshold_adopt_where_every_seed_does_not():
+    # ten seeds; A = 0, 8, 0, 8, ... (mean pairwise 25 x 8 / 45 = 4.444); B - A = 8 at the first seed, 12 at the
+    # other nine, so B = 8, 20, 12, 20, 12, ...: one 8, four 12s, five 20s, mean pairwise
+    # (4 x 4 + 5 x 12 + 20 x 8) / 45 = 236 / 45 = 5.244: T = 10.489, and B - A at the first seed (8) is under it.
+    # B - A: mean 11.6, sd sqrt(1.6), se 0.4, t(9 df) = 2.2622: [10.695, 12.505], above T. C = A - 10.
+    a = {s: 8.0 * (s % 2) for s in range(10)}
+    d = {s: 8.0 if s == 0 else 12.0 for s in range(10)}
+    got = adoption({"A": a, "B": {s: a[s] + d[s] for s in a}, "C": {s: a[s] - 10 for s in a}})
+    assert got["threshold"] == pytest.approx(2 * 236 / 45) and not got["rule_met"]
+    iv = got["intervals"]["B-A"]
+    assert iv["low"] == pytest.approx(11.6 - 2.2622 * 0.4, abs=1e-3) and iv["reading"] == "above"
+    assert got["verdict"] == ADOPTED
 
 
 def test_adoption_returns_every_number_and_a_tie_with_the_threshold_is_not_above_it():
-    # spread 0.5 in every arm -> threshold max(0.6, 2 x 0.5) = 1.0; B - A = 1.0 exactly at seed 43 (not above);
-    # B - C = 1.5 - 1.0 = 0.5 at seed 44. All values are exact in binary, so the tie is a tie.
+    # spread 0.5 in every arm -> threshold max(0.6, 2 x 0.5) = 1.0; B - A = 1.0 exactly at both seeds (not above,
+    # and its interval [1, 1] lies at T: not adopted); B - C = 0.5. All values are exact in binary.
     got = adoption({"A": {43: 0.0, 44: 0.5}, "B": {43: 1.0, 44: 1.5}, "C": {43: 0.5, 44: 1.0}})
-    assert got == {"seeds": [43, 44], "b_minus_a": {43: 1.0, 44: 1.0}, "b_minus_c": {43: 0.5, 44: 0.5},
-                   "seed_spread": 0.5, "seed_spread_arm": "A", "per_arm_seed_difference": {"A": 0.5, "B": 0.5, "C": 0.5},
-                   "threshold": 1.0, "floor": 0.6, "adopt": False, "verdict": NOT_ADOPTED, "measured": True,
+    iv = got.pop("intervals")
+    assert got == {"rule": got["rule"], "seeds": [43, 44], "b_minus_a": {43: 1.0, 44: 1.0},
+                   "b_minus_c": {43: 0.5, 44: 0.5}, "seed_spread": 0.5, "seed_spread_arm": "A",
+                   "per_arm_spread": {a: {"mean_pairwise": 0.5, "largest_pairwise": 0.5} for a in "ABC"},
+                   "threshold": 1.0, "floor": 0.6, "threshold_if_largest_pairwise": 1.0, "rule_met": False,
+                   "adopt": False, "verdict": NOT_ADOPTED, "measured": True,
                    "reasons": ["B-A at seed 43 is +1.00, not above the threshold 1.00",
                                "B-A at seed 44 is +1.00, not above the threshold 1.00",
                                "B-C at seed 43 is +0.50, not above the threshold 1.00",
-                               "B-C at seed 44 is +0.50, not above the threshold 1.00"]}
+                               "B-C at seed 44 is +0.50, not above the threshold 1.00",
+                               "B-A: mean +1.00, 95% interval [+1.00, +1.00] (t, 1 df) lies at or below the threshold 1.00",
+                               "B-C: mean +0.50, 95% interval [+0.50, +0.50] (t, 1 df) lies at or below the threshold 1.00"]}
+    assert got["rule"].startswith("Adopt the queue only if B beats both A and C")
+    assert iv["B-A"]["reading"] == "below" and iv["B-C"]["floor_reading"] == "below"
     miss = adoption(_points((None, 2.0)))  # no reason given for the refusal: the default line
     assert miss["reasons"] == ["B_s43: efficiency points refused"] and miss["measured"] is False
 
@@ -231,10 +289,10 @@ def test_adoption_returns_every_number_and_a_tie_with_the_threshold_is_not_above
 @pytest.mark.parametrize("points,message", [
     ({"A": {43: 0.0, 44: 0.0}, "B": {43: 0.0, 44: 0.0}}, "efficiency points for arm C are missing"),
     ({"A": {43: 0.0, 45: 0.0}, "B": {43: 0.0, 44: 0.0}, "C": {43: 0.0, 44: 0.0}},
-     "arms A, B and C must be measured at the same two seeds"),
+     "arms A, B and C must be measured at the same seeds"),
     ({"A": {43: 0.0, 44: 0.0}, "B": {43: 0.0, 44: 0.0}, "C": {43: 0.0, 45: 0.0}},
-     "arms A, B and C must be measured at the same two seeds"),
-    ({"A": {43: 0.0}, "B": {43: 0.0}, "C": {43: 0.0}}, "arm A: 1 seeds; the rule is defined for two"),
+     "arms A, B and C must be measured at the same seeds"),
+    ({"A": {43: 0.0}, "B": {43: 0.0}, "C": {43: 0.0}}, "arm A: 1 seed(s); the rule needs at least two"),
 ])
 def test_adoption_refuses_incomplete_points_with_the_reason(points, message):
     with pytest.raises(ValueError) as e:
@@ -242,19 +300,118 @@ def test_adoption_refuses_incomplete_points_with_the_reason(points, message):
     assert str(e.value) == message
 
 
-# ---- arm C -----------------------------------------------------------------------------
-def test_random_rejections_follow_rate_and_seed_and_repeat_exactly():
-    for rate in (0.0, 0.1, 0.25, 0.5, 1.0):
-        pos = rejected_positions(rate, 40, 43)
-        assert len(pos) == round(rate * 40) and len(set(pos)) == len(pos) and all(0 <= p < 40 for p in pos)
-        assert pos == rejected_positions(rate, 40, 43)
-    assert rejected_positions(0.25, 40, 43) != rejected_positions(0.25, 40, 44)
-    # identical in a fresh interpreter (no hidden global state)
-    code = "from shardqueue.study.random_rejection import rejected_positions; print(rejected_positions(0.25, 40, 43))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    assert json.loads(out) == rejected_positions(0.25, 40, 43)
+# ---- intervals and the seed plan ---------------------------------------------------------
+@pytest.mark.parametrize("df,t", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423),
+                                  (10 ** 6, 1.9600)])
+def test_t_quantile_against_the_printed_table(df, t):
+    from shardqueue.study.intervals import t_quantile
+
+    assert t_quantile(0.975, df) == pytest.approx(t, abs=1e-4)
+
+
+def test_paired_interval_and_pairwise_spreads_by_hand():
+    from shardqueue.study.intervals import largest_pairwise_difference, mean_pairwise_difference, paired_interval
+
+    # 1..5: mean 3, sd sqrt(10 / 4), se sqrt(2.5 / 5) = 0.70711, t(4 df) = 2.7764
+    iv = paired_interval([1, 2, 3, 4, 5])
+    assert (iv["n"], iv["df"], iv["mean"]) == (5, 4, 3.0) and iv["sd"] == pytest.approx(math.sqrt(2.5))
+    assert iv["low"] == pytest.approx(3 - 2.7764 * 0.70711, abs=1e-4)
+    assert iv["high"] == pytest.approx(3 + 2.7764 * 0.70711, abs=1e-4)
+    assert mean_pairwise_difference([0, 1, 3]) == 2.0 and largest_pairwise_difference([0, 1, 3]) == 3.0
     with pytest.raises(ValueError):
-        rejected_positions(1.5, 10, 1)
+        paired_interval([1.0])
+
+
+def test_seeds_needed_against_the_t_table():
+    from shardqueue.study.power import seeds_needed
+
+    # width 2 t(n-1) sigma / sqrt(n) with sigma = 1 against 0.6: n = 45: 2 x 2.0154 / 6.7082 = 0.6009 (too wide);
+    # n = 46: 2 x 2.0141 / 6.7823 = 0.5939
+    assert seeds_needed(1.0, 0.6) == 46
+    # at n = 2: 2 x 12.7062 x sigma / sqrt(2) = 17.969 sigma
+    assert seeds_needed(0.6 / 17.97, 0.6) == 2 and seeds_needed(0.6 / 17.96, 0.6) == 3
+    assert seeds_needed(None, 0.6) is None and seeds_needed(0.0, 0.6) == 2
+
+
+def test_the_seed_plan_from_stage_a_by_hand():
+    from shardqueue.study.power import plan_seeds, seeds_to_use, stage_a_slope
+
+    # the mean control loss 3, 2.5, 2 at D = e, e^2, e^3: slope -0.5 per unit ln D; D = 0 is left out
+    states = [{"x": 9.0, "y": 9.0}] + [{"x": v - 0.1, "y": v + 0.1} for v in (3.0, 2.5, 2.0)]
+    assert stage_a_slope([0.0, math.e, math.e ** 2, math.e ** 3], states) == (pytest.approx(-0.5), "")
+    assert stage_a_slope([1.0, 2.0], states[:2])[0] is None
+    assert "does not fall" in stage_a_slope([1.0, 2.0, 3.0], [{"x": 1.0}] * 3)[1]
+    # sigma_run = (0.02 + 0.04) / 2 = 0.03; B - A: 0.03 sqrt 2 = 0.042426 BPB; one point = 0.2 ln 1.01 BPB:
+    # 0.042426 / 0.00199007 = 21.319 points
+    pw = plan_seeds({"a": 0.02, "b": 0.04}, -0.2)
+    assert pw["sigma_run_bpb"] == pytest.approx(0.03) and pw["sigma_diff_bpb"] == pytest.approx(0.042426, abs=1e-6)
+    assert pw["sigma_diff_points"] == pytest.approx(21.319, abs=1e-3) and pw["seeds_needed"] > 1000
+    assert plan_seeds({"a": 0.02}, None, "no slope")["seeds_needed"] is None
+    assert seeds_to_use(12, (43, 44), 10) == tuple(range(43, 53))
+    assert seeds_to_use(5, (43, 44), 10) == (43, 44, 45, 46, 47)
+    assert seeds_to_use(1, (43, 44), 10) == (43, 44) and seeds_to_use(99, (43, 44), 0) == (43, 44)
+
+
+def test_leave_one_out_curves_hold_only_the_other_seeds():
+    from shardqueue.study.reference_curve import leave_one_out
+
+    per = {"43": {"D": [10.0, 40.0], "L": [9.0, 8.0]}, "44": {"D": [10.0, 30.0], "L": [3.0, 2.0]},
+           "45": {"D": [20.0, 40.0], "L": [1.8, 1.9]}}
+    loo = leave_one_out(per)
+    # without 43: 10: 3.0, 20: 1.8, 30: 2.0, 40: 1.9 -> 1.8 and 2.0 fold into 1.9, which ties with 1.9
+    assert loo["43"] == ([10.0, 20.0, 30.0, 40.0], [3.0, 1.9, 1.9, 1.9])
+    two = leave_one_out({"43": per["43"], "44": per["44"]})
+    assert two == {"43": ([10.0, 30.0], [3.0, 2.0]), "44": ([10.0, 40.0], [9.0, 8.0])}  # each seed's is the other's
+    with pytest.raises(ValueError):
+        leave_one_out({"43": per["43"]})
+
+
+# ---- arm C -----------------------------------------------------------------------------
+def test_arm_c_matches_b_rejections_not_its_flags_or_a_rate():
+    # B flagged 5 shards, 2 recovered, 3 were rejected over 47 decisions; C's window here is 40 decisions, where
+    # the old rate rule would give round(3 / 47 x 40) = round(2.55) = 3 and a floor 2
+    b = {"flag": 5, "recovered": 2, "reject": 3}
+    assert rejections_to_match(b) == 3
+    cp = plan_c(b, 43, budget=80_000, largest_shard=2_200, context=128, rows_per_update=8, decay_updates=8)
+    assert cp["count"] == 3 and len(cp["positions"]) == 3 and len(set(cp["positions"])) == 3
+
+
+def test_arm_c_window_by_hand():
+    # budget 10,000 over shards of at most 2,500 targets: 4 accepted; a 2,500-target shard is 20 rows of 128,
+    # 3 updates of 8 rows; a decay of 8 updates needs 3 such shards: 7 accepted at the fewest
+    assert fewest_accepted(10_000, 2_500, 128, 8, 8) == 7
+    assert fewest_accepted(10_000, 2_500, 128, 8, 0) == 4
+    assert decision_window(3, 7) == 9 and decision_window(0, 7) == 0
+
+
+def test_every_drawn_position_is_reached_even_when_c_ends_as_early_as_it_can():
+    # C ends once it has accepted `least` shards; it rejects at the drawn positions. Simulated decision by decision.
+    for least in range(1, 8):
+        for k in range(0, 7):
+            for seed in range(30):
+                pos = set(rejected_positions(k, decision_window(k, least), seed))
+                accepted, rejected, p = 0, 0, 0
+                while accepted < least:
+                    if p in pos:
+                        rejected += 1
+                    else:
+                        accepted += 1
+                    p += 1
+                assert rejected == k, (least, k, seed, sorted(pos))
+
+
+def test_random_rejections_follow_count_and_seed_and_repeat_exactly():
+    for k in (0, 1, 4, 10):
+        pos = rejected_positions(k, 40, 43)
+        assert len(pos) == k and len(set(pos)) == k and all(0 <= p < 40 for p in pos) and pos == sorted(pos)
+        assert pos == rejected_positions(k, 40, 43)
+    assert rejected_positions(10, 40, 43) != rejected_positions(10, 40, 44)
+    # identical in a fresh interpreter (no hidden global state)
+    code = "from shardqueue.study.random_rejection import rejected_positions; print(rejected_positions(10, 40, 43))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert json.loads(out) == rejected_positions(10, 40, 43)
+    with pytest.raises(ValueError):
+        rejected_positions(5, 4, 1)
 
 
 # ---- presets ---------------------------------------------------------------------------
@@ -399,7 +556,7 @@ def test_per_axis_equivalent_on_a_hand_worked_curve():
     L = [5 - 0.5 * math.log(d) for d in D]
     runs = {("A", 43): (100.0, L[1]), ("A", 44): (100.0, L[1] + 0.01), ("B", 43): (100.0, L[1] - 0.05),
             ("B", 44): (100.0, L[1] - 0.06), ("C", 43): (100.0, L[1]), ("C", 44): (100.0, L[1])}
-    got = per_axis(None, D, L, D, L, 100.0, runs)
+    got = per_axis({43: (D, L), 44: (D, L)}, D, L, 100.0, runs)
     assert got["beta"] == pytest.approx(-0.5) and got["slope_points"] == 3
     assert got["gaps_bpb"]["B_s44"] == pytest.approx(0.06) and got["gaps_bpb"]["A_s44"] == pytest.approx(-0.01)
     assert got["bpb_per_point"] == pytest.approx(0.5 * math.log(1.01))
@@ -407,7 +564,10 @@ def test_per_axis_equivalent_on_a_hand_worked_curve():
     assert got["threshold_bpb"] == pytest.approx(0.02)
     assert got["b_minus_a_bpb"] == {"43": pytest.approx(0.05), "44": pytest.approx(0.07)}
     assert got["passes"]
-    flat = per_axis(None, D, [2.0, 2.0, 2.0], D, [2.0, 2.0, 2.0], 100.0, runs)
+    # B - A gaps 0.05 and 0.07: mean 0.06, se = 0.02 / 2, t(1 df) = 12.7062
+    iv = got["intervals_bpb"]["B-A"]
+    assert (iv["low"], iv["high"]) == (pytest.approx(0.06 - 0.127062, abs=1e-5), pytest.approx(0.06 + 0.127062, abs=1e-5))
+    flat = per_axis({43: (D, L), 44: (D, L)}, D, [2.0, 2.0, 2.0], 100.0, runs)
     assert not flat["defined"] and "does not fall" in flat["reason"] and len(flat["gaps_bpb"]) == 6
 
 
@@ -487,6 +647,25 @@ def test_small_preset_meets_its_design_rules():
     states = 1 + p.held_out_shards + 1
     assert states - (p.choose_transitions + 1) - 2 >= 59 and p.choose_transitions > 0 and p.held_out_branch
     assert p.damaged_shards >= 4 and p.reference_cap >= 2
+    # the planned preset is the small setting with the seeds stage A plans, at most max_seeds
+    from dataclasses import replace
+
+    q = PRESETS["planned"]
+    assert replace(q, max_seeds=0) == p and q.max_seeds >= 6
+
+
+def test_a_study_preset_names_its_bad_seed_settings():
+    from dataclasses import replace
+
+    from corpus.errors import DataError
+    from shardqueue.study.presets import PRESETS
+
+    with pytest.raises(ValueError, match="seeds must be two or more"):
+        replace(PRESETS["tiny"], seeds=(43,))
+    with pytest.raises(ValueError, match=r"max_seeds \(1\) is below the 2 seeds given"):
+        replace(PRESETS["tiny"], max_seeds=1)
+    with pytest.raises(DataError, match="'max_seeds': -1 must be at least 0"):
+        replace(PRESETS["tiny"], max_seeds=-1)
 
 
 def test_identifiability_refuses_an_unbounded_interval_in_one_reason():
@@ -495,3 +674,95 @@ def test_identifiability_refuses_an_unbounded_interval_in_one_reason():
     L = [6.0, 5.2, 5.19, 5.21, 5.2, 5.18, 5.2, 5.21, 5.19, 5.2, 5.2]
     res = check_identifiable(D, L)
     assert not res["ok"] and res["reason"]
+
+
+def test_curve_fit_intervals_use_the_residual_variance_of_three_fitted_parameters():
+    # an independent reference: residuals at the reported fit, a central-difference Jacobian in (a, ln b, ln c)
+    # on D / D0, s^2 = SSE / (n - 3) for three fitted parameters, half-width 1.96 sqrt(s^2 [(J'J)^-1]_aa)
+    D = np.array([1.0, 2.0, 3.0, 4.0, 6.0, 8.0]) * 1000.0
+    L = curve(D, 2.0, 1.0, 0.5, D0=1000.0) + np.array([0.01, -0.012, 0.006, 0.004, -0.009, 0.005])
+    fit = check_identifiable(D, L)
+    x = D / fit["D0"]
+    theta = np.array([fit["a"], math.log(fit["b"]), math.log(fit["c"])])
+
+    def model(t):
+        return t[0] + math.exp(t[1]) * x ** (-math.exp(t[2]))
+
+    r = model(theta) - L
+    h = 1e-6
+    J = np.stack([(model(theta + h * e) - model(theta - h * e)) / (2 * h) for e in np.eye(3)], axis=1)
+    s2 = float(r @ r) / (len(D) - 3)
+    half = 1.959964 * math.sqrt(s2 * np.linalg.inv(J.T @ J)[0, 0])
+    lo, hi = fit["intervals"]["a"]
+    assert (hi - lo) / 2 == pytest.approx(half, rel=1e-4)
+
+
+def test_run_cost_from_a_log_by_hand():
+    from shardqueue.study.accounting import run_cost
+
+    recs = [{"event": "start", "time": 100.0},
+            {"event": "train", "role": "candidate", "targets": 100, "seconds": 1.0, "history_targets": 1100,
+             "time": 102.0},
+            {"event": "accept", "time": 102.5},
+            {"event": "train", "role": "candidate", "targets": 200, "seconds": 2.0, "history_targets": 1300,
+             "time": 105.0},
+            {"event": "train", "role": "recovery", "targets": 300, "seconds": 3.0, "history_targets": 1600,
+             "time": 109.0},
+            {"event": "rollback", "time": 109.5},
+            {"event": "branch", "possible": True, "targets": 50, "seconds": 0.5, "time": 110.0},
+            {"event": "train", "role": "candidate", "targets": 100, "seconds": 1.0, "history_targets": 1400,
+             "time": 112.0},
+            {"event": "done", "time": 115.0}]
+    # every target trained, kept or wasted: 100 + 200 + 300 + 50 + 100; 7.5 s of training; 15 s from start to done
+    assert run_cost(recs) == {"trained_targets": 750, "training_s": 7.5, "wall_s": 15.0, "records": 5}
+    # up to the first train record whose history reaches 1,300 targets
+    assert run_cost(recs, until_targets=1300) == {"trained_targets": 300, "training_s": 3.0, "wall_s": 5.0,
+                                                  "records": 2}
+
+
+def test_compute_per_arm_means_and_b_over_a_by_hand():
+    from shardqueue.study.findings import compute_per_arm
+
+    def c(arm, t, tr, w):
+        return {"arm": arm, "seed": 0, "trained_targets": t, "training_s": tr, "wall_s": w}
+
+    got = compute_per_arm({"A_s1": c("A", 100, 10, 20), "A_s2": c("A", 200, 20, 40), "B_s1": c("B", 300, 30, 90),
+                           "B_s2": c("B", 500, 50, 110), "C_s1": c("C", 100, 1, 1), "C_s2": c("C", 100, 1, 1)})
+    assert got["per_arm"]["A"] == {"seeds": 2, "trained_targets": 150, "training_s": 15, "wall_s": 30}
+    assert got["per_arm"]["B"] == {"seeds": 2, "trained_targets": 400, "training_s": 40, "wall_s": 100}
+    assert got["b_over_a"] == {"trained_targets": pytest.approx(400 / 150), "wall_s": pytest.approx(100 / 30),
+                               "wall_vs_a_training_s": pytest.approx(100 / 15)}
+
+
+def test_workers_below_one_are_refused_before_anything_is_made(tmp_path, capsys):
+    import argparse
+
+    from conftest import one_line_error
+    from shardqueue.study.run import run_study
+
+    rc = run_study(argparse.Namespace(preset="tiny", out=str(tmp_path / "s"), data_dir=None, dry_run=False,
+                                      curve=False, calibration=None, device="cpu", workers=0))
+    one_line_error(capsys, rc, "--workers 0: must be at least 1")
+    assert not (tmp_path / "s").exists()
+
+
+def test_arm_a_costs_its_plain_training_to_the_budget_without_its_earlier_branches(tmp_path):
+    from shardqueue.study.run import run_costs
+
+    recs = [{"event": "start", "time": 100.0},
+            {"event": "train", "role": "candidate", "targets": 1000, "seconds": 2.0, "history_targets": 6000,
+             "time": 110.0},
+            {"event": "train", "role": "candidate", "targets": 1000, "seconds": 2.0, "history_targets": 7000,
+             "time": 130.0},
+            {"event": "train", "role": "candidate", "targets": 1000, "seconds": 2.0, "history_targets": 8000,
+             "time": 150.0}]
+    (tmp_path / "A_s43").mkdir()
+    (tmp_path / "A_s43" / "decisions.jsonl").write_text(
+        "".join(json.dumps({"seq": i + 1, **r}) + "\n" for i, r in enumerate(recs)))
+    branches = [{"threshold": 500, "seconds": 6.0},  # taken between the first two shards: reference work
+                {"threshold": 1000, "seconds": 5.0, "train_seconds": 1.5, "decay_targets": 300,
+                 "stable_history_targets": 7000}]
+    got = run_costs(tmp_path, [{"arm": "A", "seed": 43, "name": "A_s43", "branches": branches}], 1000)
+    # two stable shards (2,000 targets, 4 s) and the decay branch's 300 targets and 1.5 s of training; wall:
+    # 30 s to the second shard, less the 6 s earlier branch, plus the 5 s branch at the budget
+    assert got == {"A_s43": {"arm": "A", "seed": 43, "trained_targets": 2300, "training_s": 5.5, "wall_s": 29.0}}

@@ -46,12 +46,18 @@ def test_the_summary_is_what_its_parts_compute(micro):
     assert all(b >= a for a, b in zip(rc["L"][1:], rc["L"][:-1]))  # non-increasing in D
     points = {"A": {}, "B": {}, "C": {}}
     for r in s["runs"]:
-        e = efficiency_points(rc["D"], rc["L"], r["trained_targets"], r["final_selection"]["mean"])
+        # every run is measured on the curve of arm A's *other* seed (two seeds: that seed's points alone)
+        other = next(k for k in rc["per_seed"] if k != str(r["seed"]))
+        cD, cL = curve_from_seeds({other: rc["per_seed"][other]})
+        e = efficiency_points(cD, cL, r["trained_targets"], r["final_selection"]["mean"])
         assert e["points"] == r["efficiency"]["points"]
         points[r["arm"]][r["seed"]] = e["points"]
     ad = adoption(points)
     assert ad["verdict"] == s["adoption"]["verdict"] and ad["verdict"] in VERDICTS
     assert ad["threshold"] == s["adoption"]["threshold"]
+    if ad["measured"]:  # arm A is measured on the other seed's curve, not its own: its points are not zero
+        assert all(v != 0 for v in points["A"].values()) and ad["per_arm_spread"]["A"]["mean_pairwise"] > 0
+        assert set(s["adoption"]["intervals"]) == {"B-A", "B-C"}
     assert {f"{r['arm']}_s{r['seed']}" for r in s["runs"]} == {f"{a}_s{d}" for a in "ABC" for d in (43, 44)}
     assert set(s["per_axis"]["gaps_bpb"]) == {r["name"] for r in s["runs"]}  # every run, refused or not
     # the span rule: arm A's curve reaches below every B and C final loss, or A ran to its cap
@@ -60,8 +66,34 @@ def test_the_summary_is_what_its_parts_compute(micro):
         assert min(c["L"][:-1]) <= lowest or c["stopped_covered"] is False
     report = (micro["out"] / "report.md").read_text()
     assert f"## Verdict: {s['adoption']['verdict']}" in report and "None" not in report
-    assert report.index("## Definitions") < report.index("## Verdict") < report.index("Per-axis equivalent: beta")
+    assert report.index("## Definitions") < report.index("## Verdict") < report.index("## Seeds: planned and used")
     assert s["efficiency_definition"] in report and s["axis_definition"] in report
+    assert s["adoption"]["rule"] in report
+
+
+def test_arm_c_rejects_as_often_as_b_and_compute_is_given_per_arm(micro):
+    s = micro["summary"]
+    for seed, c in s["arm_c"].items():
+        b = next(r for r in s["runs"] if r["name"] == f"B_s{seed}")
+        x = next(r for r in s["runs"] if r["name"] == f"C_s{seed}")
+        assert c["B"]["rejections"] == b["decisions"]["reject"] and c["C"]["rejections"] == x["decisions"]["reject"]
+        assert c["equal"] == (c["B"]["rejections"] == c["C"]["rejections"]) and (c["equal"] or c["why_not"])
+        assert len(c["positions"]) == c["B"]["rejections"] and all(p < c["window"] for p in c["positions"])
+    comp = s["compute"]
+    assert set(comp["per_arm"]) == {"A", "B", "C"} and all(v["seeds"] == 2 for v in comp["per_arm"].values())
+    a, b = comp["per_arm"]["A"], comp["per_arm"]["B"]
+    # arm A to its budget: the mean of its runs' D (stable phase and the decay branch at the budget)
+    assert a["trained_targets"] == sum(r["trained_targets"] for r in s["runs"] if r["arm"] == "A") / 2
+    assert comp["b_over_a"]["trained_targets"] == b["trained_targets"] / a["trained_targets"] >= 1
+    assert comp["b_over_a"]["wall_s"] == b["wall_s"] / a["wall_s"]
+    sd = s["seeds"]
+    assert sd["used"] == 2 and sd["list"] == [43, 44] and sd["preset_max"] == 0
+    assert sd["planned"] == s["power"]["seeds_needed"]
+    if s["power"]["sigma_diff_points"] is not None:  # 2 t(1 df) sigma / sqrt(2) at the two seeds used
+        assert sd["expected_width_points"] == pytest.approx(2 * 12.7062 * s["power"]["sigma_diff_points"] / 2 ** 0.5,
+                                                            rel=1e-4)
+    report = (micro["out"] / "report.md").read_text()
+    assert "**Compute per arm**" in report and "Overhead of B over A" in report and "Arm C's rejections" in report
 
 
 def test_d_counts_targets_after_the_shared_start_and_budgets_are_equal(micro):
@@ -182,3 +214,33 @@ def test_an_interrupted_arm_is_redone_and_its_earlier_files_are_named_in_the_rep
     summary = json.loads((out / "summary.json").read_text())
     assert summary["earlier_attempts"] == [{"folder": f"C_s43/previous/{kept[0].name}", "files": n}]
     assert f"- `C_s43/previous/{kept[0].name}/` ({n} files)" in (out / "report.md").read_text()
+
+
+def test_a_measured_verdict_renders_its_intervals_and_spreads_in_the_report_and_on_the_findings_page(micro, tmp_path):
+    """The micro study's seeds may leave points refused; the report and the findings page are checked on its summary
+    with the committed small study's points put in (their intervals are worked by hand in test_queue_study)."""
+    import shutil
+
+    from findings.summary import study_section
+    from shardqueue.study.adoption import UNRESOLVED, adoption
+    from shardqueue.study.report import render
+
+    s = json.loads(json.dumps(micro["summary"]))
+    ad = adoption({"A": {43: 0.0, 44: 0.0}, "B": {43: 60.98, 44: 42.69}, "C": {43: 48.97, 44: -20.08}})
+    s["adoption"] = {**ad, "b_minus_a": {str(k): v for k, v in ad["b_minus_a"].items()},
+                     "b_minus_c": {str(k): v for k, v in ad["b_minus_c"].items()}}
+    md = render(s)
+    assert f"## Verdict: {UNRESOLVED}" in md
+    assert "| B-A | 2 | +51.83 | 12.93 | 12.706 | [-64.36, +168.03] | contains | contains |" in md
+    assert "| C | 69.05 | 69.05 |" in md and "Seed spread 69.05 (arm C)" in md
+    (tmp_path / "queue_study").mkdir()
+    (tmp_path / "queue_study" / "summary.json").write_text(json.dumps(s))
+    shutil.copy(micro["out"] / "report.md", tmp_path / "queue_study" / "report.md")
+    sec = study_section(tmp_path / "queue_study", tmp_path)
+    assert sec.headline.startswith(f"Verdict: {UNRESOLVED} (B-A: mean +51.83, 95% interval [-64.36, +168.03]")
+    assert ("B − A, mean over seeds with its 95% t interval (1 df)", "+51.83 [-64.36, +168.03]",
+            "above the threshold to adopt; at or below it: not adopted; else unresolved") in sec.rows
+    if s["per_axis"]["defined"]:  # the per-axis gaps' interval, shown whether or not points were refused
+        g = s["per_axis"]["intervals_bpb"]["B-A"]
+        assert ("B − A, gap to the reference curve (BPB), mean and 95% t interval (1 df)",
+                f"{g['mean']:+.4f} [{g['low']:+.4f}, {g['high']:+.4f}]", "no result measured") in sec.rows

@@ -5,6 +5,11 @@ rolled back, the recovery shard trained to judge it, and a branch-check shard ar
 work (trained, then undone); everything else in the model's final history is accepted
 work, plus the final decay. Screening passes are the forward-only screens before
 training (one per `train` record that holds a screen).
+
+run_cost is what a run spent, for the compute comparison of the arms: every target it
+trained (kept or wasted), the seconds of that training, and the wall time of its queue (from
+its start record to its last), optionally only up to a point of its history (arm A at the
+budget, where its reference curve continues).
 """
 
 WASTE_KINDS = ("rejected", "recovery", "branch")
@@ -80,6 +85,27 @@ def accounting(recs):
         "decisions": decisions, "rejected": rejected,
         "trained_targets": decay[-1]["history_targets"] if decay else None,
     }
+
+
+def run_cost(recs, until_targets=None):
+    """{"trained_targets", "training_s", "wall_s", "records"}: all training (candidate, recovery, branch-check
+    and decay shards, kept or wasted) and the queue's wall time, from the start record to the last record, or
+    to the first train record whose history reaches until_targets (trained targets of the model)."""
+    start, last = recs[0], recs[0]
+    targets, seconds, n = 0, 0.0, 0
+    for r in recs[1:]:
+        if r["event"] == "train" or (r["event"] == "branch" and r.get("possible") and "targets" in r):
+            targets += int(r.get("targets", 0))
+            seconds += float(r.get("seconds", 0.0))
+            n += 1
+        elif r["event"] == "decay":  # the reserved decay after the queue (not the study's in-queue decay)
+            targets += sum(int(t["targets"]) for t in r.get("trained", []))
+            seconds += sum(float(t["seconds"]) for t in r.get("trained", []))
+        last = r
+        if until_targets is not None and r["event"] == "train" and r.get("history_targets", 0) >= until_targets:
+            break
+    return {"trained_targets": targets, "training_s": round(seconds, 3),
+            "wall_s": round(float(last.get("time", 0.0)) - float(start.get("time", 0.0)), 3), "records": n}
 
 
 def _add(u, t, s, kind, r):

@@ -14,8 +14,8 @@ A  policy plain. It runs past the budget on the pool; each time its accepted tar
    own in-queue decay there is the curve's last point.
 B  policy queue; with the curve variant, the control values the rule sees are residuals
    from the frozen reference curves (observed minus L̂_d at the model's trained targets).
-C  policy random, but the rejected candidate positions are fixed in advance from (rate,
-   seed) by random_rejection.rejected_positions, so C rejects exactly as often as B did.
+C  policy random, but the rejected candidate positions are fixed in advance from B's number of
+   rejections and the seed (random_rejection.plan_c), so C rejects as many times as B did.
 """
 import copy
 import time
@@ -89,14 +89,16 @@ class ReferenceBranchRunner(QueueRunner):
         t0 = time.time()
         snap, spent = self.snapshot(), copy.deepcopy(self.spent)
         U, per = self.decay_updates, self.cfg.micro_rows * self.cfg.accum
-        done, dec_t, before, used = 0, 0, self.targets, []
+        done, dec_t, before, used, train_s = 0, 0, self.targets, [], 0.0
         for sid in self.upcoming():  # the same decay as the in-queue one: U updates, LR 1 - u/U
             if done >= U:
                 break
             x, y = self.rows(sid)
             left = U - done
+            t1 = time.time()
             _, n, t = train_rows(self.trainer, x[: left * per], y[: left * per], self.step, self.cfg.updates,
                                  self.cfg.micro_rows, self.cfg.accum, decay(done, U))
+            train_s += time.time() - t1
             self.step, self.targets, done, dec_t = self.step + n, self.targets + t, done + n, dec_t + t
             used.append(sid)
         D = self.targets
@@ -113,7 +115,8 @@ class ReferenceBranchRunner(QueueRunner):
                  f"{m:.4f} after decay, {D:,} trained targets")
         return {"threshold": threshold, "accepted_targets": acc, "D": D, "selection": sel, "selection_mean": m,
                 "control": ctrl, "decay_updates": done, "decay_targets": dec_t, "decay_shards": used,
-                "stable_history_targets": before, "seconds": round(sec, 3), "accepted": list(self.state["accepted"])}
+                "stable_history_targets": before, "seconds": round(sec, 3), "train_seconds": round(train_s, 3),
+                "accepted": list(self.state["accepted"])}
 
 
 class FixedRandomRunner(QueueRunner):

@@ -7,37 +7,44 @@ Both definitions are written into the study report verbatim (DEFINITION, AXIS_DE
   which every arm starts from): the stable phase plus the final decay. The shared training
   is left out because it is the same in every arm; counting it would shrink every ratio of
   D toward 1 and make the points measure almost nothing.
-  The reference curve is arm A's selection loss (BPB, each point after the same final
-  decay) against D, both seeds' points pooled and fitted non-increasing
-  (reference_curve.py), piecewise linear in log D. For an arm that ends at D_arm with
-  final selection loss L, D_eq is the smallest D at which the curve reaches L, and
+  The reference curve of a run at seed s is arm A's selection loss (BPB, each point after
+  the same final decay) against D from arm A's other seeds (leave one out: the curve never
+  holds the run's own seed), pooled and fitted non-increasing (reference_curve.py),
+  piecewise linear in log D. For an arm that ends at D_arm with final selection loss L, D_eq
+  is the smallest D at which the curve reaches L, and
       efficiency points = 100 x (D_eq / D_arm - 1).
   A loss outside the span of the curve would need extrapolation: refused, with the reason.
   Per-axis equivalent: beta is the least-squares slope of selection loss against ln D over
-  arm A's points (both seeds) within a factor 2 of the budget's D; the gap of a run is
-  L_curve(D_arm) - L (BPB, positive: better than plain training at its own D); one
-  efficiency point is worth |beta| x ln(1.01) BPB there, and the threshold's equivalent is
-  |beta| x ln(1 + threshold / 100). Gaps exist for every run, refused points or not.
+  arm A's points (all seeds) within a factor 2 of the budget's D; the gap of a run is
+  L_curve(D_arm) - L (BPB, positive: better than plain training at its own D), on the same
+  leave-one-out curve; one efficiency point is worth |beta| x ln(1.01) BPB there, and the
+  threshold's equivalent is max(|beta| x ln(1.006), 2 x seed spread of gaps), the spread
+  being adoption.py's (the largest arm's mean pairwise difference). Gaps exist for every run,
+  refused points or not.
 """
 import math
 
 import numpy as np
 
+from shardqueue.study.intervals import mean_pairwise_difference, paired_interval
+
 DEFINITION = (
     "D = targets trained after the shared start (the stable phase plus the final decay; stage A's shared warm-up and "
     "sigma shards are the same in every arm and are left out, so ratios of D measure what the arms did). Reference "
-    "curve: arm A's selection loss (bits per byte, each point after the same final decay) against D, both seeds' "
-    "points pooled and fitted non-increasing in D (pool-adjacent-violators: points that noise would fold are "
-    "averaged), piecewise linear in log D. For an arm with D_arm and final selection loss L, D_eq is the smallest D "
-    "at which the reference curve reaches L, and efficiency points = 100 x (D_eq / D_arm - 1): the percentage of "
+    "curve of a run at seed s: arm A's selection loss (bits per byte, each point after the same final decay) against "
+    "D, from arm A's other seeds only (leave one out: no run is measured on a curve that holds its own seed, so arm "
+    "A's points are measured too, not zero by construction), pooled and fitted non-increasing in D "
+    "(pool-adjacent-violators: points that noise would fold are averaged), piecewise linear in log D. For an arm "
+    "with D_arm and final selection loss L, D_eq is the smallest D at which the reference curve reaches L, and efficiency points = 100 x (D_eq / D_arm - 1): the percentage of "
     "extra trained targets plain training would need to match the arm (negative: worse than plain training). A loss "
     "outside the range the curve spans would need extrapolation and is refused, not guessed.")
 AXIS_DEFINITION = (
     "Per-axis equivalent (in bits per byte on the selection axis): beta = least-squares slope of arm A's selection "
-    "loss against ln D over its points (both seeds) with D within a factor 2 of the budget's D. A run's gap = "
-    "L_curve(D_arm) - L_arm (positive: better than plain training at the same D). One efficiency point is worth "
-    "|beta| x ln(1.01) BPB; the threshold's equivalent is max(|beta| x ln(1.006), 2 x the largest within-arm seed "
-    "difference of gaps). B - A and B - C are differences of gaps at the same seed. Defined whenever beta < 0, "
+    "loss against ln D over its points (all seeds) with D within a factor 2 of the budget's D. A run's gap = "
+    "L_curve(D_arm) - L_arm on its seed's leave-one-out curve (positive: better than plain training at the same D). "
+    "One efficiency point is worth |beta| x ln(1.01) BPB; the threshold's equivalent is max(|beta| x ln(1.006), "
+    "2 x the seed spread of gaps), the seed spread being the largest arm's mean pairwise difference between seeds. "
+    "B - A and B - C are differences of gaps at the same seed, with their 95% t intervals over the seeds. Defined whenever beta < 0, "
     "whether or not efficiency points were refused.")
 
 
@@ -107,21 +114,23 @@ def curve_at(D, L, d):
     return float(np.interp(math.log(d), np.log(np.asarray(D, dtype=float)), np.asarray(L, dtype=float)))
 
 
-def per_axis(points, curve_D, curve_L, raw_D, raw_L, d_budget, runs, floor_points=0.6):
+def per_axis(curves, raw_D, raw_L, d_budget, runs, floor_points=0.6):
     """Gaps (BPB) of every run, B - A and B - C per seed in BPB, and the threshold's equivalent.
 
+    curves: {seed: (D, L)}, the curve each seed's runs are measured on (leave one out);
     runs: {(arm, seed): (D_arm, L)}. Returns a dict; "defined" False with a reason when beta is not."""
     beta, n, why = local_slope(raw_D, raw_L, d_budget)
-    gaps = {f"{a}_s{s}": curve_at(curve_D, curve_L, d) - loss for (a, s), (d, loss) in runs.items()}
+    gaps = {f"{a}_s{s}": curve_at(*curves[s], d) - loss for (a, s), (d, loss) in runs.items()}
     out = {"gaps_bpb": gaps, "beta": beta, "slope_points": n, "defined": beta is not None, "reason": why}
     if beta is None:
         return out
     seeds = sorted({s for _, s in runs})
-    spread = max(abs(gaps[f"{a}_s{seeds[0]}"] - gaps[f"{a}_s{seeds[1]}"]) for a in "ABC")
+    spread = max(mean_pairwise_difference([gaps[f"{a}_s{s}"] for s in seeds]) for a in "ABC")
     thr = max(abs(beta) * math.log(1 + floor_points / 100), 2 * spread)
     b_a = {str(s): gaps[f"B_s{s}"] - gaps[f"A_s{s}"] for s in seeds}
     b_c = {str(s): gaps[f"B_s{s}"] - gaps[f"C_s{s}"] for s in seeds}
     out.update({"bpb_per_point": abs(beta) * math.log(1.01), "seed_spread_bpb": spread, "threshold_bpb": thr,
                 "b_minus_a_bpb": b_a, "b_minus_c_bpb": b_c,
+                "intervals_bpb": {"B-A": paired_interval(list(b_a.values())), "B-C": paired_interval(list(b_c.values()))},
                 "passes": all(v > thr for v in b_a.values()) and all(v > thr for v in b_c.values())})
     return out

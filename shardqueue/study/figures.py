@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 ARM_STYLE = {"A": ("tab:blue", "o"), "B": ("tab:red", "s"), "C": ("tab:green", "^")}
-SEED_FILL = ("full", "none")  # first seed filled, second hollow
+SEED_FILL = ("full", "none")  # first seed filled, every other seed hollow
 SHAPES = {"flag": ("^", "flagged"), "recovered": ("D", "flag recovered, accepted"), "reject": ("X", "rejected"),
           "decay": ("*", "after decay")}
 KIND_COLOURS = {"clean": "tab:gray", "cipher": "black", "prose": "tab:purple", "mojibake": "tab:red",
@@ -33,14 +33,19 @@ def selection_figure(summary, path):
     for i, s in enumerate(seeds):
         c = ref["per_seed"].get(str(s))
         if c:
-            ax.plot(c["D"], c["L"], marker="o", fillstyle=SEED_FILL[i], color="tab:blue", alpha=0.55, lw=0.8,
-                    ls="-" if i == 0 else ":", label=f"A seed {s}: decay branches (raw points)")
-    ax.plot(ref["D"], ref["L"], color="navy", lw=2.2, ls="--", label="reference curve (both seeds, monotone fit)")
+            ax.plot(c["D"], c["L"], marker="o", fillstyle=SEED_FILL[min(i, 1)], color="tab:blue", alpha=0.55, lw=0.8,
+                    ls="-" if i == 0 else ":",
+                    label=f"A seed {s}: decay branches (raw points)" if i < 2 else None)
+    ax.plot(ref["D"], ref["L"], color="navy", lw=2.2, ls="--", label="monotone fit of every seed's points")
+    named = set()
     for r in summary["runs"]:
         col, mk = ARM_STYLE[r["arm"]]
-        i = seeds.index(r["seed"])
+        i = min(seeds.index(r["seed"]), 1)
+        lab = (r["arm"], i)
         ax.plot([r["trained_targets"]], [r["final_selection"]["mean"]], marker=mk, ms=11, color=col,
-                fillstyle=SEED_FILL[i], ls="none", markeredgewidth=1.5, label=f"{r['arm']} seed {r['seed']} final")
+                fillstyle=SEED_FILL[i], ls="none", markeredgewidth=1.5,
+                label=None if lab in named else f"{r['arm']} final, seed {r['seed']}" + ("" if i == 0 else " and later"))
+        named.add(lab)
     ax.set_xscale("log")
     ax.set_title("Selection axis after the final decay: loss against D")
     ax.set_xlabel("D: targets trained after the shared start (log scale)")
@@ -53,7 +58,12 @@ def selection_figure(summary, path):
 
 def control_figure(summary, path):
     runs = [r for r in summary["runs"] if r["arm"] == "B"]
-    fig, axes = plt.subplots(1, len(runs), figsize=(6.8 * len(runs), 4.8), squeeze=False, sharex=True, sharey=True)
+    cols = min(2, len(runs))
+    rows = -(-len(runs) // cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(6.8 * cols, 4.8 * rows), squeeze=False, sharex=True, sharey=True)
+    axes = [[ax for row in grid for ax in row]]
+    for ax in axes[0][len(runs):]:
+        ax.set_visible(False)
     cmap = plt.get_cmap("tab10")
     for ax, r in zip(axes[0], runs):
         trace = r["control_trace"]
@@ -91,8 +101,8 @@ def control_figure(summary, path):
     for ax in axes[0]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
-    axes[0][-1].legend(handles.values(), handles.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                       borderaxespad=0)
+    axes[0][cols - 1].legend(handles.values(), handles.keys(), fontsize=7, loc="upper left",
+                             bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -15,6 +15,10 @@
                            rejected, recovery and branch shards, screens, and wall seconds
                            split into training kept, wasted training and the rest
                            (measurement, screening, checkpoints)
+  compute per arm          per arm (mean over seeds): trained targets, training seconds and
+                           wall seconds of the queue; arm A counted to its budget (its decay
+                           branch there), not through the reference curve it goes on to
+                           build; the overhead of B over A as ratios
 """
 import math
 
@@ -191,3 +195,23 @@ def compute_overhead(runs):
 
 def finite(x):
     return x is not None and math.isfinite(x)
+
+
+def compute_per_arm(costs):
+    """costs: {run name: {"arm", "seed", "trained_targets", "training_s", "wall_s"}} ->
+    {"per_arm": {arm: means over its seeds}, "b_over_a": ratios of B's means to A's}."""
+    per = {}
+    for c in costs.values():
+        per.setdefault(c["arm"], []).append(c)
+    keys = ("trained_targets", "training_s", "wall_s")
+    arms = {a: {"seeds": len(v), **{k: sum(x[k] for x in v) / len(v) for k in keys}} for a, v in sorted(per.items())}
+    a, b = arms.get("A"), arms.get("B")
+
+    def ratio(x, y):
+        return x / y if y else None
+
+    over = {} if not (a and b) else {
+        "trained_targets": ratio(b["trained_targets"], a["trained_targets"]),
+        "wall_s": ratio(b["wall_s"], a["wall_s"]),
+        "wall_vs_a_training_s": ratio(b["wall_s"], a["training_s"])}
+    return {"per_arm": arms, "b_over_a": over}

@@ -11,6 +11,9 @@ small     the CPU study that says something at small scale (about 11 minutes on 
           other 59), a pool with realistic damage (damage.py: mojibake, boilerplate,
           line_shuffle, truncate at doses drawn from 5-100%) besides two cipher shards, and
           arm A's reference curve up to 4 x the budget.
+planned   the small setting with the number of seeds per arm that stage A's noise asks for
+          (power.py: printed before the arms train), at most max_seeds = 10 for CPU time; each
+          seed's runs are measured on the reference curve of the other seeds.
 proxy64m  the proposal's 64M proxy on one GPU with the supplied architecture: depth 7,
           width 640 (5 heads of 128) gives 65,864,334 parameters (+2.9% of 64M); 32,768
           targets per update (16 rows of 2,048: the proposal's 32 x 1,024 per step), one
@@ -65,6 +68,7 @@ class StudyPreset:
     reference_cap: float
     reference_per_doubling: int
     seeds: tuple = (43, 44)
+    max_seeds: int = 0  # 0: run `seeds` (the proposal's two); else the count planned from stage A, at most this
     pool_seed: int = 1003
     minutes_per_shard: float | None = None  # GPU presets: the proposal's estimate of one shard's wall time
     train_overrides: tuple = ()  # further TrainConfig (key, value) pairs, e.g. a small test corpus's vocab
@@ -72,12 +76,15 @@ class StudyPreset:
     MINIMA = {"micro_rows": 1, "accum": 1, "eval_batches": 1, "eval_rows": 1, "shard_targets": 1, "budget_shards": 1,
               "decay_shards": 1, "warmup_shards": 0, "sigma_shards": 2, "held_out_shards": 1, "choose_transitions": 0,
               "checkpoints_per_shard": 1, "harmful_shards": 0, "damaged_shards": 0, "per_domain": 1,
-              "rotation_shards": 1, "reference_per_doubling": 1}
+              "rotation_shards": 1, "reference_per_doubling": 1, "max_seeds": 0}
 
     def __post_init__(self):
         at_least(self, self.MINIMA, "study preset")
-        if not self.seeds or not 0 < self.reference_lowest <= 1 <= self.reference_cap or self.pool_factor <= 0:
-            raise ValueError("study preset: seeds must be given, reference_lowest <= 1 <= reference_cap, pool_factor > 0")
+        if len(self.seeds) < 2 or not 0 < self.reference_lowest <= 1 <= self.reference_cap or self.pool_factor <= 0:
+            raise ValueError("study preset: seeds must be two or more, reference_lowest <= 1 <= reference_cap, "
+                             "pool_factor > 0")
+        if self.max_seeds and self.max_seeds < len(self.seeds):
+            raise ValueError(f"study preset: max_seeds ({self.max_seeds}) is below the {len(self.seeds)} seeds given")
 
     def model(self) -> dict:
         """The TrainConfig keys of this preset's model, batch and evaluation."""
@@ -112,6 +119,13 @@ PRESETS = {
         warmup_shards=2, sigma_shards=10, held_out_shards=80, choose_transitions=20, held_out_branch=True,
         checkpoints_per_shard=1, harmful_shards=2, damaged_shards=48, per_domain=12, rotation_shards=6,
         reference_lowest=0.125, reference_cap=4.0, reference_per_doubling=2),
+    # the small setting with as many seeds as stage A's noise asks for, at most max_seeds (CPU time)
+    "planned": StudyPreset(
+        source="stdlib", shape=TINY, micro_rows=8, accum=1, eval_batches=8, eval_rows=8,
+        shard_targets=2048, budget_shards=40, decay_shards=4, pool_factor=4.5,
+        warmup_shards=2, sigma_shards=10, held_out_shards=80, choose_transitions=20, held_out_branch=True,
+        checkpoints_per_shard=1, harmful_shards=2, damaged_shards=48, per_domain=12, rotation_shards=6,
+        reference_lowest=0.125, reference_cap=4.0, reference_per_doubling=2, max_seeds=10),
     "proxy64m": StudyPreset(
         source="climbmix", shape=PROXY64M, micro_rows=16, accum=1, eval_batches=160, eval_rows=16,
         shard_targets=20000 * 16 * 2048, budget_shards=6, decay_shards=1, pool_factor=2.5,
@@ -221,7 +235,7 @@ def plan(preset):
     stage_a = {"shards": n_cal, "shared_shards": n_shared, "trained_targets": n_cal * shard_t,
                "updates": n_cal * upd_per_shard, "measurements": n_meas,
                "flops": n_cal * shard_t * fpt + fwd * n_meas * measure_tok}
-    seeds = len(p.seeds)
+    seeds = p.max_seeds or len(p.seeds)  # a planned count: at most max_seeds
     extra_starts = (seeds - 1) * n_shared  # another seed's start state: the shared shards from its own init
     total_updates = stage_a["updates"] + extra_starts * upd_per_shard + seeds * sum(a["updates"] for a in arms.values())
     pool_tokens = (cand + p.harmful_shards + p.damaged_shards) * shard_t
@@ -234,6 +248,7 @@ def plan(preset):
         "budget_targets": p.budget_shards * shard_t, "reference_fractions": fr, "reference_cap": cap,
         "pool_shards": cand, "pool_tokens": pool_tokens, "pool_disk_bytes": pool_tokens * BYTES_PER_TOKEN,
         "stage_a": stage_a, "extra_seed_start_shards": extra_starts, "arms": arms, "seeds": list(p.seeds),
+        "max_seeds": p.max_seeds,
         "total_updates": total_updates, "total_targets": total_updates * per_update,
         "total_flops": stage_a["flops"] + extra_starts * shard_t * fpt + seeds * sum(a["flops"] for a in arms.values()),
         "data_tokens_needed": data_tokens, "data_disk_bytes": data_tokens * BYTES_PER_TOKEN,
@@ -296,7 +311,10 @@ def format_plan(pl):
     for arm, a in pl["arms"].items():
         lines.append(f"| {arm} (per seed) | {a['shards']} | {a['trained_targets']:,} | {a['updates']:,} | "
                      f"{a['flops']:.3e} | {a['note']} |")
-    lines += ["", f"seeds {pl['seeds']}: whole study {pl['total_updates']:,} updates, {pl['total_targets']:,} "
+    seeds = (f"seeds {pl['seeds']}" if not pl["max_seeds"] else
+             f"seeds: as many as stage A's noise asks for (printed before the arms train), at most {pl['max_seeds']} "
+             f"from {pl['seeds'][0]}; at {pl['max_seeds']}")
+    lines += ["", f"{seeds}: whole study {pl['total_updates']:,} updates, {pl['total_targets']:,} "
                   f"trained targets, {pl['total_flops']:.3e} FLOPs (without rejections; arm A to its cap)",
               f"data: {pl['data_tokens_needed']:,} tokens (pool + stage A) = {_bytes(pl['data_disk_bytes'])} "
               f"at 2 bytes per token"]

@@ -1,5 +1,6 @@
-"""Arm A's reference curve: where its decay branches sit, one monotone curve from both seeds,
-and whether it spans every loss it must measure.
+"""Arm A's reference curve: where its decay branches sit, one monotone curve from the seeds'
+points, the curve each seed is measured against (the other seeds' points: leave one out), and
+whether it spans every loss it must measure.
 
 Branch points are spaced evenly in log D: fractions 2^(j / per_doubling) of the stable
 budget, from `lowest` up to (not including) the cap; the cap is arm A's own run budget,
@@ -11,6 +12,11 @@ pooled (pool-adjacent-violators): where noise would fold the curve, neighbouring
 are averaged until it no longer does; elsewhere the points are kept. More training on
 the same pool is assumed not to raise the selection loss; the report shows each seed's
 raw points beside the fit.
+
+Every run at seed s is measured against the curve of arm A's other seeds (leave_one_out): a
+curve that holds seed s's own points would measure arm A against itself (its points would be
+zero by construction and its seed spread zero), and B and C at seed s share arm A's
+initialisation and order seed. With two seeds each seed's curve is the other seed's.
 """
 import math
 
@@ -55,6 +61,13 @@ def curve_from_seeds(per_seed):
         out_d.append(float(x))
         out_l.append(float(y))
     return out_d, out_l
+
+
+def leave_one_out(per_seed):
+    """{seed: (D, fitted L)}: for each seed, the monotone curve of every other seed's points."""
+    if len(per_seed) < 2:
+        raise ValueError(f"a leave-one-out curve needs arm A at two or more seeds (got {len(per_seed)})")
+    return {s: curve_from_seeds({k: c for k, c in per_seed.items() if k != s}) for s in per_seed}
 
 
 def coverage(L, losses):

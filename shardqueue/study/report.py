@@ -5,10 +5,12 @@ names the first missing or mistyped key, so a broken summary is refused in one l
 instead of producing a half-written report.
 """
 from corpus.atomic import atomic_write_text
+from shardqueue.study.adoption import DEFINITION as ADOPTION_DEFINITION
 from shardqueue.study.presets import SUB_SHARD_NOTE
 
 NUM = (int, float)
 OPT_NUM = (int, float, type(None))
+OPT_INT = (int, type(None))
 RUN_SCHEMA = {
     "arm": str, "seed": int, "name": str,
     "trained_targets": int,  # read from the run's own decision log
@@ -31,12 +33,18 @@ SCHEMA = {
                         "coverage": {"ok": bool, "lowest": NUM, "highest": NUM, "below": list, "above": list}},
     "runs": [RUN_SCHEMA],
     "budget_check": {"targets": dict, "equal": bool, "rule": str, "problems": list},
-    "adoption": {"seeds": list, "b_minus_a": dict, "b_minus_c": dict, "seed_spread": OPT_NUM, "threshold": OPT_NUM,
-                 "verdict": str, "reasons": list, "measured": bool},
+    "adoption": {"rule": str, "seeds": list, "b_minus_a": dict, "b_minus_c": dict, "seed_spread": OPT_NUM,
+                 "per_arm_spread": dict, "threshold": OPT_NUM, "threshold_if_largest_pairwise": OPT_NUM,
+                 "rule_met": bool, "intervals": dict, "verdict": str, "reasons": list, "measured": bool},
+    "seeds": {"used": int, "list": list, "planned": OPT_INT, "preset_max": int, "from_measured_spread": OPT_INT,
+              "expected_width_points": OPT_NUM},
+    "power": {"sigma_run_bpb": NUM, "sigma_diff_bpb": NUM, "beta": OPT_NUM, "sigma_diff_points": OPT_NUM,
+              "floor": NUM, "level": NUM, "seeds_needed": OPT_INT, "reason": str},
+    "arm_c": dict,  # {seed: {"B": {...}, "C": {...}, "equal", "why_not", "positions", "window"}}
+    "compute": {"per_arm": dict, "b_over_a": dict},
     "per_axis": {"defined": bool, "reason": str, "gaps_bpb": dict},
     "answers": {"caught": dict, "false_rejections_clean": dict, "screen": dict, "compute": dict},
     "provenance": {"date": str, "commit": str, "machine": str},
-    "rejection_rate": {"value": NUM, "source": str},
     "seed_effects": str,
     "decisions_table": {"rows": int, "parquet": str, "csv": str},
     "timing": dict,
@@ -88,7 +96,7 @@ def _signed(x):
 
 
 def _times(x):
-    return "n/a" if x is None else f"{x:.1f}x"
+    return "n/a" if x is None else f"{x:.2f}x"
 
 
 def render(s):
@@ -103,34 +111,15 @@ def render(s):
          "(The proposal \"Can a model help choose its next training data?\", sections 2 and 4.)", "",
          f"Run {prov['date']} at commit `{prov['commit'][:12]}`" + (" (uncommitted changes)" if prov.get("dirty") else "")
          + f" on {prov['machine']}; wall time {s['timing']['total']:.0f} s (stage A {s['timing']['stage_a']:.0f} s, "
-         f"the six runs {s['timing']['runs']:.0f} s)." + (f" {prov['note']}" if prov.get("note") else "")
+         f"the {len(s['runs'])} runs {s['timing']['runs']:.0f} s)." + (f" {prov['note']}" if prov.get("note") else "")
          + (f" Report and figures built {rb['date']} at commit `{rb['commit'][:12]}`." if (rb := prov.get("report_built"))
             and rb.get("commit") != prov["commit"] else ""), "",
          "## Definitions (used below)", "",
          "**D and efficiency points.** " + s["efficiency_definition"], "",
          "**Per-axis equivalent.** " + s["axis_definition"], "",
-         "**Adoption rule.** Seed spread = the largest within-arm absolute difference between the two seeds' "
-         "efficiency points over arms A, B and C; threshold = max(0.6, 2 x seed spread). Adopt only if B - A and "
-         "B - C both exceed the threshold at both seeds. Verdicts: \"adopted within this tested setting\" (both "
-         "comparisons above the threshold at both seeds); \"not adopted\" (all points measured, some comparison "
-         "not above it: the queue stays an analysis tool and the baseline stays in place, as the proposal says); "
-         "\"not measurable\" (some points refused even with the reference curve at its cap, reasons listed).", "",
-         f"**Schedule.** {s['schedule']}", "",
-         f"## Verdict: {ad['verdict']}", ""]
-    L += [f"- {r}" for r in ad["reasons"]] or ["- B beats A and C at both seeds by more than the threshold."]
-    L += ["", "| Seed | B - A (points) | B - C (points) | threshold (points) | B - A (BPB gap) | B - C (BPB gap) | "
-              "threshold (BPB) |", "|---:|---:|---:|---:|---:|---:|---:|"]
-    for sd in seeds:
-        k = str(sd)
-        L.append(f"| {sd} | {_pts(ad['b_minus_a'].get(k))} | {_pts(ad['b_minus_c'].get(k))} | {_pts(ad['threshold'])} | "
-                 + (f"{ax['b_minus_a_bpb'][k]:+.4f} | {ax['b_minus_c_bpb'][k]:+.4f} | {ax['threshold_bpb']:.4f} |"
-                    if ax["defined"] else f"n/a | n/a | n/a ({ax['reason']}) |"))
-    if ax["defined"]:
-        L += ["", f"Per-axis equivalent: beta = {ax['beta']:+.4f} BPB per unit ln D from {ax['slope_points']} of arm "
-                  f"A's points; one efficiency point = {ax['bpb_per_point']:.5f} BPB; seed spread of gaps "
-                  f"{ax['seed_spread_bpb']:.4f} BPB. Read this way, B "
-                  + ("clears" if ax["passes"] else "does not clear") + " the threshold at both seeds against A and C "
-                  "(a reading, not the verdict: the verdict uses efficiency points)."]
+         "**Adoption rule.** " + ADOPTION_DEFINITION, "",
+         f"**Schedule.** {s['schedule']}", ""]
+    L += verdict_lines(s) + seed_lines(s)
     L += ["", "## Efficiency points per run", "",
           "| Run | D | Selection BPB (mean) | Efficiency points | D_eq | Gap to the curve (BPB) | Reason if refused |",
           "|---|---:|---:|---:|---:|---:|---|"]
@@ -140,20 +129,22 @@ def render(s):
         L.append(f"| {r['name']} | {r['trained_targets']:,} | {r['final_selection']['mean']:.4f} | {_pts(e['points'])} | "
                  f"{d_eq} | {ax['gaps_bpb'].get(r['name'], 0):+.4f} | {e['reason'] or ''} |")
     rc = s["reference_curve"]
-    cov = rc["coverage"]
     L += ["", "## The reference curve (arm A)", "",
           f"Decay branches at {', '.join(f'{f:.3g}' for f in rc['fractions'])} x the budget, then arm A's own decay "
-          f"where it stopped (cap {rc['cap']:g} x the budget). It spans selection losses {cov['lowest']:.4f} to "
-          f"{cov['highest']:.4f} BPB: " + ("every run's final loss lies inside." if cov["ok"] else
-                                          f"outside: below {cov['below']}, above {cov['above']}."), "",
+          f"where it stopped (cap {rc['cap']:g} x the budget). The runs of each seed are measured on the curve of "
+          "arm A's other seeds (leave one out): "
+          + "; ".join(f"without seed {sd}, it spans {c['lowest']:.4f} to {c['highest']:.4f} BPB"
+                      + (", and seed {}'s final losses lie inside".format(sd) if c["ok"] else
+                         f", outside it: below {c['below']}, above {c['above']}")
+                      for sd, c in rc["coverage_by_seed"].items()) + ".", "",
           "| Seed | Point | D | Selection BPB (raw) |", "|---:|---|---:|---:|"]
     for sd, c in rc["per_seed"].items():
         for D, Lv, t in zip(c["D"], c["L"], c.get("threshold", [""] * len(c["D"]))):
             tl = "own decay" if t == "own decay" else f"branch at {t:,} accepted targets"
             L.append(f"| {sd} | {tl} | {D:,} | {Lv:.4f} |")
-    L += ["", "Monotone fit (both seeds pooled): " + ", ".join(f"{d:,.0f}: {v:.4f}" for d, v in zip(rc["D"], rc["L"])),
+    L += ["", "Monotone fit (every seed pooled, for the figure): " + ", ".join(f"{d:,.0f}: {v:.4f}" for d, v in zip(rc["D"], rc["L"])),
           "", "![selection loss against D](selection.png)", "",
-          "The figure shows each seed's raw branch points (hollow: second seed), the fitted reference curve and "
+          "The figure shows each seed's raw branch points (hollow: later seeds), the fitted reference curve and "
           "every run's final point; a final point left of or below the curve did better than plain training.", ""]
     # ---- the proposal's questions ----
     fr = cal["false_rejection"]
@@ -161,7 +152,7 @@ def render(s):
     sc = ans["screen"]
     L += ["## The proposal's questions, answered with numbers", "",
           "**B - A and B - C** are in the verdict table above.", "",
-          "**Which damage the queue caught and which it let through** (arm B, both seeds; each shard counted once "
+          "**Which damage the queue caught and which it let through** (arm B, every seed; each shard counted once "
           "per seed; dose = realised share of damaged tokens in the shard):", "",
           "| Shard kind | Dose bin | Judged | Rejected at least once | Quarantined | Finally accepted |",
           "|---|---|---:|---:|---:|---:|"]
@@ -197,8 +188,9 @@ def render(s):
                  f"{_times(c['overhead_vs_kept_training'])} |")
     L += ["", "![compute per run](compute.png)", "",
           "Overhead / kept training = (wasted training + measurement, screening, checkpoints) / kept training time. "
-          "The measurement column also holds each run's setup: opening the frozen pool and, for the second seed's "
+          "The measurement column also holds each run's setup: opening the frozen pool and, for each further seed's "
           "first run (arm B), training that seed's start state on the shared stage-A shards.", ""]
+    L += compute_arm_lines(s)
     # ---- runs ----
     L += ["## Runs: final losses, budgets, decisions", "",
           "| Run | D | Selection BPB (mean) | Control BPB (mean) | Accepted | Flagged | Rejected | "
@@ -213,9 +205,9 @@ def render(s):
     bc = s["budget_check"]
     L += ["", "Arm A's D and losses are those of its decay branch at the budget; its decision counts cover its whole "
               "run (it continues to build the reference curve).", "",
-          f"Budget check ({bc['rule']}): " + ("equal across all six runs." if bc["equal"] else
-                                              "NOT equal: " + "; ".join(bc["problems"])), "",
-          f"Arm C's rate: {s['rejection_rate']['value']:.3f} ({s['rejection_rate']['source']}).", ""]
+          f"Budget check ({bc['rule']}): " + (f"equal across all {len(s['runs'])} runs." if bc["equal"] else
+                                              "NOT equal: " + "; ".join(bc["problems"])), ""]
+    L += arm_c_lines(s)
     doms = sorted({k for r in s["runs"] for k in r["final_selection"] if k != "mean"})
     if doms:
         L += ["Final selection loss per domain (BPB):", "", "| Run | " + " | ".join(doms) + " |",
@@ -267,6 +259,112 @@ def render(s):
           "nothing in them enters the results above.", ""]
     L += [f"- `{e['folder']}/` ({e['files']} files)" for e in s["earlier_attempts"]] or ["- none"]
     return "\n".join(L) + "\n"
+
+
+def verdict_lines(s):
+    """The verdict: the rule as written per seed, the paired intervals beside it, every arm's seed spread."""
+    ad, ax = s["adoption"], s["per_axis"]
+    L = [f"## Verdict: {ad['verdict']}", ""] + [f"- {r}" for r in ad["reasons"]]
+    L += ["", f"The rule as written: {ad['rule']}. " + (
+        "Threshold T = max(0.6, 2 x seed spread) cannot be computed (points refused)." if ad["threshold"] is None else
+        f"Threshold T = max(0.6, 2 x seed spread) = {ad['threshold']:.2f} points; "
+        + ("met at every seed." if ad["rule_met"] else "not met.")), "",
+          "| Seed | B - A (points) | B - C (points) | B - A (BPB gap) | B - C (BPB gap) |", "|---:|---:|---:|---:|---:|"]
+    for sd in ad["seeds"]:
+        k = str(sd)
+        L.append(f"| {sd} | {_pts(ad['b_minus_a'].get(k))} | {_pts(ad['b_minus_c'].get(k))} | "
+                 + (f"{ax['b_minus_a_bpb'][k]:+.4f} | {ax['b_minus_c_bpb'][k]:+.4f} |" if ax["defined"] else "n/a | n/a |"))
+    if ad["intervals"]:
+        L += ["", "Paired mean differences over the seeds, beside the rule (95% t interval, n - 1 degrees of freedom):",
+              "", "| Comparison | Seeds | Mean (points) | SD | t | 95% interval | Against T | Against the floor 0.6 |",
+              "|---|---:|---:|---:|---:|---|---|---|"]
+        for name, iv in ad["intervals"].items():
+            L.append(f"| {name} | {iv['n']} | {iv['mean']:+.2f} | {iv['sd']:.2f} | {iv['t']:.3f} | "
+                     f"[{iv['low']:+.2f}, {iv['high']:+.2f}] | {iv['reading']} | {iv['floor_reading']} |")
+    L += ["", "Seed spread per arm (efficiency points; the runs of each seed measured on the leave-one-out curve):", "",
+          "| Arm | Mean pairwise difference (used) | Largest pairwise difference (shown, not used) |", "|---|---:|---:|"]
+    for arm, v in ad["per_arm_spread"].items():
+        L.append(f"| {arm} | {_f(v['mean_pairwise'], 2)} | {_f(v['largest_pairwise'], 2)} |")
+    if ad["threshold"] is not None:
+        L += ["", f"Seed spread {ad['seed_spread']:.2f} (arm {ad['seed_spread_arm']}); with the largest pairwise "
+                  f"difference instead, T would be {ad['threshold_if_largest_pairwise']:.2f}."]
+    if ax["defined"]:
+        L += ["", f"Per-axis equivalent: beta = {ax['beta']:+.4f} BPB per unit ln D from {ax['slope_points']} of arm "
+                  f"A's points; one efficiency point = {ax['bpb_per_point']:.5f} BPB; seed spread of gaps "
+                  f"{ax['seed_spread_bpb']:.4f} BPB, threshold {ax['threshold_bpb']:.4f} BPB. Read this way, B "
+                  + ("clears" if ax["passes"] else "does not clear") + " the threshold at every seed against A and C "
+                  "(a reading, not the verdict: the verdict uses efficiency points). Mean gaps over the seeds: "
+                  + "; ".join(f"{n} {iv['mean']:+.4f} BPB, 95% interval [{iv['low']:+.4f}, {iv['high']:+.4f}] "
+                              f"({iv['df']} df)" for n, iv in ax["intervals_bpb"].items()) + "."]
+    return L
+
+
+def seed_lines(s):
+    """How many seeds the study planned from stage A, how many it used, and what that count can resolve."""
+    sd, pw = s["seeds"], s["power"]
+    plan = ("stage A gave no slope to convert its noise into efficiency points (" + pw["reason"] + ")"
+            if pw["beta"] is None else
+            f"stage A's noise, sigma_run = {pw['sigma_run_bpb']:.4f} BPB (the mean sigma_d) and B - A at one seed "
+            f"{pw['sigma_diff_bpb']:.4f} BPB = {pw['sigma_diff_points']:.2f} points at stage A's slope "
+            f"{pw['beta']:+.4f} BPB per unit ln D, asks for "
+            + (f"{sd['planned']:,} seeds per arm" if sd["planned"] else f"more seeds than can be counted ({pw['reason']})")
+            + f" for a {pw['level']:.0%} interval of B - A narrower than the floor {pw['floor']} points (printed "
+              "before the arms trained; stage A lies before the budget, where the loss falls faster, so this is a "
+              "lower bound)")
+    used = (f"the preset's own {sd['used']} seeds {sd['list']} (it plans none; the proposal's setting)"
+            if not sd["preset_max"] else f"{sd['used']} seeds per arm ({sd['list'][0]}-{sd['list'][-1]}): the planned "
+            "count" + (f", capped at the preset's {sd['preset_max']} (CPU time)" if (sd["planned"] or sd["preset_max"] + 1)
+                       > sd["preset_max"] else ""))
+    meas = ("" if sd["from_measured_spread"] is None else
+            f" The measured spread of B - A across the seeds asks for {sd['from_measured_spread']:,} seeds per arm for "
+            "the same interval.")
+    if sd.get("expected_width_points") is not None:
+        meas = (f" At {sd['used']} seeds the plan expects the 95% interval of B - A to be about "
+                f"{sd['expected_width_points']:,.1f} points wide." + meas)
+    enough = sd["planned"] is not None and sd["used"] >= sd["planned"]
+    return ["", "## Seeds: planned and used", "", f"Planned: {plan}. Used: {used}.{meas} "
+            + ("The study ran the planned count." if enough else
+               "The study ran fewer seeds than planned: its intervals are wider than the floor, so it can resolve a "
+               "gain only well away from 0 and the threshold; a gain near them stays unresolved.")]
+
+
+def arm_c_lines(s):
+    """Arm C's rejections against arm B's, per seed: the count rule and what each run removed."""
+    L = ["Arm C's rejections match arm B's count at the same seed (B's rejections, not its flags, and not a rate times "
+         "C's own number of decisions); the positions are drawn among the first decisions C is sure to make:", "",
+         "| Seed | B rejections | C rejections | Equal | C's positions (window) | B shards rejected | C shards "
+         "rejected | B targets rolled back | C targets rolled back | B shards absent at end | C shards absent at end |",
+         "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    notes = []
+    for sd, c in s["arm_c"].items():
+        b, x = c["B"], c["C"]
+        L.append(f"| {sd} | {b['rejections']} | {x['rejections']} | {'yes' if c['equal'] else 'NO'} | "
+                 f"{c['positions']} (first {c['window']}) | {b['shards_rejected']} | {x['shards_rejected']} | "
+                 f"{b['targets_rolled_back']:,} | {x['targets_rolled_back']:,} | {b['absent_at_end']} | "
+                 f"{x['absent_at_end']} |")
+        if not c["equal"]:
+            notes.append(f"- seed {sd}: {c['why_not']}")
+    return L + [""] + notes + (["", "Shards absent at the end: quarantined, deferred and still pending, or undecided. "
+                                "A rejection removes the shard from that point of training (rolled back); B removes "
+                                "some for good by rejecting them twice, C rarely hits the same shard twice.", ""])
+
+
+def compute_arm_lines(s):
+    """Trained targets and wall time per arm, and the overhead of B over A as ratios."""
+    c = s["compute"]
+    L = ["**Compute per arm** (mean over seeds; arm A to its budget: its stable shards and the decay branch there, "
+         "not the reference curve it goes on to build):", "",
+         "| Arm | Seeds | Trained targets (kept and wasted) | Training (s) | Wall time of the queue (s) |",
+         "|---|---:|---:|---:|---:|"]
+    for arm, v in c["per_arm"].items():
+        L.append(f"| {arm} | {v['seeds']} | {v['trained_targets']:,.0f} | {v['training_s']:.1f} | {v['wall_s']:.1f} |")
+    o = c["b_over_a"]
+    if o:
+        L += ["", f"Overhead of B over A: trained targets {_times(o['trained_targets'])}; wall time "
+                  f"{_times(o['wall_s'])} (both measured and screened after every shard, as the study runs them); "
+                  f"B's wall time over A's training time alone {_times(o['wall_vs_a_training_s'])} (plain training "
+                  "measures nothing).", ""]
+    return L
 
 
 def write_report(summary, out_dir):
