@@ -103,8 +103,9 @@ class ReferenceBranchRunner(QueueRunner):
             used.append(sid)
         D = self.targets
         w = self.world
-        sel = measure(self.trainer.model, w.sets["selection"], w.token_bytes, w.device)
-        ctrl = measure(self.trainer.model, w.sets["control"], w.token_bytes, w.device)
+        tr = self.trainer  # scored as the queue scores: the trainer's forward at its one shape (compiled on a GPU)
+        sel = measure(tr.eval_fwd, w.sets["selection"], w.token_bytes, w.device, tr.autocast, tr.fixed_rows)
+        ctrl = measure(tr.eval_fwd, w.sets["control"], w.token_bytes, w.device, tr.autocast, tr.fixed_rows)
         self.restore(snap)
         self.spent = spent  # a branch is the study's reference work, not the arm's own
         sec = time.time() - t0

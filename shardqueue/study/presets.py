@@ -230,7 +230,8 @@ def plan(preset):
 
     arms = {"A": arm(a_stable, len(fr) + 1, f"stable up to {cap:g} x budget ({a_stable} shards), decay branches "
                                             f"at {', '.join(f'{f:.3g}' for f in fr)} x budget, then its own decay"),
-            "B": arm(p.budget_shards, 1, "minimum; +2 shards per rejection, +1 per branch check"),
+            "B": arm(p.budget_shards, 1, "minimum; +2 shards per rejection, +1 or +2 per branch check (a reserve "
+                                               "shard, then one of the same source)"),
             "C": arm(p.budget_shards, 1, "minimum; +2 shards per random rejection")}
     stage_a = {"shards": n_cal, "shared_shards": n_shared, "trained_targets": n_cal * shard_t,
                "updates": n_cal * upd_per_shard, "measurements": n_meas,
@@ -253,12 +254,22 @@ def plan(preset):
         "total_flops": stage_a["flops"] + extra_starts * shard_t * fpt + seeds * sum(a["flops"] for a in arms.values()),
         "data_tokens_needed": data_tokens, "data_disk_bytes": data_tokens * BYTES_PER_TOKEN,
         "shards_trained": shards_trained,
-        "gpu_hours_estimate": shards_trained * p.minutes_per_shard / 60 if p.minutes_per_shard is not None else None,
+        # the proposal's minutes per shard price a shard's training FLOPs; screens, measurements and final scores
+        # (forward passes, compiled like training) are priced at the same FLOP rate
+        "gpu_hours_estimate": (hours_per_flop(p, shard_t, fpt) * (stage_a["flops"] + extra_starts * shard_t * fpt
+                                                                  + seeds * sum(a["flops"] for a in arms.values()))
+                               if p.minutes_per_shard is not None else None),
+        "training_gpu_hours": shards_trained * p.minutes_per_shard / 60 if p.minutes_per_shard is not None else None,
         "climbmix_files_estimate": math.ceil(data_tokens / CLIMBMIX_TOKENS_PER_FILE) if p.source == "climbmix" else None,
     }
     if p.minutes_per_shard is not None:
         out["node"] = node_fit(p, out, n_params, cfg)
     return out
+
+
+def hours_per_flop(p, shard_t, fpt):
+    """GPU-hours per FLOP at the proposal's minutes per shard (a shard's training FLOPs: shard_t x fpt)."""
+    return p.minutes_per_shard / 60 / (shard_t * fpt)
 
 
 def node_fit(p, pl, n_params, cfg):
@@ -269,8 +280,9 @@ def node_fit(p, pl, n_params, cfg):
     reads `runs_in_parallel` from here.
     """
     runs = 3 * len(p.seeds)
-    hours_a = pl["stage_a"]["shards"] * p.minutes_per_shard / 60
-    arm_hours = {a: v["shards"] * p.minutes_per_shard / 60 for a, v in pl["arms"].items()}
+    per_flop = hours_per_flop(p, pl["shard_targets"], pl["flops_per_target"])
+    hours_a = pl["stage_a"]["flops"] * per_flop
+    arm_hours = {a: v["flops"] * per_flop for a, v in pl["arms"].items()}
     return {"node": NODE["name"], "gpus": NODE["gpus"], "host_memory_gib": NODE["host_memory_gib"],
             "runs_in_parallel": min(runs, NODE["gpus"]), "wall_hours": hours_a + max(arm_hours.values())}
 
@@ -323,8 +335,10 @@ def format_plan(pl):
                       f"{CLIMBMIX_TOKENS_PER_FILE / 1e6:.0f}M tokens per file")
     if pl["gpu_hours_estimate"]:
         n = pl["node"]
-        lines.append(f"GPU-hours: {pl['shards_trained']} shards trained in all, about {pl['gpu_hours_estimate']:.0f} "
-                     f"GPU-hours at the proposal's estimate of 55 minutes per 64M shard (more with rejections)")
+        lines.append(f"GPU-hours: {pl['shards_trained']} shards trained in all ({pl['training_gpu_hours']:.0f} GPU-hours at "
+                     f"the proposal's estimate of 55 minutes per 64M shard); with the screens, control measurements and "
+                     f"final scores at the same FLOP rate about {pl['gpu_hours_estimate']:.0f} GPU-hours "
+                     f"(more with rejections)")
         lines.append(f"node: {n['node']} ({n['gpus']} GPUs, {n['host_memory_gib']} GiB host memory): stage A on one "
                      f"GPU, then the {n['runs_in_parallel']} runs one per GPU: about {n['wall_hours']:.0f} hours wall "
                      f"time (more with rejections); host memory and disk follow (footprint.py)")
