@@ -224,10 +224,11 @@ def test_duplicates_of_validation_rows_before_the_range_are_excluded(monkeypatch
         def prepared(self):
             return {"train_shards": ["t.parquet"], "val_shard": "v.parquet"}
 
-    groups = {"t.parquet": [["T", "u"]], "v.parquet": [["a", "b", "T"], ["a", "T", "b"], ["c", "c", "x"]]}
+    groups = {"t.parquet": [["T", "u"]], "v.parquet": [["a", "b", "T"], ["a", "T", "b"], ["c", "c", "a"]]}
     monkeypatch.setattr(conf, "Layout", FakeLayout)
     monkeypatch.setattr(conf, "iter_row_group_texts", lambda path: enumerate(groups[path.name]))
-    # rows 3..7: 3 repeats row 0 and 5 row 1 (both before the range), 4 is a training text, 7 repeats row 6
+    # rows 3..7: 3 repeats row 0 and 5 row 1 (both before the range), 4 is a training text, 7 repeats row 6;
+    # row 8 repeats row 0 too but lies past the range's end
     assert find_duplicates(tmp_path, "x", (3, 8)) == [(3, "val:0"), (4, "train:t.parquet"), (5, "val:1"), (7, "val:6")]
 
 
