@@ -34,13 +34,16 @@ Each stage prints where it reads and writes; results land under --out.
 """
 import argparse
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+from corpus.atomic import atomic_write_json
+
 STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue", "queue_study", "summary")
-# Each stage imports what it drives when it runs (late, on purpose): `--help` and a run of a few stages
-# do not load every part of the house.
+# Late imports: each stage imports what it drives when it runs, and main() the device policy (torch) after
+# parsing: `--help` loads none of them (a third of the import time) and a run of a few stages only theirs
 
 
 def main(argv=None):
@@ -122,8 +125,6 @@ def freeze_stage(out, data_dir, clock):
 
 
 def eval_stage(out, data_dir, clock):
-    import subprocess
-
     from eval.__main__ import main as eval_main
     from manifests.__main__ import verify_manifest
 
@@ -173,7 +174,6 @@ class StageClock:
     def stop(self):
         if self.name is None:
             return
-        from corpus.atomic import atomic_write_json
 
         try:
             times = json.loads(self.path.read_text())

@@ -11,15 +11,20 @@ else ~/.cache/packing-audit). Each step is skipped when its outputs already veri
 second run on a complete data root does no work and says so.
 """
 import argparse
+import hashlib
 import json
 import os
 import sys
 import time
+from pathlib import Path
 
 from corpus.atomic import atomic_write_json, sha256_file
-from corpus.errors import DataError
+from corpus.errors import DataError, os_error_line
 from corpus.layout import ENV_VAR, Layout, default_data_dir
+from corpus.runlock import FolderLocked, folder_lock
 
+# Late imports: each step's modules (numpy, pyarrow, the tokenizer, tqdm) load inside the functions that run
+# them: `--help` and a refused argument answer without them
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -68,8 +73,6 @@ def check_args(args):
 
 
 def _make_root(lay):
-    from pathlib import Path
-
     for parent in [lay.root, *lay.root.parents]:
         if parent.exists() and not parent.is_dir():
             raise DataError(f"{parent}: is a file, not a folder; choose another --data-dir")
@@ -108,9 +111,6 @@ def _identity(args, sys_version):
         a.update(seed=args.seed, shards=args.shards, row_group_size=args.row_group_size,
                  max_files=args.max_files, python=sys_version)
     elif args.source == "parquet":
-        from corpus.atomic import sha256_file
-        from pathlib import Path
-
         for p in args.input:
             if not Path(p).is_file():
                 raise DataError(f"{p}: input file not found")
@@ -129,8 +129,6 @@ def _read_json(path):
 
 
 def prepare(args) -> dict:
-    from corpus.runlock import folder_lock
-
     check_args(args)
     data_dir = args.data_dir or default_data_dir()
     lay = Layout(data_dir, args.source)
@@ -140,8 +138,6 @@ def prepare(args) -> dict:
 
 
 def _prepare(args, lay) -> dict:
-    import hashlib
-
     from console.progress import bar as tqdm
 
     from corpus.census import write_census
@@ -302,7 +298,6 @@ def print_summary(summary):
 
 def main(argv=None):
     args = parse_args(argv)
-    from corpus.runlock import FolderLocked
 
     try:
         out = prepare(args)
@@ -310,8 +305,6 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        from corpus.errors import os_error_line
-
         print(f"error: {os_error_line(e)}", file=sys.stderr)
         return 2
     print_summary(out["census"])

@@ -88,7 +88,8 @@ def audit_offline(data_dir=None, out="runs/main/audit_packers", extra_args=()) -
     """The main job's cross-packer comparison on the offline corpus: the paper's four, concatenate-and-chunk and
     every installed library packer (but MAIN_JOB_SKIPS), at the scaled budget. Returns the exit status;
     audit.compare.headline(out) then gives the numbers and the sentence for SUMMARY.md."""
-    from audit.adapters import SPECS, installed  # late, as in main(): --help stays fast
+    # late, as in main(): --help stays fast
+    from audit.adapters import SPECS, installed
     from loaders.core import PACKERS
 
     names = list(PACKERS) + [n for n, s in SPECS.items() if installed(s) and n not in MAIN_JOB_SKIPS]

@@ -10,10 +10,13 @@ naming the extra that installs it. Write your own the same way and pass it with
 Token ids: tracer documents start at FIRST_ID; 0 is padding, 1 BOS, 2 EOS (what an adapter
 gives a library as its special tokens).
 """
+import gzip
 import importlib
 import importlib.util
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from itertools import islice
+from pathlib import Path
 
 import numpy as np
 
@@ -156,8 +159,6 @@ def olmo(strategy, R, workdir):
     needed in the tracer's tokens); instances read in index order, padding as it pads."""
     nd = require("olmo_core.data.numpy_dataset", f"olmo_{strategy}")
     types = require("olmo_core.data.types", f"olmo_{strategy}")
-    import gzip
-    from pathlib import Path
 
     def run(docs):
         d = Path(workdir)
@@ -234,6 +235,7 @@ def titan_first_fit(R):
     """torchtitan's sample packer (MMSamplePacker: first fit over a buffer of 100 samples, batches of 8,
     max_seq_length = R; a buffer whose samples all exceed R is dropped), flushed at the end."""
     packing = require("torchtitan.hf_datasets.multimodal.utils.packing", "titan_first_fit")
+    # late: only this packer hands torch tensors to its library; the audit itself runs without torch
     import torch
 
     def run(docs):
@@ -295,7 +297,6 @@ def installed(spec) -> bool:
 def library_version(spec):
     if not spec.library:
         return None
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version(spec.library)

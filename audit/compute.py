@@ -11,6 +11,7 @@ from audit.events import EventSink, records_from_columns
 from audit.feed import PullingCore
 from audit.proposition import PropositionWatch
 from audit.tally import Tally
+from audit.trace import run_trace
 from loaders.core import CROP, FIT
 
 CHUNK_ROWS = 4096  # rows per events chunk: memory holds one chunk's events
@@ -116,8 +117,6 @@ def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve,
 def trace_packer(packer_fn, refills, name, rows, R, B, first_id, bos_id=None, pad_id=None, drain_rows=None,
                  sink=None, label_names=False, applies=False, why_not=None, progress=None):
     """Trace any packer (audit/trace.py) and summarize it as the replay summarizes its packers."""
-    from audit.trace import run_trace
-
     tr = run_trace(packer_fn, refills, R, rows, first_id, bos_id, pad_id, drain_rows, progress=progress)
     ev = tr.events
     h = ev["row"] < rows

@@ -13,6 +13,9 @@ whatever the stream's size; a CSV in the standard-library checker's format only 
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
 
 from loaders.core import KIND_NAMES
 from loaders.packers import EVENT_DTYPE, EVENT_FIELDS, events_to_records
@@ -33,8 +36,6 @@ def records_from_columns(source_id, source_len, span_start, emitted, discarded, 
 
 
 def _table(records, labels=None):
-    import pyarrow as pa
-
     cols = {f: records[f] for f in EVENT_FIELDS}
     if labels is not None:
         cols["label"] = pa.array(labels, type=pa.string())
@@ -42,8 +43,6 @@ def _table(records, labels=None):
 
 
 def _csv_table(records):
-    import pyarrow as pa
-
     cols = {f: records[f].astype(np.int64) for f in EVENT_FIELDS if f != "kind"}
     cols["kind"] = pa.array(np.asarray(KIND_NAMES)[records["kind"]])
     order = [f for f in EVENT_FIELDS]
@@ -51,8 +50,6 @@ def _csv_table(records):
 
 
 def _csv_options():
-    import pyarrow.csv as pcsv
-
     return pcsv.WriteOptions(include_header=False, quoting_style="none")
 
 
@@ -66,9 +63,6 @@ class EventSink:
         self.events = 0
 
     def write(self, records, labels=None):
-        import pyarrow.csv as pcsv
-        import pyarrow.parquet as pq
-
         if not len(records):
             return
         t = _table(records, labels)
@@ -86,8 +80,6 @@ class EventSink:
 
     def close(self):
         """Close the writers; an audit with no events still leaves an (empty) parquet file."""
-        import pyarrow.parquet as pq
-
         if self._pq is None:
             pq.write_table(_table(np.zeros(0, dtype=EVENT_DTYPE)), self.parquet_path, compression="zstd")
         else:
@@ -110,8 +102,6 @@ def write_csv(records, path):
 
 def read_events(path) -> np.ndarray:
     """An events parquet file back as records (the columns the schema names)."""
-    import pyarrow.parquet as pq
-
     t = pq.read_table(path, columns=list(EVENT_FIELDS))
     out = np.zeros(t.num_rows, dtype=EVENT_DTYPE)
     for f in EVENT_FIELDS:

@@ -12,7 +12,10 @@ read_stream returns (lengths, refill boundaries or None, labels or None).
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from corpus.atomic import atomic_write_text
 from corpus.errors import DataError
 
 LENGTH_COLUMNS = ("length", "lengths", "num_tokens", "n_tokens")
@@ -81,9 +84,6 @@ def _npy(path):
 
 
 def _parquet(path, column):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     try:
         schema = pq.read_schema(path)
     except (OSError, pa.ArrowException) as e:
@@ -108,8 +108,6 @@ def _parquet(path, column):
 
 def _labels(path, label_column):
     """The label column of a --lengths parquet file: --label-column, or one named label/source."""
-    import pyarrow.parquet as pq
-
     names = pq.read_schema(path).names
     col = label_column or next((c for c in LABEL_COLUMNS if c in names), None)
     if col is None:
@@ -121,8 +119,6 @@ def _labels(path, label_column):
 
 def prepared_labels(layout, names, counts):
     """The `source` label of each document of a prepared corpus's shards (None when a shard has none)."""
-    import pyarrow.parquet as pq
-
     out = []
     for n, k in zip(names, counts):
         pf = pq.ParquetFile(layout.raw / f"{n}.parquet")
@@ -137,7 +133,5 @@ def prepared_labels(layout, names, counts):
 
 def write_stream_lengths(stream, path):
     """One refill per line (space-separated lengths): what checkers/packing_checker.py and --lengths read."""
-    from corpus.atomic import atomic_write_text
-
     L, r = stream.lengths.tolist(), stream.refills.tolist()
     atomic_write_text(path, "".join(" ".join(map(str, L[a:b])) + "\n" for a, b in zip(r[:-1], r[1:])))

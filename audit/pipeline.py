@@ -19,6 +19,7 @@ from audit.metrics import pass_bounds
 from audit.replay import first_long_emission
 from corpus.errors import DataError
 from loaders.core import PACKERS
+from loaders.stream import DocumentStream
 
 
 @dataclass
@@ -94,8 +95,6 @@ def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=
 
 def permutation_delays(stream, R, B, rows, count, bar=lambda x, **k: x):
     """First emission of a source longer than R under seeded arrival-order permutations (original)."""
-    from loaders.stream import DocumentStream
-
     ds = DocumentStream(stream.lengths, stream.refills, name=stream.name)
     seeds = list(range(count))
     delays = [first_long_emission(ds.permuted(s), R, B, max_rows=rows) for s in bar(seeds, desc="permutations")]

@@ -16,12 +16,20 @@ same mechanism only where these ratios have the paper's order of magnitude:
 beside the paper's values. `python -m audit.regime --json` prints them for a prepared
 corpus and a preset, for other reports to include.
 """
+import argparse
+import json
 import math
+import sys
 
 import numpy as np
 
+from audit.proposition import check_proposition
+from audit.replay import Replay, rows_for_targets
+from corpus.errors import DataError
+from corpus.layout import Layout, default_data_dir
 from findings import PAPER as _P
 from findings import PAPER_REGIME as PAPER  # the paper's indicators, derived once from its published values
+from presets.six import PRESETS, TINY_REGIME
 
 # what "the paper's order of magnitude" means for each indicator (checked by tests and shown in reports)
 TARGET = {
@@ -38,9 +46,6 @@ def chunks_of(length, R) -> int:
 
 def regime_indicators(stream, R, B, targets, replay=None) -> dict:
     """The indicators of one setting; replay: an existing original-packer Replay at (R, B, targets)."""
-    from audit.proposition import check_proposition
-    from audit.replay import Replay, rows_for_targets
-
     rows = rows_for_targets(targets, R)
     rep = replay if replay is not None else Replay(stream, "original", rows, R, B)
     _, ps, _ = check_proposition(rep.stream, rep.raw, rep.refill_log, B, R)
@@ -130,6 +135,7 @@ def regime_table_md(columns: dict) -> str:
 
 def preset_setting(preset: dict):
     """(R, B, targets) of a training preset."""
+    # late: the training config loads torch (seconds); `--help`, and an audit that shows no preset, run without it
     from training.config import TrainConfig
 
     c = TrainConfig(**{k: v for k, v in preset.items() if k in TrainConfig.__dataclass_fields__})
@@ -138,8 +144,8 @@ def preset_setting(preset: dict):
 
 def preset_stream(data_dir, preset: dict):
     """The training stream a preset reads (its train_docs cap applied), lengths only."""
+    # late: the token files load pyarrow, which `python -m audit.regime --help` answers without
     from loaders.stream import DocumentStream
-    from corpus.layout import Layout
     from corpus.pretokenize import TokenShard
 
     lay = Layout(data_dir, preset.get("source", "stdlib"))
@@ -154,9 +160,6 @@ def preset_stream(data_dir, preset: dict):
 
 def tiny_training_column(data_dir) -> dict:
     """The indicators of the tiny training preset on the offline corpus (a report's second column)."""
-    from corpus.layout import default_data_dir
-    from presets.six import PRESETS, TINY_REGIME
-
     tiny = {**PRESETS["tiny"], **TINY_REGIME}
     R, B, T = preset_setting(tiny)
     return regime_indicators(preset_stream(data_dir or default_data_dir(), tiny), R, B, T)
@@ -164,8 +167,6 @@ def tiny_training_column(data_dir) -> dict:
 
 def filter_counts(data_dir, source, max_len) -> dict:
     """How much of the training corpus the demo-only length filter drops (sources longer than max_len)."""
-    from corpus.layout import default_data_dir
-
     full = preset_stream(data_dir or default_data_dir(), {"source": source})
     long = full.lengths > max_len
     return {"max_source_len": int(max_len), "sources": int(full.n), "dropped": int(long.sum()),
@@ -173,14 +174,6 @@ def filter_counts(data_dir, source, max_len) -> dict:
 
 
 def main(argv=None):
-    import argparse
-    import json
-    import sys
-
-    from corpus.errors import DataError
-    from corpus.layout import default_data_dir
-    from presets.six import PRESETS
-
     ap = argparse.ArgumentParser(prog="python -m audit.regime", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
@@ -188,8 +181,6 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="print JSON instead of the Markdown table")
     a = ap.parse_args(argv)
     try:
-        from presets.six import TINY_REGIME
-
         pre = {**PRESETS[a.preset], **(TINY_REGIME if a.preset == "tiny" else {})}
         R, B, T = preset_setting(pre)
         ind = regime_indicators(preset_stream(a.data_dir or default_data_dir(), pre), R, B, T)

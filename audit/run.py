@@ -18,9 +18,12 @@ from audit.pipeline import StreamInput, audit_packer, check_packers, horizon, pe
 from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from, tiny_training_column
 from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, rows_for_targets
 from audit.report import console_summary, report_md
+from audit.synthetic import paper_like_lengths
 from console.progress import bar
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.errors import DataError
+from corpus.layout import Layout, default_data_dir
+from corpus.pretokenize import TokenShard
 from corpus.runlock import FolderLocked, lock_file
 from loaders.core import PACKERS
 
@@ -35,12 +38,8 @@ def load_stream(args) -> StreamInput:
             refills = np.append(np.arange(0, len(L), args.refill_docs), len(L))
         return StreamInput(f"lengths:{Path(args.lengths).name}", "lengths", L, refills, labels)
     if args.synthetic:
-        from audit.synthetic import paper_like_lengths
-
         L = paper_like_lengths()
         return StreamInput("synthetic-paper-census", "synthetic", L, np.append(np.arange(0, len(L), 128), len(L)))
-    from corpus.layout import Layout, default_data_dir
-    from corpus.pretokenize import TokenShard
 
     lay = Layout(args.data_dir or default_data_dir(), args.source)
     names = lay.shard_names(args.split)

@@ -29,6 +29,7 @@ import array
 import bisect
 import csv
 import heapq
+import json
 import math
 import random
 import sys
@@ -439,8 +440,6 @@ def compare(events_csv, lengths_path, packer, R, B, rows=None):
 
 
 def declared_rows(summary_path, packer):
-    import json
-
     try:
         with open(summary_path, encoding="utf-8") as f:
             s = json.load(f)

@@ -16,14 +16,10 @@ import time
 from console.usage import prog_name
 from corpus.errors import DataError
 from corpus.layout import Layout, default_data_dir
-from corpus.verify import verify_prepared
-from eval.confirmation import confirmation_fingerprint
-from eval.plan import evaluation_plan
-from loaders.stream import open_split
 from presets.six import configs
-from protocols.protocol import write_protocol
-from training.checkpoint import code_sha256
-from training.config import resolve_config
+
+# Late imports: the training config, the streams, the evaluation plan and the protocol load torch, pyarrow or
+# numpy; main() imports them after parsing, so `--help` answers without them
 
 
 def main(argv=None):
@@ -45,6 +41,14 @@ def main(argv=None):
         if v is not None and v < 1:
             print(f"error: {name} must be >= 1, got {v}", file=sys.stderr)
             return 2
+    from corpus.verify import verify_prepared
+    from eval.confirmation import confirmation_fingerprint
+    from eval.plan import evaluation_plan
+    from loaders.stream import open_split
+    from protocols.protocol import write_protocol
+    from training.checkpoint import code_sha256
+    from training.config import resolve_config
+
     try:
         dd = a.data_dir or str(default_data_dir())
         runs = {}

@@ -15,17 +15,16 @@ import argparse
 import sys
 from pathlib import Path
 
-import train  # the module, not its function: tests stand a killed run in for train.train
 from audit.regime import filter_counts, preset_setting, preset_stream, regime_indicators, regime_table_md
 from console.usage import prog_name
-from comparison.figures import BPB_NOTE, LEARNING_CURVES_NOTE, bpb_by_condition, learning_curves
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.errors import DataError
 from corpus.layout import default_data_dir
 from findings import PAPER
 from presets.six import configs
-from training.config import resolve_config
-from training.trainer import TrainingDiverged
+
+# Late imports: train.py and the training core load torch, the figures matplotlib; the functions that use them
+# import them, so `--help` answers without them
 
 CURVES = "learning_curves.png"
 BPB_FIGURE = "bpb_by_condition.png"
@@ -41,6 +40,8 @@ def fmt_tps(r):
 
 
 def table(results) -> str:
+    from comparison.figures import BPB_NOTE, LEARNING_CURVES_NOTE
+
     r0 = results[0]
     c = r0["config"]
     same = all(r["parameters"] == r0["parameters"] and r["updates"] == r0["updates"] for r in results)
@@ -98,6 +99,11 @@ def main(argv=None):
     ap.add_argument("--out", default="runs/six", help="output folder, one subfolder per run (default runs/six)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides applied to all six")
     a = ap.parse_args(argv)
+    import train  # the module, not its function: tests stand a killed run in for train.train
+    from comparison.figures import bpb_by_condition, learning_curves
+    from training.config import resolve_config
+    from training.trainer import TrainingDiverged
+
     out = Path(a.out)
     results, run_dirs = [], []
     for c in configs(a.preset):

@@ -6,6 +6,8 @@ bar prints at most every 30 seconds, plus its start and end.
 """
 import sys
 
+from tqdm import tqdm
+
 QUIET_INTERVAL_S = 30
 
 
@@ -20,8 +22,6 @@ def progress_kwargs(stream=None) -> dict:
 
 def bar(iterable=None, **kw):
     """tqdm with the refresh rate chosen for where stderr (or kw['file']) goes."""
-    from tqdm import tqdm
-
     quiet = progress_kwargs(kw.get("file"))
     for k, v in quiet.items():
         kw.setdefault(k, v)

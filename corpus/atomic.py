@@ -2,6 +2,7 @@
 
 An interrupted run leaves the previous good file (or none) in place, never half a file.
 """
+import hashlib
 import json
 import os
 import tempfile
@@ -47,8 +48,6 @@ def atomic_write_json(path, obj) -> None:
 
 
 def sha256_file(path, chunk=1 << 20) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while True:

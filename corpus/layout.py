@@ -1,4 +1,5 @@
 """Where prepared data lives: DATA_DIR/SOURCE/{raw,tokenizer,tokens,census}/ + prepared.json."""
+import json
 import os
 from pathlib import Path
 
@@ -14,6 +15,20 @@ def default_data_dir() -> Path:
     return Path(cache) / "packing-audit"
 
 
+def prepared_record(root) -> dict:
+    """prepared.json of a source folder, or DataError."""
+    path = Path(root) / "prepared.json"
+    if not path.exists():
+        raise DataError(f"{path}: corpus not prepared (run prepare.py)")
+    try:
+        rec = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise DataError(f"{path}: not valid JSON (rerun prepare.py)") from None
+    if not isinstance(rec, dict) or "files" not in rec:
+        raise DataError(f"{path}: no file hashes (prepared by an older version: rerun prepare.py)")
+    return rec
+
+
 class Layout:
     def __init__(self, data_dir, source):
         self.root = Path(data_dir) / source
@@ -27,8 +42,6 @@ class Layout:
     def prepared(self) -> dict:
         if not self.record.exists():
             raise DataError(f"{self.record}: corpus not prepared (run `python prepare.py --source {self.source}`)")
-        from corpus.verify import prepared_record
-
         return prepared_record(self.root)
 
     def shard_names(self, split: str):

@@ -17,8 +17,10 @@ import numpy as np
 
 from corpus.atomic import atomic_write_bytes, atomic_write_json, sha256_file
 from corpus.errors import DataError
+from corpus.layout import prepared_record
 from corpus.shards import iter_row_group_texts
 from corpus.tokenizer import bos_id
+from corpus.verify import check_index, verified_file
 
 REFILL_DOCS = 128
 
@@ -113,8 +115,6 @@ class TokenShard:
     """
 
     def __init__(self, tokens_dir, name, verify=True):
-        from corpus.verify import check_index, prepared_record, verified_file
-
         p = shard_paths(tokens_dir, name)
         if not p["meta"].exists():
             raise DataError(f"{p['meta']}: pre-tokenized shard missing (run prepare.py)")

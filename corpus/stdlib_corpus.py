@@ -21,6 +21,11 @@ import pyarrow.parquet as pq
 from corpus.atomic import atomic_write_bytes, atomic_write_json
 from corpus.disjoint import first_of_each_text
 
+try:
+    from pydoc_data.topics import topics as PYDOC_TOPICS
+except ImportError:  # some distributions strip pydoc_data; the code alone still works
+    PYDOC_TOPICS = {}
+
 GROUP_CHARS = 400  # small statements are merged until a group reaches this many characters
 TEST_DIRS = {"test", "tests", "idle_test"}
 SCHEMA = pa.schema([("text", pa.string()), ("source", pa.string()), ("origin", pa.string())])
@@ -108,12 +113,8 @@ def collect_documents(root: Path = None, max_files: int = None):
         kind = "test" if TEST_DIRS & set(rel.parts[:-1]) or rel.name.startswith("test_") else "library"
         for line, text in split_module(src):
             docs.append((text, kind, f"{rel.as_posix()}:{line}"))
-    try:
-        from pydoc_data.topics import topics
-    except ImportError:  # some distributions strip pydoc_data; the code alone still works
-        topics = {}
-    for name in sorted(topics):
-        text = topics[name]
+    for name in sorted(PYDOC_TOPICS):
+        text = PYDOC_TOPICS[name]
         raw = text.encode("utf-8")
         manifest.append({"path": f"pydoc_data/topics.py#{name}", "bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest()})
         docs.append((text, "prose", f"pydoc_data/topics.py#{name}"))

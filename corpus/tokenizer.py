@@ -12,13 +12,18 @@ prepared.json; every load checks both, so a tokenizer folder copied from another
 refused.
 """
 import base64
+import io
 import json
 from pathlib import Path
 
 import numpy as np
+import rustbpe
+import tiktoken
 
-from corpus.atomic import atomic_write_bytes
+from corpus.atomic import atomic_write_bytes, atomic_write_json
 from corpus.errors import DataError
+from corpus.layout import prepared_record
+from corpus.verify import file_record, verified_file
 
 SPLIT_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
@@ -41,9 +46,6 @@ def training_texts(text_iter, doc_cap=DOC_CAP_CHARS, total=TOTAL_CHARS):
 
 
 def train_encoding(text_iter, vocab_size=8192, name="packaudit"):
-    import rustbpe
-    import tiktoken
-
     n_merged = vocab_size - len(SPECIAL_TOKENS)
     if n_merged < 256:
         raise ValueError(f"vocab_size {vocab_size} too small: need at least {256 + len(SPECIAL_TOKENS)}")
@@ -82,8 +84,6 @@ def encoding_to_json(enc) -> str:
 
 
 def encoding_from_json(text, where):
-    import tiktoken
-
     try:
         d = json.loads(text)
         if d.get("format") != FORMAT:
@@ -100,11 +100,6 @@ def encoding_from_json(text, where):
 
 def save_encoding(enc, directory) -> None:
     """tokenizer.json, token_bytes.npy derived from it, and their sizes + SHA256s (written last)."""
-    import io
-
-    from corpus.atomic import atomic_write_json
-    from corpus.verify import file_record
-
     directory = Path(directory)
     (directory / RECORD).unlink(missing_ok=True)  # no record describes half-written files
     (directory / "tokenizer.pkl").unlink(missing_ok=True)  # the old pickled form is never read again
@@ -132,8 +127,6 @@ def verify_tokenizer(directory, full=False, prepared=True) -> None:
     """Both tokenizer files match the SHA256s recorded when the tokenizer was trained and, with
     `prepared` (every load outside prepare.py), the prepared corpus's record in prepared.json:
     the sidecar sits beside the files it describes, so it catches damage, not a swapped folder."""
-    from corpus.verify import prepared_record, verified_file
-
     directory = Path(directory)
     rec = tokenizer_record(directory)
     for n in FILES:

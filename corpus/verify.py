@@ -16,6 +16,7 @@ import numpy as np
 
 from corpus.atomic import sha256_file
 from corpus.errors import DataError
+from corpus.layout import prepared_record
 
 SKIP_ENV = "PACKAUDIT_SKIP_HASH"
 _hashed = {}  # (path, size, mtime_ns, inode) -> sha256
@@ -85,22 +86,6 @@ def check_index(offsets, refills, n_tokens, documents, where) -> None:
         raise DataError(f"{where}: {len(o) - 1:,} documents in the offsets, the census records {documents:,}")
     if r.ndim != 1 or len(r) < 2 or r[0] != 0 or np.any(np.diff(r) < 1) or int(r[-1]) != documents:
         raise DataError(f"{where}: refill boundaries must increase from 0 to the {documents:,} documents")
-
-
-def prepared_record(root) -> dict:
-    """prepared.json of a source folder, or DataError."""
-    import json
-
-    path = Path(root) / "prepared.json"
-    if not path.exists():
-        raise DataError(f"{path}: corpus not prepared (run prepare.py)")
-    try:
-        rec = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise DataError(f"{path}: not valid JSON (rerun prepare.py)") from None
-    if not isinstance(rec, dict) or "files" not in rec:
-        raise DataError(f"{path}: no file hashes (prepared by an older version: rerun prepare.py)")
-    return rec
 
 
 def verify_prepared(root, full=True) -> int:

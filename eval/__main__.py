@@ -21,6 +21,7 @@ verify offline. Populations: validation rows 0:38016 (dev) and 49152:84992 (conf
 climbmix; the two halves of the validation shard for the offline corpus.
 """
 import argparse
+import io
 import json
 import sys
 import time
@@ -29,20 +30,25 @@ from pathlib import Path
 import numpy as np
 
 from console.usage import prog_name
-from corpus.errors import DataError
-from eval.runs import survey_runs
+from corpus.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, sha256_file
+from corpus.errors import DataError, os_error_line
+from corpus.layout import Layout, default_data_dir
+from corpus.runlock import FolderLocked, folder_lock
+from eval.official import row_statistics, scores, write_stats
+from eval.rankings import prefix_rows, rankings, rankings_md
+from eval.stream_checks import audit_streams, require
+from eval.windows import WindowSpec, build_windows, counts_per_stratum, score_windows
 from presets.six import condition_of, run_names
 
-# torch, the model, pyarrow and the evaluation's parts load late, inside the functions that use them:
-# `--help` and a refused argument are answered without them (torch alone takes seconds to import)
+# Late imports: torch, pyarrow, tqdm and the parts that load them (the model, the runs' configs, the plan, the
+# streams, the protocol's checks, the figures) load inside the functions that use them: `--help` and a refused
+# argument are answered without them (torch alone takes seconds to import)
 UNCONFIRMED = "EXPLORATORY, UNCONFIRMED (no frozen protocol)"
 
 
 def write_window_stats(path, win, stats, meta):
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from corpus.atomic import atomic_write_bytes
 
     cols = {k: win[k] for k in ("source_index", "source_row", "source_len", "stratum", "kind")}
     nb = stats["nats"].shape[1]
@@ -75,9 +81,6 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    from corpus.runlock import FolderLocked, folder_lock
-    from training.device import configure, resolve_device
-
     a = parse_args(argv)
     if a.protocol and a.exploratory:
         print("error: --protocol makes a confirmation pass and --exploratory an unconfirmed one; choose one", file=sys.stderr)
@@ -90,6 +93,8 @@ def main(argv=None):
         if v is not None and v < 1:
             print(f"error: {name} must be >= 1, got {v}", file=sys.stderr)
             return 2
+    from training.device import configure, resolve_device
+
     t0 = time.time()
     try:
         a.device = resolve_device(a.device, "--device")
@@ -102,8 +107,6 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        from corpus.errors import os_error_line
-
         print(f"error: {os_error_line(e)}", file=sys.stderr)
         return 2
     print(f"({time.time() - t0:.0f}s)")
@@ -112,11 +115,10 @@ def main(argv=None):
 
 def prepare(a):
     """Everything checked before an output folder is touched: runs, protocol, data, streams."""
-    from corpus.layout import Layout, default_data_dir
     from corpus.tokenizer import load_token_bytes
     from eval.confirmation import confirmation_stream
     from eval.plan import complete_plan, evaluation_plan
-    from eval.stream_checks import audit_streams, require
+    from eval.runs import survey_runs
     from loaders.stream import open_split
     from training.config import TrainConfig
 
@@ -179,8 +181,6 @@ def check_frozen_stream(plan, checks, conf_stream):
 
 def claim_folder(out, ctx):
     """One kind of pass per folder: confirmed and unconfirmed results never mix, nor two protocols."""
-    from corpus.atomic import atomic_write_json
-
     path = out / "eval_status.json"
     want = {"mode": "confirmation" if ctx["protocol_sha256"] else "exploratory", "status": ctx["status"],
             "protocol_sha256": ctx["protocol_sha256"]}
@@ -195,9 +195,6 @@ def claim_folder(out, ctx):
 
 
 def evaluate(a, ctx, out):
-    from corpus.atomic import atomic_write_json, atomic_write_text
-    from eval.windows import WindowSpec, build_windows
-
     claim_folder(out, ctx)
     runs, cfg0, plan, status = ctx["runs"], ctx["cfg0"], ctx["plan"], ctx["status"]
     label = "" if ctx["protocol_sha256"] else " (UNCONFIRMED)"
@@ -251,11 +248,8 @@ def _done(path, sha, fingerprint=None):
 def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, device, status):
     """Per checkpoint: window statistics of both populations and the confirmation rows. Returns confirmation scores."""
     import pyarrow.parquet as pq
-    from console.progress import bar as tqdm
 
-    from corpus.atomic import sha256_file
-    from eval.official import row_statistics, scores, write_stats
-    from eval.windows import score_windows
+    from console.progress import bar as tqdm
     from training.checkpoint import load_checkpoint
     from training.config import TrainConfig
     from training.trainer import bf16_enabled, build_model, maybe_compile
@@ -309,9 +303,7 @@ def fingerprints_agree(checks, conf, runs):
 
 def window_summaries(runs, wins, specs, pops, plan, dups, out, status):
     """Section 5.5 comparisons per population, written as JSON and evidence."""
-    from corpus.atomic import atomic_write_json
     from eval.compare import compare_windows, write_evidence
-    from eval.windows import counts_per_stratum
 
     summaries = []
     for p in pops:
@@ -329,12 +321,7 @@ def window_summaries(runs, wins, specs, pops, plan, dups, out, status):
 
 def rankings_of(runs, context, plan, out, status):
     """Section 5.6: the protocol's ranked set (never the folder's contents) on the official-stream rows."""
-    import io
-
     import pyarrow.parquet as pq
-
-    from corpus.atomic import atomic_write_bytes, atomic_write_json
-    from eval.rankings import prefix_rows, rankings
 
     decl = plan["ranking"]
     have = {r[0].name: r for r in runs}
@@ -446,8 +433,6 @@ def windows_md(summaries, pops, label, linked=True):
 
 
 def ranking_md(rk, plan, context, label, check, linked=True):
-    from eval.rankings import rankings_md
-
     out = [f"## 5.6 Rankings on the official development stream at prefixes{label}", "",
            f"In its {check['targets']:,} targets the official development stream emits no source longer than "
            f"{check['max_source_len']} (the paper's 4096 at context 2048, scaled to {context}; longest emitted: "

@@ -11,10 +11,14 @@ so the bins add up to the window delta.
 The arithmetic lives in `window_cells`, which checkers/verify_window_evidence.py repeats
 independently from the evidence file alone.
 """
+import io
 import json
 import math
 
 import numpy as np
+import pyarrow.parquet as pq
+
+from corpus.atomic import atomic_write_bytes
 
 BOOTSTRAP_SEED = 20261008
 LN2 = math.log(2)
@@ -69,8 +73,6 @@ def window_cells(ev, conditions, baseline, seeds, strata, contrasts, replicates,
 
 def load_window_runs(paths):
     """Window stats parquet files -> evidence arrays (checked to share one window sample)."""
-    import pyarrow.parquet as pq
-
     ev, meta0, runs = {}, None, []
     for p in paths:
         t = pq.read_table(p)
@@ -113,9 +115,6 @@ def compare_windows(paths, contrast_strata=(5, 6), baseline="baseline", replicat
 
 
 def write_evidence(path, ev, summary):
-    from corpus.atomic import atomic_write_bytes
-    import io
-
     buf = io.BytesIO()
     extra = {"status": np.asarray(summary["status"])} if "status" in summary else {}
     np.savez(buf, meta=np.asarray(json.dumps(summary["params"])), **extra, **ev)

@@ -11,6 +11,8 @@ import numpy as np
 
 from corpus.layout import Layout
 from corpus.shards import iter_row_group_texts
+from eval.stream_checks import audit_stream
+from loaders.stream import open_split
 
 
 def _key(text):
@@ -19,8 +21,6 @@ def _key(text):
 
 def confirmation_stream(data_dir, source, rows):
     """(stream, duplicates): validation rows a:b less their exact duplicates."""
-    from loaders.stream import open_split
-
     dups = find_duplicates(data_dir, source, tuple(rows))
     return open_split(data_dir, source, "val", row_range=tuple(rows), exclude=[r for r, _ in dups]), dups
 
@@ -39,8 +39,6 @@ def stream_fingerprint(stream, rows_fingerprint) -> str:
 def confirmation_fingerprint(data_dir, source, plan, eval_rows):
     """The confirmation stream's fingerprint (documents and the CPU replay's scored rows):
     frozen into the protocol, checked before every confirmation pass."""
-    from eval.stream_checks import audit_stream
-
     stream, _ = confirmation_stream(data_dir, source, plan["populations"]["conf"]["rows"])
     R = plan["context"] + 1
     rec = audit_stream(stream, plan["confirmation_batches"] * eval_rows, R, plan["buffer"], R)

@@ -16,10 +16,13 @@ import sys
 import numpy as np
 
 from console.usage import prog_name
+from corpus.atomic import atomic_write_bytes, sha256_file
+from corpus.errors import DataError, os_error_line
+from corpus.layout import Layout, default_data_dir
 from loaders.packers import Packer
 
-# torch, the model and pyarrow load late, inside the functions that use them: `--help` and the
-# scoring functions that train.py and the queue call do not wait for what they do not use
+# Late imports: torch, the model, pyarrow and tqdm load inside the functions that use them: `--help` answers
+# without them (torch alone takes seconds to import)
 
 
 def score_fixed_shape(model, x, y, token_bytes, edges, device, autocast=False, batch=None):
@@ -67,8 +70,6 @@ def write_stats(path, stats, meta: dict):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from corpus.atomic import atomic_write_bytes
-
     table = pa.table({"nats": stats["nats"], "bytes": stats["bytes"], "count": stats["count"]})
     table = table.replace_schema_metadata({k: str(v) for k, v in {**meta, "fingerprint": stats["fingerprint"]}.items()})
     sink = pa.BufferOutputStream()
@@ -78,7 +79,6 @@ def write_stats(path, stats, meta: dict):
 
 def check_same_corpus(ckpt_path, payload, lay):
     """A checkpoint is scored only on the prepared corpus it was trained on."""
-    from corpus.errors import DataError
     from training.checkpoint import data_identity, data_mismatch
 
     why = data_mismatch(payload.get("data"), data_identity(lay))
@@ -87,8 +87,6 @@ def check_same_corpus(ckpt_path, payload, lay):
 
 
 def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu", progress=False):
-    from corpus.errors import DataError
-    from corpus.layout import Layout, default_data_dir
     from corpus.tokenizer import load_token_bytes
     from loaders.stream import open_split
     from training.checkpoint import load_checkpoint
@@ -112,10 +110,6 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu", progress=False):
 
 
 def main(argv=None):
-    from corpus.atomic import sha256_file
-    from corpus.errors import DataError
-    from training.device import configure, resolve_device
-
     ap = argparse.ArgumentParser(prog=prog_name("python -m eval.official"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint", help="a training checkpoint (ckpt_<updates>.pt); its config names the corpus")
@@ -124,7 +118,7 @@ def main(argv=None):
     ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     ap.add_argument("--out", default=None, help="write per-row sufficient statistics (parquet) here")
     a = ap.parse_args(argv)
-    from corpus.errors import os_error_line
+    from training.device import configure, resolve_device
 
     try:
         device = resolve_device(a.device, "--device")

@@ -8,13 +8,13 @@ summary.json must be the one those rows give. An edited recorded score, an edite
 or a checkpoint that no longer gives its own score is refused before any confirmation pass.
 """
 import numpy as np
+import pyarrow.parquet as pq
 
 from corpus.errors import DataError
+from eval.official import evaluate_checkpoint, scores
 
 
 def recorded_rows(path):
-    import pyarrow.parquet as pq
-
     try:
         t = pq.read_table(path)
         stats = {k: t.column(k).to_numpy() for k in ("nats", "bytes", "count")}
@@ -28,8 +28,6 @@ def reproduction_problem(run_dir, summary, ckpt, got):
     """Why a re-scoring `got` (eval.official's row statistics) of ckpt does not reproduce the run's
     recorded official rows and its summary's score bit for bit, in one line; None when it does.
     The gate below refuses on it; the GPU check reports it."""
-    from eval.official import scores
-
     want = recorded_rows(run_dir / "official_rows.parquet")
     for k in ("nats", "bytes", "count"):
         if got[k].dtype != want[k].dtype or not np.array_equal(got[k], want[k]):
@@ -48,8 +46,6 @@ def reproduction_problem(run_dir, summary, ckpt, got):
 
 def check_reproduces(run_dir, summary, ckpt, data_dir, device, log=print):
     """Re-score ckpt; refuse unless the rows, the fingerprint and the summary's score all match exactly."""
-    from eval.official import evaluate_checkpoint, scores
-
     got, _ = evaluate_checkpoint(ckpt, data_dir, device)
     problem = reproduction_problem(run_dir, summary, ckpt, got)
     if problem:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from corpus.errors import DataError
 from presets.six import run_names
+from training.config import TrainConfig
 
 RUN_MARKERS = ("summary.json", "train_log.jsonl", "config.json")
 
@@ -24,7 +25,6 @@ def read_summary(path: Path) -> dict:
     for key, typ in (("updates", int), ("config", dict)):
         if not isinstance(res.get(key), typ):
             raise DataError(f"{path}: key '{key}' missing or not a {typ.__name__}")
-    from training.config import TrainConfig
 
     try:
         TrainConfig(**res["config"])

@@ -9,6 +9,8 @@ these numbers, so they are all an evaluation needs to keep.
 import numpy as np
 import torch
 
+from training.device import autocast as device_autocast, to_device
+
 
 def bin_index(T, edges):
     """Bin of each target position 0..T-1 for bins [edges[k], edges[k+1]); positions past the last edge -> last bin."""
@@ -20,8 +22,6 @@ def bin_index(T, edges):
 def score_rows(model, x, y, token_bytes, edges, device, autocast=False):
     """x, y: int64 [N, T] (y = -1 for padding). Returns nats float64 [N, bins], bytes/count int64 [N, bins].
     The forward runs in eval mode; the model is left in the mode it came in."""
-    from training.device import autocast as device_autocast, to_device
-
     x, y = to_device(x, device), to_device(y, device)
     tb = to_device(token_bytes, device).long()
     was_training = model.training

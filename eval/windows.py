@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from eval.official import score_fixed_shape
+
 PAPER_CONTEXT = 2048
 PAPER_STRATA = (128, 512, 1024, 2049, 4096, 8192, 16384)  # inclusive upper bounds; the 8th stratum is the rest
 PAPER_BINS = (0, 32, 128, 512, 2048)
@@ -104,8 +106,6 @@ def build_windows(stream, spec: WindowSpec):
 
 
 def score_windows(model, win, token_bytes, spec: WindowSpec, device, autocast=False, batch=64):
-    from eval.official import score_fixed_shape
-
     # the last, smaller batch is padded to `batch` rows with masked targets: a compiled model sees one shape
     parts = [score_fixed_shape(model, win["x"][s:s + batch], win["y"][s:s + batch], token_bytes, list(spec.bins), device,
                                autocast, batch) for s in range(0, len(win["x"]), batch)]

@@ -14,6 +14,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from corpus.layout import default_data_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 STAGE_ORDER = ("prepare", "audit", "train", "freeze", "eval", "queue", "queue_study", "summary")
 
@@ -74,8 +76,6 @@ def folder_bytes(path):
 def collect(out, data_dir=None, source="stdlib"):
     out = Path(out)
     if data_dir is None:
-        from corpus.layout import default_data_dir
-
         data_dir = default_data_dir()
     commit = _git("rev-parse", "HEAD")
     status = _git("status", "--porcelain", "--untracked-files=no") if commit else None

@@ -36,18 +36,15 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 import prepare
 from console.usage import prog_name
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.errors import DataError
 from corpus.layout import Layout
-from gpu_check.parts import PARTS
 from presets.shapes import CHECK_TINY
-from training.config import resolve_config
-from training.device import configure, resolve_device
-from training.mfu import device_name
+
+# Late imports: torch, the parts and the training core load inside the functions that use them, after
+# parsing: `--help` answers without them (torch takes seconds to import)
 
 TINY = {**CHECK_TINY, "micro_rows": 4, "accum": 2, "buffer": 100, "eval_batches": 2, "eval_rows": 4}
 PAPER_RUN = {"eval_batches": 8}  # the official score on 8 x 64 rows: minutes of the check, not of scoring
@@ -71,6 +68,8 @@ def ensure_data(data_dir, vocab, out, tiny, log):
 
 
 def run_parts(ctx, names):
+    from gpu_check.parts import PARTS
+
     results = {}
     for name in names:
         t0 = time.time()
@@ -118,16 +117,23 @@ def parse(argv):
     ap.add_argument("--resume-at", type=int, default=20, help="checkpoint and resume at this update (default 20)")
     ap.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
                     help="torch.compile the model: auto = on for CUDA, off on CPU")
-    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma list of parts (default: all: {','.join(PARTS)})")
+    ap.add_argument("--parts", default=None, help="comma list of parts (default: all, in the order above)")
     return ap.parse_args(argv)
 
 
 def main(argv=None):
     a = parse(argv)
+    import torch
+
+    from gpu_check.parts import PARTS
+    from training.config import resolve_config
+    from training.device import configure, resolve_device
+    from training.mfu import device_name
+
     if a.device is None and not torch.cuda.is_available():
         print("error: no CUDA device here; run on a GPU, or give --device cpu --tiny", file=sys.stderr)
         return 2
-    names = [n.strip() for n in a.parts.split(",") if n.strip()]
+    names = [n.strip() for n in a.parts.split(",") if n.strip()] if a.parts is not None else list(PARTS)
     bad = [n for n in names if n not in PARTS]
     if bad or not names:
         print(f"error: --parts: {', '.join(bad) or 'empty'} not among {', '.join(PARTS)}", file=sys.stderr)

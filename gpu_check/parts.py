@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch._dynamo.utils import counters
+from torch.nn.attention.flex_attention import flex_attention
 
 from corpus.atomic import atomic_write_json
 from corpus.layout import Layout
@@ -73,8 +74,6 @@ def attention(ctx):
     ref_out, ref_grads = run(reference, torch.float64)
     dense, flex = AttentionBackend(use_flex=False), AttentionBackend(use_flex=True)
     if cuda(device):
-        from torch.nn.attention.flex_attention import flex_attention
-
         compiled = torch.compile(flex_attention, dynamic=False)
         mask = flex.mask("flex", T, w, torch.device(device))
         flex_fn = lambda a, b, c: compiled(a, b, c, block_mask=mask)  # noqa: E731 - as the compiled model runs it

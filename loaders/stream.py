@@ -11,7 +11,9 @@ and `doc_tokens` when they materialize rows.
 import numpy as np
 
 from corpus.errors import DataError
+from corpus.layout import Layout
 from corpus.pretokenize import TokenShard
+from corpus.tokenizer import bos_id, load_encoding
 
 
 class DocumentStream:
@@ -128,9 +130,6 @@ class DocumentStream:
 
 def open_split(data_dir, source, split, row_range=None, exclude=()):
     """The train or val stream of a prepared corpus."""
-    from corpus.layout import Layout
-    from corpus.tokenizer import bos_id, load_encoding
-
     lay = Layout(data_dir, source)
     bos = bos_id(load_encoding(lay.tokenizer))
     return DocumentStream.from_shards(lay.tokens, lay.shard_names(split), row_range, exclude, bos)

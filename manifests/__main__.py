@@ -23,6 +23,7 @@ from pathlib import Path
 
 from console.usage import prog_name
 from corpus.atomic import atomic_write_text, sha256_file
+from corpus.errors import os_error_line
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -164,8 +165,6 @@ def main(argv=None):
     try:
         n = write_manifest(files, out, covers)
     except OSError as e:
-        from corpus.errors import os_error_line
-
         print(f"error: {os_error_line(e, out)}", file=sys.stderr)
         return 2
     print(f"wrote {out}: {n} files")

@@ -11,8 +11,13 @@ import hashlib
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from corpus.atomic import atomic_write_text, sha256_file
 from corpus.errors import DataError
+from corpus.verify import verify_prepared
+from training.checkpoint import code_sha256
+from training.config import TrainConfig
 
 MACHINE_KEYS = {"data_dir", "device", "compile", "prefetch", "checkpoint_every", "keep_checkpoints"}
 
@@ -76,8 +81,6 @@ def require_keys(proto, path):
 
 
 def _comparable(cfg, where="") -> dict:
-    from training.config import TrainConfig
-
     try:
         full = TrainConfig(**cfg).to_dict()  # keys added since a run was made take their defaults
     except (TypeError, ValueError) as e:
@@ -87,10 +90,6 @@ def _comparable(cfg, where="") -> dict:
 
 def check_before_confirmation(proto, runs, layout, log=print):
     """runs: [(run_dir, summary, final_ckpt)]. Raises DataError on the first broken condition."""
-    import pyarrow.parquet as pq
-
-    from training.checkpoint import code_sha256
-
     have = {r[0].name: r for r in runs}
     want = proto["runs"]
     if set(have) != set(want):
@@ -109,7 +108,6 @@ def check_before_confirmation(proto, runs, layout, log=print):
         meta = pq.read_schema(rows).metadata or {}
         if meta.get(b"checkpoint_sha256", b"").decode() != sha256_file(ckpt):
             raise DataError(f"{run_dir}: the official check was not made on {ckpt.name} (checkpoint SHA256 differs)")
-    from corpus.verify import verify_prepared
 
     rec = layout.prepared()
     if rec["shards_sha256"] != proto["corpus"]["shards_sha256"] or rec["tokenizer_sha256"] != proto["corpus"]["tokenizer_sha256"]:

@@ -33,21 +33,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: shardqueue, corpus, training
 
-from corpus.errors import DataError  # noqa: E402
+from corpus.errors import DataError, os_error_line  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
-from shardqueue.api import (  # noqa: E402
-    calibrate,
-    describe_calibration,
-    describe_run,
-    return_from_quarantine,
-    run,
-)
-from shardqueue.dose import dose_response  # noqa: E402
-from shardqueue.reexecute import DEFAULT_TOLERANCE, reexecute_folder  # noqa: E402
-from shardqueue.replay import reconstruct_folder  # noqa: E402
-from shardqueue.runner import POLICIES  # noqa: E402
-from shardqueue.settings import BRANCH_CHECKS, QueueSettings  # noqa: E402
-from training.device import configure, resolve_device  # noqa: E402
+from shardqueue.settings import BRANCH_CHECKS, DEFAULT_TOLERANCE, POLICIES, QueueSettings  # noqa: E402
+
+# Late imports: the queue's commands (shardqueue.api, dose, replay, reexecute, domains) and the device policy
+# load torch; main() imports them after parsing, so `--help` answers without it (torch takes seconds to import)
 
 
 def build_parser():
@@ -121,6 +112,13 @@ def build_parser():
 
 def main(argv=None):
     a, extra = build_parser().parse_known_args(argv)
+    from shardqueue.api import calibrate, describe_calibration, describe_run, return_from_quarantine, run
+    from shardqueue.domains import load_domains
+    from shardqueue.dose import dose_response
+    from shardqueue.reexecute import reexecute_folder
+    from shardqueue.replay import reconstruct_folder
+    from training.device import configure, resolve_device
+
     out = Path(a.out)
     try:
         a.device = resolve_device(a.device, "--device")
@@ -147,8 +145,6 @@ def main(argv=None):
                 s["held_out_branch"] = a.held_out_branch
                 s["branch_check"] = a.branch_check
                 if a.domains:
-                    from shardqueue.domains import load_domains
-
                     s["domains"] = load_domains(a.domains)
                 rec = calibrate(out, a.config, a.set, s, a.device, fresh=a.fresh)
                 if not rec["ok"]:
@@ -174,8 +170,6 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        from corpus.errors import os_error_line
-
         print(f"error: {os_error_line(e, out)}", file=sys.stderr)
         return 2
 

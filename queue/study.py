@@ -42,6 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 
 from shardqueue.study.presets import PRESETS, format_plan, plan  # noqa: E402
 
+# Late imports: the study itself (shardqueue.study.run) and the memory footprint load torch and the queue; main()
+# imports them after parsing, so `--help` answers without them
+
 
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -5,7 +5,7 @@ shard whose rise does not recover is rolled back bitwise, deferred to the next r
 quarantined on a second rejection; every decision is logged so the run can be rebuilt.
 
     api.py         calibrate, run, return from quarantine, score: what the command lines call
-    settings.py    the calibration settings, typed: defaults, minima, the record calibration writes
+    settings.py    the calibration settings, typed: defaults, minima, the record calibration writes; run policies
     world.py       the training stream, the control/selection sets, the frozen pool (pool.json)
     domains.py     control and selection domains (defined in one place), BPB, 13-gram overlap
     packing.py     a shard trained once, whole: lossless rows, masked padding

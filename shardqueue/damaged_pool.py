@@ -15,10 +15,12 @@ from [0.05, 1] by a seeded RNG. Everything is rebuilt from pool.json's record an
 import random
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from corpus.errors import DataError
 from loaders.stream import DocumentStream
 from shardqueue.damage import DAMAGES
+from shardqueue.rotation import shard_record
 
 
 def append_documents(stream, arrays, name):
@@ -92,8 +94,6 @@ def rebuild(stream, labels, spec, texts, enc, bos, shard_tokens):
 
 def train_texts(world):
     """Texts of the training documents in stream order."""
-    import pyarrow.parquet as pq
-
     out = []
     for n in world.rec["train_shards"]:
         out += pq.read_table(world.lay.raw / n, columns=["text"]).column("text").to_pylist()
@@ -102,8 +102,6 @@ def train_texts(world):
 
 def add_damaged_shards(world, stream, labels, source_docs, n_shards, shard_tokens, seed):
     """(stream, labels, spec, shard manifests) with n_shards damaged shards (ids d0000...)."""
-    from shardqueue.rotation import shard_record
-
     texts = train_texts(world)
     spec, _ = plan_damage(source_docs, world.train.lengths, texts, n_shards, shard_tokens, seed, world.enc, world.bos)
     stream, labels, copies = rebuild(stream, labels, spec, texts, world.enc, world.bos, shard_tokens)

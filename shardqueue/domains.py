@@ -21,12 +21,15 @@ of summed nats to summed bytes over its windows (positive-byte mask, as the offi
 import ast
 import hashlib
 import io
+import json
 import math
 import re
 import tokenize
+from pathlib import Path
 
 import numpy as np
 
+from corpus.errors import DataError
 from eval.official import score_fixed_shape
 from training.device import bf16_autocast
 
@@ -148,11 +151,6 @@ def load_domains(path):
     optional and combined with "and"; `documents` even | odd | all (by index, default even
     for control and odd for selection, so the two never share a document); `extract` text |
     docstrings | comments | paragraphs (what of a document becomes window text, default text)."""
-    import json
-    from pathlib import Path
-
-    from corpus.errors import DataError
-
     p = Path(path)
     try:
         spec = json.loads(p.read_text())
@@ -188,8 +186,6 @@ def load_domains(path):
 
 def spec_domain_texts(texts, labels, spec):
     """{part: {domain: [(text, origin_doc_index)]}} chosen by a domains file's rules (load_domains)."""
-    from corpus.errors import DataError
-
     out = {"control": {}, "selection": {}}
     for part, doms in spec.items():
         for name, rule in doms.items():
@@ -216,8 +212,6 @@ def build_sets(texts, labels, enc, bos, context, per_domain=16, seed=3003, spec=
     """{"control": {domain: set}, "selection": {domain: set}}; a set has x, y, docs, sha256 of its texts.
 
     spec: a domains file's rules (load_domains); without one, the built-in domains above."""
-    from corpus.errors import DataError
-
     if spec is None:
         parts = {"control": {}, "selection": {}}
         for dom, items in domain_texts(texts, labels).items():

@@ -25,9 +25,17 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.errors import DataError
+from corpus.shards import iter_row_group_texts
+from shardqueue import api as rq
+from shardqueue.harmful import remapped
+from shardqueue.packing import shard_rows, shard_tokens
+from shardqueue.rotation import shard_docs
+from shardqueue.rule import judge
+from training.trainer import Trainer
 
 FRACTIONS = (0.0, 0.1, 0.25, 0.5, 1.0)
 
@@ -60,20 +68,18 @@ def exact_mix(harm_docs, clean_docs, total, fraction):
 def harm_function(kind, world, seed, vocab, harm_parquet=None):
     """(tokens, rng) -> a harmful document's tokens; for `parquet`, the list of the bad documents' tokens."""
     if kind == "cipher":
-        from shardqueue.harmful import remapped
-
         perm = np.random.default_rng(seed).permutation(vocab)
         return lambda t, rng: remapped(t, perm, world.bos)
     if kind == "parquet":
         if not harm_parquet:
             raise DataError("--harm parquet needs --harm-parquet PATH (a parquet file with a text column)")
-        from corpus.shards import iter_row_group_texts
 
         texts = [t for _, batch in iter_row_group_texts(harm_parquet) for t in batch if t.strip()]
         if not texts:
             raise DataError(f"{harm_parquet}: no non-empty documents")
         return [np.asarray([world.bos] + world.enc.encode_ordinary(t), dtype=np.int64) for t in texts]
     try:
+        # late and guarded: a checkout without the text-damage kinds still runs the cipher and parquet harms
         from shardqueue.damage import DAMAGES
     except ImportError:
         raise DataError(f"--harm {kind}: the text-damage kinds (shardqueue/damage.py) are not in this checkout") from None
@@ -105,21 +111,11 @@ def check_file_size(docs, totals, fractions, path):
 
 def dose_response(out, calibration_dir, trials=4, fractions=FRACTIONS, device="cpu", log=print, harm="cipher",
                   harm_parquet=None):
-    from shardqueue import api as rq
-
     with rq.one_thread():
         return _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parquet)
 
 
 def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parquet):
-    from tqdm import tqdm
-
-    from shardqueue import api as rq
-    from shardqueue.packing import shard_rows, shard_tokens
-    from shardqueue.rotation import shard_docs
-    from shardqueue.rule import judge
-    from training.trainer import Trainer
-
     out = Path(out)
     cfg, world, pool, calib = rq.open_calibration(calibration_dir, device)
     st = rq._read_state(Path(calibration_dir) / "calibrated_state.pt", calib["state_sha256"])

@@ -17,6 +17,9 @@ rotation.py and loaders/stream.py; the two figures not measured here are marked 
 """
 import math
 
+from shardqueue.inspection import SAMPLE_TOKENS
+from shardqueue.study.presets import PRESETS, plan
+
 GIB = 2 ** 30
 # the stated node: one 8-GPU node with 128 GiB of host memory and 2 TiB of local disk for the data and runs
 NODE = {"name": "one 8-GPU node", "host_memory_bytes": 128 * GIB, "disk_bytes": 2048 * GIB}
@@ -69,9 +72,6 @@ def footprint_terms(documents, pool_documents, shard_documents, parameters, upda
 
 
 def host_footprint(preset, node=NODE):
-    from shardqueue.inspection import SAMPLE_TOKENS
-    from shardqueue.study.presets import PRESETS, plan
-
     p, pl = PRESETS[preset], plan(preset)
     mdt = MEAN_DOC_TOKENS[p.source]
     data_tokens = pl["data_tokens_needed"]

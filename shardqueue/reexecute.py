@@ -38,11 +38,11 @@ from corpus.errors import DataError
 from shardqueue import api, sources
 from shardqueue.log import DecisionLog, line_of, read_log, record_sha256, verify_chain
 from shardqueue.runner import QueueRunner
+from shardqueue.settings import DEFAULT_TOLERANCE
 from shardqueue.start_record import machine
 from training.checkpoint import load_checkpoint
 
 RESULT = "reexecution.json"
-DEFAULT_TOLERANCE = 1e-3  # absolute, on every float (BPB, nats per target) when the machine differs
 # fields that legitimately differ between two executions of one run, at any depth of a record
 NOT_COMPARED = (
     "time",  # the wall clock when a record was made

@@ -18,8 +18,11 @@ import sys
 from pathlib import Path
 
 from corpus.errors import DataError
-from shardqueue.log import read_log
+from shardqueue.api import corpus_identity, open_calibration
+from shardqueue.log import read_log, verify_chain
+from shardqueue.rotation import load_rotation
 from shardqueue.rule import branch_verdict, rises, unrecovered
+from shardqueue.sources import read, with_records
 from shardqueue.start_record import settings_differences
 from shardqueue.state import apply, initial_state
 
@@ -38,9 +41,6 @@ def check_records(recs, pool, calib, folder):
 
 
 def check_records_strictly(recs, pool, calib, folder):
-    from shardqueue.log import verify_chain
-    from shardqueue.rotation import load_rotation
-
     verify_chain(recs, Path(folder) / "decisions.jsonl")
     shards = {s["id"]: s for s in pool["shards"]}
     st = initial_state(pool["order"], pool.get("reserve", []))
@@ -132,9 +132,6 @@ def rehashed_pool(cal_dir, start):
     """pool.json with every shard's SHA256 recomputed from the prepared token files (never copied
     from pool.json itself), on the corpus the run's start record names, from a calibration folder
     whose config.json and calibration.json are the start record's key by key."""
-    from shardqueue.api import corpus_identity, open_calibration
-    from shardqueue.rotation import load_rotation
-
     cfg, world, _, calib = open_calibration(cal_dir)
     if start.get("corpus") != corpus_identity(cfg):
         raise DataError(f"{cal_dir}: its corpus is not the one the run's start record names")
@@ -161,7 +158,6 @@ def reconstruct_folder(folder, out=print):
         except (ValueError, UnicodeDecodeError):
             raise DataError(f"{cal_dir / 'calibration.json'}: not valid JSON") from None
         pool = rehashed_pool(cal_dir, recs[0])
-        from shardqueue.sources import read, with_records
 
         pool = with_records(pool, read(folder))  # sources added to this run (run --add-source)
         st = check_records(recs, pool, calib, folder)

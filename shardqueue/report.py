@@ -1,10 +1,18 @@
 """report.md, decisions.parquet/.csv and the control-curve figure of a queue run."""
 import json
+from io import BytesIO
 from pathlib import Path
 
-import numpy as np
+import matplotlib
 
-from corpus.atomic import atomic_write_bytes, atomic_write_text
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.csv as pcsv  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from corpus.atomic import atomic_write_bytes, atomic_write_text  # noqa: E402
 
 
 def _flag_text(r, x):
@@ -112,11 +120,6 @@ def _marked_domain(t):
 
 
 def figure(recs, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     trains = [r for r in recs if r["event"] == "train"]
     if not trains:
         return
@@ -159,7 +162,6 @@ def figure(recs, path):
                  "that exceeded its threshold most", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
-    from io import BytesIO
 
     buf = BytesIO()
     fig.savefig(buf, format="png", dpi=110)
@@ -172,10 +174,6 @@ def _fmt(v, nd=4):
 
 
 def write_report(out, recs, calib, pool, summary):
-    import pyarrow as pa
-    import pyarrow.csv as pcsv
-    import pyarrow.parquet as pq
-
     out = Path(out)
     rows = decision_rows(recs)
     table = pa.Table.from_pylist(rows) if rows else pa.table({})

@@ -13,8 +13,11 @@ import hashlib
 import sys
 
 import numpy as np
+import pyarrow.parquet as pq
 
+from corpus.errors import DataError
 from protocols.protocol import load_protocol, write_protocol
+from shardqueue.domains import register_of
 
 
 def _ranges(idx):
@@ -78,8 +81,6 @@ def save_rotation(path, manifest):
 
 def load_rotation(path, stream=None):
     """Load a frozen rotation; with a stream, re-hash every shard against it."""
-    from corpus.errors import DataError
-
     m = load_protocol(path)
     if stream is not None:
         for s in m["shards"]:
@@ -99,10 +100,6 @@ def source_labels(layout, split="train"):
     A file without any gets each document's register (domains.register_of: code, qa,
     non_latin, prose) as `<source>:<register>`, so the pool's source mix and the calibration's
     homogeneous source are real properties of the documents, not one label for everything."""
-    import pyarrow.parquet as pq
-
-    from shardqueue.domains import register_of
-
     rec = layout.prepared()
     names = rec["train_shards"] if split == "train" else [rec["val_shard"]]
     out = []

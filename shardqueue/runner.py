@@ -29,18 +29,21 @@ import numpy as np
 import torch
 
 from corpus.errors import DataError
-from shardqueue.domains import measure, rows_bpb
+from shardqueue.domains import measure, rows_bpb, sampled_overlap
+from shardqueue.inspection import inspect_shard
 from shardqueue.log import DecisionLog, read_log, record_sha256, verify_chain
 from shardqueue.packing import StreamedShard, update_batches
-from shardqueue.rotation import save_rotation, shard_docs
+from shardqueue.rotation import load_rotation, save_rotation, shard_docs
 from shardqueue.rule import branch_verdict, judge, rises
-from shardqueue.settings import QueueSettings
+from shardqueue.schedule import decay, set_schedule
+from shardqueue.settings import POLICIES, QueueSettings
 from shardqueue.start_record import machine, start_settings
 from shardqueue.state import apply, initial_state
 from training.checkpoint import newest_good_checkpoint, save_checkpoint
+from training.device import autocast, to_device
 from training.resume import restore_trainer_state, trainer_state
+from training.trainer import Trainer
 
-POLICIES = ("queue", "plain", "random")
 KEEP = 3
 
 
@@ -57,9 +60,6 @@ def train_rows(trainer, x, y, step, updates, micro_rows, accum, lr_mult):
     compiled forward the last microbatch is padded with masked rows (update_batches): one shape.
 
     Returns (mean loss per target, updates, targets)."""
-    from shardqueue.schedule import set_schedule
-    from training.device import autocast, to_device
-
     cfg, dev = trainer.cfg, trainer.device
     nats, targets, n_up = 0.0, 0, 0
     for i, mbs in enumerate(update_batches(x, y, micro_rows, accum, pad=trainer.fixed_rows is not None)):
@@ -95,8 +95,6 @@ class QueueRunner:
                  corpus=None):
         """calibration_dir: the calibration folder as the run records it (relative to out); corpus: the
         prepared corpus's identity, recorded in the start record and checked on resume."""
-        from training.trainer import Trainer
-
         if policy not in POLICIES:
             raise DataError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
         if policy == "random" and not 0 < reject_rate < 1:
@@ -141,8 +139,6 @@ class QueueRunner:
         if lr_mult is None:
             lr_mult = 1.0
             if self.decay_start is not None:  # in the decay: LR by decay position; the decay ends at exactly U updates
-                from shardqueue.schedule import decay
-
                 per = self.cfg.micro_rows * self.cfg.accum
                 left = max(0, self.decay_left())
                 x, y = x[: left * per], y[: left * per]
@@ -245,8 +241,6 @@ class QueueRunner:
     # ---- the queue -----------------------------------------------------------------------
     def admit_sources(self, r):
         """At the boundary before rotation r: input checks and own calibration of each new source due."""
-        from shardqueue.domains import sampled_overlap
-
         done = set(self.state["sources"])
         for src in self.pool.get("late_sources", []):
             if src["enter_rotation"] != r or src["label"] in done:
@@ -293,8 +287,6 @@ class QueueRunner:
                "shards": [self.shards[s] for s in order]}
         path = self.out / f"rotation_v{r}.json"
         if path.exists():
-            from shardqueue.rotation import load_rotation
-
             old = load_rotation(path)
             old.pop("_sha256")
             if old != man:
@@ -390,8 +382,6 @@ class QueueRunner:
             outcome = "deferred" if not self.state["rejections"].get(sid) else "quarantined"
         self.record("reject", shard=sid, outcome=outcome, flagged=flagged, unrecovered=still)
         if outcome == "quarantined":
-            from shardqueue.inspection import inspect_shard
-
             path, cause = inspect_shard(self, sid)
             self.record("inspect", shard=sid, report=path, cause_found=cause)
         self.commit()

@@ -13,12 +13,11 @@ weight decay falls with training progress, which would move every state a little
 own. Muon applies weight decay multiplied by the LR (p -= lr * wd * p), so during the
 decay the effective weight decay still falls with the LR to 0, as in the baseline.
 """
+from training.optim import muon_momentum
 
 
 def set_schedule(adamw, muon, step, lr_mult, weight_decay):
     """LR (initial LR x multiplier), Muon momentum (by step, as the baseline) and constant weight decay."""
-    from training.optim import muon_momentum
-
     for opt in (adamw, muon):
         for g in opt.param_groups:
             g["lr"] = g["initial_lr"] * lr_mult

@@ -1,5 +1,7 @@
 """The queue's calibration settings (stage A and the pool it freezes), typed: their defaults, the
-least each may be, and the plain record that calibration_plan.json and calibration.json hold.
+least each may be, and the plain record that calibration_plan.json and calibration.json hold; and
+the names the command line offers before it loads the queue (branch checks, run policies, the
+re-execution tolerance).
 
 Built from a mapping (a test's dict, the command line's options, a calibration record) by
 presets.typed.build: an unknown key or a value of the wrong type is named in one line."""
@@ -14,6 +16,10 @@ WHAT = "queue setting"
 #            shard's own source): only a clean branch that rises as much blames the training phase
 #   literal  the proposal's check: a branch on another shard of the same source; its rise returns the shard
 BRANCH_CHECKS = ("clean", "literal")
+# the policies of a run (runner.QueueRunner): the rule, no measurement-driven decisions, random rejections
+POLICIES = ("queue", "plain", "random")
+# re-execution (reexecute.py) on another machine: absolute, on every float (BPB, nats per target)
+DEFAULT_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
+from corpus.atomic import sha256_file
 from corpus.errors import DataError
+from corpus.parquet_corpus import read_documents
+from protocols.protocol import load_protocol, write_protocol
+from shardqueue.damaged_pool import append_documents
+from shardqueue.domains import text_sha256
+from shardqueue.rotation import build_rotation
 
 FILE = "added_sources.json"
 CALIBRATION_SHARDS = 1
@@ -43,9 +49,6 @@ def parse(spec):
 
 def _documents(world, path, shard_tokens):
     """(token arrays, excluded by text hash, too long) of the file's documents, in file order."""
-    from corpus.parquet_corpus import read_documents
-    from shardqueue.domains import text_sha256
-
     rows, _ = read_documents(path)
     docs, excluded, long_ = [], 0, 0
     vocab = world.enc.n_vocab
@@ -67,10 +70,6 @@ def attach(world, pool, name, path, enter_rotation, known=None):
     """Append the source's documents to world.stream; (pool with the source as a late source, record).
 
     known: the record a resumed run wrote; the rebuilt shards must equal its shards."""
-    from corpus.atomic import sha256_file
-    from shardqueue.damaged_pool import append_documents
-    from shardqueue.rotation import build_rotation
-
     if known is not None and sha256_file(path) != known["input_sha256"]:
         raise DataError(f"{path}: changed since source {name!r} was added (SHA256 differs)")
     if name in {s["label"] for s in pool.get("late_sources", [])} or name in set(world.labels_all):
@@ -108,8 +107,6 @@ def with_records(pool, records):
 
 def read(folder):
     """The records of added_sources.json in a run folder ([] when none), checked against its sidecar."""
-    from protocols.protocol import load_protocol
-
     p = Path(folder) / FILE
     return load_protocol(p)["sources"] if p.exists() else []
 
@@ -117,8 +114,6 @@ def read(folder):
 def prepare(out, world, pool, specs, rotation, log=print):
     """Attach every earlier added source of the run folder, then the new ones (`specs`: NAME=PATH)
     entering at rotation `rotation`; write added_sources.json when something was added."""
-    from protocols.protocol import write_protocol
-
     records = read(out)
     for r in records:
         pool, _ = attach(world, pool, r["label"], r["input"], r["enter_rotation"], known=r)

@@ -10,10 +10,17 @@ source (harmful.py) is built from training documents that are then never used as
 ordinary pool documents.
 """
 import hashlib
+from collections import Counter
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from corpus.errors import DataError
+from corpus.layout import Layout, default_data_dir
+from corpus.shards import iter_row_group_texts
+from corpus.tokenizer import bos_id, load_encoding, load_token_bytes
+from loaders.stream import open_split
+from shardqueue.damaged_pool import add_damaged_shards
 from shardqueue.domains import (
     OVERLAP_SAMPLE_TOKENS,
     build_sets,
@@ -21,7 +28,8 @@ from shardqueue.domains import (
     text_sha256,
     used_documents,
 )
-from shardqueue.rotation import build_rotation, shard_docs
+from shardqueue.harmful import LABEL, with_harmful_copies
+from shardqueue.rotation import build_rotation, shard_docs, source_labels
 
 
 def sha_key(hex_digest):
@@ -34,13 +42,6 @@ class World:
     """stream (train [+ harmful]), labels, sets {"control", "selection"}, token_bytes, val, bos, device."""
 
     def __init__(self, cfg, device="cpu", per_domain=16, domains=None):
-        import pyarrow.parquet as pq
-
-        from corpus.layout import Layout, default_data_dir
-        from corpus.tokenizer import bos_id, load_encoding, load_token_bytes
-        from loaders.stream import open_split
-        from shardqueue.rotation import source_labels
-
         self.cfg, self.device = cfg, device
         self.data_dir = cfg.data_dir or str(default_data_dir())
         lay = Layout(self.data_dir, cfg.source)
@@ -64,8 +65,6 @@ class World:
     def train_text_sha(self):
         """Per training document, the first 8 bytes of its text SHA256 as uint64 (8 bytes a document
         instead of a 64-character string), read a row group at a time."""
-        from corpus.shards import iter_row_group_texts
-
         if self._train_sha is None:
             out = []
             for n in self.rec["train_shards"]:
@@ -89,10 +88,6 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     `n_reserve` more shards of the calibration source (pool "reserve") are never trained in stage
     A: the clean shards that test a flagged shard's recovery and run the clean branch check.
     """
-    from collections import Counter
-
-    from shardqueue.harmful import LABEL, with_harmful_copies
-
     train, labels = world.train, world.labels
     sha = world.train_text_sha()
     hit = np.isin(sha, np.array(sorted(sha_key(h) for h in world.excluded_sha), dtype=np.uint64))
@@ -142,8 +137,6 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     stream, lab, harm = with_harmful_copies(train, labels, harm_src, seed + 7, world.cfg.vocab)
     damage, dshards = None, []
     if n_damaged:
-        from shardqueue.damaged_pool import add_damaged_shards
-
         stream, lab, damage, dshards = add_damaged_shards(world, stream, lab, dmg_src, n_damaged, shard_tokens,
                                                           seed + 13)
         used.update(i for s in damage["shards"] for i in s["clean"] + s["damaged"])

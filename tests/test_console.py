@@ -1,28 +1,75 @@
-"""The console: train.py answers --help and refuses a missing --config without importing torch;
-progress bars stay quiet off a terminal; the main job's stage times."""
+"""The console: every command line answers --help without importing torch, and train.py refuses a
+missing --config without it; progress bars stay quiet off a terminal; the main job's stage times."""
 import io
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+# scripts that parse their arguments before their module-level import of torch: only a run as a script shows it
+EARLY_PARSERS = ("train.py", "training/bench.py")
+NOT_CODE = {".venv", "tests", "build", "docs", "mutants", ".git"}
 
 
-def _imports(*args):
-    r = subprocess.run([sys.executable, "-X", "importtime", "train.py", *args], capture_output=True, text=True, cwd=ROOT)
+def _imports(script, *args):
+    r = subprocess.run([sys.executable, "-X", "importtime", script, *args], capture_output=True, text=True, cwd=ROOT)
     mods = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
     return r, mods
 
 
-def test_train_help_without_torch():
-    r, mods = _imports("--help")
+@pytest.mark.parametrize("script", EARLY_PARSERS)
+def test_early_parsers_answer_help_without_torch(script):
+    r, mods = _imports(script, "--help")
     assert r.returncode == 0 and "--config" in r.stdout
     assert "torch" not in mods and "numpy" not in mods
 
 
+def command_lines():
+    """Every other file that runs as a command line (it has `if __name__ == "__main__"`), relative to ROOT."""
+    files = [p for p in ROOT.glob("*.py")] + [p for d in ROOT.iterdir() if d.is_dir() and d.name not in NOT_CODE
+                                              for p in d.rglob("*.py")]
+    return sorted(str(p.relative_to(ROOT)) for p in files
+                  if str(p.relative_to(ROOT)) not in EARLY_PARSERS and 'if __name__ == "__main__":' in p.read_text())
+
+
+# In one process: each command line's module loaded as `python -m` or `python FILE` loads it, then its main()
+# given --help; the first after which torch is loaded is named.
+HELP_PROBE = """
+import importlib, importlib.util, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+for rel in sys.argv[2:]:
+    path = root / rel
+    if path.parent == root or (path.parent / "__init__.py").exists():
+        mod = importlib.import_module(".".join(Path(rel).with_suffix("").parts))
+    else:  # a script folder (queue/, scripts/, install/), not a package
+        spec = importlib.util.spec_from_file_location("cli_" + path.stem, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    sys.argv = [str(path), "--help"]
+    try:
+        mod.main()
+    except SystemExit as e:
+        assert e.code in (0, None), (rel, e.code)
+    if "torch" in sys.modules:
+        print("IMPORTS TORCH:", rel)
+        break
+"""
+
+
+def test_every_command_line_answers_help_without_torch():
+    names = command_lines()
+    assert {"main.py", "prepare.py", "eval/__main__.py", "queue/run_queue.py", "gpu_check/__main__.py"} <= set(names)
+    r = subprocess.run([sys.executable, "-c", HELP_PROBE, str(ROOT), *names], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "IMPORTS TORCH:" not in r.stdout, [ln for ln in r.stdout.splitlines() if ln.startswith("IMPORTS TORCH:")]
+
+
 def test_train_without_config_refuses_in_one_line():
-    r, mods = _imports()
+    r, mods = _imports("train.py")
     msg = [x for x in r.stderr.splitlines() if not x.startswith("import time:")]
     assert r.returncode == 2 and len(msg) == 1 and "--config" in msg[0]
     assert "torch" not in mods

@@ -3,7 +3,10 @@ circle, and no function of the command lines, the audit, eval or the findings pa
 lines. Also the import conventions: every part is a package imported from the repository root, only
 the queue's two scripts put the root on sys.path, and the queue package has no import circle.
 
-Imports are read with ast, those inside functions included (a late import is still an arrow)."""
+Imports are read with ast, those inside functions included (a late import is still an arrow). An import
+inside a function (a late import) says why it is late: a comment on the line above it (or above the run of
+imports it stands in, blank lines allowed), or once for the whole file a top-level comment that starts with
+`# Late imports:`."""
 import ast
 import functools
 import re
@@ -31,6 +34,7 @@ FUNCTION_LINES = 80
 # (file, function): known long functions, each with the issue that removes it
 LONG_FUNCTION_EXCEPTIONS = {}
 SKIP = {".venv", "tests", "build", "docs", "mutants", ".git"}
+LATE_MARK = "# Late imports:"  # a top-level comment that gives the reason for every late import of its file
 
 
 def source_files(root):
@@ -121,6 +125,27 @@ def long_functions(path, limit=FUNCTION_LINES):
     return out
 
 
+def late_imports_without_a_reason(path):
+    """Line numbers of the imports inside functions that no comment explains: none on the line above the
+    import or above its run of imports, and no top-level `# Late imports:` comment in the file."""
+    lines = Path(path).read_text().splitlines()
+    if any(ln.startswith(LATE_MARK) for ln in lines):
+        return []
+    tree = parsed(path)
+    import_lines = {i for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                    for i in range(n.lineno, n.end_lineno + 1)}
+    late = {n for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    bad = []
+    for n in sorted(late, key=lambda n: n.lineno):
+        above = n.lineno - 1  # 1-based: the nearest line above that is neither blank nor an import
+        while above >= 1 and (above in import_lines or not lines[above - 1].strip()):
+            above -= 1
+        if above < 1 or not lines[above - 1].lstrip().startswith("#"):
+            bad.append(n.lineno)
+    return bad
+
+
 PKG = ROOT / "shardqueue"
 
 
@@ -163,6 +188,26 @@ def test_the_checks_see_an_uphill_import_a_circle_and_a_long_function(tmp_path):
     assert uphill_imports(tmp_path, (("low",), ("high",))) == [] and find_cycle(module_graph(tmp_path)) is None
     assert long_functions(tmp_path / "low" / "b.py") == [("f", 81)]
     assert long_functions(tmp_path / "low" / "b.py", limit=81) == []
+
+
+def test_every_late_import_says_why():
+    bad = [f"{f.relative_to(ROOT)}:{line}" for f in source_files(ROOT) for line in late_imports_without_a_reason(f)]
+    assert not bad, ("an import inside a function needs a comment saying why it is not at the top of the file "
+                     "(on the line above it, or a top-level `# Late imports:` comment):\n" + "\n".join(bad))
+
+
+def test_the_late_import_check_sees_an_import_with_no_reason(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import os\n\n\ndef f():\n    x = os.sep\n    import json\n    return json, x\n")
+    assert late_imports_without_a_reason(f) == [6]
+    f.write_text("def f():\n    # late: the reason\n    import json\n\n    from csv import reader\n    return json, reader\n")
+    assert late_imports_without_a_reason(f) == []  # one comment covers its run of imports
+    f.write_text("def f():\n    # a comment about x\n    x = 1\n    import json\n    return json, x\n")
+    assert late_imports_without_a_reason(f) == [4]  # a comment above other code says nothing of the import
+    f.write_text(f"{LATE_MARK} the reason, once for the file\n\n\ndef f():\n    import json\n    return json\n")
+    assert late_imports_without_a_reason(f) == []
+    f.write_text("import json  # at the top: no reason needed\n")
+    assert late_imports_without_a_reason(f) == []
 
 
 def _imports(path):

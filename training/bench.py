@@ -41,12 +41,27 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
-import torch.distributed.distributed_c10d as c10d
-from torch.utils._python_dispatch import TorchDispatchMode
-
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(prog="python training/bench.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--part", choices=["host-memory", "update-cost", "all"], default="all")
+    ap.add_argument("--config", default=str(ROOT / "protocols/configs/tiny/baseline_s43.json"))
+    ap.add_argument("--data-dir", default=None, help="data root with a prepared stdlib corpus (default: the usual one)")
+    ap.add_argument("--repeats", type=int, default=3, help="host-memory: runs per side; update-cost: x10 steps")
+    return ap
+
+
+if __name__ == "__main__":  # --help and a bad option are answered before torch's import (seconds), as in train.py
+    build_parser().parse_args()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.distributed.distributed_c10d as c10d  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
 sys.path.insert(0, str(ROOT))  # run as a script: the repository's packages
 
 from training.model import GPT, ModelConfig  # noqa: E402
@@ -269,13 +284,7 @@ def update_cost(a):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python training/bench.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=["host-memory", "update-cost", "all"], default="all")
-    ap.add_argument("--config", default=str(ROOT / "protocols/configs/tiny/baseline_s43.json"))
-    ap.add_argument("--data-dir", default=None, help="data root with a prepared stdlib corpus (default: the usual one)")
-    ap.add_argument("--repeats", type=int, default=3, help="host-memory: runs per side; update-cost: x10 steps")
-    a = ap.parse_args(argv)
+    a = build_parser().parse_args(argv)
     ok = True
     if a.part in ("update-cost", "all"):
         ok &= update_cost(argparse.Namespace(repeats=10 * a.repeats))

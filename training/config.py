@@ -12,6 +12,7 @@ from presets.shapes import PAPER
 from presets.six import CONDITIONS  # a condition's name is accepted as its packer's (loader=segmented)
 from presets.typed import check_keys, coerce
 from training.device import check_device_string
+from training.model import ModelConfig
 
 
 @dataclass
@@ -165,8 +166,6 @@ def resolve_config(path=None, overrides=()):
 def validate_model_shape(cfg: "TrainConfig", where="config"):
     """Shapes the model cannot build or run, refused when the config is resolved rather than
     as a shape error inside the first forward pass."""
-    from training.model import ModelConfig  # late: the model imports torch, and a config resolves without it
-
     gate = ModelConfig.ve_gate_channels  # the value-embedding gate reads this many channels of the input
     if cfg.width < gate:
         raise DataError(f"{where} key 'width': {cfg.width} must be at least {gate} (the value-embedding gate's "

@@ -4,6 +4,8 @@ MFU = FLOPs per token x tokens per second / peak. The table holds vendor dense (
 sparse) bf16 tensor-core peaks; an unknown GPU gives None (MFU is then not reported rather
 than computed against a guessed peak). CPUs have no meaningful peak here either.
 """
+import platform
+
 import torch
 
 DENSE_BF16_PEAK = {  # substring of torch.cuda.get_device_name() -> FLOP/s; the longest match wins
@@ -23,8 +25,6 @@ def device_name(device) -> str:
     dev = torch.device(device)
     if dev.type == "cuda":
         return torch.cuda.get_device_name(dev)
-    import platform
-
     return f"CPU ({platform.processor() or platform.machine()})"
 
 

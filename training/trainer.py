@@ -11,6 +11,7 @@ import time
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from corpus.errors import DataError
 from training.config import TrainConfig
@@ -110,8 +111,6 @@ class Trainer:
         self.adamw, self.muon = build_optimizers(self.model, cfg.muon_lr, cfg.weight_decay)
         self.ddp = None
         if world > 1:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
             dev = torch.device(device)
             # cos/sin are constants: no buffer broadcast each forward
             self.ddp = DDP(self.model, device_ids=[dev.index] if dev.type == "cuda" else None,

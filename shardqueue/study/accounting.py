@@ -11,6 +11,7 @@ trained (kept or wasted), the seconds of that training, and the wall time of its
 its start record to its last), optionally only up to a point of its history (arm A at the
 budget, where its reference curve continues).
 """
+import json
 
 WASTE_KINDS = ("rejected", "recovery", "branch")
 
@@ -155,8 +156,6 @@ def control_trace(recs):
 def decision_rows(recs):
     """One row per judged candidate shard: identity, sources, screen, per-domain deltas and thresholds,
     the recovery shard's deltas, the decision, rejection history, trained targets, seconds."""
-    import json
-
     rows, rejections = [], {}
     for i, r in enumerate(recs):
         if not (r["event"] == "train" and r.get("role") == "candidate"):

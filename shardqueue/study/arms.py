@@ -23,7 +23,8 @@ import time
 import numpy as np
 
 from shardqueue.domains import measure
-from shardqueue.runner import QueueRunner
+from shardqueue.runner import QueueRunner, train_rows
+from shardqueue.schedule import decay
 from shardqueue.study.curve_fit import curve
 
 
@@ -83,9 +84,6 @@ class ReferenceBranchRunner(QueueRunner):
             yield from [members[j] for j in rng.permutation(len(members))]
 
     def reference_branch(self, threshold, acc):
-        from shardqueue.runner import train_rows
-        from shardqueue.schedule import decay
-
         t0 = time.time()
         snap, spent = self.snapshot(), copy.deepcopy(self.spent)
         U, per = self.decay_updates, self.cfg.micro_rows * self.cfg.accum

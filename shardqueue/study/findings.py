@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from shardqueue.log import read_log
+from shardqueue.rule import clopper_pearson_upper
 from shardqueue.study.accounting import decision_rows
 
 DOSE_BINS = ((0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.01))
@@ -147,7 +148,6 @@ def answers(out, runs, pool, calib):
             screen["flagged"].append(bool(row["flagged"]))
             screen["rejected"].append(row["decision"] == "reject")
             screen["kind"].append(kinds.get(row["shard"], ("clean", 0.0))[0])
-    from shardqueue.rule import clopper_pearson_upper
 
     cj = sum(c["judged"] for c in clean.values())
     cr = sum(c["rejected"] for c in clean.values())

@@ -150,7 +150,8 @@ CLIMBMIX_TOKENS_PER_FILE = 400e9 / 6543  # the dataset's nominal 400B tokens ove
 
 def train_config(preset, seed, data_dir="", name="study"):
     """The TrainConfig of one run of this preset."""
-    from training.config import resolve_config  # late: queue/study.py --help and --dry-run need no torch
+    # late: queue/study.py reads this module before parsing, and its --help needs no torch
+    from training.config import resolve_config
 
     p = PRESETS[preset]
     ov = [f"{k}={v}" for k, v in p.model().items()] + [f"source={p.source}", f"seed={seed}", f"name={name}"]
@@ -161,7 +162,8 @@ def train_config(preset, seed, data_dir="", name="study"):
 
 def model_size(preset):
     """(parameters, training FLOPs per target) of the preset's model, counted on the meta device."""
-    from training.trainer import build_model  # late: queue/study.py --help needs no torch
+    # late: queue/study.py reads this module before parsing, and its --help needs no torch
+    from training.trainer import build_model
 
     m = build_model(train_config(preset, 0), "cpu", meta=True)
     return m.param_groups_counts()[0], m.flops_per_token()

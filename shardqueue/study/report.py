@@ -4,8 +4,11 @@ SCHEMA lists every key the report and the figures read, with its type; `validate
 names the first missing or mistyped key, so a broken summary is refused in one line
 instead of producing a half-written report.
 """
+from pathlib import Path
+
 from corpus.atomic import atomic_write_text
 from shardqueue.study.adoption import DEFINITION as ADOPTION_DEFINITION
+from shardqueue.study.figures import compute_figure, control_figure, screen_figure, selection_figure
 from shardqueue.study.presets import SUB_SHARD_NOTE
 
 NUM = (int, float)
@@ -369,10 +372,6 @@ def compute_arm_lines(s):
 
 def write_report(summary, out_dir):
     """report.md and the figures from a summary (validated first)."""
-    from pathlib import Path
-
-    from shardqueue.study.figures import compute_figure, control_figure, screen_figure, selection_figure
-
     out = Path(out_dir)
     text = render(summary)
     selection_figure(summary, out / "selection.png")

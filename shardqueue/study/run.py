@@ -8,17 +8,33 @@ loss to know how far the curve has to reach). A run whose study_run.json exists 
 redone; an unfinished one is moved aside and redone from its start state. A finished run's
 rollback checkpoints are deleted: no decision can need them any more.
 """
+import datetime
 import json
+import multiprocessing
+import os
+import platform
 import shutil
+import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+
 from corpus.atomic import atomic_write_json
-from corpus.errors import DataError
+from corpus.errors import DataError, os_error_line
+from corpus.runlock import FolderLocked, folder_lock
+from shardqueue import api as rq
+from shardqueue.api import copy_start_state
+from shardqueue.domains import load_domains
 from shardqueue.log import read_log
-from shardqueue.study.accounting import accounting, control_trace, run_cost
+from shardqueue.packing import shard_rows, shard_tokens
+from shardqueue.rotation import shard_docs
+from shardqueue.study.accounting import accounting, control_trace, decision_rows, run_cost
 from shardqueue.study.adoption import adoption
 from shardqueue.study.arms import (
     CurveRunner,
@@ -27,7 +43,9 @@ from shardqueue.study.arms import (
     runner_class,
 )
 from shardqueue.study.curve_fit import THRESHOLDS, check_identifiable
-from shardqueue.study.efficiency import DEFINITION, efficiency_points
+from shardqueue.study.efficiency import AXIS_DEFINITION, DEFINITION, efficiency_points, per_axis
+from shardqueue.study.findings import answers, compute_per_arm
+from shardqueue.study.non_english import polish_axis
 from shardqueue.study.power import (
     FLOOR_POINTS,
     interval_width,
@@ -38,6 +56,9 @@ from shardqueue.study.power import (
 )
 from shardqueue.study.presets import PRESETS, StudyPreset, decay_updates, plan, queue_settings, reference_fractions
 from shardqueue.study.random_rejection import plan_c
+from shardqueue.study.reference_curve import coverage, curve_from_seeds, leave_one_out
+from shardqueue.study.report import write_report
+from training.device import configure, resolve_device
 
 SEED_EFFECTS = (
     "A seed sets (1) the model initialisation: the calibration seed starts from the stage-A state itself, any other "
@@ -65,8 +86,6 @@ def stage_a(a, p, out, rq, log):
         log(f"stage A: calibrating into {cal}")
         settings = queue_settings(p)
         if getattr(a, "domains", None):  # control and selection domains from a file
-            from shardqueue.domains import load_domains
-
             settings = replace(settings, domains=load_domains(a.domains))
         rec = rq.calibrate(cal, None, ov, settings, a.device, log=log)
         if not rec["ok"]:
@@ -82,9 +101,6 @@ def stage_a(a, p, out, rq, log):
 
 def stage_a_curves(rq, world, pool, calib, cfg):
     """Per control domain: the reference curve fitted on stage A's losses against trained targets."""
-    from shardqueue.packing import shard_rows, shard_tokens
-    from shardqueue.rotation import shard_docs
-
     shards = {s["id"]: s for s in pool["shards"]}
     warm = calib["plan"]["settings"]["warmup_shards"]
     ns = calib["plan"]["settings"]["sigma_shards"]
@@ -159,8 +175,6 @@ class SeedJob:
 
 def arms_b_c(job, log):
     """Arm B at one seed, then arm C with as many rejections as B made: (B's record, C's record, C's plan)."""
-    from shardqueue import api as rq
-
     s, U = job.seed, job.decay_updates
     rb = run_arm(rq, "B", s, job.out, job.cal, job.budget, job.rotation, log, job.device, CurveRunner,
                  {**job.b_attrs, "decay_updates": U}, "queue")
@@ -175,8 +189,6 @@ def arms_b_c(job, log):
 
 def arm_a(job, log):
     """Arm A at one seed: plain order past the budget, its decay branches building the reference curve."""
-    from shardqueue import api as rq
-
     share_start_state(job.out, job.seed, job.calib_seed)
     return run_arm(rq, "A", job.seed, job.out, job.cal, job.a_budget, job.rotation, log, job.device,
                    ReferenceBranchRunner, job.a_attrs, "plain")
@@ -189,8 +201,6 @@ def map_seeds(fn, jobs, workers, log):
     runs of different seeds are independent and their results are the same either way."""
     if workers <= 1 or len(jobs) <= 1:
         return [fn(j, log) for j in jobs]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as ex:
         return list(ex.map(seed_worker, [fn] * len(jobs), jobs, [log is print] * len(jobs)))
@@ -198,8 +208,6 @@ def map_seeds(fn, jobs, workers, log):
 
 def seed_worker(fn, job, talk):
     """One seed's arms in a worker process: the device set up as the parent did; its log lines prefixed."""
-    from training.device import configure
-
     configure(job.device)
     return fn(job, (lambda s: print(f"[seed {job.seed}] {s}", flush=True)) if talk else (lambda s: None))
 
@@ -250,9 +258,6 @@ def budget_check(runs, budget, shard_max):
 
 
 def run_study(a, log=print):
-    from corpus.runlock import FolderLocked, folder_lock
-    from shardqueue import api as rq
-
     p = PRESETS[a.preset]
     if getattr(a, "source", None):  # your own prepared corpus (prepare.py --source parquet) in the preset's setting
         p = p.with_source(a.source)
@@ -267,8 +272,6 @@ def run_study(a, log=print):
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # a full disk or an unwritable --out: one line naming the path, as the queue's own command
-        from corpus.errors import os_error_line
-
         print(f"error: {os_error_line(e, out)}", file=sys.stderr)
         return 2
 
@@ -282,8 +285,6 @@ def earlier_attempts(out):
 
 
 def _run(a, p, out, rq, log):
-    from training.device import configure, resolve_device
-
     a.device = resolve_device(a.device or "auto", "--device")
     configure(a.device)
     rot = p.rotation_shards
@@ -344,7 +345,6 @@ def _run(a, p, out, rq, log):
                          "this_invocation": round(time.time() - t_all, 1)}
     shutil.rmtree(out / "start_states", ignore_errors=True)  # every run is done: no arm needs a start state
     atomic_write_json(out / "summary.json", summary)
-    from shardqueue.study.report import write_report
 
     path = write_report(summary, out)
     ad = summary["adoption"]
@@ -475,11 +475,6 @@ def arm_c_match(runs, c_plans):
 
 def assemble(res: StudyRuns) -> dict:
     """summary.json's content from the finished runs (no training here)."""
-    from shardqueue.study.efficiency import AXIS_DEFINITION, per_axis
-    from shardqueue.study.findings import answers, compute_per_arm
-    from shardqueue.study.non_english import polish_axis
-    from shardqueue.study.reference_curve import coverage, curve_from_seeds, leave_one_out
-
     p, out, runs, budget, U = res.setting, res.out, res.runs, res.budget, res.decay_updates
     pool, calib, world = res.pool, res.calib, res.world
     shard_of = {s["id"]: s for s in pool["shards"]}
@@ -594,10 +589,6 @@ def decay_shards_of(r, budget):
 
 
 def provenance():
-    import datetime
-    import platform
-    import subprocess
-
     root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -614,7 +605,6 @@ def provenance():
                 break
     except OSError:
         pass
-    import os
 
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
             "dirty": dirty, "machine": f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} "
@@ -625,7 +615,6 @@ def share_start_state(out, seed, calib_seed):
     """Another seed's start state is the same for all arms: train it once (arm B) and give the others a copy."""
     if seed == calib_seed:
         return
-    from shardqueue.api import copy_start_state
 
     src, key = out / "start_states" / f"s{seed}.pt", out / "start_states" / f"s{seed}.json"
     if src.exists() and key.exists():
@@ -642,12 +631,6 @@ def concat_decisions(out, runs):
     Each run's own decisions.parquet is used when the queue wrote one; otherwise the rows
     are built from its decision log by accounting.decision_rows.
     """
-    import pyarrow as pa
-    import pyarrow.csv as pcsv
-    import pyarrow.parquet as pq
-
-    from shardqueue.study.accounting import decision_rows
-
     tables = []
     for r in runs:
         f = out / r["name"] / "decisions.parquet"
@@ -666,8 +649,6 @@ def concat_decisions(out, runs):
 
 
 def validation_texts(world):
-    import pyarrow.parquet as pq
-
     return pq.read_table(world.lay.raw / world.rec["val_shard"], columns=["text"]).column("text").to_pylist()
 
 
