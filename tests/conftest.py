@@ -27,6 +27,36 @@ def small_corpus(tmp_path_factory):
     return d
 
 
+# the queue's tiny model and calibration settings (the `calibrated` fixture; tests/test_queue.py)
+QUEUE_CFG = dict(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16, vocab=400, micro_rows=4, accum=1,
+                 muon_lr=0.02, updates=1000, eval_batches=2, eval_rows=4)
+QUEUE_SETTINGS = dict(shard_tokens=300, warmup_shards=1, sigma_shards=4, held_out_shards=3, candidates=8,
+                      decay_shards=1, harmful_shards=1, prose_shards=0, per_domain=4, pool_seed=7)
+
+
+@pytest.fixture(scope="session")
+def calibrated(small_corpus, tmp_path_factory):
+    """A real calibration (stage A) on the small corpus, and a copy whose sigma makes the rule
+    trigger-happy (every rise over 3e-4 BPB flags), so rejections, deferral and quarantine all occur.
+    Here, not in a test file, so that every queue test file run by one process shares one calibration."""
+    import json
+    import shutil
+
+    from shardqueue import api as rq
+
+    d = tmp_path_factory.mktemp("qcal")
+    rec = rq.calibrate(d, None, [f"{k}={v}" for k, v in {**QUEUE_CFG, "data_dir": str(small_corpus)}.items()],
+                       QUEUE_SETTINGS, log=lambda s: None)
+    strict = tmp_path_factory.mktemp("qstrict")
+    for p in d.iterdir():
+        if p.is_file():
+            shutil.copy(p, strict / p.name)
+    c = json.loads((strict / "calibration.json").read_text())
+    c.update(ok=True, k=3.0, frac=0.5, sigma={x: 1e-4 for x in c["sigma"]})
+    (strict / "calibration.json").write_text(json.dumps(c))
+    return {"dir": d, "rec": rec, "strict": strict, "data": small_corpus}
+
+
 @pytest.fixture
 def python_env():
     env = dict(os.environ)

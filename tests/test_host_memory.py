@@ -58,8 +58,42 @@ def test_cpu_configure_reuses_freed_memory_and_respects_the_users_setting():
     assert applied == "None", "configure returns nothing"
     assert paged, "torch did not read THP_MEM_ALLOC_ENABLE=1: large buffers are not page-aligned"
     assert kept < PAGES // 8, f"{kept} page faults: freed memory is not reused"
-    for env in ({"THP_MEM_ALLOC_ENABLE": "0"}, {"MALLOC_TRIM_THRESHOLD_": "131072"},
-                {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=131072"}):
-        applied, paged, default = run("keep", **env)  # the user's own choice: nothing is changed
-        assert applied == "False" and not paged, env
-        assert default > 4 * PAGES, (env, default)  # the cost being removed: every allocation faults in fresh pages
+    # the user's own choice: nothing is changed, and the cost being removed shows (every allocation
+    # faults in fresh pages). One process here; the other choices are decided in-process below.
+    applied, paged, default = run("keep", THP_MEM_ALLOC_ENABLE="0")
+    assert applied == "False" and not paged
+    assert default > 4 * PAGES, default
+
+
+USER_CHOICES = ({"THP_MEM_ALLOC_ENABLE": "0"}, {"MALLOC_TRIM_THRESHOLD_": "131072"}, {"MALLOC_MMAP_MAX_": "65536"},
+                {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=131072"})
+
+
+@pytest.mark.skipif(not supported(), reason="glibc's mallopt and the kernel's huge pages; elsewhere a no-op by design")
+@pytest.mark.parametrize("choice", [None, *USER_CHOICES], ids=["none", *(next(iter(c)) for c in USER_CHOICES)])
+def test_a_users_own_allocator_setting_is_left_alone(monkeypatch, choice):
+    """The decision itself, in this process: with a setting of the user's, no mallopt call and
+    THP_MEM_ALLOC_ENABLE as the user left it (glibc and torch read those at startup: their effect
+    is measured in a fresh process above); without one, both settings. The mallopt calls are
+    recorded, not made (this process made them at startup: tests/conftest.py)."""
+    from training import device
+
+    for k in [k for k in os.environ if k.startswith(("MALLOC_", "THP_MEM_ALLOC", "GLIBC_TUNABLES"))]:
+        monkeypatch.delenv(k)
+    for k, v in (choice or {}).items():
+        monkeypatch.setenv(k, v)
+    calls = []
+
+    class Libc:
+        def mallopt(self, param, value):
+            calls.append((param, value))
+            return 1
+
+    monkeypatch.setattr(device.ctypes, "CDLL", lambda name: Libc())
+    applied = device.keep_freed_host_memory()
+    if choice is None:
+        assert applied is True and os.environ["THP_MEM_ALLOC_ENABLE"] == "1"
+        assert calls == [(device._M_MMAP_MAX, 0), (device._M_TRIM_THRESHOLD, 2**31 - 1)]
+    else:
+        assert applied is False and calls == [], choice
+        assert os.environ.get("THP_MEM_ALLOC_ENABLE") == choice.get("THP_MEM_ALLOC_ENABLE"), choice

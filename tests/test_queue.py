@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, one_line_error, queue_script
+from conftest import QUEUE_CFG, QUEUE_SETTINGS, ROOT, one_line_error, queue_script
 
 from corpus.errors import DataError
 from shardqueue import api as rq
@@ -24,34 +24,14 @@ from shardqueue.rule import clopper_pearson_upper, held_out_rate
 from shardqueue.runner import QueueRunner, params_sha256
 
 cli = queue_script("run_queue")  # the command line, called in-process
+CFG, SETTINGS = QUEUE_CFG, QUEUE_SETTINGS  # the `calibrated` fixture's (conftest.py)
 
-CFG = dict(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16, vocab=400, micro_rows=4, accum=1,
-           muon_lr=0.02, updates=1000, eval_batches=2, eval_rows=4)
-SETTINGS = dict(shard_tokens=300, warmup_shards=1, sigma_shards=4, held_out_shards=3, candidates=8, decay_shards=1,
-                harmful_shards=1, prose_shards=0, per_domain=4, pool_seed=7)
 
 
 def test_standard_library_queue_still_wins():
     import queue
 
     assert hasattr(queue, "Queue") and "site-packages" not in queue.__file__ and "/queue/" not in queue.__file__
-
-
-@pytest.fixture(scope="session")
-def calibrated(small_corpus, tmp_path_factory):
-    """A real calibration (stage A) on the small corpus, and a copy whose sigma makes the rule
-    trigger-happy (every rise over 3e-4 BPB flags), so rejections, deferral and quarantine all occur."""
-    d = tmp_path_factory.mktemp("qcal")
-    rec = rq.calibrate(d, None, [f"{k}={v}" for k, v in {**CFG, "data_dir": str(small_corpus)}.items()], SETTINGS,
-                       log=lambda s: None)
-    strict = tmp_path_factory.mktemp("qstrict")
-    for p in d.iterdir():
-        if p.is_file():
-            shutil.copy(p, strict / p.name)
-    c = json.loads((strict / "calibration.json").read_text())
-    c.update(ok=True, k=3.0, frac=0.5, sigma={x: 1e-4 for x in c["sigma"]})
-    (strict / "calibration.json").write_text(json.dumps(c))
-    return {"dir": d, "rec": rec, "strict": strict, "data": small_corpus}
 
 
 def test_calibration_writes_its_plan_first_and_measures_held_out(calibrated):
@@ -192,53 +172,65 @@ def test_the_strict_rule_walks_the_whole_path(calibrated, full_run):
     assert summary["final"]["official"] > 0 and set(summary["final"]["selection"])
 
 
-@pytest.mark.parametrize("where", ["candidate", "recovery", "log-write"])
-def test_resume_after_an_interruption_gives_the_same_log_and_model(calibrated, full_run, tmp_path, monkeypatch, where):
+def test_resume_after_interruptions_gives_the_same_log_and_model(calibrated, full_run, tmp_path, monkeypatch):
+    """One run killed at three kinds of place, resumed after each: at a log write (the checkpoint
+    holding the record exists, the log line does not), at a candidate's training and at a recovery
+    shard's. Every resume runs the rest of the queue, so one chain costs one run where three runs
+    cost three. Each stage's records are compared with the uninterrupted run's before the next kill
+    (a stage commits several records first), so a resume that went wrong shows in the records it
+    wrote and cannot be hidden by the next resume from a checkpoint."""
+    from shardqueue import log as decision_log  # the module, to patch its writer
+
     out_full, _, recs_full, _ = full_run
+    want = _strip(recs_full)
     out = tmp_path / "cut"
-    calls = {"train": 0, "write": 0}
-    orig_train = QueueRunner.train_shard
+    kill = {"where": None, "train": 0, "write": 0}  # the stage's kind of place and its calls since it started
+    # (the recovery kill waits for records of its own stage: the `resumed` record and two more)
+    orig_train, orig_dw = QueueRunner.train_shard, decision_log.DecisionLog.write
 
     def dying_train(self, sid, *a, **k):
-        calls["train"] += 1
-        rec_role = self.state["flagged"] is not None
-        if (where == "candidate" and calls["train"] == 4) or (where == "recovery" and rec_role and calls["train"] > 2):
+        kill["train"] += 1
+        flagged = self.state["flagged"] is not None
+        if (kill["where"] == "candidate" and kill["train"] == 4) or \
+                (kill["where"] == "recovery" and flagged and kill["train"] > 2 and kill["write"] > 2):
             raise KeyboardInterrupt
         return orig_train(self, sid, *a, **k)
 
-    from shardqueue import log as decision_log  # the module, to patch its writer
-    orig_dw = decision_log.DecisionLog.write
-
     def dying_write(self, rec):
-        calls["write"] += 1
-        if where == "log-write" and calls["write"] == 6:
+        kill["write"] += 1
+        if kill["where"] == "log-write" and kill["write"] == 6:
             raise KeyboardInterrupt  # the checkpoint holding this record exists; the log line does not
         return orig_dw(self, rec)
 
     monkeypatch.setattr(QueueRunner, "train_shard", dying_train)
     monkeypatch.setattr(decision_log.DecisionLog, "write", dying_write)
-    with pytest.raises(KeyboardInterrupt):
-        _run(calibrated, out)
-    monkeypatch.setattr(QueueRunner, "train_shard", orig_train)
-    monkeypatch.setattr(decision_log.DecisionLog, "write", orig_dw)
-    before = (out / "decisions.jsonl").read_bytes()
-    _run(calibrated, out, resume=True)
-    after = (out / "decisions.jsonl").read_bytes()
-    assert after.startswith(before)  # appended to, never rewritten
+    before, done = b"", 0
+    for where in ("log-write", "candidate", "recovery", None):  # None: resumed to the end
+        kill.update(where=where, train=0, write=0)
+        if where is None:
+            _run(calibrated, out, resume=True)
+        else:
+            with pytest.raises(KeyboardInterrupt):
+                _run(calibrated, out, resume=bool(before))
+        after = (out / "decisions.jsonl").read_bytes()
+        assert after.startswith(before)  # appended to, never rewritten
+        got = _strip(read_log(out / "decisions.jsonl"))
+        assert len(got) > done and got == want[:len(got)], where  # this stage's records are the uninterrupted run's
+        before, done = after, len(got)
     recs = read_log(out / "decisions.jsonl")
-    assert any(r["event"] == "resumed" for r in recs)
-    a, b = _strip(recs_full), _strip(recs)
-    run_ids = {r["run_id"] for r in recs}
-    assert len(run_ids) == 1
-    assert [(r["event"], r.get("shard")) for r in a] == [(r["event"], r.get("shard")) for r in b]
-    assert a == b
+    assert [r["event"] for r in recs].count("resumed") == 3
+    assert len({r["run_id"] for r in recs}) == 1
+    b = _strip(recs)
+    assert [(r["event"], r.get("shard")) for r in want] == [(r["event"], r.get("shard")) for r in b]
+    assert want == b
     pa = torch.load(out_full / "final.pt", weights_only=True)["trainer"]["model"]
     pb = torch.load(out / "final.pt", weights_only=True)["trainer"]["model"]
     assert _equal(pa, pb)
-    if where == "log-write":  # re-execution takes the `resumed` record from the log at its place (issue 30)
-        resumed = next(r["seq"] for r in recs if r["event"] == "resumed")
-        rx = reexecute(out, to_record=resumed + 1)
-        assert rx.comparison.difference is None and rx.made[resumed - 1]["event"] == "resumed"
+    # re-execution takes the `resumed` record from the log at its place (issue 30): the first one, which
+    # follows the record the log-write kill left only in its checkpoint
+    resumed = next(r["seq"] for r in recs if r["event"] == "resumed")
+    rx = reexecute(out, to_record=resumed + 1)
+    assert rx.comparison.difference is None and rx.made[resumed - 1]["event"] == "resumed"
 
 
 def test_torn_last_line_is_reported_saved_and_dropped(full_run, tmp_path):
@@ -401,11 +393,20 @@ def test_cli_calibrate_failure_is_one_line_and_nonzero(calibrated, tmp_path, mon
     (["run", "--set", "updates=5"], "'--set updates=5' for `run`"),  # run has no --set: calibrate's option
     (["run", "--harm", "cipher"], "'--harm cipher' for `run`"),  # each command takes only its own options
 ])
-def test_cli_one_line_errors(tmp_path, argv, needle):
-    p = subprocess.run([sys.executable, str(ROOT / "queue" / "run_queue.py"), *argv, "--out", str(tmp_path / "none")],
-                       capture_output=True, text=True, cwd=ROOT)
+def test_cli_one_line_errors(tmp_path, capsys, argv, needle):
+    rc = cli.main([*argv, "--out", str(tmp_path / "none")])  # in-process: the process itself is checked below
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc != 0 and len(lines) == 1 and needle in lines[0], lines
+
+
+def test_the_script_run_as_a_process_refuses_in_one_line(tmp_path):
+    """One refusal through a real `python queue/run_queue.py` (its exit status, and no import-time
+    warning beside the line); the other messages are checked in-process above (each process pays
+    the torch import)."""
+    p = subprocess.run([sys.executable, str(ROOT / "queue" / "run_queue.py"), "run", "--harm", "cipher", "--out",
+                        str(tmp_path / "none")], capture_output=True, text=True, cwd=ROOT)
     lines = p.stderr.strip().splitlines()
-    assert p.returncode != 0 and len(lines) == 1 and needle in lines[0], p.stderr
+    assert p.returncode == 2 and len(lines) == 1 and "'--harm cipher' for `run`" in lines[0], p.stderr
 
 
 def test_reconstruct_on_an_empty_log_is_one_line(tmp_path, capsys):

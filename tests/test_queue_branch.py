@@ -6,7 +6,6 @@ branch check where the proposal's literal check returns it, on a real tiny model
 runs on scripted control losses (training only counts targets), so each decision is placed
 exactly where the rule puts it. The calibrated tiny world comes from tests/test_queue.py."""
 import pytest
-from test_queue import calibrated  # noqa: F401  (the session fixture: a real stage A on the small corpus)
 
 from corpus.errors import DataError
 from shardqueue import api as rq
@@ -20,7 +19,7 @@ BASE = 5.0  # the scripted start loss of every domain
 
 
 @pytest.fixture(scope="module")
-def world(calibrated):  # noqa: F811
+def world(calibrated):
     return rq.open_calibration(calibrated["dir"])
 
 
@@ -172,7 +171,7 @@ def test_recovery_is_tested_on_the_reserve_never_on_a_candidate(world, tmp_path)
     assert not set(used) & {x["shard"] for x in recs if x["event"] == "train" and x["role"] == "candidate"}
 
 
-def test_a_uniformly_harmful_source_is_rejected_by_the_clean_check_and_returned_by_the_literal_one(calibrated,  # noqa: F811
+def test_a_uniformly_harmful_source_is_rejected_by_the_clean_check_and_returned_by_the_literal_one(calibrated,
                                                                                                   tmp_path):
     """Two shards of one cipher source (harmful.py: every shard damaged alike), on the real tiny model
     from the calibrated state: the first is flagged, its recovery shard is a reserve shard (not its

@@ -9,7 +9,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import one_line_error, queue_script
-from test_queue import calibrated  # noqa: F401  (the session fixture: a real stage A on the small corpus)
 
 from shardqueue import api as rq
 from shardqueue.dose import dose_response, exact_mix
@@ -28,7 +27,7 @@ def test_exact_mix_has_the_stated_share_of_harmful_targets():
     assert exact_mix(harm, clean, 7, 1.0)[1] == 7 and exact_mix(harm, clean, 7, 0.0)[1] == 0
 
 
-def test_a_dose_trial_does_not_depend_on_the_trials_before_it(calibrated, tmp_path):  # noqa: F811
+def test_a_dose_trial_does_not_depend_on_the_trials_before_it(calibrated, tmp_path):
     quiet = dict(log=lambda s: None)
     alone = dose_response(tmp_path / "a", calibrated["dir"], trials=1, fractions=(0.5,), **quiet)
     after = dose_response(tmp_path / "b", calibrated["dir"], trials=1, fractions=(1.0, 0.5), **quiet)
@@ -42,7 +41,7 @@ def test_a_dose_trial_does_not_depend_on_the_trials_before_it(calibrated, tmp_pa
     assert "realised share" in (tmp_path / "a" / "dose.md").read_text()
 
 
-def _inspector(calibrated, out, shuffle=None):  # noqa: F811
+def _inspector(calibrated, out, shuffle=None):
     """What inspect_shard reads of a runner, over the calibrated world; `shuffle`: a shard whose
     documents get their tokens (after BOS) put in a seeded random order."""
     from types import SimpleNamespace
@@ -63,7 +62,7 @@ def _inspector(calibrated, out, shuffle=None):  # noqa: F811
     return SimpleNamespace(world=world, shards=shards, pool=pool, out=out, state={"rejections": {}})
 
 
-def test_the_token_order_check_fires_on_a_reordered_shard_only(calibrated, tmp_path):  # noqa: F811
+def test_the_token_order_check_fires_on_a_reordered_shard_only(calibrated, tmp_path):
     pool = json.loads((calibrated["dir"] / "pool.json").read_text())
     sid = next(s for s in pool["order"] if not s.startswith("h"))
     _, cause = inspect_shard(_inspector(calibrated, tmp_path / "clean"), sid)
@@ -76,7 +75,7 @@ def test_the_token_order_check_fires_on_a_reordered_shard_only(calibrated, tmp_p
     assert rep["measures"]["unseen_bigrams"]["z"] > 4, rep["measures"]["unseen_bigrams"]
 
 
-def test_a_shard_copying_another_is_named_a_duplicate_against_the_clean_shards(calibrated, tmp_path):  # noqa: F811
+def test_a_shard_copying_another_is_named_a_duplicate_against_the_clean_shards(calibrated, tmp_path):
     """A shard made of another pool shard's very documents: every document is found in another shard,
     where no clean shard has one; the report names duplicates, with the clean mean and spread beside it."""
     r = _inspector(calibrated, tmp_path / "dup")
@@ -116,7 +115,7 @@ def test_a_measure_is_judged_against_the_clean_spread_not_a_fixed_limit():
     assert [g.tolist() for g in got] == [[True, False, False, False], [False, True, True], [True, False]]
 
 
-def test_a_run_to_the_end_of_its_pool_leaves_no_judged_shard_undecided(calibrated, tmp_path):  # noqa: F811
+def test_a_run_to_the_end_of_its_pool_leaves_no_judged_shard_undecided(calibrated, tmp_path):
     from shardqueue.log import read_log
 
     # the trigger-happy rule flags nearly every shard; an unlimited budget walks the pool to its end
@@ -136,7 +135,7 @@ def test_the_main_jobs_pool_is_sized_for_its_budget():
     assert main.QUEUE_BUDGET == 24000 and s.shard_tokens == 1500 and s.candidates == 19
 
 
-def test_dose_trials_draw_different_documents_from_the_file(calibrated, tmp_path):  # noqa: F811
+def test_dose_trials_draw_different_documents_from_the_file(calibrated, tmp_path):
     """Each trial takes its bad documents in its own seeded order, none twice; what it trained is those
     documents' tokens, recomputed here from the file with the corpus tokenizer."""
     texts = [f"record {k}: " + " ".join(f"zq{k}x{j}" for j in range(8)) for k in range(30)]
@@ -155,7 +154,7 @@ def test_dose_trials_draw_different_documents_from_the_file(calibrated, tmp_path
     assert set(trials[0]["harmful_documents"]) != set(trials[1]["harmful_documents"])
 
 
-def test_a_bad_file_too_small_for_a_dose_is_refused_in_one_line(calibrated, tmp_path, capsys):  # noqa: F811
+def test_a_bad_file_too_small_for_a_dose_is_refused_in_one_line(calibrated, tmp_path, capsys):
     small = tmp_path / "two_words.parquet"
     pq.write_table(pa.table({"text": ["two words"]}), small)
     rc = queue_script("run_queue").main(["dose", "--out", str(tmp_path / "d"), "--calibration", str(calibrated["dir"]),

@@ -2,7 +2,6 @@
 shard far larger than its rows' int64 size costs no more memory than a small one; the
 peak host memory and disk of a preset are counted term by term."""
 import numpy as np
-from test_queue import calibrated  # noqa: F401  (the session fixture: a real stage A on the small corpus)
 
 from shardqueue.footprint import GIB, PER_DOC, PER_POOL_DOC, RUNTIME_BYTES, footprint_terms, host_footprint
 
@@ -24,7 +23,7 @@ def test_the_proxy_fits_one_node():
     assert fp["disk"]["token files (uint16) of the corpus"] == int(2 * fp["assumptions"]["corpus_tokens"])
 
 
-def test_a_large_shard_trains_in_bounded_memory(calibrated, tmp_path):  # noqa: F811
+def test_a_large_shard_trains_in_bounded_memory(calibrated, tmp_path):
     import tracemalloc
 
     from shardqueue import api as rq

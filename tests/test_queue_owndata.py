@@ -12,7 +12,6 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import queue_script
 from test_queue import CFG, SETTINGS
-from test_queue import calibrated  # noqa: F401  (the session fixture: a real stage A on the small corpus)
 
 from shardqueue import api as rq
 from shardqueue.log import read_log
@@ -119,7 +118,7 @@ def test_the_queue_runs_on_own_data_with_own_domains_and_a_new_source(own, tmp_p
     assert reconstruct_folder(out, out=lambda s: None) == 1
 
 
-def test_add_source_refuses_bad_names_in_one_line(calibrated, tmp_path, capsys):  # noqa: F811
+def test_add_source_refuses_bad_names_in_one_line(calibrated, tmp_path, capsys):
     rc = cli.main(["run", "--out", str(tmp_path / "r"), "--calibration", str(calibrated["strict"]),
                    "--add-source", "no-path-given"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -165,7 +164,7 @@ def test_documents_left_over_after_the_last_full_shard_make_no_double_size_shard
 
 
 @pytest.mark.parametrize("harm", ["mojibake", "parquet"])
-def test_dose_takes_the_damage_as_an_argument(calibrated, tmp_path, harm):  # noqa: F811
+def test_dose_takes_the_damage_as_an_argument(calibrated, tmp_path, harm):
     from shardqueue.dose import dose_response
 
     bad = tmp_path / "bad.parquet"
@@ -177,7 +176,7 @@ def test_dose_takes_the_damage_as_an_argument(calibrated, tmp_path, harm):  # no
     assert f"harm: {harm}" in (tmp_path / "d" / "dose.md").read_text()
 
 
-def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, tmp_path, monkeypatch):  # noqa: F811
+def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, tmp_path, monkeypatch):
     from shardqueue.runner import QueueRunner
 
     out, calls, real = tmp_path / "cut", {"n": 0}, QueueRunner.train_shard
