@@ -9,6 +9,7 @@ import torch
 
 from conftest import ROOT
 from corpus.errors import DataError
+from train import main as train_main
 from train import train
 from training.trainer import build_model
 from training.checkpoint import load_checkpoint, newest_good_checkpoint
@@ -24,22 +25,23 @@ def tiny(small_corpus, **kw):
     return resolve_config(None, [f"{k}={v}" for k, v in base.items()])
 
 
-def test_paper_config_dry_run_matches_the_paper():
-    r = subprocess.run([sys.executable, "train.py", "--config", "protocols/configs/paper/baseline_s43.json", "--dry-run"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert "parameters      50,332,176" in r.stdout
-    assert "FLOPs per token 239,078,400" in r.stdout
-    assert "planned targets 499,646,464" in r.stdout
-    assert "1.19455e+17" in r.stdout
-    assert '"checkpoint_every": 100' in r.stdout  # periodic checkpoints by default at paper scale
+def test_paper_config_dry_run_matches_the_paper(capsys):
+    # train.py's main in-process: the command line as a process is tests/test_console.py's and test_ddp.py's
+    assert train_main(["--config", str(ROOT / "protocols/configs/paper/baseline_s43.json"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "parameters      50,332,176" in out
+    assert "FLOPs per token 239,078,400" in out
+    assert "planned targets 499,646,464" in out
+    assert "1.19455e+17" in out
+    assert '"checkpoint_every": 100' in out  # periodic checkpoints by default at paper scale
 
 
-def test_unknown_config_key_is_named():
+def test_unknown_config_key_is_named(capsys):
     with pytest.raises(DataError, match="unknown config key 'learning_rate'"):
         resolve_config(None, ["learning_rate=3"])
-    r = subprocess.run([sys.executable, "train.py", "depht=3", "--dry-run"], capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 2 and "unknown config key 'depht'" in r.stderr and "Traceback" not in r.stderr
+    assert train_main(["depht=3", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown config key 'depht'" in err and "Traceback" not in err
 
 
 def test_tiny_model_loss_falls(small_corpus, tmp_path, monkeypatch):
