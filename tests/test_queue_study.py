@@ -374,6 +374,16 @@ def test_arm_c_matches_b_rejections_not_its_flags_or_a_rate():
     assert rejections_to_match(b) == 3
     cp = plan_c(b, 43, budget=80_000, largest_shard=2_200, context=128, rows_per_update=8, decay_updates=8)
     assert cp["count"] == 3 and len(cp["positions"]) == 3 and len(set(cp["positions"])) == 3
+    # by hand: 80,000 / 2,200 -> 37 stable shards; 2,200 targets = 18 rows = 3 updates, so a decay of 8 updates
+    # needs 3 more: 40 accepted at the fewest, and the 3 rejections are drawn among the first 40 + 3 - 1 = 42
+    assert cp["min_accepted"] == 40 and cp["window"] == 42 and max(cp["positions"]) < 42
+
+
+def test_arm_c_refuses_an_impossible_placement_in_one_line():
+    with pytest.raises(ValueError, match="5 rejections cannot be placed among 4 decisions"):
+        rejected_positions(5, 4, 43)
+    with pytest.raises(ValueError, match="min_accepted 0 is below 1"):
+        decision_window(2, 0)
 
 
 def test_arm_c_window_by_hand():
