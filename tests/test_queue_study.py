@@ -300,6 +300,33 @@ def test_adoption_refuses_incomplete_points_with_the_reason(points, message):
     assert str(e.value) == message
 
 
+def test_adoption_reasons_read_each_case_by_hand():
+    # three seeds, every arm 0 / 1 / 2 apart (mean pairwise (1 + 2 + 1) / 3 = 4/3): T = 8/3 = 2.67
+    base = {43: 0.0, 44: 1.0, 45: 2.0}
+    lifted = {s: v + 50 for s, v in base.items()}
+    met = adoption({"A": base, "B": lifted, "C": base})  # B - A = B - C = 50 at every seed: se 0, [50, 50]
+    ivs = " interval [+50.00, +50.00] (t, 2 df) lies above the threshold 2.67"
+    assert met["reasons"] == ["the rule as written is met at every seed", "B-A: mean +50.00, 95%" + ivs,
+                              "B-C: mean +50.00, 95%" + ivs] and met["verdict"] == ADOPTED
+    same = adoption({"A": base, "B": base, "C": base})  # B identical to A: [0, 0] holds 0 at both of its ends
+    assert same["intervals"]["B-A"]["contains_zero"] and same["verdict"] == NOT_ADOPTED
+    assert same["reasons"][-1] == ("B-C: mean +0.00, 95% interval [+0.00, +0.00] (t, 2 df) lies at or below "
+                                   "the threshold 2.67 and contains 0")
+    assert same["reasons"][0] == "B-A at seed 43 is +0.00, not above the threshold 2.67"
+    # the committed small study's numbers (see above) at 90%: t(1 df, 0.95) = 6.3138, 51.835 +- 6.3138 x 9.145
+    small = {"A": {43: 0.0, 44: 0.0}, "B": {43: 60.98, 44: 42.69}, "C": {43: 48.97, 44: -20.08}}
+    got = adoption(small, level=0.90)
+    assert got["intervals"]["B-A"]["t"] == pytest.approx(6.3138, abs=1e-4)
+    assert got["reasons"][-2] == ("B-A: mean +51.83, 90% interval [-5.90, +109.57] (t, 1 df) lies at or below "
+                                  "the threshold 138.10 and contains 0") and got["verdict"] == NOT_ADOPTED
+    assert adoption(small)["reasons"][-2] == ("B-A: mean +51.83, 95% interval [-64.36, +168.03] (t, 1 df) contains "
+                                              "the threshold 138.10 and contains 0")
+    # a refused point: nothing is met and no spread is known
+    gone = adoption({**small, "C": {43: None, 44: -20.08}}, refusals={"C_s43": "beyond the cap"})
+    assert gone["verdict"] == NOT_MEASURABLE and gone["rule_met"] is False and gone["reasons"] == ["C_s43: beyond the cap"]
+    assert gone["per_arm_spread"]["C"] == {"mean_pairwise": None, "largest_pairwise": None}
+
+
 # ---- intervals and the seed plan ---------------------------------------------------------
 @pytest.mark.parametrize("df,t", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423),
                                   (10 ** 6, 1.9600)])
