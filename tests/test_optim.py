@@ -107,6 +107,23 @@ def test_normuon_step_on_a_wide_matrix_by_hand(fixed_polar_factor):
     assert opt.state[W]["second_moment"].tolist() == [[[0.025390625, 0.228515625, 0.0]]]
 
 
+def test_normuon_factor_restores_the_norm_when_the_second_moment_is_large():
+    """O = I (2x2): v = (1/2, 1/2), |O|_F = sqrt(2). A second moment of 100 kept as it is (weight 0)
+    gives step 1/10 and |O * step|_F = sqrt(2)/10 < 1: the factor is 1/10 * sqrt(2) / (sqrt(2)/10) = 1
+    (gradients shrinking below their history must not be clipped by the norm's guard)."""
+    sm = torch.full((1, 2, 1), 100.0)
+    got = optim.normuon_scale(torch.eye(2)[None], sm, 0.0)
+    assert got.flatten().tolist() == pytest.approx([1.0, 1.0], rel=1e-6)
+
+
+def test_adamw_scalars_past_the_first_step_by_hand():
+    """Step 3, beta1 0.8, beta2 0.95: bias1 = 1 - 0.8^3 = 0.488, bias2 = 1 - 0.95^3 = 0.142625,
+    step size 0.7 / 0.488 = 1.4344262 (float32 betas: relative error under 1e-6)."""
+    s = optim.adamw_scalars(0.7, 0.8, 0.95, 1e-10, 3)
+    assert s["bias2"] == pytest.approx(0.142625, rel=1e-6)
+    assert s["step_size"] == pytest.approx(0.7 / 0.488, rel=1e-6)
+
+
 # ---- AdamW on a bf16 parameter, by hand ----------------------------------------------------
 def test_adamw_on_bf16_computes_in_float32_and_rounds_once():
     """p = g = 1 (bf16), first step, betas (0.8, 0.95), lr 0.001952125.

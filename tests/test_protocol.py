@@ -158,3 +158,5 @@ def test_the_hashed_code_is_all_the_code_that_trains_and_scores(entry):
     # bars and usage lines (no number passes through it), so an edit there need not stop a resume.
     want = {f for f in _project_files_imported_from(entry) if not f.startswith("console/")}
     assert want - set(code_sha256()) == set()
+    # prepare.py is imported by neither, but it writes the tokens every run reads: its hash is kept too
+    assert "prepare.py" in code_sha256()
