@@ -3,7 +3,7 @@ import json
 import random
 import re
 
-from findings.summary import PAPER, _position_shares, build, main, render
+from findings.summary import PAPER, _paper_cell, _position_shares, _rate_rule, _reexecution, _signs_agree, build, main, render
 
 
 def _write(path, obj):
@@ -126,3 +126,43 @@ def test_first_128_share_is_the_first_two_bins_together():
              {"declared": True, "tail_bins": None, "tail_delta": -0.5}]
     first, last = _position_shares({"cells": cells})
     assert [round(x, 9) for x in first] == [50.0] and [round(x, 9) for x in last] == [25.0]
+
+
+# ---- the page's small readings, by hand ---------------------------------------------------------
+def test_position_shares_skip_a_cell_with_no_change_and_read_the_last_bin():
+    cells = [{"declared": True, "tail_bins": [0, 0, 0, 0], "tail_delta": 0},  # no change: no share to give
+             {"declared": True, "tail_bins": [-0.2, -0.3, -0.1, -0.4], "tail_delta": -1.0}]
+    first, last = _position_shares({"cells": cells})
+    assert [round(x, 9) for x in first] == [50.0] and [round(x, 9) for x in last] == [40.0]
+
+
+def test_signs_agree_counts_zero_as_not_positive_on_both_sides():
+    # (0 > 0) == (1 > 0): no; (1 > 0) == (0 > 0): no; (-1 > 0) == (-2 > 0): yes
+    assert _signs_agree([0.0, 1.0, -1.0], [1.0, 0.0, -2.0]) == "direction agrees in 1 of 3"
+    assert _signs_agree([], []) == "n/a"
+
+
+def test_paper_cell_matches_condition_seed_and_rank_among_declared_strata():
+    # the paper declares two strata for random_crop at seed 43, 4097-8192 then 8193-16384 (PAPER's order)
+    cells = [{"stratum": "s0", "declared": False}, {"stratum": "s1", "declared": True},
+             {"stratum": "s2", "declared": True}]
+    got = _paper_cell("random_crop", 43, "s2", cells)
+    assert (got["condition"], got["seed"], got["stratum"]) == ("random_crop", 43, "8193–16384")
+    assert _paper_cell("random_crop", 43, "s1", cells)["stratum"] == "4097–8192"
+    assert _paper_cell("random_crop", 43, "s0", cells) is None  # not declared: no paper cell
+    assert _paper_cell("random_crop", 43, "s1", cells[:2]) is None  # one declared stratum against the paper's two
+
+
+def test_rate_rule_reads_five_percent_as_not_below_it():
+    assert _rate_rule({"false_rejections": 1, "transitions": 20, "upper95": 0.05}) == (
+        "below 5% required: the point estimate does NOT meet it; the 95% bound (5.0%) does not")
+    assert _rate_rule({"false_rejections": 1, "transitions": 40, "upper95": 0.049}) == (
+        "below 5% required: the point estimate meets it; the 95% bound (4.9%) meets")
+
+
+def test_reexecution_cell_in_each_case():
+    rx = {"held": True, "first": 1, "last": 65, "mode": "bitwise", "same_machine": False, "seconds": 34.4}
+    assert _reexecution(rx) == "held: records 1-65 reproduced, bitwise (another machine), in 34 s"
+    assert _reexecution({**rx, "same_machine": True}).endswith("(this machine), in 34 s")
+    assert _reexecution({"held": False, "difference": {"seq": 12, "field": "losses"}}) == "FAILED at record 12 (losses)"
+    assert _reexecution(None) == "not run"
