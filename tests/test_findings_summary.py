@@ -3,7 +3,7 @@ import json
 import random
 import re
 
-from findings.summary import PAPER, _paper_cell, _position_shares, _rate_rule, _reexecution, _signs_agree, build, main, render
+from findings.summary import PAPER, _filter_counts, _paper_cell, _position_shares, _rate_rule, _reexecution, _signs_agree, build, main, render
 
 
 def _write(path, obj):
@@ -166,3 +166,9 @@ def test_reexecution_cell_in_each_case():
     assert _reexecution({**rx, "same_machine": True}).endswith("(this machine), in 34 s")
     assert _reexecution({"held": False, "difference": {"seq": 12, "field": "losses"}}) == "FAILED at record 12 (losses)"
     assert _reexecution(None) == "not run"
+
+
+def test_filter_counts_as_the_train_stage_recorded_them(tmp_path):
+    assert _filter_counts(tmp_path) == ""  # no regime.json: the rule alone
+    _write(tmp_path / "regime.json", {"filter": {"dropped": 1234, "sources": 56789, "dropped_token_share": 0.01234}})
+    assert _filter_counts(tmp_path) == ": 1,234 of 56,789 sources, 1.2% of training tokens"
