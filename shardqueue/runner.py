@@ -82,6 +82,12 @@ def train_rows(trainer, x, y, step, updates, micro_rows, accum, lr_mult):
     return nats / max(targets, 1), n_up, targets
 
 
+
+def main_source(shard):
+    """The source that holds most of a shard's documents (a shard can mix sources); a tie goes to the first listed."""
+    return max(shard["sources"].items(), key=lambda kv: kv[1])[0]
+
+
 class QueueRunner:
     # The final decay inside the queue (set by the study's arms): once the budget of accepted
     # targets is reached, the queue goes on judging candidates under its own policy while the LR
@@ -395,10 +401,10 @@ class QueueRunner:
         rises, "shard" when not; the rejection counts either way. literal (the proposal's check): only
         the same-source branch; its rise returns the shard. Every branch is restored bitwise.
         Returns "returned" or None (the rejection counts)."""
-        src = max(self.shards[sid]["sources"].items(), key=lambda kv: kv[1])[0]
+        src = main_source(self.shards[sid])
         st = self.state
         sibs = [s for s in st["pending"] + st["fresh"] + st["next_rotation"]
-                if s != sid and max(self.shards[s]["sources"].items(), key=lambda kv: kv[1])[0] == src]
+                if s != sid and main_source(self.shards[s]) == src]
         branches, rose = [], {}
         if self.branch_mode == "clean":
             branches.append(self.branch_on(st["reserve"][0], "clean", flagged))

@@ -13,7 +13,7 @@ from shardqueue.harmful import with_harmful_copies
 from shardqueue.log import DecisionLog, read_log
 from shardqueue.replay import check_branch
 from shardqueue.rotation import shard_docs, shard_record
-from shardqueue.runner import QueueRunner
+from shardqueue.runner import QueueRunner, main_source
 
 BASE = 5.0  # the scripted start loss of every domain
 
@@ -115,12 +115,41 @@ def test_the_branch_check_blames_the_phase_only_when_its_branch_rises_as_much(wo
     assert [b["kind"] for b in branch["branches"]] == kinds and branch["verdict"] == verdict
     assert reject["outcome"] == outcome
     pool = world[2]
+    front = next(x for x in recs if x["event"] == "return_front")["shard"]  # the reserve's front once more
     for b in branch["branches"]:  # the clean branch trains a reserve shard; the other, a candidate of the source
         assert (b["shard"] in pool["reserve"]) == (b["kind"] == "clean")
+        assert b["kind"] != "clean" or b["shard"] == front
         if b["kind"] == "source":
             assert first_source(r, b["shard"]) == first_source(r, flagged["sid"]) and b["shard"] != flagged["sid"]
     # every branch was rolled back: the state after the check is the pre-shard one
     assert branch["params_sha256"] == next(x for x in recs if x["event"] == "rollback")["params_sha256"]
+
+
+def test_main_source_is_the_largest_share_not_the_last_name():
+    assert main_source({"sources": {"library": 14, "test": 9}}) == "library"
+    assert main_source({"sources": {"prose": 3, "library": 3, "test": 1}}) == "prose"  # a tie: the first listed
+
+
+def test_the_literal_check_with_no_other_shard_of_the_source_counts_the_rejection(world, tmp_path):
+    """The proposal's check has nothing to branch on when the flagged shard's source has no other shard
+    left: it says so in a branch record, and the rejection counts (deferred)."""
+    flagged = {}
+
+    def script(r, sid, phase):
+        if phase == "candidate" and not flagged:
+            flagged["sid"], src = sid, first_source(r, sid)
+            for key in ("pending", "fresh", "next_rotation"):  # the source's other shards are gone from the pool
+                r.state[key] = [s for s in r.state[key] if s == sid or first_source(r, s) != src]
+            return 2.0
+        return 1.5 if phase == "recovery" else 0.0
+
+    r, recs = scripted(world, tmp_path / "q", script, "literal", stop=lambda r: bool(r.state["rejections"]))
+    branch = next(x for x in recs if x["event"] == "branch")
+    reject = next(x for x in recs if x["event"] == "reject")
+    src = first_source(r, flagged["sid"])
+    assert (branch["shard"], branch["possible"], branch["mode"], branch["source"]) == (flagged["sid"], False, "literal", src)
+    assert branch["note"] == f"no other shard of source {src!r} is left in the pool" and "branches" not in branch
+    assert (reject["shard"], reject["outcome"]) == (flagged["sid"], "deferred") and r.state["rejections"] == {flagged["sid"]: 1}
 
 
 def test_the_branch_check_runs_for_first_rotation_rejections_only(world, tmp_path):
