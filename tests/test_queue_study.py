@@ -327,6 +327,21 @@ def test_adoption_reasons_read_each_case_by_hand():
     assert gone["per_arm_spread"]["C"] == {"mean_pairwise": None, "largest_pairwise": None}
 
 
+def test_the_report_says_what_the_intervals_resolve_and_leave_open():
+    from shardqueue.study.report import resolution_lines
+
+    # the small study's numbers: B - A [-64.36, +168.03] and B - C both hold 0 and T = 138.10: nothing resolved
+    got = resolution_lines(adoption({"A": {43: 0.0, 44: 0.0}, "B": {43: 60.98, 44: 42.69}, "C": {43: 48.97, 44: -20.08}}))
+    assert got[1].startswith("**What this study resolves** (95% intervals): nothing. **What it leaves open:** whether "
+                             "B beats A at all (the interval of B-A holds 0); whether B's gain over A exceeds T = 138.10")
+    # B - A 50 at every seed (above 0 and above T = 2.67); B - C 0 at every seed ([0, 0]: holds 0, at or below T)
+    base = {43: 0.0, 44: 1.0, 45: 2.0}
+    got = resolution_lines(adoption({"A": base, "B": {s: v + 50 for s, v in base.items()}, "C": {s: v + 50 for s, v in base.items()}}))
+    assert got[1] == ("**What this study resolves** (95% intervals): B beats A (the interval of B-A lies above 0); B's gain "
+                      "over A exceeds T = 2.67; B's gain over C is at most T = 2.67 (the interval lies at or below it). "
+                      "**What it leaves open:** whether B beats C at all (the interval of B-C holds 0).")
+
+
 # ---- intervals and the seed plan ---------------------------------------------------------
 @pytest.mark.parametrize("df,t", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423),
                                   (10 ** 6, 1.9600)])

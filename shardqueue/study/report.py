@@ -113,8 +113,9 @@ def render(s):
          "rate (C) at the same trained-target budget, on a selection axis the queue never sees? "
          "(The proposal \"Can a model help choose its next training data?\", sections 2 and 4.)", "",
          f"Run {prov['date']} at commit `{prov['commit'][:12]}`" + (" (uncommitted changes)" if prov.get("dirty") else "")
-         + f" on {prov['machine']}; wall time {s['timing']['total']:.0f} s (stage A {s['timing']['stage_a']:.0f} s, "
-         f"the {len(s['runs'])} runs {s['timing']['runs']:.0f} s)." + (f" {prov['note']}" if prov.get("note") else "")
+         + f" on {prov['machine']}; stage A and the runs took {s['timing']['total']:.0f} s added up (stage A "
+         f"{s['timing']['stage_a']:.0f} s, the {len(s['runs'])} runs {s['timing']['runs']:.0f} s; runs side by side "
+         "with --workers overlap, so the elapsed time is shorter)." + (f" {prov['note']}" if prov.get("note") else "")
          + (f" Report and figures built {rb['date']} at commit `{rb['commit'][:12]}`." if (rb := prov.get("report_built"))
             and rb.get("commit") != prov["commit"] else ""), "",
          "## Definitions (used below)", "",
@@ -264,6 +265,29 @@ def render(s):
     return "\n".join(L) + "\n"
 
 
+def resolution_lines(ad):
+    """What the paired intervals resolve and what they leave open, against 0 and against T."""
+    if not ad["intervals"]:
+        return []
+    T, done, left = ad["threshold"], [], []
+    for name, iv in ad["intervals"].items():
+        x = name.split("-")[1]
+        if iv["low"] > 0:
+            done.append(f"B beats {x} (the interval of {name} lies above 0)")
+        elif iv["high"] < 0:
+            done.append(f"B is worse than {x} (the interval of {name} lies below 0)")
+        else:
+            left.append(f"whether B beats {x} at all (the interval of {name} holds 0)")
+        if iv["reading"] == "above":
+            done.append(f"B's gain over {x} exceeds T = {T:.2f}")
+        elif iv["reading"] == "below":
+            done.append(f"B's gain over {x} is at most T = {T:.2f} (the interval lies at or below it)")
+        else:
+            left.append(f"whether B's gain over {x} exceeds T = {T:.2f} (the interval holds it)")
+    return ["", "**What this study resolves** (95% intervals): " + ("; ".join(done) or "nothing") + ". "
+            "**What it leaves open:** " + ("; ".join(left) or "nothing") + "."]
+
+
 def verdict_lines(s):
     """The verdict: the rule as written per seed, the paired intervals beside it, every arm's seed spread."""
     ad, ax = s["adoption"], s["per_axis"]
@@ -284,6 +308,7 @@ def verdict_lines(s):
         for name, iv in ad["intervals"].items():
             L.append(f"| {name} | {iv['n']} | {iv['mean']:+.2f} | {iv['sd']:.2f} | {iv['t']:.3f} | "
                      f"[{iv['low']:+.2f}, {iv['high']:+.2f}] | {iv['reading']} | {iv['floor_reading']} |")
+    L += resolution_lines(ad)
     L += ["", "Seed spread per arm (efficiency points; the runs of each seed measured on the leave-one-out curve):", "",
           "| Arm | Mean pairwise difference (used) | Largest pairwise difference (shown, not used) |", "|---|---:|---:|"]
     for arm, v in ad["per_arm_spread"].items():
