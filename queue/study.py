@@ -2,7 +2,7 @@
 """The queue experiment of the proposal "Can a model help choose its next training data?".
 
   python queue/study.py --preset tiny --out runs/queue_study        # the CPU smoke test the main job runs
-  python queue/study.py --preset small --out runs/queue_study_small # the CPU study at small scale, two seeds (~11 min)
+  python queue/study.py --preset small --out runs/queue_study_small # the CPU study at small scale, two seeds (~25 min)
   python queue/study.py --preset planned --out runs/queue_study_planned --workers 2
                                                                     # small, with the seeds stage A plans
   python queue/study.py --preset proxy64m --dry-run                 # the 64M plan: GPU-hours, data, disk, memory

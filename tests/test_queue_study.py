@@ -229,7 +229,7 @@ def test_adoption_needs_b_above_c_too_and_refuses_missing_points():
 
 
 def test_the_committed_small_study_is_unresolved_not_not_adopted():
-    # docs/results/queue_study_small: B - A +60.98 / +42.69, B - C +12.01 / +62.77, C's seeds 69.05 apart:
+    # the small study committed before 2026-12-02: B - A +60.98 / +42.69, B - C +12.01 / +62.77, C's seeds 69.05 apart:
     # T = 2 x 69.05 = 138.10. B - A: mean 51.835, se = |60.98 - 42.69| / 2 = 9.145, t(1 df) = 12.7062:
     # [51.835 - 116.198, 51.835 + 116.198] = [-64.363, +168.033], holding 0 and T.
     got = adoption({"A": {43: 0.0, 44: 0.0}, "B": {43: 60.98, 44: 42.69}, "C": {43: 48.97, 44: -20.08}})

@@ -4,7 +4,7 @@ tiny      the CPU setting the main job runs as the smoke test of every path: the
           of the six-config protocol on the offline corpus, shards of two updates, two cipher
           shards and four damaged shards in the pool, an in-sample false-rejection rate. Its
           numbers are noise-dominated and say nothing about whether the queue helps.
-small     the CPU study that says something at small scale (about 11 minutes on 2 idle
+small     the CPU study that says something at small scale (about 25 minutes on 2 idle
           cores; not part of the main job): the same model, a stable phase of 40 shards
           (3.3 x the shared stage-A training of 12 shards), 80 held-out homogeneous transitions
           on a discarded branch (k and frac chosen on the first 20, the rate reported on the
