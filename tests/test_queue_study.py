@@ -436,6 +436,28 @@ def test_arm_c_window_by_hand():
     assert decision_window(3, 7) == 9 and decision_window(0, 7) == 0
 
 
+def test_arm_c_runner_rejects_at_its_drawn_positions_and_the_others_decide_as_the_queue():
+    # the micro study of tests/test_queue_study_run.py makes no rejection in B, so C's hook is checked here
+    from shardqueue.study.arms import FixedRandomRunner, ReferenceBranchRunner
+
+    c = object.__new__(FixedRandomRunner)
+    c.policy, c.positions = "random", frozenset({2, 5})
+    assert [c.decide(p, None, None) for p in range(7)] == [[], [], ["random"], [], [], ["random"], []]
+    c.policy, c.calib = "queue", {"sigma": {"x": 0.1, "y": 0.1}, "k": 2.0}  # threshold k x sigma = 0.2 per domain
+    assert c.decide(2, {"x": 1.0, "y": 1.0}, {"x": 1.3, "y": 1.1}) == ["x"]  # position 2 is drawn, but B's rule decides
+    c.policy = "plain"
+    assert c.decide(5, {"x": 1.0}, {"x": 9.0}) == []
+    # arm A stops at its budget, and once its reference curve covers every final loss
+    a = object.__new__(ReferenceBranchRunner)
+    a.shards, a.state, a.budget, a.stopped = {"s1": {"tokens": 600}, "s2": {"tokens": 500}}, {"accepted": ["s1"]}, 1000, False
+    assert a.budget_left()
+    a.state["accepted"].append("s2")
+    assert not a.budget_left()  # 1,100 accepted targets: the budget is spent
+    a.state["accepted"].pop()
+    a.stopped = True
+    assert not a.budget_left()
+
+
 def test_every_drawn_position_is_reached_even_when_c_ends_as_early_as_it_can():
     # C ends once it has accepted `least` shards; it rejects at the drawn positions. Simulated decision by decision.
     for least in range(1, 8):
