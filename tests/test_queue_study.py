@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 
 from shardqueue.study.adoption import ADOPTED, NOT_ADOPTED, NOT_MEASURABLE, UNRESOLVED, adoption, seed_spread
-from shardqueue.study.curve_fit import check_identifiable, curve, residual
+from shardqueue.study.curve_fit import STARTS, check_identifiable, curve, residual
 from shardqueue.study.efficiency import (
     average_curves,
     efficiency_points,
@@ -38,6 +38,41 @@ def test_identifiability_accepts_a_power_law_and_recovers_it():
     lo, hi = fit["intervals"]["c"]
     assert lo < 0.4 < hi
     assert abs(residual(fit, D[3], L[3] + 0.5) - (0.5 + L[3] - curve(D[3], fit["a"], fit["b"], fit["c"], fit["D0"]))) < 1e-12
+
+
+def test_identifiability_fields_and_intervals_against_a_numerical_covariance():
+    D = np.array([1000.0, 2000, 4000, 8000, 16000, 32000])
+    L = 2.0 + 1.5 * (D / 1000) ** -0.5 + np.random.default_rng(0).normal(0, 1e-3, len(D))
+    fit = check_identifiable(D, L)
+    assert fit["ok"] and fit["reason"] == "" and fit["points"] == 6 and fit["D0"] == 1000.0
+    assert fit["thresholds"]["min_points"] == 5 and fit["start_disagreement"] < 0.01
+    assert [st["c0"] for st in fit["starts"]] == list(STARTS) and all(st["converged"] for st in fit["starts"])
+    for st in fit["starts"]:
+        assert [st["a"], st["b"], st["c"], st["sse"]] == pytest.approx([fit["a"], fit["b"], fit["c"], fit["sse"]], rel=1e-3)
+    # the reference: sum of squares and a central-difference Jacobian in (a, ln b, ln c) at the fitted point
+    x, t = D / 1000, np.array([fit["a"], math.log(fit["b"]), math.log(fit["c"])])
+    f = lambda t: t[0] + math.exp(t[1]) * x ** -math.exp(t[2])  # noqa: E731
+    assert fit["sse"] == pytest.approx(float(((f(t) - L) ** 2).sum()), rel=1e-9)
+    J = np.stack([(f(t + h) - f(t - h)) / 2e-6 for h in np.eye(3) * 1e-6], axis=1)
+    half = 1.959963984540054 * np.sqrt(np.diag(fit["sse"] / (6 - 3) * np.linalg.inv(J.T @ J)))
+    a, b, c = fit["a"], fit["b"], fit["c"]
+    assert fit["intervals"]["a"] == pytest.approx([a - half[0], a + half[0]], rel=1e-5)
+    assert fit["intervals"]["b"] == pytest.approx([b * math.exp(-half[1]), b * math.exp(half[1])], rel=1e-5)
+    assert fit["intervals"]["c"] == pytest.approx([c * math.exp(-half[2]), c * math.exp(half[2])], rel=1e-5)
+    # the same curve in other units of D (below 1, and spanning exactly a factor 2) is not refused for its units
+    assert check_identifiable(D / 1e5, L)["ok"]
+    assert check_identifiable(np.linspace(1000, 2000, 6), L)["reason"] != "all points at the same number of trained targets"
+
+
+def test_identifiability_refuses_bad_input_in_its_lines():
+    D, L = np.array([1.0, 2, 4, 8, 16]), np.array([3.0, 2.5, 2.2, 2.1, 2.05])
+    assert check_identifiable(D[:4], L[:4])["reason"] == "4 points; the fit needs at least 5"
+    assert not check_identifiable(D, L)["reason"].startswith("5 points")
+    bad = "trained targets must be positive and losses finite"
+    assert check_identifiable(np.r_[0.0, D[1:]], L)["reason"] == bad
+    assert check_identifiable(D, np.r_[np.nan, L[1:]])["reason"] == bad
+    assert check_identifiable(np.r_[np.inf, D[1:]], L)["reason"] == bad
+    assert check_identifiable(np.full(5, 3.0), L)["reason"] == "all points at the same number of trained targets"
 
 
 @pytest.mark.parametrize("noise", [0.0, 0.01])
