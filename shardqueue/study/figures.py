@@ -139,12 +139,13 @@ def compute_figure(summary, path):
     parts = (("train_kept_s", "training kept", "tab:blue"), ("train_wasted_s", "training wasted (rolled back)", "tab:red"),
              ("measure_screen_other_s", "measurement, screening, checkpoints, setup", "tab:gray"),
              ("reference_branches_s", "arm A's reference branches", "tab:cyan"))
-    fig, ax = plt.subplots(figsize=(8, 4.6))
+    fig, ax = plt.subplots(figsize=(max(8, 0.3 * len(names)), 4.6))
     bottom = [0.0] * len(names)
     for key, lab, col in parts:
         vals = [comp[n][key] for n in names]
         ax.bar(names, vals, bottom=bottom, color=col, label=lab)
         bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.tick_params(axis="x", labelrotation=90, labelsize=8)  # thirty runs' names side by side would overlap
     ax.set_title("Compute per run: wall seconds by kind of work")
     ax.set_xlabel("run (arm and seed)")
     ax.set_ylabel("wall seconds")
