@@ -80,7 +80,7 @@ def scripted(world, out, script, mode="clean", stop=None, **kw):
 
 
 def first_source(r, sid):
-    return max(r.shards[sid]["sources"].items(), key=lambda kv: kv[1])[0]
+    return main_source(r.shards[sid])  # pinned by hand in test_main_source_is_the_largest_share_not_the_last_name
 
 
 # (mode, rise of the clean branch, rise of the same-source branch) -> (verdict, outcome, branches trained);
