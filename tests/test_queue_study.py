@@ -2,6 +2,7 @@
 arm C's random rejections, the presets' plans, and the report's schema."""
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 from conftest import ROOT
 
 from shardqueue.study.adoption import ADOPTED, NOT_ADOPTED, NOT_MEASURABLE, UNRESOLVED, adoption, seed_spread
-from shardqueue.study.curve_fit import STARTS, check_identifiable, curve, residual
+from shardqueue.study.curve_fit import STARTS, check_identifiable, curve, fit_from, residual
 from shardqueue.study.efficiency import (
     average_curves,
     efficiency_points,
@@ -90,6 +91,84 @@ def test_identifiability_refuses_too_few_points_and_a_weak_decline():
     # a real but tiny decline buried in noise: the parameters are not pinned down
     L = curve(D, 5.0, 0.3, 0.5, 4096.0) + np.random.default_rng(3).normal(0, 0.02, len(D))
     assert not check_identifiable(D, L)["ok"]
+
+
+# Seven stage-A-like curves (losses rounded to 1e-3) that the check refuses, one for each of its
+# rarer lines; D is D0 * (1, 2, ...). Each line is read against values the test computes itself.
+REFUSED = {
+    "no covariance": (2000, [2.786, 2.595, 2.479, 2.365, 2.207, 1.981, 2.122]),
+    "unbounded": (2000, [2.344, 2.512, 2.151, 2.704, 2.129]),
+    "b too wide": (4000, [2.183, 2.076, 2.072, 1.998, 2.067]),  # c's interval is too wide as well: b is named first
+    "c too wide": (1000, [3.511, 2.983, 2.193, 2.532, 2.272, 2.339, 2.264, 2.282]),
+    "a too wide": (2000, [2.358, 2.087, 2.139, 2.023, 2.021, 1.934]),
+    "starts disagree": (2000, [4.012, 2.959, 3.163, 3.578, 3.082, 3.28, 2.899, 3.374]),
+    # the same losses lowered by 3, so |a| < the loss range scales the difference in a
+    "starts disagree near 0": (2000, [1.012, -0.041, 0.163, 0.578, 0.082, 0.28, -0.101, 0.374]),
+    "one start fails": (4000, [2.06, 1.944, 1.973, 1.96, 2.035, 1.923]),
+}
+
+
+def _numerical_normal_matrix(D, fit):
+    """JᵀJ at the reported fit, from a central-difference Jacobian in (a, ln b, ln c) on D / D0."""
+    x, t = np.asarray(D) / fit["D0"], np.array([fit["a"], math.log(fit["b"]), math.log(fit["c"])])
+    f = lambda t: t[0] + math.exp(t[1]) * x ** -math.exp(t[2])  # noqa: E731
+    J = np.stack([(f(t + h) - f(t - h)) / 2e-6 for h in np.eye(3) * 1e-6], axis=1)
+    return J.T @ J
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_identifiability_refuses_in_its_own_line_each_rarer_case(case):
+    d0, L = REFUSED[case]
+    L = np.array(L)
+    D = d0 * np.arange(1.0, len(L) + 1)
+    fit = check_identifiable(D, L)
+    assert not fit["ok"] and fit["D0"] == d0
+    # the reported parameters are those of the start with the smallest sum of squares
+    best = min(fit["starts"], key=lambda s: s["sse"])
+    assert [fit["a"], fit["b"], fit["c"], fit["sse"]] == [best["a"], best["b"], best["c"], best["sse"]]
+    if case == "one start fails":
+        # each start run alone: the line names exactly those that do not converge, and not all of them
+        failed = [c0 for c0 in STARTS if not fit_from(D / d0, L, c0)[2]]
+        assert 0 < len(failed) < len(STARTS)
+        assert fit["reason"] == f"the fit did not converge from start(s) c0 = {', '.join(map(str, failed))}"
+        return
+    assert all(s["converged"] for s in fit["starts"])
+    # the starts' largest difference: a relative to max(|a|, loss range), ln b and ln c absolutely
+    scale = max(abs(fit["a"]), float(L.max() - L.min()))
+    spread = max(max(abs(s["a"] - fit["a"]) / scale, abs(math.log(s["b"] / fit["b"])), abs(math.log(s["c"] / fit["c"])))
+                 for s in fit["starts"])
+    assert fit["start_disagreement"] == pytest.approx(spread, rel=1e-9, abs=1e-15)
+    if case.startswith("starts disagree"):
+        assert spread > 0.01 and (case == "starts disagree") == (abs(fit["a"]) > L.max() - L.min())
+        assert fit["reason"] == f"starts converge to different parameters (largest difference {spread:.3g} > 0.01)"
+        return
+    assert spread <= 0.01
+    H = _numerical_normal_matrix(D, fit)
+    cond = float(np.linalg.cond(H))
+    if case == "no covariance":
+        assert cond > 1e12 and "intervals" not in fit
+        printed = re.fullmatch(r"the fit's covariance does not exist \(JᵀJ condition number (\S+) > 1e\+12\)", fit["reason"])
+        assert printed and float(printed[1]) == pytest.approx(cond, rel=0.02)
+        return
+    assert cond < 1e12
+    half = 1.959963984540054 * np.sqrt(np.diag(fit["sse"] / (len(L) - 3) * np.linalg.inv(H)))
+    if case == "unbounded":
+        assert max(half[1], half[2]) > 700 and "intervals" not in fit
+        assert fit["reason"] == "a parameter interval is unbounded (its log half-width exceeds 700)"
+        return
+    # the intervals are set before their widths are judged: a, then b, then c
+    (alo, ahi), (blo, bhi), (clo, chi) = (fit["intervals"][k] for k in "abc")
+    assert [(ahi - alo) / 2, math.log(bhi / blo) / 2, math.log(chi / clo) / 2] == pytest.approx(half, rel=1e-4)
+    loss_range = float(L.max() - L.min())
+    if case == "a too wide":
+        assert half[0] > loss_range
+        assert fit["reason"] == (f"interval of a too wide (half-width {(ahi - alo) / 2:.3g} > 1.0 x loss range "
+                                 f"{loss_range:.3g})")
+        return
+    assert half[0] <= loss_range
+    name, width = ("b", math.sqrt(bhi / blo)) if case == "b too wide" else ("c", math.sqrt(chi / clo))
+    assert width > 2 and (name == "b" or math.sqrt(bhi / blo) <= 2)
+    assert fit["reason"] == f"interval of {name} too wide (x{width:.3g} either way; the limit is x2)"
 
 
 # ---- efficiency points -----------------------------------------------------------------
@@ -777,8 +856,8 @@ def test_a_study_preset_names_its_bad_seed_settings():
         replace(PRESETS["tiny"], max_seeds=-1)
 
 
-def test_identifiability_refuses_an_unbounded_interval_in_one_reason():
-    # nearly flat, noisy stage-A losses once overflowed exp() of the interval's log half-width
+def test_identifiability_refuses_nearly_flat_noisy_losses_without_overflow():
+    # nearly flat, noisy stage-A losses once overflowed exp() of the interval's log half-width (now: c too wide)
     D = [1000.0 * (i + 1) for i in range(11)]
     L = [6.0, 5.2, 5.19, 5.21, 5.2, 5.18, 5.2, 5.21, 5.19, 5.2, 5.2]
     res = check_identifiable(D, L)
