@@ -2,6 +2,7 @@
 """Mutation testing (mutmut) of one module at a time, in a scratch copy of the working tree.
 
   python scripts/mutation.py eval/scoring.py [--tests tests/test_x.py ...] [--only FUNC ...] [--work DIR]
+                                            [--reuse-fixtures]
 
 Copies the tracked and the untracked-but-not-ignored files into DIR (default
 /tmp/packaudit-mutation/<module>), points pyproject's [tool.mutmut] there at MODULE and
@@ -62,6 +63,10 @@ def main(argv=None):
     ap.add_argument("--only", nargs="+", default=None, metavar="FUNC",
                     help="mutate only these functions or methods (Class.method); a large module's decisions "
                          "without its plumbing")
+    ap.add_argument("--reuse-fixtures", action="store_true",
+                    help="build the tests' prepared corpus and stage-A calibration once (tests/conftest.py, "
+                         "PACKAUDIT_FIXTURE_CACHE) instead of once per mutant; sound only when no mutated function "
+                         "runs in prepare or stage A (the runner's branch_check and recovery_step do not)")
     ap.add_argument("--work", default=None, help="scratch folder (default /tmp/packaudit-mutation/<module>)")
     a = ap.parse_args(argv)
     tests = a.tests or TESTS.get(a.module)
@@ -88,6 +93,8 @@ def main(argv=None):
     py = re.sub(r"\[tool\.mutmut\]\n(?:(?!\n\[).)*", section, py, flags=re.S) if "[tool.mutmut]" in py else py + "\n" + section
     (work / "pyproject.toml").write_text(py)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    if a.reuse_fixtures:
+        env["PACKAUDIT_FIXTURE_CACHE"] = str(work / ".fixture-cache")
     mutmut = shutil.which("mutmut") or str(Path(sys.executable).parent / "mutmut")
     # mutmut names a mutant module.x_func__mutmut_N (a method: module.xǁClassǁmethod__mutmut_N)
     mod = a.module.removesuffix(".py").replace("/", ".")

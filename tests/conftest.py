@@ -15,16 +15,42 @@ from training.device import keep_freed_host_memory  # noqa: E402 - after OMP_NUM
 keep_freed_host_memory()  # as every command line does on CPU: the tests' in-process training runs take half the time
 
 
+# PACKAUDIT_FIXTURE_CACHE (set by `scripts/mutation.py --reuse-fixtures`): a folder the corpus and the
+# calibration are built into by the first test session and read from by every later one. Each mutant is a
+# new session, and these two fixtures are most of its time; sound only where no mutant reaches prepare or
+# stage A, which the script's --help says.
+FIXTURE_CACHE = os.environ.get("PACKAUDIT_FIXTURE_CACHE")
+
+
+def cached_build(name, build, tmp_path_factory):
+    """build(folder) into the cache's folder `name` once (a marker file says it finished), or into a
+    fresh temporary folder when there is no cache; returns the folder."""
+    if not FIXTURE_CACHE:
+        d = tmp_path_factory.mktemp(name)
+        build(d)
+        return d
+    d, done = Path(FIXTURE_CACHE) / name, Path(FIXTURE_CACHE) / f"{name}.done"
+    if not done.exists():
+        import shutil  # only with a cache
+
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        build(d)
+        done.touch()
+    return d
+
+
 @pytest.fixture(scope="session")
 def small_corpus(tmp_path_factory):
     """A small offline corpus prepared once: 3 shards (2 train + val), vocab 400."""
     import prepare
 
-    d = tmp_path_factory.mktemp("data")
-    rc = prepare.main(["--data-dir", str(d), "--max-files", "120", "--shards", "3",
-                       "--row-group-size", "150", "--vocab-size", "400"])
-    assert rc == 0
-    return d
+    def build(d):
+        rc = prepare.main(["--data-dir", str(d), "--max-files", "120", "--shards", "3",
+                           "--row-group-size", "150", "--vocab-size", "400"])
+        assert rc == 0
+
+    return cached_build("data", build, tmp_path_factory)
 
 
 # the queue's tiny model and calibration settings (the `calibrated` fixture; tests/test_queue.py)
@@ -44,9 +70,17 @@ def calibrated(small_corpus, tmp_path_factory):
 
     from shardqueue import api as rq
 
-    d = tmp_path_factory.mktemp("qcal")
-    rec = rq.calibrate(d, None, [f"{k}={v}" for k, v in {**QUEUE_CFG, "data_dir": str(small_corpus)}.items()],
-                       QUEUE_SETTINGS, log=lambda s: None)
+    built = {}
+
+    def build(d):
+        built["rec"] = rq.calibrate(d, None, [f"{k}={v}" for k, v in {**QUEUE_CFG, "data_dir": str(small_corpus)}.items()],
+                                    QUEUE_SETTINGS, log=lambda s: None)
+        (d.parent / f"{d.name}.rec.json").write_text(json.dumps(built["rec"]))  # for a later session of a cache
+
+    d = cached_build("qcal", build, tmp_path_factory)
+    rec = built.get("rec") or json.loads((d.parent / f"{d.name}.rec.json").read_text())
+    if FIXTURE_CACHE:  # each session works on its own copy: a test may write beside the calibration
+        d = Path(shutil.copytree(d, tmp_path_factory.mktemp("qcal"), dirs_exist_ok=True))
     strict = tmp_path_factory.mktemp("qstrict")
     for p in d.iterdir():
         if p.is_file():
