@@ -572,6 +572,54 @@ def test_arm_c_runner_rejects_at_its_drawn_positions_and_the_others_decide_as_th
     assert not a.budget_left()
 
 
+def test_arm_a_branches_at_each_threshold_once_and_ends_its_stable_phase_once_covered(monkeypatch):
+    # arm A's commit, with the queue's own commit (checkpoint and log) a no-op and each branch's score scripted
+    from shardqueue.runner import QueueRunner
+    from shardqueue.study.arms import ReferenceBranchRunner
+
+    monkeypatch.setattr(QueueRunner, "commit", lambda self: None)
+
+    def arm_a(cover_below=2.5, budget_threshold=500):
+        a = object.__new__(ReferenceBranchRunner)
+        a.shards = {f"s{i}": {"tokens": n} for i, n in enumerate([100, 250, 100, 100, 100, 100])}
+        a.state, a.decay_start, a.stopped, a.covered, a.branches = {"accepted": [], "flagged": None}, None, False, False, []
+        a.thresholds, a.budget_threshold, a.cover_below = [100, 200, 300, 500, 700], budget_threshold, cover_below
+        a.lines, means = [], iter([3.0, 2.5, 2.2, 2.1])
+        a.log = a.lines.append
+        a.reference_branch = lambda t, acc: {"threshold": t, "accepted_targets": acc, "selection_mean": next(means),
+                                             "seconds": 1.5}
+        return a
+
+    def accept(a, sid, flagged=None):
+        a.state["accepted"].append(sid)
+        a.state["flagged"] = flagged
+        a.commit()
+        return [(b["threshold"], b["accepted_targets"], b.get("repeat_of")) for b in a.branches]
+
+    a = arm_a()
+    assert accept(a, "s0") == [(100, 100, None)]  # 100 accepted targets reach the first threshold
+    assert accept(a, "s1", flagged="s9") == [(100, 100, None)]  # a commit while a shard is flagged never branches
+    # the next commit, at 450, crosses 200 and 300: one branch, and the second threshold repeats it (not trained)
+    assert accept(a, "s2") == [(100, 100, None), (200, 450, None), (300, 450, 200)]
+    assert a.branches[2]["seconds"] == 0.0 and a.branches[2]["selection_mean"] == 2.5 and a.branches[1]["seconds"] == 1.5
+    assert a.covered and not a.stopped  # 2.5 <= 2.5: the curve covers (at its level, too)
+    # covered, but 500 is the budget's own threshold: still branched
+    assert accept(a, "s3") == [(100, 100, None), (200, 450, None), (300, 450, 200), (500, 550, None)]
+    assert accept(a, "s4")[-1] == (500, 550, None) and not a.stopped  # 650: below the next threshold
+    # past the budget's threshold with the curve covered: the stable phase ends there, with no branch at 700
+    assert accept(a, "s5")[-1] == (500, 550, None) and a.stopped and not a.budget_left()
+    assert a.lines == ["  reference curve covers 2.5000: arm A ends its stable phase at 750 accepted targets"]
+    # with no cover level, or no budget threshold, arm A branches at every threshold to the end
+    for kw in ({"cover_below": None}, {"budget_threshold": None}):
+        b = arm_a(**kw)
+        assert [accept(b, s)[-1][0] for s in ["s0", "s1", "s2", "s3", "s4", "s5"]] == [100, 300, 300, 500, 500, 700]  # 100, 350, 450, 550, 650, 750
+        assert b.covered == (kw.get("cover_below", 1) is not None) and not b.stopped
+    # a decay in progress never branches either
+    c = arm_a()
+    c.decay_start = 3
+    assert accept(c, "s0") == [] and not c.stopped
+
+
 def test_every_drawn_position_is_reached_even_when_c_ends_as_early_as_it_can():
     # C ends once it has accepted `least` shards; it rejects at the drawn positions. Simulated decision by decision.
     for least in range(1, 8):
