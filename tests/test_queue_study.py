@@ -584,7 +584,7 @@ def test_arm_a_branches_at_each_threshold_once_and_ends_its_stable_phase_once_co
         a = object.__new__(ReferenceBranchRunner)
         a.shards = {f"s{i}": {"tokens": n} for i, n in enumerate([100, 250, 100, 100, 100, 100])}
         a.state, a.decay_start, a.stopped, a.covered, a.branches = {"accepted": [], "flagged": None}, None, False, False, []
-        a.thresholds, a.budget_threshold, a.cover_below = [100, 200, 300, 500, 700], budget_threshold, cover_below
+        a.thresholds, a.budget_threshold, a.cover_below = [50, 100, 200, 300, 500, 700], budget_threshold, cover_below
         a.lines, means = [], iter([3.0, 2.5, 2.2, 2.1])
         a.log = a.lines.append
         a.reference_branch = lambda t, acc: {"threshold": t, "accepted_targets": acc, "selection_mean": next(means),
@@ -598,14 +598,15 @@ def test_arm_a_branches_at_each_threshold_once_and_ends_its_stable_phase_once_co
         return [(b["threshold"], b["accepted_targets"], b.get("repeat_of")) for b in a.branches]
 
     a = arm_a()
-    assert accept(a, "s0") == [(100, 100, None)]  # 100 accepted targets reach the first threshold
-    assert accept(a, "s1", flagged="s9") == [(100, 100, None)]  # a commit while a shard is flagged never branches
-    # the next commit, at 450, crosses 200 and 300: one branch, and the second threshold repeats it (not trained)
-    assert accept(a, "s2") == [(100, 100, None), (200, 450, None), (300, 450, 200)]
-    assert a.branches[2]["seconds"] == 0.0 and a.branches[2]["selection_mean"] == 2.5 and a.branches[1]["seconds"] == 1.5
+    # 100 accepted targets cross 50 and 100: one branch, and the second threshold repeats it (not trained)
+    assert accept(a, "s0") == [(50, 100, None), (100, 100, 50)]
+    assert accept(a, "s1", flagged="s9") == [(50, 100, None), (100, 100, 50)]  # never while a shard is flagged
+    # the next commit, at 450, crosses 200 and 300: a repeat of the newest branch (not of the second)
+    assert accept(a, "s2") == [(50, 100, None), (100, 100, 50), (200, 450, None), (300, 450, 200)]
+    assert a.branches[3]["seconds"] == 0.0 and a.branches[3]["selection_mean"] == 2.5 and a.branches[2]["seconds"] == 1.5
     assert a.covered and not a.stopped  # 2.5 <= 2.5: the curve covers (at its level, too)
     # covered, but 500 is the budget's own threshold: still branched
-    assert accept(a, "s3") == [(100, 100, None), (200, 450, None), (300, 450, 200), (500, 550, None)]
+    assert accept(a, "s3")[2:] == [(200, 450, None), (300, 450, 200), (500, 550, None)]
     assert accept(a, "s4")[-1] == (500, 550, None) and not a.stopped  # 650: below the next threshold
     # past the budget's threshold with the curve covered: the stable phase ends there, with no branch at 700
     assert accept(a, "s5")[-1] == (500, 550, None) and a.stopped and not a.budget_left()
