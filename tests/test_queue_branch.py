@@ -9,6 +9,7 @@ import pytest
 
 from corpus.errors import DataError
 from shardqueue import api as rq
+from shardqueue import runner as queue_runner
 from shardqueue.harmful import with_harmful_copies
 from shardqueue.log import DecisionLog, read_log
 from shardqueue.replay import check_branch, check_records_strictly
@@ -360,3 +361,26 @@ def test_a_flag_with_no_reserve_shard_left_is_rolled_back_and_left_undecided(wor
     assert (rollback["shard"], rollback["to_step"], rollback["params_sha256"]) == (sid, 0, recs[0]["params_sha256"])
     assert (undecided["shard"], undecided["note"]) == (sid, "no shard left to test recovery with")
     assert r.step == 0 and [x["event"] for x in recs][-2:] == ["rollback", "undecided"]
+
+
+def test_a_second_rejection_quarantines_the_shard_and_inspects_it(world, tmp_path, monkeypatch):
+    """One shard rises 2 x k * sigma_d whenever it is trained and never recovers: deferred in
+    rotation 1, quarantined in rotation 2 (with its inspection record); nothing else is rejected.
+    The inspection itself (tests/test_queue.py) is replaced by its answer: seconds of n-grams here."""
+    monkeypatch.setattr(queue_runner, "inspect_shard", lambda runner, sid: (f"inspect_{sid}.md", sid in runner.shards))
+    bad = {}
+
+    def script(r, sid, phase):
+        if phase == "candidate":
+            bad.setdefault("sid", sid)
+            return 2.0 if sid == bad["sid"] else 0.0
+        return 1.5 if phase == "recovery" else 0.0
+
+    r, recs = scripted(world, tmp_path / "q", script, branch_check=False, rotation_shards=3,
+                       stop=lambda r: bool(r.state["quarantined"]))
+    rejects = [(x["shard"], x["outcome"], x["queue"]["rotation"]) for x in recs if x["event"] == "reject"]
+    assert rejects == [(bad["sid"], "deferred", 1), (bad["sid"], "quarantined", 2)]
+    inspect = recs[-1]
+    assert (inspect["event"], inspect["shard"], inspect["report"], inspect["cause_found"]) == (
+        "inspect", bad["sid"], f"inspect_{bad['sid']}.md", True)
+    assert r.state["quarantined"] == [bad["sid"]] and r.state["rejections"] == {bad["sid"]: 2}
