@@ -43,7 +43,8 @@ shift || true
 case "$cmd" in
   main) exec .venv/bin/python main.py "$@" ;;
   # two test processes, one per core (PACKAUDIT_TEST_WORKERS=0: one process); whole files per process,
-  # so a file's session fixtures (a prepared corpus, a calibrated queue) are built once
-  test) exec .venv/bin/python -m pytest -n "${PACKAUDIT_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
+  # so a file's session fixtures (a prepared corpus, a calibrated queue) are built once; the slowest files
+  # first, in tests/conftest.py's order
+  test) exec .venv/bin/python -m pytest -n "${PACKAUDIT_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@" ;;
   *) echo "usage: ./run.sh main [options] | ./run.sh test [pytest options]" >&2; exit 2 ;;
 esac

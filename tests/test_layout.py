@@ -9,6 +9,7 @@ imports it stands in, blank lines allowed), or once for the whole file a top-lev
 `# Late imports:`."""
 import ast
 import functools
+import os
 import re
 from pathlib import Path
 
@@ -37,8 +38,17 @@ SKIP = {".venv", "tests", "build", "docs", "mutants", ".git"}
 LATE_MARK = "# Late imports:"  # a top-level comment that gives the reason for every late import of its file
 
 
+def python_files(root, skip=SKIP):
+    """Every .py file under root, never descending into a skipped folder (.venv alone holds thousands)."""
+    out = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = [d for d in subfolders if d not in skip]
+        out += [Path(folder) / f for f in files if f.endswith(".py")]
+    return sorted(out)
+
+
 def source_files(root):
-    return sorted(p for p in Path(root).rglob("*.py") if not (SKIP & set(p.relative_to(root).parts)))
+    return python_files(root)
 
 
 def importable(root):
@@ -286,11 +296,8 @@ def test_only_the_two_queue_scripts_edit_sys_path():
 def test_no_module_imports_from_the_queue_folder_and_main_uses_no_runpy():
     assert not (ROOT / "queue" / "__init__.py").exists()
     scripts = {"run_queue", "study"}
-    for p in ROOT.rglob("*.py"):
-        rel = p.relative_to(ROOT).parts
-        if rel[0] in (".venv", "queue"):
-            continue
-        for node in ast.walk(ast.parse(p.read_text())):
+    for p in python_files(ROOT, {".venv", "queue", ".git", "mutants"}):
+        for node in ast.walk(parsed(p)):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not [n for n in names if n.split(".")[0] in scripts | {"runpy"}], (p, names)
@@ -300,9 +307,7 @@ def test_every_package_map_names_each_of_its_modules():
     # a package's docstring is its module map (a newcomer reads it first): a module it does not name is
     # one nobody will find, so adding a file means adding its line
     missing = []
-    for init in sorted(ROOT.glob("**/__init__.py")):
-        if SKIP & set(init.relative_to(ROOT).parts):
-            continue
+    for init in (p for p in source_files(ROOT) if p.name == "__init__.py"):
         doc = ast.get_docstring(parsed(init)) or ""
         missing += [str(p.relative_to(ROOT)) for p in sorted(init.parent.glob("*.py"))
                     if p.name != "__init__.py" and not re.search(rf"(?<![\w/]){re.escape(p.name)}", doc)]
