@@ -1,4 +1,5 @@
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,6 @@ def cached_build(name, build, tmp_path_factory):
         return d
     d, done = Path(FIXTURE_CACHE) / name, Path(FIXTURE_CACHE) / f"{name}.done"
     if not done.exists():
-        import shutil  # only with a cache
-
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
         build(d)
@@ -79,7 +78,6 @@ def calibrated(small_corpus, tmp_path_factory):
     trigger-happy (every rise over 3e-4 BPB flags), so rejections, deferral and quarantine all occur.
     Here, not in a test file, so that every queue test file run by one process shares one calibration."""
     import json
-    import shutil
 
     from shardqueue import api as rq
 
