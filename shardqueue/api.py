@@ -499,7 +499,7 @@ def return_from_quarantine(out, shard, log=print):
 
 def describe_calibration(rec):
     """The one line `calibrate` prints on success."""
-    return (f"calibrated: k={rec['k']} frac={rec['frac']} held-out false rejections "
+    return (f"calibrated: k={rec['k']} frac={rec['frac']} {rec.get('rate_kind', 'in-sample')} false rejections "
             f"{rec['false_rejections']}/{rec['transitions']} (95% upper bound {rec['upper95']:.3f}); "
             f"sigma {', '.join(f'{d}={v:.4f}' for d, v in rec['sigma'].items())}")
 

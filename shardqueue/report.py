@@ -169,6 +169,13 @@ def figure(recs, path):
     atomic_write_bytes(path, buf.getvalue())
 
 
+def _rate_kind(calib):
+    """Says which transitions the reported false-rejection rate was measured on (shardqueue/rule.py's rate_kind)."""
+    if calib.get("rate_kind") == "held-out":
+        return "held-out (a second set of transitions, not the one that chose k and frac)"
+    return "in-sample (the same transitions chose k and frac, so the rate is optimistic)"
+
+
 def _fmt(v, nd=4):
     return "" if v is None else (f"{v:+.{nd}f}" if isinstance(v, float) else str(v))
 
@@ -190,20 +197,23 @@ def write_report(out, recs, calib, pool, summary):
          f"accepted targets; a rotation boundary every {start['rotation_shards']} shards. Losses are control-set BPB.", ""]
     if pool.get("reserve"):
         L += [f"A flag's recovery is tested on the reserve of calibration-source shards ({', '.join(pool['reserve'])}), "
-              f"never on a candidate; branch check of first-rotation rejections: **{start.get('branch_check')}** "
-              "(clean: only a clean reserve branch that rises as much blames the training phase; literal: the "
-              "proposal's branch on another shard of the same source).", ""]
+              "never on a candidate. "
+              + (f"First-rotation rejections get a branch check, mode **{start.get('branch_mode', 'clean')}** "
+                 "(clean: only a clean reserve branch that rises as much blames the training phase; literal: the "
+                 "proposal's branch on another shard of the same source)." if start.get("branch_check") else
+                 "First-rotation rejections get no branch check in this run."), ""]
     if start["policy"] == "queue" or calib.get("k"):
         L += ["## Calibration (stage A)", "",
               f"Source `{pool['calibration_source']}`: {len(calib['sigma_shards'])} shards set sigma_d; "
-              f"{calib['transitions']} held-out transitions (other shards of that source) measure the false-rejection rate.",
+              f"{calib['transitions']} further transitions (other shards of that source, not those that set sigma_d) "
+              f"measure the false-rejection rate: {_rate_kind(calib)}.",
               f"Chosen from the grid written before calibration: **k = {calib['k']}**, recovery fraction **{calib['frac']}** "
               f"(a flagged domain must come back below frac x k x sigma_d over the reference).",
-              f"Held-out false rejections: **{calib['false_rejections']}/{calib['transitions']} = "
+              f"False rejections ({calib.get('rate_kind', 'in-sample')}): **{calib['false_rejections']}/{calib['transitions']} = "
               f"{calib['false_rejection_rate']:.3f}**, one-sided 95% Clopper-Pearson upper bound **{calib['upper95']:.3f}**.", "",
               "| domain | sigma_d (BPB) | k x sigma_d |", "|---|---|---|"]
         L += [f"| {d} | {s:.4f} | {calib['k'] * s:.4f} |" for d, s in sorted(calib["sigma"].items())]
-        L += ["", "| k | frac | held-out false rejections | rate | 95% upper |", "|---|---|---|---|---|"]
+        L += ["", "| k | frac | false rejections on the choosing transitions | rate | 95% upper |", "|---|---|---|---|---|"]
         L += [f"| {g['k']} | {g['frac']} | {g['false_rejections']}/{g['transitions']} | {g['rate']:.3f} | {g['upper95']:.3f} |"
               for g in calib["grid"]]
     L += ["", "## Control and selection sets", "",
@@ -244,7 +254,7 @@ def write_report(out, recs, calib, pool, summary):
                 elif r["event"] == "reject":
                     L.append(f"  - [{r['seq']}] rejected -> **{r['outcome']}**")
                 elif r["event"] == "inspect":
-                    L.append(f"  - [{r['seq']}] inspected: [{r['report']}]({r['report']}), cause found: {r['cause_found']}")
+                    L.append(f"  - [{r['seq']}] inspected: [{r['report']}]({r['report']}), {'cause found' if r['cause_found'] else 'no cause found'}")
                 elif r["event"] == "return":
                     L.append(f"  - [{r['seq']}] returned from quarantine")
                 elif r["event"] == "accept":
@@ -294,7 +304,8 @@ def write_report(out, recs, calib, pool, summary):
         L += [f"| control | {d} | {v:.4f} |" for d, v in sorted(f["control"].items())]
         L += [f"| selection | {d} | {v:.4f} |" for d, v in sorted(f["selection"].items())]
     L += ["", "![control BPB against trained targets](control_curves.png)", "",
-          "Figure: control BPB per domain after every trained shard, against all trained targets; green dots accepted, "
-          "orange triangles flagged, red crosses rejected, dotted red lines rollbacks (the next point is the restored "
-          "state's next shard).", ""]
+          "Figure: control BPB per domain after every trained shard, against all trained targets. Black ticks on "
+          "the bottom strip mark acceptances; a triangle (flagged) or a cross (rejected) sits on the domain that "
+          "exceeded its threshold most, in that domain's colour; dotted red lines are rollbacks (the next point is "
+          "the restored state's next shard).", ""]
     atomic_write_text(out / "report.md", "\n".join(L))

@@ -58,6 +58,11 @@ def test_queue_rate_rule_separates_point_estimate_and_bound(tmp_path):
     md = render(build(tmp_path), tmp_path)
     row = next(line for line in md.splitlines() if "false-rejection rate" in line)
     assert "the point estimate meets it; the 95% bound (22.1%) does not" in row
+    assert row.startswith("| in-sample false-rejection rate")  # no rate_kind: the choosing transitions measured it
+    _write(tmp_path / "queue" / "calibration.json",
+           {"k": 3, "frac": 0.5, "false_rejections": 0, "transitions": 12, "upper95": 0.221, "rate_kind": "held-out"})
+    md = render(build(tmp_path), tmp_path)
+    assert "| held-out false-rejection rate" in md and "| in-sample false-rejection rate" not in md
 
 
 def test_queue_section_says_whether_the_reexecution_held(tmp_path):
