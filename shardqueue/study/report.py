@@ -109,8 +109,8 @@ def render(s):
     seeds = ad["seeds"]
     prov = s["provenance"]
     L = [f"# The queue study ({s['preset']} setting)", "",
-         "Does a queue that rejects shards (arm B) beat plain training (A) and random rejection at the same "
-         "rate (C) at the same trained-target budget, on a selection axis the queue never sees? "
+         "Does a queue that rejects shards (arm B) beat plain training (A) and random rejection as often as the "
+         "queue rejects (C: B's rejection count, at drawn positions) at the same trained-target budget, on a selection axis the queue never sees? "
          "(The proposal \"Can a model help choose its next training data?\", sections 2 and 4.)", "",
          f"Run {prov['date']} at commit `{prov['commit'][:12]}`" + (" (uncommitted changes)" if prov.get("dirty") else "")
          + f" on {prov['machine']}; stage A and the runs took {s['timing']['total']:.0f} s added up (stage A "
@@ -254,7 +254,9 @@ def render(s):
           "## What a seed changes", "", s["seed_effects"], "",
           "## Setting and limits", "", s["limits"], "",
           f"Plan: {pl['parameters']:,} parameters; shard {pl['shard_targets']:,} targets; budget "
-          f"{pl['budget_shards']} shards ({pl['budget_targets']:,} targets) and a decay of {pl['decay_updates']} "
+          f"{pl['budget_shards']} shards ({pl['budget_targets']:,} targets at the nominal shard size"
+          + (f"; {s['budget_check']['budget_targets']:,} at the pool's mean shard size, the budget the runs trained to"
+             if s.get("budget_check") else "") + f") and a decay of {pl['decay_updates']} "
           f"updates; stage A {pl['stage_a']['shards']} shards, {pl['stage_a']['shared_shards']} of them shared "
           f"training; pool {pl['pool_shards']} shards.", "",
           "Timing (wall seconds): " + ", ".join(f"{k} {v:.1f}" for k, v in s["timing"].items()) + ".", "",

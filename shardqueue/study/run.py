@@ -118,15 +118,17 @@ def stage_a_curves(rq, world, pool, calib, cfg):
     return {d: check_identifiable(D, [s[d] for s in states]) for d in sorted(states[0])}, D
 
 
-def run_arm(rq, arm, seed, out, cal, budget, rotation, log, device, cls=None, attrs=None, policy="queue", rate=0.0):
-    """One arm at one seed; returns its study record (cached in RUN/study_run.json)."""
+def run_arm(rq, arm, seed, out, cal, budget, rotation, log, device, cls=None, attrs=None, policy="queue", rate=0.0,
+            describe=None):
+    """One arm at one seed; returns its study record (cached in RUN/study_run.json). `describe` replaces the
+    policy's name in the line printed at the arm's start."""
     d = out / f"{arm}_s{seed}"
     done = d / "study_run.json"
     if done.exists():
         log(f"{d.name}: already done")
         return json.loads(done.read_text())
     fresh = (d / "decisions.jsonl").exists() or bool(list(d.glob("ckpt_*.pt")))
-    log(f"\n-- arm {arm}, seed {seed}: policy {policy}" + (f", rate {rate:.3f}" if policy == "random" else ""))
+    log(f"\n-- arm {arm}, seed {seed}: {describe or 'policy ' + policy}")
     t0 = time.time()
     sub, made = runner_class(cls or rq.QueueRunner, **(attrs or {}))
     # report=False: the study writes one report for all runs (a per-run report and figure cost more than a tiny run)
@@ -183,7 +185,8 @@ def arms_b_c(job, log):
     cp = plan_c(rb["accounting"]["decisions"], s, job.budget, job.largest_shard, job.context, job.rows_per_update, U)
     rate = cp["count"] / cp["window"] if cp["window"] else 0.0  # recorded in C's start record, not used
     rc = run_arm(rq, "C", s, job.out, job.cal, job.budget, job.rotation, log, job.device, FixedRandomRunner,
-                 {"positions": frozenset(cp["positions"]), "decay_updates": U}, "random", min(max(rate, 1e-9), 1 - 1e-9))
+                 {"positions": frozenset(cp["positions"]), "decay_updates": U}, "random", min(max(rate, 1e-9), 1 - 1e-9),
+                 f"random rejection, {cp['count']} as B made, at positions drawn among its first {cp['window']} decisions")
     return rb, rc, cp
 
 
@@ -492,8 +495,8 @@ def assemble(res: StudyRuns) -> dict:
         cD, cL = loo[str(r["seed"])]
         eff = efficiency_points(cD, cL, D, mean(sel))
         if eff["points"] is None:
-            eff["reason"] += (f" (arm A's curve without seed {r['seed']} reaches D = {max(cD):,.0f}, cap "
-                              f"{p.reference_cap:g} x the budget)")
+            eff["reason"] += (f" (arm A's curve without seed {r['seed']} reaches D = {max(cD):,.0f}: its stable "
+                              f"phase stops at {p.reference_cap:g} x the budget of {budget:,} targets, then decays)")
             refusals[r["name"]] = eff["reason"]
         points[r["arm"]][r["seed"]] = eff["points"]
         records.append(run_record(r, D, sel, ctrl, dec_t, dec_u, eff, shard_of, budget))
@@ -654,8 +657,8 @@ def validation_texts(world):
 
 def recovery_text(calib):
     return (f"a flagged shard is followed by one recovery shard; it recovers when each flagged domain's rise over the "
-            f"reference falls below frac x k x sigma_d with frac = {calib.get('frac')} (chosen on held-out "
-            f"transitions from the pre-written grid)")
+            f"reference falls below frac x k x sigma_d with frac = {calib.get('frac')} (chosen from the pre-written "
+            f"grid on transitions that did not set sigma_d)")
 
 
 def limits_text(preset, p):
