@@ -70,6 +70,11 @@ def sentence(rows, summary) -> str:
     disc = max(rows, key=lambda n: rows[n]["discarded_share"])
     cont = sorted((n for n in rows if rows[n]["continuation_rows"]), key=lambda n: -rows[n]["continuation_rows"])
     m = rows[most]
+    if len(rows) == 1:  # nothing to compare: say what the one packer did
+        return (f"At {summary['targets']:,} targets, {most} leaves {m['long_never_started']:,} of {m['long_arrived']:,} "
+                f"arrived sources longer than R unstarted and discards {pct(m['discarded_share'])} of arrived tokens"
+                + (f"; {m['continuation_rows']:,} rows start mid-document without a BOS" if m["continuation_rows"] else "")
+                + ".")
     out = (f"Across {len(rows)} packers at {summary['targets']:,} targets, {most} leaves the most sources longer than "
            f"R unstarted ({m['long_never_started']:,} of {m['long_arrived']:,}), {disc} discards the most "
            f"({pct(rows[disc]['discarded_share'])} of arrived tokens)")

@@ -106,10 +106,15 @@ def bounds_section(summary):
     out = []
     if summary.get("permutations"):
         p = summary["permutations"]
+        seeds = f"{p['count']} seeded permutations (seeds {p['seeds'][0]}..{p['seeds'][-1]})"
+        when = (f"first emission of a source longer than R at {fmt(p['min'])} – {fmt(p['max'])} targets "
+                f"(unpermuted: {fmt(p['unpermuted'])})"
+                + (f"; in {none} of them none was emitted within the budget" if (none := p["delays"].count(None)) else "")
+                if p["max"] is not None else
+                "no source longer than R was emitted within the budget in any of them"
+                + ("" if p["unpermuted"] is None else f" (unpermuted: at {fmt(p['unpermuted'])} targets)"))
         out += ["### Startup delay under arrival-order permutations (original packer)", "",
-                f"{p['count']} seeded permutations (seeds {p['seeds'][0]}..{p['seeds'][-1]}): first emission of a source "
-                f"longer than R at {fmt(p['min'])} – {fmt(p['max'])} targets (unpermuted: {fmt(p['unpermuted'])}). "
-                f"Paper: 12.99–14.84 M targets.", ""]
+                f"{seeds}: {when}. Paper: 12.99–14.84 M targets.", ""]
     out += [f"## 5.2 Repeated-corpus bounds at B = {summary['buffer']:,}", ""]
     out += table(["length at least", "sources per pass", "earliest possible pass"],
                  [[f"{r['length_at_least']:,}", f"{r['sources_per_pass']:,}", fmt(r["earliest_possible_pass"])]
@@ -192,8 +197,9 @@ def report_md(summary) -> str:
 
 
 def console_summary(summary) -> str:
-    """What the command line prints: the horizon, the coverage table, the comparison, the verdict."""
-    md = report_md(summary)
+    """What the command line prints: the coverage table, the comparison, the verdict (the horizon's
+    sentence, the report's first line, was printed before the packers ran)."""
+    md = report_md(summary).split("\n\n", 1)[1]
     head = md.split("### Retention")[0]
     comp = ("## One table across packers" + md.split("## One table across packers")[1].split("## ")[0]
             if "## One table across packers" in md else "")

@@ -65,7 +65,8 @@ def budget(args, stream, R):
     t = int(PAPER_TOKEN_FRACTION * stream.tokens) // (R - 1) * (R - 1)
     where = {"lengths": "this length file", "stdlib": "the offline corpus",
              "parquet": "this prepared parquet corpus"}.get(stream.kind, "this corpus")
-    return t, f"scaled to {where}: {PAPER_TOKEN_FRACTION:.1%} of its {stream.tokens:,} tokens"
+    return t, (f"scaled to {where}: the paper's share ({PAPER_TOKEN_FRACTION:.2%}) of its {stream.tokens:,} tokens, "
+               f"in whole rows: {t / stream.tokens:.2%}")
 
 
 def check_args(args):

@@ -13,6 +13,7 @@ import pytest
 
 from audit.__main__ import main as audit_main
 from audit.compare import headline
+from audit.report import bounds_section
 from checkers.packing_checker import replay_literal
 from conftest import ROOT
 
@@ -103,7 +104,23 @@ def test_a_budget_past_one_pass_is_said_first(tmp_path, capsys):
                        "--packers", "original", "--permutations", "0", "--no-figures", "--out", str(tmp_path / "o")]) == 0
     first = (tmp_path / "o" / "report.md").read_text().splitlines()[0]
     assert first.startswith("**The budget is 3.3 passes over this corpus") and "arrives repeatedly" in first
-    assert "note: The budget is 3.3 passes" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "note: The budget is 3.3 passes" in printed and printed.count("The budget is 3.3 passes") == 1
+    # one packer: its own sentence, not a comparison "across 1 packers"
+    assert "\nAt 9,600 targets, original leaves " in printed and "Across 1 packers" not in printed
+
+
+def test_permutation_delays_read_when_no_long_source_is_emitted():
+    def line(delays, unpermuted):
+        got = [d for d in delays if d is not None]
+        p = {"count": len(delays), "seeds": list(range(len(delays))), "delays": delays, "unpermuted": unpermuted,
+             "min": min(got) if got else None, "max": max(got) if got else None}
+        return bounds_section({"permutations": p, "buffer": 4, "pass_bounds": []})[2]
+
+    assert line([None, None], None).startswith("2 seeded permutations (seeds 0..1): no source longer than R was "
+                                               "emitted within the budget in any of them.")
+    assert "at 5 – 7 targets (unpermuted: 6); in 1 of them none was emitted" in line([5, None, 7], 6)
+    assert "at 5 – 7 targets (unpermuted: 6). Paper" in line([5, 7], 6)
 
 
 def test_the_readme_example_audits_one_pass_by_default(tmp_path):
