@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from audit.regime import filter_counts, preset_setting, preset_stream, regime_indicators, regime_table_md
+from console.terminal import for_terminal
 from console.usage import prog_name
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.errors import DataError
@@ -125,7 +126,7 @@ def main(argv=None):
     atomic_write_json(out / "regime.json", regime)
     learning_curves(run_dirs, results, out / CURVES)
     bpb_by_condition(results, PAPER["s5_3_official_bpb"], out / BPB_FIGURE)
-    print("\n" + md)
+    print("\n" + for_terminal(md))
     print(f"wrote {out}/table.md, results.json, regime.json, {CURVES} and {BPB_FIGURE}")
     return 0
 

@@ -2,4 +2,5 @@
 
     progress.py  one progress-bar helper that suits a terminal and a log file alike
     usage.py     the program name a usage line shows: its own, as a console script or a module
+    terminal.py  a markdown report as a terminal prints it (figure links named, not drawn)
 """

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from console.terminal import for_terminal
 from console.usage import prog_name
 from corpus.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, sha256_file
 from corpus.errors import DataError, os_error_line
@@ -223,7 +224,7 @@ def evaluate(a, ctx, out):
         "targets": plan["confirmation_batches"] * cfg0.eval_rows * cfg0.context,
         "scores": [{"condition": c, "seed": s, **v} for (c, s), v in conf.items()]})
     atomic_write_text(out / "report.md", "\n".join(report))
-    print("\n".join(report))
+    print(for_terminal("\n".join(report)))
     print(f"wrote {out}/report.md, stream_checks.json, window_summary_*.json, confirmation.json, rankings.json, "
           f"three figures and evidence files")
     if not all(fp_ok.values()):

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from console.terminal import for_terminal
+
 ROOT = Path(__file__).resolve().parents[1]
 # scripts that parse their arguments before their module-level import of torch: only a run as a script shows it
 EARLY_PARSERS = ("train.py", "training/bench.py")
@@ -104,3 +106,18 @@ def test_stage_clock_records_each_stage(tmp_path):
     c.stop()
     times = json.loads((tmp_path / "stage_times.json").read_text())
     assert set(times) == {"prepare", "audit"} and all(v >= 0 for v in times.values())
+    # a rerun: a stage that finds its results finished keeps the time of the work that made them
+    (tmp_path / "stage_times.json").write_text(json.dumps({"prepare": 30.0, "audit": 12.5}))
+    c = StageClock(tmp_path)
+    for name in ("prepare", "audit", "train"):
+        c.start(name)
+        c.keep()  # train kept, but never timed before: its time is recorded
+    c.start("eval")
+    c.stop()
+    times = json.loads((tmp_path / "stage_times.json").read_text())
+    assert times["prepare"] == 30.0 and times["audit"] == 12.5 and set(times) == {"prepare", "audit", "train", "eval"}
+
+
+def test_a_figure_link_alone_on_its_line_prints_as_its_file_name():
+    md = "# T\n\n![learning curves](learning_curves.png)\n\nsee ![x](y.png) inline\n![a](b c.png)\n"
+    assert for_terminal(md) == ("# T\n\n(figure: learning_curves.png)\n\nsee ![x](y.png) inline\n![a](b c.png)\n")
