@@ -109,7 +109,11 @@ def audit_stage(out, data_dir, clock):
 
 def train_stage(out, data_dir, clock):
     from comparison.run_six import main as run_six
+    from presets.six import configs
 
+    if (out / "train" / "results.json").exists() and all(
+            (out / "train" / c["name"] / "summary.json").exists() for c in configs("tiny")):
+        clock.keep()  # every run finished: the tables are rebuilt from them, nothing is trained
     return run_six(["--preset", "tiny", *data_dir_args(data_dir), "--out", str(out / "train")])
 
 
@@ -119,6 +123,7 @@ def freeze_stage(out, data_dir, clock):
 
     if (out / "protocol.json").exists():  # frozen once; a rerun must not re-freeze after results exist
         print(f"protocol already frozen: {out / 'protocol.json'}")
+        clock.keep()
         return 0
     return freeze_main(["--preset", "tiny", *data_dir_args(data_dir), "--out", str(out / "protocol.json")]) or manifest_main(
         ["write", str(out / "train"), "--glob", "ckpt_*.pt", "--out", str(out / "checkpoints.sha256")])
@@ -161,31 +166,38 @@ def queue_stage_settings():
 
 
 class StageClock:
-    """Wall seconds per stage, kept in OUT/stage_times.json as each stage ends (a rerun that
-    skips finished work records that rerun's time for the stages it ran)."""
+    """Wall seconds per stage, kept in OUT/stage_times.json as each stage ends: the time of the work
+    that made the stage's results. A stage that finds its results finished calls keep(), and the
+    time recorded when they were made stays; a stage that recomputes (the audit, eval) records anew."""
 
     def __init__(self, out):
-        self.path, self.name, self.t = Path(out) / "stage_times.json", None, None
+        self.path, self.name, self.t, self.kept = Path(out) / "stage_times.json", None, None, False
 
     def start(self, name):
         self.stop()
-        self.name, self.t = name, time.time()
+        self.name, self.t, self.kept = name, time.time(), False
+
+    def keep(self):
+        """The running stage did no work: its earlier time, if one was recorded, stays."""
+        self.kept = True
 
     def stop(self):
         if self.name is None:
             return
-
         try:
             times = json.loads(self.path.read_text())
         except (OSError, ValueError):
             times = {}
+        if self.kept and self.name in times:
+            self.name = None
+            return
         times[self.name] = round(time.time() - self.t, 1)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.path, times)
         self.name = None
 
 
-def run_queue_stage(qdir, data_dir):
+def run_queue_stage(qdir, data_dir, on_skip=lambda: None):
     """The rollback shard queue end to end: calibrate, run with a harmful source, reconstruct, re-execute.
 
     The model is smaller than the tiny preset (depth 1, width 32, context 64) and an update
@@ -208,6 +220,7 @@ def run_queue_stage(qdir, data_dir):
     qdir.mkdir(parents=True, exist_ok=True)
     if (qdir / "queue_summary.json").exists() and _held(qdir / RESULT):
         print(f"already done ({qdir / 'queue_summary.json'}, {qdir / RESULT})")
+        on_skip()
         return 0
     cfg = {**PRESETS["tiny"], **QUEUE_DEMO, "micro_rows": 2, "accum": 1, "updates": 1000, "eval_batches": 4,
            "eval_rows": 8, "name": "queue"}
@@ -250,18 +263,19 @@ def _held(path):
 
 
 def queue_stage(out, data_dir, clock):
-    return run_queue_stage(out / "queue", data_dir)
+    return run_queue_stage(out / "queue", data_dir, clock.keep)
 
 
 def queue_study_stage(out, data_dir, clock):
-    return run_queue_study_stage(out / "queue_study", data_dir)
+    return run_queue_study_stage(out / "queue_study", data_dir, clock.keep)
 
 
-def run_queue_study_stage(sdir, data_dir):
+def run_queue_study_stage(sdir, data_dir, on_skip=lambda: None):
     from shardqueue.study.run import run_study
 
     if (sdir / "report.md").exists():
         print(f"already done ({sdir / 'report.md'})")
+        on_skip()
         return 0
     return run_study(argparse.Namespace(preset="tiny", out=str(sdir), data_dir=data_dir, dry_run=False, curve=False,
                                         calibration=None, device=None))
