@@ -50,20 +50,23 @@ NOT_COMPARABLE = "not comparable at this scale"
 
 
 class Section:
-    """One section of the page, computed: its headline, text, rows (quantity, ours, the reference's),
-    notes, links and scorecard row. section_md renders it; findings.json holds to_json()."""
+    """One section of the page, computed: its headline, text, table (by default: quantity, ours, the
+    reference's), notes, links and scorecard row. section_md renders it; findings.json holds to_json()."""
 
-    def __init__(self, key, title, ref="paper"):
+    def __init__(self, key, title, ref="paper", columns=None):
         self.key, self.title, self.ref = key, title, ref
+        self.columns = tuple(columns or ("quantity", "ours", ref))
         self.headline, self.text, self.rows, self.links, self.notes = None, [], [], [], []
         self.score = None  # the scorecard row: (what was measured, ours, the paper's, agreement)
 
-    def row(self, quantity, ours, paper):
-        self.rows.append((quantity, ours, paper))
+    def row(self, *cells):
+        if len(cells) != len(self.columns):
+            raise ValueError(f"{self.key}: a row of {len(cells)} cells under {len(self.columns)} columns")
+        self.rows.append(cells)
 
     def to_json(self):
         return {"key": self.key, "title": self.title, "headline": self.headline, "text": self.text,
-                "rows": [list(r) for r in self.rows], "notes": self.notes,
+                "columns": list(self.columns), "rows": [list(r) for r in self.rows], "notes": self.notes,
                 "score": dict(zip(("measured", "ours", "paper", "agreement"), self.score)) if self.score else None}
 
 
@@ -206,17 +209,17 @@ def regime_section(d, out):
     cols = r.get("columns", r)  # regime.json: {"columns": {name: indicators}, ...} or one set of indicators
     if isinstance(cols, dict) and "buffer" in cols:
         cols = {"this run": cols}
-    names = list(cols)
+    cols = {n: c for n, c in cols.items() if isinstance(c, dict)}
+    sec.columns = ("indicator", *cols, "paper")
     sec.text = ["The paper's effects depend on ratios, not sizes; this table says which ratios the run shares with "
-                "the paper (columns: " + ", ".join(names) + ")."]
-    sec.rows = []
+                "the paper."]
     for key, label, fmt in (("longest_chunks_share_of_B", "longest source's segment-first chunks / B", _pct),
                             ("protected_share_of_arrived", "protected share of arrived tokens", _pct),
                             ("passes_started", "stream passes started", str),
                             ("arrived_over_B", "sources arrived / B", lambda x: f"{x:,.1f}"),
                             ("share_emitted_from_long_sources", "emitted share from sources > R", _pct)):
-        ours = "; ".join(f"{n}: {fmt(c[key])}" for n, c in cols.items() if isinstance(c, dict) and key in c)
-        sec.row(label, ours or "n/a", fmt(PAPER_REGIME[key]) if PAPER_REGIME.get(key) is not None else "—")
+        sec.row(label, *(fmt(c[key]) if key in c else "n/a" for c in cols.values()),
+                fmt(PAPER_REGIME[key]) if PAPER_REGIME.get(key) is not None else "—")
     return sec
 
 
@@ -454,7 +457,7 @@ def packers_section(d, out):
     concatenate-and-chunk and the installed libraries' packers, each run on tracer documents."""
     c = _load(d / "comparison.json")
     sec = Section("packers", "Any packer: which sources each packer starts, and which positions it trains on",
-                  ref="how")
+                  columns=("packer", "what it did with the arrived tokens and sources", "how"))
     if not c:
         sec.headline = f"Not run: no results under {d}."
         return sec
@@ -502,11 +505,12 @@ def queue_section(d, out):
     sec.score = ("the proposal's mechanism", outcome, "no result measured in the proposal", "no paper value")
     if cal:
         sec.row("calibrated k and recovery fraction", f"k = {cal['k']}, {cal['frac']}", "illustrated as 3σ_d; not fixed")
-        sec.row("held-out false-rejection rate (one-sided 95% upper bound)",
+        kind = cal.get("rate_kind", "in-sample")  # in-sample: the transitions that chose k and frac also measure it
+        sec.row(f"{kind} false-rejection rate (one-sided 95% upper bound)",
                 f"{cal['false_rejections']}/{cal['transitions']} ({100 * cal['upper95']:.1f}%)",
                 _rate_rule(cal))
         if cal["upper95"] >= 0.05:
-            sec.notes.append(f"With {cal['transitions']} held-out transitions the 95% bound cannot fall below 5%: "
+            sec.notes.append(f"With {cal['transitions']} transitions the 95% bound cannot fall below 5%: "
                              "the calibration meets the rule's point estimate, not a guarantee.")
     sc = s.get("screen") or {}
     if sc:
@@ -644,8 +648,8 @@ def section_md(sec) -> list:
     for t in sec.text:
         out += [t, ""]
     if sec.rows:
-        out += [f"| quantity | ours | {sec.ref} |", "|---|---:|---:|"]
-        out += [f"| {q} | {o} | {p} |" for q, o, p in sec.rows]
+        out += ["| " + " | ".join(sec.columns) + " |", "|---|" + "---:|" * (len(sec.columns) - 1)]
+        out += ["| " + " | ".join(map(str, r)) + " |" for r in sec.rows]
         out.append("")
     out += [f"- {n}" for n in sec.notes]
     links = [x for x in sec.links if x]

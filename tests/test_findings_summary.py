@@ -172,3 +172,16 @@ def test_filter_counts_as_the_train_stage_recorded_them(tmp_path):
     assert _filter_counts(tmp_path) == ""  # no regime.json: the rule alone
     _write(tmp_path / "regime.json", {"filter": {"dropped": 1234, "sources": 56789, "dropped_token_share": 0.01234}})
     assert _filter_counts(tmp_path) == ": 1,234 of 56,789 sources, 1.2% of training tokens"
+
+
+def test_regime_table_has_a_column_per_run(tmp_path):
+    fake_run(tmp_path, random.Random(3))
+    ind = {"longest_chunks_share_of_B": 0.02, "protected_share_of_arrived": 0.4987, "passes_started": 2,
+           "arrived_over_B": 23.21, "share_emitted_from_long_sources": 0.0697}
+    _write(tmp_path / "audit" / "regime.json",
+           {"columns": {"this audit": ind, "tiny training": {**ind, "passes_started": 1, "arrived_over_B": 64.0}}})
+    md = render(build(tmp_path), tmp_path)
+    part = md.split("## Regime", 1)[1].split("\n## ", 1)[0]
+    assert "| indicator | this audit | tiny training | paper |" in part
+    assert "| stream passes started | 2 | 1 | 1 |" in part and "| sources arrived / B | 23.2 | 64.0 | 836.9 |" in part
+    assert "| protected share of arrived tokens | 49.87% | 49.87% | 4.37% |" in part
