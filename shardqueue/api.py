@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
+from console.progress import bar as progress_bar
 from corpus.atomic import atomic_write_bytes, atomic_write_json, sha256_file
 from corpus.errors import DataError
 from corpus.layout import Layout, default_data_dir
@@ -201,7 +201,7 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     # warmup-stable-decay: the LR rises over the warm-up shards' updates (schedule.py)
     warm_updates = sum(len(update_batches(*rows(sid), cfg.micro_rows, cfg.accum)) for sid in pool["calibration"][:warm])
     step, targets, states = 0, 0, []
-    bar = tqdm(pool["calibration"], desc="calibration shards", unit="shard", file=sys.stderr)
+    bar = progress_bar(pool["calibration"], desc="calibration shards", unit="shard", file=sys.stderr)
     shared = warm + ns  # warm-up and sigma shards: the training every arm starts from
     branch = None
     m = s.checkpoints_per_shard

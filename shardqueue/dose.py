@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
+from console.progress import bar as progress_bar
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.errors import DataError
 from corpus.shards import iter_row_group_texts
@@ -147,7 +147,7 @@ def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parqu
     reset()
     ref = measure()
     rows = []
-    bar = tqdm(total=len(fractions) * trials, desc="dose trials", unit="trial", file=sys.stderr)
+    bar = progress_bar(total=len(fractions) * trials, desc="dose trials", unit="trial", file=sys.stderr)
     for f in fractions:
         res = []
         for j in range(trials):

@@ -2,6 +2,7 @@
 missing --config without it; progress bars stay quiet off a terminal; the main job's stage times."""
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -95,6 +96,15 @@ def test_progress_bars_are_quiet_off_a_terminal():
     log.close()
     term = bar(range(3), file=_Tty())
     assert term.mininterval < 1  # a terminal keeps tqdm's live redraw
+
+
+def test_every_progress_bar_goes_through_the_console_helper():
+    """A bar made with tqdm itself redraws every step in a log file: only console/progress.py imports it."""
+    files = [p for p in ROOT.glob("*.py")] + [p for d in ROOT.iterdir() if d.is_dir() and d.name not in NOT_CODE
+                                              for p in d.rglob("*.py")]
+    direct = [str(p.relative_to(ROOT)) for p in files
+              if re.search(r"^\s*(from tqdm\b|import tqdm\b)", p.read_text(), re.M)]
+    assert direct == ["console/progress.py"]
 
 
 def test_stage_clock_records_each_stage(tmp_path):
