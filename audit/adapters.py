@@ -13,6 +13,7 @@ gives a library as its special tokens).
 import gzip
 import importlib
 import importlib.util
+import logging
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from itertools import islice
@@ -43,6 +44,9 @@ class Spec:
 
 
 def require(module, spec_name):
+    # the locked torchao (torchtune needs it) logs that it skips its C++ extensions under this torch;
+    # the packers never use them (requirements-audit.lock says why this pair), so the line is noise here
+    logging.getLogger("torchao").setLevel(logging.ERROR)
     try:
         return importlib.import_module(module)
     except ImportError as e:
