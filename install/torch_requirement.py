@@ -50,7 +50,8 @@ def with_fallback(req, index, reachable):
     if index is None or reachable(index):
         return req, index, None
     plain = f"torch=={TORCH}"
-    return plain, None, f"note: {index} cannot be reached; installing {plain} from the default index instead"
+    cuda = " (on Linux the default index's build carries CUDA: several GB to download)" if req.endswith("+cpu") else ""
+    return plain, None, f"note: {index} cannot be reached; installing {plain} from the default index instead{cuda}"
 
 
 def _reachable(url, timeout=10):

@@ -42,7 +42,8 @@ def test_impossible_choice_is_refused(system, choice):
 def test_unreachable_index_falls_back_to_the_default_index_with_a_note():
     req, index, note = tr.with_fallback("torch==2.13.0+cpu", CPU_INDEX, reachable=lambda url: False)
     assert (req, index) == ("torch==2.13.0", None)
-    assert CPU_INDEX in note and "\n" not in note
+    assert CPU_INDEX in note and "\n" not in note and "carries CUDA: several GB" in note  # a CPU build was asked for
+    assert "CUDA" not in tr.with_fallback("torch==2.13.0+cu126", "https://x/cu126", reachable=lambda url: False)[2]
     assert tr.with_fallback("torch==2.13.0+cpu", CPU_INDEX, reachable=lambda url: True) == ("torch==2.13.0+cpu", CPU_INDEX, None)
 
 
