@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import one_line_error
+
 ROOT = Path(__file__).resolve().parents[1]
 # scripts that parse their arguments before their module-level import of torch: only a run as a script shows it
 EARLY_PARSERS = ("train.py", "training/bench.py")
@@ -104,3 +106,13 @@ def test_stage_clock_records_each_stage(tmp_path):
     c.stop()
     times = json.loads((tmp_path / "stage_times.json").read_text())
     assert set(times) == {"prepare", "audit"} and all(v >= 0 for v in times.values())
+
+
+@pytest.mark.parametrize("args,needle", [(["--config", "/nonexistent.json"], "/nonexistent.json: config file not found"),
+                                         (["--part", "update-cost", "--repeats", "0"], "--repeats 0")])
+def test_the_training_benchmark_refuses_bad_input_before_any_part(monkeypatch, capsys, args, needle):
+    from training import bench
+
+    for part in ("update_cost", "host_memory"):
+        monkeypatch.setattr(bench, part, lambda *a: pytest.fail("a part ran before the arguments were checked"))
+    one_line_error(capsys, bench.main(args), needle)
