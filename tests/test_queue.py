@@ -430,6 +430,12 @@ def test_a_refused_command_leaves_no_folder_or_lock_behind(tmp_path, capsys, arg
     assert not (tmp_path / "q").exists()
 
 
+def test_reconstruct_and_return_give_a_folder_without_a_log_the_same_status(tmp_path, capsys):
+    assert reconstruct_folder(tmp_path) == 2 == cli.main(["return", "s001", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(ln.endswith("decisions.jsonl: no decision log") for ln in err), err
+
+
 def test_reconstruct_on_an_empty_log_is_one_line(tmp_path, capsys):
     (tmp_path / "decisions.jsonl").write_text("")
     assert reconstruct_folder(tmp_path) == 1
