@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 from corpus.atomic import atomic_write_json
+from corpus.errors import DataError, check_out_folder
 
 STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue", "queue_study", "summary")
 # Late imports: each stage imports what it drives when it runs, and main() the device policy (torch) after
@@ -56,6 +57,11 @@ def main(argv=None):
     bad = [s for s in stages if s not in STAGES]
     if bad:
         print(f"error: unknown stage(s) {', '.join(bad)}; choose from {', '.join(STAGES)}", file=sys.stderr)
+        return 2
+    try:
+        check_out_folder(args.out)  # before any stage: a folder that cannot be made is refused, not found at the end
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     from training.device import configure, resolve_device
 

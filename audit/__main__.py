@@ -24,7 +24,7 @@ import argparse
 import sys
 
 from console.usage import prog_name
-from corpus.errors import DataError
+from corpus.errors import DataError, check_out_folder
 
 PREPARED_SOURCES = ("stdlib", "climbmix", "parquet")
 
@@ -73,6 +73,7 @@ def main(argv=None):
     from audit.run import run_audit
 
     try:
+        check_out_folder(args.out)  # before the stream is read: where the audit goes must be a folder it can make
         return run_audit(args)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)

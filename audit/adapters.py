@@ -317,5 +317,7 @@ def user_spec(target, args):
         f = getattr(importlib.import_module(mod), fn)
     except (ImportError, AttributeError) as e:
         raise DataError(f"--trace {target!r}: cannot load it ({type(e).__name__}: {e})") from None
+    if not callable(f):  # refused here, not found while the stream is traced
+        raise DataError(f"--trace {target!r}: {mod}.{fn} is a {type(f).__name__}, not a callable packer(docs, **args)")
     return Spec(fn, lambda R, B, w: (lambda docs: f(docs, **args)), settings={k: repr(v) for k, v in args.items()},
                 why_not="its rule is unknown to the audit: the Proposition is not checked")

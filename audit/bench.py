@@ -178,27 +178,53 @@ def bench_checker():
           f"40 rows: {time.perf_counter() - t:.2f}s on one core")
 
 
-def main():
+SECTIONS = ("paper", "decode", "scale", "checker")
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="paper,decode,scale,checker", help="comma list of sections")
+    ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma list of sections ({', '.join(SECTIONS)})")
     ap.add_argument("--scale", default="5,6,7", help="replay sizes, as powers of ten (8: 10^8 documents)")
     ap.add_argument("--trace-scale", default="5,6", help="trace sizes, as powers of ten")
     ap.add_argument("--decode-docs", type=int, default=20_000, help="documents of the decode comparison")
     ap.add_argument("--one-scale", nargs=2, metavar=("WHAT", "N"), help=argparse.SUPPRESS)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.one_scale:
         print(json.dumps(one_scale(a.one_scale[0], int(a.one_scale[1]))))
-        return
-    only = set(a.only.split(","))
+        return 0
+    try:  # every value checked before the first section runs (minutes)
+        only = {x.strip() for x in a.only.split(",") if x.strip()}
+        unknown = sorted(only - set(SECTIONS))
+        if unknown or not only:
+            raise ValueError(f"--only {a.only!r}: {'unknown section ' + ', '.join(unknown) if unknown else 'no section'}"
+                             f"; choose from {', '.join(SECTIONS)}")
+        scale, trace_scale = (powers(flag, v) for flag, v in (("--scale", a.scale), ("--trace-scale", a.trace_scale)))
+        if a.decode_docs < 1:
+            raise ValueError(f"--decode-docs {a.decode_docs}: must be at least 1")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if "paper" in only:
         bench_paper()
     if "decode" in only:
         bench_decode(a.decode_docs)
     if "scale" in only:
-        bench_scale([int(x) for x in a.scale.split(",") if x], [int(x) for x in a.trace_scale.split(",") if x])
+        bench_scale(scale, trace_scale)
     if "checker" in only:
         bench_checker()
+    return 0
+
+
+def powers(flag, text):
+    """A comma list of powers of ten (1 to 9), or ValueError naming the option."""
+    try:
+        ks = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: expected comma-separated powers of ten (e.g. 5,6,7)") from None
+    if any(not 1 <= k <= 9 for k in ks):
+        raise ValueError(f"{flag} {text!r}: powers of ten from 1 to 9")
+    return ks
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

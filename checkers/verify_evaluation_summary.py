@@ -39,6 +39,17 @@ def ranked(d):
     return sorted(d, key=lambda m: (d[m], m))
 
 
+USAGE = "give an eval folder, or RANKINGS.json EVIDENCE.npz (--help for more)"
+
+
+def usage_problem(args):
+    """One line for arguments that are neither an eval folder nor a rankings and evidence pair."""
+    if len(args) == 1:
+        why = "not a folder" if os.path.exists(args[0]) else "no such folder"
+        return f"{args[0]}: {why}; {USAGE}"
+    return f"{len(args) or 'no'} arguments; {USAGE}"
+
+
 def main(argv=None):
     args = sys.argv[1:] if argv is None else argv
     try:
@@ -55,7 +66,7 @@ def _main(args):
     if len(args) == 1 and os.path.isdir(args[0]):
         args = [os.path.join(args[0], "rankings.json"), os.path.join(args[0], "ranking_evidence.npz")]
     if len(args) != 2:
-        print(__doc__, file=sys.stderr)
+        print(f"error: {usage_problem(args)}", file=sys.stderr)
         return 2
     try:
         with open(args[0]) as f:

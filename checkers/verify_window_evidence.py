@@ -115,6 +115,17 @@ def verify(summary_path, evidence_path):
     return ok
 
 
+USAGE = "give an eval folder, or SUMMARY.json EVIDENCE.npz (--help for more)"
+
+
+def usage_problem(args):
+    """One line for arguments that are neither an eval folder nor a summary and evidence pair."""
+    if len(args) == 1:
+        why = "not a folder" if os.path.exists(args[0]) else "no such folder"
+        return f"{args[0]}: {why}; {USAGE}"
+    return f"{len(args) or 'no'} arguments; {USAGE}"
+
+
 def main(argv=None):
     args = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in args):
@@ -126,7 +137,7 @@ def main(argv=None):
     elif len(args) == 2:
         pairs = [tuple(args)]
     else:
-        print(__doc__, file=sys.stderr)
+        print(f"error: {usage_problem(args)}", file=sys.stderr)
         return 2
     if not pairs:
         print(f"error: no window_summary_*.json in {args[0]}", file=sys.stderr)

@@ -14,7 +14,7 @@ import sys
 import time
 
 from console.usage import prog_name
-from corpus.errors import DataError
+from corpus.errors import DataError, check_out_file
 from corpus.layout import Layout, default_data_dir
 from presets.six import configs
 
@@ -41,6 +41,11 @@ def main(argv=None):
         if v is not None and v < 1:
             print(f"error: {name} must be >= 1, got {v}", file=sys.stderr)
             return 2
+    try:
+        check_out_file(a.out)  # before the corpus is hashed (seconds): where the protocol goes must be writable
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     from corpus.verify import verify_prepared
     from eval.confirmation import confirmation_fingerprint
     from eval.plan import evaluation_plan

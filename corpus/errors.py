@@ -1,5 +1,7 @@
 """One exception type for bad input; command lines print it as a single line."""
 import errno
+import os
+from pathlib import Path
 
 
 class DataError(Exception):
@@ -13,3 +15,30 @@ def os_error_line(e: OSError, where=None) -> str:
     need = {errno.ENOSPC: "free disk space", errno.EDQUOT: "free disk quota", errno.EROFS: "a writable file system",
             errno.EACCES: "write permission", errno.EPERM: "write permission"}.get(e.errno, "a working file system")
     return f"{path}: {e.strerror or type(e).__name__}; needs {need}"
+
+
+def check_out_folder(path, flag="--out") -> None:
+    """Refuse, before any work, an output folder that cannot be (or be made) a writable folder: one line
+    naming the path and why. Checked without creating anything."""
+    _check_makeable(path, path, flag)
+
+
+def check_out_file(path, flag="--out") -> None:
+    """As check_out_folder, for an output file: its folder can be made and the path is no folder itself."""
+    if Path(path).is_dir():
+        raise DataError(f"{flag} {path}: is a folder, not a file")
+    _check_makeable(Path(path).absolute().parent, path, flag)
+
+
+def _check_makeable(folder, named, flag):
+    """The nearest existing folder on the way to FOLDER must be a writable folder (then mkdir -p succeeds)."""
+    whole = Path(named).absolute()
+    for a in (Path(folder).absolute(), *Path(folder).absolute().parents):
+        if a.is_symlink() and not a.exists():
+            raise DataError(f"{flag} {named}: cannot be made: {a} is a broken link")
+        if a.exists():
+            if not a.is_dir():
+                raise DataError(f"{flag} {named}: {'is' if a == whole else f'cannot be made: {a} is'} not a folder")
+            if not os.access(a, os.W_OK | os.X_OK):
+                raise DataError(f"{flag} {named}: cannot be written: no write permission in {a}")
+            return

@@ -14,6 +14,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from corpus.errors import DataError  # noqa: E402
 from corpus.layout import default_data_dir  # noqa: E402
 from loaders.core import PACKERS  # noqa: E402
 from loaders.packers import Packer  # noqa: E402
@@ -21,14 +22,21 @@ from loaders.reference import ReferencePacker  # noqa: E402
 from loaders.stream import open_split  # noqa: E402
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", default=None, help="data root with a prepared stdlib corpus")
     ap.add_argument("--source", default="stdlib")
     ap.add_argument("--rows", type=int, default=2000, help="rows for the fast packers")
     ap.add_argument("--ref-rows", type=int, default=200, help="rows for the same-work comparison")
-    args = ap.parse_args()
-    stream = open_split(args.data_dir or default_data_dir(), args.source, "train")
+    args = ap.parse_args(argv)
+    try:
+        for flag, v in (("--rows", args.rows), ("--ref-rows", args.ref_rows)):
+            if v < 1:
+                raise DataError(f"{flag} {v}: must be at least 1")
+        stream = open_split(args.data_dir or default_data_dir(), args.source, "train")
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     docs = [stream.doc_tokens(i).tolist() for i in range(stream.n)]
     R, B = 2049, 1000
     print(f"stream: {stream.n:,} documents, R={R}, B={B}")
@@ -51,7 +59,8 @@ def main():
         ref.next_rows(args.ref_rows)
         slow = time.perf_counter() - t
         print(f"{name:<14} {fast:>10,.0f} {fast * R:>12,.0f} {slow / best:>19.1f}x")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,8 +12,9 @@ named by a line is a failure of that line, never read. `sha256sum -c` checks the
 (it skips the '#' lines). A manifest written from a
 folder records it as "# covers: <folder> glob <pattern>" (recursive): verify then fails on
 a file there that the manifest does not list, unless --allow-extra. Verify exits 1 on a
-missing or changed file, an unlisted covered file, an unparsable line (named by its line
-number) or an empty manifest; 2 when the manifest itself is not found.
+missing or changed file, an unlisted covered file, an unparsable line (the first five named
+by line number, the rest counted; a file without one entry line, one line: not a manifest) or
+an empty manifest; 2 when the manifest itself is not found.
 """
 import argparse
 import re
@@ -35,6 +36,7 @@ def code_files():
 
 
 COVERS = "# covers: "
+SHOWN_BAD_LINES = 5  # unparsable lines named one by one, the rest counted; a file with no entry line is one line
 LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")  # sha256sum's text and binary forms
 
 
@@ -73,7 +75,8 @@ def verify_manifest(path: Path, log=print, allow_extra=False):
     except (OSError, UnicodeDecodeError) as e:
         log(f"{path}: unreadable manifest ({type(e).__name__})")
         return False
-    bad_lines, bad_files, n, listed, covers = 0, 0, 0, set(), []
+    bad_lines, bad_files, n, listed, covers = [], 0, 0, set(), []
+    bad_line = bad_lines.append  # logged after the entries: all of them counted, a few named
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -81,18 +84,15 @@ def verify_manifest(path: Path, log=print, allow_extra=False):
             if line.startswith(COVERS):
                 folder, sep, pattern = line[len(COVERS):].rpartition(" glob ")
                 if not sep or not folder or not pattern:
-                    log(f"{path}:{i}: not a '{COVERS}<folder> glob <pattern>' line")
-                    bad_lines += 1
+                    bad_line(f"{path}:{i}: not a '{COVERS}<folder> glob <pattern>' line")
                 elif not Path(folder).is_absolute() and not inside(path.parent / folder, path.parent):
-                    log(f"{path}:{i}: covered folder {folder} lies outside the manifest's folder")
-                    bad_lines += 1
+                    bad_line(f"{path}:{i}: covered folder {folder} lies outside the manifest's folder")
                 else:
                     covers.append((folder, pattern))
             continue
         m = LINE.match(line)
         if not m:
-            log(f"{path}:{i}: not a '<sha256>  <path>' line")
-            bad_lines += 1
+            bad_line(f"{path}:{i}: not a '<sha256>  <path>' line")
             continue
         digest, name = m.group(1).lower(), m.group(2)
         f = Path(name) if Path(name).is_absolute() else path.parent / name
@@ -111,6 +111,13 @@ def verify_manifest(path: Path, log=print, allow_extra=False):
         elif sha256_file(f) != digest:
             log(f"MISMATCH  {name}")
             bad_files += 1
+    if n == 0 and bad_lines:  # README.md given by mistake: one line, not one per line of it
+        log(f"{path}: not a manifest: none of its lines is a '<sha256>  <path>' line ({len(bad_lines)} unparsable)")
+        return False
+    for message in bad_lines[:SHOWN_BAD_LINES]:
+        log(message)
+    if len(bad_lines) > SHOWN_BAD_LINES:
+        log(f"{path}: {len(bad_lines) - SHOWN_BAD_LINES} more unparsable line(s) not shown")
     if n == 0:
         log(f"{path}: empty manifest (no '<sha256>  <path>' lines): nothing to verify")
         return False
@@ -121,9 +128,9 @@ def verify_manifest(path: Path, log=print, allow_extra=False):
             extra += 1
             log(f"EXTRA     {_rel(f, path.parent.resolve())} (matches {pattern} in {folder} but is not listed)")
     log(f"{n - bad_files} of {n} listed files verified against {path}"
-        + (f"; {bad_lines} unparsable line(s)" if bad_lines else "")
+        + (f"; {len(bad_lines)} unparsable line(s)" if bad_lines else "")
         + (f"; {extra} unlisted file(s) in covered folders{' (allowed)' if allow_extra else ''}" if extra else ""))
-    return bad_lines == 0 and bad_files == 0 and (allow_extra or extra == 0)
+    return not bad_lines and bad_files == 0 and (allow_extra or extra == 0)
 
 
 def main(argv=None):

@@ -17,6 +17,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a file: the repository root
 
 from corpus.atomic import atomic_write_json  # noqa: E402
+from corpus.errors import DataError, check_out_folder, os_error_line  # noqa: E402
 from presets.six import PRESETS, configs  # noqa: E402
 
 
@@ -26,8 +27,17 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="folder (default protocols/configs/<preset>)")
     a = ap.parse_args(argv)
     out = a.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", a.preset)
+    try:
+        check_out_folder(out)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     for c in configs(a.preset):
-        atomic_write_json(os.path.join(out, f"{c['name']}.json"), c)
+        try:
+            atomic_write_json(os.path.join(out, f"{c['name']}.json"), c)
+        except OSError as e:  # a full disk, a read-only folder
+            print(f"error: {os_error_line(e, out)}", file=sys.stderr)
+            return 2
         print(os.path.join(out, f"{c['name']}.json"))
     return 0
 

@@ -112,11 +112,13 @@ def build_parser():
 
 def main(argv=None):
     a, extra = build_parser().parse_known_args(argv)
-    from shardqueue.api import calibrate, describe_calibration, describe_run, return_from_quarantine, run
+    from shardqueue.api import (calibrate, check_calibrated, describe_calibration, describe_run,
+                                return_from_quarantine, run)
     from shardqueue.domains import load_domains
     from shardqueue.dose import dose_response
     from shardqueue.reexecute import reexecute_folder
     from shardqueue.replay import reconstruct_folder
+    from shardqueue.sources import parse as parse_source
     from training.device import configure, resolve_device
 
     out = Path(a.out)
@@ -132,6 +134,19 @@ def main(argv=None):
         check_counts(a)
         if a.command == "calibrate":
             QueueSettings.of({"branch_check": a.branch_check})  # a bad kind is named before the folder is touched
+        # what the command reads must be there before its folder is made and locked (no .lock left by a refusal)
+        if a.command == "run":
+            check_calibrated(a.calibration or out)
+            if a.resume and not (out / "decisions.jsonl").exists():
+                raise DataError(f"{out / 'decisions.jsonl'}: nothing to resume")
+            for spec in a.add_source:
+                parse_source(spec)
+        if a.command == "dose":
+            if a.trials < 1:
+                raise DataError(f"--trials {a.trials}: must be at least 1")
+            check_calibrated(a.calibration or "runs/queue")
+        if a.command == "return" and not (out / "decisions.jsonl").exists():
+            raise DataError(f"{out / 'decisions.jsonl'}: no decision log")
         if a.command == "reconstruct":
             rc = reconstruct_folder(out)
             if rc or not (a.execute or a.from_checkpoint or a.to_record is not None):
@@ -153,8 +168,6 @@ def main(argv=None):
                 print(describe_calibration(rec))
                 return 0
             if a.command == "dose":
-                if a.trials < 1:
-                    raise DataError(f"--trials {a.trials}: must be at least 1")
                 dose_response(out, a.calibration or "runs/queue", trials=a.trials, device=a.device, harm=a.harm,
                               harm_parquet=a.harm_parquet)
                 return 0

@@ -251,14 +251,26 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     return rec
 
 
+def check_calibrated(calibration_dir) -> dict:
+    """The record of a calibration folder's successful calibration (cheap: a command checks it before it makes
+    or locks its own folder)."""
+    p = Path(calibration_dir) / "calibration.json"
+    if not p.exists():
+        raise DataError(f"{p}: not found; run `calibrate` first (the rule is fixed before the queue runs)")
+    try:
+        calib = json.loads(p.read_text())
+    except (ValueError, UnicodeDecodeError):
+        raise DataError(f"{p}: not valid JSON") from None
+    if not isinstance(calib, dict) or not calib.get("ok"):
+        reason = calib.get("reason") if isinstance(calib, dict) else f"a {type(calib).__name__}, not a record"
+        raise DataError(f"{p}: the calibration failed ({reason})")
+    return calib
+
+
 def open_calibration(calibration_dir, device="cpu"):
     """(cfg, world, pool, calibration record) of a calibration folder, verified."""
     d = Path(calibration_dir)
-    if not (d / "calibration.json").exists():
-        raise DataError(f"{d / 'calibration.json'}: not found; run `calibrate` first (the rule is fixed before the queue runs)")
-    calib = json.loads((d / "calibration.json").read_text())
-    if not calib.get("ok"):
-        raise DataError(f"{d / 'calibration.json'}: the calibration failed ({calib.get('reason')})")
+    calib = check_calibrated(d)
     cfg_d = json.loads((d / "config.json").read_text())
     cfg = resolve_config(None, [f"{k}={v}" for k, v in cfg_d.items()])
     pool = load_rotation(d / "pool.json")

@@ -143,12 +143,16 @@ def rehashed_pool(cal_dir, start):
 
 
 def reconstruct_folder(folder, out=print):
-    """CLI body: 0 when every check passes; 1 with one line otherwise."""
+    """CLI body: 0 when every check passes; 1 with one line otherwise; 2 (the command lines' usage error, as
+    `return` gives for the same folder) when there is nothing to check: no such folder or no decision log."""
 
     folder = Path(folder)
+    missing = (f"{folder}: no such queue folder" if not folder.is_dir() else
+               f"{folder / 'decisions.jsonl'}: no decision log" if not (folder / "decisions.jsonl").exists() else None)
+    if missing:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     try:
-        if not folder.is_dir():
-            raise DataError(f"{folder}: no such queue folder")
         recs = read_log(folder / "decisions.jsonl", log=lambda s: print(s, file=sys.stderr))
         cal_dir = folder / str(recs[0].get("calibration_dir", "."))
         if not (cal_dir / "calibration.json").exists():

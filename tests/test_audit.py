@@ -12,7 +12,7 @@ from audit.__main__ import main as audit_main
 from audit.metrics import pass_bounds, summarize_replay
 from audit.replay import Replay, first_long_emission
 from checkers.packing_checker import replay as checker_replay
-from conftest import ROOT
+from conftest import ROOT, one_line_error
 from loaders.core import PACKERS
 from loaders.packers import Packer
 from loaders.stream import DocumentStream, open_split
@@ -183,3 +183,16 @@ def test_regime_indicators_match_the_paper_arithmetic_and_the_audit(small_corpus
     seg = summarize_replay(Replay(s, "segment_first", 200, 129, 12))
     assert ind["sources_started_segment_first"] == seg["sources_started"]
     assert ind["longest_chunks"] == chunks_of(int(s.lengths.max()), 129)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--only", "paper,nosuch"], "unknown section nosuch; choose from paper, decode, scale, checker"),
+    (["--only", "scale", "--scale", "5,x"], "--scale '5,x'"),
+    (["--only", "decode", "--decode-docs", "0"], "--decode-docs 0"),
+])
+def test_the_audit_benchmark_refuses_bad_sections_and_sizes_before_running(monkeypatch, capsys, args, needle):
+    from audit import bench
+
+    for section in ("bench_paper", "bench_decode", "bench_scale", "bench_checker"):
+        monkeypatch.setattr(bench, section, lambda *a: pytest.fail("a section ran before the arguments were checked"))
+    one_line_error(capsys, bench.main(args), needle)

@@ -92,3 +92,20 @@ def test_bad_length_file_is_one_line_and_status_2(tmp_path, capsys, content, ext
     assert audit_main(["--lengths", str(f), "--out", str(tmp_path / "o"), *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and msg in err and not (tmp_path / "o").exists()
+
+
+def test_an_out_folder_that_cannot_be_made_is_named_in_one_line(tmp_path, capsys):
+    f = tmp_path / "l.txt"
+    f.write_text("5\n7\n")
+    (tmp_path / "a_file").write_text("")
+    assert audit_main(["--lengths", str(f), "--out", str(tmp_path / "a_file" / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: --out {tmp_path / 'a_file' / 'x'}: cannot be made: {tmp_path / 'a_file'} is not a folder"
+
+
+def test_a_trace_target_that_is_not_callable_is_refused_before_the_audit(tmp_path, capsys):
+    f = tmp_path / "l.txt"
+    f.write_text("5\n7\n")
+    assert audit_main(["--lengths", str(f), "--trace", "os:path", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "os.path is a module, not a callable" in err and not (tmp_path / "o").exists()

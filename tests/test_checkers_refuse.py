@@ -86,3 +86,31 @@ def test_manifest_verify_hashes_only_regular_files_inside_its_folder(tmp_path, c
         assert word in capsys.readouterr().out
     (d / "x.sha256").write_text(good + "# covers: .. glob *\n")
     assert manifest_main(["verify", str(d / "x.sha256")]) == 1
+
+
+def test_the_evidence_checkers_name_a_missing_folder_in_one_line(tmp_path, capsys):
+    from checkers.verify_evaluation_summary import main as rankings_main
+    from checkers.verify_window_evidence import main as windows_main
+
+    for main in (windows_main, rankings_main):
+        for args, needle in (([str(tmp_path / "none")], f"{tmp_path / 'none'}: no such folder"),
+                             ([str(ROOT / "README.md")], "README.md: not a folder"), ([], "no arguments")):
+            assert main(args) == 2
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1 and err.startswith("error: ") and needle in err, err
+
+
+def test_manifest_verify_names_a_few_unparsable_lines_and_refuses_a_non_manifest_in_one(tmp_path, capsys):
+    (tmp_path / "a.bin").write_bytes(b"a")
+    assert manifest_main(["write", str(tmp_path / "a.bin"), "--out", str(tmp_path / "x.sha256")]) == 0
+    good = (tmp_path / "x.sha256").read_text()
+    (tmp_path / "x.sha256").write_text(good + "".join(f"junk {i}\n" for i in range(40)))
+    capsys.readouterr()
+    assert manifest_main(["verify", str(tmp_path / "x.sha256")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert len([ln for ln in out if "not a '<sha256>  <path>' line" in ln]) == 5, out
+    assert any("35 more unparsable line(s) not shown" in ln for ln in out) and len(out) == 7, out
+    (tmp_path / "notes.md").write_text("".join(f"line {i}\n" for i in range(40)))
+    assert manifest_main(["verify", str(tmp_path / "notes.md")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and "not a manifest" in out[0], out

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import one_line_error
 from console.terminal import for_terminal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,3 +132,13 @@ def test_stage_clock_records_each_stage(tmp_path):
 def test_a_figure_link_alone_on_its_line_prints_as_its_file_name():
     md = "# T\n\n![learning curves](learning_curves.png)\n\nsee ![x](y.png) inline\n![a](b c.png)\n"
     assert for_terminal(md) == ("# T\n\n(figure: learning_curves.png)\n\nsee ![x](y.png) inline\n![a](b c.png)\n")
+
+
+@pytest.mark.parametrize("args,needle", [(["--config", "/nonexistent.json"], "/nonexistent.json: config file not found"),
+                                         (["--part", "update-cost", "--repeats", "0"], "--repeats 0")])
+def test_the_training_benchmark_refuses_bad_input_before_any_part(monkeypatch, capsys, args, needle):
+    from training import bench
+
+    for part in ("update_cost", "host_memory"):
+        monkeypatch.setattr(bench, part, lambda *a: pytest.fail("a part ran before the arguments were checked"))
+    one_line_error(capsys, bench.main(args), needle)

@@ -100,18 +100,22 @@ def test_freeze_command_line_writes_a_protocol_that_verifies(small_corpus, tmp_p
 @pytest.mark.parametrize("module,args,needle", [
     ("freeze", ["--out", "P.json", "--replicates", "0"], "--replicates must be >= 1"),
     ("freeze", ["--out", "P.json", "--rank", "baseline_s43,nonesuch"], "unknown: nonesuch"),
+    ("freeze", ["--out", "BLOCKER/p.json"], "BLOCKER is not a folder"),
     ("run_six", ["depth=abc"], "config key 'depth'"),
     ("run_six", ["--data-dir", "NOWHERE"], "corpus not prepared"),
 ])
 def test_protocol_command_lines_refuse_in_one_line(small_corpus, tmp_path, capsys, module, args, needle):
     from comparison import freeze, run_six
 
-    args = [a.replace("P.json", str(tmp_path / "p.json")).replace("NOWHERE", str(tmp_path / "none")) for a in args]
+    (tmp_path / "blocker").write_text("")  # a file where a folder is needed
+    args = [a.replace("P.json", str(tmp_path / "p.json")).replace("NOWHERE", str(tmp_path / "none"))
+            .replace("BLOCKER", str(tmp_path / "blocker")) for a in args]
     if "--data-dir" not in args:
         args += ["--data-dir", str(small_corpus)]
     if module == "run_six":
         args = ["--out", str(tmp_path / "six"), *args]
     rc = {"freeze": freeze.main, "run_six": run_six.main}[module](args)
     err = capsys.readouterr().err.strip()
+    needle = needle.replace("BLOCKER", str(tmp_path / "blocker"))
     assert rc == 2 and "\n" not in err and err.startswith("error: ") and needle in err, (rc, err)
     assert not (tmp_path / "p.json").exists()

@@ -1,10 +1,12 @@
 """The four packers: fast core == literal reference, invariants, state, ranks."""
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit.proposition import check_proposition
+from conftest import one_line_error
 from loaders.batches import MicrobatchLoader
 from loaders.core import CROP, FIT, PACKERS
 from loaders.packers import Packer, materialize
@@ -200,3 +202,10 @@ def test_loader_state_resumes_identically_with_prefetch(sr, packer, k, prefetch)
         bx, by = next(b)
         assert torch.equal(bx, x) and torch.equal(by, y)
     assert torch.equal(x[:, 1:], y[:, :-1])  # targets are inputs shifted by one
+
+
+@pytest.mark.parametrize("flag", ["--rows", "--ref-rows"])
+def test_the_packer_benchmark_refuses_a_count_below_one(tmp_path, capsys, flag):
+    from loaders import bench
+
+    one_line_error(capsys, bench.main([flag, "-1", "--data-dir", str(tmp_path)]), f"{flag} -1: must be at least 1")

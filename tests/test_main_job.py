@@ -11,6 +11,7 @@ import pytest
 
 import main as main_job
 import train as train_module
+from conftest import one_line_error
 from presets import six as six_runs
 from training.config import resolve_config
 
@@ -78,3 +79,13 @@ def test_interrupted_stage_resumes_and_a_rerun_skips_everything(small_corpus, mi
         assert after[name][0] == data, name
         if not name.startswith("train/") or "/" in name[len("train/"):]:
             assert after[name][1] == mtime, name  # run folders, protocol and manifest: not touched at all
+
+
+def test_an_out_folder_that_cannot_be_made_is_refused_before_any_stage(tmp_path, monkeypatch, capsys):
+    ran = []
+    monkeypatch.setitem(main_job.STAGE_RUNS, "prepare", ("offline corpus", lambda *a: ran.append(a) or 0))
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    rc = main_job.main(["--out", str(blocker / "x"), "--stages", "prepare"])
+    one_line_error(capsys, rc, str(blocker / "x"), f"{blocker} is not a folder")
+    assert not ran

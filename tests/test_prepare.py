@@ -16,7 +16,7 @@ from corpus.stdlib_corpus import build_stdlib_corpus, split_module
 from corpus.tokenizer import SPECIAL_TOKENS, bos_id, load_encoding, load_token_bytes
 from loaders.stream import open_split
 
-from conftest import ROOT
+from conftest import ROOT, one_line_error
 
 
 def test_pretokenized_equals_on_the_fly_encoding(small_corpus):
@@ -137,3 +137,11 @@ def test_queue_folder_never_shadows_the_standard_library():
     import queue
 
     assert queue.__file__.startswith(sysconfig.get_paths()["stdlib"])
+
+
+@pytest.mark.parametrize("args,needle", [(["--threads", "0"], "--threads 0: must be at least 1"),
+                                         (["--shards", "-1"], "--shards -1: must be at least 1")])
+def test_the_tokenizer_benchmark_refuses_bad_counts_in_one_line(tmp_path, capsys, args, needle):
+    from corpus import bench
+
+    one_line_error(capsys, bench.main(args + ["--data-dir", str(tmp_path)]), needle)

@@ -413,6 +413,33 @@ def test_the_script_run_as_a_process_refuses_in_one_line(tmp_path):
     assert p.returncode == 2 and len(lines) == 1 and "'--harm cipher' for `run`" in lines[0], p.stderr
 
 
+@pytest.mark.parametrize("argv,needle", [
+    (["run"], "calibration.json: not found"),
+    (["run", "--calibration", "FAILED"], "calibration.json: the calibration failed (no grid point)"),
+    (["run", "--calibration", "CAL", "--resume"], "decisions.jsonl: nothing to resume"),
+    (["run", "--calibration", "CAL", "--add-source", "new=NOWHERE.parquet"], "NOWHERE.parquet: file not found"),
+    (["dose", "--calibration", "NONE"], "calibration.json: not found"),
+    (["dose", "--calibration", "CAL", "--trials", "0"], "--trials 0"),
+    (["return", "s001"], "decisions.jsonl: no decision log"),
+])
+def test_a_refused_command_leaves_no_folder_or_lock_behind(tmp_path, capsys, argv, needle):
+    for name, rec in (("cal", {"ok": True}), ("failed", {"ok": False, "reason": "no grid point"})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "calibration.json").write_text(json.dumps(rec))  # all the checks before the lock read
+    argv = [a.replace("CAL", str(tmp_path / "cal")).replace("FAILED", str(tmp_path / "failed"))
+            .replace("NONE", str(tmp_path / "none")).replace("NOWHERE", str(tmp_path / "x")) for a in argv]
+    rc = cli.main(argv + ["--out", str(tmp_path / "q")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and needle.replace("NOWHERE", "x") in err[0], err
+    assert not (tmp_path / "q").exists()
+
+
+def test_reconstruct_and_return_give_a_folder_without_a_log_the_same_status(tmp_path, capsys):
+    assert reconstruct_folder(tmp_path) == 2 == cli.main(["return", "s001", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(ln.endswith("decisions.jsonl: no decision log") for ln in err), err
+
+
 def test_reconstruct_on_an_empty_log_is_one_line(tmp_path, capsys):
     (tmp_path / "decisions.jsonl").write_text("")
     assert reconstruct_folder(tmp_path) == 1

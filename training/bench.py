@@ -64,6 +64,8 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 sys.path.insert(0, str(ROOT))  # run as a script: the repository's packages
 
+from corpus.errors import DataError  # noqa: E402
+from training.config import resolve_config  # noqa: E402
 from training.model import GPT, ModelConfig  # noqa: E402
 from training.optim import build_optimizers  # noqa: E402
 from training.optim_reference import ReferenceAdamW, ReferenceMuon  # noqa: E402
@@ -285,6 +287,14 @@ def update_cost(a):
 
 def main(argv=None):
     a = build_parser().parse_args(argv)
+    try:  # before the update-cost part's seconds of work: host-memory's config must be there and read
+        if a.repeats < 1:
+            raise DataError(f"--repeats {a.repeats}: must be at least 1")
+        if a.part in ("host-memory", "all"):
+            resolve_config(a.config, [f"data_dir={a.data_dir}"] if a.data_dir else [])
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     ok = True
     if a.part in ("update-cost", "all"):
         ok &= update_cost(argparse.Namespace(repeats=10 * a.repeats))
