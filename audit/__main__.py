@@ -22,8 +22,10 @@ audit never leaves a mix of old and new files.
 """
 import argparse
 import sys
+from pathlib import Path
 
 from console.usage import prog_name
+from corpus.atomic import atomic_write_json
 from corpus.errors import DataError, check_out_folder
 
 PREPARED_SOURCES = ("stdlib", "climbmix", "parquet")
@@ -94,8 +96,14 @@ def audit_offline(data_dir=None, out="runs/main/audit_packers", extra_args=()) -
     from loaders.core import PACKERS
 
     names = list(PACKERS) + [n for n, s in SPECS.items() if installed(s) and n not in MAIN_JOB_SKIPS]
+    left = {n: why for n, why in MAIN_JOB_SKIPS.items() if n in SPECS and installed(SPECS[n])}
+    for n, why in left.items():
+        print(f"left out here: {n} ({why}); audit it alone with --packers {n}")
     argv = ["--source", "stdlib", "--packers", ",".join(names), "--permutations", "0", "--out", str(out)]
-    return main(argv + (["--data-dir", str(data_dir)] if data_dir else []) + list(extra_args))
+    rc = main(argv + (["--data-dir", str(data_dir)] if data_dir else []) + list(extra_args))
+    if rc == 0:
+        atomic_write_json(Path(out) / "left_out.json", left)  # the findings page lists them beside the table
+    return rc
 
 
 if __name__ == "__main__":

@@ -478,6 +478,8 @@ def packers_section(d, out):
                 r["how"])
     for name, why in c.get("refused", {}).items():
         sec.row(name, f"refused: {why}", "—")
+    for name, why in (_load(d / "left_out.json") or {}).items():
+        sec.row(name, f"left out of the main job: {why}; audit it alone with --packers {name}", "—")
     traced = sum(1 for r in c["packers"].values() if r["how"] == "traced")
     orig = c["packers"].get("original")
     ours = f"{len(c['packers'])} packers ({traced} traced)" + (

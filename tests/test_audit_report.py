@@ -173,3 +173,22 @@ def test_your_own_packer_from_the_command_line(tmp_path, monkeypatch):
     # 10 rows (80 targets / 8): documents 0..9, each cut to 8 tokens: 5 + 8 + 3 + 8 (+ 5 + 8 + 3 + 8 + 5 + 8)
     assert s["rows"] == 10 and s["emitted"] == 61 and s["sources_arrived"] == 10  # pulled one at a time
     assert s["discarded"] == 4 + 12 + 4 + 12 + 4 and s["buffered"] == 0 and s["settings"] == {"keep": "8"} and s["how"] == "traced"
+
+
+def test_the_main_jobs_packer_comparison_says_what_it_left_out(tmp_path, monkeypatch, capsys):
+    import audit.__main__ as audit_cli
+    from findings.summary import packers_section
+
+    seen = []
+    monkeypatch.setattr(audit_cli, "main", lambda argv: seen.append(argv) or 0)
+    assert audit_cli.audit_offline(out=tmp_path) == 0
+    packers = seen[0][seen[0].index("--packers") + 1].split(",")
+    assert "titan_first_fit" not in packers and "titan_concat" in packers  # the libraries are pinned for the tests
+    assert "left out here: titan_first_fit (" in capsys.readouterr().out
+    left = json.loads((tmp_path / "left_out.json").read_text())
+    assert list(left) == ["titan_first_fit"]
+    (tmp_path / "comparison.json").write_text(json.dumps(
+        {"targets": 10, "row_capacity": 5, "passes": 1, "packers": {}, "refused": {}, "sentence": "s"}))
+    rows = packers_section(tmp_path, tmp_path).rows
+    assert rows == [("titan_first_fit", f"left out of the main job: {left['titan_first_fit']}; audit it alone with "
+                                        "--packers titan_first_fit", "—")]
