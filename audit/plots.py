@@ -112,22 +112,61 @@ def retention_by_stratum(summaries, path):
           path)
 
 
-def sources_started(summaries, R, path):
-    """Two panels: all sources, and sources longer than R (the paper's point: they wait)."""
-    styles = packer_styles([s["packer"] for s in summaries])
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), layout="constrained")
+def _text_panel(ax, text, width=46):
+    """A panel with nothing to plot: it says so in words instead of drawing an empty or flat axis."""
+    import textwrap
+
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.text(0.5, 0.5, "\n".join(textwrap.fill(line, width) for line in text.split("\n")), transform=ax.transAxes,
+            ha="center", va="center", fontsize=10, color="0.25")
+
+
+def _identical_curves(summaries):
+    """Packers grouped by identical start curves, in order: a group is drawn once, named 'a = b'."""
+    groups = {}
     for s in summaries:
         p = s["plot"]
+        key = (tuple(p["curve_edges"]), tuple(p["started"]), tuple(p["started_long"]))
+        groups.setdefault(key, []).append(s)
+    return list(groups.values())
+
+
+def sources_started(summaries, R, path):
+    """Two panels: all sources, and sources longer than R (the paper's point: they wait). Packers whose
+    curves coincide are drawn once and named together ("original = random_span"); a right panel on
+    which no curve moves says so in words."""
+    styles = packer_styles([s["packer"] for s in summaries])
+    groups = _identical_curves(summaries)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), layout="constrained")
+    long_vals = {v for s in summaries for v in s["plot"]["started_long"]}
+    flat = len(long_vals) <= 1
+    for g in groups:
+        p = g[0]["plot"]
         x = np.asarray(p["curve_edges"][1:]) / 1e6
-        style = _line(styles[s["packer"]])
-        axes[0].plot(x, p["started"], label=f"{s['packer']} ({p['started_long'][-1]:,})", **style)
-        axes[1].step(x, p["started_long"], where="post", **style)
-    axes[0].set_title(_wrap("All original sources started (random_span = original: same selections)", fig, share=0.5))
+        style = _line(styles[g[0]["packer"]])
+        name = " = ".join(s["packer"] for s in g)
+        axes[0].plot(x, p["started"], label=f"{name} ({p['started_long'][-1]:,})", **style)
+        if not flat:
+            axes[1].step(x, p["started_long"], where="post", **style)
+    merged = any(len(g) > 1 for g in groups)
+    axes[0].set_title(_wrap("All original sources started" + (" (packers joined by '=' have identical curves, drawn once)"
+                                                               if merged else ""), fig, share=0.5))
     axes[0].set_xlabel("target offset (millions)")
     axes[0].set_ylabel("original sources started")
     axes[1].set_title(f"sources longer than R = {R:,} started")
-    axes[1].set_xlabel("target offset (millions)")
-    axes[1].set_ylabel("sources longer than R started")
+    if flat:
+        arrived = sorted({s.get("sources_longer_than_R_arrived") for s in summaries} - {None})
+        v = long_vals.pop() if long_vals else 0
+        who = summaries[0]["packer"] if len(summaries) == 1 else "any packer"
+        _text_panel(axes[1], (f"No source longer than R = {R:,} started within the budget under {who}" if v == 0 else
+                              f"Under {who}, the count of sources longer than R = {R:,} started stays at {v:,} from the "
+                              "first point to the last")
+                    + (f" ({', '.join(f'{a:,}' for a in arrived)} arrived)" if arrived else "")
+                    + ".\nA flat line: nothing to plot.")
+    else:
+        axes[1].set_xlabel("target offset (millions)")
+        axes[1].set_ylabel("sources longer than R started")
     fig.legend(loc="outside right upper", fontsize=8, title="packer (sources longer\nthan R started at the end)",
                title_fontsize=8)
     _write(fig, path)
@@ -244,8 +283,18 @@ def comparison(comp, path):
 
 
 def startup_delay(perm, paper_range, path):
-    """First emission of a source longer than R under each seeded arrival-order permutation."""
+    """First emission of a source longer than R under each seeded arrival-order permutation; when no
+    permutation (and not the corpus order) emits one within the budget, a panel that says so."""
     delays = [d for d in perm["delays"] if d is not None]
+    title = (f"Startup delay over {perm['count']} permutations (paper: {paper_range[0] / 1e6:.2f}–"
+             f"{paper_range[1] / 1e6:.2f} M targets at its scale)")
+    if not delays and perm.get("unpermuted") is None:
+        fig, ax = plt.subplots(figsize=(7.5, 3.2), layout="constrained")
+        ax.set_title(_wrap(title, fig))
+        _text_panel(ax, f"Nothing to plot: under none of the {len(perm['delays'])} arrival-order permutations, nor in "
+                        "the corpus order, was a source longer than R emitted within the budget.", width=72)
+        _write(fig, path)
+        return
     fig, ax = plt.subplots(figsize=(10, 3.8), layout="constrained")
     seeds = [s for s, d in zip(perm["seeds"], perm["delays"]) if d is not None]
     ax.scatter(np.array(delays) / 1e6, seeds, color="tab:blue", s=28, label=f"permuted arrival order ({len(delays)})")
@@ -256,9 +305,7 @@ def startup_delay(perm, paper_range, path):
         ax.text(0.99, 0.02, f"{never} permutation(s): no long source emitted within the budget",
                 transform=ax.transAxes, ha="right", fontsize=8)
     ax.set_yticks(perm["seeds"][:: max(1, len(perm["seeds"]) // 10)])
-    _save(fig, ax, f"Startup delay over {perm['count']} permutations (paper: {paper_range[0] / 1e6:.2f}–"
-          f"{paper_range[1] / 1e6:.2f} M targets at its scale)", "targets before the first long-source emission (millions)",
-          "permutation seed", path)
+    _save(fig, ax, title, "targets before the first long-source emission (millions)", "permutation seed", path)
 
 
 def pass_bounds(ours, paper, B, path):

@@ -239,3 +239,19 @@ def test_position_exposure_wraps_into_rows_of_at_most_four(monkeypatch):
     for ax in panels:
         rows.setdefault(round(ax.get_position().y0, 3), []).append(ax)
     assert len(rows) == 4 and max(len(r) for r in rows.values()) <= 4
+
+
+def test_identical_curves_are_named_together_and_a_flat_panel_says_so(monkeypatch):
+    from audit import plots
+
+    said = []
+    monkeypatch.setattr(plots, "_text_panel", lambda ax, text, width=46: said.append(text))
+    fig = _drawn(monkeypatch, plots.sources_started, [_fake_summary("original"), _fake_summary("random_span")], 129)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["original = random_span (0)"]
+    assert len(said) == 1 and said[0].startswith("No source longer than R = 129 started")
+    fig = _drawn(monkeypatch, plots.sources_started, [_fake_summary("original", (0, 1, 2)), _fake_summary("lossless")], 129)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["original (2)", "lossless (0)"]
+    assert len(said) == 1  # a curve that moves: drawn, no text panel
+    perm = {"count": 3, "seeds": [0, 1, 2], "delays": [None, None, None], "unpermuted": None}
+    _drawn(monkeypatch, plots.startup_delay, perm, (1e6, 2e6))
+    assert len(said) == 2 and said[1].startswith("Nothing to plot")
