@@ -1,4 +1,6 @@
 """The audit's figures (matplotlib, PNG)."""
+import textwrap
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -60,8 +62,6 @@ def _bar(style):
 
 def _wrap(text, fig, fontsize=12, share=1.0):
     """The title broken into lines that fit `share` of the figure's width (a character is about 0.55 em)."""
-    import textwrap
-
     width = max(20, int(share * fig.get_figwidth() * 72 / (0.55 * fontsize)))
     return "\n".join(textwrap.fill(line, width) for line in text.split("\n"))
 
@@ -114,8 +114,6 @@ def retention_by_stratum(summaries, path):
 
 def _text_panel(ax, text, width=46):
     """A panel with nothing to plot: it says so in words instead of drawing an empty or flat axis."""
-    import textwrap
-
     ax.set_xticks([])
     ax.set_yticks([])
     ax.text(0.5, 0.5, "\n".join(textwrap.fill(line, width) for line in text.split("\n")), transform=ax.transAxes,

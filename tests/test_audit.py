@@ -7,8 +7,11 @@ import sys
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 
+from audit import plots
 from audit.__main__ import main as audit_main
+from audit.adapters import SPECS
 from audit.metrics import pass_bounds, summarize_replay
 from audit.replay import Replay, first_long_emission
 from checkers.packing_checker import replay as checker_replay
@@ -197,8 +200,6 @@ def _fake_summary(name, started_long=(0, 0, 0)):
 
 def _drawn(monkeypatch, draw, *args):
     """The figure a plotting function would write, kept open for inspection."""
-    from audit import plots
-
     figs = []
     monkeypatch.setattr(plots, "_write", lambda fig, path: figs.append(fig))
     draw(*args, None)
@@ -206,11 +207,6 @@ def _drawn(monkeypatch, draw, *args):
 
 
 def test_every_packer_gets_its_own_colour_in_the_bar_figures(monkeypatch):
-    from matplotlib.colors import to_hex
-
-    from audit import plots
-    from audit.adapters import SPECS
-
     names = list(PACKERS) + list(SPECS) + ["mine_a", "mine_b"]  # ours, every library packer, two unknown ones
     styles = plots.packer_styles(names)
     assert len({to_hex(s["color"]) for s in styles.values()}) == len(names)
@@ -230,8 +226,6 @@ def test_every_packer_gets_its_own_colour_in_the_bar_figures(monkeypatch):
 
 
 def test_position_exposure_wraps_into_rows_of_at_most_four(monkeypatch):
-    from audit import plots
-
     fig = _drawn(monkeypatch, plots.position_exposure, [_fake_summary(f"p{i}") for i in range(13)])
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.images]
     assert len(panels) == 13
@@ -242,8 +236,6 @@ def test_position_exposure_wraps_into_rows_of_at_most_four(monkeypatch):
 
 
 def test_identical_curves_are_named_together_and_a_flat_panel_says_so(monkeypatch):
-    from audit import plots
-
     said = []
     monkeypatch.setattr(plots, "_text_panel", lambda ax, text, width=46: said.append(text))
     fig = _drawn(monkeypatch, plots.sources_started, [_fake_summary("original"), _fake_summary("random_span")], 129)
