@@ -7,8 +7,11 @@ import sys
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 
+from audit import plots
 from audit.__main__ import main as audit_main
+from audit.adapters import SPECS
 from audit.metrics import pass_bounds, summarize_replay
 from audit.replay import Replay, first_long_emission
 from checkers.packing_checker import replay as checker_replay
@@ -196,3 +199,64 @@ def test_the_audit_benchmark_refuses_bad_sections_and_sizes_before_running(monke
     for section in ("bench_paper", "bench_decode", "bench_scale", "bench_checker"):
         monkeypatch.setattr(bench, section, lambda *a: pytest.fail("a section ran before the arguments were checked"))
     one_line_error(capsys, bench.main(args), needle)
+
+
+# ---- the figures: one colour per packer, legends off the data, empty panels in words ----------------------
+def _fake_summary(name, started_long=(0, 0, 0)):
+    strata = ["1-32", "33-128", ">128"]
+    return {"packer": name, "sources_longer_than_R_arrived": 5,
+            "retention_by_stratum": [{"stratum": s, "sources": 3, "retained": 0.5} for s in strata],
+            "by_label": [{"label": lab, "representation": 1.0} for lab in ("prose", "test")],
+            "position_exposure": [{"stratum": s, "emitted_share": [0.5] * 10} for s in strata],
+            "plot": {"curve_edges": [0, 10, 20, 30], "started": [1, 2, 3], "started_long": list(started_long)}}
+
+
+def _drawn(monkeypatch, draw, *args):
+    """The figure a plotting function would write, kept open for inspection."""
+    figs = []
+    monkeypatch.setattr(plots, "_write", lambda fig, path: figs.append(fig))
+    draw(*args, None)
+    return figs[0]
+
+
+def test_every_packer_gets_its_own_colour_in_the_bar_figures(monkeypatch):
+    names = list(PACKERS) + list(SPECS) + ["mine_a", "mine_b"]  # ours, every library packer, two unknown ones
+    styles = plots.packer_styles(names)
+    assert len({to_hex(s["color"]) for s in styles.values()}) == len(names)
+    # the paper's four keep the colours they always had
+    assert [to_hex(styles[n]["color"]) for n in ("original", "lossless", "segment_first", "random_span")] == \
+        ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"]
+    summaries = [_fake_summary(n) for n in names[:13]]
+    for draw in (plots.retention_by_stratum, plots.label_coverage):
+        fig = _drawn(monkeypatch, draw, summaries)
+        ax = fig.axes[0]
+        handles, labels = ax.get_legend_handles_labels()
+        assert labels == names[:13]
+        assert len({to_hex(h.patches[0].get_facecolor()) for h in handles}) == 13, draw.__name__
+        # the legend lies right of the axes, not over the bars
+        fig.canvas.draw()
+        assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+def test_position_exposure_wraps_into_rows_of_at_most_four(monkeypatch):
+    fig = _drawn(monkeypatch, plots.position_exposure, [_fake_summary(f"p{i}") for i in range(13)])
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.images]
+    assert len(panels) == 13
+    rows = {}
+    for ax in panels:
+        rows.setdefault(round(ax.get_position().y0, 3), []).append(ax)
+    assert len(rows) == 4 and max(len(r) for r in rows.values()) <= 4
+
+
+def test_identical_curves_are_named_together_and_a_flat_panel_says_so(monkeypatch):
+    said = []
+    monkeypatch.setattr(plots, "_text_panel", lambda ax, text, width=46: said.append(text))
+    fig = _drawn(monkeypatch, plots.sources_started, [_fake_summary("original"), _fake_summary("random_span")], 129)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["original = random_span (0)"]
+    assert len(said) == 1 and said[0].startswith("No source longer than R = 129 started")
+    fig = _drawn(monkeypatch, plots.sources_started, [_fake_summary("original", (0, 1, 2)), _fake_summary("lossless")], 129)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["original (2)", "lossless (0)"]
+    assert len(said) == 1  # a curve that moves: drawn, no text panel
+    perm = {"count": 3, "seeds": [0, 1, 2], "delays": [None, None, None], "unpermuted": None}
+    _drawn(monkeypatch, plots.startup_delay, perm, (1e6, 2e6))
+    assert len(said) == 2 and said[1].startswith("Nothing to plot")

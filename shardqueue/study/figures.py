@@ -139,17 +139,18 @@ def compute_figure(summary, path):
     parts = (("train_kept_s", "training kept", "tab:blue"), ("train_wasted_s", "training wasted (rolled back)", "tab:red"),
              ("measure_screen_other_s", "measurement, screening, checkpoints, setup", "tab:gray"),
              ("reference_branches_s", "arm A's reference branches", "tab:cyan"))
-    fig, ax = plt.subplots(figsize=(max(8, 0.3 * len(names)), 4.6))
+    fig, ax = plt.subplots(figsize=(max(8, 0.3 * len(names)) + 3, 4.6), layout="constrained")  # + the legend
     bottom = [0.0] * len(names)
     for key, lab, col in parts:
         vals = [comp[n][key] for n in names]
         ax.bar(names, vals, bottom=bottom, color=col, label=lab)
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.tick_params(axis="x", labelrotation=90, labelsize=8)  # thirty runs' names side by side would overlap
+    ax.set_ylim(0, 1.1 * max(bottom, default=0) or 1)  # headroom over the tallest bar
     ax.set_title("Compute per run: wall seconds by kind of work")
     ax.set_xlabel("run (arm and seed)")
     ax.set_ylabel("wall seconds")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    # right of the axes, never over a bar
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.savefig(path, dpi=110, bbox_inches="tight", pad_inches=0.08)
     plt.close(fig)
