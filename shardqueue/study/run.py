@@ -186,7 +186,8 @@ def arms_b_c(job, log):
     rate = cp["count"] / cp["window"] if cp["window"] else 0.0  # recorded in C's start record, not used
     rc = run_arm(rq, "C", s, job.out, job.cal, job.budget, job.rotation, log, job.device, FixedRandomRunner,
                  {"positions": frozenset(cp["positions"]), "decay_updates": U}, "random", min(max(rate, 1e-9), 1 - 1e-9),
-                 f"random rejection, {cp['count']} as B made, at positions drawn among its first {cp['window']} decisions")
+                 f"random rejection, as many as B made ({cp['count']})"
+                 + (f", at positions drawn among its first {cp['window']} decisions" if cp["count"] else ""))
     return rb, rc, cp
 
 
