@@ -156,7 +156,7 @@ def test_paper_cell_matches_condition_seed_and_rank_among_declared_strata():
 def test_rate_rule_reads_five_percent_as_not_below_it():
     assert _rate_rule({"false_rejections": 1, "transitions": 20, "upper95": 0.05}) == (
         "below 5% required: the point estimate does NOT meet it; the 95% bound (5.0%) does not")
-    assert _rate_rule({"false_rejections": 1, "transitions": 40, "upper95": 0.049}) == (
+    assert _rate_rule({"false_rejections": 1, "transitions": 40, "upper95": 0.049, "rate_kind": "held-out"}) == (
         "below 5% required: the point estimate meets it; the 95% bound (4.9%) meets")
 
 

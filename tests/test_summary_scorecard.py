@@ -57,12 +57,21 @@ def test_queue_rate_rule_separates_point_estimate_and_bound(tmp_path):
            {"k": 3, "frac": 0.5, "false_rejections": 0, "transitions": 12, "upper95": 0.221})
     md = render(build(tmp_path), tmp_path)
     row = next(line for line in md.splitlines() if "false-rejection rate" in line)
-    assert "the point estimate meets it; the 95% bound (22.1%) does not" in row
-    assert row.startswith("| in-sample false-rejection rate")  # no rate_kind: the choosing transitions measured it
+    # no rate_kind: the choosing transitions measured it, so the point estimate meets the rule by construction
+    assert row.startswith("| in-sample false-rejection rate")
+    assert ("the point estimate meets it by construction (the same transitions chose k and frac); the 95% bound "
+            "(22.1%) does not") in row
+    assert "With 12 transitions the 95% bound cannot fall below 5% even with no false rejection" in md
+    # held out, and 59 transitions: 0 of them gives a bound of 1 - 0.05^(1/59) = 4.95%, under 5%
     _write(tmp_path / "queue" / "calibration.json",
-           {"k": 3, "frac": 0.5, "false_rejections": 0, "transitions": 12, "upper95": 0.221, "rate_kind": "held-out"})
+           {"k": 3, "frac": 0.5, "false_rejections": 0, "transitions": 59, "upper95": 0.0495, "rate_kind": "held-out"})
     md = render(build(tmp_path), tmp_path)
-    assert "| held-out false-rejection rate" in md and "| in-sample false-rejection rate" not in md
+    row = next(line for line in md.splitlines() if "false-rejection rate" in line)
+    assert row.startswith("| held-out false-rejection rate") and "the point estimate meets it; the 95% bound (5.0%) meets" in row
+    assert "cannot fall below 5%" not in md
+    _write(tmp_path / "queue" / "calibration.json",
+           {"k": 3, "frac": 0.5, "false_rejections": 0, "transitions": 58, "upper95": 0.0503, "rate_kind": "held-out"})
+    assert "With 58 transitions the 95% bound cannot fall below 5%" in render(build(tmp_path), tmp_path)
 
 
 def test_queue_section_says_whether_the_reexecution_held(tmp_path):
