@@ -12,8 +12,8 @@
 decay and harmful shards with their SHA256s and source mix, the control/selection set
 hashes and their 13-gram overlap with the pool), trains warm-up shards of one homogeneous
 source, estimates sigma_d on ten more, and chooses k and the recovery fraction from a
-grid written down first (calibration_plan.json) on held-out transitions; it fails when
-no grid point keeps the held-out false-rejection rate below 5%.
+grid written down first (calibration_plan.json) on transitions held out of the sigma
+estimate; it fails when no grid point keeps the false-rejection rate on them below 5%.
 `run` works through rotations of the pool from the calibrated state at a constant
 learning rate: every shard is screened (forward only), trained once whole, measured on
 the control domains and decided; a flagged shard is judged after one recovery shard (a
@@ -51,7 +51,7 @@ def build_parser():
     sub = ap.add_subparsers(dest="command", required=True, metavar="{calibrate,run,dose,return,reconstruct}")
 
     cal = sub.add_parser("calibrate", parents=[common], help="stage A: freeze the pool, train warm-up and sigma "
-                         "shards, choose k and the recovery fraction on held-out transitions")
+                         "shards, choose k and the recovery fraction on transitions held out of sigma")
     cal.add_argument("--config", default=None, help="training config JSON")
     cal.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     defaults = QueueSettings()

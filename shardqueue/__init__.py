@@ -14,7 +14,7 @@ quarantined on a second rejection; every decision is logged so the run can be re
     damage.py      realistic text-level damage (mojibake, boilerplate, line_shuffle, truncate)
     damaged_pool.py  pool shards holding that damage at natural doses (the study's presets)
     schedule.py    warmup-stable-decay: LR warm-up in stage A, constant weight decay, the decay
-    rule.py        the rule, the recovery criterion, calibration on held-out transitions
+    rule.py        the rule, the recovery criterion, calibration on transitions held out of sigma
     state.py       the queue state and the one function that changes it
     runner.py      train / screen / measure / decide (policies queue, plain, random), decay; checkpoints
                    and rollbacks through training/resume.py, the component train.py uses too

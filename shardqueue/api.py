@@ -1,7 +1,7 @@
 """The shard queue's programmatic API (the proposal "Can a model help choose its next training data?").
 
 calibrate()              stage A: freeze the pool, train warm-up and sigma shards of one homogeneous
-                         source, choose k and the recovery fraction on held-out transitions
+                         source, choose k and the recovery fraction on transitions held out of sigma
 run()                    one queue run (policy queue, plain or random) to the end: rotations, decay, scores
 return_from_quarantine() one return of an inspected, cause-free shard to the next rotation
 score(), score_checkpoint()  official, control and selection BPB of a model or a queue checkpoint
@@ -182,7 +182,8 @@ def _calibrate(out, config=None, overrides=(), settings=None, device="cpu", log=
     atomic_write_json(out / "config.json", cfg.to_dict())
     save_rotation(out / "pool.json", pool)
     plan = {"k_grid": list(K_GRID), "frac_grid": list(FRAC_GRID), "target": TARGET, "settings": s.to_dict(),
-            "rule": "first grid point (k ascending, then frac as listed) with held-out rate < target",
+            "rule": "first grid point (k ascending, then frac as listed) with a false-rejection rate < target "
+                    "on the choosing transitions (held out of the sigma estimate)",
             "recalibration": "none during a run (no schedule is set); a new calibration is a new folder",
             "calibration_source": pool["calibration_source"], "shards": pool["calibration"],
             "reserve": pool["reserve"]}

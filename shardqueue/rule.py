@@ -117,7 +117,7 @@ def calibrate(sigma_states, held_states, report_states=None, k_grid=K_GRID, frac
            "held_out_deltas": {d: np.diff([s[d] for s in held_states]).tolist() for d in sigma}, "ok": chosen is not None}
     if chosen is None:
         best = min(grid, key=lambda g: g["rate"])
-        rec["reason"] = (f"no grid point has a held-out false-rejection rate below {target:.0%} "
+        rec["reason"] = (f"no grid point has a false-rejection rate below {target:.0%} on the choosing transitions "
                          f"(best: k={best['k']}, frac={best['frac']}: {best['false_rejections']}/{best['transitions']})")
         return rec
     rec.update({"k": chosen["k"], "frac": chosen["frac"], "false_rejection_rate": chosen["rate"],

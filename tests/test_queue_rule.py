@@ -105,7 +105,8 @@ def test_a_failing_calibration_names_the_best_grid_point():
     rec = calibrate([{"a": v} for v in (0.0, 1.0, 0.0, 1.0, 0.0)],
                     [{"a": v} for v in (0.0, 100.0, 100.0 + 2.2 * s, 100.0 + 2.2 * s)])
     assert not rec["ok"] and "k" not in rec
-    assert rec["reason"] == "no grid point has a held-out false-rejection rate below 5% (best: k=2.5, frac=0.5: 1/2)"
+    assert rec["reason"] == ("no grid point has a false-rejection rate below 5% on the choosing transitions "
+                             "(best: k=2.5, frac=0.5: 1/2)")
 
 
 def test_held_out_rate_counts_each_transition_against_its_own_reference():

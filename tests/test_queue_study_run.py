@@ -69,6 +69,10 @@ def test_the_summary_is_what_its_parts_compute(micro):
     assert report.index("## Definitions") < report.index("## Verdict") < report.index("## Seeds: planned and used")
     assert s["efficiency_definition"] in report and s["axis_definition"] in report
     assert s["adoption"]["rule"] in report
+    same = [sd for sd in (43, 44) if next(r for r in s["runs"] if r["name"] == f"B_s{sd}")["final_selection"]
+            == next(r for r in s["runs"] if r["name"] == f"C_s{sd}")["final_selection"]]
+    says = "B - C there says nothing about choosing shards" in report
+    assert says == bool(same) and (not same or f"{', '.join(map(str, same))} arm C ended with exactly B's" in report)
 
 
 def test_arm_c_rejects_as_often_as_b_and_compute_is_given_per_arm(micro):

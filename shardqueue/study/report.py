@@ -109,8 +109,8 @@ def render(s):
     seeds = ad["seeds"]
     prov = s["provenance"]
     L = [f"# The queue study ({s['preset']} setting)", "",
-         "Does a queue that rejects shards (arm B) beat plain training (A) and random rejection as often as the "
-         "queue rejects (C: B's rejection count, at drawn positions) at the same trained-target budget, on a selection axis the queue never sees? "
+         "Does a queue that rejects shards (arm B) beat plain training (A) and random rejection (C: as many "
+         "rejections as B made, at drawn positions) at the same budget of accepted targets, on a selection axis the queue never sees? "
          "(The proposal \"Can a model help choose its next training data?\", sections 2 and 4.)", "",
          f"Run {prov['date']} at commit `{prov['commit'][:12]}`" + (" (uncommitted changes)" if prov.get("dirty") else "")
          + f" on {prov['machine']}; stage A and the runs took {s['timing']['total']:.0f} s added up (stage A "
@@ -303,6 +303,12 @@ def verdict_lines(s):
         k = str(sd)
         L.append(f"| {sd} | {_pts(ad['b_minus_a'].get(k))} | {_pts(ad['b_minus_c'].get(k))} | "
                  + (f"{ax['b_minus_a_bpb'][k]:+.4f} | {ax['b_minus_c_bpb'][k]:+.4f} |" if ax["defined"] else "n/a | n/a |"))
+    same = [r["seed"] for r in s["runs"] if r["arm"] == "B" and any(
+        c["arm"] == "C" and c["seed"] == r["seed"] and c["final_selection"] == r["final_selection"] for c in s["runs"])]
+    if same:  # identical final losses: C rejected exactly what B did (or neither rejected), so B - C is zero by accident
+        L += ["", f"At seed{'s' if len(same) > 1 else ''} {', '.join(map(str, same))} arm C ended with exactly B's "
+                  "selection losses (neither rejected, or C's drawn rejections fell on the shards B rejected): B - C "
+                  "there says nothing about choosing shards."]
     if ad["intervals"]:
         L += ["", "Paired mean differences over the seeds, beside the rule (95% t interval, n - 1 degrees of freedom):",
               "", "| Comparison | Seeds | Mean (points) | SD | t | 95% interval | Against T | Against the floor 0.6 |",

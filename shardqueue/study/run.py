@@ -187,7 +187,7 @@ def arms_b_c(job, log):
     rc = run_arm(rq, "C", s, job.out, job.cal, job.budget, job.rotation, log, job.device, FixedRandomRunner,
                  {"positions": frozenset(cp["positions"]), "decay_updates": U}, "random", min(max(rate, 1e-9), 1 - 1e-9),
                  f"random rejection, as many as B made ({cp['count']})"
-                 + (f", at positions drawn among its first {cp['window']} decisions" if cp["count"] else ""))
+                 + (f", at positions drawn among C's first {cp['window']} decisions" if cp["count"] else ""))
     return rb, rc, cp
 
 
@@ -496,8 +496,10 @@ def assemble(res: StudyRuns) -> dict:
         cD, cL = loo[str(r["seed"])]
         eff = efficiency_points(cD, cL, D, mean(sel))
         if eff["points"] is None:
-            eff["reason"] += (f" (arm A's curve without seed {r['seed']} reaches D = {max(cD):,.0f}: its stable "
-                              f"phase stops at {p.reference_cap:g} x the budget of {budget:,} targets, then decays)")
+            if mean(sel) < min(cL):  # below the curve: say how far arm A went (the cap), which more runs could not pass
+                eff["reason"] += (f" (arm A's curve without seed {r['seed']} runs to D = {max(cD):,.0f}, where its "
+                                  f"stable phase stopped at {p.reference_cap:g} x the budget of {budget:,} targets; "
+                                  "no later point is lower)")
             refusals[r["name"]] = eff["reason"]
         points[r["arm"]][r["seed"]] = eff["points"]
         records.append(run_record(r, D, sel, ctrl, dec_t, dec_u, eff, shard_of, budget))
