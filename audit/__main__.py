@@ -22,10 +22,8 @@ audit never leaves a mix of old and new files.
 """
 import argparse
 import sys
-from pathlib import Path
 
 from console.usage import prog_name
-from corpus.atomic import atomic_write_json
 from corpus.errors import DataError, check_out_folder
 
 PREPARED_SOURCES = ("stdlib", "climbmix", "parquet")
@@ -69,8 +67,10 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-def main(argv=None):
+def main(argv=None, left_out=None):
+    """The command line; left_out ({packer: why}) names packers a caller chose not to run, for the comparison."""
     args = parse_args(argv)
+    args.left_out = dict(left_out or {})
     # the mechanism and the writers import numpy, pyarrow, matplotlib: after parsing, so --help is fast
     from audit.run import run_audit
 
@@ -100,10 +100,7 @@ def audit_offline(data_dir=None, out="runs/main/audit_packers", extra_args=()) -
     for n, why in left.items():
         print(f"left out here: {n} ({why}); audit it alone with --packers {n}")
     argv = ["--source", "stdlib", "--packers", ",".join(names), "--permutations", "0", "--out", str(out)]
-    rc = main(argv + (["--data-dir", str(data_dir)] if data_dir else []) + list(extra_args))
-    if rc == 0:
-        atomic_write_json(Path(out) / "left_out.json", left)  # the findings page lists them beside the table
-    return rc
+    return main(argv + (["--data-dir", str(data_dir)] if data_dir else []) + list(extra_args), left_out=left)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ def comparison(summary) -> dict:
     refused = {n: s["refused"] for n, s in summary["packers"].items() if "refused" in s}
     return {"targets": summary["targets"], "row_capacity": R, "buffer": summary["buffer"],
             "passes": summary["horizon"]["passes"], "packers": rows, "refused": refused,
+            "left_out": summary.get("left_out", {}),
             "sentence": sentence(rows, summary)}
 
 

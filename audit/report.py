@@ -141,7 +141,9 @@ def regime_section(reg):
 
 
 def comparison_section(comp):
-    return ["## One table across packers", "", comparison_table_md(comp), "", comp["sentence"], ""]
+    left = [f"- {n}: not run here ({why}); audit it alone with --packers {n}" for n, why in comp.get("left_out", {}).items()]
+    return ["## One table across packers", "", comparison_table_md(comp), "", comp["sentence"], ""] + (
+        left + [""] if left else [])
 
 
 def verdict(summary) -> str:

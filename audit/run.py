@@ -138,6 +138,7 @@ def compute(args, stream, packers, thresholds, user, work):
     if args.permutations and "original" in per:
         summary["permutations"] = permutation_delays(stream, R, B, rows, args.permutations, bar)
     summary["pass_bounds"] = stream_pass_bounds(stream, thresholds, R, B)
+    summary["left_out"] = getattr(args, "left_out", {})  # packers the caller chose not to run, and why
     summary["comparison"] = comparison(summary)
     if "original" in per:
         summary["regime"] = regime(args, stream, R, B, targets, per)

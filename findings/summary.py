@@ -478,7 +478,7 @@ def packers_section(d, out):
                 r["how"])
     for name, why in c.get("refused", {}).items():
         sec.row(name, f"refused: {why}", "—")
-    for name, why in (_load(d / "left_out.json") or {}).items():
+    for name, why in c.get("left_out", {}).items():
         sec.row(name, f"left out of the main job: {why}; audit it alone with --packers {name}", "—")
     traced = sum(1 for r in c["packers"].values() if r["how"] == "traced")
     orig = c["packers"].get("original")

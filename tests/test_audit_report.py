@@ -11,11 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import audit.__main__ as audit_cli
 from audit.__main__ import main as audit_main
 from audit.compare import headline
 from audit.report import bounds_section
 from checkers.packing_checker import replay_literal
 from conftest import ROOT
+from findings.summary import packers_section
 
 LABELS = ("web", "code", "books", "papers")
 
@@ -176,19 +178,22 @@ def test_your_own_packer_from_the_command_line(tmp_path, monkeypatch):
 
 
 def test_the_main_jobs_packer_comparison_says_what_it_left_out(tmp_path, monkeypatch, capsys):
-    import audit.__main__ as audit_cli
-    from findings.summary import packers_section
-
     seen = []
-    monkeypatch.setattr(audit_cli, "main", lambda argv: seen.append(argv) or 0)
+    monkeypatch.setattr(audit_cli, "main", lambda argv, left_out=None: seen.append((argv, left_out)) or 0)
     assert audit_cli.audit_offline(out=tmp_path) == 0
-    packers = seen[0][seen[0].index("--packers") + 1].split(",")
+    argv, left = seen[0]
+    packers = argv[argv.index("--packers") + 1].split(",")
     assert "titan_first_fit" not in packers and "titan_concat" in packers  # the libraries are pinned for the tests
-    assert "left out here: titan_first_fit (" in capsys.readouterr().out
-    left = json.loads((tmp_path / "left_out.json").read_text())
-    assert list(left) == ["titan_first_fit"]
-    (tmp_path / "comparison.json").write_text(json.dumps(
-        {"targets": 10, "row_capacity": 5, "passes": 1, "packers": {}, "refused": {}, "sentence": "s"}))
-    rows = packers_section(tmp_path, tmp_path).rows
-    assert rows == [("titan_first_fit", f"left out of the main job: {left['titan_first_fit']}; audit it alone with "
-                                        "--packers titan_first_fit", "—")]
+    assert list(left) == ["titan_first_fit"] and "left out here: titan_first_fit (" in capsys.readouterr().out
+    # the audit itself carries them: comparison.json, the report's table, the findings page
+    monkeypatch.undo()
+    f = tmp_path / "l.txt"
+    f.write_text("\n".join(map(str, [5, 40, 3, 90, 7] * 20)) + "\n")
+    out = tmp_path / "o"
+    assert audit_cli.main(["--lengths", str(f), "--row-capacity", "33", "--buffer", "4", "--targets", "320",
+                           "--packers", "original", "--permutations", "0", "--no-figures", "--out", str(out)],
+                          left_out={"slow_one": "minutes here"}) == 0
+    assert json.loads((out / "comparison.json").read_text())["left_out"] == {"slow_one": "minutes here"}
+    assert "- slow_one: not run here (minutes here); audit it alone with --packers slow_one" in (out / "report.md").read_text()
+    rows = packers_section(out, out).rows
+    assert rows[-1] == ("slow_one", "left out of the main job: minutes here; audit it alone with --packers slow_one", "—")
