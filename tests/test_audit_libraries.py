@@ -2,10 +2,12 @@
 'audit-libs' extra, which the README's test command installs): a hand-worked stream through
 TRL's pack_dataset and OLMo-core's packed dataset gives the events worked out by hand, and on
 a larger stream every emission the trace reports is where the library's own rows hold it."""
+import logging
+
 import numpy as np
 import pytest
 
-from audit.adapters import BOS, FIRST_ID, PAD, SPECS, installed
+from audit.adapters import BOS, FIRST_ID, PAD, SPECS, _skips_cpp_extensions, installed
 from audit.compute import trace_packer
 from audit.events import EventSink, read_events
 from audit.feed import PassRefills
@@ -80,3 +82,10 @@ def test_every_traced_emission_is_where_the_library_put_it(tmp_path, name):
         assert np.all((r < FIRST_ID) | c), name  # every tracer token of the budget's rows is in an event
     assert s["partition_holds"] and s["rows"] == horizon
     assert s["emitted"] + s["trace"]["padding"] + s["trace"]["other_inserted"] == sum(len(r) for r in rows[:horizon])
+
+
+def test_only_torchaos_note_on_its_cpp_extensions_is_dropped():
+    def rec(msg):
+        return logging.LogRecord("torchao", logging.WARNING, __file__, 1, msg, None, None)
+    assert not _skips_cpp_extensions(rec("Skipping import of cpp extensions due to incompatible torch version 2.13"))
+    assert _skips_cpp_extensions(rec("any other warning"))
