@@ -26,7 +26,7 @@ PACKER_STYLES = {
     "olmo_fragment": dict(color="#17becf", ls="--", lw=1.6, hatch="//"),
     "torchtune_whole": dict(color="#7f7f7f", ls="-", lw=1.6),
     "torchtune_split": dict(color="#e6ab02", ls="--", lw=1.6, hatch="//"),
-    "titan_concat": dict(color="#393b79", ls="-", lw=1.6),
+    "titan_concat": dict(color="#393b79", ls="--", lw=1.6),  # dashed: it runs on top of concat_chunk's black
     "titan_first_fit": dict(color="#ff9896", ls="--", lw=1.6, hatch="//"),
 }
 SPARE_COLOURS = ("#637939", "#843c39", "#7b4173", "#9c9ede", "#e7ba52", "#6baed6", "#74c476", "#fd8d3c", "#a55194",
@@ -227,14 +227,14 @@ def label_coverage(summaries, path):
           "representation (1 = as arrived)", path)
 
 
-POSITION_PANELS_PER_ROW = 4
+POSITION_PANELS_PER_ROW = 5
 
 
 def position_exposure(summaries, path):
     """Heat-maps, one per packer: emitted share of each tenth of positions, by length stratum."""
     n = len(summaries)
     rows = -(-n // POSITION_PANELS_PER_ROW)
-    cols = -(-n // rows)  # as even as the rows allow: 13 panels are 4 rows of at most 4
+    cols = -(-n // rows)  # at most 5 a row, as few rows as that allows: 13 panels are 5 + 5 + 3, 4 are one row
     # one stratum axis for the whole grid: only the first column names the strata, so no label runs into a panel
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols + 2.2, 2.9 * rows + 0.8), squeeze=False, sharey=True,
                              layout="constrained")
@@ -324,7 +324,7 @@ FIGURE_NOTES = {
     "retention_by_stratum.png": "How much of each length stratum's loaded tokens each packer emitted; compare the "
                                 "packers within a stratum (retention is not monotone in length).",
     "sources_started.png": "Sources started against targets: the right panel shows how late, and how few, sources "
-                           "longer than R start under each packer.",
+                           "longer than R start under each packer (or says in words that the count never moves).",
     "buffer_mass.png": "The buffer's token mass over the replay: the blue band is the protected set (the largest "
                        "B - 1 long sources arrived so far), which no selection touches; orange is everything else.",
     "length_histogram.png": "Arrived lengths by group; every protected source (red) is among the longest, right of the "
@@ -336,7 +336,8 @@ FIGURE_NOTES = {
     "comparison.png": "Every packer at the same budget: where the arrived tokens went, the padding, and how many "
                       "sources longer than R never started.",
     "startup_delay.png": "Where the first long source is emitted under each arrival-order permutation: the spread is "
-                         "the order's effect, the red line the corpus order.",
+                         "the order's effect, the red line the corpus order (when none is emitted within the budget, "
+                         "the figure says so in words).",
     "pass_bounds.png": "The earliest pass in which a source of at least that length can start in a repeated corpus; "
                        "the bound grows as the longest sources become rarer.",
 }

@@ -133,7 +133,7 @@ def figure(recs, path):
     # a flag or rejection is drawn on the domain that exceeded its threshold most, in that domain's own
     # colour (the shape says which decision); an acceptance concerns no single domain, so it is a tick
     # on a strip along the bottom rather than a dot on some domain's line
-    shapes = {"flag": ("^", "flagged (on the domain that rose most)", 9),
+    shapes = {"flag": ("^", "flagged (on the domain most over its threshold)", 9),
               "reject": ("X", "rejected, rolled back (on that domain)", 10)}
     strip = ax.get_xaxis_transform()
     used, pos, last = set(), {}, None
