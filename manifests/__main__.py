@@ -9,12 +9,12 @@ a relative entry may not climb out of that folder (verify fails such a line, e.g
 `../../etc/hostname`; a file outside the folder is written as an absolute path, explicit
 about where it lies), and only regular files are hashed: a FIFO, a directory or a device
 named by a line is a failure of that line, never read. `sha256sum -c` checks the same file
-(it skips the '#' lines). A manifest written from a
-folder records it as "# covers: <folder> glob <pattern>" (recursive): verify then fails on
-a file there that the manifest does not list, unless --allow-extra. Verify exits 1 on a
+(it skips the '#' lines). A manifest written from a folder records it as
+"# covers: <folder> glob <pattern>" (recursive): verify then fails on a file there that the
+manifest does not list, unless --allow-extra. Verify exits 1 on a
 missing or changed file, an unlisted covered file, an unparsable line (the first five named
-by line number, the rest counted; a file without one entry line, one line: not a manifest) or
-an empty manifest; 2 when the manifest itself is not found.
+by line number, the rest counted; a file with no entry line at all gets one line saying it is
+not a manifest) or an empty manifest; 2 when the manifest itself is not found.
 """
 import argparse
 import re

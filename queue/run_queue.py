@@ -37,7 +37,7 @@ from corpus.errors import DataError, os_error_line  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from shardqueue.settings import BRANCH_CHECKS, DEFAULT_TOLERANCE, POLICIES, QueueSettings  # noqa: E402
 
-# Late imports: the queue's commands (shardqueue.api, dose, replay, reexecute, domains) and the device policy
+# Late imports: the queue's commands (shardqueue.api, dose, replay, reexecute, domains, sources) and the device policy
 # load torch; main() imports them after parsing, so `--help` answers without it (torch takes seconds to import)
 
 

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from checkers.verify_evaluation_summary import main as rankings_main
+from checkers.verify_window_evidence import main as windows_main
 from conftest import ROOT
 from manifests.__main__ import main as manifest_main
 
@@ -89,9 +91,6 @@ def test_manifest_verify_hashes_only_regular_files_inside_its_folder(tmp_path, c
 
 
 def test_the_evidence_checkers_name_a_missing_folder_in_one_line(tmp_path, capsys):
-    from checkers.verify_evaluation_summary import main as rankings_main
-    from checkers.verify_window_evidence import main as windows_main
-
     for main in (windows_main, rankings_main):
         for args, needle in (([str(tmp_path / "none")], f"{tmp_path / 'none'}: no such folder"),
                              ([str(ROOT / "README.md")], "README.md: not a folder"), ([], "no arguments")):

@@ -137,7 +137,7 @@ def test_a_figure_link_alone_on_its_line_prints_as_its_file_name():
 @pytest.mark.parametrize("args,needle", [(["--config", "/nonexistent.json"], "/nonexistent.json: config file not found"),
                                          (["--part", "update-cost", "--repeats", "0"], "--repeats 0")])
 def test_the_training_benchmark_refuses_bad_input_before_any_part(monkeypatch, capsys, args, needle):
-    from training import bench
+    from training import bench  # here, not at the top: this file's other tests check imports that exclude torch
 
     for part in ("update_cost", "host_memory"):
         monkeypatch.setattr(bench, part, lambda *a: pytest.fail("a part ran before the arguments were checked"))

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from audit.proposition import check_proposition
 from conftest import one_line_error
+from loaders import bench as packer_bench
 from loaders.batches import MicrobatchLoader
 from loaders.core import CROP, FIT, PACKERS
 from loaders.packers import Packer, materialize
@@ -206,6 +207,4 @@ def test_loader_state_resumes_identically_with_prefetch(sr, packer, k, prefetch)
 
 @pytest.mark.parametrize("flag", ["--rows", "--ref-rows"])
 def test_the_packer_benchmark_refuses_a_count_below_one(tmp_path, capsys, flag):
-    from loaders import bench
-
-    one_line_error(capsys, bench.main([flag, "-1", "--data-dir", str(tmp_path)]), f"{flag} -1: must be at least 1")
+    one_line_error(capsys, packer_bench.main([flag, "-1", "--data-dir", str(tmp_path)]), f"{flag} -1: must be at least 1")

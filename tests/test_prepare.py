@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import prepare
+from corpus import bench as tokenizer_bench
 from corpus.errors import DataError
 from corpus.layout import Layout
 from corpus.pretokenize import TokenShard, refill_boundaries
@@ -142,6 +143,4 @@ def test_queue_folder_never_shadows_the_standard_library():
 @pytest.mark.parametrize("args,needle", [(["--threads", "0"], "--threads 0: must be at least 1"),
                                          (["--shards", "-1"], "--shards -1: must be at least 1")])
 def test_the_tokenizer_benchmark_refuses_bad_counts_in_one_line(tmp_path, capsys, args, needle):
-    from corpus import bench
-
-    one_line_error(capsys, bench.main(args + ["--data-dir", str(tmp_path)]), needle)
+    one_line_error(capsys, tokenizer_bench.main(args + ["--data-dir", str(tmp_path)]), needle)
