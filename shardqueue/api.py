@@ -32,7 +32,7 @@ from shardqueue.log import DecisionLog, read_log, record_sha256, verify_chain
 from shardqueue.packing import shard_rows, shard_tokens, update_batches
 from shardqueue.report import screen_agreement, write_report
 from shardqueue.rotation import load_rotation, save_rotation, shard_docs
-from shardqueue.rule import FRAC_GRID, K_GRID, TARGET
+from shardqueue.rule import FRAC_GRID, K_GRID, TARGET, rate_kind
 from shardqueue.rule import calibrate as calibrate_rule
 from shardqueue.runner import QueueRunner, train_rows
 from shardqueue.schedule import warmup
@@ -512,7 +512,7 @@ def return_from_quarantine(out, shard, log=print):
 
 def describe_calibration(rec):
     """The one line `calibrate` prints on success."""
-    return (f"calibrated: k={rec['k']} frac={rec['frac']} {rec.get('rate_kind', 'in-sample')} false rejections "
+    return (f"calibrated: k={rec['k']} frac={rec['frac']} {rate_kind(rec)} false rejections "
             f"{rec['false_rejections']}/{rec['transitions']} (95% upper bound {rec['upper95']:.3f}); "
             f"sigma {', '.join(f'{d}={v:.4f}' for d, v in rec['sigma'].items())}")
 

@@ -13,6 +13,7 @@ import pyarrow.csv as pcsv  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from corpus.atomic import atomic_write_bytes, atomic_write_text  # noqa: E402
+from shardqueue.rule import rate_kind  # noqa: E402
 
 
 def _flag_text(r, x):
@@ -171,7 +172,7 @@ def figure(recs, path):
 
 def _rate_kind(calib):
     """Says which transitions the reported false-rejection rate was measured on (shardqueue/rule.py's rate_kind)."""
-    if calib.get("rate_kind") == "held-out":
+    if rate_kind(calib) == "held-out":
         return "held-out (a second set of transitions, not the one that chose k and frac)"
     return "in-sample (the same transitions chose k and frac, so the rate is optimistic)"
 
@@ -209,7 +210,7 @@ def write_report(out, recs, calib, pool, summary):
               f"measure the false-rejection rate: {_rate_kind(calib)}.",
               f"Chosen from the grid written before calibration: **k = {calib['k']}**, recovery fraction **{calib['frac']}** "
               f"(a flagged domain must come back below frac x k x sigma_d over the reference).",
-              f"False rejections ({calib.get('rate_kind', 'in-sample')}): **{calib['false_rejections']}/{calib['transitions']} = "
+              f"False rejections ({rate_kind(calib)}): **{calib['false_rejections']}/{calib['transitions']} = "
               f"{calib['false_rejection_rate']:.3f}**, one-sided 95% Clopper-Pearson upper bound **{calib['upper95']:.3f}**.", "",
               "| domain | sigma_d (BPB) | k x sigma_d |", "|---|---|---|"]
         L += [f"| {d} | {s:.4f} | {calib['k'] * s:.4f} |" for d, s in sorted(calib["sigma"].items())]

@@ -93,6 +93,12 @@ def clopper_pearson_upper(x, n, conf=0.95):
     return hi
 
 
+def rate_kind(rec):
+    """"held-out" or "in-sample": which transitions measured a calibration record's false-rejection rate (a
+    record written before held-out reporting has no rate_kind, and was in-sample)."""
+    return rec.get("rate_kind", "in-sample")
+
+
 def calibrate(sigma_states, held_states, report_states=None, k_grid=K_GRID, frac_grid=FRAC_GRID, target=TARGET):
     """sigma_d from sigma_states (n+1 states = n deltas); k and frac chosen on held_states; the
     false-rejection rate reported on report_states (held-out) or on held_states (in-sample).

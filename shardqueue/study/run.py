@@ -34,6 +34,7 @@ from shardqueue.domains import load_domains
 from shardqueue.log import read_log
 from shardqueue.packing import shard_rows, shard_tokens
 from shardqueue.rotation import shard_docs
+from shardqueue.rule import rate_kind
 from shardqueue.study.accounting import accounting, control_trace, decision_rows, run_cost
 from shardqueue.study.adoption import adoption
 from shardqueue.study.arms import (
@@ -520,7 +521,7 @@ def assemble(res: StudyRuns) -> dict:
         "schema": "queue-study/4", "preset": res.preset, "plan": plan(res.preset), "setting": p.to_dict(),
         "calibration": {"source": pool["calibration_source"], "sigma": calib["sigma"], "k": calib["k"],
                         "recovery": recovery_text(calib), "false_rejection": {
-                            "rate kind": fr.get("rate_kind", "in-sample"),
+                            "rate kind": rate_kind(fr),
                             "rate": f"{calib['false_rejections']}/{calib['transitions']}",
                             "one-sided 95% upper bound": round(calib["upper95"], 4), "target": "below 5%",
                             "choice": fr.get("choice"), "held_out_on_branch": fr.get("held_out_on_branch", False),
