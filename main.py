@@ -155,7 +155,7 @@ def eval_stage(out, data_dir, clock):
 def summary_stage(out, data_dir, clock):
     from findings.summary import main as summary_main
 
-    clock.stop()  # the summary reports every stage's time, its own excluded
+    clock.drop()  # the summary reports every other stage's time; its own is not over when it writes them
     return summary_main(["--out", str(out), *data_dir_args(data_dir)])
 
 
@@ -186,6 +186,10 @@ class StageClock:
     def keep(self):
         """The running stage did no work: its earlier time, if one was recorded, stays."""
         self.kept = True
+
+    def drop(self):
+        """End the running stage without recording a time."""
+        self.name = None
 
     def stop(self):
         if self.name is None:

@@ -124,6 +124,8 @@ def test_stage_clock_records_each_stage(tmp_path):
         c.start(name)
         c.keep()  # train kept, but never timed before: its time is recorded
     c.start("eval")
+    c.start("summary")
+    c.drop()  # the summary stage: it writes the others' times before its own is over
     c.stop()
     times = json.loads((tmp_path / "stage_times.json").read_text())
     assert times["prepare"] == 30.0 and times["audit"] == 12.5 and set(times) == {"prepare", "audit", "train", "eval"}
