@@ -76,7 +76,6 @@ def _write(fig, path):
     plt.close(fig)
 
 
-
 def _save(fig, ax, title, xlabel, ylabel, path):
     """Title (wrapped to the figure's width), axis labels, the legend right of the axes, written."""
     ax.set_title(_wrap(title, fig))

@@ -107,12 +107,14 @@ def bounds_section(summary):
     if summary.get("permutations"):
         p = summary["permutations"]
         seeds = f"{p['count']} seeded permutations (seeds {p['seeds'][0]}..{p['seeds'][-1]})"
-        when = (f"first emission of a source longer than R at {fmt(p['min'])} – {fmt(p['max'])} targets "
-                f"(unpermuted: {fmt(p['unpermuted'])})"
-                + (f"; in {none} of them none was emitted within the budget" if (none := p["delays"].count(None)) else "")
-                if p["max"] is not None else
-                "no source longer than R was emitted within the budget in any of them"
-                + ("" if p["unpermuted"] is None else f" (unpermuted: at {fmt(p['unpermuted'])} targets)"))
+        unpermuted = "n/a" if p["unpermuted"] is None else f"at {fmt(p['unpermuted'])} targets"
+        none = p["delays"].count(None)  # permutations in which no long source was emitted within the budget
+        if none == len(p["delays"]):
+            when = f"no source longer than R was emitted within the budget in any of them (unpermuted: {unpermuted})"
+        else:
+            when = (f"first emission of a source longer than R at {fmt(p['min'])} – {fmt(p['max'])} targets "
+                    f"(unpermuted: {unpermuted})" + (f"; in {none} of them none was emitted within the budget"
+                                                     if none else ""))
         out += ["### Startup delay under arrival-order permutations (original packer)", "",
                 f"{seeds}: {when}. Paper: 12.99–14.84 M targets.", ""]
     out += [f"## 5.2 Repeated-corpus bounds at B = {summary['buffer']:,}", ""]

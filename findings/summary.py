@@ -53,9 +53,10 @@ class Section:
     """One section of the page, computed: its headline, text, table (by default: quantity, ours, the
     reference's), notes, links and scorecard row. section_md renders it; findings.json holds to_json()."""
 
-    def __init__(self, key, title, ref="paper", columns=None):
+    def __init__(self, key, title, ref="paper", columns=None, prose=False):
         self.key, self.title, self.ref = key, title, ref
         self.columns = tuple(columns or ("quantity", "ours", ref))
+        self.prose = prose  # cells of sentences, left-aligned; otherwise the value columns align right
         self.headline, self.text, self.rows, self.links, self.notes = None, [], [], [], []
         self.score = None  # the scorecard row: (what was measured, ours, the paper's, agreement)
 
@@ -457,7 +458,7 @@ def packers_section(d, out):
     concatenate-and-chunk and the installed libraries' packers, each run on tracer documents."""
     c = _load(d / "comparison.json")
     sec = Section("packers", "Any packer: which sources each packer starts, and which positions it trains on",
-                  columns=("packer", "what it did with the arrived tokens and sources", "how"))
+                  columns=("packer", "what it did with the arrived tokens and sources", "how"), prose=True)
     if not c:
         sec.headline = f"Not run: no results under {d}."
         return sec
@@ -658,7 +659,7 @@ def section_md(sec) -> list:
     for t in sec.text:
         out += [t, ""]
     if sec.rows:
-        out += ["| " + " | ".join(sec.columns) + " |", "|---|" + "---:|" * (len(sec.columns) - 1)]
+        out += ["| " + " | ".join(sec.columns) + " |", "|---|" + ("---|" if sec.prose else "---:|") * (len(sec.columns) - 1)]
         out += ["| " + " | ".join(map(str, r)) + " |" for r in sec.rows]
         out.append("")
     out += [f"- {n}" for n in sec.notes]

@@ -120,9 +120,9 @@ def test_permutation_delays_read_when_no_long_source_is_emitted():
         return bounds_section({"permutations": p, "buffer": 4, "pass_bounds": []})[2]
 
     assert line([None, None], None).startswith("2 seeded permutations (seeds 0..1): no source longer than R was "
-                                               "emitted within the budget in any of them.")
-    assert "at 5 – 7 targets (unpermuted: 6); in 1 of them none was emitted" in line([5, None, 7], 6)
-    assert "at 5 – 7 targets (unpermuted: 6). Paper" in line([5, 7], 6)
+                                               "emitted within the budget in any of them (unpermuted: n/a).")
+    assert "at 5 – 7 targets (unpermuted: at 6 targets); in 1 of them none was emitted" in line([5, None, 7], 6)
+    assert "at 5 – 7 targets (unpermuted: at 6 targets). Paper" in line([5, 7], 6)
 
 
 def test_the_readme_example_audits_one_pass_by_default(tmp_path):
