@@ -42,7 +42,7 @@ def ranked(d):
 USAGE = "give an eval folder, or RANKINGS.json EVIDENCE.npz (--help for more)"
 
 
-def usage_problem(args):
+def usage_problem(args):  # its twin in the other verify_ checker: each runs alone, importing no sibling
     """One line for arguments that are neither an eval folder nor a rankings and evidence pair."""
     if len(args) == 1:
         why = "not a folder" if os.path.exists(args[0]) else "no such folder"

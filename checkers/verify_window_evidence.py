@@ -118,7 +118,7 @@ def verify(summary_path, evidence_path):
 USAGE = "give an eval folder, or SUMMARY.json EVIDENCE.npz (--help for more)"
 
 
-def usage_problem(args):
+def usage_problem(args):  # its twin in the other verify_ checker: each runs alone, importing no sibling
     """One line for arguments that are neither an eval folder nor a summary and evidence pair."""
     if len(args) == 1:
         why = "not a folder" if os.path.exists(args[0]) else "no such folder"
