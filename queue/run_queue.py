@@ -37,6 +37,8 @@ from corpus.errors import DataError, os_error_line  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from shardqueue.settings import BRANCH_CHECKS, DEFAULT_TOLERANCE, POLICIES, QueueSettings  # noqa: E402
 
+DEFAULT_FOLDER = "runs/queue"  # a queue's folder, and where dose looks for a calibration unless told
+
 # Late imports: the queue's commands (shardqueue.api, dose, replay, reexecute, domains, sources) and the device policy
 # load torch; main() imports them after parsing, so `--help` answers without it (torch takes seconds to import)
 
@@ -44,7 +46,7 @@ from shardqueue.settings import BRANCH_CHECKS, DEFAULT_TOLERANCE, POLICIES, Queu
 def build_parser():
     """One parser per command, each with its own options and --help; --out and --device on all."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--out", default="runs/queue", help="queue folder (default runs/queue)")
+    common.add_argument("--out", default=DEFAULT_FOLDER, help=f"queue folder (default {DEFAULT_FOLDER})")
     common.add_argument("--device", default="auto",
                         help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -84,7 +86,7 @@ def build_parser():
 
     dose = sub.add_parser("dose", parents=[common], help="dose-response: flag and reject rates against the exact "
                           "harmful share of a shard")
-    dose.add_argument("--calibration", default=None, help="calibration folder (default runs/queue)")
+    dose.add_argument("--calibration", default=None, help=f"calibration folder (default {DEFAULT_FOLDER})")
     dose.add_argument("--harm", default="cipher",
                       help="cipher, a damage kind of shardqueue/damage.py (mojibake, boilerplate, line_shuffle, "
                            "truncate, ...), or parquet (your own bad documents, --harm-parquet)")
@@ -144,7 +146,7 @@ def main(argv=None):
         if a.command == "dose":
             if a.trials < 1:
                 raise DataError(f"--trials {a.trials}: must be at least 1")
-            check_calibrated(a.calibration or "runs/queue")
+            check_calibrated(a.calibration or DEFAULT_FOLDER)
         if a.command == "return" and not (out / "decisions.jsonl").exists():
             raise DataError(f"{out / 'decisions.jsonl'}: no decision log")
         if a.command == "reconstruct":
@@ -168,7 +170,7 @@ def main(argv=None):
                 print(describe_calibration(rec))
                 return 0
             if a.command == "dose":
-                dose_response(out, a.calibration or "runs/queue", trials=a.trials, device=a.device, harm=a.harm,
+                dose_response(out, a.calibration or DEFAULT_FOLDER, trials=a.trials, device=a.device, harm=a.harm,
                               harm_parquet=a.harm_parquet)
                 return 0
             summary = run(out, a.calibration, a.policy, a.seed, a.reject_rate, a.budget_targets, a.rotation_shards,
