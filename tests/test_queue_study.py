@@ -266,9 +266,12 @@ def test_local_slope_uses_only_points_within_a_factor_two():
     assert beta == pytest.approx(-0.5) and n == 3 and why == ""
     assert local_slope([1000.0, 2000.0, 1e5], [3.0, 2.0, 1.0], 2000.0) == (
         None, 2, "2 points within a factor 2 of D = 2,000; 3 needed")
-    # a slope of exactly zero does not fall
-    assert local_slope([50.0, 100.0, 200.0], [0.0, 0.0, 0.0], 100.0) == (
-        None, 3, "the selection loss does not fall with D near D = 100 (slope +0.0000)")
+    # a slope of exactly zero does not fall; nor does a flat curve at 1.1, whose fitted slope is rounding
+    # noise (its standard error's floor is n eps |L| / sqrt(Sxx)), so |t| stays near 1, far from 6.314 at 1 df
+    zero = local_slope([50.0, 100.0, 200.0], [0.0, 0.0, 0.0], 100.0)
+    assert zero[:2] == (None, 3) and zero[2].startswith("the selection loss does not fall clearly with D near D = 100")
+    flat = local_slope([50.0, 100.0, 200.0], [1.1, 1.1, 1.1], 100.0)
+    assert flat[:2] == (None, 3) and "with 1 df; falling needs t < -6.314" in flat[2]
 
 
 def _axis(gaps):
@@ -508,6 +511,28 @@ def test_the_seed_plan_from_stage_a_by_hand():
     assert seeds_to_use(12, (43, 44), 10) == tuple(range(43, 53))
     assert seeds_to_use(5, (43, 44), 10) == (43, 44, 45, 46, 47)
     assert seeds_to_use(1, (43, 44), 10) == (43, 44) and seeds_to_use(99, (43, 44), 0) == (43, 44)
+
+
+def test_stage_a_falls_only_when_its_slope_clears_its_own_standard_error():
+    from shardqueue.study.power import stage_a_slope
+
+    D = [math.e ** k for k in (1, 2, 3, 4, 5)]  # ln D = 1..5: mean 3, Sxx = 4 + 1 + 0 + 1 + 4 = 10
+    # flat: the slope is 0 up to rounding, whatever the kernel; t is rounding over its own floor, far from -2.353
+    beta, why = stage_a_slope(D, [{"x": 1.1}] * 5)
+    assert beta is None and "does not fall clearly" in why and "3 df" in why
+    # noisy flat 1.0, 1.02, 0.99, 1.01, 0.995: Sxy = -2(1.0) - 1.02 + 1.01 + 2(0.995) = -0.02, slope -0.002;
+    # residuals -0.007, 0.015, -0.013, 0.009, -0.004: SSE 0.00054, s^2 0.00018, se sqrt(0.00018 / 10) = 0.0042426,
+    # t = -0.4714 against the one-sided 95% t at 3 df, -2.353
+    beta, why = stage_a_slope(D, [{"x": v} for v in (1.0, 1.02, 0.99, 1.01, 0.995)])
+    assert beta is None
+    assert "slope -0.002 +/- 0.0042, t = -0.47 with 3 df; falling needs t < -2.353 (one-sided 95%)" in why
+    # clearly falling: 3 - 0.5 ln D with noise +-0.01 (+, -, +, -, +): Sxy of the noise is 0, so slope -0.5;
+    # residuals 0.008, -0.012, 0.008, -0.012, 0.008: SSE 0.00048, se sqrt(0.00016 / 10) = 0.004, t = -125
+    falling = [{"x": 3 - 0.5 * k + e} for k, e in zip((1, 2, 3, 4, 5), (0.01, -0.01, 0.01, -0.01, 0.01))]
+    assert stage_a_slope(D, falling) == (pytest.approx(-0.5, rel=1e-12), "")
+    # the same slope with noise 100 times larger: se 0.4, t = -1.25, not enough at 3 df
+    noisy = [{"x": 3 - 0.5 * k + 100 * e} for k, e in zip((1, 2, 3, 4, 5), (0.01, -0.01, 0.01, -0.01, 0.01))]
+    assert stage_a_slope(D, noisy)[0] is None and "t = -1.25" in stage_a_slope(D, noisy)[1]
 
 
 def test_leave_one_out_curves_hold_only_the_other_seeds():

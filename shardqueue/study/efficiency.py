@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from shardqueue.study.intervals import mean_pairwise_difference, paired_interval
+from shardqueue.study.intervals import judged_slope, mean_pairwise_difference, paired_interval, slope_text
 
 DEFINITION = (
     "D = targets trained after the shared start (the stable phase plus the final decay; stage A's shared warm-up and "
@@ -44,7 +44,7 @@ AXIS_DEFINITION = (
     "L_curve(D_arm) - L_arm on its seed's leave-one-out curve (positive: better than plain training at the same D). "
     "One efficiency point is worth |beta| x ln(1.01) BPB; the threshold's equivalent is max(|beta| x ln(1.006), "
     "2 x the seed spread of gaps), the seed spread being the largest arm's mean pairwise difference between seeds. "
-    "B - A and B - C are differences of gaps at the same seed, with their 95% t intervals over the seeds. Defined whenever beta < 0, "
+    "B - A and B - C are differences of gaps at the same seed, with their 95% t intervals over the seeds. Defined whenever beta falls (t below the one-sided 95% t quantile at n - 2 df), "
     "whether or not efficiency points were refused.")
 
 
@@ -97,16 +97,20 @@ def average_curves(curves):
     return grid.tolist(), np.mean(vals, axis=0).tolist()
 
 
-def local_slope(D, L, d_at):
-    """(beta, n points, reason): least-squares slope of L against ln D over points with D in [d_at/2, 2 d_at]."""
+def local_slope(D, L, d_at, level=0.95):
+    """(beta, n points, reason): least-squares slope of L against ln D over points with D in [d_at/2, 2 d_at];
+    None unless it falls at `level` against its own standard error (intervals.judged_slope)."""
     D, L = np.asarray(D, dtype=float), np.asarray(L, dtype=float)
     keep = (D >= d_at / 2) & (D <= d_at * 2)
     if keep.sum() < 3:
         return None, int(keep.sum()), f"{int(keep.sum())} points within a factor 2 of D = {d_at:,.0f}; 3 needed"
-    beta = float(np.polyfit(np.log(D[keep]), L[keep], 1)[0])
-    if not beta < 0:
-        return None, int(keep.sum()), f"the selection loss does not fall with D near D = {d_at:,.0f} (slope {beta:+.4f})"
-    return beta, int(keep.sum()), ""
+    if np.ptp(D[keep]) == 0:
+        return None, int(keep.sum()), f"every point near D = {d_at:,.0f} is at the same D; no slope"
+    s = judged_slope(np.log(D[keep]).tolist(), L[keep].tolist(), level)
+    if not s["falls"]:
+        return None, int(keep.sum()), (f"the selection loss does not fall clearly with D near D = {d_at:,.0f} "
+                                       f"({slope_text(s, level)})")
+    return s["beta"], int(keep.sum()), ""
 
 
 def curve_at(D, L, d):

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from shardqueue.study.intervals import t_quantile
+from shardqueue.study.intervals import judged_slope, slope_text, t_quantile
 
 FLOOR_POINTS = 0.6
 LEVEL = 0.95
@@ -52,16 +52,19 @@ def seeds_needed(sigma, width, level=LEVEL):
     return hi
 
 
-def stage_a_slope(D, states):
+def stage_a_slope(D, states, level=LEVEL):
     """(beta, reason): least-squares slope of the mean control loss against ln D over stage A's states
-    (D > 0 only); None with a one-line reason when it cannot be used."""
-    pts = [(d, sum(s.values()) / len(s)) for d, s in zip(D, states) if d > 0]
+    (D > 0 only), or None with a one-line reason when it cannot be used. "Falling" is judged against the
+    slope's own standard error at `level` (intervals.judged_slope), never by its sign alone."""
+    pts = [(math.log(d), sum(s.values()) / len(s)) for d, s in zip(D, states) if d > 0]
     if len(pts) < 3:
-        return None, f"{len(pts)} stage-A states with D > 0; 3 needed for a slope"
-    beta = float(np.polyfit(np.log([d for d, _ in pts]), [y for _, y in pts], 1)[0])
-    if not beta < 0:
-        return None, f"the control loss does not fall over stage A (slope {beta:+.4f} BPB per unit ln D)"
-    return beta, ""
+        return None, f"{len(pts)} stage-A states with D > 0; 3 needed for a slope and its standard error"
+    if len({x for x, _ in pts}) == 1:
+        return None, "every stage-A state has the same D; no slope"
+    s = judged_slope([x for x, _ in pts], [y for _, y in pts], level)
+    if not s["falls"]:
+        return None, f"the control loss does not fall clearly over stage A (BPB per unit ln D): {slope_text(s, level)}"
+    return s["beta"], ""
 
 
 def plan_seeds(sigma, beta, beta_reason="", floor=FLOOR_POINTS, level=LEVEL):
