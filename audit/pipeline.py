@@ -5,7 +5,6 @@ other packer is traced by running it (audit/trace.py, audit/adapters.py). Both w
 in chunks and fill the same tables; the report is written from the summary by
 audit/report.py. No argument parsing here: the command line is audit/__main__.py.
 """
-import math
 import time
 from dataclasses import dataclass
 
@@ -74,7 +73,7 @@ def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=
         else:
             spec = user if (user is not None and name == user.name) else SPECS[name]
             Rp = spec.row_capacity(R)
-            passes = max(1, math.ceil(rows * Rp / stream.tokens))
+            passes = max(1, -(-rows * Rp // stream.tokens))  # integer ceiling: no float rounding at 10^10 tokens
             s = trace_packer(spec.build(R, B, work / f".{name}-work"), stream.refill_source(passes), name, rows, Rp, B,
                              FIRST_ID, BOS, PAD, sink=sink, label_names=labelled, why_not=spec.why_not,
                              progress=progress)

@@ -18,7 +18,6 @@ corpus and a preset, for other reports to include.
 """
 import argparse
 import json
-import math
 import sys
 
 import numpy as np
@@ -41,7 +40,7 @@ TARGET = {
 
 def chunks_of(length, R) -> int:
     """Segment-first entries of one source: the first chunk holds R tokens, each later one BOS + R-1."""
-    return 1 if length <= R else 1 + math.ceil((length - R) / (R - 1))
+    return 1 if length <= R else 1 + -(-(length - R) // (R - 1))  # integer ceiling, exact at any length
 
 
 def regime_indicators(stream, R, B, targets, replay=None) -> dict:
