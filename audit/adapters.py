@@ -188,12 +188,24 @@ def _skips_cpp_extensions(record):
     return not record.getMessage().startswith("Skipping import of cpp extensions")
 
 
+def _quiet_packing_bar(packed_module):
+    """torchtune's PackedDataset draws its own "Packing dataset" bar on rank 0 (tqdm imported by name into
+    its module); the audit draws its own progress, so the library's is built disabled."""
+    bar = packed_module.tqdm
+    if not getattr(bar, "packaudit_quiet", False):
+        def quiet(*args, **kwargs):
+            return bar(*args, **{**kwargs, "disable": True})
+        quiet.packaudit_quiet = True
+        packed_module.tqdm = quiet
+
+
 def torchtune(split, R):
     """torchtune's PackedDataset(ds, max_seq_len=R, padding_idx=0, split_across_pack=split): greedy in
     order, packed at construction. Without splitting it refuses a document longer than R, so those
     are left out before packing (a caller has to), and count as arrived and never started."""
     logging.getLogger("torchao").addFilter(_skips_cpp_extensions)  # adding the same filter twice keeps one
     packed = require("torchtune.datasets", f"torchtune_{'split' if split else 'whole'}")
+    _quiet_packing_bar(importlib.import_module("torchtune.datasets._packed"))
 
     def run(docs):
         samples = [{"tokens": d.tolist(), "labels": d.tolist()} for d in docs if split or len(d) <= R]
@@ -203,6 +215,12 @@ def torchtune(split, R):
 
 
 # ---- torchtitan -----------------------------------------------------------------------
+def _tracer_ran_out(record):
+    """torchtitan warns on the root logger when a dataset ends; the tracer stream ending is the audit's
+    plan, not news, so that one line is dropped (every other record passes)."""
+    return "packing_audit_tracer has run out of data" not in record.getMessage()
+
+
 def titan_concat(R):
     """torchtitan's HuggingFaceTextDataset (concatenate, then split into seq_len = R - 1 inputs; each
     document's tokens shifted within it, an EOS appended), over the tracer documents as a registered
@@ -211,6 +229,7 @@ def titan_concat(R):
     hf = require("torchtitan.hf_datasets", "titan_concat")
     tok = require("torchtitan.components.tokenizer", "titan_concat")
     datasets = require("datasets", "titan_concat")
+    logging.getLogger().addFilter(_tracer_ran_out)  # torchtitan's logger is the root logger; one filter kept
 
     class Passthrough(tok.BaseTokenizer):
         def __init__(self):

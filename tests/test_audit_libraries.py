@@ -89,3 +89,14 @@ def test_only_torchaos_note_on_its_cpp_extensions_is_dropped():
         return logging.LogRecord("torchao", logging.WARNING, __file__, 1, msg, None, None)
     assert not _skips_cpp_extensions(rec("Skipping import of cpp extensions due to incompatible torch version 2.13"))
     assert _skips_cpp_extensions(rec("any other warning"))
+
+
+@pytest.mark.parametrize("name", ["torchtune_whole", "titan_concat"])
+def test_the_libraries_own_bar_and_end_of_data_warning_stay_out_of_the_audits_output(tmp_path, capfd, caplog, name):
+    # torchtune draws "Packing dataset" with tqdm on stderr; torchtitan warns on the root logger at the stream's end
+    caplog.set_level(logging.WARNING)
+    s = _trace(name, HAND, 2, 8, tmp_path)
+    assert s["partition_holds"]
+    err = capfd.readouterr().err
+    assert "Packing dataset" not in err and "run out of data" not in err
+    assert not [r for r in caplog.records if "run out of data" in r.getMessage()]
