@@ -862,8 +862,11 @@ def test_an_untouched_log_is_reproduced_bitwise(full_run, reexecuted):
     assert rx.same_machine and rx.hashes and len(rx.made) == end
     cmp = compare_records(recs, rx.made, 0.0, True)
     assert cmp.difference is None and cmp.largest[0] == 0.0
-    # the parameter SHA256s it compared: the start state's, after the accept, after the rollback
-    assert [r["event"] for r in recs if "params_sha256" in r][:3] == ["start", "accept", "rollback"]
+    # the parameter SHA256s it compared: the start state's first, then at least the bitwise rollback the log
+    # was cut after (whether an accept comes before it follows the trained losses, so the CPU's kernels:
+    # AVX-512 machines reject the first shard)
+    hashed = [r["event"] for r in recs if "params_sha256" in r]
+    assert hashed[0] == "start" and "rollback" in hashed[1:] and len(hashed) >= 3
 
 
 @pytest.mark.parametrize("name", sorted(FORGERIES))
