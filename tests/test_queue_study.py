@@ -530,6 +530,10 @@ def test_stage_a_falls_only_when_its_slope_clears_its_own_standard_error():
     # residuals 0.008, -0.012, 0.008, -0.012, 0.008: SSE 0.00048, se sqrt(0.00016 / 10) = 0.004, t = -125
     falling = [{"x": 3 - 0.5 * k + e} for k, e in zip((1, 2, 3, 4, 5), (0.01, -0.01, 0.01, -0.01, 0.01))]
     assert stage_a_slope(D, falling) == (pytest.approx(-0.5, rel=1e-12), "")
+    # a descent of one float64 step per state is exactly linear (no residual) but is rounding: the standard
+    # error's floor 5 eps 1.1 / sqrt(10) = 3.9e-16 against a slope of -2.2e-16 gives t = -0.57
+    ulps = [{"x": 1.1 - k * np.spacing(1.1)} for k in range(5)]
+    assert stage_a_slope(D, ulps)[0] is None and "t = -0.57" in stage_a_slope(D, ulps)[1]
     # the same slope with noise 100 times larger: se 0.4, t = -1.25, not enough at 3 df
     noisy = [{"x": 3 - 0.5 * k + 100 * e} for k, e in zip((1, 2, 3, 4, 5), (0.01, -0.01, 0.01, -0.01, 0.01))]
     assert stage_a_slope(D, noisy)[0] is None and "t = -1.25" in stage_a_slope(D, noisy)[1]
