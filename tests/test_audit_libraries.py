@@ -65,6 +65,17 @@ def test_olmo_at_the_default_capacity_packs_instances_of_2048_and_no_row_longer_
     assert s["trace"]["padding"] == 3 * 2048 - want["emitted"] and s["trace"]["row_tokens"] == 3 * 2048
 
 
+def test_torchtune_whole_packs_a_document_of_exactly_r_and_leaves_out_only_longer_ones(tmp_path):
+    # torchtune refuses a sample only if len > max_seq_len, so at R = 8 the adapter leaves out s2 (9) alone;
+    # greedy in order: [s0 + 5 pad] (s1 does not fit after it), [s1, all 8], [s3 + 6 pad]
+    lengths = np.array([3, 8, 9, 2])
+    assert [len(r) for r in _library_rows("torchtune_whole", lengths, 8, tmp_path)] == [8, 8, 8]
+    s = _trace("torchtune_whole", lengths, 3, 8, tmp_path)
+    assert s["partition_holds"]
+    assert (s["sources_started"], s["sources_never_started"], s["sources_fully_emitted"]) == (3, 1, 3)
+    assert (s["emitted"], s["discarded"], s["buffered"], s["trace"]["padding"]) == (3 + 8 + 2, 9, 0, 5 + 6)
+
+
 def _library_rows(name, lengths, R, tmp_path):
     """The library's own rows for the tracer documents, without the trace's decoding."""
     spec = SPECS[name]
