@@ -47,6 +47,35 @@ def test_hand_worked_stream_through_the_library(tmp_path, name, want):
     assert {k: s[k] for k in want} == want
 
 
+@pytest.mark.parametrize("name, want", [
+    # sequence length 2048 (the largest power of two <= 2049); s0 truncated to 2048, best-fit decreasing:
+    # [s0 0-2047], [s2, s3] + 448 pad, [s1] + 1048 pad
+    ("olmo_truncate", dict(emitted=2048 + 1600 + 1000, discarded=3000 - 2048, buffered=0, sources_started=4,
+                           crop_events=1)),
+    # s0 fragmented to 2048 + 952: [s0 0-2047], [s2, s3] + 448 pad, [s1, s0 2048-2999] + 96 pad
+    ("olmo_fragment", dict(emitted=5600, discarded=0, buffered=0, sources_started=4, crop_events=1)),
+])
+def test_olmo_at_the_default_capacity_packs_instances_of_2048_and_no_row_longer_than_r(tmp_path, name, want):
+    lengths, R = np.array([3000, 1000, 1500, 100]), 2049
+    assert SPECS[name].row_capacity(R) == 2048
+    rows = _library_rows(name, lengths, R, tmp_path)
+    assert [len(r) for r in rows] == [2048, 2048, 2048]  # OLMo pads every instance to its sequence length
+    s = _trace(name, lengths, 3, R, tmp_path)
+    assert s["partition_holds"] and {k: s[k] for k in want} == want
+    assert s["trace"]["padding"] == 3 * 2048 - want["emitted"] and s["trace"]["row_tokens"] == 3 * 2048
+
+
+def test_torchtune_whole_packs_a_document_of_exactly_r_and_leaves_out_only_longer_ones(tmp_path):
+    # torchtune refuses a sample only if len > max_seq_len, so at R = 8 the adapter leaves out s2 (9) alone;
+    # greedy in order: [s0 + 5 pad] (s1 does not fit after it), [s1, all 8], [s3 + 6 pad]
+    lengths = np.array([3, 8, 9, 2])
+    assert [len(r) for r in _library_rows("torchtune_whole", lengths, 8, tmp_path)] == [8, 8, 8]
+    s = _trace("torchtune_whole", lengths, 3, 8, tmp_path)
+    assert s["partition_holds"]
+    assert (s["sources_started"], s["sources_never_started"], s["sources_fully_emitted"]) == (3, 1, 3)
+    assert (s["emitted"], s["discarded"], s["buffered"], s["trace"]["padding"]) == (3 + 8 + 2, 9, 0, 5 + 6)
+
+
 def _library_rows(name, lengths, R, tmp_path):
     """The library's own rows for the tracer documents, without the trace's decoding."""
     spec = SPECS[name]

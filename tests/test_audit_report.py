@@ -13,8 +13,11 @@ import pytest
 
 import audit.__main__ as audit_cli
 from audit.__main__ import main as audit_main
+from audit.adapters import FIRST_ID
 from audit.compare import headline
-from audit.report import bounds_section
+from audit.compute import trace_packer
+from audit.feed import PassRefills
+from audit.report import bounds_section, label_section, verdict
 from checkers.packing_checker import replay_literal
 from conftest import ROOT
 from findings.summary import packers_section
@@ -197,3 +200,41 @@ def test_the_main_jobs_packer_comparison_says_what_it_left_out(tmp_path, monkeyp
     assert "- slow_one: not run here (minutes here); audit it alone with --packers slow_one" in (out / "report.md").read_text()
     rows = packers_section(out, out).rows
     assert rows[-1] == ("slow_one", "left out of the main job: minutes here; audit it alone with --packers slow_one", "—")
+
+
+# a hand-made labelled stream: lengths 2, 9, 4 (a), 7, 3 (b), 5 (c); the packer puts each document in a row
+# of its own but never emits documents 2 (a, 4 tokens) and 3 (b, 7 tokens), so they never start
+SKIP_LENGTHS = np.array([2, 9, 4, 7, 3, 5])
+SKIP_LABELS = np.array(["a", "a", "a", "b", "b", "c"], dtype=object)
+
+
+def _skip_two(docs):
+    for i, d in enumerate(docs):
+        if i not in (2, 3):
+            yield d
+
+
+def _skip_two_summary():
+    refills = PassRefills(SKIP_LENGTHS, np.array([0, 6]), SKIP_LABELS, max_passes=1)
+    return trace_packer(_skip_two, refills, "skip_two", 4, 10, 1, FIRST_ID)
+
+
+def test_longest_never_started_is_the_longest_unstarted_document_of_its_label_not_its_longest():
+    by = {d["label"]: d for d in _skip_two_summary()["by_label"]}
+    # a: 9 is its longest but started; 4 never did. b: 7 never started. c: every document started
+    assert {lab: by[lab]["longest_never_started"] for lab in by} == {"a": 4, "b": 7, "c": None}
+    assert {lab: (by[lab]["started"], by[lab]["never_started"]) for lab in by} == {"a": (2, 1), "b": (1, 1), "c": (1, 0)}
+    rows = [ln for ln in label_section({"skip_two": _skip_two_summary()}) if ln.startswith("| a |")
+            or ln.startswith("| c |")]
+    assert rows[0].endswith("| 4 |") and rows[1].endswith("| n/a |")
+
+
+def test_the_verdict_names_the_label_of_lowest_representation():
+    s = _skip_two_summary()
+    # arrived 15, 10, 5 of 30; emitted 2 + 9, 3, 5 of 19: representation a (11/19)/(1/2) = 22/19,
+    # b (3/19)/(1/3) = 9/19 (the lowest), c (5/19)/(1/6) = 30/19 (the highest)
+    rep = {d["label"]: d["representation"] for d in s["by_label"]}
+    assert rep == pytest.approx({"a": 22 / 19, "b": 9 / 19, "c": 30 / 19}, rel=1e-12)
+    line = verdict({"packers": {"skip_two": s}, "horizon": {"passes": 1.0}, "targets": 36, "row_capacity": 10})
+    assert line.endswith("; the most under-represented label is 'b' (15.79% of emitted tokens against 33.33% of "
+                         "arrived).")

@@ -113,3 +113,17 @@ def test_manifest_verify_names_a_few_unparsable_lines_and_refuses_a_non_manifest
     assert manifest_main(["verify", str(tmp_path / "notes.md")]) == 1
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1 and "not a manifest" in out[0], out
+
+
+def test_packing_checker_refuses_segment_first_one_segment_over_its_cap_and_counts_them(tmp_path):
+    lengths, events = tmp_path / "lengths.txt", tmp_path / "events.csv"
+    events.write_text("source_id,span_start,emitted,discarded,kind,lead_bos,source_len,row,row_offset,target_offset\n"
+                      "0,0,3,0,fit,0,3,0,0,0\n")
+    # at R = 4: the 3 is one segment; 30,000,001 is a first segment of 4 tokens, then 29,999,997 tokens in
+    # segments of R - 1 = 3 (each behind its BOS): 9,999,999 more; 1 + 1 + 9,999,999 = 10,000,001, one over 10^7
+    lengths.write_text("3 30000001\n")
+    r = run(CHECKER, "--events", events, "--lengths", lengths, "--row-capacity", 4, "--buffer", 2, "--rows", 1,
+            "--packer", "segment_first")
+    one_line(r)
+    assert r.stderr.strip() == (f"error: {lengths}: 10,000,001 segments per pass at R=4, more than the checker holds "
+                                "(10,000,000)"), r.stderr

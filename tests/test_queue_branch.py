@@ -293,6 +293,38 @@ def test_reconstruct_checks_a_branch_records_rises_and_verdict_against_the_rule(
             check_branch(bad, *args, "literal" if "literal" in needle else "clean", "r")
 
 
+@pytest.mark.parametrize("clean, source, verdict, outcome, edited", [
+    (2.0, 0.0, "phase", "returned", "deferred"),  # the phase was blamed: rejecting it is refused
+    (0.0, 2.0, "source", "deferred", "returned"),  # the source was blamed: returning it is refused
+])
+def test_reconstruct_refuses_a_rejection_outcome_that_its_branch_verdict_does_not_give(world, tmp_path, clean, source,
+                                                                                    verdict, outcome, edited):
+    """The first candidate with a sibling of its source rises 2 x k * sigma_d and stays 1.5 x after
+    recovery; a clean branch rising as much blames the phase (the shard is returned), only the
+    source's branch rising blames the source (deferred). The log cut after its reject record replays;
+    with the outcome swapped it is refused, naming the record, the outcome and the verdict."""
+    flagged = {}
+
+    def script(r, sid, phase):
+        if phase == "candidate" and not flagged:
+            if any(first_source(r, s) == first_source(r, sid) for s in r.state["pending"] + r.state["fresh"]):
+                flagged["sid"] = sid
+                return 2.0
+        if phase == "recovery":
+            return 1.5
+        return {"clean": clean, "source": source}.get(phase, 0.0)
+
+    _, recs = scripted(world, tmp_path / "q", script, stop=lambda r: bool(r.state["next_rotation"]))
+    i = next(j for j, x in enumerate(recs) if x["event"] == "reject")
+    assert next(x for x in recs if x["event"] == "branch")["verdict"] == verdict and recs[i]["outcome"] == outcome
+    pool, calib = world[2], with_mode(world[3], "clean")
+    check_records_strictly(recs[:i + 1], pool, calib, tmp_path / "q")  # the cut log replays as it is
+    swapped = recs[:i] + [{**recs[i], "outcome": edited}]  # the last record: nothing chains to it
+    with pytest.raises(DataError, match=f"^record {recs[i]['seq']} \\(reject\\): outcome {edited} after a branch "
+                                        f"verdict {verdict}$"):
+        check_records_strictly(swapped, pool, calib, tmp_path / "q")
+
+
 def test_a_rejection_and_a_recovery_record_what_happened_field_by_field(world, tmp_path):
     """The first candidate rises 2 x k * sigma_d in every domain and stays 1.5 x after its recovery
     shard (over frac = 0.5): rolled back, branch-checked (neither branch rises: the shard is blamed),

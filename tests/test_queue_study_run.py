@@ -8,6 +8,9 @@ import pytest
 
 from presets.shapes import ModelShape
 from shardqueue.study import presets
+from shardqueue.study.power import seeds_to_use
+from shardqueue.study.report import seed_lines
+from shardqueue.study.run import power_lines
 
 MICRO = presets.StudyPreset(
     source="stdlib", shape=ModelShape(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16),
@@ -248,3 +251,38 @@ def test_a_measured_verdict_renders_its_intervals_and_spreads_in_the_report_and_
         g = s["per_axis"]["intervals_bpb"]["B-A"]
         assert ("B − A, gap to the reference curve (BPB), mean and 95% t interval (1 df)",
                 f"{g['mean']:+.4f} [{g['low']:+.4f}, {g['high']:+.4f}]", "no result measured") in sec.rows
+
+
+@pytest.mark.parametrize("beta, needed, reason, said", [
+    # stage A's loss does not fall: no slope, so no count
+    (None, None, "the control loss does not fall over stage A (slope +0.0100 BPB per unit ln D)",
+     "; no slope to convert it to efficiency points (the control loss does not fall over stage A (slope +0.0100 BPB "
+     "per unit ln D))"),
+    # a slope, but more seeds than the search counts
+    (-0.2, None, "more than 1,000,000,000 seeds",
+     " = 21.32 efficiency points at stage A's slope -0.2000 BPB per unit ln D; a 95% interval of B-A narrower than "
+     "the floor 0.6 points needs no count seeds per arm (more than 1,000,000,000 seeds)"),
+    # a count above the preset's cap
+    (-0.2, 46, "", " = 21.32 efficiency points at stage A's slope -0.2000 BPB per unit ln D; a 95% interval of B-A "
+                   "narrower than the floor 0.6 points needs 46 seeds per arm"),
+])
+def test_a_planned_study_without_a_usable_count_runs_the_presets_most_seeds_and_says_why(beta, needed, reason, said):
+    # the "planned" preset: seeds (43, 44), at most 10; sigma_run 0.03 BPB, B-A at one seed 0.03 sqrt 2 = 0.0424 BPB,
+    # at beta -0.2: 0.042426 / (0.2 ln 1.01) = 21.32 points (written here, not taken from the plan's code)
+    p = presets.PRESETS["planned"]
+    assert (p.seeds, p.max_seeds) == ((43, 44), 10)
+    power = {"sigma_run_bpb": 0.03, "sigma_diff_bpb": 0.0424264, "beta": beta, "floor": 0.6, "level": 0.95,
+             "points_per_bpb": None if beta is None else 248.75, "sigma_diff_points": None if beta is None else 21.3193,
+             "seeds_needed": needed, "reason": reason}
+    seeds = seeds_to_use(needed, p.seeds, p.max_seeds)
+    assert seeds == (43, 44, 45, 46, 47, 48, 49, 50, 51, 52)
+    assert power_lines(power, seeds, p) == ("seed plan from stage A: sigma_run 0.0300 BPB (mean sigma_d), B-A at one "
+                                            "seed 0.0424 BPB" + said + "\n  used: 10 seeds per arm (43-52), the "
+                                            "planned count capped at the preset's 10")
+    s = {"power": power, "seeds": {"used": 10, "list": list(seeds), "planned": needed, "preset_max": 10,
+                                   "from_measured_spread": None, "expected_width_points": None}}
+    text = seed_lines(s)[3]
+    assert "Used: 10 seeds per arm (43-52): the planned count, capped at the preset's 10 (CPU time)." in text
+    assert (f"({reason})" in text) if reason else "asks for 46 seeds per arm" in text
+    assert text.endswith("The study ran fewer seeds than planned: its intervals are wider than the floor, so it can "
+                         "resolve a gain only well away from 0 and the threshold; a gain near them stays unresolved.")
