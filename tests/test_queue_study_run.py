@@ -276,13 +276,16 @@ def test_a_planned_study_without_a_usable_count_runs_the_presets_most_seeds_and_
              "seeds_needed": needed, "reason": reason}
     seeds = seeds_to_use(needed, p.seeds, p.max_seeds)
     assert seeds == (43, 44, 45, 46, 47, 48, 49, 50, 51, 52)
+    used = ("the preset's most: stage A gave no count" if needed is None else
+            "the planned count capped at the preset's 10")
     assert power_lines(power, seeds, p) == ("seed plan from stage A: sigma_run 0.0300 BPB (mean sigma_d), B-A at one "
-                                            "seed 0.0424 BPB" + said + "\n  used: 10 seeds per arm (43-52), the "
-                                            "planned count capped at the preset's 10")
+                                            "seed 0.0424 BPB" + said + "\n  used: 10 seeds per arm (43-52), " + used)
     s = {"power": power, "seeds": {"used": 10, "list": list(seeds), "planned": needed, "preset_max": 10,
                                    "from_measured_spread": None, "expected_width_points": None}}
     text = seed_lines(s)[3]
-    assert "Used: 10 seeds per arm (43-52): the planned count, capped at the preset's 10 (CPU time)." in text
+    assert ("Used: 10 seeds per arm (43-52): the preset's most, since stage A gave no count." if needed is None else
+            "Used: 10 seeds per arm (43-52): the planned count, capped at the preset's 10 (CPU time).") in text
     assert (f"({reason})" in text) if reason else "asks for 46 seeds per arm" in text
-    assert text.endswith("The study ran fewer seeds than planned: its intervals are wider than the floor, so it can "
-                         "resolve a gain only well away from 0 and the threshold; a gain near them stays unresolved.")
+    lead = "With no count planned, nothing says these seeds suffice" if needed is None else "The study ran fewer seeds than planned"
+    assert text.endswith(lead + ": its intervals may be wider than the floor, so it can resolve a gain only well away "
+                         "from 0 and the threshold; a gain near them stays unresolved.")

@@ -348,9 +348,11 @@ def seed_lines(s):
               "before the arms trained; stage A lies before the budget, where the loss falls faster, so this is a "
               "lower bound)")
     used = (f"the preset's own {sd['used']} seeds {sd['list']} (it plans none; the proposal's setting)"
-            if not sd["preset_max"] else f"{sd['used']} seeds per arm ({sd['list'][0]}-{sd['list'][-1]}): the planned "
-            "count" + (f", capped at the preset's {sd['preset_max']} (CPU time)" if (sd["planned"] or sd["preset_max"] + 1)
-                       > sd["preset_max"] else ""))
+            if not sd["preset_max"] else
+            f"{sd['used']} seeds per arm ({sd['list'][0]}-{sd['list'][-1]}): the preset's most, since stage A gave no "
+            "count" if sd["planned"] is None else
+            f"{sd['used']} seeds per arm ({sd['list'][0]}-{sd['list'][-1]}): the planned count"
+            + (f", capped at the preset's {sd['preset_max']} (CPU time)" if sd["planned"] > sd["preset_max"] else ""))
     meas = ("" if sd["from_measured_spread"] is None else
             f" The measured spread of B - A across the seeds asks for {sd['from_measured_spread']:,} seeds per arm for "
             "the same interval.")
@@ -360,8 +362,9 @@ def seed_lines(s):
     enough = sd["planned"] is not None and sd["used"] >= sd["planned"]
     return ["", "## Seeds: planned and used", "", f"Planned: {plan}. Used: {used}.{meas} "
             + ("The study ran the planned count." if enough else
-               "The study ran fewer seeds than planned: its intervals are wider than the floor, so it can resolve a "
-               "gain only well away from 0 and the threshold; a gain near them stays unresolved.")]
+               ("With no count planned, nothing says these seeds suffice" if sd["planned"] is None else
+                "The study ran fewer seeds than planned") + ": its intervals may be wider than the floor, so it can "
+               "resolve a gain only well away from 0 and the threshold; a gain near them stays unresolved.")]
 
 
 def arm_c_lines(s):

@@ -383,8 +383,10 @@ def power_lines(power, seeds, p):
                  f"unit ln D; a {pw['level']:.0%} interval of B-A narrower than the floor {pw['floor']} points needs "
                  f"{count_text(pw['seeds_needed'])} seeds per arm" + (f" ({pw['reason']})" if pw["reason"] else ""))
     used = (f"the preset's {len(seeds)} seeds {list(seeds)} (it plans none)" if not p.max_seeds else
+            f"{len(seeds)} seeds per arm ({seeds[0]}-{seeds[-1]}), the preset's most: stage A gave no count"
+            if pw["seeds_needed"] is None else
             f"{len(seeds)} seeds per arm ({seeds[0]}-{seeds[-1]}), the planned count"
-            + (f" capped at the preset's {p.max_seeds}" if (pw["seeds_needed"] or p.max_seeds + 1) > p.max_seeds else ""))
+            + (f" capped at the preset's {p.max_seeds}" if pw["seeds_needed"] > p.max_seeds else ""))
     return head + "\n  used: " + used
 
 
