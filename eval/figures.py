@@ -137,8 +137,11 @@ def prefix_rankings(rk, context, path, label=""):
     for ax, m in zip(axes[0], methods):
         d = [next(c for c in p["contrasts"] if c["method"] == m) for p in rk["prefixes"]]
         y = [c["delta"] for c in d]
-        err = [[c["delta"] - c["interval95"][0] for c in d], [c["interval95"][1] - c["delta"] for c in d]]
-        ax.errorbar(targets, y, yerr=err, fmt="o", color="tab:blue", capsize=4, label="prefix delta, 95% subset interval")
+        # the interval drawn by its own ends, not as offsets from the delta: a delta can lie outside it (ringed below)
+        lo, hi = [c["interval95"][0] for c in d], [c["interval95"][1] for c in d]
+        ax.vlines(targets, lo, hi, color="tab:blue", lw=1.2)
+        ax.scatter(targets + targets, lo + hi, marker="_", s=80, color="tab:blue")
+        ax.plot(targets, y, "o", color="tab:blue", label="prefix delta, 95% subset interval")
         out = [(t, c["delta"]) for t, c in zip(targets, d) if c["outside"]]
         if out:
             ax.scatter(*zip(*out), s=140, facecolors="none", edgecolors="red", zorder=3, label="outside its interval")

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from eval.figures import prefix_rankings
 from eval.rankings import bpb, order, prefix_rows, rankings, rankings_md
 
 LN2 = math.log(2)
@@ -64,7 +65,7 @@ def test_rankings_on_a_hand_worked_case():
 
 
 @pytest.mark.parametrize("d_sign", [-1, 1])
-def test_a_prefix_delta_beyond_the_interval_is_flagged_either_way(d_sign):
+def test_a_prefix_delta_beyond_the_interval_is_flagged_either_way(d_sign, tmp_path):
     # ref scores 1 nat a row; m scores 1 + d_sign on the first two rows and 1 on the other 38: the prefix of
     # two rows differs by d_sign / ln 2, while 1,000 two-row subsets of 40 rows mostly differ by 0
     nats = np.ones((2, 40))
@@ -74,6 +75,9 @@ def test_a_prefix_delta_beyond_the_interval_is_flagged_either_way(d_sign):
     assert c["delta"] == pytest.approx(d_sign / LN2) and c["outside"]
     md = rankings_md(res, 2)
     assert "1 of 1 lie outside" in md and md.splitlines()[-1].endswith(" | yes |")
+    # the figure draws it too (as errorbar offsets, a delta outside its interval was a negative error: a crash)
+    prefix_rankings(res, 1, tmp_path / "prefix_rankings.png")
+    assert (tmp_path / "prefix_rankings.png").stat().st_size > 0
 
 
 def test_the_interval_is_the_quantiles_of_uniform_subsets_drawn_in_order():
