@@ -57,6 +57,16 @@ def parse_args(argv=None):
                    "499,646,464 for climbmix/synthetic, the paper's share of its corpus (79%%) otherwise: one pass or less")
     ap.add_argument("--row-capacity", type=int, default=2049, help="R = context + 1 (default 2049)")
     ap.add_argument("--buffer", type=int, default=1000, help="minimum buffered spans B (default 1000)")
+    ap.add_argument("--ranks", type=int, default=1, help="N data-parallel ranks (default 1: one stream, as before)")
+    ap.add_argument("--loader-workers", type=int, default=1,
+                    help="M DataLoader workers per rank (default 1). With N*M > 1 each of the N*M worker streams runs "
+                         "its own packer and buffer over its own share, refilled --refill-docs documents at a time, for "
+                         "an equal share of the budget's rows (the first rows mod N*M streams get one row more); the "
+                         "report gives the merged answer beside the one-stream answer for the same budget")
+    ap.add_argument("--split-by", default="document",
+                    help="how documents are shared among the worker streams: 'document' (default: document i goes "
+                         "to worker stream i mod N*M, rank w mod N, worker w // N) or 'group:G' (consecutive groups "
+                         "of G documents, files or row groups, dealt round-robin)")
     ap.add_argument("--permutations", type=int, default=20, help="seeded arrival-order permutations for the startup delay (default 20)")
     ap.add_argument("--thresholds", default="16384,32768,65536,131072",
                     help="length thresholds of the repeated-corpus table (the longest source is always added)")
