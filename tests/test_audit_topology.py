@@ -140,3 +140,22 @@ def test_bad_topology_is_one_line_and_nothing_written(tmp_path, capsys, extra, m
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error: ") and msg in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]
+
+
+def test_the_python_api_takes_the_topology():
+    from audit.api import trace
+    from corpus.errors import DataError
+
+    def whole_docs(docs):  # one document per row, cut at R: every document starts
+        for d in docs:
+            yield d[:R]
+
+    L = _stream(400).lengths
+    out = trace(whole_docs, L, row_capacity=R, buffer=B, targets=40 * (R - 1), ranks=2, loader_workers=2)
+    topo = out["topology"]
+    assert topo["worker_streams"] == 4 and topo["rows_per_stream"] == [10] * 4
+    # a row per document: each worker stream starts exactly its 10 rows' documents
+    assert [c["sources_started"] for c in topo["packers"]["whole_docs"]["workers"]] == [10] * 4
+    assert "topology" not in trace(whole_docs, L, row_capacity=R, buffer=B, targets=40 * (R - 1))
+    with pytest.raises(DataError, match="ranks 0: must be positive"):
+        trace(whole_docs, L, row_capacity=R, ranks=0)
