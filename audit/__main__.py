@@ -6,6 +6,7 @@
   python -m audit --lengths MY_LENGTHS.txt           # your own corpus: lengths in arrival order, one pass
   python -m audit --lengths F --packers original,lossless,concat_chunk,trl_bfd,olmo_truncate
   python -m audit --lengths F --trace mypackers:pack [--trace-arg k=v ...]   # your own packer
+  python -m audit --lengths F --ranks 2 --loader-workers 4 [--split-by group:G]  # one packer per worker stream
 
 The paper's four packers (original, lossless, segment_first, random_span) are replayed on
 lengths by the selection core that trains. Every other packer is traced: run on tracer
