@@ -43,7 +43,8 @@ def parse_args(argv=None):
     ap.add_argument("--label-column", default=None, help="the label column of a --lengths .parquet file "
                     "(default: a column named label or source)")
     ap.add_argument("--refill-docs", type=int, default=128,
-                    help="documents per buffer refill for --lengths (default 128, the pinned baseline's slice)")
+                    help="documents per buffer refill for --lengths, and for each worker stream's share under --ranks / "
+                         "--loader-workers (default 128, the pinned baseline's slice)")
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
     ap.add_argument("--split", choices=["train", "val"], default="train",
                     help="train: the eligible training corpus (default); val: the official development stream, "
