@@ -153,7 +153,8 @@ def topology_sentence(topo, one, name, R):
     m = topo["packers"][name]["merged"]
     never = m["sources_longer_than_R_arrived"] - m["sources_longer_than_R_started"]
     one_never = one["sources_longer_than_R_arrived"] - one["sources_longer_than_R_started"]
-    return (f"With {topo['ranks']} ranks x {topo['loader_workers']} workers ({topo['worker_streams']} worker streams, "
+    N, M = topo["ranks"], topo["loader_workers"]
+    return (f"With {N} rank{'s' * (N > 1)} x {M} worker{'s' * (M > 1)} ({topo['worker_streams']} worker streams, "
             f"split by {topo['split_by']}), {name} never starts {never:,} of its "
             f"{m['sources_longer_than_R_arrived']:,} arrived documents longer than R = {R:,} "
             f"({m['sources_never_started']:,} of {m['sources_arrived']:,} documents in all); one stream would leave "

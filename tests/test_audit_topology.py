@@ -159,3 +159,27 @@ def test_the_python_api_takes_the_topology():
     assert "topology" not in trace(whole_docs, L, row_capacity=R, buffer=B, targets=40 * (R - 1))
     with pytest.raises(DataError, match="ranks 0: must be positive"):
         trace(whole_docs, L, row_capacity=R, ranks=0)
+
+
+def test_the_findings_page_says_how_the_never_started_set_changes(tmp_path):
+    from findings.summary import Section, topology_rows
+
+    f = tmp_path / "L.txt"
+    f.write_text("\n".join(map(str, _stream(2000).lengths)) + "\n")
+    d = tmp_path / "audit_ranks8"
+    assert audit_main(["--lengths", str(f), "--row-capacity", str(R), "--buffer", str(B), "--targets",
+                       str(300 * (R - 1)), "--packers", "original", "--permutations", "0", "--no-figures",
+                       "--ranks", "3", "--out", str(d)]) == 0
+    s = json.loads((d / "summary.json").read_text())
+    m, one = s["topology"]["packers"]["original"]["merged"], s["packers"]["original"]
+    sec = Section("s5_1", "5.1")
+    topology_rows(sec, d, tmp_path)
+    (what, ours, ref), = sec.rows
+    assert what.startswith("3 ranks x 1 worker, a packer per worker stream") and ref == "—"
+    assert ours == (f"{m['sources_longer_than_R_arrived'] - m['sources_longer_than_R_started']:,} of "
+                    f"{m['sources_longer_than_R_arrived']:,} (one stream: "
+                    f"{one['sources_longer_than_R_arrived'] - one['sources_longer_than_R_started']:,} of "
+                    f"{one['sources_longer_than_R_arrived']:,})")
+    empty = Section("s5_1", "5.1")
+    topology_rows(empty, tmp_path / "missing", tmp_path)  # an older run folder: no row, no error
+    assert not empty.rows
