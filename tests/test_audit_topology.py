@@ -10,8 +10,11 @@ import pytest
 
 from audit.__main__ import main as audit_main
 from audit.adapters import SPECS, installed
+from audit.api import trace
 from audit.pipeline import StreamInput, audit_packer
 from audit.topology import SUMMED, audit_topology
+from corpus.errors import DataError
+from findings.summary import Section, topology_rows
 from loaders.core import PACKERS
 
 R, B, REFILL = 65, 16, 32
@@ -143,9 +146,6 @@ def test_bad_topology_is_one_line_and_nothing_written(tmp_path, capsys, extra, m
 
 
 def test_the_python_api_takes_the_topology():
-    from audit.api import trace
-    from corpus.errors import DataError
-
     def whole_docs(docs):  # one document per row, cut at R: every document starts
         for d in docs:
             yield d[:R]
@@ -162,8 +162,6 @@ def test_the_python_api_takes_the_topology():
 
 
 def test_the_findings_page_says_how_the_never_started_set_changes(tmp_path):
-    from findings.summary import Section, topology_rows
-
     f = tmp_path / "L.txt"
     f.write_text("\n".join(map(str, _stream(2000).lengths)) + "\n")
     d = tmp_path / "audit_ranks8"
