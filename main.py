@@ -10,7 +10,8 @@ prepare  offline corpus (this Python's standard library) -> tokenizer (vocab 819
          -> pre-tokenized shards -> length census
 audit    the four packers replayed on lengths at a budget scaled to the corpus; then every
          packer (ours, concatenate-and-chunk, TRL, OLMo-core, torchtune, torchtitan) traced at
-         the same budget: one comparison table (audit_packers/report.md)
+         the same budget: one comparison table (audit_packers/report.md); and the paper's loader
+         at 8 ranks, a packer per rank over every 8th document, beside one stream (audit_ranks8)
 train    the six tiny configs (baseline / random_crop / segmented x seeds 43, 44) on CPU,
          each ending with its official score, and the section 5.3-style table
 freeze   the comparison protocol (configs, populations, seeds, bootstrap, corpus and code
@@ -42,6 +43,7 @@ from pathlib import Path
 from corpus.atomic import atomic_write_json
 from corpus.errors import DataError, check_out_folder
 
+PAPER_RANKS = 8  # the paper's 8 GPUs (README: torchrun --nproc_per_node=8)
 STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue", "queue_study", "summary")
 # Late imports: each stage imports what it drives when it runs, and main() the device policy (torch) after
 # parsing: `--help` loads none of them (a third of the import time) and a run of a few stages only theirs
@@ -106,6 +108,12 @@ def audit_stage(out, data_dir, clock):
         return rc
     print("\n-- the development stream (--split val), as the paper audits its official metric's stream", flush=True)
     rc = audit_main(["--source", "stdlib", "--split", "val", "--packers", "original", *dd, "--out", str(out / "audit_val")])
+    if rc:
+        return rc
+    print(f"\n-- the paper's loader at {PAPER_RANKS} ranks: a packer and buffer per rank over its share, beside one stream",
+          flush=True)
+    rc = audit_main(["--source", "stdlib", "--packers", "original", "--ranks", str(PAPER_RANKS), "--permutations", "0",
+                     "--no-figures", *dd, "--out", str(out / "audit_ranks8")])
     if rc:
         return rc
     print("\n-- every packer at the same budget: ours, concatenate-and-chunk and the installed libraries', run on tracer "

@@ -6,6 +6,7 @@
   python -m audit --lengths MY_LENGTHS.txt           # your own corpus: lengths in arrival order, one pass
   python -m audit --lengths F --packers original,lossless,concat_chunk,trl_bfd,olmo_truncate
   python -m audit --lengths F --trace mypackers:pack [--trace-arg k=v ...]   # your own packer
+  python -m audit --lengths F --ranks 2 --loader-workers 4 [--split-by group:G]  # one packer per worker stream
 
 The paper's four packers (original, lossless, segment_first, random_span) are replayed on
 lengths by the selection core that trains. Every other packer is traced: run on tracer
@@ -42,7 +43,8 @@ def parse_args(argv=None):
     ap.add_argument("--label-column", default=None, help="the label column of a --lengths .parquet file "
                     "(default: a column named label or source)")
     ap.add_argument("--refill-docs", type=int, default=128,
-                    help="documents per buffer refill for --lengths (default 128, the pinned baseline's slice)")
+                    help="documents per buffer refill for --lengths, and for each worker stream's share under --ranks / "
+                         "--loader-workers (default 128, the pinned baseline's slice)")
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
     ap.add_argument("--split", choices=["train", "val"], default="train",
                     help="train: the eligible training corpus (default); val: the official development stream, "
@@ -57,6 +59,16 @@ def parse_args(argv=None):
                    "499,646,464 for climbmix/synthetic, the paper's share of its corpus (79%%) otherwise: one pass or less")
     ap.add_argument("--row-capacity", type=int, default=2049, help="R = context + 1 (default 2049)")
     ap.add_argument("--buffer", type=int, default=1000, help="minimum buffered spans B (default 1000)")
+    ap.add_argument("--ranks", type=int, default=1, help="N data-parallel ranks (default 1: one stream, as before)")
+    ap.add_argument("--loader-workers", type=int, default=1,
+                    help="M DataLoader workers per rank (default 1). With N*M > 1 each of the N*M worker streams runs "
+                         "its own packer and buffer over its own share, refilled --refill-docs documents at a time, for "
+                         "an equal share of the budget's rows (the first rows mod N*M streams get one row more); the "
+                         "report gives the merged answer beside the one-stream answer for the same budget")
+    ap.add_argument("--split-by", default="document",
+                    help="how documents are shared among the worker streams: 'document' (default: document i goes "
+                         "to worker stream i mod N*M, rank w mod N, worker w // N) or 'group:G' (consecutive groups "
+                         "of G documents, files or row groups, dealt round-robin)")
     ap.add_argument("--permutations", type=int, default=20, help="seeded arrival-order permutations for the startup delay (default 20)")
     ap.add_argument("--thresholds", default="16384,32768,65536,131072",
                     help="length thresholds of the repeated-corpus table (the longest source is always added)")

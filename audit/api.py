@@ -19,16 +19,20 @@ from audit.lengths_file import read_stream
 from audit.pipeline import StreamInput, audit_packer, horizon
 from audit.replay import PAPER_TARGETS
 from audit.report import verdict
+from audit.topology import audit_topology, check_topology, parse_split
 from corpus.errors import DataError
 
 PAPER_SHARE = PAPER_TARGETS / 631_241_817  # the paper's budget as a share of its corpus: one pass or less
 
 
-def trace(packer, lengths, row_capacity=2049, buffer=1000, targets=None, labels=None, refill_docs=128, name=None):
+def trace(packer, lengths, row_capacity=2049, buffer=1000, targets=None, labels=None, refill_docs=128, name=None,
+          ranks=1, loader_workers=1, split_by="document"):
     """Audit `packer` on `lengths` (a length file, or an array of lengths in arrival order).
 
     targets: the budget (default: the paper's share of one pass); buffer: the B of the Proposition's
-    protected set that the report counts. Raises DataError on bad input."""
+    protected set that the report counts. ranks x loader_workers > 1 adds 'topology': the same budget
+    over that many worker streams, each its own packer (audit/topology.py; split_by as python -m audit's
+    --split-by). Raises DataError on bad input."""
     if isinstance(lengths, (str, Path)):
         L, refills, file_labels = read_stream(lengths)
         labels = file_labels if labels is None else labels
@@ -44,14 +48,24 @@ def trace(packer, lengths, row_capacity=2049, buffer=1000, targets=None, labels=
     if targets < R - 1 or targets % (R - 1):
         raise DataError(f"targets {targets}: a positive multiple of R - 1 = {R - 1}")
     rows = targets // (R - 1)
+    for what, v in (("ranks", ranks), ("loader_workers", loader_workers)):
+        if v < 1:
+            raise DataError(f"{what} {v}: must be positive")
+    group, W = parse_split(split_by), ranks * loader_workers
+    check_topology(stream.n, W, group)
     name = name or getattr(packer, "__name__", "packer")
     spec = Spec(name, lambda R_, B_, w: packer, why_not="its rule is unknown to the audit: the Proposition is not checked")
     with tempfile.TemporaryDirectory() as d:
         s = audit_packer(stream, name, rows, R, buffer, Path(d), user=spec)
+        topo = audit_topology(stream, [name], rows, R, buffer, Path(d), ranks, loader_workers, group, refill_docs,
+                              spec) if W > 1 else None
     if "refused" in s:
         raise DataError(f"{name}: {s['refused']}")
     passes, sentence = horizon(targets, stream)
     summary = {"targets": targets, "row_capacity": R, "horizon": {"passes": passes, "sentence": sentence},
                "packers": {name: s}}
     s.pop("plot", None)
-    return {**s, "horizon": summary["horizon"], "verdict": verdict(summary)}
+    out = {**s, "horizon": summary["horizon"], "verdict": verdict(summary)}
+    if topo is not None:
+        out["topology"] = topo
+    return out

@@ -19,6 +19,7 @@ from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from
 from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, rows_for_targets
 from audit.report import console_summary, report_md
 from audit.synthetic import paper_like_lengths
+from audit.topology import audit_topology, check_topology, parse_split, topology_ok
 from console.progress import bar
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.errors import DataError
@@ -73,7 +74,8 @@ def check_args(args):
     """Every bad value refused in one line before anything is read or written."""
     for flag, v, lo in (("--row-capacity", args.row_capacity, 2), ("--buffer", args.buffer, 1),
                         ("--targets", args.targets, 1), ("--updates", args.updates, 1),
-                        ("--refill-docs", args.refill_docs, 1), ("--permutations", args.permutations, 0)):
+                        ("--refill-docs", args.refill_docs, 1), ("--permutations", args.permutations, 0),
+                        ("--ranks", args.ranks, 1), ("--loader-workers", args.loader_workers, 1)):
         if v is not None and v < lo:
             what = {2: "R must be at least 2 (one input and one target)", 1: "must be positive",
                     0: "must be 0 or more"}[lo] if flag != "--buffer" else "B must be at least 1"
@@ -88,6 +90,7 @@ def check_args(args):
         raise DataError(f"--thresholds {args.thresholds!r}: expected comma-separated integers") from None
     if any(t < 1 for t in thr):
         raise DataError(f"--thresholds {args.thresholds!r}: thresholds must be positive")
+    args.group = parse_split(args.split_by)
     user = user_spec(args.trace, _trace_args(args.trace_arg)) if args.trace else None
     names = {"all": list(PACKERS), "every": list(PACKERS) + [n for n, s in SPECS.items() if installed(s)]}.get(
         args.packers, [p.strip() for p in args.packers.split(",") if p.strip()])
@@ -142,6 +145,9 @@ def compute(args, stream, packers, thresholds, user, work):
     summary["comparison"] = comparison(summary)
     if "original" in per:
         summary["regime"] = regime(args, stream, R, B, targets, per)
+    if args.ranks * args.loader_workers > 1:
+        summary["topology"] = audit_topology(stream, packers, rows, R, B, work, args.ranks, args.loader_workers,
+                                             args.group, args.refill_docs, user)
     summary["seconds"] = round(time.time() - t0, 2)
     return summary
 
@@ -202,6 +208,7 @@ def run_audit(args) -> int:
     try:
         packers, thresholds, user = check_args(args)
         stream = load_stream(args)
+        check_topology(stream.n, args.ranks * args.loader_workers, args.group)
         if out.exists() and not out.is_dir():
             raise DataError(f"--out {out}: is a file, not a folder")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -237,4 +244,4 @@ def run_audit(args) -> int:
           f"{summary['folder_bytes'] / 1e6:,.1f} MB ({summary['seconds']}s)")
     ok = [s for s in summary["packers"].values() if "refused" not in s]
     bad = [s for s in ok if not s["partition_holds"] or s["protected"]["proposition_held"] is False]
-    return 1 if bad else 0
+    return 1 if bad or not topology_ok(summary.get("topology")) else 0

@@ -201,6 +201,24 @@ def dev_stream_rows(sec, d, out):
     sec.links.append(_link(out, _rel(d / "report.md", out), "development-stream audit"))
 
 
+def topology_rows(sec, d, out):
+    """The paper's loader at several ranks (audit_ranks8): how the never-started set changes beside one stream."""
+    s = _load(d / "summary.json")
+    topo = (s or {}).get("topology")
+    if not topo or "original" not in topo["packers"] or "merged" not in topo["packers"]["original"] \
+            or "refused" in topo["packers"]["original"]["merged"]:
+        return  # the main job writes it; a page built from older folders simply has no such row
+    m, one = topo["packers"]["original"]["merged"], s["packers"]["original"]
+    never = m["sources_longer_than_R_arrived"] - m["sources_longer_than_R_started"]
+    one_never = one["sources_longer_than_R_arrived"] - one["sources_longer_than_R_started"]
+    M = topo["loader_workers"]
+    sec.row(f"{topo['ranks']} ranks x {M} worker{'s' * (M > 1)}, a packer per worker stream: sources > R never "
+            "started, merged, beside one stream at the same budget",
+            f"{never:,} of {m['sources_longer_than_R_arrived']:,} (one stream: {one_never:,} of "
+            f"{one['sources_longer_than_R_arrived']:,})", "—")
+    sec.links.append(_link(out, _rel(d / "report.md", out), f"{topo['ranks']}-rank audit"))
+
+
 def regime_section(d, out):
     r = _load(d / "regime.json")
     sec = Section("regime", "Regime: where this run differs from the paper's scale")
@@ -637,7 +655,8 @@ def _missing(key, title, d):
 
 # ---------------------------------------------------------------- page
 
-def build(out, audit=None, train=None, evald=None, queue=None, study=None, audit_val=None, packers=None):
+def build(out, audit=None, train=None, evald=None, queue=None, study=None, audit_val=None, packers=None,
+          audit_ranks=None):
     """Every section of the page, in its order, computed from the result folders (nothing rendered here)."""
     out = Path(out)
     audit, train = Path(audit or out / "audit"), Path(train or out / "train")
@@ -645,6 +664,7 @@ def build(out, audit=None, train=None, evald=None, queue=None, study=None, audit
     s3, s51, s52 = audit_sections(audit, out)
     if s51.rows:
         dev_stream_rows(s51, Path(audit_val or out / "audit_val"), out)
+        topology_rows(s51, Path(audit_ranks or out / "audit_ranks8"), out)
     return [s3, s51, s52, packers_section(Path(packers or out / "audit_packers"), out), regime_section(audit, out),
             train_section(train, out), *eval_sections(evald, out),
             queue_section(queue, out), study_section(study, out)]
@@ -700,8 +720,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog=prog_name("python -m findings.summary"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/main", help="run folder; SUMMARY.md and findings.json are written here (default runs/main)")
-    for k in ("audit", "audit-val", "audit-packers", "train", "eval", "queue", "study"):
-        default = {"study": "queue_study", "audit-val": "audit_val", "audit-packers": "audit_packers"}.get(k, k)
+    for k in ("audit", "audit-val", "audit-packers", "audit-ranks", "train", "eval", "queue", "study"):
+        default = {"study": "queue_study", "audit-val": "audit_val", "audit-packers": "audit_packers",
+                   "audit-ranks": "audit_ranks8"}.get(k, k)
         ap.add_argument(f"--{k}", default=None, help=f"{k} results folder (default OUT/{default})")
     ap.add_argument("--data-dir", default=None, help="data root, for the corpus's build id (default: $PACKAUDIT_DATA "
                     "or ~/.cache/packing-audit)")
@@ -711,7 +732,7 @@ def main(argv=None):
     if not out.is_dir():
         print(f"error: {out}: no such run folder", file=sys.stderr)
         return 2
-    secs = build(out, a.audit, a.train, a.eval, a.queue, a.study, a.audit_val, a.audit_packers)
+    secs = build(out, a.audit, a.train, a.eval, a.queue, a.study, a.audit_val, a.audit_packers, a.audit_ranks)
     prov = collect(out, a.data_dir, a.corpus_source)
     atomic_write_text(out / "SUMMARY.md", render(secs, out, prov) + "\n")
     atomic_write_json(out / "findings.json", {"provenance": prov, "sections": [s.to_json() for s in secs],

@@ -1,0 +1,116 @@
+"""The audit under a loader topology: N ranks x M DataLoader workers, one packer per worker stream.
+
+Each of the W = N*M worker streams reads its own share of the documents (`--split-by`),
+runs its own packer with its own buffer, and gets an equal share of the budget's rows:
+ranks step together and a DataLoader takes batches from its workers in turn. When the rows
+do not divide, the first (rows mod W) streams get one row more. Each share is audited by
+the single-stream audit (audit/pipeline.py audit_packer), unchanged; this module only
+splits the stream and adds the per-worker tallies up.
+"""
+import numpy as np
+
+from audit.pipeline import StreamInput, audit_packer
+from corpus.errors import DataError
+
+# per-worker counts that add up across worker streams
+SUMMED = ("rows", "targets", "sources_arrived", "tokens_arrived", "bos_added", "emitted", "discarded", "buffered",
+          "sources_started", "sources_never_started", "sources_longer_than_R_arrived", "sources_longer_than_R_started")
+
+
+def parse_split(text):
+    """--split-by: 'document' -> 1, 'group:G' -> G (documents per group)."""
+    if text == "document":
+        return 1
+    kind, sep, g = text.partition(":")
+    if kind == "group" and sep:
+        try:
+            G = int(g)
+        except ValueError:
+            G = 0
+        if G >= 1:
+            return G
+    raise DataError(f"--split-by {text!r}: expected 'document' or 'group:G' with G a positive integer")
+
+
+def worker_of(n, W, group=1):
+    """The worker stream of each of n documents: consecutive groups of `group` dealt round-robin."""
+    return (np.arange(n, dtype=np.int64) // group) % W
+
+
+def check_topology(n, W, group=1):
+    """Every worker stream needs at least one document of the pass."""
+    groups = -(-n // group)
+    if groups < W:
+        what = "documents" if group == 1 else f"groups of {group} documents"
+        raise DataError(f"{W} worker streams but only {groups:,} {what}: every worker stream needs a share")
+
+
+def shares(stream, W, group=1, refill_docs=128):
+    """The W worker streams' shares, in arrival order, each refilled `refill_docs` documents at a time
+    (the worker's own packer reads its own iterator; the stream's refill boundaries belong to the whole)."""
+    who = worker_of(stream.n, W, group)
+    out = []
+    for w in range(W):
+        idx = np.flatnonzero(who == w)
+        L = stream.lengths[idx]
+        refills = np.append(np.arange(0, len(L), refill_docs), len(L))
+        labels = None if stream.labels is None else np.asarray(stream.labels, dtype=object)[idx]
+        out.append(StreamInput(f"{stream.name}[worker {w}]", stream.kind, L, refills, labels))
+    return out
+
+
+def rows_per_stream(rows, W):
+    """An equal share of the rows; the first (rows mod W) streams get one row more."""
+    return [rows // W + (w < rows % W) for w in range(W)]
+
+
+def worker_counts(s):
+    """What summary.json keeps of one worker stream's audit of one packer."""
+    if "refused" in s:
+        return {"refused": s["refused"]}
+    out = {k: s[k] for k in SUMMED}
+    out["partition_holds"] = s["partition_holds"]
+    out["proposition_held"] = s["protected"]["proposition_held"]
+    out["protected_size"] = s["protected"]["size"]
+    return out
+
+
+def merge(per_worker):
+    """Merged totals over the worker streams (a refusal anywhere leaves the packer unmerged)."""
+    refused = [c["refused"] for c in per_worker if "refused" in c]
+    if refused:
+        return {"refused": refused[0]}
+    out = {k: sum(c[k] for c in per_worker) for k in SUMMED}
+    out["partition_holds"] = all(c["partition_holds"] for c in per_worker)
+    held = [c["proposition_held"] for c in per_worker]
+    out["proposition_held"] = None if any(h is None for h in held) else all(held)
+    return out
+
+
+def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, refill_docs=128, user=None):
+    """summary.json's 'topology': each worker stream's counts and the merged totals, per packer."""
+    W = ranks * workers
+    check_topology(stream.n, W, group)
+    if rows < W:
+        raise DataError(f"budget of {rows:,} rows is fewer than the {W} worker streams: each needs a row")
+    parts, share_rows = shares(stream, W, group, refill_docs), rows_per_stream(rows, W)
+    per = {}
+    for p in packers:
+        counts = []
+        for w, (share, r) in enumerate(zip(parts, share_rows)):
+            d = work / f".topology-{w}-work"  # events of a share are scratch: the one-stream events are kept
+            d.mkdir(parents=True, exist_ok=True)
+            counts.append(worker_counts(audit_packer(share, p, r, R, B, d, False, user)))
+        per[p] = {"workers": counts, "merged": merge(counts)}
+    return {"ranks": ranks, "loader_workers": workers, "worker_streams": W,
+            "split_by": "document" if group == 1 else f"group:{group}", "refill_docs": refill_docs,
+            "rows_per_stream": share_rows, "documents_per_stream": [int(s.n) for s in parts], "packers": per}
+
+
+def topology_ok(topo):
+    """The partition adds up and the Proposition holds (where it applies) in every worker stream (None: no topology)."""
+    for p in (topo or {}).get("packers", {}).values():
+        for c in p["workers"]:
+            if "refused" not in c and (not c["partition_holds"] or c["proposition_held"] is False):
+                return False
+    return True

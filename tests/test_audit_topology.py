@@ -1,0 +1,183 @@
+"""The audit under a loader topology (audit/topology.py): N ranks x M workers, one packer per worker stream.
+
+Checked against one-stream audits of shares cut here by slicing (not by the module's split), against a
+small case worked by hand, and for bad input on the command line."""
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from audit.__main__ import main as audit_main
+from audit.adapters import SPECS, installed
+from audit.api import trace
+from audit.pipeline import StreamInput, audit_packer
+from audit.topology import SUMMED, audit_topology
+from corpus.errors import DataError
+from findings.summary import Section, topology_rows
+from loaders.core import PACKERS
+
+R, B, REFILL = 65, 16, 32
+COUNTS = ("sources_arrived", "tokens_arrived", "emitted", "discarded", "buffered", "bos_added", "sources_started",
+          "sources_never_started", "sources_longer_than_R_arrived", "sources_longer_than_R_started")
+
+
+def _stream(n=20_000, seed=3):
+    # mostly short documents with a long tail past R, fixed so the test is reproducible
+    rng = np.random.default_rng(seed)
+    L = np.maximum(1, rng.lognormal(3.0, 1.2, n).astype(np.int64))
+    return StreamInput("synthetic", "lengths", L, np.append(np.arange(0, n, 128), n))
+
+
+def _one_stream(L, rows, packer, work):
+    share = StreamInput("share", "lengths", L, np.append(np.arange(0, len(L), REFILL), len(L)))
+    work.mkdir(parents=True)
+    return audit_packer(share, packer, rows, R, B, work)
+
+
+def _check_against_slices(tmp_path, packers, ranks, workers, rows, expect_rows):
+    stream = _stream()
+    W = ranks * workers
+    topo = audit_topology(stream, packers, rows, R, B, tmp_path / "topo", ranks, workers, refill_docs=REFILL)
+    assert topo["rows_per_stream"] == expect_rows and topo["worker_streams"] == W
+    for p in packers:
+        got = topo["packers"][p]
+        total = {k: 0 for k in COUNTS}
+        for w in range(W):
+            # document i goes to worker stream i mod W: the share is every W-th document from w
+            s = _one_stream(stream.lengths[w::W], expect_rows[w], p, tmp_path / f"one-{p}-{w}")
+            assert "refused" not in s, s.get("refused")
+            for k in COUNTS:
+                assert got["workers"][w][k] == s[k], (p, w, k)
+                total[k] += s[k]
+            assert got["workers"][w]["partition_holds"] and s["partition_holds"]
+        for k in COUNTS:
+            assert got["merged"][k] == total[k], (p, k)
+        assert got["merged"]["rows"] == rows
+
+
+def test_two_ranks_two_workers_equal_four_one_stream_audits_of_the_shares(tmp_path):
+    (tmp_path / "topo").mkdir()
+    # 4,002 rows over 4 streams: the first two get one more
+    _check_against_slices(tmp_path, list(PACKERS), 2, 2, 4002, [1001, 1001, 1000, 1000])
+
+
+TRACED = [p for p in ("trl_bfd", "olmo_truncate", "concat_chunk") if p in SPECS and installed(SPECS[p])]
+
+
+@pytest.mark.parametrize("packer", TRACED or [pytest.param(None, marks=pytest.mark.skip(
+    reason="no traced packer installed (the 'audit-libs' extra)"))])
+def test_traced_packers_under_the_topology_equal_traces_of_the_shares(tmp_path, packer):
+    # 2 ranks x 1 worker and few rows: a library trace costs per row (olmo reads instance by instance)
+    (tmp_path / "topo").mkdir()
+    _check_against_slices(tmp_path, [packer], 2, 1, 401, [201, 200])
+
+
+def _never_started(work, n_arrived):
+    started = set(pq.read_table(work / "events_original.parquet")["source_id"].to_pylist())
+    return sorted(set(range(n_arrived)) - started)
+
+
+def test_a_small_case_worked_by_hand(tmp_path):
+    # documents 0..5 of lengths 3 8 2 9 6 1, R = 5, B = 2, one document per refill, 4 rows, 2 workers:
+    # worker 0 reads docs 0, 2, 4 (3, 2, 6); worker 1 reads docs 1, 3, 5 (8, 9, 1); 2 rows each.
+    # worker 0: [3,2] -> fit 3, refill 6, fit 2 | refill 3 (2nd pass) -> fit 3, refill 2, fit 2.
+    #   arrived 3 2 6 3 2 (ids 0-4); the 6 (id 2, document 4) never starts.
+    # worker 1: [8,9] -> crop 8 to 5 (3 discarded), refill 1 | fit 1, refill 8 (2nd pass), crop it to 4.
+    #   arrived 8 9 1 8 (ids 0-3); the 9 (id 1, document 3) never starts.
+    L = np.array([3, 8, 2, 9, 6, 1])
+    stream = StreamInput("hand", "lengths", L, np.array([0, 6]))
+    topo = audit_topology(stream, ["original"], 4, 5, 2, tmp_path, ranks=1, workers=2, refill_docs=1)
+    w0, w1 = topo["packers"]["original"]["workers"]
+    assert topo["documents_per_stream"] == [3, 3] and topo["rows_per_stream"] == [2, 2]
+    assert (w0["sources_arrived"], w0["tokens_arrived"], w0["emitted"], w0["discarded"], w0["buffered"]) == \
+        (5, 16, 10, 0, 6)
+    assert (w1["sources_arrived"], w1["tokens_arrived"], w1["emitted"], w1["discarded"], w1["buffered"]) == \
+        (4, 26, 10, 7, 9)
+    assert (w0["sources_never_started"], w0["sources_longer_than_R_arrived"], w0["sources_longer_than_R_started"]) \
+        == (1, 1, 0)
+    assert (w1["sources_never_started"], w1["sources_longer_than_R_arrived"], w1["sources_longer_than_R_started"]) \
+        == (1, 3, 2)
+    assert _never_started(tmp_path / ".topology-0-work", 5) == [2]
+    assert _never_started(tmp_path / ".topology-1-work", 4) == [1]
+    m = topo["packers"]["original"]["merged"]
+    assert (m["sources_arrived"], m["sources_never_started"], m["sources_longer_than_R_arrived"],
+            m["sources_longer_than_R_started"], m["rows"]) == (9, 2, 4, 2, 4)
+    assert set(SUMMED) <= set(m) and m["partition_holds"] and m["proposition_held"]
+
+
+def test_the_command_line_writes_the_topology_into_summary_and_report(tmp_path):
+    f = tmp_path / "L.txt"
+    f.write_text("\n".join(map(str, _stream(2000).lengths)) + "\n")
+    out = tmp_path / "o"
+    argv = ["--lengths", str(f), "--row-capacity", str(R), "--buffer", str(B), "--targets", str(301 * (R - 1)),
+            "--packers", "original", "--permutations", "0", "--no-figures", "--out", str(out)]
+    assert audit_main(argv + ["--ranks", "2", "--loader-workers", "2", "--split-by", "group:10"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    topo = s["topology"]
+    assert (topo["ranks"], topo["loader_workers"], topo["split_by"]) == (2, 2, "group:10")
+    assert topo["rows_per_stream"] == [76, 75, 75, 75] and topo["documents_per_stream"] == [500] * 4
+    m = topo["packers"]["original"]["merged"]
+    md = (out / "report.md").read_text()
+    never = m["sources_longer_than_R_arrived"] - m["sources_longer_than_R_started"]
+    assert f"With 2 ranks x 2 workers (4 worker streams, split by group:10), original never starts {never:,} of" in md
+    assert md.index("## Loader topology") < md.index("## 5.1 Coverage")
+    # the default is one stream: no topology in the summary
+    assert audit_main(argv) == 0
+    assert "topology" not in json.loads((out / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("extra, msg", [
+    (["--ranks", "0"], "--ranks 0: must be positive"),
+    (["--loader-workers", "-1"], "--loader-workers -1: must be positive"),
+    (["--split-by", "group:0"], "--split-by 'group:0': expected 'document' or 'group:G'"),
+    (["--split-by", "file"], "--split-by 'file': expected"),
+    (["--ranks", "2", "--loader-workers", "2"], "4 worker streams but only 3 documents"),
+    (["--ranks", "3", "--split-by", "group:2"], "3 worker streams but only 2 groups of 2 documents"),
+])
+def test_bad_topology_is_one_line_and_nothing_written(tmp_path, capsys, extra, msg):
+    f = tmp_path / "L.txt"
+    f.write_text("5\n9\n3\n" if "group:2" not in extra else "5\n9\n3\n4\n")
+    out = tmp_path / "o"
+    assert audit_main(["--lengths", str(f), "--row-capacity", "4", "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: ") and msg in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]
+
+
+def test_the_python_api_takes_the_topology():
+    def whole_docs(docs):  # one document per row, cut at R: every document starts
+        for d in docs:
+            yield d[:R]
+
+    L = _stream(400).lengths
+    out = trace(whole_docs, L, row_capacity=R, buffer=B, targets=40 * (R - 1), ranks=2, loader_workers=2)
+    topo = out["topology"]
+    assert topo["worker_streams"] == 4 and topo["rows_per_stream"] == [10] * 4
+    # a row per document: each worker stream starts exactly its 10 rows' documents
+    assert [c["sources_started"] for c in topo["packers"]["whole_docs"]["workers"]] == [10] * 4
+    assert "topology" not in trace(whole_docs, L, row_capacity=R, buffer=B, targets=40 * (R - 1))
+    with pytest.raises(DataError, match="ranks 0: must be positive"):
+        trace(whole_docs, L, row_capacity=R, ranks=0)
+
+
+def test_the_findings_page_says_how_the_never_started_set_changes(tmp_path):
+    f = tmp_path / "L.txt"
+    f.write_text("\n".join(map(str, _stream(2000).lengths)) + "\n")
+    d = tmp_path / "audit_ranks8"
+    assert audit_main(["--lengths", str(f), "--row-capacity", str(R), "--buffer", str(B), "--targets",
+                       str(300 * (R - 1)), "--packers", "original", "--permutations", "0", "--no-figures",
+                       "--ranks", "3", "--out", str(d)]) == 0
+    s = json.loads((d / "summary.json").read_text())
+    m, one = s["topology"]["packers"]["original"]["merged"], s["packers"]["original"]
+    sec = Section("s5_1", "5.1")
+    topology_rows(sec, d, tmp_path)
+    (what, ours, ref), = sec.rows
+    assert what.startswith("3 ranks x 1 worker, a packer per worker stream") and ref == "—"
+    assert ours == (f"{m['sources_longer_than_R_arrived'] - m['sources_longer_than_R_started']:,} of "
+                    f"{m['sources_longer_than_R_arrived']:,} (one stream: "
+                    f"{one['sources_longer_than_R_arrived'] - one['sources_longer_than_R_started']:,} of "
+                    f"{one['sources_longer_than_R_arrived']:,})")
+    empty = Section("s5_1", "5.1")
+    topology_rows(empty, tmp_path / "missing", tmp_path)  # an older run folder: no row, no error
+    assert not empty.rows
