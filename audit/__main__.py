@@ -7,6 +7,7 @@
   python -m audit --lengths F --packers original,lossless,concat_chunk,trl_bfd,olmo_truncate
   python -m audit --lengths F --trace mypackers:pack [--trace-arg k=v ...]   # your own packer
   python -m audit --lengths F --ranks 2 --loader-workers 4 [--split-by group:G]  # one packer per worker stream
+  python -m audit --lengths F --pipeline nanochat --ranks 8                       # a named loader's topology
 
 The paper's four packers (original, lossless, segment_first, random_span) are replayed on
 lengths by the selection core that trains. Every other packer is traced: run on tracer
@@ -24,6 +25,7 @@ audit never leaves a mix of old and new files.
 import argparse
 import sys
 
+from audit.loader_presets import help_lines
 from console.usage import prog_name
 from corpus.errors import DataError, check_out_folder
 
@@ -42,14 +44,14 @@ def parse_args(argv=None):
     ap.add_argument("--column", default=None, help="the length column of a --lengths .parquet file")
     ap.add_argument("--label-column", default=None, help="the label column of a --lengths .parquet file "
                     "(default: a column named label or source)")
-    ap.add_argument("--refill-docs", type=int, default=128,
+    ap.add_argument("--refill-docs", type=int, default=None,
                     help="documents per buffer refill for --lengths, and for each worker stream's share under --ranks / "
                          "--loader-workers (default 128, the pinned baseline's slice)")
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
     ap.add_argument("--split", choices=["train", "val"], default="train",
                     help="train: the eligible training corpus (default); val: the official development stream, "
                          "whose default budget is the official 20,971,520 targets (climbmix)")
-    ap.add_argument("--packers", default="all", help="comma list (see above), 'all' (the paper's four) or 'every'")
+    ap.add_argument("--packers", default=None, help="comma list (see above), 'all' (the paper's four; the default) or 'every'")
     ap.add_argument("--trace", metavar="MODULE:CALLABLE", help="also trace your own packer: CALLABLE(docs, **args) "
                     "takes an iterator of token-id arrays and yields rows")
     ap.add_argument("--trace-arg", action="append", default=[], metavar="K=V", help="a keyword argument for --trace")
@@ -65,10 +67,12 @@ def parse_args(argv=None):
                          "its own packer and buffer over its own share, refilled --refill-docs documents at a time, for "
                          "an equal share of the budget's rows (the first rows mod N*M streams get one row more); the "
                          "report gives the merged answer beside the one-stream answer for the same budget")
-    ap.add_argument("--split-by", default="document",
+    ap.add_argument("--split-by", default=None,
                     help="how documents are shared among the worker streams: 'document' (default: document i goes "
                          "to worker stream i mod N*M, rank w mod N, worker w // N) or 'group:G' (consecutive groups "
                          "of G documents, files or row groups, dealt round-robin)")
+    ap.add_argument("--pipeline", metavar="NAME", help="a named loader: fills in --packers, --split-by and "
+                    "--refill-docs where you leave them out, and says what owns a buffer (" + help_lines() + ")")
     ap.add_argument("--permutations", type=int, default=20, help="seeded arrival-order permutations for the startup delay (default 20)")
     ap.add_argument("--thresholds", default="16384,32768,65536,131072",
                     help="length thresholds of the repeated-corpus table (the longest source is always added)")

@@ -148,6 +148,16 @@ def comparison_section(comp):
         left + [""] if left else [])
 
 
+def pipeline_lines(pl):
+    """Which named loader this is, what it follows, and how many buffers its ranks and workers make."""
+    N, M, W = pl["ranks"], pl["loader_workers"], pl["worker_streams"]
+    who = ("one packer serves the whole run, so the one-stream audit below is the run's answer" if W == 1 and
+           pl["owner"] == "stream" else f"{W:,} worker stream{'s' * (W > 1)}, each its own packer and buffer")
+    how = f"split by {pl['split_by']}, " if W > 1 else ""
+    return [f"Pipeline **{pl['name']}** at {N} rank{'s' * (N > 1)} x {M} DataLoader worker{'s' * (M > 1)}: {who} "
+            f"({pl['packers']}, {how}{pl['refill_docs']} documents per refill). It follows {pl['follows']}.", ""]
+
+
 def topology_sentence(topo, one, name, R):
     """The merged answer beside the one-stream answer for the same budget."""
     m = topo["packers"][name]["merged"]
@@ -216,6 +226,8 @@ def report_md(summary) -> str:
            f"Budget: {summary['targets']:,} targets = {summary['rows']:,} rows of R={summary['row_capacity']} "
            f"({summary['budget_reason']}); buffer B={summary['buffer']}. The trainer's final unused prefetch is "
            f"excluded. A traced packer's rows are its own (a library may pack to another capacity).", ""]
+    if summary.get("pipeline"):
+        out += pipeline_lines(summary["pipeline"])
     if summary.get("topology") and per:
         out += topology_section(summary, per)
     for n, s in summary["packers"].items():

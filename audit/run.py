@@ -14,6 +14,7 @@ from audit import plots
 from audit.adapters import SPECS, installed, user_spec
 from audit.compare import COMPARISON_FILE, comparison
 from audit.lengths_file import prepared_labels, read_stream, write_stream_lengths
+from audit.loader_presets import apply_pipeline, describe
 from audit.pipeline import StreamInput, audit_packer, check_packers, horizon, permutation_delays, stream_pass_bounds
 from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from, tiny_training_column
 from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, rows_for_targets
@@ -72,6 +73,7 @@ def budget(args, stream, R):
 
 def check_args(args):
     """Every bad value refused in one line before anything is read or written."""
+    args.preset = apply_pipeline(args)
     for flag, v, lo in (("--row-capacity", args.row_capacity, 2), ("--buffer", args.buffer, 1),
                         ("--targets", args.targets, 1), ("--updates", args.updates, 1),
                         ("--refill-docs", args.refill_docs, 1), ("--permutations", args.permutations, 0),
@@ -145,9 +147,11 @@ def compute(args, stream, packers, thresholds, user, work):
     summary["comparison"] = comparison(summary)
     if "original" in per:
         summary["regime"] = regime(args, stream, R, B, targets, per)
-    if args.ranks * args.loader_workers > 1:
-        summary["topology"] = audit_topology(stream, packers, rows, R, B, work, args.ranks, args.loader_workers,
-                                             args.group, args.refill_docs, user)
+    if args.preset:
+        summary["pipeline"] = describe(args, args.preset)
+    if args.streams_ranks * args.streams_workers > 1:
+        summary["topology"] = audit_topology(stream, packers, rows, R, B, work, args.streams_ranks,
+                                             args.streams_workers, args.group, args.refill_docs, user)
     summary["seconds"] = round(time.time() - t0, 2)
     return summary
 
@@ -208,7 +212,7 @@ def run_audit(args) -> int:
     try:
         packers, thresholds, user = check_args(args)
         stream = load_stream(args)
-        check_topology(stream.n, args.ranks * args.loader_workers, args.group)
+        check_topology(stream.n, args.streams_ranks * args.streams_workers, args.group)
         if out.exists() and not out.is_dir():
             raise DataError(f"--out {out}: is a file, not a folder")
         out.parent.mkdir(parents=True, exist_ok=True)

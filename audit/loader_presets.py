@@ -1,0 +1,75 @@
+"""--pipeline NAME: the loaders people run, each as a packer, a split and who owns a buffer.
+
+A preset only fills in --packers, --split-by and --refill-docs where the command line leaves
+them out, and says what a rank and a DataLoader worker each own: a buffer of their own (the
+pipeline audit of audit/topology.py, one packer per worker stream) or a share of one packer's
+rows (the one-stream audit is the run's answer). The facts each follows are named in `follows`,
+read in that loader's code; TRL's pack_dataset is not here (a note in `LEFT_OUT` says why).
+"""
+from dataclasses import dataclass
+
+from corpus.errors import DataError
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    packer: str
+    split_by: str
+    refill_docs: int
+    owner: str  # who runs a packer of their own: "stream" (one for the run), "rank", or "worker" (each of each rank)
+    follows: str
+
+
+PIPELINES = {
+    "project": Pipeline(
+        "original", "document", 128, "stream",
+        "this repository's loader (loaders/batches.py): one packer over the whole stream, its microbatch m trained by "
+        "rank m mod N; ranks and workers add no buffer"),
+    "nanochat": Pipeline(
+        "original", "group:1024", 128, "rank",
+        "nanochat's bos_bestfit loader: rank r reads row groups r, r+N, ... of each parquet file (its repackaged data "
+        "has 1,024 documents per row group), tokenizes 128 documents per refill into its own 1,000-document "
+        "best-fit buffer; it has no DataLoader workers"),
+    "torchtitan": Pipeline(
+        "titan_concat", "document", 128, "worker",
+        "torchtitan's HuggingFaceTextDataset: split_dataset_by_node per data-parallel rank (every N-th example; whole "
+        "files when they divide evenly: give --split-by group:DOCS_PER_FILE) and a token buffer per copy of the "
+        "dataset, so every DataLoader worker of every rank packs its own share"),
+    "torchtune": Pipeline(
+        "torchtune_whole", "document", 128, "stream",
+        "torchtune's PackedDataset packs the whole dataset when it is built, the same on every rank; a "
+        "DistributedSampler deals its packs to ranks and DataLoader workers only read packs: one packing"),
+}
+
+# why TRL's pack_dataset(num_proc=k) has no preset (a decision, kept with the presets)
+LEFT_OUT = {"trl": "pack_dataset already packs each map() batch of 1,000 documents on its own (audit's trl_bfd), so "
+                   "num_proc only moves batch edges; and its rows come out shard after shard, which an equal share "
+                   "of rows per worker stream does not describe"}
+
+
+def help_lines() -> str:
+    return "; ".join(f"{n}: {p.follows}" for n, p in PIPELINES.items())
+
+
+def apply_pipeline(args):
+    """Fill the preset's --packers, --split-by, --refill-docs where they were left out (None), else the defaults;
+    set args.streams_ranks / streams_workers: the topology the audit runs (1 x 1 where one packer serves the run)."""
+    p = PIPELINES.get(args.pipeline) if args.pipeline else None
+    if args.pipeline and p is None:
+        raise DataError(f"--pipeline {args.pipeline!r}: unknown (choose from {', '.join(PIPELINES)})")
+    args.packers = args.packers or (p.packer if p else "all")
+    args.split_by = args.split_by or (p.split_by if p else "document")
+    args.refill_docs = args.refill_docs if args.refill_docs is not None else (p.refill_docs if p else 128)
+    if p and p.owner == "rank" and args.loader_workers > 1:
+        raise DataError(f"--pipeline {args.pipeline}: the loader has no DataLoader workers; leave out --loader-workers")
+    own = p.owner if p else "worker"
+    args.streams_ranks = 1 if own == "stream" else args.ranks
+    args.streams_workers = args.loader_workers if own == "worker" else 1
+    return p
+
+
+def describe(args, p) -> dict:
+    """summary.json's 'pipeline': the preset, what it follows and the worker streams it makes of the ranks."""
+    return {"name": args.pipeline, "follows": p.follows, "owner": p.owner, "ranks": args.ranks,
+            "loader_workers": args.loader_workers, "worker_streams": args.streams_ranks * args.streams_workers,
+            "packers": args.packers, "split_by": args.split_by, "refill_docs": args.refill_docs}

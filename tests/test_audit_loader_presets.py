@@ -1,0 +1,76 @@
+"""--pipeline NAME (audit/loader_presets.py): what each named loader makes of its ranks and workers.
+
+The shares are worked by hand from each loader's rule; the audits are compared with the plain
+topology flags the preset stands for, and bad input is one line with nothing written."""
+import json
+
+import numpy as np
+import pytest
+
+from audit.__main__ import main as audit_main
+
+R, B = 65, 16
+
+
+@pytest.fixture(scope="module")
+def lengths_file(tmp_path_factory):
+    # 5,000 documents: four row groups of 1,024 and one of 904, a long tail past R
+    rng = np.random.default_rng(11)
+    f = tmp_path_factory.mktemp("presets") / "L.txt"
+    f.write_text("\n".join(map(str, np.maximum(1, rng.lognormal(3.0, 1.2, 5000).astype(np.int64)))) + "\n")
+    return f
+
+
+def _audit(f, out, *extra):
+    argv = ["--lengths", str(f), "--row-capacity", str(R), "--buffer", str(B), "--targets", str(600 * (R - 1)),
+            "--permutations", "0", "--no-figures", "--out", str(out), *extra]
+    assert audit_main(argv) == 0
+    return json.loads((out / "summary.json").read_text()), (out / "report.md").read_text()
+
+
+def test_nanochat_strides_row_groups_of_1024_by_rank(lengths_file, tmp_path):
+    s, md = _audit(lengths_file, tmp_path / "nano", "--pipeline", "nanochat", "--ranks", "2")
+    topo = s["topology"]
+    # rank 0 reads row groups 0, 2, 4 (1,024 + 1,024 + 904 documents); rank 1 groups 1, 3 (2 x 1,024)
+    assert topo["split_by"] == "group:1024" and topo["documents_per_stream"] == [2952, 2048]
+    assert list(topo["packers"]) == ["original"] and topo["rows_per_stream"] == [300, 300]
+    assert s["pipeline"]["worker_streams"] == 2 and s["pipeline"]["owner"] == "rank"
+    assert "Pipeline **nanochat** at 2 ranks x 1 DataLoader worker: 2 worker streams" in md
+    # the preset is the flags it fills in: the same counts from those flags by hand
+    plain, _ = _audit(lengths_file, tmp_path / "plain", "--packers", "original", "--ranks", "2",
+                      "--split-by", "group:1024", "--refill-docs", "128")
+    assert plain["topology"]["packers"] == topo["packers"]
+
+
+@pytest.mark.parametrize("preset, packer", [("project", "original"), ("torchtune", "torchtune_whole")])
+def test_one_packing_for_the_run_whatever_the_ranks(lengths_file, tmp_path, preset, packer):
+    # this repository's loader and torchtune's PackedDataset pack once; ranks only take turns at the rows
+    s, md = _audit(lengths_file, tmp_path / preset, "--pipeline", preset, "--ranks", "8", "--loader-workers", "2")
+    assert "topology" not in s and s["pipeline"]["worker_streams"] == 1
+    assert list(s["packers"]) == [packer]
+    one, _ = _audit(lengths_file, tmp_path / "one", "--packers", packer)
+    assert "refused" not in one["packers"][packer]  # the README's test command installs the 'audit-libs' extra
+    assert s["packers"][packer]["sources_never_started"] == one["packers"][packer]["sources_never_started"]
+    assert "one packer serves the whole run, so the one-stream audit below is the run's answer" in md
+
+
+def test_a_flag_given_overrides_the_preset(lengths_file, tmp_path):
+    s, _ = _audit(lengths_file, tmp_path / "o", "--pipeline", "torchtitan", "--packers", "original", "--ranks", "2",
+                  "--loader-workers", "2", "--split-by", "group:100")
+    topo = s["topology"]
+    # every worker of every rank its own buffer: 4 streams; 50 groups of 100 dealt round-robin
+    assert topo["worker_streams"] == 4 and topo["split_by"] == "group:100"
+    assert topo["documents_per_stream"] == [1300, 1300, 1200, 1200] and list(topo["packers"]) == ["original"]
+
+
+@pytest.mark.parametrize("extra, msg", [
+    (["--pipeline", "megatron"], "--pipeline 'megatron': unknown (choose from project, nanochat, torchtitan"),
+    (["--pipeline", "nanochat", "--loader-workers", "2"], "the loader has no DataLoader workers"),
+    (["--pipeline", "nanochat", "--ranks", "6"], "6 worker streams but only 5 groups of 1024 documents"),
+])
+def test_bad_pipeline_is_one_line_and_nothing_written(lengths_file, tmp_path, capsys, extra, msg):
+    out = tmp_path / "o"
+    assert audit_main(["--lengths", str(lengths_file), "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: ") and msg in err, err
+    assert not out.exists()
