@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from audit.__main__ import main as audit_main
-from audit.adapters import SPECS, installed
+from audit.adapters import SPECS, installed, user_spec
 from audit.api import trace
 from audit.pipeline import StreamInput, audit_packer
 from audit.topology import SUMMED, audit_topology
@@ -29,23 +29,24 @@ def _stream(n=20_000, seed=3):
     return StreamInput("synthetic", "lengths", L, np.append(np.arange(0, n, 128), n))
 
 
-def _one_stream(L, rows, packer, work):
+def _one_stream(L, rows, packer, work, user=None):
     share = StreamInput("share", "lengths", L, np.append(np.arange(0, len(L), REFILL), len(L)))
     work.mkdir(parents=True)
-    return audit_packer(share, packer, rows, R, B, work)
+    return audit_packer(share, packer, rows, R, B, work, user=user)
 
 
-def _check_against_slices(tmp_path, packers, ranks, workers, rows, expect_rows):
+def _check_against_slices(tmp_path, packers, ranks, workers, rows, expect_rows, user=None):
     stream = _stream()
     W = ranks * workers
-    topo = audit_topology(stream, packers, rows, R, B, tmp_path / "topo", ranks, workers, refill_docs=REFILL)
+    topo = audit_topology(stream, packers, rows, R, B, tmp_path / "topo", ranks, workers, refill_docs=REFILL,
+                          user=user)
     assert topo["rows_per_stream"] == expect_rows and topo["worker_streams"] == W
     for p in packers:
         got = topo["packers"][p]
         total = {k: 0 for k in COUNTS}
         for w in range(W):
             # document i goes to worker stream i mod W: the share is every W-th document from w
-            s = _one_stream(stream.lengths[w::W], expect_rows[w], p, tmp_path / f"one-{p}-{w}")
+            s = _one_stream(stream.lengths[w::W], expect_rows[w], p, tmp_path / f"one-{p}-{w}", user)
             assert "refused" not in s, s.get("refused")
             for k in COUNTS:
                 assert got["workers"][w][k] == s[k], (p, w, k)
@@ -68,9 +69,25 @@ TRACED = [p for p in ("trl_bfd", "olmo_truncate", "concat_chunk") if p in SPECS 
 @pytest.mark.parametrize("packer", TRACED or [pytest.param(None, marks=pytest.mark.skip(
     reason="no traced packer installed (the 'audit-libs' extra)"))])
 def test_traced_packers_under_the_topology_equal_traces_of_the_shares(tmp_path, packer):
-    # 2 ranks x 1 worker and few rows: a library trace costs per row (olmo reads instance by instance)
+    # few rows: a library trace costs per row (olmo reads instance by instance)
     (tmp_path / "topo").mkdir()
-    _check_against_slices(tmp_path, [packer], 2, 1, 401, [201, 200])
+    _check_against_slices(tmp_path, [packer], 2, 2, 402, [101, 101, 100, 100])
+
+
+def test_your_own_traced_packer_under_the_topology_equals_traces_of_the_shares(tmp_path, monkeypatch):
+    # --trace: a packer that keeps the shortest of every 4 documents it reads whole and drops the rest
+    (tmp_path / "ownpackers.py").write_text(
+        "def shortest_of(docs, k=4, R=65):\n"
+        "    pool = []\n"
+        "    for d in docs:\n"
+        "        pool.append(d)\n"
+        "        if len(pool) == k:\n"
+        "            yield min(pool, key=len)[:R]\n"
+        "            pool = []\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    user = user_spec("ownpackers:shortest_of", {"k": 4, "R": R})
+    (tmp_path / "topo").mkdir()
+    _check_against_slices(tmp_path, [user.name], 2, 2, 402, [101, 101, 100, 100], user)
 
 
 def _never_started(work, n_arrived):
