@@ -80,14 +80,21 @@ def label_section(per):
            "arrived tokens (representation 1.00: as it arrived; below 1: under-represented). A document without a "
            "label counts under \"(no label)\".", ""]
     for n in names:
-        rows = [[d["label"], f"{d['docs']:,}", f"{d['tokens']:,}", f"{d['emitted']:,}", f"{d['discarded']:,}",
-                 f"{d['buffered']:,}", f"{d['started']:,}", f"{d['never_started']:,}", pct(d["share_of_arrived"]),
-                 pct(d["share_of_emitted"]), fmt(d["representation"]), fmt(d["longest_never_started"])]
-                for d in per[n]["by_label"]]
-        out += [f"### {n}", ""] + table(["label", "docs", "tokens", "emitted", "discarded", "buffered", "started",
-                                         "never started", "share of arrived", "share of emitted", "representation",
-                                         "longest never started"], rows) + [""]
+        out += [f"### {n}", ""] + label_table(per[n]["by_label"]) + [""]
     return out
+
+
+def label_table(by_label):
+    rows = [[d["label"], f"{d['docs']:,}", f"{d['tokens']:,}", f"{d['emitted']:,}", f"{d['discarded']:,}",
+             f"{d['buffered']:,}", f"{d['started']:,}", f"{d['never_started']:,}", pct(d["share_of_arrived"]),
+             pct(d["share_of_emitted"]), fmt(d["representation"]), fmt(d["longest_never_started"])] for d in by_label]
+    return table(["label", "docs", "tokens", "emitted", "discarded", "buffered", "started", "never started",
+                  "share of arrived", "share of emitted", "representation", "longest never started"], rows)
+
+
+def exposure_table(position_exposure):
+    rows = [[e["stratum"]] + [pct(x) for x in e["emitted_share"]] for e in position_exposure]
+    return table(["stratum", *[f"{10 * d}-{10 * d + 10}%" for d in range(10)]], rows)
 
 
 def exposure_section(per):
@@ -95,8 +102,7 @@ def exposure_section(per):
            "The share of each tenth of the sources' positions (0-10% ... 90-100% of a source's length) that the rows "
            "contain, by length stratum: prefix bias as a number.", ""]
     for n, s in per.items():
-        rows = [[e["stratum"]] + [pct(x) for x in e["emitted_share"]] for e in s["position_exposure"]]
-        out += [f"### {n}", ""] + table(["stratum", *[f"{10 * d}-{10 * d + 10}%" for d in range(10)]], rows)
+        out += [f"### {n}", ""] + exposure_table(s["position_exposure"])
         out += ["", f"{s['continuation_rows']:,} rows start mid-document without a BOS "
                     f"({s['continuation_events']:,} emissions continue a document without one).", ""]
     return out
@@ -189,10 +195,15 @@ def topology_section(summary, per):
                          fmt(c["sources_longer_than_R_arrived"]),
                          fmt(c["sources_longer_than_R_arrived"] - c["sources_longer_than_R_started"]),
                          fmt(c["partition_holds"]), fmt(c["proposition_held"])])
-    return out + table(header, rows) + ["", "Each worker stream runs its own packer and buffer over its own share "
-                                        f"({topo['refill_docs']} documents per refill) for its share of the rows; "
-                                        "the Proposition is checked in each. The tables below are the one-stream "
-                                        "audit of the same budget.", ""]
+    out += table(header, rows) + ["", "Each worker stream runs its own packer and buffer over its own share "
+                                  f"({topo['refill_docs']} documents per refill) for its share of the rows; the "
+                                  "Proposition is checked in each.", ""]
+    for n in names:
+        m = topo["packers"][n]["merged"]
+        out += [f"### {n}, merged over the {topo['worker_streams']} worker streams: per-label coverage", ""]
+        out += label_table(m["by_label"]) + ["", f"### {n}, merged: position exposure", ""]
+        out += exposure_table(m["position_exposure"]) + [""]
+    return out + ["The sections below are the one-stream audit of the same budget.", ""]
 
 
 def verdict(summary) -> str:

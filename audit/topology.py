@@ -10,6 +10,7 @@ splits the stream and adds the per-worker tallies up.
 import numpy as np
 
 from audit.pipeline import StreamInput, audit_packer
+from audit.strata import stratum_labels
 from corpus.errors import DataError
 
 # per-worker counts that add up across worker streams
@@ -69,6 +70,7 @@ def worker_counts(s):
     if "refused" in s:
         return {"refused": s["refused"]}
     out = {k: s[k] for k in SUMMED}
+    out["by_label"], out["position_exposure"] = s["by_label"], s["position_exposure"]
     out["partition_holds"] = s["partition_holds"]
     out["proposition_held"] = s["protected"]["proposition_held"]
     out["protected_size"] = s["protected"]["size"]
@@ -81,9 +83,51 @@ def merge(per_worker):
     if refused:
         return {"refused": refused[0]}
     out = {k: sum(c[k] for c in per_worker) for k in SUMMED}
+    out["by_label"] = merge_labels([c["by_label"] for c in per_worker])
+    out["position_exposure"] = merge_exposure([c["position_exposure"] for c in per_worker])
     out["partition_holds"] = all(c["partition_holds"] for c in per_worker)
     held = [c["proposition_held"] for c in per_worker]
     out["proposition_held"] = None if any(h is None for h in held) else all(held)
+    return out
+
+
+LABEL_COUNTS = ("docs", "tokens", "emitted", "discarded", "buffered", "started", "never_started")
+
+
+def merge_labels(tables):
+    """Per-label coverage over the worker streams: counts summed by label, the longest never started the
+    largest, shares and representation recomputed from the sums (the one-stream table's definitions)."""
+    by = {}
+    for t in tables:
+        for d in t:
+            m = by.setdefault(d["label"], {**{k: 0 for k in LABEL_COUNTS}, "longest_never_started": None})
+            for k in LABEL_COUNTS:
+                m[k] += d[k]
+            if d["longest_never_started"] is not None:
+                m["longest_never_started"] = max(m["longest_never_started"] or 0, d["longest_never_started"])
+    tok, em = sum(m["tokens"] for m in by.values()), sum(m["emitted"] for m in by.values())
+    out = []
+    for lab in sorted(by):
+        m = by[lab]
+        arr, emt = (m["tokens"] / tok if tok else 0.0), (m["emitted"] / em if em else 0.0)
+        out.append({"label": lab, **m, "share_of_arrived": arr, "share_of_emitted": emt,
+                    "representation": emt / arr if arr else None})
+    return out
+
+
+def merge_exposure(tables):
+    """Position exposure over the worker streams: each stratum's arrived and emitted tokens per tenth summed."""
+    by = {}
+    for t in tables:
+        for e in t:
+            m = by.setdefault(e["stratum"], [np.zeros(10, np.int64), np.zeros(10, np.int64)])
+            m[0] += np.asarray(e["arrived_tokens"], np.int64)
+            m[1] += np.asarray(e["emitted_tokens"], np.int64)
+    out = []
+    for st in [st for st in stratum_labels() if st in by]:
+        arr, emt = by[st]
+        out.append({"stratum": st, "arrived_tokens": arr.tolist(), "emitted_tokens": emt.tolist(),
+                    "emitted_share": [float(e / a) if a else None for e, a in zip(emt.tolist(), arr.tolist())]})
     return out
 
 

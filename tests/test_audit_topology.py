@@ -26,11 +26,12 @@ def _stream(n=20_000, seed=3):
     # mostly short documents with a long tail past R, fixed so the test is reproducible
     rng = np.random.default_rng(seed)
     L = np.maximum(1, rng.lognormal(3.0, 1.2, n).astype(np.int64))
-    return StreamInput("synthetic", "lengths", L, np.append(np.arange(0, n, 128), n))
+    labels = np.array(["code", "prose", "web"], dtype=object)[rng.integers(0, 3, n)]
+    return StreamInput("synthetic", "lengths", L, np.append(np.arange(0, n, 128), n), labels)
 
 
-def _one_stream(L, rows, packer, work, user=None):
-    share = StreamInput("share", "lengths", L, np.append(np.arange(0, len(L), REFILL), len(L)))
+def _one_stream(L, rows, packer, work, user=None, labels=None):
+    share = StreamInput("share", "lengths", L, np.append(np.arange(0, len(L), REFILL), len(L)), labels)
     work.mkdir(parents=True)
     return audit_packer(share, packer, rows, R, B, work, user=user)
 
@@ -44,17 +45,36 @@ def _check_against_slices(tmp_path, packers, ranks, workers, rows, expect_rows, 
     for p in packers:
         got = topo["packers"][p]
         total = {k: 0 for k in COUNTS}
+        labels, exposure = {}, {}
         for w in range(W):
             # document i goes to worker stream i mod W: the share is every W-th document from w
-            s = _one_stream(stream.lengths[w::W], expect_rows[w], p, tmp_path / f"one-{p}-{w}", user)
+            s = _one_stream(stream.lengths[w::W], expect_rows[w], p, tmp_path / f"one-{p}-{w}", user,
+                            stream.labels[w::W])
             assert "refused" not in s, s.get("refused")
             for k in COUNTS:
                 assert got["workers"][w][k] == s[k], (p, w, k)
                 total[k] += s[k]
             assert got["workers"][w]["partition_holds"] and s["partition_holds"]
+            for d in s["by_label"]:
+                m = labels.setdefault(d["label"], [0, 0, 0, 0])
+                m[0], m[1], m[2] = m[0] + d["tokens"], m[1] + d["emitted"], m[2] + d["never_started"]
+                m[3] = max(m[3], d["longest_never_started"] or 0)
+            for e in s["position_exposure"]:
+                exposure[e["stratum"]] = np.add(exposure.get(e["stratum"], 0), [e["arrived_tokens"], e["emitted_tokens"]])
         for k in COUNTS:
             assert got["merged"][k] == total[k], (p, k)
         assert got["merged"]["rows"] == rows
+        # per-label coverage and position exposure, merged: the sums of the shares' tables
+        tok, em = sum(m[0] for m in labels.values()), sum(m[1] for m in labels.values())
+        merged = {d["label"]: d for d in got["merged"]["by_label"]}
+        assert sorted(merged) == sorted(labels) == ["code", "prose", "web"]
+        for lab, (t, e, nev, longest) in labels.items():
+            d = merged[lab]
+            assert (d["tokens"], d["emitted"], d["never_started"], d["longest_never_started"] or 0) == (t, e, nev, longest)
+            assert d["representation"] == pytest.approx((e / em) / (t / tok), rel=1e-12)
+        assert [e["stratum"] for e in got["merged"]["position_exposure"]] == list(exposure)
+        for e in got["merged"]["position_exposure"]:
+            assert [e["arrived_tokens"], e["emitted_tokens"]] == exposure[e["stratum"]].tolist()
 
 
 def test_two_ranks_two_workers_equal_four_one_stream_audits_of_the_shares(tmp_path):
