@@ -9,6 +9,7 @@ keeps buffered or never starts, which positions of them it trains on, for the pa
     compute.py       the mechanism: one packer over one stream at one budget -> its summary
     replay.py        replay a length stream through a packer (the code that trains) up to a target budget
     topology.py      N ranks x M loader workers: a stream split into worker shares, each audited alone, merged
+    loader_presets.py  --pipeline NAME: a named loader's packer, split, and who owns a buffer
     feed.py          refills pulled on demand: memory is the buffer and a chunk, not the stream
     trace.py         run any packer on tracer documents and decode its rows into the replay's events
     adapters.py      packers to trace: ours, concatenate-and-chunk, TRL, OLMo-core, torchtune, torchtitan
