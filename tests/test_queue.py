@@ -494,12 +494,8 @@ def test_a_new_source_enters_only_at_its_rotation_boundary(small_corpus, tmp_pat
     assert reconstruct_folder(out, out=lambda s: None) == 0
 
 
-def test_rejection_path_at_the_main_jobs_thresholds(calibrated, tmp_path):
-    """The runner's decisions on losses placed just inside and just outside the thresholds of
-    the main job's calibration (k 2.5, frac 0.5, its sigma_d): a candidate just below k*sigma_d
-    in every domain is accepted; one just above in one domain is flagged and, back just inside
-    frac*k*sigma_d, recovers; one just above that stays just outside is rolled back and
-    deferred, and on its second rejection (rotation 2) quarantined."""
+def _scripted_run(calibrated, tmp_path):
+    """The main job's thresholds on scripted losses (see the test below): the runner, and each candidate's role."""
     from test_queue_rule import EPS, FRAC, K, REF, SIGMA
 
     cfg, world, pool, calib = rq.open_calibration(calibrated["dir"])
@@ -550,6 +546,18 @@ def test_rejection_path_at_the_main_jobs_thresholds(calibrated, tmp_path):
         runner.run()
     except Done:
         pass
+    return runner, roles
+
+
+def test_rejection_path_at_the_main_jobs_thresholds(calibrated, tmp_path):
+    """The runner's decisions on losses placed just inside and just outside the thresholds of
+    the main job's calibration (k 2.5, frac 0.5, its sigma_d): a candidate just below k*sigma_d
+    in every domain is accepted; one just above in one domain is flagged and, back just inside
+    frac*k*sigma_d, recovers; one just above that stays just outside is rolled back and
+    deferred, and on its second rejection (rotation 2) quarantined."""
+    from test_queue_rule import FRAC, K, SIGMA
+
+    runner, roles = _scripted_run(calibrated, tmp_path)
     recs = read_log(tmp_path / "q" / "decisions.jsonl")
     by = {v: k for k, v in roles.items() if v != "plain"}
     cand = {r["shard"]: r for r in recs if r["event"] == "train" and r["role"] == "candidate"}

@@ -105,8 +105,14 @@ def _times(x):
 def render(s):
     """The Markdown report of a validated summary."""
     validate(s)
-    ad, pl, cal, ans, ax = s["adoption"], s["plan"], s["calibration"], s["answers"], s["per_axis"]
-    seeds = ad["seeds"]
+    L = header_lines(s) + verdict_lines(s) + seed_lines(s) + efficiency_lines(s) + reference_curve_lines(s)
+    L += questions_lines(s) + compute_arm_lines(s) + runs_lines(s) + arm_c_lines(s) + per_domain_lines(s)
+    L += stage_a_lines(s)
+    return "\n".join(L) + "\n"
+
+
+def header_lines(s):
+    """The title, the question, the provenance and the definitions."""
     prov = s["provenance"]
     L = [f"# The queue study ({s['preset']} setting)", "",
          "Does a queue that rejects shards (arm B) beat plain training (A) and random rejection (C: as many "
@@ -123,8 +129,13 @@ def render(s):
          "**Per-axis equivalent.** " + s["axis_definition"], "",
          "**Adoption rule.** " + ADOPTION_DEFINITION, "",
          f"**Schedule.** {s['schedule']}", ""]
-    L += verdict_lines(s) + seed_lines(s)
-    L += ["", "## Efficiency points per run", "",
+    return L
+
+
+def efficiency_lines(s):
+    """Each run's efficiency points against the reference curve."""
+    ax = s["per_axis"]
+    L = ["", "## Efficiency points per run", "",
           "| Run | D | Selection BPB (mean) | Efficiency points | D_eq | Gap to the curve (BPB) | Reason if refused |",
           "|---|---:|---:|---:|---:|---:|---|"]
     for r in s["runs"]:
@@ -132,8 +143,13 @@ def render(s):
         d_eq = "n/a" if e["d_eq"] is None else f"{e['d_eq']:,.0f}"
         L.append(f"| {r['name']} | {r['trained_targets']:,} | {r['final_selection']['mean']:.4f} | {_pts(e['points'])} | "
                  f"{d_eq} | {ax['gaps_bpb'].get(r['name'], 0):+.4f} | {e['reason'] or ''} |")
+    return L
+
+
+def reference_curve_lines(s):
+    """Arm A's reference curve: its points per seed and the monotone fit."""
     rc = s["reference_curve"]
-    L += ["", "## The reference curve (arm A)", "",
+    L = ["", "## The reference curve (arm A)", "",
           f"Decay branches at {', '.join(f'{f:.3g}' for f in rc['fractions'])} x the budget, then arm A's own decay "
           f"where it stopped (cap {rc['cap']:g} x the budget). The runs of each seed are measured on the curve of "
           "arm A's other seeds (leave one out): "
@@ -150,11 +166,16 @@ def render(s):
           "", "![selection loss against D](selection.png)", "",
           "The figure shows each seed's raw branch points (hollow: later seeds), the fitted reference curve and "
           "every run's final point; a final point left of or below the curve did better than plain training.", ""]
-    # ---- the proposal's questions ----
+    return L
+
+
+def questions_lines(s):
+    """The proposal's questions answered with numbers: damage caught, false rejections, the screen, compute."""
+    cal, ans = s["calibration"], s["answers"]
     fr = cal["false_rejection"]
     fc = ans["false_rejections_clean"]
     sc = ans["screen"]
-    L += ["## The proposal's questions, answered with numbers", "",
+    L = ["## The proposal's questions, answered with numbers", "",
           "**B - A and B - C** are in the verdict table above.", "",
           "**Which damage the queue caught and which it let through** (arm B, every seed; each shard counted once "
           "per seed; dose = realised share of damaged tokens in the shard):", "",
@@ -194,9 +215,12 @@ def render(s):
           "Overhead / kept training = (wasted training + measurement, screening, checkpoints) / kept training time. "
           "The measurement column also holds each run's setup: opening the frozen pool and, for each further seed's "
           "first run (arm B), training that seed's start state on the shared stage-A shards.", ""]
-    L += compute_arm_lines(s)
-    # ---- runs ----
-    L += ["## Runs: final losses, budgets, decisions", "",
+    return L
+
+
+def runs_lines(s):
+    """Final losses, budgets and decisions per run."""
+    L = ["## Runs: final losses, budgets, decisions", "",
           "| Run | D | Selection BPB (mean) | Control BPB (mean) | Accepted | Flagged | Rejected | "
           "Deferred | Quarantined | Decay (updates, targets) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in s["runs"]:
@@ -211,7 +235,12 @@ def render(s):
               "run (it continues to build the reference curve).", "",
           f"Budget check ({bc['rule']}): " + (f"equal across all {len(s['runs'])} runs." if bc["equal"] else
                                               "NOT equal: " + "; ".join(bc["problems"])), ""]
-    L += arm_c_lines(s)
+    return L
+
+
+def per_domain_lines(s):
+    """Final losses per selection and control domain, and the rejected shards."""
+    L = []
     doms = sorted({k for r in s["runs"] for k in r["final_selection"] if k != "mean"})
     if doms:
         L += ["Final selection loss per domain (BPB):", "", "| Run | " + " | ".join(doms) + " |",
@@ -231,7 +260,13 @@ def render(s):
             L.append(f"- {r['name']}: {x['shard']} at decision {x.get('position')} -> {x['outcome']} (documents: {src})")
     if not any(r["rejected"] for r in s["runs"]):
         L.append("- none")
-    L += ["", "## Stage A: calibration (shared by all arms)", "",
+    return L
+
+
+def stage_a_lines(s):
+    """Stage A's calibration, arm B's controls, the selection axis, the setting and earlier attempts."""
+    pl, cal = s["plan"], s["calibration"]
+    L = ["", "## Stage A: calibration (shared by all arms)", "",
           f"Homogeneous source: {cal['source']}; k = {cal['k']}; recovery criterion: {cal['recovery']}; LR warm-up "
           f"over {cal.get('warmup_updates', 0)} updates.", "",
           "| Control domain | sigma (BPB) | Curve fit |", "|---|---:|---|"]
@@ -264,7 +299,7 @@ def render(s):
           "Files of runs that were interrupted and restarted, moved aside (not deleted) when the run began again; "
           "nothing in them enters the results above.", ""]
     L += [f"- `{e['folder']}/` ({e['files']} files)" for e in s["earlier_attempts"]] or ["- none"]
-    return "\n".join(L) + "\n"
+    return L
 
 
 def resolution_lines(ad):
