@@ -7,6 +7,7 @@
   python -m audit --lengths F --packers original,lossless,concat_chunk,trl_bfd,olmo_truncate
   python -m audit --lengths F --trace mypackers:pack [--trace-arg k=v ...]   # your own packer
   python -m audit --lengths F --ranks 2 --loader-workers 4 [--split-by group:G]  # one packer per worker stream
+  python -m audit --lengths F --ranks 8 --loader-workers 4 --engine ray [--ray-address HOST:PORT]  # streams on Ray
 
 The paper's four packers (original, lossless, segment_first, random_span) are replayed on
 lengths by the selection core that trains. Every other packer is traced: run on tracer
@@ -26,6 +27,7 @@ import sys
 
 from console.usage import prog_name
 from corpus.errors import DataError, check_out_folder
+from fanout import add_engine_args
 
 PREPARED_SOURCES = ("stdlib", "climbmix", "parquet")
 
@@ -69,6 +71,7 @@ def parse_args(argv=None):
                     help="how documents are shared among the worker streams: 'document' (default: document i goes "
                          "to worker stream i mod N*M, rank w mod N, worker w // N) or 'group:G' (consecutive groups "
                          "of G documents, files or row groups, dealt round-robin)")
+    add_engine_args(ap, "worker streams' audits (with --ranks / --loader-workers above 1)")
     ap.add_argument("--permutations", type=int, default=20, help="seeded arrival-order permutations for the startup delay (default 20)")
     ap.add_argument("--thresholds", default="16384,32768,65536,131072",
                     help="length thresholds of the repeated-corpus table (the longest source is always added)")
