@@ -116,17 +116,15 @@ class RayEngine:
 
     def run(self, tasks):
         """Each task's result, in task order, as it is ready; all tasks are submitted at once and Ray runs as
-        many side by side as the cluster has room for."""
+        many side by side as the cluster has room for. After a failed task the others are left to finish, not
+        cancelled: a finished study run is kept for the rerun, and ray.cancel of a task that is just
+        completing crashes the driver in Ray 2.60 (task_manager.cc: "Tried to complete task that was not
+        pending"); a Ray started here is stopped at the end anyway."""
         tasks = list(tasks)
         refs = [self.remote.options(num_cpus=t.cpus, num_gpus=t.gpus, max_retries=RETRIES, name=t.name or "task")
                 .remote(t) for t in tasks]
-        try:
-            for t, r in zip(tasks, refs):
-                yield self.result(t, r)
-        except BaseException:  # a failed task or a caller that stops early: the rest are cancelled
-            for r in refs:
-                self.ray.cancel(r)
-            raise
+        for t, r in zip(tasks, refs):
+            yield self.result(t, r)
 
     def result(self, task, ref):
         errors = self.ray.exceptions

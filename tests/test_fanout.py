@@ -10,18 +10,19 @@ import socket
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import ray
 from conftest import ROOT, one_line_error, queue_script
+from fanout_tasks import dies_once, fails_first
 from test_queue_study_run import MICRO
 
 from audit.__main__ import main as audit_main
 from audit.pipeline import StreamInput
 from audit.topology import share_counts, shares
 from comparison import run_six
+from corpus.errors import DataError
 from fanout import Task, TaskFailed, open_engine
 from shardqueue.study import presets
 from shardqueue.study.run import run_study
@@ -34,7 +35,7 @@ TIMES = ("timing", "provenance", "folder", "date", "overhead_vs_kept_training", 
 
 @pytest.fixture(scope="module")
 def local_ray():
-    # tests/ on the workers' path too: the worker-kill test's task is defined in this file
+    # tests/ on the workers' path too: the tasks of tests/fanout_tasks.py
     path = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
     ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
     yield
@@ -90,14 +91,6 @@ def test_the_queue_study_on_ray_equals_the_local_study(local_ray, small_corpus, 
     assert timeless(on_ray) == timeless(local)
 
 
-def dies_once(marker, *args):
-    """share_counts, but its first attempt kills its own worker process, as an out-of-memory kill would."""
-    if not os.path.exists(marker):
-        Path(marker).touch()
-        os._exit(1)
-    return share_counts(*args)
-
-
 def test_a_task_whose_ray_worker_dies_is_run_again_to_the_undisturbed_result(local_ray, tmp_path):
     L = _lengths(400)
     stream = StreamInput("s", "lengths", L, np.append(np.arange(0, len(L), 32), len(L)))
@@ -108,6 +101,23 @@ def test_a_task_whose_ray_worker_dies_is_run_again_to_the_undisturbed_result(loc
     with open_engine("ray") as engine:
         got = list(engine.run([Task(dies_once, (str(marker), *args), name="dies once")]))
     assert marker.exists() and got == [undisturbed] and undisturbed["sources_arrived"] > 0
+
+
+def test_a_task_error_comes_back_as_the_local_engine_raises_it_and_the_other_ray_tasks_finish(local_ray, tmp_path):
+    for kind in ("local", "ray"):
+        done = tmp_path / kind
+        done.mkdir()
+        with open_engine(kind) as engine, pytest.raises(DataError) as e:
+            list(engine.run([Task(fails_first, (i, str(done)), name=f"t{i}") for i in range(6)]))
+        assert type(e.value) is DataError and str(e.value) == "task 0: bad input"
+    assert not list((tmp_path / "local").iterdir())  # in this process: one after another, stopped at the first error
+    # on Ray the others are left to finish (a finished study run is kept for the rerun), none cancelled
+    deadline = time.monotonic() + 20
+    while len(list((tmp_path / "ray").iterdir())) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(p.name for p in (tmp_path / "ray").iterdir()) == ["1", "2", "3", "4", "5"]
+    with open_engine("ray") as engine:
+        assert list(engine.run([Task(fails_first, (i,)) for i in (1, 2)])) == [1, 2]
 
 
 def test_a_node_that_cannot_read_the_corpus_fails_in_one_line_naming_node_and_path(local_ray, tmp_path):
