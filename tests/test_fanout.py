@@ -16,6 +16,7 @@ import pytest
 import ray
 from conftest import ROOT, one_line_error, queue_script
 from fanout_tasks import dies_once, fails_first
+from test_main_job import MICRO as SIX_MICRO
 from test_queue_study_run import MICRO
 
 from audit.__main__ import main as audit_main
@@ -24,13 +25,14 @@ from audit.topology import share_counts, shares
 from comparison import run_six
 from corpus.errors import DataError
 from fanout import Task, TaskFailed, open_engine
+from presets import six as six_runs
 from shardqueue.study import presets
 from shardqueue.study.run import run_study
 
 R, B = 65, 16
 # what differs between two runs of the same work: wall times, dates, the folders they ran in
-TIMES = ("timing", "provenance", "folder", "date", "overhead_vs_kept_training", "packer_seconds", "seconds",
-         "folder_bytes")
+TIMES = ("timing", "provenance", "folder", "date", "overhead_vs_kept_training", "folder_bytes", "peak_memory_mib",
+         "loader_wait_share", "mfu")
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +45,10 @@ def local_ray():
 
 
 def timeless(v):
-    """v without its wall times (keys naming a time, or ending in _s) and dates."""
+    """v without its wall times (keys naming seconds or wall time, or ending in _s), dates and memory peaks."""
     if isinstance(v, dict):
-        return {k: timeless(x) for k, x in v.items() if k not in TIMES and "wall" not in k and not k.endswith("_s")}
+        return {k: timeless(x) for k, x in v.items()
+                if k not in TIMES and not any(w in k for w in ("wall", "second")) and not k.endswith("_s")}
     if isinstance(v, list):
         return [timeless(x) for x in v]
     return v
@@ -89,6 +92,18 @@ def test_the_queue_study_on_ray_equals_the_local_study(local_ray, small_corpus, 
     local, on_ray = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("local", "ray"))
     assert {r["name"] for r in on_ray["runs"]} == {f"{a}_s{s}" for a in "ABC" for s in (43, 44)}
     assert timeless(on_ray) == timeless(local)
+
+
+def test_run_six_on_ray_equals_run_six_in_this_process(local_ray, small_corpus, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(six_runs.PRESETS, "tiny", SIX_MICRO)  # the configs are resolved in the driver
+    monkeypatch.setattr(six_runs, "SEEDS", (43,))
+    for kind in ("local", "ray"):
+        assert run_six.main(["--data-dir", str(small_corpus), "--out", str(tmp_path / kind), "--engine", kind]) == 0
+    local, on_ray = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("local", "ray"))
+    assert [r["name"] for r in on_ray] == ["baseline_s43", "random_crop_s43", "segmented_s43"]
+    assert timeless(on_ray) == timeless(local)
+    lines = [ln.split(":")[0] for ln in capsys.readouterr().out.splitlines() if ": official BPB " in ln]
+    assert lines == [r["name"] for r in local] * 2, lines  # each run's result line, printed by the driver
 
 
 def test_a_task_whose_ray_worker_dies_is_run_again_to_the_undisturbed_result(local_ray, tmp_path):
