@@ -97,7 +97,8 @@ def regime_md(rec: dict) -> str:
 
 def train_config(cfg, run_dir):
     """One config trained and scored (a fan-out task: in this process, or on a Ray worker)."""
-    import train  # late, as in main(): torch; the module, not its function: tests stand a killed run in for train.train
+    # the module, not its function: tests stand a killed run in for train.train
+    import train
 
     return train.train(cfg, run_dir, resume=True, log=print, curve_points=train.CURVE_POINTS)
 

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]  # the checkout, put on every worker'
 def import_ray():
     """The ray module, or one line naming the extra to install."""
     try:
-        import ray  # late: an optional dependency (the 'ray' extra); the local engine and --help never load it
+        # late: an optional dependency (the 'ray' extra); the local engine and --help never load it
+        import ray
     except ImportError:
         raise DataError(f"--engine ray needs Ray, which is not installed: install the 'ray' extra ({EXTRA})") from None
     return ray
