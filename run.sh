@@ -3,7 +3,8 @@
 #                                ./run.sh test   (the whole test suite)
 # Both create .venv in the checkout on first use and reuse it afterwards. Packages come
 # from requirements.lock (the exact versions the tests passed with) and requirements-audit.lock
-# (the packing libraries the audit runs: TRL, OLMo-core, torchtune, torchtitan), plus torch
+# (the packing libraries the audit runs: TRL, OLMo-core, torchtune, torchtitan), requirements-ray.lock
+# (Ray core for --engine ray; the tests run it on a local instance), plus torch
 # 2.13.0 in the build that install/torch_requirement.py derives from the platform and PACKAUDIT_TORCH:
 #   auto   (default) cuda on Linux when `nvidia-smi` lists a GPU, else cpu
 #   cpu    Linux: torch==2.13.0+cpu from PyTorch's CPU wheel index (no CUDA libraries);
@@ -24,13 +25,15 @@ variant=${PACKAUDIT_TORCH:-auto}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-lock_hash=$("$PY" -c 'import hashlib; print(hashlib.sha256(open("requirements.lock", "rb").read() + open("requirements-audit.lock", "rb").read()).hexdigest()[:16])')  # macOS has no sha256sum
+locks=(requirements.lock requirements-audit.lock requirements-ray.lock)
+lock_hash=$("$PY" -c 'import hashlib, sys; print(hashlib.sha256(b"".join(open(f, "rb").read() for f in sys.argv[1:])).hexdigest()[:16])' "${locks[@]}")  # macOS has no sha256sum
 stamp=".venv/.deps-$variant-$lock_hash"
 if [ ! -f "$stamp" ]; then
   read -r torch_req torch_index <<<"$("$PY" install/torch_requirement.py --choice "$variant" --probe)"
-  echo "installing requirements.lock, requirements-audit.lock and $torch_req${torch_index:+ (from $torch_index)} into .venv (first run only)" >&2
-  # one pip call for both locks and torch: every version is pinned, so pip refuses a conflict rather than move torch or numpy
-  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.lock -r requirements-audit.lock "$torch_req" \
+  echo "installing ${locks[*]} and $torch_req${torch_index:+ (from $torch_index)} into .venv (first run only)" >&2
+  # one pip call for the locks and torch: every version is pinned, so pip refuses a conflict rather than move torch or numpy
+  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.lock -r requirements-audit.lock \
+       -r requirements-ray.lock "$torch_req" \
        ${torch_index:+--extra-index-url "$torch_index"}; then
     echo "error: could not install $torch_req${torch_index:+ from $torch_index}; see pip's message above," \
          "or choose another build with PACKAUDIT_TORCH (cpu, cuda, cu126, ...)" >&2

@@ -8,6 +8,7 @@
   python -m audit --lengths F --trace mypackers:pack [--trace-arg k=v ...]   # your own packer
   python -m audit --lengths F --ranks 2 --loader-workers 4 [--split-by group:G]  # one packer per worker stream
   python -m audit --lengths F --pipeline nanochat --ranks 8                       # a named loader's topology
+  python -m audit --lengths F --ranks 8 --loader-workers 4 --engine ray [--ray-address HOST:PORT]  # streams on Ray
 
 The paper's four packers (original, lossless, segment_first, random_span) are replayed on
 lengths by the selection core that trains. Every other packer is traced: run on tracer
@@ -28,6 +29,7 @@ import sys
 from audit.loader_presets import help_lines
 from console.usage import prog_name
 from corpus.errors import DataError, check_out_folder
+from fanout import add_engine_args
 
 PREPARED_SOURCES = ("stdlib", "climbmix", "parquet")
 
@@ -73,6 +75,7 @@ def parse_args(argv=None):
                          "of G documents, files or row groups, dealt round-robin)")
     ap.add_argument("--pipeline", metavar="NAME", help="a named loader: fills in --packers, --split-by and "
                     "--refill-docs where you leave them out, and says what owns a buffer (" + help_lines() + ")")
+    add_engine_args(ap, "worker streams' audits (with --ranks / --loader-workers above 1)")
     ap.add_argument("--permutations", type=int, default=20, help="seeded arrival-order permutations for the startup delay (default 20)")
     ap.add_argument("--thresholds", default="16384,32768,65536,131072",
                     help="length thresholds of the repeated-corpus table (the longest source is always added)")

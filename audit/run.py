@@ -27,6 +27,7 @@ from corpus.errors import DataError
 from corpus.layout import Layout, default_data_dir
 from corpus.pretokenize import TokenShard
 from corpus.runlock import FolderLocked, lock_file
+from fanout import open_engine
 from loaders.core import PACKERS
 
 OFFICIAL_TARGETS = 160 * 64 * 2048  # 20,971,520
@@ -117,7 +118,7 @@ def _trace_args(pairs):
     return out
 
 
-def compute(args, stream, packers, thresholds, user, work):
+def compute(args, stream, packers, thresholds, user, work, engine=None):
     """Every packer's summary, the bounds, the permutations, the comparison, the regime: the summary."""
     R, B = args.row_capacity, args.buffer
     targets, reason = budget(args, stream, R)
@@ -151,7 +152,7 @@ def compute(args, stream, packers, thresholds, user, work):
         summary["pipeline"] = describe(args, args.preset)
     if args.streams_ranks * args.streams_workers > 1:
         summary["topology"] = audit_topology(stream, packers, rows, R, B, work, args.streams_ranks,
-                                             args.streams_workers, args.group, args.refill_docs, user)
+                                             args.streams_workers, args.group, args.refill_docs, user, engine)
     summary["seconds"] = round(time.time() - t0, 2)
     return summary
 
@@ -223,11 +224,16 @@ def run_audit(args) -> int:
     # everything is written into a fresh sibling folder and swapped in at the end, so a failed
     # audit leaves the previous complete output untouched, never a mix of old and new files
     try:
+        # the worker streams' engine first (a Ray started or joined): a bad --engine setup is one line, nothing written
+        engine = None
+        if args.streams_ranks * args.streams_workers > 1:
+            engine = stack.enter_context(open_engine(getattr(args, "engine", "local"), 1,
+                                                     getattr(args, "ray_address", None)))
         for stale in out.parent.glob(f".{out.name}.new-*"):
             shutil.rmtree(stale, ignore_errors=True)  # a killed audit's partial output (we hold the lock)
         work = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
         work.chmod(0o755)  # mkdtemp makes 0700; the output folder gets the usual permissions
-        summary = compute(args, stream, packers, thresholds, user, work)
+        summary = compute(args, stream, packers, thresholds, user, work, engine)
         write_folder(summary, stream, work, not args.no_figures)
         for tmp in work.glob(".*-work"):
             shutil.rmtree(tmp, ignore_errors=True)

@@ -5,13 +5,20 @@ runs its own packer with its own buffer, and gets an equal share of the budget's
 ranks step together and a DataLoader takes batches from its workers in turn. When the rows
 do not divide, the first (rows mod W) streams get one row more. Each share is audited by
 the single-stream audit (audit/pipeline.py audit_packer), unchanged; this module only
-splits the stream and adds the per-worker tallies up.
+splits the stream and adds the per-worker tallies up. The (packer, worker stream) audits are
+independent: they go through the fan-out engine (fanout/: in this process by default, or as
+Ray tasks), and come back in order.
 """
+import tempfile
+from pathlib import Path
+
 import numpy as np
 
 from audit.pipeline import StreamInput, audit_packer
 from audit.strata import stratum_labels
 from corpus.errors import DataError
+from fanout import Task
+from fanout.local import LocalEngine
 
 # per-worker counts that add up across worker streams
 SUMMED = ("rows", "targets", "sources_arrived", "tokens_arrived", "bos_added", "emitted", "discarded", "buffered",
@@ -131,20 +138,35 @@ def merge_exposure(tables):
     return out
 
 
-def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, refill_docs=128, user=None):
-    """summary.json's 'topology': each worker stream's counts and the merged totals, per packer."""
+def share_counts(share, packer, rows, R, B, work, w, user=None):
+    """One worker stream's audit of one packer, as summary.json keeps it. Its events are scratch (the
+    one-stream events are kept): in work/.topology-W-work, which the audit removes with its other scratch,
+    or, on a Ray node that does not see `work`, in a temporary folder removed at once."""
+    if Path(work).is_dir():
+        d = Path(work) / f".topology-{w}-work"
+        d.mkdir(exist_ok=True)
+        return worker_counts(audit_packer(share, packer, rows, R, B, d, False, user))
+    with tempfile.TemporaryDirectory(prefix=f"topology-{w}-") as d:
+        return worker_counts(audit_packer(share, packer, rows, R, B, Path(d), False, user))
+
+
+def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, refill_docs=128, user=None,
+                   engine=None):
+    """summary.json's 'topology': each worker stream's counts and the merged totals, per packer.
+    engine: the fan-out engine (fanout/) the (packer, worker stream) audits go through; default, in this
+    process one after another."""
     W = ranks * workers
     check_topology(stream.n, W, group)
     if rows < W:
         raise DataError(f"budget of {rows:,} rows is fewer than the {W} worker streams: each needs a row")
     parts, share_rows = shares(stream, W, group, refill_docs), rows_per_stream(rows, W)
+    Path(work).mkdir(parents=True, exist_ok=True)
+    tasks = [Task(share_counts, (share, p, r, R, B, work, w, user), name=f"{p} worker stream {w}")
+             for p in packers for w, (share, r) in enumerate(zip(parts, share_rows))]
+    got = iter((engine or LocalEngine()).run(tasks))
     per = {}
     for p in packers:
-        counts = []
-        for w, (share, r) in enumerate(zip(parts, share_rows)):
-            d = work / f".topology-{w}-work"  # events of a share are scratch: the one-stream events are kept
-            d.mkdir(parents=True, exist_ok=True)
-            counts.append(worker_counts(audit_packer(share, p, r, R, B, d, False, user)))
+        counts = [next(got) for _ in range(W)]
         per[p] = {"workers": counts, "merged": merge(counts)}
     return {"ranks": ranks, "loader_workers": workers, "worker_streams": W,
             "split_by": "document" if group == 1 else f"group:{group}", "refill_docs": refill_docs,

@@ -2,6 +2,8 @@
 """Train and score the six configs in turn; print the section 5.3-style table.
 
   python -m comparison.run_six --preset tiny [--data-dir DIR] [--out runs/six]
+  python -m comparison.run_six --preset paper --engine ray [--ray-address HOST:PORT] device=cuda
+                                          # the six as Ray tasks side by side, each holding its GPU
 
 Each run prints its resolved configuration when it starts and its official BPB line when
 it ends. A finished run (its summary.json exists) is not trained again; an interrupted one
@@ -21,6 +23,7 @@ from console.usage import prog_name
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.errors import DataError
 from corpus.layout import default_data_dir
+from fanout import Task, TaskFailed, add_engine_args, gpus_for, open_engine
 from findings import PAPER
 from presets.six import configs
 
@@ -92,33 +95,74 @@ def regime_md(rec: dict) -> str:
             + regime_table_md({"these runs": rec["indicators"]}))
 
 
+def train_config(cfg, run_dir):
+    """One config trained and scored (a fan-out task: in this process, or on a Ray worker)."""
+    # the module, not its function: tests stand a killed run in for train.train
+    import train
+
+    return train.train(cfg, run_dir, resume=True, log=print, curve_points=train.CURVE_POINTS)
+
+
+def config_tasks(a, out):
+    """The six configs resolved here, each a task holding the GPU its world of one process trains on."""
+    from training.config import resolve_config
+
+    tasks = []
+    for c in configs(a.preset):
+        ov = [f"{k}={v}" for k, v in c.items()] + ([f"data_dir={a.data_dir}"] if a.data_dir else []) + a.overrides
+        try:
+            cfg = resolve_config(None, ov)
+        except DataError as e:
+            raise DataError(f"{c['name']}: {e}") from None
+        reads = (str(Path(cfg.data_dir or default_data_dir()).resolve()),)
+        tasks.append(Task(train_config, (cfg, out / c["name"]), name=c["name"], cpus=1, gpus=gpus_for(cfg.device),
+                          reads=reads))
+    return tasks
+
+
+def train_all(a, out):
+    """Every config's result in order, printing each one's line as it comes back; a finished run is read
+    back, not trained again. The driver checks it sees each run's summary.json (a Ray worker wrote it)."""
+    import train
+    from training.trainer import TrainingDiverged
+
+    tasks = config_tasks(a, out)
+    results = []
+    with open_engine(a.engine, 1, a.ray_address) as engine:
+        got = engine.run(tasks)
+        for t in tasks:
+            try:
+                res = next(got)
+            except TaskFailed:  # names the run already
+                raise
+            except (DataError, TrainingDiverged) as e:
+                raise DataError(f"{t.name}: {e}") from None
+            done = t.args[1] / "summary.json"
+            if not done.exists():
+                raise DataError(f"{done}: written by a worker but not visible to the driver: --out must be on "
+                                "storage that every node shares")
+            print(train.result_line(res), flush=True)
+            results.append(res)
+    return results, [t.args[1] for t in tasks]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog=prog_name("python -m comparison.run_six"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"], help="config sizes (default tiny)")
     ap.add_argument("--data-dir", default=None, help="prepared data root (default: the usual data folder)")
     ap.add_argument("--out", default="runs/six", help="output folder, one subfolder per run (default runs/six)")
+    add_engine_args(ap, "six runs")
     ap.add_argument("overrides", nargs="*", help="key=value overrides applied to all six")
     a = ap.parse_args(argv)
-    import train  # the module, not its function: tests stand a killed run in for train.train
     from comparison.figures import bpb_by_condition, learning_curves
-    from training.config import resolve_config
-    from training.trainer import TrainingDiverged
 
     out = Path(a.out)
-    results, run_dirs = [], []
-    for c in configs(a.preset):
-        run_dir = out / c["name"]
-        ov = [f"{k}={v}" for k, v in c.items()] + ([f"data_dir={a.data_dir}"] if a.data_dir else []) + a.overrides
-        try:
-            cfg = resolve_config(None, ov)
-            res = train.train(cfg, run_dir, resume=True, log=print, curve_points=train.CURVE_POINTS)
-        except (DataError, TrainingDiverged) as e:
-            print(f"error: {c['name']}: {e}", file=sys.stderr)
-            return 2
-        print(train.result_line(res), flush=True)
-        results.append(res)
-        run_dirs.append(run_dir)
+    try:
+        results, run_dirs = train_all(a, out)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     regime = regime_record(results[0]["config"])
     md = table(results) + regime_md(regime)
     atomic_write_text(out / "table.md", md)

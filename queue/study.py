@@ -7,6 +7,8 @@
                                                                     # small, with the seeds stage A plans
   python queue/study.py --preset proxy64m --dry-run                 # the 64M plan: GPU-hours, data, disk, memory
   python queue/study.py --preset proxy64m --out runs/study64m [--curve]   # on GPUs with ClimbMix prepared
+  python queue/study.py --preset planned --out runs/queue_study_planned --engine ray [--ray-address HOST:PORT]
+                                                                    # the runs as Ray tasks: a local Ray or a cluster
 
 Stage A calibrates the rule once (one homogeneous source) and is shared by all arms. From its
 noise (sigma_d, the slope of its losses) the study prints, before any arm trains, how many
@@ -40,6 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: shardqueue, corpus, training
 
+from fanout import add_engine_args  # noqa: E402
 from shardqueue.study.presets import PRESETS, format_plan, plan  # noqa: E402
 
 # Late imports: the study itself (shardqueue.study.run) and the memory footprint load torch and the queue; main()
@@ -62,7 +65,9 @@ def parse(argv):
                     help="an existing stage-A folder of this preset to reuse (default: OUT/stage_a, made if missing)")
     ap.add_argument("--workers", type=int, default=1, metavar="N",
                     help="run N seeds side by side in their own processes (each run is single-threaded: on 2 cores, "
-                         "--workers 2 halves the wall time; the results are the same as with 1)")
+                         "--workers 2 halves the wall time; the results are the same as with 1); the local engine's: "
+                         "--engine ray runs as many side by side as its cluster, or this machine, has cores")
+    add_engine_args(ap, "seeds' runs")
     ap.add_argument("--device", default=None, help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     return ap.parse_args(argv)
 

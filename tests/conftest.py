@@ -19,8 +19,8 @@ keep_freed_host_memory()  # as every command line does on CPU: the tests' in-pro
 # The files that take longest (their tests' seconds added up, 2 cores, 2026-12-02), first: `./run.sh test`
 # hands whole files to its two processes in this order (--no-loadscope-reorder). xdist's own order, by
 # number of tests, left files like the torchrun pair (2 tests, 18 s) for the end, one process waiting.
-SLOWEST_FIRST = ("test_queue.py", "test_queue_owndata.py", "test_ddp.py", "test_train.py", "test_queue_study_run.py",
-                 "test_queue_study.py", "test_faults_data.py", "test_cuda_path.py", "test_layout.py",
+SLOWEST_FIRST = ("test_queue.py", "test_queue_owndata.py", "test_ddp.py", "test_train.py", "test_fanout.py",
+                 "test_queue_study_run.py", "test_queue_study.py", "test_faults_data.py", "test_cuda_path.py", "test_layout.py",
                  "test_audit_lengths.py", "test_queue_measurements.py", "test_audit_libraries.py")
 
 

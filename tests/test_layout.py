@@ -22,7 +22,7 @@ from conftest import ROOT
 LEVELS = (
     ("checkers", "console"),  # checkers/ imports nothing of the project, at any level
     ("corpus",),
-    ("presets", "loaders", "manifests", "prepare"),
+    ("presets", "loaders", "manifests", "prepare", "fanout"),
     ("training", "findings"),
     ("protocols", "audit"),
     ("eval",),

@@ -10,14 +10,12 @@ rollback checkpoints are deleted: no decision can need them any more.
 """
 import datetime
 import json
-import multiprocessing
 import os
 import platform
 import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,7 +25,9 @@ import pyarrow.parquet as pq
 
 from corpus.atomic import atomic_write_json
 from corpus.errors import DataError, os_error_line
+from corpus.layout import default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
+from fanout import Task, gpus_for, open_engine
 from shardqueue import api as rq
 from shardqueue.api import copy_start_state
 from shardqueue.domains import load_domains
@@ -159,7 +159,8 @@ def run_arm(rq, arm, seed, out, cal, budget, rotation, log, device, cls=None, at
 
 @dataclass(frozen=True)
 class SeedJob:
-    """What one seed's arms need (picklable: a worker process runs it when --workers is above 1)."""
+    """What one seed's arms need (picklable: a worker process or a Ray worker runs it). `reads`: the
+    folders its runs read (stage A, the prepared corpus), checked on a Ray worker's node first."""
     seed: int
     out: Path
     cal: Path
@@ -174,6 +175,7 @@ class SeedJob:
     rows_per_update: int
     a_attrs: dict = None
     a_budget: int = 0
+    reads: tuple = ()
 
 
 def arms_b_c(job, log):
@@ -199,16 +201,30 @@ def arm_a(job, log):
                    ReferenceBranchRunner, job.a_attrs, "plain")
 
 
-def map_seeds(fn, jobs, workers, log):
-    """fn(job, log) for every seed's job, in order: in this process, or in `workers` processes side by side.
+def map_seeds(fn, jobs, engine, log):
+    """fn(job, log) for every seed's job, in order, through the fan-out engine: in this process, in a local
+    pool of --workers processes, or on Ray (a run on CUDA holds one GPU).
 
     Every run is single-threaded (api.run), reads the shared stage A and writes only its own folder, so the
-    runs of different seeds are independent and their results are the same either way."""
-    if workers <= 1 or len(jobs) <= 1:
+    runs of different seeds are independent and their results are the same either way. A run finished by
+    an earlier attempt (a killed driver, a retried Ray task) is read back, not redone (run_arm)."""
+    if engine.in_process(len(jobs)):
         return [fn(j, log) for j in jobs]
+    tasks = [Task(seed_worker, (fn, j, log is print), name=f"{fn.__name__} seed {j.seed}", cpus=1,
+                  gpus=gpus_for(j.device), reads=j.reads) for j in jobs]
+    got = list(engine.run(tasks))
+    for j, r in zip(jobs, got):
+        for rec in (r[:2] if isinstance(r, tuple) else (r,)):
+            check_visible(j.out, rec)
+    return got
 
-    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as ex:
-        return list(ex.map(seed_worker, [fn] * len(jobs), jobs, [log is print] * len(jobs)))
+
+def check_visible(out, rec):
+    """The driver sees the run folder a worker wrote (on a cluster, --out must be storage every node shares)."""
+    done = out / rec["name"] / "study_run.json"
+    if not done.exists():
+        raise DataError(f"{done}: written by a worker but not visible to the driver: --out must be on storage "
+                        "that every node shares")
 
 
 def seed_worker(fn, job, talk):
@@ -271,8 +287,10 @@ def run_study(a, log=print):
         print(f"error: --workers {a.workers}: must be at least 1", file=sys.stderr)
         return 2
     try:
-        with folder_lock(out, "the queue study"):
-            return _run(a, p, out, rq, log)
+        # the engine first: a bad --engine setup is one line before anything is made
+        with open_engine(getattr(a, "engine", "local"), getattr(a, "workers", 1), getattr(a, "ray_address", None)) \
+                as engine, folder_lock(out, "the queue study"):
+            return _run(a, p, out, rq, log, engine)
     except (DataError, FolderLocked) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -289,7 +307,7 @@ def earlier_attempts(out):
             for p in sorted(out.glob("*/previous/*")) if p.is_dir()]
 
 
-def _run(a, p, out, rq, log):
+def _run(a, p, out, rq, log, engine):
     a.device = resolve_device(a.device or "auto", "--device")
     configure(a.device)
     rot = p.rotation_shards
@@ -319,10 +337,10 @@ def _run(a, p, out, rq, log):
     b_attrs = {"curves": {d: {k: c[k] for k in ("a", "b", "c", "D0")} for d, c in curves.items()}} if use_curve else {}
     jobs = [SeedJob(seed=s, out=out, cal=cal, budget=budget, rotation=rot, device=a.device, decay_updates=U,
                     calib_seed=calib["seed"], b_attrs=b_attrs, largest_shard=max(cand_tokens), context=cfg.context,
-                    rows_per_update=cfg.micro_rows * cfg.accum) for s in seeds]
-    workers = getattr(a, "workers", 1)
+                    rows_per_update=cfg.micro_rows * cfg.accum,
+                    reads=(str(cal.resolve()), str(Path(cfg.data_dir or default_data_dir()).resolve()))) for s in seeds]
     # B then C at every seed first: arm A's reference must cover their final losses
-    done_bc = map_seeds(arms_b_c, jobs, workers, log)
+    done_bc = map_seeds(arms_b_c, jobs, engine, log)
     runs = [r for rb, rc, _ in done_bc for r in (rb, rc)]
     c_plans = {job.seed: cp for job, (_, _, cp) in zip(jobs, done_bc)}
     fr = reference_fractions(p)
@@ -332,7 +350,7 @@ def _run(a, p, out, rq, log):
     low = min(mean(r["final"]["selection"]) for r in runs)
     a_jobs = [replace(j, a_attrs={"thresholds": thresholds, "budget_threshold": budget, "cover_below": low,
                                   "decay_updates": U}, a_budget=int(p.reference_cap * budget)) for j in jobs]
-    runs += map_seeds(arm_a, a_jobs, workers, log)
+    runs += map_seeds(arm_a, a_jobs, engine, log)
     runs.sort(key=lambda r: ("ABC".index(r["arm"]), r["seed"]))
     summary = assemble(StudyRuns(preset=a.preset, setting=p, out=out, runs=runs, c_plans=c_plans, power=power,
                                  seeds=list(seeds), budget=budget,

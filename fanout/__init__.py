@@ -1,0 +1,13 @@
+"""One room for the work that fans out: the queue study's runs, the six training configs, the audit's
+worker streams. Callers build Tasks and hand them to an engine; results come back in task order to
+the caller (the driver), which writes its own files. Nothing outside this package imports Ray.
+
+    task.py        Task: one picklable call, the CPUs and GPUs it asks for, the paths it must read
+    local.py       the local engine: in this process, or a pool of N spawned processes (the default)
+    ray_engine.py  the Ray engine: a cluster joined by address, or a Ray started here and stopped after
+    choose.py      the --engine / --ray-address flags and open_engine(), which the command lines share
+"""
+from fanout.choose import ENGINES, add_engine_args, open_engine
+from fanout.task import Task, TaskFailed, gpus_for
+
+__all__ = ["ENGINES", "Task", "TaskFailed", "add_engine_args", "gpus_for", "open_engine"]

@@ -1,0 +1,34 @@
+"""The engine a command line asked for: the --engine and --ray-address flags it shares, and open_engine()."""
+import contextlib
+
+from corpus.errors import DataError
+from fanout.local import LocalEngine
+from fanout.ray_engine import RayEngine
+
+ENGINES = ("local", "ray")
+
+
+def add_engine_args(ap, what="tasks"):
+    """--engine {local,ray} (argparse refuses any other) and --ray-address."""
+    ap.add_argument("--engine", choices=ENGINES, default="local",
+                    help=f"where the {what} run: local (default: on this machine, as before) or ray (a Ray cluster: "
+                         "--ray-address or RAY_ADDRESS joins a running one, otherwise a local Ray is started and "
+                         "stopped at the end; needs the 'ray' extra)")
+    ap.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                    help="with --engine ray: the running cluster to join, the address `ray start --head` prints "
+                         "(default: $RAY_ADDRESS)")
+
+
+@contextlib.contextmanager
+def open_engine(kind="local", workers=1, address=None):
+    """The engine, closed at the end (a Ray started here is stopped). workers: the local engine's processes
+    (1: in this process); a Ray takes its cluster's, or this machine's, cores."""
+    if kind not in ENGINES:
+        raise DataError(f"--engine {kind}: expected one of {', '.join(ENGINES)}")
+    if kind == "local" and address:
+        raise DataError(f"--ray-address {address}: applies to --engine ray only")
+    engine = LocalEngine(workers) if kind == "local" else RayEngine(address)
+    try:
+        yield engine
+    finally:
+        engine.close()

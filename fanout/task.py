@@ -1,0 +1,46 @@
+"""What a fan-out runs: one picklable call, what it asks of a worker, and the paths it must read there.
+
+A Ray cluster places a task on any node with the CPUs and GPUs it asks for; the task can only work
+where that node sees the same checkout and prepared corpus as the driver. `reads` names those
+paths, so a node that lacks one fails in one line naming the node and the path, not deep in a run.
+"""
+import os
+import socket
+from dataclasses import dataclass
+from typing import Callable
+
+from corpus.errors import DataError
+
+
+class TaskFailed(DataError):
+    """A task could not run or finish on its worker (its node lacks a path, its worker died past the
+    retries): the message names the task, unlike an error the task itself raised."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """fn(*args) on a worker; fn and args are pickled (fn a module-level function) unless the engine runs
+    the task in this very process. cpus and gpus are what the task holds while it runs."""
+    fn: Callable
+    args: tuple = ()
+    name: str = ""
+    cpus: float = 1
+    gpus: float = 0
+    reads: tuple = ()
+
+    def __call__(self):
+        return self.fn(*self.args)
+
+
+def gpus_for(device, world=1) -> int:
+    """The GPUs a task on `device` holds: one per process of its world on CUDA, none on the CPU."""
+    return world if str(device).startswith("cuda") else 0
+
+
+def check_reads(task, node=None):
+    """Every path the task reads exists and is readable on this node, or one line naming node and path."""
+    for p in task.reads:
+        if not os.access(p, os.R_OK):
+            where = node or socket.gethostname()
+            raise TaskFailed(f"{task.name or 'a task'}: node {where} cannot read {p}: every node must see the "
+                            "prepared corpus and the checkout at the driver's paths")

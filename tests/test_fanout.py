@@ -1,0 +1,216 @@
+"""The fan-out engines (fanout/): --engine ray gives the local engine's results value for value (the audit at
+2 ranks x 2 loader workers, the queue study at the micro setting of test_queue_study_run), a task whose Ray
+worker dies is run again to the undisturbed result, and bad input is one line. The tests share one local Ray
+(seconds to start): the engine finds it running, uses it and leaves it running."""
+import argparse
+import json
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import ray
+from conftest import ROOT, one_line_error, queue_script
+from fanout_tasks import dies_once, fails_first
+from test_main_job import MICRO as SIX_MICRO
+from test_queue_study_run import MICRO
+
+from audit.__main__ import main as audit_main
+from audit.pipeline import StreamInput
+from audit.topology import share_counts, shares
+from comparison import run_six
+from corpus.errors import DataError
+from fanout import Task, TaskFailed, open_engine
+from presets import six as six_runs
+from shardqueue.study import presets
+from shardqueue.study.run import run_study
+
+R, B = 65, 16
+# what differs between two runs of the same work: wall times, dates, the folders they ran in
+TIMES = ("timing", "provenance", "folder", "date", "overhead_vs_kept_training", "folder_bytes", "peak_memory_mib",
+         "loader_wait_share", "mfu")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    # tests/ on the workers' path too: the tasks of tests/fanout_tasks.py
+    path = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    yield
+    ray.shutdown()
+
+
+def timeless(v):
+    """v without its wall times (keys naming seconds or wall time, or ending in _s), dates and memory peaks."""
+    if isinstance(v, dict):
+        return {k: timeless(x) for k, x in v.items()
+                if k not in TIMES and not any(w in k for w in ("wall", "second")) and not k.endswith("_s")}
+    if isinstance(v, list):
+        return [timeless(x) for x in v]
+    return v
+
+
+def _lengths(n=2000, seed=3):
+    rng = np.random.default_rng(seed)
+    return np.maximum(1, rng.lognormal(3.0, 1.2, n).astype(np.int64))
+
+
+def test_the_audit_on_ray_equals_the_local_audit_at_two_ranks_by_two_workers(local_ray, tmp_path):
+    f = tmp_path / "L.txt"
+    f.write_text("\n".join(map(str, _lengths())) + "\n")
+    argv = ["--lengths", str(f), "--row-capacity", str(R), "--buffer", str(B), "--targets", str(301 * (R - 1)),
+            "--packers", "original,concat_chunk", "--permutations", "0", "--no-figures", "--ranks", "2",
+            "--loader-workers", "2"]
+    assert audit_main(argv + ["--out", str(tmp_path / "local")]) == 0
+    assert audit_main(argv + ["--out", str(tmp_path / "ray"), "--engine", "ray"]) == 0
+    local, on_ray = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("local", "ray"))
+    topo = local["topology"]
+    assert topo["worker_streams"] == 4 and set(topo["packers"]) == {"original", "concat_chunk"}
+    # four different worker streams: an engine that mixed up their order would not give the same list
+    assert len({json.dumps(c) for c in topo["packers"]["original"]["workers"]}) == 4
+    assert timeless(on_ray) == timeless(local)
+    assert (tmp_path / "ray" / "report.md").read_text() == (tmp_path / "local" / "report.md").read_text()
+    assert not list(tmp_path.glob("ray/.*-work"))  # the workers' scratch is gone
+
+
+def test_the_queue_study_on_ray_equals_the_local_study(local_ray, small_corpus, tmp_path, monkeypatch):
+    monkeypatch.setitem(presets.PRESETS, "micro", MICRO)
+
+    def study(out, engine):
+        return run_study(argparse.Namespace(preset="micro", out=str(out), data_dir=str(small_corpus), dry_run=False,
+                                            curve=False, calibration=None, device="cpu", workers=1, engine=engine,
+                                            ray_address=None), log=lambda s: None)
+
+    assert study(tmp_path / "local", "local") == 0
+    # stage A runs in the driver under either engine: the Ray study starts from a copy of the local one's
+    shutil.copytree(tmp_path / "local" / "stage_a", tmp_path / "ray" / "stage_a")
+    assert study(tmp_path / "ray", "ray") == 0
+    local, on_ray = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("local", "ray"))
+    assert {r["name"] for r in on_ray["runs"]} == {f"{a}_s{s}" for a in "ABC" for s in (43, 44)}
+    assert timeless(on_ray) == timeless(local)
+
+
+def test_run_six_on_ray_equals_run_six_in_this_process(local_ray, small_corpus, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(six_runs.PRESETS, "tiny", SIX_MICRO)  # the configs are resolved in the driver
+    monkeypatch.setattr(six_runs, "SEEDS", (43,))
+    for kind in ("local", "ray"):
+        assert run_six.main(["--data-dir", str(small_corpus), "--out", str(tmp_path / kind), "--engine", kind]) == 0
+    local, on_ray = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("local", "ray"))
+    assert [r["name"] for r in on_ray] == ["baseline_s43", "random_crop_s43", "segmented_s43"]
+    assert timeless(on_ray) == timeless(local)
+    lines = [ln.split(":")[0] for ln in capsys.readouterr().out.splitlines() if ": official BPB " in ln]
+    assert lines == [r["name"] for r in local] * 2, lines  # each run's result line, printed by the driver
+
+
+def test_a_task_whose_ray_worker_dies_is_run_again_to_the_undisturbed_result(local_ray, tmp_path):
+    L = _lengths(400)
+    stream = StreamInput("s", "lengths", L, np.append(np.arange(0, len(L), 32), len(L)))
+    (tmp_path / "work").mkdir()
+    args = (shares(stream, 2, refill_docs=32)[1], "original", 40, R, B, tmp_path / "work", 1)
+    undisturbed = share_counts(*args)
+    marker = tmp_path / "attempted"
+    with open_engine("ray") as engine:
+        got = list(engine.run([Task(dies_once, (str(marker), *args), name="dies once")]))
+    assert marker.exists() and got == [undisturbed] and undisturbed["sources_arrived"] > 0
+
+
+def test_a_task_error_comes_back_as_the_local_engine_raises_it_and_the_other_ray_tasks_finish(local_ray, tmp_path):
+    for kind in ("local", "ray"):
+        done = tmp_path / kind
+        done.mkdir()
+        with open_engine(kind) as engine, pytest.raises(DataError) as e:
+            list(engine.run([Task(fails_first, (i, str(done)), name=f"t{i}") for i in range(6)]))
+        assert type(e.value) is DataError and str(e.value) == "task 0: bad input"
+    assert not list((tmp_path / "local").iterdir())  # in this process: one after another, stopped at the first error
+    # on Ray the others are left to finish (a finished study run is kept for the rerun), none cancelled
+    deadline = time.monotonic() + 20
+    while len(list((tmp_path / "ray").iterdir())) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(p.name for p in (tmp_path / "ray").iterdir()) == ["1", "2", "3", "4", "5"]
+    with open_engine("ray") as engine:
+        assert list(engine.run([Task(fails_first, (i,)) for i in (1, 2)])) == [1, 2]
+
+
+def test_a_node_that_cannot_read_the_corpus_fails_in_one_line_naming_node_and_path(local_ray, tmp_path):
+    missing = tmp_path / "no-corpus"
+    with open_engine("ray") as engine, pytest.raises(TaskFailed) as e:
+        list(engine.run([Task(os.getpid, name="arms_b_c seed 43", reads=(str(missing),))]))
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("arms_b_c seed 43: node ") and socket.gethostname() in msg
+    assert f"cannot read {missing}" in msg
+
+
+def _study_cli(out, *extra):
+    # an unprepared data folder: an engine that let bad input through stops there at once, not after a study
+    return queue_script("study").main(["--preset", "tiny", "--out", str(out), "--data-dir", str(out.parent / "none"),
+                                       *extra])
+
+
+def _audit_cli(tmp_path, *extra):
+    f = tmp_path / "L.txt"
+    f.write_text("5\n9\n3\n7\n")
+    return audit_main(["--lengths", str(f), "--row-capacity", "4", "--ranks", "2", "--permutations", "0",
+                       "--no-figures", "--out", str(tmp_path / "o"), *extra])
+
+
+def test_engine_ray_without_ray_installed_names_the_extra(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as where it is not installed
+    one_line_error(capsys, _study_cli(tmp_path / "s", "--engine", "ray"), "--engine ray needs Ray",
+                   "the 'ray' extra", "requirements-ray.lock")
+    assert not (tmp_path / "s").exists()
+    one_line_error(capsys, _audit_cli(tmp_path, "--engine", "ray"), "the 'ray' extra")
+    assert not (tmp_path / "o").exists()
+    rc = run_six.main(["--engine", "ray", "--out", str(tmp_path / "six")])
+    one_line_error(capsys, rc, "the 'ray' extra")
+    assert not (tmp_path / "six").exists()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_ray_address_is_one_line_within_seconds(tmp_path, capsys):
+    port = _free_port()  # nothing listens there
+    t0 = time.monotonic()
+    one_line_error(capsys, _study_cli(tmp_path / "s", "--engine", "ray", "--ray-address", f"127.0.0.1:{port}"),
+                   f"--ray-address 127.0.0.1:{port}: no Ray cluster answers there")
+    assert time.monotonic() - t0 < 30 and not (tmp_path / "s").exists()
+    one_line_error(capsys, _audit_cli(tmp_path, "--engine", "ray", "--ray-address", "nowhere"),
+                   "--ray-address nowhere: expected HOST:PORT")
+    one_line_error(capsys, _audit_cli(tmp_path, "--ray-address", f"127.0.0.1:{port}"), "applies to --engine ray only")
+
+
+def test_an_address_that_answers_but_is_no_ray_cluster_is_one_line(tmp_path, capsys):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def answer_http1():  # what a web server (the dashboard's port) answers to the gRPC hello
+        conn, _ = srv.accept()
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+        conn.close()
+
+    th = threading.Thread(target=answer_http1, daemon=True)
+    th.start()
+    port = srv.getsockname()[1]
+    t0 = time.monotonic()
+    one_line_error(capsys, _audit_cli(tmp_path, "--engine", "ray", "--ray-address", f"127.0.0.1:{port}"),
+                   "something answers there but it is no Ray cluster")
+    assert time.monotonic() - t0 < 30
+    th.join(5)
+    srv.close()
+
+
+@pytest.mark.parametrize("cli", ["study", "audit", "run_six"])
+def test_an_unknown_engine_is_refused_by_argparse(cli, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        {"study": lambda: _study_cli(tmp_path / "s", "--engine", "dask"),
+         "audit": lambda: _audit_cli(tmp_path, "--engine", "dask"),
+         "run_six": lambda: run_six.main(["--engine", "dask"])}[cli]()
+    assert e.value.code == 2 and "invalid choice: 'dask'" in capsys.readouterr().err
