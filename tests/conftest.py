@@ -16,12 +16,13 @@ from training.device import keep_freed_host_memory  # noqa: E402 - after OMP_NUM
 keep_freed_host_memory()  # as every command line does on CPU: the tests' in-process training runs take half the time
 
 
-# The files that take longest (their tests' seconds added up, 2 cores, 2026-12-02), first: `./run.sh test`
+# The files that take longest (their tests' seconds added up, 2 cores, 2026-12-04), first: `./run.sh test`
 # hands whole files to its two processes in this order (--no-loadscope-reorder). xdist's own order, by
 # number of tests, left files like the torchrun pair (2 tests, 18 s) for the end, one process waiting.
-SLOWEST_FIRST = ("test_queue.py", "test_queue_owndata.py", "test_ddp.py", "test_train.py", "test_fanout.py",
-                 "test_queue_study_run.py", "test_queue_study.py", "test_faults_data.py", "test_cuda_path.py", "test_layout.py",
-                 "test_audit_lengths.py", "test_queue_measurements.py", "test_audit_libraries.py")
+SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_audit_topology.py", "test_queue_owndata.py",
+                 "test_train.py", "test_queue_study_run.py", "test_faults_data.py", "test_queue_study.py",
+                 "test_audit_lengths.py", "test_audit.py", "test_download.py", "test_eval.py", "test_audit_libraries.py",
+                 "test_faults_eval.py", "test_cuda_path.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -79,7 +79,7 @@ def test_a_timed_out_launcher_takes_its_workers_with_it(tmp_path):
                 "start_new_session=True); "
                 f"open({str(pidfile)!r}, 'w').write(str(p.pid)); p.wait()")
     with pytest.raises(subprocess.TimeoutExpired) as e:
-        run_group([sys.executable, "-c", launcher], timeout=3)
+        run_group([sys.executable, "-c", launcher], timeout=1.5)  # the worker registers its handler within ~0.1 s
     assert "waiting_for_a_collective" in e.value.stderr  # the worker's stack, printed before the kill
     pid = int(pidfile.read_text())
     for _ in range(50):  # the kill is delivered at once; reaping by init may take a moment
