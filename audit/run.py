@@ -78,7 +78,8 @@ def check_args(args):
     for flag, v, lo in (("--row-capacity", args.row_capacity, 2), ("--buffer", args.buffer, 1),
                         ("--targets", args.targets, 1), ("--updates", args.updates, 1),
                         ("--refill-docs", args.refill_docs, 1), ("--permutations", args.permutations, 0),
-                        ("--ranks", args.ranks, 1), ("--loader-workers", args.loader_workers, 1)):
+                        ("--ranks", args.ranks, 1), ("--loader-workers", args.loader_workers, 1),
+                        ("--workers", args.workers, 1)):
         if v is not None and v < lo:
             what = {2: "R must be at least 2 (one input and one target)", 1: "must be positive",
                     0: "must be 0 or more"}[lo] if flag != "--buffer" else "B must be at least 1"
@@ -227,7 +228,9 @@ def run_audit(args) -> int:
         # the worker streams' engine first (a Ray started or joined): a bad --engine setup is one line, nothing written
         engine = None
         if args.streams_ranks * args.streams_workers > 1:
-            engine = stack.enter_context(open_engine(getattr(args, "engine", "local"), 1,
+            # a --trace packer is the user's object, made to be called, not pickled: it stays in this process
+            workers = 1 if user is not None else args.workers
+            engine = stack.enter_context(open_engine(getattr(args, "engine", "local"), workers,
                                                      getattr(args, "ray_address", None)))
         for stale in out.parent.glob(f".{out.name}.new-*"):
             shutil.rmtree(stale, ignore_errors=True)  # a killed audit's partial output (we hold the lock)

@@ -159,6 +159,9 @@ def test_the_command_line_writes_the_topology_into_summary_and_report(tmp_path):
     never = m["sources_longer_than_R_arrived"] - m["sources_longer_than_R_started"]
     assert f"With 2 ranks x 2 workers (4 worker streams, split by group:10), original never starts {never:,} of" in md
     assert md.index("## Loader topology") < md.index("## 5.1 Coverage")
+    # side by side in two processes (--workers 2): the same counts, worker stream for worker stream
+    assert audit_main(argv + ["--ranks", "2", "--loader-workers", "2", "--split-by", "group:10", "--workers", "2"]) == 0
+    assert json.loads((out / "summary.json").read_text())["topology"] == topo
     # the default is one stream: no topology in the summary
     assert audit_main(argv) == 0
     assert "topology" not in json.loads((out / "summary.json").read_text())
@@ -167,6 +170,7 @@ def test_the_command_line_writes_the_topology_into_summary_and_report(tmp_path):
 @pytest.mark.parametrize("extra, msg", [
     (["--ranks", "0"], "--ranks 0: must be positive"),
     (["--loader-workers", "-1"], "--loader-workers -1: must be positive"),
+    (["--workers", "0"], "--workers 0: must be positive"),
     (["--split-by", "group:0"], "--split-by 'group:0': expected 'document' or 'group:G'"),
     (["--split-by", "file"], "--split-by 'file': expected"),
     (["--ranks", "2", "--loader-workers", "2"], "4 worker streams but only 3 documents"),
