@@ -51,11 +51,15 @@ def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, pro
     while done < rows:
         raw, marks, first_row = [], [], done
         while done < min(rows, first_row + CHUNK_ROWS):
-            k = min(step, rows - done)
+            point = min(rows, (done // step + 1) * step)  # the next point of the buffer curve
+            k = min(point - done, CHUNK_ROWS)  # a chunk never outgrows CHUNK_ROWS, however far apart the points
             core.pack_rows(k, raw)
             done += k
-            marks.append(len(raw))
-            curve.append([done * (R - 1), core.buffered_tokens()])
+            if done == point:
+                marks.append(len(raw))
+                curve.append([done * (R - 1), core.buffered_tokens()])
+                if step >= CHUNK_ROWS:
+                    break  # a point ends its chunk, as when a chunk was one step: the curve's masses unchanged
         arrivals = core.take_arrivals()
         if arrivals:
             tally.arrive(arrivals[0][1], np.concatenate([x[2] for x in arrivals]), _labels(arrivals))

@@ -2,7 +2,8 @@
 accumulated as sources retire) against the in-memory replay: the same events and the same
 summary on random streams, at any chunk size; the Proposition watch still sees a violation
 when it checks only the events of long sources; a stream generated in chunks replays as the
-same stream held in memory."""
+same stream held in memory; a chunk stays within CHUNK_ROWS rows however far apart the buffer
+curve's points are, and the curve is the buffer as the core holds it."""
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,10 +12,10 @@ import audit.compute as compute
 from audit.events import EventSink, read_events
 from audit.feed import ChunkedRefills, PassRefills
 from audit.metrics import summarize_replay
-from audit.proposition import PropositionWatch
+from audit.proposition import PropositionWatch, ProtectedSet
 from audit.replay import Replay
 from audit.synthetic import census_chunks
-from loaders.core import PACKERS
+from loaders.core import PACKERS, PackerCore
 from loaders.stream import DocumentStream
 
 
@@ -66,3 +67,36 @@ def test_chunked_synthetic_stream_replays_as_the_same_stream_in_memory():
     a.pop("plot")
     b.pop("plot")
     assert a == b
+
+
+class _RowsPerChunk:
+    """An EventSink stand-in that keeps how many rows each chunk of events covers."""
+
+    def __init__(self):
+        self.rows = []
+
+    def write(self, rec, labels=None):
+        self.rows.append(int(rec["row"].max() - rec["row"].min() + 1))
+
+
+def test_a_chunk_never_outgrows_chunk_rows_however_far_apart_the_curve_points(monkeypatch):
+    # 60 rows and 4 curve points: a point every 15 rows, but chunks of at most 4 rows (before, a chunk
+    # was a whole step between points: at 10^8 documents 91,000 rows, and memory grew with the stream)
+    monkeypatch.setattr(compute, "CHUNK_ROWS", 4)
+    monkeypatch.setattr(compute, "PLOT_POINTS", 4)
+    rng = np.random.default_rng(8)
+    lengths = rng.integers(1, 40, 400)
+    lengths[::9] = rng.integers(60, 200, len(lengths[::9]))
+    stream = DocumentStream.from_lengths(lengths, refill_docs=8)
+    R, B, sink = 33, 12, _RowsPerChunk()
+    s = compute.replay_packer(PassRefills(stream.lengths, stream.refills), "original", 60, R, B, sink)
+    assert max(sink.rows) <= 4 and sum(sink.rows) == 60
+    # each point: the buffer's tokens and the protected mass after every arrival so far, as the core holds them
+    core, want = PackerCore(stream, "original", R, B), []
+    for _ in range(4):
+        core.pack_rows(15, [])
+        ps = ProtectedSet(B, R)
+        for i in range(core.arrived_docs):
+            ps.arrive(i, int(lengths[i % len(lengths)]))
+        want.append([core.rows_done * (R - 1), core.buffered_tokens(), ps.mass])
+    assert s["plot"]["buffer_curve"] == want
