@@ -11,6 +11,8 @@ keeps buffered or never starts, which positions of them it trains on, for the pa
     topology.py      N ranks x M loader workers: a stream split into worker shares, each audited alone, merged
     feed.py          refills pulled on demand: memory is the buffer and a chunk, not the stream
     trace.py         run any packer on tracer documents and decode its rows into the replay's events
+    fates.py         the trace's emissions resolved and tallied a range of sources at a time, from disk
+    spill.py         tables as long as the stream (documents, decoded emissions) on disk, read back by range
     adapters.py      packers to trace: ours, concatenate-and-chunk, TRL, OLMo-core, torchtune, torchtitan
     events.py        the event schema the replay and the trace share, and its writers
     tally.py         every table of one packer's audit, accumulated chunk by chunk

@@ -7,12 +7,13 @@ have the same keys; the Markdown report is audit/report.py's business, not this 
 """
 import numpy as np
 
-from audit.events import EventSink, records_from_columns
+from audit.events import records_from_columns
+from audit.fates import spill_decoded, tally_ranges, write_in_emission_order
 from audit.feed import PullingCore
 from audit.proposition import PropositionWatch
+from audit.spill import Folder
 from audit.tally import Tally
-from audit.trace import run_trace
-from loaders.core import CROP, FIT
+from audit.trace import RowDecoder
 
 CHUNK_ROWS = 4096  # rows per events chunk: memory holds one chunk's events
 PLOT_POINTS = 300  # samples of the buffer's mass over the replay
@@ -89,15 +90,12 @@ def _event_labels(tally, rec):
     return np.asarray(tally.labels.names, dtype=object)[lab]
 
 
-def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve, applies=None):
-    """Retire what is still buffered at the horizon and assemble the summary."""
+def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve, applies=None, unstarted=None):
+    """Retire what is still buffered at the horizon and assemble the summary; unstarted: whether every
+    protected source is buffered and unstarted, when the caller has retired them already."""
+    if unstarted is None:
+        unstarted = _protected_unstarted(tally.live, watch.ps.members)
     ps = watch.ps
-    live = tally.live
-    members = np.asarray(sorted(ps.members), dtype=np.int64)
-    pos = np.searchsorted(live["id"], members)
-    in_live = (pos < len(live["id"])) & (live["id"][np.minimum(pos, max(len(live["id"]) - 1, 0))] == members) \
-        if len(live["id"]) else np.zeros(len(members), bool)
-    unstarted = bool(in_live.all() and not live["nev"][pos[in_live]].any())
     tally.retire(None)
     t = tally.tables()
     applies = (packer not in NOT_IN_FAMILY) if applies is None else applies
@@ -118,46 +116,41 @@ def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve,
     return out
 
 
+def _protected_unstarted(live, members):
+    """Every protected source still live (some span buffered) and none of them started."""
+    members = np.asarray(sorted(members), dtype=np.int64)
+    pos = np.searchsorted(live["id"], members)
+    in_live = (pos < len(live["id"])) & (live["id"][np.minimum(pos, max(len(live["id"]) - 1, 0))] == members) \
+        if len(live["id"]) else np.zeros(len(members), bool)
+    return bool(in_live.all() and not live["nev"][pos[in_live]].any())
+
+
 def trace_packer(packer_fn, refills, name, rows, R, B, first_id, bos_id=None, pad_id=None, drain_rows=None,
                  sink=None, label_names=False, applies=False, why_not=None, progress=None):
-    """Trace any packer (audit/trace.py) and summarize it as the replay summarizes its packers."""
-    tr = run_trace(packer_fn, refills, R, rows, first_id, bos_id, pad_id, drain_rows, progress=progress)
-    ev = tr.events
-    h = ev["row"] < rows
-    L = tr.lengths
-    rec = records_from_columns(ev["src"][h], L[ev["src"][h]], ev["a"][h], ev["emitted"][h], ev["disc"][h],
-                               ev["row"][h], ev["off"][h], np.where(ev["crop"][h], CROP, FIT), ev["lead"][h], R)
-    tally = Tally(R, rows * (R - 1))
-    tally.arrive(0, L, tr.labels)
-    kol = ev["kind_of_lead"][h]
-    tally.add_events(rec, (kol == 1).astype(np.int64), (kol == 2).astype(np.int64))
-    never = ev["never"] if ev["ended"] else np.zeros(0, np.int64)
-    tally.live["disc"][never] += L[never]  # ids are 0..arrived-1 in order: an index is an id
-    watch = PropositionWatch(B, R)
-    watch.feed([(s,) for s in rec["source_id"].tolist()], _row_arrivals(tr, rec))
-    added_all = int((ev["kind_of_lead"] == 1).sum())
-    discarded = int(rec["discarded"].sum()) + int(L[never].sum())
-    buffered = int(L.sum()) + added_all - int(rec["emitted"].sum()) - discarded
-    if sink is not None:
-        lab = np.asarray(tally.labels.names, dtype=object)[tally.live["label"][rec["source_id"]]] if label_names else None
-        sink.write(rec, lab)
-    out = finish(tally, watch, name, rows, R, B, None, added_all, buffered, [], applies=applies)
-    out["discarded"] = discarded  # never-emitted sources are discarded without an event
+    """Trace any packer (audit/trace.py) and summarize it as the replay summarizes its packers; decoded
+    emissions and documents wait on disk (beside the events, else in a temporary folder) until resolved."""
+    folder = Folder(sink.parquet_path.parent if sink is not None else None, f"{name}-spill")
+    dec = RowDecoder(packer_fn, refills, R, rows, first_id, bos_id, pad_id, drain_rows, progress=progress,
+                     folder=folder)
+    try:
+        watch = PropositionWatch(B, R)
+        spill = spill_decoded(dec, watch, folder)
+        tally = Tally(R, rows * (R - 1))
+        tally.labels = dec.docs.labels  # the ids the documents were given as they were pulled
+        tot, events = tally_ranges(spill, dec, tally, rows, R, watch.ps.members, folder, sink is not None)
+        if sink is not None:
+            write_in_emission_order(events, sink, tally.labels.names if label_names else None)
+    finally:
+        dec.docs.table.close()
+        folder.close()
+    buffered = tot.tokens + tot.added - tot.emitted - tot.discarded
+    out = finish(tally, watch, name, rows, R, B, None, tot.added, buffered, [], applies=applies,
+                 unstarted=not tot.member_started)
+    out["discarded"] = tot.discarded  # never-emitted sources are discarded without an event
     out["partition_holds"] = out["tokens_arrived"] + out["bos_added"] == out["emitted"] + out["discarded"] + out["buffered"]
     out["protected"]["why_not"] = None if applies else (why_not or "its rule is not the paper's family")
-    out["trace"] = {"rows_yielded": tr.rows_yielded, "stream_ended": bool(tr.ended), "rows_reached": tr.rows,
-                    "padding": tr.counts["pad"], "other_inserted": tr.counts["other_inserted"],
-                    "row_tokens": tr.counts["row_tokens"], "unresolved_sources": 0 if tr.ended else len(ev["never"])}
-    out["padding_share"] = tr.counts["pad"] / (rows * R) if rows else 0.0
-    return out
-
-
-def _row_arrivals(tr, rec):
-    """Arrivals at row boundaries: the documents pulled by the time each row came out."""
-    first_event_of_row = np.searchsorted(rec["row"], np.arange(len(tr.pulled_at_row)))
-    out, prev = [], 0
-    for r, p in enumerate(tr.pulled_at_row.tolist()):
-        if p > prev:
-            out.append((int(first_event_of_row[r]), prev, tr.lengths[prev:p], None))
-            prev = p
+    out["trace"] = {"rows_yielded": dec.n, "stream_ended": bool(dec.ended), "rows_reached": min(dec.n, rows),
+                    "padding": dec.counts["pad"], "other_inserted": dec.counts["other_inserted"],
+                    "row_tokens": dec.counts["row_tokens"], "unresolved_sources": 0 if dec.ended else tot.never}
+    out["padding_share"] = dec.counts["pad"] / (rows * R) if rows else 0.0
     return out

@@ -53,8 +53,8 @@ class Labels:
         self.names, self._ids = [], {}
 
     def ids(self, values, n):
-        if values is None:
-            values = [None] * n
+        if values is None:  # an unlabelled refill: one id, without a string per document
+            return np.full(n, self._id(NO_LABEL), np.int64) if n else np.zeros(0, np.int64)
         uniq, inv = np.unique(np.asarray([NO_LABEL if v is None else str(v) for v in values], dtype=object),
                               return_inverse=True)
         lut = np.fromiter((self._id(u) for u in uniq), dtype=np.int64, count=len(uniq))
@@ -86,10 +86,11 @@ class Tally:
         self.length_counts = {}
 
     # ---- arrivals ------------------------------------------------------------------
-    def arrive(self, first, lengths, labels=None):
+    def arrive(self, first, lengths, labels=None, label_ids=None):
+        """Sources first.. with these lengths; labels (values) or label_ids (ids of self.labels already)."""
         L = np.asarray(lengths, dtype=np.int64)
         ids = first + np.arange(len(L), dtype=np.int64)
-        lab = self.labels.ids(labels, len(L))
+        lab = self.labels.ids(labels, len(L)) if label_ids is None else np.asarray(label_ids, np.int64)
         for k, v in (("id", ids), ("len", L), ("label", lab)):
             self.live[k] = np.concatenate([self.live[k], v])
         for k in ("own", "disc", "nev"):
