@@ -28,6 +28,11 @@ def decile_edges(L):
     return (np.arange(DECILES + 1)[None, :] * L[:, None] + DECILES - 1) // DECILES
 
 
+def decile_sizes(L):
+    """Tokens in each tenth of a source of length L: int64 [n, 10] (spans_by_decile of the whole source)."""
+    return np.diff(decile_edges(L), axis=1)
+
+
 def spans_by_decile(L, a, b):
     """Tokens of each position run [a, b) of a source of length L that fall in each tenth: [n, 10]."""
     e = decile_edges(L)
@@ -44,6 +49,32 @@ def median_of_counts(counts):
     c = np.cumsum(counts)
     lo, hi = np.searchsorted(c, (n - 1) // 2, side="right"), np.searchsorted(c, n // 2, side="right")
     return float((lo + hi) / 2)
+
+
+class Multiset:
+    """Counts of int values as sorted (values, counts) arrays, added to a chunk at a time: memory is the
+    distinct values, work per chunk its own values plus a pass over them."""
+
+    def __init__(self):
+        self.values, self.counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
+
+    def add(self, x):
+        if not len(x):
+            return
+        u, c = np.unique(np.asarray(x, np.int64), return_counts=True)
+        pos = np.searchsorted(self.values, u)
+        hit = pos < len(self.values)
+        hit[hit] = self.values[pos[hit]] == u[hit]
+        self.counts[pos[hit]] += c[hit]
+        if not hit.all():
+            self.values = np.insert(self.values, pos[~hit], u[~hit])
+            self.counts = np.insert(self.counts, pos[~hit], c[~hit])
+
+    def by_decile(self, S):
+        """Tokens in each tenth of every counted source length, added up by the length's stratum: [S, 10]."""
+        out = np.zeros((S, DECILES), np.int64)
+        np.add.at(out, stratum_of(self.values), decile_sizes(self.values) * self.counts[:, None])
+        return out
 
 
 class Labels:
@@ -76,14 +107,16 @@ class Tally:
         z = lambda *shape: np.zeros(shape, np.int64)  # noqa: E731
         self.by_stratum = {k: z(self.S) for k in ("sources", "started", "loaded", "emitted", "fully")}
         self.by_label = {}  # label id -> per-label counters (grown on demand)
-        self.dec_emitted, self.dec_arrived = z(self.S, DECILES), z(self.S, DECILES)
+        # position exposure: arrived sources, and events that emit a whole source, are counted by length
+        # and spread over the tenths once, at the end; only the other events' spans are cut into tenths
+        self.arrived_lengths, self.whole_emitted = Multiset(), Multiset()
+        self.dec_emitted = z(self.S, DECILES)  # the spans of events that do not emit their whole source
         self.crop_hist = z(R + 1)
         self.n = {k: 0 for k in ("events", "emitted", "discarded", "added", "long_arrived", "long_started",
                                  "emitted_long", "continuation_rows", "continuation_events", "rows")}
         self.startup = None
         self.curve_edges = np.linspace(0, max(targets, 1), CURVE_BINS + 1)
         self.curve_all, self.curve_long = z(CURVE_BINS), z(CURVE_BINS)
-        self.length_counts = {}
 
     # ---- arrivals ------------------------------------------------------------------
     def arrive(self, first, lengths, labels=None, label_ids=None):
@@ -95,11 +128,7 @@ class Tally:
             self.live[k] = np.concatenate([self.live[k], v])
         for k in ("own", "disc", "nev"):
             self.live[k] = np.concatenate([self.live[k], np.zeros(len(L), np.int64)])
-        st = stratum_of(L)
-        np.add.at(self.dec_arrived, st, spans_by_decile(L, np.zeros_like(L), L))
-        vals, cnt = np.unique(L, return_counts=True)
-        for v, c in zip(vals.tolist(), cnt.tolist()):
-            self.length_counts[v] = self.length_counts.get(v, 0) + c
+        self.arrived_lengths.add(L)
 
     # ---- events --------------------------------------------------------------------
     def add_events(self, rec, added, stands_in):
@@ -117,9 +146,13 @@ class Tally:
         np.add.at(self.live["disc"], idx, rec["discarded"])
         np.add.at(self.live["nev"], idx, 1)
         lead = rec["lead_bos"].astype(np.int64)
-        a = rec["span_start"]
-        st = stratum_of(rec["source_len"])
-        np.add.at(self.dec_emitted, st, spans_by_decile(rec["source_len"], a, a + rec["emitted"] - lead))
+        a, L = rec["span_start"], rec["source_len"]
+        b = a + rec["emitted"] - lead  # the source's positions [a, b), plus position 0 where the lead stands in
+        whole = (a == 0) & (b == L)
+        self.whole_emitted.add(L[whole])
+        st = stratum_of(L)
+        part = np.flatnonzero(~whole)
+        np.add.at(self.dec_emitted, st[part], spans_by_decile(L[part], a[part], b[part]))
         np.add.at(self.dec_emitted[:, 0], st[stands_in > 0], 1)
         self.crop_hist += np.bincount(rec["emitted"][rec["kind"] == CROP], minlength=self.R + 1)[: self.R + 1]
         long_ = rec["source_len"] > self.R
@@ -137,9 +170,12 @@ class Tally:
 
     def _first_events(self, rec, idx):
         """The start curves: each source's first event, by target offset."""
-        u, first = np.unique(idx, return_index=True)
+        n = len(idx)
+        first = np.full(len(self.live["id"]), n, np.int64)
+        np.minimum.at(first, idx, np.arange(n))  # each live source's first event in this chunk (n: none)
+        u = np.flatnonzero(first < n)
         new = self.live["nev"][u] == 0
-        t = rec["target_offset"][first[new]]
+        t = rec["target_offset"][first[u][new]]
         b = np.clip(np.searchsorted(self.curve_edges, t, side="right") - 1, 0, CURVE_BINS - 1)
         np.add.at(self.curve_all, b, 1)
         np.add.at(self.curve_long, b[self.live["len"][u[new]] > self.R], 1)
@@ -218,13 +254,15 @@ class Tally:
 
     def exposure_table(self) -> list:
         labels = stratum_labels()
+        arrived = self.arrived_lengths.by_decile(self.S)
+        emitted = self.dec_emitted + self.whole_emitted.by_decile(self.S)
         out = []
         for k in range(self.S):
-            arr = self.dec_arrived[k]
+            arr = arrived[k]
             if not arr.sum():
                 continue
-            share = [float(e / a) if a else None for e, a in zip(self.dec_emitted[k].tolist(), arr.tolist())]
-            out.append({"stratum": labels[k], "arrived_tokens": arr.tolist(), "emitted_tokens": self.dec_emitted[k].tolist(),
+            share = [float(e / a) if a else None for e, a in zip(emitted[k].tolist(), arr.tolist())]
+            out.append({"stratum": labels[k], "arrived_tokens": arr.tolist(), "emitted_tokens": emitted[k].tolist(),
                         "emitted_share": share})
         return out
 
@@ -232,4 +270,4 @@ class Tally:
         """Bounded data for the figures: start curves, arrived length counts."""
         return {"curve_edges": self.curve_edges.tolist(), "started": np.cumsum(self.curve_all).tolist(),
                 "started_long": np.cumsum(self.curve_long).tolist(),
-                "length_counts": sorted(self.length_counts.items())}
+                "length_counts": list(zip(self.arrived_lengths.values.tolist(), self.arrived_lengths.counts.tolist()))}
