@@ -5,6 +5,8 @@ packers); `trace_packer` runs any packer on tracer documents (audit/trace.py). B
 their events through an EventSink in chunks and fill the same Tally, so their summaries
 have the same keys; the Markdown report is audit/report.py's business, not this module's.
 """
+from itertools import chain
+
 import numpy as np
 
 from audit.events import records_from_columns
@@ -35,7 +37,7 @@ def lead_flags(packer, lead):
 
 
 def _records(raw, tally, R, first_row):
-    a = np.asarray(raw, dtype=np.int64).reshape(-1, 6)
+    a = np.fromiter(chain.from_iterable(raw), np.int64, 6 * len(raw)).reshape(-1, 6)  # faster than asarray on tuples
     live = tally.live
     L = live["len"][np.searchsorted(live["id"], a[:, 0])]
     pos = first_row * R + np.cumsum(a[:, 2]) - a[:, 2]

@@ -5,11 +5,12 @@ when it checks only the events of long sources; a stream generated in chunks rep
 same stream held in memory; a chunk stays within CHUNK_ROWS rows however far apart the buffer
 curve's points are, and the curve is the buffer as the core holds it."""
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import audit.compute as compute
-from audit.events import EventSink, read_events
+from audit.events import EVENT_DTYPE, EventSink, read_events
 from audit.feed import ChunkedRefills, PassRefills
 from audit.metrics import summarize_replay
 from audit.proposition import PropositionWatch, ProtectedSet
@@ -100,3 +101,12 @@ def test_a_chunk_never_outgrows_chunk_rows_however_far_apart_the_curve_points(mo
             ps.arrive(i, int(lengths[i % len(lengths)]))
         want.append([core.rows_done * (R - 1), core.buffered_tokens(), ps.mass])
     assert s["plot"]["buffer_curve"] == want
+
+
+def test_an_event_chunk_that_fails_on_the_writer_thread_fails_the_next_write_or_close(tmp_path):
+    rec = np.zeros(3, EVENT_DTYPE)
+    for then in ("write", "close"):
+        sink = EventSink(tmp_path, then)
+        sink.write(rec, np.array(["a", "b"], dtype=object))  # one label short: the writer thread refuses the chunk
+        with pytest.raises(Exception, match="length"):
+            sink.write(rec) if then == "write" else sink.close()
