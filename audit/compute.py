@@ -37,11 +37,13 @@ def lead_flags(packer, lead):
 
 
 def _records(raw, tally, R, first_row):
+    """The chunk's records, and where each event's source is in tally.live."""
     a = np.fromiter(chain.from_iterable(raw), np.int64, 6 * len(raw)).reshape(-1, 6)  # faster than asarray on tuples
     live = tally.live
-    L = live["len"][np.searchsorted(live["id"], a[:, 0])]
+    idx = np.searchsorted(live["id"], a[:, 0])
     pos = first_row * R + np.cumsum(a[:, 2]) - a[:, 2]
-    return records_from_columns(a[:, 0], L, a[:, 1], a[:, 2], a[:, 3], pos // R, pos % R, a[:, 4], a[:, 5], R)
+    return records_from_columns(a[:, 0], live["len"][idx], a[:, 1], a[:, 2], a[:, 3], pos // R, pos % R, a[:, 4],
+                                a[:, 5], R), idx
 
 
 def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, progress=None):
@@ -66,8 +68,8 @@ def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, pro
         arrivals = core.take_arrivals()
         if arrivals:
             tally.arrive(arrivals[0][1], np.concatenate([x[2] for x in arrivals]), _labels(arrivals))
-        rec = _records(raw, tally, R, first_row)
-        tally.add_events(rec, *lead_flags(packer, rec["lead_bos"]))
+        rec, idx = _records(raw, tally, R, first_row)
+        tally.add_events(rec, *lead_flags(packer, rec["lead_bos"]), idx=idx)
         masses = watch.feed(raw, arrivals, marks, np.flatnonzero(rec["source_len"] > R))
         for c, m in zip(curve[len(curve) - len(marks):], masses):
             c.append(m)

@@ -41,6 +41,12 @@ def spans_by_decile(L, a, b):
     return np.maximum(hi - lo, 0)
 
 
+def _add_rows(target, rows, values):
+    """target[rows] += values, repeated rows adding up (np.add.at on the flattened 1-D view: its fast path)."""
+    k = target.shape[1]
+    np.add.at(target.reshape(-1), (np.asarray(rows)[:, None] * k + np.arange(k)).reshape(-1), values.reshape(-1))
+
+
 def median_of_counts(counts):
     """np.median of the multiset {v: counts[v]} (the mean of the two middle values for an even size)."""
     n = int(counts.sum())
@@ -73,7 +79,7 @@ class Multiset:
     def by_decile(self, S):
         """Tokens in each tenth of every counted source length, added up by the length's stratum: [S, 10]."""
         out = np.zeros((S, DECILES), np.int64)
-        np.add.at(out, stratum_of(self.values), decile_sizes(self.values) * self.counts[:, None])
+        _add_rows(out, stratum_of(self.values), decile_sizes(self.values) * self.counts[:, None])
         return out
 
 
@@ -131,19 +137,20 @@ class Tally:
         self.arrived_lengths.add(L)
 
     # ---- events --------------------------------------------------------------------
-    def add_events(self, rec, added, stands_in):
-        """One chunk of event records (in emission order) with their added / stands-in flags."""
+    def add_events(self, rec, added, stands_in, idx=None):
+        """One chunk of event records (in emission order) with their added / stands-in flags; idx: where
+        each event's source is in self.live, when the caller has looked it up already."""
         if not len(rec):
             return
         added, stands_in = np.asarray(added, np.int64), np.asarray(stands_in, np.int64)
-        idx = np.searchsorted(self.live["id"], rec["source_id"])
+        idx = np.searchsorted(self.live["id"], rec["source_id"]) if idx is None else idx
         if np.any(idx >= len(self.live["id"])) or np.any(self.live["id"][np.minimum(idx, len(self.live["id"]) - 1)]
                                                          != rec["source_id"]):
             raise ValueError("an event names a source that has not arrived or was already retired")
         own = rec["emitted"] - added
         self._first_events(rec, idx)
         np.add.at(self.live["own"], idx, own)
-        np.add.at(self.live["disc"], idx, rec["discarded"])
+        np.add.at(self.live["disc"], idx, rec["discarded"].astype(np.int64))  # contiguous: ufunc.at's fast path
         np.add.at(self.live["nev"], idx, 1)
         lead = rec["lead_bos"].astype(np.int64)
         a, L = rec["span_start"], rec["source_len"]
@@ -152,7 +159,7 @@ class Tally:
         self.whole_emitted.add(L[whole])
         st = stratum_of(L)
         part = np.flatnonzero(~whole)
-        np.add.at(self.dec_emitted, st[part], spans_by_decile(L[part], a[part], b[part]))
+        _add_rows(self.dec_emitted, st[part], spans_by_decile(L[part], a[part], b[part]))
         np.add.at(self.dec_emitted[:, 0], st[stands_in > 0], 1)
         self.crop_hist += np.bincount(rec["emitted"][rec["kind"] == CROP], minlength=self.R + 1)[: self.R + 1]
         long_ = rec["source_len"] > self.R
@@ -183,7 +190,11 @@ class Tally:
     # ---- retiring ------------------------------------------------------------------
     def retire(self, keep_ids=None):
         """Fold the live sources not in keep_ids (sorted; None: every one, at the horizon)."""
-        keep = np.zeros(len(self.live["id"]), bool) if keep_ids is None else np.isin(self.live["id"], keep_ids)
+        ids = self.live["id"]
+        keep = np.zeros(len(ids), bool)
+        if keep_ids is not None and len(keep_ids):  # both sorted: one binary search each, no sort (np.isin sorts)
+            kept = np.asarray(keep_ids, np.int64)
+            keep = kept[np.minimum(np.searchsorted(kept, ids), len(kept) - 1)] == ids
         out = {k: v[~keep] for k, v in self.live.items()}
         self.live = {k: v[keep] for k, v in self.live.items()}
         self._fold(out)
