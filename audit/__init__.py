@@ -7,6 +7,7 @@ keeps buffered or never starts, which positions of them it trains on, for the pa
     api.py           the audit from Python: trace your own packer on your corpus's lengths
     pipeline.py      one audit: a stream, a budget and packers -> summary, events and figures in a folder
     compute.py       the mechanism: one packer over one stream at one budget -> its summary
+    forked.py        a generator run in a forked child (the replay's core beside its tables), its items received here
     replay.py        replay a length stream through a packer (the code that trains) up to a target budget
     topology.py      N ranks x M loader workers: a stream split into worker shares, each audited alone, merged
     feed.py          refills pulled on demand: memory is the buffer and a chunk, not the stream

@@ -6,18 +6,22 @@ their events through an EventSink in chunks and fill the same Tally, so their su
 have the same keys; the Markdown report is audit/report.py's business, not this module's.
 """
 from itertools import chain
+from operator import mul
+from typing import NamedTuple
 
 import numpy as np
 
 from audit.events import records_from_columns
 from audit.fates import spill_decoded, tally_ranges, write_in_emission_order
 from audit.feed import PullingCore
-from audit.proposition import PropositionWatch
+from audit.forked import forked
+from audit.proposition import Firsts, PropositionWatch
 from audit.spill import Folder
 from audit.tally import Tally
 from audit.trace import RowDecoder
 
 CHUNK_ROWS = 4096  # rows per events chunk: memory holds one chunk's events
+FORK_MIN_ROWS = 8 * CHUNK_ROWS  # a replay this long runs its core in a forked child (a fork costs milliseconds)
 PLOT_POINTS = 300  # samples of the buffer's mass over the replay
 # the paper's Proposition: a packer outside its family, and why it cannot apply
 NOT_IN_FAMILY = {
@@ -36,9 +40,53 @@ def lead_flags(packer, lead):
     return zero, zero
 
 
-def _records(raw, tally, R, first_row):
-    """The chunk's records, and where each event's source is in tally.live."""
-    a = np.fromiter(chain.from_iterable(raw), np.int64, 6 * len(raw)).reshape(-1, 6)  # faster than asarray on tuples
+class CoreChunk(NamedTuple):
+    """What the core did in one chunk of rows: everything the tables need, no Python object per event."""
+    events: np.ndarray  # int64 [n, 6]: the core's event tuples
+    first_row: int
+    marks: list  # event index at each point of the buffer curve in this chunk
+    points: list  # [targets, buffered tokens] at each of those points
+    arrivals: list  # (events before, first source, lengths, labels) per refill
+    buffered: np.ndarray  # ids of the sources with a span still buffered (sorted)
+    done: int  # rows packed so far
+
+
+class CoreEnd(NamedTuple):
+    passes_started: int
+    added_bos: int
+    buffered_tokens: int
+
+
+def core_chunks(refills, packer, rows, R, B):
+    """The selection core (PullingCore) over `refills` up to `rows` rows, a CoreChunk at a time, then a CoreEnd.
+    Run in a forked child for a long replay (audit/forked.py): the core is pure Python, the tables numpy."""
+    core = PullingCore(refills, packer, R, B)
+    step = max(1, rows // PLOT_POINTS)
+    done = 0
+    while done < rows:
+        raw, marks, points, first_row = [], [], [], done
+        while done < min(rows, first_row + CHUNK_ROWS):
+            point = min(rows, (done // step + 1) * step)  # the next point of the buffer curve
+            k = min(point - done, CHUNK_ROWS)  # a chunk never outgrows CHUNK_ROWS, however far apart the points
+            core.pack_rows(k, raw)
+            done += k
+            if done == point:
+                marks.append(len(raw))
+                points.append([done * (R - 1), _buffered_tokens(core)])
+                if step >= CHUNK_ROWS:
+                    break  # a point ends its chunk, as when a chunk was one step: the curve's masses unchanged
+        events = np.fromiter(chain.from_iterable(raw), np.int64, 6 * len(raw)).reshape(-1, 6)  # faster than asarray
+        yield CoreChunk(events, first_row, marks, points, core.take_arrivals(), core.buffered_sources(), done)
+    yield CoreEnd(refills.passes_started, core.added_bos, _buffered_tokens(core))
+
+
+def _buffered_tokens(core):
+    """core.buffered_tokens() without a generator frame per bucket (a curve point reads about a thousand)."""
+    return sum(map(mul, core.buckets, map(len, core.buckets.values())))
+
+
+def _records(a, tally, R, first_row):
+    """The chunk's records from the core's events, and where each event's source is in tally.live."""
     live = tally.live
     idx = np.searchsorted(live["id"], a[:, 0])
     pos = first_row * R + np.cumsum(a[:, 2]) - a[:, 2]
@@ -47,39 +95,27 @@ def _records(raw, tally, R, first_row):
 
 
 def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, progress=None):
-    """The replay of one of the paper's packers; refills: a refill source (audit/feed.py)."""
-    core = PullingCore(refills, packer, R, B)
+    """The replay of one of the paper's packers; refills: a refill source (audit/feed.py). From FORK_MIN_ROWS
+    rows on, the core runs in a forked child while this process keeps the tables of the chunk before."""
     tally = Tally(R, rows * (R - 1))
     watch = PropositionWatch(B, R)
-    step = max(1, rows // PLOT_POINTS)
-    curve, done = [], 0
-    while done < rows:
-        raw, marks, first_row = [], [], done
-        while done < min(rows, first_row + CHUNK_ROWS):
-            point = min(rows, (done // step + 1) * step)  # the next point of the buffer curve
-            k = min(point - done, CHUNK_ROWS)  # a chunk never outgrows CHUNK_ROWS, however far apart the points
-            core.pack_rows(k, raw)
-            done += k
-            if done == point:
-                marks.append(len(raw))
-                curve.append([done * (R - 1), core.buffered_tokens()])
-                if step >= CHUNK_ROWS:
-                    break  # a point ends its chunk, as when a chunk was one step: the curve's masses unchanged
-        arrivals = core.take_arrivals()
-        if arrivals:
-            tally.arrive(arrivals[0][1], np.concatenate([x[2] for x in arrivals]), _labels(arrivals))
-        rec, idx = _records(raw, tally, R, first_row)
+    curve, end = [], None
+    for ch in forked(core_chunks, refills, packer, rows, R, B, fork=rows >= FORK_MIN_ROWS):
+        if isinstance(ch, CoreEnd):
+            end = ch
+            continue
+        if ch.arrivals:
+            tally.arrive(ch.arrivals[0][1], np.concatenate([x[2] for x in ch.arrivals]), _labels(ch.arrivals))
+        rec, idx = _records(ch.events, tally, R, ch.first_row)
         tally.add_events(rec, *lead_flags(packer, rec["lead_bos"]), idx=idx)
-        masses = watch.feed(raw, arrivals, marks, np.flatnonzero(rec["source_len"] > R))
-        for c, m in zip(curve[len(curve) - len(marks):], masses):
-            c.append(m)
+        masses = watch.feed(Firsts(ch.events[:, 0]), ch.arrivals, ch.marks, np.flatnonzero(rec["source_len"] > R))
+        curve += [p + [m] for p, m in zip(ch.points, masses)]
         if sink is not None:
             sink.write(rec, _event_labels(tally, rec) if label_names else None)
-        tally.retire(core.buffered_sources())
+        tally.retire(ch.buffered)
         if progress is not None:
-            progress(done)
-    return finish(tally, watch, packer, rows, R, B, refills.passes_started, core.added_bos,
-                   core.buffered_tokens(), curve)
+            progress(ch.done)
+    return finish(tally, watch, packer, rows, R, B, end.passes_started, end.added_bos, end.buffered_tokens, curve)
 
 
 def _labels(arrivals):

@@ -79,7 +79,9 @@ class EventSink:
         self._wait()
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="events")
-        self._pending = self._pool.submit(self._write, records, labels)
+        # the tables are built here (pyarrow holds the GIL for that): the writer thread only encodes and compresses
+        t = _table(records, labels)
+        self._pending = self._pool.submit(self._write, t, _csv_table(records) if self.csv_path is not None else None)
         self.events += len(records)
 
     def _wait(self):
@@ -87,13 +89,11 @@ class EventSink:
             pending, self._pending = self._pending, None
             pending.result()
 
-    def _write(self, records, labels):
-        t = _table(records, labels)
+    def _write(self, t, c):
         if self._pq is None:
             self._pq = pq.ParquetWriter(self.parquet_path, t.schema, **PARQUET)
         self._pq.write_table(t)
-        if self.csv_path is not None:
-            c = _csv_table(records)
+        if c is not None:
             if self._csv is None:
                 self._csv_file = open(self.csv_path, "wb")
                 self._csv_file.write((",".join(c.schema.names) + "\n").encode())  # a plain header line

@@ -13,6 +13,7 @@ Memory: a decode batch, a spill chunk and one range, whatever the stream's lengt
 import numpy as np
 
 from audit.events import EVENT_DTYPE, EVENT_FIELDS, records_from_columns
+from audit.proposition import Firsts
 from audit.spill import KeyedSpill
 from audit.trace import resolve
 from loaders.core import CROP, FIT
@@ -21,19 +22,6 @@ RANGE_SOURCES = 1 << 14  # sources resolved together: the peak of a range (its a
 RUN_DTYPE = np.dtype([("eid", np.int64), ("src", np.int64), ("a", np.int64), ("b", np.int64), ("row", np.int64),
                       ("off", np.int64), ("lead", np.int8), ("kind_of_lead", np.int8)])
 EVENT_ROW = np.dtype(EVENT_DTYPE.descr + [("eid", np.int64), ("label", np.int64)])
-
-
-class _Firsts:
-    """The decoded events as PropositionWatch.feed reads the core's tuples: item e is (source_id,)."""
-
-    def __init__(self, src):
-        self.src = src
-
-    def __len__(self):
-        return len(self.src)
-
-    def __getitem__(self, e):
-        return (int(self.src[e]),)
 
 
 def spill_decoded(dec, watch, folder):
@@ -66,7 +54,7 @@ def _watch(watch, ev, first_row, pulled, prev, table):
         for e, a, b in zip(first_event[new].tolist(), before.tolist(), pulled[new].tolist()):
             arrivals.append((e, a, L[a - prev:b - prev], None))
         prev = int(pulled[-1])
-    watch.feed(_Firsts(ev["src"]), arrivals, candidates=np.flatnonzero(ev["len"] > watch.R))
+    watch.feed(Firsts(ev["src"]), arrivals, candidates=np.flatnonzero(ev["len"] > watch.R))
     return prev
 
 

@@ -2,8 +2,11 @@
 accumulated as sources retire) against the in-memory replay: the same events and the same
 summary on random streams, at any chunk size; the Proposition watch still sees a violation
 when it checks only the events of long sources; a stream generated in chunks replays as the
-same stream held in memory; a chunk stays within CHUNK_ROWS rows however far apart the buffer
-curve's points are, and the curve is the buffer as the core holds it."""
+same stream held in memory, with the core in a forked child or not; a chunk stays within
+CHUNK_ROWS rows however far apart the buffer curve's points are, and the curve is the buffer
+as the core holds it; an error in the forked core is raised here."""
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -28,8 +31,9 @@ def test_streaming_replay_equals_the_in_memory_replay(tmp_path_factory, data):
     lengths = data.draw(st.lists(st.sampled_from([1, 2, R // 2 + 1, R, R + 1, 3 * R, 7 * R]), min_size=1, max_size=200))
     stream = DocumentStream.from_lengths(lengths, refill_docs=data.draw(st.integers(1, 16)))
     out = tmp_path_factory.mktemp("s")
-    old = compute.CHUNK_ROWS
+    old = compute.CHUNK_ROWS, compute.FORK_MIN_ROWS
     compute.CHUNK_ROWS = data.draw(st.integers(1, 9))  # many chunks: live sources carried across them
+    compute.FORK_MIN_ROWS = data.draw(st.sampled_from([0, 10 ** 9]))  # the core in a forked child, or here
     try:
         for packer in PACKERS:
             rows = data.draw(st.integers(1, 60))
@@ -42,7 +46,7 @@ def test_streaming_replay_equals_the_in_memory_replay(tmp_path_factory, data):
             got.pop("plot")
             assert got == want, packer
     finally:
-        compute.CHUNK_ROWS = old
+        compute.CHUNK_ROWS, compute.FORK_MIN_ROWS = old
 
 
 def test_the_watch_reports_a_selection_of_a_protected_source_with_or_without_candidates():
@@ -106,7 +110,51 @@ def test_a_chunk_never_outgrows_chunk_rows_however_far_apart_the_curve_points(mo
 def test_an_event_chunk_that_fails_on_the_writer_thread_fails_the_next_write_or_close(tmp_path):
     rec = np.zeros(3, EVENT_DTYPE)
     for then in ("write", "close"):
-        sink = EventSink(tmp_path, then)
-        sink.write(rec, np.array(["a", "b"], dtype=object))  # one label short: the writer thread refuses the chunk
-        with pytest.raises(Exception, match="length"):
+        sink = EventSink(tmp_path / "no such folder", then)
+        sink.write(rec)  # the writer thread cannot open the file
+        with pytest.raises(OSError, match="no such folder"):
             sink.write(rec) if then == "write" else sink.close()
+
+
+class _PidRefills(PassRefills):
+    """PassRefills that note, in a file, the process that reads them (the replay's core)."""
+
+    def __init__(self, path, *a, fail_after=None):
+        super().__init__(*a)
+        self.path, self.fail_after = path, fail_after
+
+    def __iter__(self):
+        self.path.write_text(str(os.getpid()))
+        for i, r in enumerate(super().__iter__()):
+            if i == self.fail_after:
+                raise ValueError("refill source broke")
+            yield r
+
+
+def test_the_replay_with_its_core_in_a_forked_child_is_the_replay_in_this_process(tmp_path, monkeypatch):
+    rng = np.random.default_rng(9)
+    lengths = rng.integers(1, 80, 3000)
+    lengths[::17] = rng.integers(100, 400, len(lengths[::17]))
+    stream = DocumentStream.from_lengths(lengths, refill_docs=16)
+    monkeypatch.setattr(compute, "CHUNK_ROWS", 7)
+    for packer in PACKERS:
+        got = {}
+        for fork_min in (0, 10 ** 9):
+            monkeypatch.setattr(compute, "FORK_MIN_ROWS", fork_min)
+            out = tmp_path / f"{packer}-{fork_min}"
+            out.mkdir()
+            sink = EventSink(out, packer)
+            refills = _PidRefills(out / "pid", stream.lengths, stream.refills)
+            got[fork_min] = compute.replay_packer(refills, packer, 300, 41, 20, sink), read_events(sink.parquet_path if
+                                                                                                  sink.close() else None)
+            assert (int((out / "pid").read_text()) == os.getpid()) == (fork_min > 0), "forked when asked, else here"
+        assert got[0][0] == got[10 ** 9][0] and np.array_equal(got[0][1], got[10 ** 9][1]), packer
+
+
+def test_an_error_in_the_forked_core_is_raised_here_with_the_childs_traceback(tmp_path, monkeypatch):
+    monkeypatch.setattr(compute, "FORK_MIN_ROWS", 0)
+    refills = _PidRefills(tmp_path / "pid", np.full(500, 30), np.arange(0, 501, 10), fail_after=20)
+    with pytest.raises(ValueError, match="refill source broke") as e:
+        compute.replay_packer(refills, "original", 200, 33, 8)
+    assert "in the forked process running the replay's core" in "".join(e.value.__notes__)
+    assert int((tmp_path / "pid").read_text()) != os.getpid()
