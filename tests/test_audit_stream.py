@@ -8,11 +8,13 @@ as the core holds it; an error in the forked core is raised here."""
 import os
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import audit.compute as compute
+import audit.events as events
 from audit.events import EVENT_DTYPE, EventSink, read_events
 from audit.feed import ChunkedRefills, PassRefills
 from audit.metrics import summarize_replay
@@ -107,7 +109,8 @@ def test_a_chunk_never_outgrows_chunk_rows_however_far_apart_the_curve_points(mo
     assert s["plot"]["buffer_curve"] == want
 
 
-def test_an_event_chunk_that_fails_on_the_writer_thread_fails_the_next_write_or_close(tmp_path):
+def test_an_event_chunk_that_fails_on_the_writer_thread_fails_the_next_write_or_close(tmp_path, monkeypatch):
+    monkeypatch.setattr(events, "ROW_GROUP_EVENTS", 1)  # every chunk its row group
     rec = np.zeros(3, EVENT_DTYPE)
     for then in ("write", "close"):
         sink = EventSink(tmp_path / "no such folder", then)
@@ -158,3 +161,23 @@ def test_an_error_in_the_forked_core_is_raised_here_with_the_childs_traceback(tm
         compute.replay_packer(refills, "original", 200, 33, 8)
     assert "in the forked process running the replay's core" in "".join(e.value.__notes__)
     assert int((tmp_path / "pid").read_text()) != os.getpid()
+
+
+def test_chunks_are_gathered_into_row_groups_of_row_group_events(tmp_path, monkeypatch):
+    # the parquet writer keeps each row group's metadata until it closes: one row group per chunk grew with the stream
+    monkeypatch.setattr(events, "ROW_GROUP_EVENTS", 10)
+    rng = np.random.default_rng(1)
+    rec = np.zeros(97, EVENT_DTYPE)
+    rec["source_id"] = np.arange(97)
+    labels = np.array(rng.choice(["x", "y"], 97), dtype=object)
+    sink, a = EventSink(tmp_path, "g"), 0
+    while a < 97:
+        b = min(97, a + int(rng.integers(1, 4)))
+        sink.write(rec[a:b], labels[a:b])
+        a = b
+    sink.close()
+    f = pq.ParquetFile(tmp_path / "events_g.parquet")
+    sizes = [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)]
+    assert sum(sizes) == 97 and all(10 <= n <= 12 for n in sizes[:-1]) and len(sizes) <= 10
+    assert np.array_equal(read_events(tmp_path / "events_g.parquet"), rec)
+    assert f.read().column("label").to_pylist() == labels.tolist()
