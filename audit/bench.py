@@ -130,7 +130,8 @@ def one_scale(what, n):
         if what == "replay":
             s = replay_packer(ChunkedRefills(census_chunks(n)), "original", rows, R, B, sink)
         else:
-            s = trace_packer(concat_chunk(R), ChunkedRefills(census_chunks(n)), "concat_chunk", rows, R, B, FIRST_ID)
+            s = trace_packer(concat_chunk(R), ChunkedRefills(census_chunks(n)), "concat_chunk", rows, R, B, FIRST_ID,
+                             sink=sink)  # events written, as the audit writes them
         sink.close()
         dt = time.perf_counter() - t
     child = children_peak_rss()

@@ -58,7 +58,7 @@ def _csv_options():
     return pcsv.WriteOptions(include_header=False, quoting_style="none")
 
 
-ROW_GROUP_EVENTS = 1 << 17  # events gathered into one row group: the writer keeps ~9 KB of metadata per row group
+ROW_GROUP_EVENTS = 1 << 16  # events gathered into one row group: the writer keeps ~9 KB of metadata per row group
 # until the file is closed, so chunk-sized row groups (one per 4,096 rows) made memory grow with the stream
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 KEEP_DOCS = 1 << 16  # newest documents kept in memory (at least this many, at most twice)
-SPILL_RECORDS = 1 << 17  # records buffered before a chunk is sorted and written
+SPILL_RECORDS = 1 << 15  # records buffered before a chunk is sorted and written (a few MB, sorted copy included)
 
 
 class Folder:
