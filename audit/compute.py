@@ -5,16 +5,23 @@ packers); `trace_packer` runs any packer on tracer documents (audit/trace.py). B
 their events through an EventSink in chunks and fill the same Tally, so their summaries
 have the same keys; the Markdown report is audit/report.py's business, not this module's.
 """
+from itertools import chain
+from operator import mul
+from typing import NamedTuple
+
 import numpy as np
 
-from audit.events import EventSink, records_from_columns
+from audit.events import records_from_columns
+from audit.fates import spill_decoded, tally_ranges, write_in_emission_order
 from audit.feed import PullingCore
-from audit.proposition import PropositionWatch
+from audit.forked import forked
+from audit.proposition import Firsts, PropositionWatch
+from audit.spill import Folder
 from audit.tally import Tally
-from audit.trace import run_trace
-from loaders.core import CROP, FIT
+from audit.trace import RowDecoder
 
 CHUNK_ROWS = 4096  # rows per events chunk: memory holds one chunk's events
+FORK_MIN_ROWS = 8 * CHUNK_ROWS  # a replay this long runs its core in a forked child (a fork costs milliseconds)
 PLOT_POINTS = 300  # samples of the buffer's mass over the replay
 # the paper's Proposition: a packer outside its family, and why it cannot apply
 NOT_IN_FAMILY = {
@@ -33,44 +40,82 @@ def lead_flags(packer, lead):
     return zero, zero
 
 
-def _records(raw, tally, R, first_row):
-    a = np.asarray(raw, dtype=np.int64).reshape(-1, 6)
+class CoreChunk(NamedTuple):
+    """What the core did in one chunk of rows: everything the tables need, no Python object per event."""
+    events: np.ndarray  # int64 [n, 6]: the core's event tuples
+    first_row: int
+    marks: list  # event index at each point of the buffer curve in this chunk
+    points: list  # [targets, buffered tokens] at each of those points
+    arrivals: list  # (events before, first source, lengths, labels) per refill
+    buffered: np.ndarray  # ids of the sources with a span still buffered (sorted)
+    done: int  # rows packed so far
+
+
+class CoreEnd(NamedTuple):
+    passes_started: int
+    added_bos: int
+    buffered_tokens: int
+
+
+def core_chunks(refills, packer, rows, R, B):
+    """The selection core (PullingCore) over `refills` up to `rows` rows, a CoreChunk at a time, then a CoreEnd.
+    Run in a forked child for a long replay (audit/forked.py): the core is pure Python, the tables numpy."""
+    core = PullingCore(refills, packer, R, B)
+    step = max(1, rows // PLOT_POINTS)
+    done = 0
+    while done < rows:
+        raw, marks, points, first_row = [], [], [], done
+        while done < min(rows, first_row + CHUNK_ROWS):
+            point = min(rows, (done // step + 1) * step)  # the next point of the buffer curve
+            k = min(point - done, CHUNK_ROWS)  # a chunk never outgrows CHUNK_ROWS, however far apart the points
+            core.pack_rows(k, raw)
+            done += k
+            if done == point:
+                marks.append(len(raw))
+                points.append([done * (R - 1), _buffered_tokens(core)])
+                if step >= CHUNK_ROWS:
+                    break  # a point ends its chunk, as when a chunk was one step: the curve's masses unchanged
+        events = np.fromiter(chain.from_iterable(raw), np.int64, 6 * len(raw)).reshape(-1, 6)  # faster than asarray
+        yield CoreChunk(events, first_row, marks, points, core.take_arrivals(), core.buffered_sources(), done)
+    yield CoreEnd(refills.passes_started, core.added_bos, _buffered_tokens(core))
+
+
+def _buffered_tokens(core):
+    """core.buffered_tokens() without a generator frame per bucket (a curve point reads about a thousand)."""
+    return sum(map(mul, core.buckets, map(len, core.buckets.values())))
+
+
+def _records(a, tally, R, first_row):
+    """The chunk's records from the core's events, and where each event's source is in tally.live."""
     live = tally.live
-    L = live["len"][np.searchsorted(live["id"], a[:, 0])]
+    idx = np.searchsorted(live["id"], a[:, 0])
     pos = first_row * R + np.cumsum(a[:, 2]) - a[:, 2]
-    return records_from_columns(a[:, 0], L, a[:, 1], a[:, 2], a[:, 3], pos // R, pos % R, a[:, 4], a[:, 5], R)
+    return records_from_columns(a[:, 0], live["len"][idx], a[:, 1], a[:, 2], a[:, 3], pos // R, pos % R, a[:, 4],
+                                a[:, 5], R), idx
 
 
 def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, progress=None):
-    """The replay of one of the paper's packers; refills: a refill source (audit/feed.py)."""
-    core = PullingCore(refills, packer, R, B)
+    """The replay of one of the paper's packers; refills: a refill source (audit/feed.py). From FORK_MIN_ROWS
+    rows on, the core runs in a forked child while this process keeps the tables of the chunk before."""
     tally = Tally(R, rows * (R - 1))
     watch = PropositionWatch(B, R)
-    step = max(1, rows // PLOT_POINTS)
-    curve, done = [], 0
-    while done < rows:
-        raw, marks, first_row = [], [], done
-        while done < min(rows, first_row + CHUNK_ROWS):
-            k = min(step, rows - done)
-            core.pack_rows(k, raw)
-            done += k
-            marks.append(len(raw))
-            curve.append([done * (R - 1), core.buffered_tokens()])
-        arrivals = core.take_arrivals()
-        if arrivals:
-            tally.arrive(arrivals[0][1], np.concatenate([x[2] for x in arrivals]), _labels(arrivals))
-        rec = _records(raw, tally, R, first_row)
-        tally.add_events(rec, *lead_flags(packer, rec["lead_bos"]))
-        masses = watch.feed(raw, arrivals, marks, np.flatnonzero(rec["source_len"] > R))
-        for c, m in zip(curve[len(curve) - len(marks):], masses):
-            c.append(m)
+    curve, end = [], None
+    for ch in forked(core_chunks, refills, packer, rows, R, B, fork=rows >= FORK_MIN_ROWS):
+        if isinstance(ch, CoreEnd):
+            end = ch
+            continue
+        if ch.arrivals:
+            tally.arrive(ch.arrivals[0][1], np.concatenate([x[2] for x in ch.arrivals]), _labels(ch.arrivals))
+        rec, idx = _records(ch.events, tally, R, ch.first_row)
+        tally.add_events(rec, *lead_flags(packer, rec["lead_bos"]), idx=idx)
+        masses = watch.feed(Firsts(ch.events[:, 0]), ch.arrivals, ch.marks, np.flatnonzero(rec["source_len"] > R))
+        curve += [p + [m] for p, m in zip(ch.points, masses)]
         if sink is not None:
             sink.write(rec, _event_labels(tally, rec) if label_names else None)
-        tally.retire(core.buffered_sources())
+        tally.retire(ch.buffered)
         if progress is not None:
-            progress(done)
-    return finish(tally, watch, packer, rows, R, B, refills.passes_started, core.added_bos,
-                   core.buffered_tokens(), curve)
+            progress(ch.done)
+    return finish(tally, watch, packer, rows, R, B, end.passes_started, end.added_bos, end.buffered_tokens, curve)
 
 
 def _labels(arrivals):
@@ -85,15 +130,12 @@ def _event_labels(tally, rec):
     return np.asarray(tally.labels.names, dtype=object)[lab]
 
 
-def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve, applies=None):
-    """Retire what is still buffered at the horizon and assemble the summary."""
+def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve, applies=None, unstarted=None):
+    """Retire what is still buffered at the horizon and assemble the summary; unstarted: whether every
+    protected source is buffered and unstarted, when the caller has retired them already."""
+    if unstarted is None:
+        unstarted = _protected_unstarted(tally.live, watch.ps.members)
     ps = watch.ps
-    live = tally.live
-    members = np.asarray(sorted(ps.members), dtype=np.int64)
-    pos = np.searchsorted(live["id"], members)
-    in_live = (pos < len(live["id"])) & (live["id"][np.minimum(pos, max(len(live["id"]) - 1, 0))] == members) \
-        if len(live["id"]) else np.zeros(len(members), bool)
-    unstarted = bool(in_live.all() and not live["nev"][pos[in_live]].any())
     tally.retire(None)
     t = tally.tables()
     applies = (packer not in NOT_IN_FAMILY) if applies is None else applies
@@ -114,46 +156,41 @@ def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve,
     return out
 
 
+def _protected_unstarted(live, members):
+    """Every protected source still live (some span buffered) and none of them started."""
+    members = np.asarray(sorted(members), dtype=np.int64)
+    pos = np.searchsorted(live["id"], members)
+    in_live = (pos < len(live["id"])) & (live["id"][np.minimum(pos, max(len(live["id"]) - 1, 0))] == members) \
+        if len(live["id"]) else np.zeros(len(members), bool)
+    return bool(in_live.all() and not live["nev"][pos[in_live]].any())
+
+
 def trace_packer(packer_fn, refills, name, rows, R, B, first_id, bos_id=None, pad_id=None, drain_rows=None,
                  sink=None, label_names=False, applies=False, why_not=None, progress=None):
-    """Trace any packer (audit/trace.py) and summarize it as the replay summarizes its packers."""
-    tr = run_trace(packer_fn, refills, R, rows, first_id, bos_id, pad_id, drain_rows, progress=progress)
-    ev = tr.events
-    h = ev["row"] < rows
-    L = tr.lengths
-    rec = records_from_columns(ev["src"][h], L[ev["src"][h]], ev["a"][h], ev["emitted"][h], ev["disc"][h],
-                               ev["row"][h], ev["off"][h], np.where(ev["crop"][h], CROP, FIT), ev["lead"][h], R)
-    tally = Tally(R, rows * (R - 1))
-    tally.arrive(0, L, tr.labels)
-    kol = ev["kind_of_lead"][h]
-    tally.add_events(rec, (kol == 1).astype(np.int64), (kol == 2).astype(np.int64))
-    never = ev["never"] if ev["ended"] else np.zeros(0, np.int64)
-    tally.live["disc"][never] += L[never]  # ids are 0..arrived-1 in order: an index is an id
-    watch = PropositionWatch(B, R)
-    watch.feed([(s,) for s in rec["source_id"].tolist()], _row_arrivals(tr, rec))
-    added_all = int((ev["kind_of_lead"] == 1).sum())
-    discarded = int(rec["discarded"].sum()) + int(L[never].sum())
-    buffered = int(L.sum()) + added_all - int(rec["emitted"].sum()) - discarded
-    if sink is not None:
-        lab = np.asarray(tally.labels.names, dtype=object)[tally.live["label"][rec["source_id"]]] if label_names else None
-        sink.write(rec, lab)
-    out = finish(tally, watch, name, rows, R, B, None, added_all, buffered, [], applies=applies)
-    out["discarded"] = discarded  # never-emitted sources are discarded without an event
+    """Trace any packer (audit/trace.py) and summarize it as the replay summarizes its packers; decoded
+    emissions and documents wait on disk (beside the events, else in a temporary folder) until resolved."""
+    folder = Folder(sink.parquet_path.parent if sink is not None else None, f"{name}-spill")
+    dec = RowDecoder(packer_fn, refills, R, rows, first_id, bos_id, pad_id, drain_rows, progress=progress,
+                     folder=folder)
+    try:
+        watch = PropositionWatch(B, R)
+        spill = spill_decoded(dec, watch, folder)
+        tally = Tally(R, rows * (R - 1))
+        tally.labels = dec.docs.labels  # the ids the documents were given as they were pulled
+        tot, events = tally_ranges(spill, dec, tally, rows, R, watch.ps.members, folder, sink is not None)
+        if sink is not None:
+            write_in_emission_order(events, sink, tally.labels.names if label_names else None)
+    finally:
+        dec.docs.table.close()
+        folder.close()
+    buffered = tot.tokens + tot.added - tot.emitted - tot.discarded
+    out = finish(tally, watch, name, rows, R, B, None, tot.added, buffered, [], applies=applies,
+                 unstarted=not tot.member_started)
+    out["discarded"] = tot.discarded  # never-emitted sources are discarded without an event
     out["partition_holds"] = out["tokens_arrived"] + out["bos_added"] == out["emitted"] + out["discarded"] + out["buffered"]
     out["protected"]["why_not"] = None if applies else (why_not or "its rule is not the paper's family")
-    out["trace"] = {"rows_yielded": tr.rows_yielded, "stream_ended": bool(tr.ended), "rows_reached": tr.rows,
-                    "padding": tr.counts["pad"], "other_inserted": tr.counts["other_inserted"],
-                    "row_tokens": tr.counts["row_tokens"], "unresolved_sources": 0 if tr.ended else len(ev["never"])}
-    out["padding_share"] = tr.counts["pad"] / (rows * R) if rows else 0.0
-    return out
-
-
-def _row_arrivals(tr, rec):
-    """Arrivals at row boundaries: the documents pulled by the time each row came out."""
-    first_event_of_row = np.searchsorted(rec["row"], np.arange(len(tr.pulled_at_row)))
-    out, prev = [], 0
-    for r, p in enumerate(tr.pulled_at_row.tolist()):
-        if p > prev:
-            out.append((int(first_event_of_row[r]), prev, tr.lengths[prev:p], None))
-            prev = p
+    out["trace"] = {"rows_yielded": dec.n, "stream_ended": bool(dec.ended), "rows_reached": min(dec.n, rows),
+                    "padding": dec.counts["pad"], "other_inserted": dec.counts["other_inserted"],
+                    "row_tokens": dec.counts["row_tokens"], "unresolved_sources": 0 if dec.ended else tot.never}
+    out["padding_share"] = dec.counts["pad"] / (rows * R) if rows else 0.0
     return out

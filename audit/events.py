@@ -7,9 +7,10 @@ the whole current span; crop: cut), lead_bos (a BOS the packer put before the sp
 traced packer's rows are decoded into exactly these records, so every table and checker
 reads both alike.
 
-Events go to parquet in chunks (zstd, one row group per chunk), so memory holds one chunk
+Events go to parquet in row groups of ROW_GROUP_EVENTS (zstd), so memory holds one row group
 whatever the stream's size; a CSV in the standard-library checker's format only on request.
 """
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,10 @@ import pyarrow.parquet as pq
 
 from loaders.core import KIND_NAMES
 from loaders.packers import EVENT_DTYPE, EVENT_FIELDS, events_to_records
+
+# dictionary pages for the labels only: the other columns are mostly distinct integers, where pyarrow's dictionary
+# attempt is wasted work (the paper-scale replay's events: 2.6x faster to write, the file a third smaller)
+PARQUET = {"compression": "zstd", "use_dictionary": ["label"]}
 
 __all__ = ["EVENT_DTYPE", "EVENT_FIELDS", "EventSink", "events_to_records", "records_from_columns", "write_csv"]
 
@@ -53,35 +58,76 @@ def _csv_options():
     return pcsv.WriteOptions(include_header=False, quoting_style="none")
 
 
+ROW_GROUP_EVENTS = 1 << 16  # events gathered into one row group: the writer keeps ~9 KB of metadata per row group
+# until the file is closed, so chunk-sized row groups (one per 4,096 rows) made memory grow with the stream
+
+
 class EventSink:
-    """events_<name>.parquet (and .csv) written one chunk at a time; bytes counted."""
+    """events_<name>.parquet (and .csv) written a row group at a time; bytes counted.
+
+    Chunks are gathered until a row group holds ROW_GROUP_EVENTS, which is then encoded and
+    compressed on a writer thread (pyarrow lets go of the GIL) while the replay goes on; one row
+    group at most waits. A write's error is raised by a later write or by close()."""
 
     def __init__(self, folder, name, csv=False):
         self.parquet_path = Path(folder) / f"events_{name}.parquet"
         self.csv_path = Path(folder) / f"events_{name}.csv" if csv else None
         self._pq = self._csv = None
+        self._pool = self._pending = None
+        self._parts, self._gathered = [], 0
         self.events = 0
 
     def write(self, records, labels=None):
+        """Add one chunk (records and labels are not to be changed afterwards)."""
         if not len(records):
             return
+        self._parts.append((records, labels))
+        self._gathered += len(records)
+        self.events += len(records)
+        if self._gathered >= ROW_GROUP_EVENTS:
+            self._flush()
+
+    def _flush(self):
+        """Hand the gathered chunks to the writer thread as one row group."""
+        if not self._parts:
+            return
+        records = np.concatenate([r for r, _ in self._parts])
+        labels = None if self._parts[0][1] is None else np.concatenate([lab for _, lab in self._parts])
+        self._parts, self._gathered = [], 0
+        self._wait()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="events")
+        # the tables are built here (pyarrow holds the GIL for that): the writer thread only encodes and compresses
         t = _table(records, labels)
+        self._pending = self._pool.submit(self._write, t, _csv_table(records) if self.csv_path is not None else None)
+
+    def _wait(self):
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def _write(self, t, c):
         if self._pq is None:
-            self._pq = pq.ParquetWriter(self.parquet_path, t.schema, compression="zstd")
+            self._pq = pq.ParquetWriter(self.parquet_path, t.schema, **PARQUET)
         self._pq.write_table(t)
-        if self.csv_path is not None:
-            c = _csv_table(records)
+        if c is not None:
             if self._csv is None:
                 self._csv_file = open(self.csv_path, "wb")
                 self._csv_file.write((",".join(c.schema.names) + "\n").encode())  # a plain header line
                 self._csv = pcsv.CSVWriter(self._csv_file, c.schema, write_options=_csv_options())
             self._csv.write_table(c)
-        self.events += len(records)
 
     def close(self):
         """Close the writers; an audit with no events still leaves an (empty) parquet file."""
+        try:
+            self._flush()
+            self._wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
         if self._pq is None:
-            pq.write_table(_table(np.zeros(0, dtype=EVENT_DTYPE)), self.parquet_path, compression="zstd")
+            pq.write_table(_table(np.zeros(0, dtype=EVENT_DTYPE)), self.parquet_path, **PARQUET)
         else:
             self._pq.close()
         if self._csv is not None:

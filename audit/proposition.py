@@ -62,6 +62,19 @@ def check_proposition(stream, raw_events, refill_log, B, R, mass_trace=False):
     return None, ps, trace
 
 
+class Firsts:
+    """Source ids in an array read as PropositionWatch.feed reads the core's tuples: item e is (source_id,)."""
+
+    def __init__(self, src):
+        self.src = src
+
+    def __len__(self):
+        return len(self.src)
+
+    def __getitem__(self, e):
+        return (int(self.src[e]),)
+
+
 class PropositionWatch:
     """check_proposition fed chunk by chunk: arrivals and events interleaved, memory B - 1 keys."""
 

@@ -28,12 +28,23 @@ def decile_edges(L):
     return (np.arange(DECILES + 1)[None, :] * L[:, None] + DECILES - 1) // DECILES
 
 
+def decile_sizes(L):
+    """Tokens in each tenth of a source of length L: int64 [n, 10] (spans_by_decile of the whole source)."""
+    return np.diff(decile_edges(L), axis=1)
+
+
 def spans_by_decile(L, a, b):
     """Tokens of each position run [a, b) of a source of length L that fall in each tenth: [n, 10]."""
     e = decile_edges(L)
     lo = np.maximum(e[:, :-1], np.asarray(a)[:, None])
     hi = np.minimum(e[:, 1:], np.asarray(b)[:, None])
     return np.maximum(hi - lo, 0)
+
+
+def _add_rows(target, rows, values):
+    """target[rows] += values, repeated rows adding up (np.add.at on the flattened 1-D view: its fast path)."""
+    k = target.shape[1]
+    np.add.at(target.reshape(-1), (np.asarray(rows)[:, None] * k + np.arange(k)).reshape(-1), values.reshape(-1))
 
 
 def median_of_counts(counts):
@@ -46,6 +57,32 @@ def median_of_counts(counts):
     return float((lo + hi) / 2)
 
 
+class Multiset:
+    """Counts of int values as sorted (values, counts) arrays, added to a chunk at a time: memory is the
+    distinct values, work per chunk its own values plus a pass over them."""
+
+    def __init__(self):
+        self.values, self.counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
+
+    def add(self, x):
+        if not len(x):
+            return
+        u, c = np.unique(np.asarray(x, np.int64), return_counts=True)
+        pos = np.searchsorted(self.values, u)
+        hit = pos < len(self.values)
+        hit[hit] = self.values[pos[hit]] == u[hit]
+        self.counts[pos[hit]] += c[hit]
+        if not hit.all():
+            self.values = np.insert(self.values, pos[~hit], u[~hit])
+            self.counts = np.insert(self.counts, pos[~hit], c[~hit])
+
+    def by_decile(self, S):
+        """Tokens in each tenth of every counted source length, added up by the length's stratum: [S, 10]."""
+        out = np.zeros((S, DECILES), np.int64)
+        _add_rows(out, stratum_of(self.values), decile_sizes(self.values) * self.counts[:, None])
+        return out
+
+
 class Labels:
     """Label values (strings, ints or None) -> small ints, in order of first appearance."""
 
@@ -53,8 +90,8 @@ class Labels:
         self.names, self._ids = [], {}
 
     def ids(self, values, n):
-        if values is None:
-            values = [None] * n
+        if values is None:  # an unlabelled refill: one id, without a string per document
+            return np.full(n, self._id(NO_LABEL), np.int64) if n else np.zeros(0, np.int64)
         uniq, inv = np.unique(np.asarray([NO_LABEL if v is None else str(v) for v in values], dtype=object),
                               return_inverse=True)
         lut = np.fromiter((self._id(u) for u in uniq), dtype=np.int64, count=len(uniq))
@@ -76,49 +113,53 @@ class Tally:
         z = lambda *shape: np.zeros(shape, np.int64)  # noqa: E731
         self.by_stratum = {k: z(self.S) for k in ("sources", "started", "loaded", "emitted", "fully")}
         self.by_label = {}  # label id -> per-label counters (grown on demand)
-        self.dec_emitted, self.dec_arrived = z(self.S, DECILES), z(self.S, DECILES)
+        # position exposure: arrived sources, and events that emit a whole source, are counted by length
+        # and spread over the tenths once, at the end; only the other events' spans are cut into tenths
+        self.arrived_lengths, self.whole_emitted = Multiset(), Multiset()
+        self.dec_emitted = z(self.S, DECILES)  # the spans of events that do not emit their whole source
         self.crop_hist = z(R + 1)
         self.n = {k: 0 for k in ("events", "emitted", "discarded", "added", "long_arrived", "long_started",
                                  "emitted_long", "continuation_rows", "continuation_events", "rows")}
         self.startup = None
         self.curve_edges = np.linspace(0, max(targets, 1), CURVE_BINS + 1)
         self.curve_all, self.curve_long = z(CURVE_BINS), z(CURVE_BINS)
-        self.length_counts = {}
 
     # ---- arrivals ------------------------------------------------------------------
-    def arrive(self, first, lengths, labels=None):
+    def arrive(self, first, lengths, labels=None, label_ids=None):
+        """Sources first.. with these lengths; labels (values) or label_ids (ids of self.labels already)."""
         L = np.asarray(lengths, dtype=np.int64)
         ids = first + np.arange(len(L), dtype=np.int64)
-        lab = self.labels.ids(labels, len(L))
+        lab = self.labels.ids(labels, len(L)) if label_ids is None else np.asarray(label_ids, np.int64)
         for k, v in (("id", ids), ("len", L), ("label", lab)):
             self.live[k] = np.concatenate([self.live[k], v])
         for k in ("own", "disc", "nev"):
             self.live[k] = np.concatenate([self.live[k], np.zeros(len(L), np.int64)])
-        st = stratum_of(L)
-        np.add.at(self.dec_arrived, st, spans_by_decile(L, np.zeros_like(L), L))
-        vals, cnt = np.unique(L, return_counts=True)
-        for v, c in zip(vals.tolist(), cnt.tolist()):
-            self.length_counts[v] = self.length_counts.get(v, 0) + c
+        self.arrived_lengths.add(L)
 
     # ---- events --------------------------------------------------------------------
-    def add_events(self, rec, added, stands_in):
-        """One chunk of event records (in emission order) with their added / stands-in flags."""
+    def add_events(self, rec, added, stands_in, idx=None):
+        """One chunk of event records (in emission order) with their added / stands-in flags; idx: where
+        each event's source is in self.live, when the caller has looked it up already."""
         if not len(rec):
             return
         added, stands_in = np.asarray(added, np.int64), np.asarray(stands_in, np.int64)
-        idx = np.searchsorted(self.live["id"], rec["source_id"])
+        idx = np.searchsorted(self.live["id"], rec["source_id"]) if idx is None else idx
         if np.any(idx >= len(self.live["id"])) or np.any(self.live["id"][np.minimum(idx, len(self.live["id"]) - 1)]
                                                          != rec["source_id"]):
             raise ValueError("an event names a source that has not arrived or was already retired")
         own = rec["emitted"] - added
         self._first_events(rec, idx)
         np.add.at(self.live["own"], idx, own)
-        np.add.at(self.live["disc"], idx, rec["discarded"])
+        np.add.at(self.live["disc"], idx, rec["discarded"].astype(np.int64))  # contiguous: ufunc.at's fast path
         np.add.at(self.live["nev"], idx, 1)
         lead = rec["lead_bos"].astype(np.int64)
-        a = rec["span_start"]
-        st = stratum_of(rec["source_len"])
-        np.add.at(self.dec_emitted, st, spans_by_decile(rec["source_len"], a, a + rec["emitted"] - lead))
+        a, L = rec["span_start"], rec["source_len"]
+        b = a + rec["emitted"] - lead  # the source's positions [a, b), plus position 0 where the lead stands in
+        whole = (a == 0) & (b == L)
+        self.whole_emitted.add(L[whole])
+        st = stratum_of(L)
+        part = np.flatnonzero(~whole)
+        _add_rows(self.dec_emitted, st[part], spans_by_decile(L[part], a[part], b[part]))
         np.add.at(self.dec_emitted[:, 0], st[stands_in > 0], 1)
         self.crop_hist += np.bincount(rec["emitted"][rec["kind"] == CROP], minlength=self.R + 1)[: self.R + 1]
         long_ = rec["source_len"] > self.R
@@ -136,9 +177,12 @@ class Tally:
 
     def _first_events(self, rec, idx):
         """The start curves: each source's first event, by target offset."""
-        u, first = np.unique(idx, return_index=True)
+        n = len(idx)
+        first = np.full(len(self.live["id"]), n, np.int64)
+        np.minimum.at(first, idx, np.arange(n))  # each live source's first event in this chunk (n: none)
+        u = np.flatnonzero(first < n)
         new = self.live["nev"][u] == 0
-        t = rec["target_offset"][first[new]]
+        t = rec["target_offset"][first[u][new]]
         b = np.clip(np.searchsorted(self.curve_edges, t, side="right") - 1, 0, CURVE_BINS - 1)
         np.add.at(self.curve_all, b, 1)
         np.add.at(self.curve_long, b[self.live["len"][u[new]] > self.R], 1)
@@ -146,7 +190,11 @@ class Tally:
     # ---- retiring ------------------------------------------------------------------
     def retire(self, keep_ids=None):
         """Fold the live sources not in keep_ids (sorted; None: every one, at the horizon)."""
-        keep = np.zeros(len(self.live["id"]), bool) if keep_ids is None else np.isin(self.live["id"], keep_ids)
+        ids = self.live["id"]
+        keep = np.zeros(len(ids), bool)
+        if keep_ids is not None and len(keep_ids):  # both sorted: one binary search each, no sort (np.isin sorts)
+            kept = np.asarray(keep_ids, np.int64)
+            keep = kept[np.minimum(np.searchsorted(kept, ids), len(kept) - 1)] == ids
         out = {k: v[~keep] for k, v in self.live.items()}
         self.live = {k: v[keep] for k, v in self.live.items()}
         self._fold(out)
@@ -217,13 +265,15 @@ class Tally:
 
     def exposure_table(self) -> list:
         labels = stratum_labels()
+        arrived = self.arrived_lengths.by_decile(self.S)
+        emitted = self.dec_emitted + self.whole_emitted.by_decile(self.S)
         out = []
         for k in range(self.S):
-            arr = self.dec_arrived[k]
+            arr = arrived[k]
             if not arr.sum():
                 continue
-            share = [float(e / a) if a else None for e, a in zip(self.dec_emitted[k].tolist(), arr.tolist())]
-            out.append({"stratum": labels[k], "arrived_tokens": arr.tolist(), "emitted_tokens": self.dec_emitted[k].tolist(),
+            share = [float(e / a) if a else None for e, a in zip(emitted[k].tolist(), arr.tolist())]
+            out.append({"stratum": labels[k], "arrived_tokens": arr.tolist(), "emitted_tokens": emitted[k].tolist(),
                         "emitted_share": share})
         return out
 
@@ -231,4 +281,4 @@ class Tally:
         """Bounded data for the figures: start curves, arrived length counts."""
         return {"curve_edges": self.curve_edges.tolist(), "started": np.cumsum(self.curve_all).tolist(),
                 "started_long": np.cumsum(self.curve_long).tolist(),
-                "length_counts": sorted(self.length_counts.items())}
+                "length_counts": list(zip(self.arrived_lengths.values.tolist(), self.arrived_lengths.counts.tolist()))}

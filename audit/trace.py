@@ -21,8 +21,8 @@ Decoding rules, beyond "a run of consecutive positions of one source is one emis
 """
 import numpy as np
 
-from audit.events import records_from_columns
-from loaders.core import CROP, FIT
+from audit.spill import DocTable
+from audit.tally import Labels
 
 ROW_KEYS = ("input_ids", "tokens", "input")
 
@@ -42,14 +42,22 @@ def row_tokens(row) -> np.ndarray:
 
 
 class TracerDocs:
-    """The documents of a refill source as tracer token arrays, counting what is pulled."""
+    """The documents of a refill source as tracer token arrays, counting what is pulled.
 
-    def __init__(self, refills, first_id):
+    Where each pulled document's tokens start, its length and its label id go to a DocTable
+    (audit/spill.py): the newest documents in memory, the older on disk, so a long stream's
+    table does not grow this process's memory."""
+
+    def __init__(self, refills, first_id, folder=None):
         self.refills, self.first_id = refills, int(first_id)
-        self.starts = []  # global token index of each pulled document's first token (one array per refill)
-        self.pulled = self.tokens = 0
-        self.tokens_docs = 0  # documents whose tokens are laid out (a refill ahead of `pulled` at most)
-        self.batches = []  # (first_source, lengths, labels) per refill pulled
+        self.table = DocTable(folder)
+        self.labels = Labels()  # label values -> ids, in order of first appearance
+        self.labelled = False  # some refill carried labels
+        self.pulled = 0
+
+    @property
+    def tokens(self):
+        return self.table.tokens
 
     def __iter__(self):
         for batch in self._batches():
@@ -67,27 +75,24 @@ class TracerDocs:
     def _batches(self):
         for lengths, labels in self.refills:
             L = np.asarray(lengths, dtype=np.int64)
-            starts = self.tokens + np.concatenate([[0], np.cumsum(L)[:-1]]).astype(np.int64)
-            self.starts.append(starts)
-            self.batches.append((self.tokens_docs, L, labels))
-            self.tokens += int(L.sum())
-            self.tokens_docs += len(L)
+            self.labelled |= labels is not None
+            starts = self.table.append(L, self.labels.ids(labels, len(L)))
             yield [np.arange(self.first_id + s, self.first_id + s + n, dtype=np.int64)
                    for s, n in zip(starts.tolist(), L.tolist())]
 
-    def doc_starts(self):
-        """Global token index of every pulled document's first token, and one past the last (cached)."""
-        if getattr(self, "_cat_n", -1) != len(self.starts):
-            self._cat = np.append(np.concatenate(self.starts) if self.starts else np.zeros(0, np.int64), self.tokens)
-            self._cat_n = len(self.starts)
-        return self._cat
-
     def locate(self, ids):
-        """(source, position) of tracer ids."""
-        starts = self.doc_starts()
-        g = ids - self.first_id
-        src = np.searchsorted(starts, g, side="right") - 1
-        return src, g - starts[src]
+        """(source, position, source length) of tracer ids."""
+        g = np.asarray(ids, np.int64) - self.first_id
+        if len(g) and (g.min() < 0 or g.max() >= self.tokens):
+            bad = int(ids[np.argmax((g < 0) | (g >= self.tokens))])
+            raise ValueError(f"a row holds the marker {-bad}, naming token id {bad}, which no document pulled so far "
+                             f"contains (ids from {self.first_id} on are the tracer's)")
+        src = self.table.find(g)
+        if not len(src):
+            return src, src, src
+        lo = int(src.min())
+        starts = self.table.starts(lo, int(src.max()) + 2)
+        return src, g - starts[src - lo], starts[src - lo + 1] - starts[src - lo]
 
 
 def decode_rows(rows, docs, bos_id=None, pad_id=None):
@@ -106,21 +111,26 @@ def decode_rows(rows, docs, bos_id=None, pad_id=None):
     seg = np.flatnonzero(tracer & ~cont)
     stop = np.flatnonzero(~cont)
     seg_len = np.append(stop, len(flat))[np.searchsorted(stop, seg, side="right")] - seg
-    starts = docs.doc_starts()
     g0 = flat[seg] - docs.first_id
-    if len(g0) and (g0 + seg_len).max() > docs.tokens:
-        raise ValueError(f"a row holds token id {int(flat[seg][np.argmax(g0 + seg_len)])}, which no document pulled so "
+    end = g0 + seg_len - 1
+    if len(g0) and end.max() >= docs.tokens:
+        raise ValueError(f"a row holds token id {int(flat[seg][np.argmax(end)])}, which no document pulled so "
                          f"far contains (ids from {docs.first_id} on are the tracer's)")
+    # the documents from the one holding the batch's lowest id to the one holding its highest: at most
+    # what the packer holds, so only their starts are read (the whole table may be on disk)
+    lo, hi = docs.table.find(np.array([g0.min(), end.max()])).tolist() if len(g0) else (0, -1)
+    starts = docs.table.starts(lo, hi + 2)
     d0 = np.searchsorted(starts, g0, side="right") - 1
-    k = np.searchsorted(starts, g0 + seg_len - 1, side="right") - d0  # documents each segment spans
+    k = np.searchsorted(starts, end, side="right") - d0  # documents each segment spans
     piece_seg = np.repeat(np.arange(len(seg)), k)
     doc = d0[piece_seg] + np.arange(len(piece_seg)) - np.repeat(np.cumsum(k) - k, k)
     gs = np.maximum(g0[piece_seg], starts[doc])
     ge = np.minimum(g0[piece_seg] + seg_len[piece_seg], starts[doc + 1])
     at = seg[piece_seg] + (gs - g0[piece_seg])  # flat index of each run's first token
     row = np.searchsorted(row_start, at, side="right") - 1
-    runs = {"src": doc, "a": gs - starts[doc], "b": ge - starts[doc], "row": row, "off": at - row_start[row],
-            "lead": np.zeros(len(at), np.int64), "kind_of_lead": np.zeros(len(at), np.int64)}
+    runs = {"src": doc + lo, "a": gs - starts[doc], "b": ge - starts[doc], "row": row, "off": at - row_start[row],
+            "lead": np.zeros(len(at), np.int64), "kind_of_lead": np.zeros(len(at), np.int64),
+            "len": starts[doc + 1] - starts[doc]}
     _leads(runs, flat, at, bos_id)
     inserted = np.flatnonzero(~tracer)
     used = np.zeros(len(flat), bool)
@@ -146,10 +156,10 @@ def _leads(runs, flat, at, bos_id):
 def _lone_markers(flat, inserted, used, row_start, docs):
     """Negative-id markers not leading the token they name: an emission of the BOS alone."""
     lone = inserted[(flat[inserted] < 0) & ~used[inserted]]
-    s, p = docs.locate(-flat[lone]) if len(lone) else (lone, lone)
+    s, p, L = docs.locate(-flat[lone]) if len(lone) else (lone, lone, lone)
     row = np.searchsorted(row_start, lone, side="right") - 1
     used[lone] = True
-    return {"at": lone, "src": s, "a": p, "row": row, "off": lone - row_start[row] if len(lone) else lone}
+    return {"at": lone, "src": s, "a": p, "row": row, "off": lone - row_start[row] if len(lone) else lone, "len": L}
 
 
 def _merge_moved_bos(runs):
@@ -179,53 +189,74 @@ class Trace:
 
 
 BATCH_TOKENS = 1 << 17  # rows decoded together: about a megabyte per array, so the passes stay in cache
+RUN_KEYS = ("src", "a", "b", "row", "off", "lead", "kind_of_lead", "len")
+
+
+class RowDecoder:
+    """A packer's rows pulled and decoded a batch at a time: `rows` rows of capacity R (the budget),
+    then the drain; once the batches are done, what resolving them needs (ended, arrived, counts)."""
+
+    def __init__(self, packer, refills, R, rows, first_id, bos_id=None, pad_id=None, drain_rows=None,
+                 batch_rows=None, progress=None, folder=None):
+        self.packer, self.R, self.rows, self.bos_id, self.pad_id = packer, R, rows, bos_id, pad_id
+        self.drain_rows, self.progress = drain_rows, progress
+        self.batch_rows = batch_rows or max(1, BATCH_TOKENS // R)
+        self.docs = TracerDocs(refills, first_id, folder)
+        self.counts = {"pad": 0, "other_inserted": 0, "row_tokens": 0}
+        self.n, self.ended, self.arrived = 0, False, 0  # rows yielded; the packer stopped; pulled by the horizon
+
+    def batches(self):
+        """(runs in emission order, first row, documents pulled as each of the batch's budget rows came out);
+        a batch ends at the horizon, so each is wholly inside the budget or wholly after it."""
+        it = iter(self.packer(self.docs))
+        buf, pulled = [], []
+        while self.drain_rows is None or self.n < self.rows + self.drain_rows:
+            try:
+                row = next(it)
+            except StopIteration:
+                self.ended = True
+                break
+            tok = row_tokens(row)
+            if len(tok) > self.R:
+                raise ValueError(f"the packer yielded a row of {len(tok):,} tokens, more than its capacity {self.R:,}")
+            buf.append(tok)
+            self.n += 1
+            if self.n <= self.rows:
+                pulled.append(self.docs.pulled)
+                self.arrived = self.docs.pulled
+                self.counts["row_tokens"] += len(tok)
+            if len(buf) == self.batch_rows or self.n == self.rows:
+                yield self._decode(buf), self.n - len(buf), np.asarray(pulled, np.int64)
+                buf, pulled = [], []
+            if self.progress is not None:
+                self.progress(self.n)
+        if buf:
+            yield self._decode(buf), self.n - len(buf), np.asarray(pulled, np.int64)
+
+    def _decode(self, rows_):
+        ev = _decode_batch(rows_, self.n - len(rows_), self.rows, self.docs, self.bos_id, self.pad_id, self.counts)
+        order = np.lexsort((ev["off"], ev["row"]))
+        return {k: v[order] for k, v in ev.items()}
 
 
 def run_trace(packer, refills, R, rows, first_id, bos_id=None, pad_id=None, drain_rows=None, batch_rows=None,
               progress=None):
-    """Run `packer` on the tracer documents of `refills`: `rows` rows of capacity R, then the drain."""
-    batch_rows = batch_rows or max(1, BATCH_TOKENS // R)
-    docs = TracerDocs(refills, first_id)
-    it = iter(packer(docs))
-    decoded, pulled_at_row, buf = [], [], []
-    counts = {"pad": 0, "other_inserted": 0, "row_tokens": 0}
-    n = 0
-    ended = False
-    while drain_rows is None or n < rows + drain_rows:
-        try:
-            row = next(it)
-        except StopIteration:
-            ended = True
-            break
-        tok = row_tokens(row)
-        if len(tok) > R:
-            raise ValueError(f"the packer yielded a row of {len(tok):,} tokens, more than its capacity {R:,}")
-        buf.append(tok)
-        n += 1
-        if n <= rows:
-            pulled_at_row.append(docs.pulled)
-            counts["row_tokens"] += len(tok)
-        if len(buf) == batch_rows or n == rows:
-            decoded.append(_decode_batch(buf, n - len(buf), rows, docs, bos_id, pad_id, counts))
-            buf = []
-        if progress is not None:
-            progress(n)
-    if buf:
-        decoded.append(_decode_batch(buf, n - len(buf), rows, docs, bos_id, pad_id, counts))
-    arrived = pulled_at_row[-1] if pulled_at_row else 0
-    lengths = np.concatenate([b[1] for b in docs.batches]) if docs.batches else np.zeros(0, np.int64)
-    labels = _labels_of(docs.batches)
-    ev = resolve(_concat(decoded), lengths[:arrived], rows, ended)
-    return Trace(events=ev, rows=min(n, rows), rows_yielded=n, ended=ended, arrived=arrived,
-                 lengths=lengths[:arrived], labels=None if labels is None else labels[:arrived],
-                 pulled_at_row=np.asarray(pulled_at_row, np.int64), counts=counts, R=R)
-
-
-def _labels_of(batches):
-    if not batches or all(b[2] is None for b in batches):
-        return None
-    return np.concatenate([np.asarray(b[2], dtype=object) if b[2] is not None else np.full(len(b[1]), None, object)
-                           for b in batches])
+    """Run `packer` on the tracer documents of `refills` and resolve every emission at once, in memory:
+    the reference the audit's chunked resolution (audit/fates.py) must equal, and small traces."""
+    dec = RowDecoder(packer, refills, R, rows, first_id, bos_id, pad_id, drain_rows, batch_rows, progress)
+    decoded, pulled = [], []
+    for ev, _, p in dec.batches():
+        decoded.append(ev)
+        pulled.append(p)
+    lengths = dec.docs.table.column("len", 0, dec.arrived)
+    labels = None
+    if dec.docs.labelled:
+        labels = np.asarray(dec.docs.labels.names, dtype=object)[dec.docs.table.column("label", 0, dec.arrived)]
+    ev = resolve(_concat(decoded), lengths, rows, dec.ended)
+    dec.docs.table.close()
+    return Trace(events=ev, rows=min(dec.n, rows), rows_yielded=dec.n, ended=dec.ended, arrived=dec.arrived,
+                 lengths=lengths, labels=labels, pulled_at_row=np.concatenate(pulled) if pulled else np.zeros(0, np.int64),
+                 counts=dec.counts, R=R)
 
 
 def _decode_batch(rows_, first_row, horizon, docs, bos_id, pad_id, counts):
@@ -239,15 +270,14 @@ def _decode_batch(rows_, first_row, horizon, docs, bos_id, pad_id, counts):
     runs["row"] = runs["row"] + first_row
     lone = {"src": markers["src"], "a": markers["a"], "b": markers["a"], "row": markers["row"] + first_row,
             "off": markers["off"], "lead": np.ones(len(markers["src"]), np.int64),
-            "kind_of_lead": np.ones(len(markers["src"]), np.int64)}
-    return {k: np.concatenate([runs[k], lone[k]]) for k in runs}
+            "kind_of_lead": np.ones(len(markers["src"]), np.int64), "len": markers["len"]}
+    return {k: np.concatenate([runs[k], lone[k]]).astype(np.int64) for k in RUN_KEYS}
 
 
 def _concat(parts):
-    keys = ("src", "a", "b", "row", "off", "lead", "kind_of_lead")
     if not parts:
-        return {k: np.zeros(0, np.int64) for k in keys}
-    return {k: np.concatenate([p[k] for p in parts]).astype(np.int64) for k in keys}
+        return {k: np.zeros(0, np.int64) for k in RUN_KEYS}
+    return {k: np.concatenate([p[k] for p in parts]).astype(np.int64) for k in RUN_KEYS}
 
 
 def resolve(ev, lengths, horizon, ended):

@@ -200,6 +200,20 @@ def test_the_audit_benchmark_refuses_bad_sections_and_sizes_before_running(monke
     one_line_error(capsys, audit_bench.main(args), needle)
 
 
+def test_the_scale_goals_say_which_ratio_holds_and_which_is_missed():
+    m = lambda s, mb: {"seconds": s, "peak_bytes": mb * 1e6}  # noqa: E731
+    got = {("replay", 6): m(2, 180), ("replay", 7): m(21, 199), ("trace", 5): m(1, 140), ("trace", 6): m(12, 150)}
+    lines = audit_bench.scale_goals(got)
+    assert lines[0] == ("goal: replay 10^6 -> 10^7 documents: time 10.5x (at most 11x), memory 1.11x (at most 1.3x): "
+                        "holds")
+    assert lines[1].startswith("goal: trace 10^5 -> 10^6 documents: time 12.0x") and lines[1].endswith("MISSED")
+    assert lines[2] == "goal: every size under 1 GB peak (largest: replay 10^7, 199 MB): holds"
+    got["trace", 7] = m(100, 1200)
+    assert audit_bench.scale_goals(got)[-1].endswith("(largest: trace 10^7, 1,200 MB): MISSED")
+    assert audit_bench.scale_goals({("replay", 5): m(1, 150)}) == [
+        "goal: every size under 1 GB peak (largest: replay 10^5, 150 MB): holds"]  # no pair measured: no ratio
+
+
 # ---- the figures: one colour per packer, legends off the data, empty panels in words ----------------------
 def _fake_summary(name, started_long=(0, 0, 0)):
     strata = ["1-32", "33-128", ">128"]

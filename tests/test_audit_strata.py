@@ -6,14 +6,18 @@ earliest arrival first; otherwise the shortest, earliest first, cropped). Everyt
 audit reports per source is then counted from its own events: per-stratum sources,
 started, loaded and emitted tokens, fully emitted, the ">R" counts, and the mass
 partition from emitted, discarded and still-buffered tokens (not from the flag).
-Lengths are drawn at the stratum bounds and at R so that an off-by-one shows.
+Lengths are drawn at the stratum bounds and at R so that an off-by-one shows. Position
+exposure is counted position by position, against the tally's arithmetic on tenths.
 """
+from collections import Counter
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit.metrics import summarize_replay
 from audit.replay import Replay
+from audit.tally import Multiset
 from loaders.stream import DocumentStream
 
 
@@ -184,3 +188,43 @@ def test_segment_first_counts_a_sources_own_tokens_not_the_added_markers():
     assert got["sources_fully_emitted"] == 1 and got["sources_started"] == 2
     (first,) = [r for r in got["retention_by_stratum"] if r["sources"]]
     assert (first["stratum"], first["loaded_tokens"], first["emitted_tokens"]) == ("1-32", 40, 21)
+
+
+def brute_exposure(rep):
+    """Position exposure counted position by position: every arrived position, and every position an event
+    emits ([span_start, span_start + emitted - lead BOS), plus position 0 when random spans move the BOS
+    in front), each in tenth 10p // L of its source's stratum."""
+    arrived = rep.arrived_lengths()
+    per_arr = {lab: [0] * 10 for lab in LABELS}
+    per_em = {lab: [0] * 10 for lab in LABELS}
+    stratum = [LABELS[next((k for k, b in enumerate(STRATA) if L <= b), len(STRATA))] for L in arrived]
+    for i, L in enumerate(arrived.tolist()):
+        for p in range(L):
+            per_arr[stratum[i]][10 * p // L] += 1
+    for e in rep.events:
+        L, a, lead = int(e["source_len"]), int(e["span_start"]), int(e["lead_bos"])
+        for p in range(a, a + int(e["emitted"]) - lead):
+            per_em[stratum[e["source_id"]]][10 * p // L] += 1
+        if lead and rep.packer == "random_span":
+            per_em[stratum[e["source_id"]]][0] += 1
+    return [{"stratum": lab, "arrived_tokens": per_arr[lab], "emitted_tokens": per_em[lab]}
+            for lab in LABELS if sum(per_arr[lab])]
+
+
+@settings(max_examples=40, deadline=None)
+@given(setting(), st.sampled_from(["original", "lossless", "segment_first", "random_span"]))
+def test_position_exposure_equals_a_position_by_position_count(s, packer):
+    R, B, lengths, refill_docs, rows = s
+    rep = Replay(DocumentStream.from_lengths(lengths, refill_docs=refill_docs), packer, rows, R, B)
+    got = summarize_replay(rep)["position_exposure"]
+    assert [{k: g[k] for k in ("stratum", "arrived_tokens", "emitted_tokens")} for g in got] == brute_exposure(rep)
+
+
+def test_a_multiset_added_to_in_chunks_counts_as_a_counter_does():
+    rng = np.random.default_rng(3)
+    m, want = Multiset(), Counter()
+    for _ in range(30):
+        x = rng.integers(0, 50, rng.integers(0, 20)) ** 2  # repeats within a chunk and across chunks, and new values
+        m.add(x)
+        want.update(x.tolist())
+    assert list(zip(m.values.tolist(), m.counts.tolist())) == sorted(want.items())

@@ -2,19 +2,26 @@
 accumulated as sources retire) against the in-memory replay: the same events and the same
 summary on random streams, at any chunk size; the Proposition watch still sees a violation
 when it checks only the events of long sources; a stream generated in chunks replays as the
-same stream held in memory."""
+same stream held in memory, with the core in a forked child or not; a chunk stays within
+CHUNK_ROWS rows however far apart the buffer curve's points are, and the curve is the buffer
+as the core holds it; an error in the forked core is raised here."""
+import os
+
 import numpy as np
+import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import audit.compute as compute
-from audit.events import EventSink, read_events
+import audit.events as events
+from audit.events import EVENT_DTYPE, EventSink, read_events
 from audit.feed import ChunkedRefills, PassRefills
 from audit.metrics import summarize_replay
-from audit.proposition import PropositionWatch
+from audit.proposition import PropositionWatch, ProtectedSet
 from audit.replay import Replay
 from audit.synthetic import census_chunks
-from loaders.core import PACKERS
+from loaders.core import PACKERS, PackerCore
 from loaders.stream import DocumentStream
 
 
@@ -26,8 +33,9 @@ def test_streaming_replay_equals_the_in_memory_replay(tmp_path_factory, data):
     lengths = data.draw(st.lists(st.sampled_from([1, 2, R // 2 + 1, R, R + 1, 3 * R, 7 * R]), min_size=1, max_size=200))
     stream = DocumentStream.from_lengths(lengths, refill_docs=data.draw(st.integers(1, 16)))
     out = tmp_path_factory.mktemp("s")
-    old = compute.CHUNK_ROWS
+    old = compute.CHUNK_ROWS, compute.FORK_MIN_ROWS
     compute.CHUNK_ROWS = data.draw(st.integers(1, 9))  # many chunks: live sources carried across them
+    compute.FORK_MIN_ROWS = data.draw(st.sampled_from([0, 10 ** 9]))  # the core in a forked child, or here
     try:
         for packer in PACKERS:
             rows = data.draw(st.integers(1, 60))
@@ -40,7 +48,7 @@ def test_streaming_replay_equals_the_in_memory_replay(tmp_path_factory, data):
             got.pop("plot")
             assert got == want, packer
     finally:
-        compute.CHUNK_ROWS = old
+        compute.CHUNK_ROWS, compute.FORK_MIN_ROWS = old
 
 
 def test_the_watch_reports_a_selection_of_a_protected_source_with_or_without_candidates():
@@ -66,3 +74,110 @@ def test_chunked_synthetic_stream_replays_as_the_same_stream_in_memory():
     a.pop("plot")
     b.pop("plot")
     assert a == b
+
+
+class _RowsPerChunk:
+    """An EventSink stand-in that keeps how many rows each chunk of events covers."""
+
+    def __init__(self):
+        self.rows = []
+
+    def write(self, rec, labels=None):
+        self.rows.append(int(rec["row"].max() - rec["row"].min() + 1))
+
+
+def test_a_chunk_never_outgrows_chunk_rows_however_far_apart_the_curve_points(monkeypatch):
+    # 60 rows and 4 curve points: a point every 15 rows, but chunks of at most 4 rows (before, a chunk
+    # was a whole step between points: at 10^8 documents 91,000 rows, and memory grew with the stream)
+    monkeypatch.setattr(compute, "CHUNK_ROWS", 4)
+    monkeypatch.setattr(compute, "PLOT_POINTS", 4)
+    rng = np.random.default_rng(8)
+    lengths = rng.integers(1, 40, 400)
+    lengths[::9] = rng.integers(60, 200, len(lengths[::9]))
+    stream = DocumentStream.from_lengths(lengths, refill_docs=8)
+    R, B, sink = 33, 12, _RowsPerChunk()
+    s = compute.replay_packer(PassRefills(stream.lengths, stream.refills), "original", 60, R, B, sink)
+    assert max(sink.rows) <= 4 and sum(sink.rows) == 60
+    # each point: the buffer's tokens and the protected mass after every arrival so far, as the core holds them
+    core, want = PackerCore(stream, "original", R, B), []
+    for _ in range(4):
+        core.pack_rows(15, [])
+        ps = ProtectedSet(B, R)
+        for i in range(core.arrived_docs):
+            ps.arrive(i, int(lengths[i % len(lengths)]))
+        want.append([core.rows_done * (R - 1), core.buffered_tokens(), ps.mass])
+    assert s["plot"]["buffer_curve"] == want
+
+
+def test_an_event_chunk_that_fails_on_the_writer_thread_fails_the_next_write_or_close(tmp_path, monkeypatch):
+    monkeypatch.setattr(events, "ROW_GROUP_EVENTS", 1)  # every chunk its row group
+    rec = np.zeros(3, EVENT_DTYPE)
+    for then in ("write", "close"):
+        sink = EventSink(tmp_path / "no such folder", then)
+        sink.write(rec)  # the writer thread cannot open the file
+        with pytest.raises(OSError, match="no such folder"):
+            sink.write(rec) if then == "write" else sink.close()
+
+
+class _PidRefills(PassRefills):
+    """PassRefills that note, in a file, the process that reads them (the replay's core)."""
+
+    def __init__(self, path, *a, fail_after=None):
+        super().__init__(*a)
+        self.path, self.fail_after = path, fail_after
+
+    def __iter__(self):
+        self.path.write_text(str(os.getpid()))
+        for i, r in enumerate(super().__iter__()):
+            if i == self.fail_after:
+                raise ValueError("refill source broke")
+            yield r
+
+
+def test_the_replay_with_its_core_in_a_forked_child_is_the_replay_in_this_process(tmp_path, monkeypatch):
+    rng = np.random.default_rng(9)
+    lengths = rng.integers(1, 80, 3000)
+    lengths[::17] = rng.integers(100, 400, len(lengths[::17]))
+    stream = DocumentStream.from_lengths(lengths, refill_docs=16)
+    monkeypatch.setattr(compute, "CHUNK_ROWS", 7)
+    for packer in PACKERS:
+        got = {}
+        for fork_min in (0, 10 ** 9):
+            monkeypatch.setattr(compute, "FORK_MIN_ROWS", fork_min)
+            out = tmp_path / f"{packer}-{fork_min}"
+            out.mkdir()
+            sink = EventSink(out, packer)
+            refills = _PidRefills(out / "pid", stream.lengths, stream.refills)
+            got[fork_min] = compute.replay_packer(refills, packer, 300, 41, 20, sink), read_events(sink.parquet_path if
+                                                                                                  sink.close() else None)
+            assert (int((out / "pid").read_text()) == os.getpid()) == (fork_min > 0), "forked when asked, else here"
+        assert got[0][0] == got[10 ** 9][0] and np.array_equal(got[0][1], got[10 ** 9][1]), packer
+
+
+def test_an_error_in_the_forked_core_is_raised_here_with_the_childs_traceback(tmp_path, monkeypatch):
+    monkeypatch.setattr(compute, "FORK_MIN_ROWS", 0)
+    refills = _PidRefills(tmp_path / "pid", np.full(500, 30), np.arange(0, 501, 10), fail_after=20)
+    with pytest.raises(ValueError, match="refill source broke") as e:
+        compute.replay_packer(refills, "original", 200, 33, 8)
+    assert "in the forked process running the replay's core" in "".join(e.value.__notes__)
+    assert int((tmp_path / "pid").read_text()) != os.getpid()
+
+
+def test_chunks_are_gathered_into_row_groups_of_row_group_events(tmp_path, monkeypatch):
+    # the parquet writer keeps each row group's metadata until it closes: one row group per chunk grew with the stream
+    monkeypatch.setattr(events, "ROW_GROUP_EVENTS", 10)
+    rng = np.random.default_rng(1)
+    rec = np.zeros(97, EVENT_DTYPE)
+    rec["source_id"] = np.arange(97)
+    labels = np.array(rng.choice(["x", "y"], 97), dtype=object)
+    sink, a = EventSink(tmp_path, "g"), 0
+    while a < 97:
+        b = min(97, a + int(rng.integers(1, 4)))
+        sink.write(rec[a:b], labels[a:b])
+        a = b
+    sink.close()
+    f = pq.ParquetFile(tmp_path / "events_g.parquet")
+    sizes = [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)]
+    assert sum(sizes) == 97 and all(10 <= n <= 12 for n in sizes[:-1]) and len(sizes) <= 10
+    assert np.array_equal(read_events(tmp_path / "events_g.parquet"), rec)
+    assert f.read().column("label").to_pylist() == labels.tolist()
