@@ -39,7 +39,8 @@ TIMES = ("timing", "provenance", "folder", "date", "overhead_vs_kept_training", 
 def local_ray():
     # tests/ on the workers' path too: the tasks of tests/fanout_tasks.py
     path = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
-    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    # one Ray worker: the suite already runs a process per core, and each Ray worker pays its own torch import
+    ray.init(num_cpus=1, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
     yield
     ray.shutdown()
 
