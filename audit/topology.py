@@ -127,7 +127,8 @@ def merge_exposure(tables):
     by = {}
     for t in tables:
         for e in t:
-            m = by.setdefault(e["stratum"], [np.zeros(10, np.int64), np.zeros(10, np.int64)])
+            n = len(e["arrived_tokens"])  # the tenths of a source, as the one-stream table has them
+            m = by.setdefault(e["stratum"], [np.zeros(n, np.int64), np.zeros(n, np.int64)])
             m[0] += np.asarray(e["arrived_tokens"], np.int64)
             m[1] += np.asarray(e["emitted_tokens"], np.int64)
     out = []
