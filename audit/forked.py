@@ -14,6 +14,11 @@ import multiprocessing
 import sys
 import traceback
 
+try:
+    import fcntl  # widening the pipe: Linux (and macOS); the fork itself is used on Linux only
+except ImportError:  # Windows
+    fcntl = None
+
 
 def can_fork() -> bool:
     return sys.platform == "linux" and not multiprocessing.current_process().daemon
@@ -26,6 +31,7 @@ def forked(make, *args, fork=True):
         return
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
+    _widen(send)
     child = ctx.Process(target=_produce, args=(send, make, args), daemon=True, name="audit-core")
     child.start()
     send.close()
@@ -50,9 +56,21 @@ def forked(make, *args, fork=True):
         child.join()
 
 
+PIPE_BYTES = 1 << 20  # a chunk of the replay (its events, about 800 KB) fits: the child goes on while this one reads
+
+
+def _widen(conn):
+    """Let the pipe hold PIPE_BYTES (Linux's default 64 KB made the child wait for every read); if refused, as is."""
+    try:
+        fcntl.fcntl(conn.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (OSError, AttributeError):
+        pass
+
+
 def _produce(send, make, args):
     """In the child: send each item, then the end or the exception that stopped it."""
     gc.freeze()  # what the parent holds stays out of the collector's walks (which would also copy its pages)
+    gc.set_threshold(100_000)  # the core's tuples are short-lived and hold no cycles: fewer young collections
     try:
         for item in make(*args):
             send.send(("item", item))

@@ -5,6 +5,8 @@ when it checks only the events of long sources; a stream generated in chunks rep
 same stream held in memory, with the core in a forked child or not; a chunk stays within
 CHUNK_ROWS rows however far apart the buffer curve's points are, and the curve is the buffer
 as the core holds it; an error in the forked core is raised here."""
+import fcntl
+import multiprocessing
 import os
 
 import numpy as np
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 
 import audit.compute as compute
 import audit.events as events
+import audit.forked as forked
 from audit.events import EVENT_DTYPE, EventSink, read_events
 from audit.feed import ChunkedRefills, PassRefills
 from audit.metrics import summarize_replay
@@ -181,3 +184,18 @@ def test_chunks_are_gathered_into_row_groups_of_row_group_events(tmp_path, monke
     assert sum(sizes) == 97 and all(10 <= n <= 12 for n in sizes[:-1]) and len(sizes) <= 10
     assert np.array_equal(read_events(tmp_path / "events_g.parquet"), rec)
     assert f.read().column("label").to_pylist() == labels.tolist()
+
+
+@pytest.mark.skipif(not forked.can_fork(), reason="the core is forked on Linux only")
+def test_the_pipe_from_the_forked_core_holds_a_whole_chunk(monkeypatch):
+    widened = []
+    monkeypatch.setattr(forked, "_widen", widened.append)
+    monkeypatch.setattr(compute, "FORK_MIN_ROWS", 0)
+    compute.replay_packer(PassRefills(np.full(50, 9), np.arange(0, 51, 5)), "original", 5, 17, 4)
+    assert len(widened) == 1  # the forked replay's pipe
+    monkeypatch.undo()
+    recv, send = multiprocessing.get_context("fork").Pipe(duplex=False)
+    forked._widen(send)
+    assert fcntl.fcntl(send.fileno(), getattr(fcntl, "F_GETPIPE_SZ", 1032)) >= forked.PIPE_BYTES
+    recv.close()
+    send.close()
