@@ -9,7 +9,10 @@ calibration, is what recovery checks and clean branch checks train on. The harmf
 source (harmful.py) is built from training documents that are then never used as
 ordinary pool documents.
 """
+import copy
+import functools
 import hashlib
+import json
 from collections import Counter
 
 import numpy as np
@@ -51,13 +54,11 @@ class World:
         self.token_bytes = load_token_bytes(lay.tokenizer)
         self.train = open_split(self.data_dir, cfg.source, "train")
         self.val = open_split(self.data_dir, cfg.source, "val")
-        self.labels = source_labels(lay, "train")
-        val_texts = pq.read_table(lay.raw / rec["val_shard"], columns=["text"]).column("text").to_pylist()
-        val_labels = source_labels(lay, "val")
+        self.labels = list(_train_labels(self.data_dir, cfg.source, rec["build_id"]))
         # domains: a domains file's rules (domains.load_domains); None: the built-in domains
-        self.sets = build_sets(val_texts, val_labels, self.enc, self.bos, cfg.context, per_domain, spec=domains)
-        self.excluded_sha = {text_sha256(val_texts[i]) for i in used_documents(self.sets)}
-        self.excluded_sha |= {h for part in self.sets.values() for s in part.values() for h in s["sha256"]}
+        sets, excluded = _held_out_sets(self.data_dir, cfg.source, rec["build_id"], cfg.context, per_domain,
+                                        json.dumps(domains, sort_keys=True))
+        self.sets, self.excluded_sha = copy.deepcopy(sets), set(excluded)
         self._train_sha = None
         self.lay, self.rec = lay, rec
         self.stream = self.train
@@ -77,6 +78,28 @@ class World:
         """SHA256 of every control and selection window text, per domain (for the manifest)."""
         return {part: {d: hashlib.sha256("".join(s["sha256"]).encode()).hexdigest() for d, s in sets.items()}
                 for part, sets in self.sets.items()}
+
+
+# Per process, by the prepared corpus's build id: a queue run, its re-execution and a study's arms open the same
+# world many times, and the held-out sets parse every control document for its docstrings and comments.
+@functools.lru_cache(maxsize=4)
+def _held_out_sets(data_dir, source, build_id, context, per_domain, domains_json):
+    """(control and selection sets, SHA256s of the validation texts they touch) of one prepared corpus."""
+    lay = Layout(data_dir, source)
+    rec = lay.prepared()
+    enc = load_encoding(lay.tokenizer)
+    val_texts = pq.read_table(lay.raw / rec["val_shard"], columns=["text"]).column("text").to_pylist()
+    sets = build_sets(val_texts, source_labels(lay, "val"), enc, bos_id(enc), context, per_domain,
+                      spec=json.loads(domains_json))
+    excluded = {text_sha256(val_texts[i]) for i in used_documents(sets)}
+    excluded |= {h for part in sets.values() for s in part.values() for h in s["sha256"]}
+    return sets, frozenset(excluded)
+
+
+@functools.lru_cache(maxsize=4)
+def _train_labels(data_dir, source, build_id):
+    """The training documents' source labels (a corpus without a label column: each document's register)."""
+    return tuple(source_labels(Layout(data_dir, source), "train"))
 
 
 def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, n_harmful, n_prose=0,
