@@ -9,6 +9,7 @@ reaches GROUP_CHARS. Each pydoc topic stays whole. Every document carries a sour
 duplicate texts are kept once, so training and validation share no document.
 """
 import ast
+import functools
 import hashlib
 import random
 import sys
@@ -35,8 +36,9 @@ def stdlib_root() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
 
+@functools.lru_cache(maxsize=2)  # per process: a walk of the whole library (about 0.6 s), and it does not change
 def stdlib_files(root: Path):
-    """Sorted .py files of the standard library (site-packages excluded)."""
+    """Sorted .py files of the standard library (site-packages excluded), as a tuple."""
     out = []
     for f in root.rglob("*.py"):
         rel = f.relative_to(root)
@@ -45,7 +47,7 @@ def stdlib_files(root: Path):
         if rel.as_posix() == "pydoc_data/topics.py":  # its topics are added whole, as prose
             continue
         out.append(rel)
-    return sorted(out, key=lambda p: p.as_posix())
+    return tuple(sorted(out, key=lambda p: p.as_posix()))
 
 
 def split_module(src: str):
