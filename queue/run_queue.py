@@ -114,6 +114,11 @@ def build_parser():
 
 def main(argv=None):
     a, extra = build_parser().parse_known_args(argv)
+    try:  # what needs no torch is refused before the imports below load it (seconds)
+        check_arguments(a, extra)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     from shardqueue.api import (calibrate, check_calibrated, describe_calibration, describe_run,
                                 return_from_quarantine, run)
     from shardqueue.domains import load_domains
@@ -127,15 +132,6 @@ def main(argv=None):
     try:
         a.device = resolve_device(a.device, "--device")
         configure(a.device)
-        if extra:
-            raise DataError(f"unexpected argument{'s' * (len(extra) > 1)} {' '.join(extra)!r} for `{a.command}`"
-                            + ("; give config overrides to calibrate as --set key=value"
-                               if any("=" in x and not x.startswith("-") for x in extra) else ""))
-        if a.command == "return" and "=" in a.shard:
-            raise DataError(f"{a.shard!r} is not a shard id")
-        check_counts(a)
-        if a.command == "calibrate":
-            QueueSettings.of({"branch_check": a.branch_check})  # a bad kind is named before the folder is touched
         # what the command reads must be there before its folder is made and locked (no .lock left by a refusal)
         if a.command == "run":
             check_calibrated(a.calibration or out)
@@ -187,6 +183,19 @@ def main(argv=None):
     except OSError as e:
         print(f"error: {os_error_line(e, out)}", file=sys.stderr)
         return 2
+
+
+def check_arguments(a, extra):
+    """Arguments this command does not take, a bad shard id, counts and branch check, in one line each."""
+    if extra:
+        raise DataError(f"unexpected argument{'s' * (len(extra) > 1)} {' '.join(extra)!r} for `{a.command}`"
+                        + ("; give config overrides to calibrate as --set key=value"
+                           if any("=" in x and not x.startswith("-") for x in extra) else ""))
+    if a.command == "return" and "=" in a.shard:
+        raise DataError(f"{a.shard!r} is not a shard id")
+    check_counts(a)
+    if a.command == "calibrate":
+        QueueSettings.of({"branch_check": a.branch_check})  # a bad kind is named before the folder is touched
 
 
 # the least each count may be (the settings' own; a run of 0-shard rotations trains nothing)
