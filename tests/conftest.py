@@ -11,6 +11,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 ROOT = Path(__file__).resolve().parents[1]  # on sys.path through pyproject's pytest `pythonpath`
 
+from presets.shapes import ModelShape  # noqa: E402
+from shardqueue.study.presets import StudyPreset  # noqa: E402
 from training.device import keep_freed_host_memory  # noqa: E402 - after OMP_NUM_THREADS, which torch reads once
 
 keep_freed_host_memory()  # as every command line does on CPU: the tests' in-process training runs take half the time
@@ -23,11 +25,35 @@ SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_audit_t
                  "test_train.py", "test_queue_study_run.py", "test_faults_data.py", "test_queue_study.py",
                  "test_audit_lengths.py", "test_audit.py", "test_download.py", "test_eval.py", "test_audit_libraries.py",
                  "test_faults_eval.py", "test_cuda_path.py")
+# Files that share a costly session fixture go to one process together, the first file's place in the order
+# above: the queue's files share one stage-A calibration (`calibrated`, ~4 s), the study's files one micro
+# study (`micro_study`, ~6 s) that the fan-out test reruns on Ray.
+SAME_PROCESS = (("test_fanout.py", "test_queue_study_run.py"),
+                ("test_queue.py", "test_queue_owndata.py", "test_queue_measurements.py", "test_queue_branch.py",
+                 "test_queue_memory.py"))
+UNIT_OF = {name: group[0] for group in SAME_PROCESS for name in group}
 
 
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep pytest's order
+    # stable: the rest keep pytest's order; a group's files right after its first
+    items.sort(key=lambda item: rank.get(UNIT_OF.get(item.path.name, item.path.name), len(rank)))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, with each group of SAME_PROCESS one unit of work (xdist's own scheduler otherwise)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    # late: xdist is the test runner's plugin, loaded only when it runs the suite in several processes
+    from xdist.scheduler import LoadFileScheduling
+
+    class GroupedFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::", 1)[0]
+            folder, _, name = path.rpartition("/")
+            return f"{folder}/{UNIT_OF[name]}" if name in UNIT_OF else path
+
+    return GroupedFiles(config, log)
 
 
 # PACKAUDIT_FIXTURE_CACHE (set by `scripts/mutation.py --reuse-fixtures`): a folder the corpus and the
@@ -101,6 +127,42 @@ def calibrated(small_corpus, tmp_path_factory):
     c.update(ok=True, k=3.0, frac=0.5, sigma={x: 1e-4 for x in c["sigma"]})
     (strict / "calibration.json").write_text(json.dumps(c))
     return {"dir": d, "rec": rec, "strict": strict, "data": small_corpus}
+
+
+# The queue study at a micro setting: two seeds, three arms, a handful of shards of a one-layer model
+MICRO_STUDY = StudyPreset(
+    source="stdlib", shape=ModelShape(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16),
+    micro_rows=4, accum=1, eval_batches=2, eval_rows=4, train_overrides=(("vocab", 400), ("muon_lr", 0.02)),
+    shard_targets=256, budget_shards=2, decay_shards=1, pool_factor=3.0,
+    warmup_shards=1, sigma_shards=3, held_out_shards=3, choose_transitions=1, held_out_branch=True,
+    checkpoints_per_shard=2, harmful_shards=1, damaged_shards=4, per_domain=3, rotation_shards=4,
+    reference_lowest=0.5, reference_cap=2.0, reference_per_doubling=1, seeds=(43, 44), pool_seed=7)
+
+
+def run_micro_study(out, data, engine="local"):
+    """queue/study.py --preset micro (a preset the caller has put into the study's PRESETS)."""
+    import argparse
+
+    from shardqueue.study.run import run_study
+
+    return run_study(argparse.Namespace(preset="micro", out=str(out), data_dir=str(data), dry_run=False, curve=False,
+                                        calibration=None, device="cpu", workers=1, engine=engine, ray_address=None),
+                     log=lambda s: None)
+
+
+@pytest.fixture(scope="session")
+def micro_study(small_corpus, tmp_path_factory):
+    """One real micro study, run once per process (SAME_PROCESS keeps its two files together): read it, and copy
+    it before changing anything."""
+    import json
+
+    from shardqueue.study import presets
+
+    out = tmp_path_factory.mktemp("study")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(presets.PRESETS, "micro", MICRO_STUDY)
+        assert run_micro_study(out, small_corpus) == 0
+    return {"out": out, "summary": json.loads((out / "summary.json").read_text()), "data": small_corpus}
 
 
 @pytest.fixture

@@ -161,7 +161,7 @@ def test_first_long_emission_matches_full_replay(small_corpus):
 def test_audit_of_the_validation_stream(small_corpus, tmp_path):
     rc = audit_main(["--data-dir", str(small_corpus), "--split", "val", "--packers", "original", "--targets",
                      str(50 * 128), "--row-capacity", "129", "--buffer", "40", "--permutations", "0", "--out",
-                     str(tmp_path), "--no-csv"])
+                     str(tmp_path), "--no-csv", "--no-figures"])
     assert rc == 0
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["stream"].endswith(":val") and s["packers"]["original"]["emitted"] == 50 * 129

@@ -74,7 +74,7 @@ def test_npy_and_parquet_columns_give_the_same_audit(own, form):
         path = d / "lengths.parquet"
         pq.write_table(pa.table({"doc_id": np.arange(len(L)), "tokens": L}), path)
         extra = ["--column", "tokens"]
-    assert audit_main(_args(path, d / form, "--packers", "original,lossless", *extra)) == 0
+    assert audit_main(_args(path, d / form, "--packers", "original,lossless", "--no-figures", *extra)) == 0
     a = json.loads((d / "out" / "summary.json").read_text())["packers"]
     b = json.loads((d / form / "summary.json").read_text())["packers"]
     assert a == b

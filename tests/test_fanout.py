@@ -1,8 +1,7 @@
 """The fan-out engines (fanout/): --engine ray gives the local engine's results value for value (the audit at
-2 ranks x 2 loader workers, the queue study at the micro setting of test_queue_study_run), a task whose Ray
+2 ranks x 2 loader workers, the micro queue study that test_queue_study_run checks), a task whose Ray
 worker dies is run again to the undisturbed result, and bad input is one line. The tests share one local Ray
 (seconds to start): the engine finds it running, uses it and leaves it running."""
-import argparse
 import json
 import os
 import shutil
@@ -14,10 +13,10 @@ import time
 import numpy as np
 import pytest
 import ray
-from conftest import ROOT, one_line_error, queue_script
+from conftest import MICRO_STUDY as MICRO
+from conftest import ROOT, one_line_error, queue_script, run_micro_study
 from fanout_tasks import dies_once, fails_first
 from test_main_job import MICRO as SIX_MICRO
-from test_queue_study_run import MICRO
 
 from audit.__main__ import main as audit_main
 from audit.pipeline import StreamInput
@@ -27,7 +26,6 @@ from corpus.errors import DataError
 from fanout import Task, TaskFailed, open_engine
 from presets import six as six_runs
 from shardqueue.study import presets
-from shardqueue.study.run import run_study
 
 R, B = 65, 16
 # what differs between two runs of the same work: wall times, dates, the folders they ran in
@@ -78,21 +76,14 @@ def test_the_audit_on_ray_equals_the_local_audit_at_two_ranks_by_two_workers(loc
     assert not list(tmp_path.glob("ray/.*-work"))  # the workers' scratch is gone
 
 
-def test_the_queue_study_on_ray_equals_the_local_study(local_ray, small_corpus, tmp_path, monkeypatch):
+def test_the_queue_study_on_ray_equals_the_local_study(local_ray, micro_study, tmp_path, monkeypatch):
     monkeypatch.setitem(presets.PRESETS, "micro", MICRO)
-
-    def study(out, engine):
-        return run_study(argparse.Namespace(preset="micro", out=str(out), data_dir=str(small_corpus), dry_run=False,
-                                            curve=False, calibration=None, device="cpu", workers=1, engine=engine,
-                                            ray_address=None), log=lambda s: None)
-
-    assert study(tmp_path / "local", "local") == 0
     # stage A runs in the driver under either engine: the Ray study starts from a copy of the local one's
-    shutil.copytree(tmp_path / "local" / "stage_a", tmp_path / "ray" / "stage_a")
-    assert study(tmp_path / "ray", "ray") == 0
-    local, on_ray = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("local", "ray"))
+    shutil.copytree(micro_study["out"] / "stage_a", tmp_path / "ray" / "stage_a")
+    assert run_micro_study(tmp_path / "ray", micro_study["data"], engine="ray") == 0
+    on_ray = json.loads((tmp_path / "ray" / "summary.json").read_text())
     assert {r["name"] for r in on_ray["runs"]} == {f"{a}_s{s}" for a in "ABC" for s in (43, 44)}
-    assert timeless(on_ray) == timeless(local)
+    assert timeless(on_ray) == timeless(micro_study["summary"])
 
 
 def test_run_six_on_ray_equals_run_six_in_this_process(local_ray, small_corpus, tmp_path, monkeypatch, capsys):

@@ -39,7 +39,8 @@ def data(base, tmp_path):
 def audit_dir(base, tmp_path_factory):
     out = tmp_path_factory.mktemp("faults_audit") / "audit"
     assert audit_main(["--data-dir", str(base), "--targets", str(60 * 128), "--row-capacity", "129", "--buffer", "10",
-                       "--permutations", "0", "--packers", "original,segment_first", "--csv", "--out", str(out)]) == 0
+                       "--permutations", "0", "--packers", "original,segment_first", "--csv", "--no-figures", "--out",
+                       str(out)]) == 0
     return out
 
 

@@ -75,7 +75,7 @@ def test_a_parquet_corpus_keeps_its_labels_and_the_audit_and_training_accept_it(
     assert set(labels) == {"docs", "tests"}
     assert audit_main(["--source", "parquet", "--data-dir", str(own["data"]), "--targets", str(100 * 128),
                        "--row-capacity", "129", "--buffer", "40", "--permutations", "1", "--packers", "original",
-                       "--out", str(tmp_path / "audit"), "--no-csv"]) == 0
+                       "--out", str(tmp_path / "audit"), "--no-csv", "--no-figures"]) == 0
     cfg = resolve_config(None, [f"{k}={v}" for k, v in {
         **CFG, "source": "parquet", "data_dir": str(own["data"]), "updates": 3, "accum": 1}.items()])
     res = train(cfg, tmp_path / "train", log=lambda m: None)
@@ -211,7 +211,7 @@ def test_the_study_calibrates_on_own_data_and_domains(own, tmp_path):
     from dataclasses import replace
 
     from shardqueue.study.run import stage_a
-    from test_queue_study_run import MICRO
+    from conftest import MICRO_STUDY as MICRO
 
     p = replace(MICRO, source="parquet", damaged_shards=0)
     a = argparse.Namespace(calibration=None, data_dir=str(own["data"]), device="cpu",

@@ -1,41 +1,22 @@
 """One real queue study at a micro setting (two seeds, three arms, a handful of shards), checked
 against what its parts compute: the reference curve, efficiency points, the verdict, equal
 budgets, the in-queue decay on each arm's own accepted shards, the damaged pool."""
-import argparse
 import json
 
 import pytest
+from conftest import MICRO_STUDY as MICRO
+from conftest import run_micro_study as study
 
-from presets.shapes import ModelShape
 from shardqueue.study import presets
 from shardqueue.study.power import seeds_to_use
 from shardqueue.study.report import seed_lines
 from shardqueue.study.run import power_lines
 
-MICRO = presets.StudyPreset(
-    source="stdlib", shape=ModelShape(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16),
-    micro_rows=4, accum=1, eval_batches=2, eval_rows=4, train_overrides=(("vocab", 400), ("muon_lr", 0.02)),
-    shard_targets=256, budget_shards=2, decay_shards=1, pool_factor=3.0,
-    warmup_shards=1, sigma_shards=3, held_out_shards=3, choose_transitions=1, held_out_branch=True,
-    checkpoints_per_shard=2, harmful_shards=1, damaged_shards=4, per_domain=3, rotation_shards=4,
-    reference_lowest=0.5, reference_cap=2.0, reference_per_doubling=1, seeds=(43, 44), pool_seed=7)
-
-
-def study(out, data):
-    from shardqueue.study.run import run_study
-
-    return run_study(argparse.Namespace(preset="micro", out=str(out), data_dir=str(data), dry_run=False,
-                                        curve=False, calibration=None, device="cpu"), log=lambda s: None)
-
-
 @pytest.fixture(scope="module")
-def micro(small_corpus, tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setitem(presets.PRESETS, "micro", MICRO)
-    out = tmp_path_factory.mktemp("study")
-    assert study(out, small_corpus) == 0
-    yield {"out": out, "summary": json.loads((out / "summary.json").read_text()), "data": small_corpus}
-    mp.undo()
+def micro(micro_study):
+    with pytest.MonkeyPatch.context() as mp:  # the tests that run the study again run it at this preset
+        mp.setitem(presets.PRESETS, "micro", MICRO)
+        yield micro_study
 
 
 def test_the_summary_is_what_its_parts_compute(micro):
