@@ -161,3 +161,24 @@ def test_a_bad_file_too_small_for_a_dose_is_refused_in_one_line(calibrated, tmp_
                                          "--harm", "parquet", "--harm-parquet", str(small), "--trials", "1"])
     one_line_error(capsys, rc, str(small), "never repeated")
     assert not (tmp_path / "d" / "dose.json").exists()
+
+
+def test_a_world_opened_again_reuses_its_sets_until_the_corpus_is_prepared_anew(calibrated, monkeypatch):
+    """The held-out sets are built once per process and prepared corpus (a queue run opens its world many times),
+    each world gets its own copy, and another build of the corpus is read again."""
+    from shardqueue import world as world_module
+
+    built = []
+    real = world_module.build_sets
+    monkeypatch.setattr(world_module, "build_sets", lambda *a, **k: built.append(1) or real(*a, **k))
+    world_module._held_out_sets.cache_clear()
+    first, again = (rq.open_calibration(calibrated["dir"])[1] for _ in range(2))
+    assert len(built) == 1 and first.excluded_sha == again.excluded_sha
+    dom = sorted(first.sets["control"])[0]
+    assert np.array_equal(first.sets["control"][dom]["x"], again.sets["control"][dom]["x"])
+    first.sets["control"][dom]["x"][0, 0] += 1  # one world's change is not the other's
+    assert not np.array_equal(first.sets["control"][dom]["x"], again.sets["control"][dom]["x"])
+    real_prepared = world_module.Layout.prepared
+    monkeypatch.setattr(world_module.Layout, "prepared", lambda lay: {**real_prepared(lay), "build_id": "rebuilt"})
+    rq.open_calibration(calibrated["dir"])
+    assert len(built) == 2
