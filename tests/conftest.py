@@ -25,12 +25,14 @@ SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_audit_t
                  "test_train.py", "test_queue_study_run.py", "test_faults_data.py", "test_queue_study.py",
                  "test_audit_lengths.py", "test_audit.py", "test_download.py", "test_eval.py", "test_audit_libraries.py",
                  "test_faults_eval.py", "test_cuda_path.py")
-# Files that share a costly session fixture go to one process together, the first file's place in the order
-# above: the queue's files share one stage-A calibration (`calibrated`, ~4 s), the study's files one micro
-# study (`micro_study`, ~6 s) that the fan-out test reruns on Ray.
+# Files that share a costly start go to one process together, at the first file's place in the order above: the
+# queue's files one stage-A calibration (`calibrated`, ~4 s), the study's files one micro study (`micro_study`,
+# ~6 s) that the fan-out test reruns on Ray, the audit's library files one import of TRL, OLMo-core and
+# torchtune (~8 s: TRL alone imports transformers).
 SAME_PROCESS = (("test_fanout.py", "test_queue_study_run.py"),
                 ("test_queue.py", "test_queue_owndata.py", "test_queue_measurements.py", "test_queue_branch.py",
-                 "test_queue_memory.py"))
+                 "test_queue_memory.py"),
+                ("test_audit_topology.py", "test_audit_libraries.py", "test_audit_loader_presets.py"))
 UNIT_OF = {name: group[0] for group in SAME_PROCESS for name in group}
 
 
