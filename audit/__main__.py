@@ -75,10 +75,11 @@ def parse_args(argv=None):
                          "of G documents, files or row groups, dealt round-robin)")
     ap.add_argument("--pipeline", metavar="NAME", help="a named loader: fills in --packers, --split-by and "
                     "--refill-docs where you leave them out, and says what owns a buffer (" + help_lines() + ")")
-    add_engine_args(ap, "worker streams' audits (with --ranks / --loader-workers above 1)")
+    add_engine_args(ap, "permutations and the worker streams' audits (with --ranks / --loader-workers above 1)")
     ap.add_argument("--workers", type=int, default=1,
-                    help="with --engine local: audit that many worker streams side by side, each in a process of its "
-                         "own (default 1: one after another in this process; your --trace packer always runs here)")
+                    help="with --engine local: run that many permutations or worker streams side by side, each in a "
+                         "process of its own (default 1: one after another in this process; with --trace, everything "
+                         "runs here: your packer is called, not pickled)")
     ap.add_argument("--permutations", type=int, default=20, help="seeded arrival-order permutations for the startup delay (default 20)")
     ap.add_argument("--thresholds", default="16384,32768,65536,131072",
                     help="length thresholds of the repeated-corpus table (the longest source is always added)")

@@ -17,6 +17,8 @@ from audit.feed import PassRefills
 from audit.metrics import pass_bounds
 from audit.replay import first_long_emission
 from corpus.errors import DataError
+from fanout import Task
+from fanout.local import LocalEngine
 from loaders.core import PACKERS
 from loaders.stream import DocumentStream
 
@@ -92,14 +94,24 @@ def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=
     return s
 
 
-def permutation_delays(stream, R, B, rows, count, bar=lambda x, **k: x):
-    """First emission of a source longer than R under seeded arrival-order permutations (original)."""
-    ds = DocumentStream(stream.lengths, stream.refills, name=stream.name)
+def permutation_delays(stream, R, B, rows, count, bar=lambda x, **k: x, engine=None):
+    """First emission of a source longer than R under seeded arrival-order permutations (original). Each
+    permutation, and the stream as it is, is a task of the fan-out engine (fanout/: in this process by default)."""
     seeds = list(range(count))
-    delays = [first_long_emission(ds.permuted(s), R, B, max_rows=rows) for s in bar(seeds, desc="permutations")]
-    got = [d for d in delays if d is not None]
-    return {"count": count, "seeds": seeds, "delays": delays, "min": min(got) if got else None,
-            "max": max(got) if got else None, "unpermuted": first_long_emission(ds, R, B, max_rows=rows)}
+    tasks = [Task(permuted_delay, (stream.lengths, stream.refills, R, B, rows, s),
+                  name="stream as it is" if s is None else f"permutation {s}") for s in [None, *seeds]]
+    got = iter((engine or LocalEngine()).run(tasks))
+    unpermuted = next(got)
+    delays = list(bar(got, total=count, desc="permutations"))
+    found = [d for d in delays if d is not None]
+    return {"count": count, "seeds": seeds, "delays": delays, "min": min(found) if found else None,
+            "max": max(found) if found else None, "unpermuted": unpermuted}
+
+
+def permuted_delay(lengths, refills, R, B, rows, seed=None):
+    """The first long emission of the stream under one seeded permutation (seed None: as it is)."""
+    ds = DocumentStream(lengths, refills)
+    return first_long_emission(ds if seed is None else ds.permuted(seed), R, B, max_rows=rows)
 
 
 def stream_pass_bounds(stream, thresholds, R, B):

@@ -143,7 +143,7 @@ def compute(args, stream, packers, thresholds, user, work, engine=None):
                "labelled": stream.labels is not None, "csv": bool(args.csv), "packers": per,
                "packer_seconds": {p: s.pop("seconds", None) for p, s in per.items()}}
     if args.permutations and "original" in per:
-        summary["permutations"] = permutation_delays(stream, R, B, rows, args.permutations, bar)
+        summary["permutations"] = permutation_delays(stream, R, B, rows, args.permutations, bar, engine)
     summary["pass_bounds"] = stream_pass_bounds(stream, thresholds, R, B)
     summary["left_out"] = getattr(args, "left_out", {})  # packers the caller chose not to run, and why
     summary["comparison"] = comparison(summary)
@@ -225,11 +225,11 @@ def run_audit(args) -> int:
     # everything is written into a fresh sibling folder and swapped in at the end, so a failed
     # audit leaves the previous complete output untouched, never a mix of old and new files
     try:
-        # the worker streams' engine first (a Ray started or joined): a bad --engine setup is one line, nothing written
-        engine = None
-        if args.streams_ranks * args.streams_workers > 1:
-            # a --trace packer is the user's object, made to be called, not pickled: it stays in this process
-            workers = 1 if user is not None else args.workers
+        # the engine of the worker streams and the permutations first (a Ray started or joined): a bad --engine
+        # setup is one line, nothing written. A --trace packer is the user's object, made to be called, not pickled:
+        # with one, the local engine keeps every task in this process
+        engine, workers = None, 1 if user is not None else args.workers
+        if args.streams_ranks * args.streams_workers > 1 or (args.permutations and "original" in packers):
             engine = stack.enter_context(open_engine(getattr(args, "engine", "local"), workers,
                                                      getattr(args, "ray_address", None)))
         for stale in out.parent.glob(f".{out.name}.new-*"):

@@ -1,5 +1,5 @@
 """One room for the work that fans out: the queue study's runs, the six training configs, the audit's
-worker streams. Callers build Tasks and hand them to an engine; results come back in task order to
+worker streams and permutations. Callers build Tasks and hand them to an engine; results come back in task order to
 the caller (the driver), which writes its own files. Nothing outside this package imports Ray.
 
     task.py        Task: one picklable call, the CPUs and GPUs it asks for, the paths it must read

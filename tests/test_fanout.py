@@ -1,5 +1,5 @@
 """The fan-out engines (fanout/): --engine ray gives the local engine's results value for value (the audit at
-2 ranks x 2 loader workers, the micro queue study that test_queue_study_run checks), a task whose Ray
+2 ranks x 2 loader workers with its permutations, the micro queue study that test_queue_study_run checks), a task whose Ray
 worker dies is run again to the undisturbed result, and bad input is one line. The tests share one local Ray
 (seconds to start): the engine finds it running, uses it and leaves it running."""
 import json
@@ -62,7 +62,7 @@ def test_the_audit_on_ray_equals_the_local_audit_at_two_ranks_by_two_workers(loc
     f = tmp_path / "L.txt"
     f.write_text("\n".join(map(str, _lengths())) + "\n")
     argv = ["--lengths", str(f), "--row-capacity", str(R), "--buffer", str(B), "--targets", str(301 * (R - 1)),
-            "--packers", "original,concat_chunk", "--permutations", "0", "--no-figures", "--ranks", "2",
+            "--packers", "original,concat_chunk", "--permutations", "3", "--no-figures", "--ranks", "2",
             "--loader-workers", "2"]
     assert audit_main(argv + ["--out", str(tmp_path / "local")]) == 0
     assert audit_main(argv + ["--out", str(tmp_path / "ray"), "--engine", "ray"]) == 0
@@ -71,6 +71,7 @@ def test_the_audit_on_ray_equals_the_local_audit_at_two_ranks_by_two_workers(loc
     assert topo["worker_streams"] == 4 and set(topo["packers"]) == {"original", "concat_chunk"}
     # four different worker streams: an engine that mixed up their order would not give the same list
     assert len({json.dumps(c) for c in topo["packers"]["original"]["workers"]}) == 4
+    assert len(set(local["permutations"]["delays"])) > 1  # permutations in task order: a mix-up would show
     assert timeless(on_ray) == timeless(local)
     assert (tmp_path / "ray" / "report.md").read_text() == (tmp_path / "local" / "report.md").read_text()
     assert not list(tmp_path.glob("ray/.*-work"))  # the workers' scratch is gone
