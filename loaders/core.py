@@ -43,7 +43,6 @@ class PackerCore:
         self.spans = {}  # seq -> (source_id, span_start, lead_bos)
         self.buckets = {}  # current length -> heap of seq
         self.lens = []  # sorted non-empty lengths
-        self.count = 0  # buffered spans (== len(self.spans); kept as an int for the hot loop)
         self.next_seq = 0
         self.pass_idx = 0
         self.refill_idx = 0
@@ -64,7 +63,6 @@ class PackerCore:
             insort(self.lens, length)
         else:
             heappush(h, seq)
-        self.count += 1
 
     def _refill(self, n_events):
         k = self.refill_idx
@@ -72,14 +70,38 @@ class PackerCore:
         base = self.pass_idx * self.stream.n
         if self.refill_log is not None:
             self.refill_log.append((n_events, base + lo, hi - lo))
+        if self.packer == "segment_first":
+            self._push_segmented(lo, hi, base)
+        else:
+            # _push inlined: this loop inserts every document of the stream (846,848 a pass at the paper's scale)
+            lengths, spans, buckets, lens = self._lengths, self.spans, self.buckets, self.lens
+            seq = self.next_seq
+            for i in range(lo, hi):
+                L = lengths[i]
+                spans[seq] = (base + i, 0, 0)
+                h = buckets.get(L)
+                if h is None:
+                    buckets[L] = [seq]
+                    insort(lens, L)
+                else:
+                    h.append(seq)  # a new sequence number is the largest: appended, the heap is still a heap
+                seq += 1
+            self.next_seq = seq
+        self.arrived_docs += hi - lo
+        self.refill_idx = k + 1
+        if self.refill_idx == len(self._refills) - 1:
+            self.refill_idx = 0
+            self.pass_idx += 1
+
+    def _push_segmented(self, lo, hi, base):
+        """Segment-first: a source longer than R enters as chunk 0 (its own BOS + 2048 text tokens) and later
+        chunks of a new BOS + at most 2048 text tokens, in order."""
         R = self.R
-        seg = self.packer == "segment_first"
+        t = R - 1
         for i in range(lo, hi):
             L = self._lengths[i]
             src = base + i
-            if seg and L > R:
-                # chunk 0 is the source's own BOS + 2048 text tokens; later chunks get a new BOS
-                t = R - 1
+            if L > R:
                 self._push(R, (src, 0, 0))
                 s = R
                 while s < L:
@@ -89,11 +111,6 @@ class PackerCore:
                     s = e
             else:
                 self._push(L, (src, 0, 0))
-        self.arrived_docs += hi - lo
-        self.refill_idx = k + 1
-        if self.refill_idx == len(self._refills) - 1:
-            self.refill_idx = 0
-            self.pass_idx += 1
 
     # ---- selection ---------------------------------------------------------------
     def pack_rows(self, n_rows, events):
@@ -107,7 +124,7 @@ class PackerCore:
         for _ in range(n_rows):
             pos = 0
             while pos < R:
-                while self.count < B:
+                while len(spans) < B:
                     self._refill(len(events))
                 rem = R - pos
                 i = bisect_right(lens, rem)
@@ -119,7 +136,6 @@ class PackerCore:
                         del buckets[L]
                         del lens[i - 1]
                     src, start, lead = spans.pop(seq)
-                    self.count -= 1
                     ev((src, start, L, 0, FIT, lead))
                     pos += L
                     continue
@@ -142,7 +158,6 @@ class PackerCore:
                     ev((src, start, rem, 0, CROP, lead))
                 else:
                     src, start, lead = spans.pop(seq)
-                    self.count -= 1
                     if rand:
                         # BOS + a uniformly placed run of rem-1 text tokens out of L-1
                         ev((src, 1 + randrange(L - rem + 1), rem, L - rem, CROP, 1))
@@ -152,6 +167,11 @@ class PackerCore:
             self.rows_done += 1
 
     # ---- inspection --------------------------------------------------------------
+    @property
+    def count(self):
+        """Buffered spans."""
+        return len(self.spans)
+
     def buffered(self):
         """[(seq, source_id, span_start, lead_bos, current_length)] in insertion order."""
         length_of = {}
@@ -186,7 +206,6 @@ class PackerCore:
         for h in self.buckets.values():
             heapify(h)
         self.lens = sorted(self.buckets)
-        self.count = len(self.spans)
         for key in ("next_seq", "pass_idx", "refill_idx", "arrived_docs", "added_bos", "rows_done"):
             setattr(self, key, int(st[key]))
         self.rng.setstate(st["rng"])
