@@ -42,7 +42,7 @@ def lead_flags(packer, lead):
 
 class CoreChunk(NamedTuple):
     """What the core did in one chunk of rows: everything the tables need, no Python object per event."""
-    events: np.ndarray  # int64 [n, 6]: the core's event tuples
+    events: list  # the core's event tuples (this process's core is the busier one: the tables' side converts them)
     first_row: int
     marks: list  # event index at each point of the buffer curve in this chunk
     points: list  # [targets, buffered tokens] at each of those points
@@ -75,8 +75,7 @@ def core_chunks(refills, packer, rows, R, B):
                 points.append([done * (R - 1), _buffered_tokens(core)])
                 if step >= CHUNK_ROWS:
                     break  # a point ends its chunk, as when a chunk was one step: the curve's masses unchanged
-        events = np.fromiter(chain.from_iterable(raw), np.int64, 6 * len(raw)).reshape(-1, 6)  # faster than asarray
-        yield CoreChunk(events, first_row, marks, points, core.take_arrivals(), core.buffered_sources(), done)
+        yield CoreChunk(raw, first_row, marks, points, core.take_arrivals(), core.buffered_sources(), done)
     yield CoreEnd(refills.passes_started, core.added_bos, _buffered_tokens(core))
 
 
@@ -106,9 +105,10 @@ def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, pro
             continue
         if ch.arrivals:
             tally.arrive(ch.arrivals[0][1], np.concatenate([x[2] for x in ch.arrivals]), _labels(ch.arrivals))
-        rec, idx = _records(ch.events, tally, R, ch.first_row)
+        events = np.fromiter(chain.from_iterable(ch.events), np.int64, 6 * len(ch.events)).reshape(-1, 6)  # < asarray
+        rec, idx = _records(events, tally, R, ch.first_row)
         tally.add_events(rec, *lead_flags(packer, rec["lead_bos"]), idx=idx)
-        masses = watch.feed(Firsts(ch.events[:, 0]), ch.arrivals, ch.marks, np.flatnonzero(rec["source_len"] > R))
+        masses = watch.feed(Firsts(events[:, 0]), ch.arrivals, ch.marks, np.flatnonzero(rec["source_len"] > R))
         curve += [p + [m] for p, m in zip(ch.points, masses)]
         if sink is not None:
             sink.write(rec, _event_labels(tally, rec) if label_names else None)
