@@ -2,7 +2,7 @@
 """Benchmarks of the audit, each a ratio or a growth measured in the same run.
 
   python audit/bench.py                      # everything below at the default sizes
-  python audit/bench.py --scale 5,6,7,8      # the scale table up to 10^8 documents (about an hour on one core)
+  python audit/bench.py --scale 5,6,7,8      # the scale table up to 10^8 documents (minutes: 10^8 is about three)
   python audit/bench.py --only paper,decode  # some sections
 
 paper   the paper-scale replay (846,848 sources, 499,646,464 targets, R = 2049, B = 1000) as the
