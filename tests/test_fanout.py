@@ -35,10 +35,12 @@ TIMES = ("timing", "provenance", "folder", "date", "overhead_vs_kept_training", 
 
 @pytest.fixture(scope="module")
 def local_ray():
-    # tests/ on the workers' path too: the tasks of tests/fanout_tasks.py
-    path = os.pathsep.join([str(ROOT), str(ROOT / "tests")])
-    # one Ray worker: the suite already runs a process per core, and each Ray worker pays its own torch import
-    ray.init(num_cpus=1, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    # tests/ on the workers' path too (the tasks of tests/fanout_tasks.py), through the environment the local Ray's
+    # workers inherit: a runtime_env would make Ray start workers of its own for it beside the one it starts anyway
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
+        # one Ray worker: the suite already runs a process per core, and each Ray worker pays its own torch import
+        ray.init(num_cpus=1, include_dashboard=False)
     yield
     ray.shutdown()
 
