@@ -50,14 +50,18 @@ def test_tiny_model_loss_falls(small_corpus, tmp_path, monkeypatch):
     cfg = tiny(small_corpus, updates=30)
     gc_calls = []  # (call, log lines written): as the baseline, frozen after update 1; released at the end
     logged = lambda: len((tmp_path / "train_log.jsonl").read_text().splitlines())  # noqa: E731
-    monkeypatch.setattr(train_module.gc, "freeze", lambda: gc_calls.append(("freeze", logged())))
-    monkeypatch.setattr(train_module.gc, "unfreeze", lambda: gc_calls.append(("unfreeze", logged())))
+    for call in ("collect", "freeze", "unfreeze"):
+        monkeypatch.setattr(train_module.gc, call, lambda call=call: gc_calls.append((call, logged())))
     res = train(cfg, tmp_path, log=lambda m: None)
-    assert gc_calls == [("freeze", 0), ("unfreeze", 30)]
+    assert gc_calls == [("freeze", 0), ("unfreeze", 30)]  # a library call: this process's heap is not collected
     losses = [json.loads(line)["loss"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < sum(losses[:3]) / 3 - 0.5
     assert math.isfinite(res["official"]["bpb"]) and res["official"]["bpb"] > 0
+    gc_calls.clear()  # a process of its own (train.py's command line) collects before it freezes, as the baseline
+    logged = lambda: len((tmp_path / "own" / "train_log.jsonl").read_text().splitlines())  # noqa: E731
+    train(tiny(small_corpus, updates=2), tmp_path / "own", log=lambda m: None, own_process=True)
+    assert gc_calls == [("collect", 0), ("freeze", 0), ("unfreeze", 2)]
     # timed as the baseline (`step > 10`): the first 11 updates (compilation, warm-up) are left out; all are in the total
     secs = [json.loads(line)["seconds"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     assert res["timed_updates"] == 19 and res["untimed_warmup_updates"] == 11
