@@ -12,6 +12,7 @@ prepared.json; every load checks both, so a tokenizer folder copied from another
 refused.
 """
 import base64
+import functools
 import io
 import json
 from pathlib import Path
@@ -83,6 +84,9 @@ def encoding_to_json(enc) -> str:
                        "tokens_base64": [base64.b64encode(t).decode("ascii") for t, _ in ranks]}, indent=0) + "\n"
 
 
+# per process, by the file's bytes (verified against the records first): the stream, the queue's world and the
+# scorers each load the encoding, and building one costs tens of milliseconds; an Encoding is never changed
+@functools.lru_cache(maxsize=4)
 def encoding_from_json(text, where):
     try:
         d = json.loads(text)
@@ -147,7 +151,7 @@ def load_encoding(directory, prepared=True):
     if not path.exists():
         raise DataError(f"{path}: tokenizer not found (run prepare.py first)")
     verify_tokenizer(directory, prepared=prepared)
-    return encoding_from_json(path.read_bytes(), path)
+    return encoding_from_json(path.read_bytes(), str(path))
 
 
 def load_token_bytes(directory) -> np.ndarray:
