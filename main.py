@@ -34,6 +34,7 @@ summary  SUMMARY.md and findings.json from all the results above, the paper's va
 Each stage prints where it reads and writes; results land under --out.
 """
 import argparse
+import gc
 import json
 import subprocess
 import sys
@@ -80,6 +81,7 @@ def main(argv=None):
         rc = run(out, args.data_dir, clock)
         if rc:
             return rc
+        gc.collect()  # a stage's garbage goes before the next begins: a training run freezes what exists, uncollected
     clock.stop()
     from findings.provenance import folder_bytes
 
