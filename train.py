@@ -208,19 +208,20 @@ def finite_or_none(x):
 
 
 def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, curve_points=0, overwrite=False,
-          allow_code_change=False, own_process=False):
+          allow_code_change=False, collect_garbage=False):
     """Train cfg.updates updates (or stop_after of them, to simulate an interruption); curve_points > 0
     logs that many validation BPB points for the learning curves (the command line and run_six do).
-    own_process: this process exists for this run (train.py's command line, a torchrun rank), so its
-    heap is collected once after the first update, as the baseline does; a longer process's is not."""
+    collect_garbage: collect the process's garbage before the first update's objects are frozen, as the
+    baseline does (the command line, a torchrun rank, run_six's configs one after another: a run's leftovers,
+    GPU tensors among them, must not stay frozen through the next); a test's many short runs skip it."""
     rank = int(os.environ.get("RANK", 0))
     out = Path(out_dir)
     if rank != 0:
-        return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change, own_process)
+        return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change, collect_garbage)
     try:
         with folder_lock(out, "a training run"):
             start_guard(out, resume, overwrite, log)
-            return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change, own_process)
+            return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change, collect_garbage)
     except FolderLocked as e:
         raise DataError(str(e)) from None
 
@@ -250,7 +251,7 @@ def curve_probe(cfg, data_dir, device, autocast, points=CURVE_POINTS):
     return probe
 
 
-def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=False, own_process=False):
+def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=False, collect_garbage=False):
     """One process's run: check, resume or start, the updates, then (rank 0) the official score."""
     t_start = time.time()
     cfg = world_config(cfg)
@@ -281,7 +282,7 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=
     probe = curve_probe(cfg, data_dir, device, tr.autocast, curve_points) if rank == 0 and curve_points else None
     end = cfg.updates if stop_after is None else min(cfg.updates, stop_after)
     run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, world,
-                lambda: checkpoint(out, cfg, ident, tr, loader, progress, rank, world, t_start), own_process)
+                lambda: checkpoint(out, cfg, ident, tr, loader, progress, rank, world, t_start), collect_garbage)
     loader.close()
     gc.unfreeze()  # a library caller (the queue, tests) keeps collecting what this run left
     if progress.step < cfg.updates:
@@ -343,7 +344,7 @@ def checkpoint(out, cfg, ident, tr, loader, progress, rank, world, t_start):
         save_run(out, cfg, ident, tr, states, progress, t_start)
 
 
-def run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, world, save, own_process=False):
+def run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, world, save, collect_garbage=False):
     """The training loop: one update at a time to `end`, timed, logged, checkpointed."""
     fpt = tr.model.flops_per_token()
     bar = tqdm(total=cfg.updates, initial=progress.step, desc=cfg.name, unit="upd", disable=rank != 0)
@@ -355,8 +356,8 @@ def run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, w
         dt = time.time() - t0
         done_here += 1
         if done_here == 1:  # as the baseline: what the first update built is never scanned by the collector again
-            if own_process:  # in a longer process (the main job, the tests) a full collection of its heap took
-                gc.collect()  # longer than a short run (0.3 s a run with the audit's libraries loaded)
+            if collect_garbage:  # a test's full collection of its large heap took longer than its short run
+                gc.collect()  # (0.3 s a run with the audit's libraries loaded; 44 runs in the suite)
             gc.freeze()
         count_time(progress.clock, dt, tr.last_wait, timed=done_here > WARMUP_UPDATES)
         progress.step += 1
@@ -453,7 +454,7 @@ def main(argv=None):
             dry_run(cfg)
             return 0
         res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume, curve_points=CURVE_POINTS, overwrite=a.overwrite,
-                    allow_code_change=a.allow_code_change, own_process=True)
+                    allow_code_change=a.allow_code_change, collect_garbage=True)
     except (DataError, TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -41,8 +41,8 @@ def lead_flags(packer, lead):
 
 
 class CoreChunk(NamedTuple):
-    """What the core did in one chunk of rows: everything the tables need, no Python object per event."""
-    events: list  # the core's event tuples (this process's core is the busier one: the tables' side converts them)
+    """What the core did in one chunk of rows: everything the tables need."""
+    events: list  # the core's event tuples, as it made them (the tables' process, the idler one, makes the array)
     first_row: int
     marks: list  # event index at each point of the buffer curve in this chunk
     points: list  # [targets, buffered tokens] at each of those points

@@ -56,7 +56,7 @@ def forked(make, *args, fork=True):
         child.join()
 
 
-PIPE_BYTES = 1 << 20  # a chunk of the replay (its events, about 800 KB) fits: the child goes on while this one reads
+PIPE_BYTES = 1 << 20  # two chunks of the replay (about 450 KB pickled each) fit: the child goes on while this one reads
 
 
 def _widen(conn):

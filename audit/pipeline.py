@@ -97,10 +97,11 @@ def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=
 def permutation_delays(stream, R, B, rows, count, bar=lambda x, **k: x, engine=None):
     """First emission of a source longer than R under seeded arrival-order permutations (original). Each
     permutation, and the stream as it is, is a task of the fan-out engine (fanout/: in this process by default)."""
-    seeds = list(range(count))
-    tasks = [Task(permuted_delay, (stream.lengths, stream.refills, R, B, rows, s),
+    seeds, engine = list(range(count)), engine or LocalEngine()
+    lengths, refills = engine.share(stream.lengths), engine.share(stream.refills)  # once, however many permutations
+    tasks = [Task(permuted_delay, (lengths, refills, R, B, rows, s),
                   name="stream as it is" if s is None else f"permutation {s}") for s in [None, *seeds]]
-    got = iter((engine or LocalEngine()).run(tasks))
+    got = iter(engine.run(tasks))
     unpermuted = next(got)
     delays = list(bar(got, total=count, desc="permutations"))
     found = [d for d in delays if d is not None]

@@ -16,6 +16,10 @@ class LocalEngine:
         pickled (a log function)."""
         return self.workers <= 1 or n <= 1
 
+    def share(self, value):
+        """value as a task argument that many tasks read (here: the value itself; a pool pickles it per task)."""
+        return value
+
     def run(self, tasks):
         """Each task's result, in task order, as it is ready."""
         tasks = list(tasks)

@@ -93,9 +93,11 @@ def start(ray, address, flag):
 
 
 def ray_task(task):
-    """A task on a Ray worker: the paths it reads checked on this node, then the call."""
+    """A task on a Ray worker: the paths it reads checked on this node, then the call, with each shared
+    argument (RayEngine.share) read from the object store."""
     check_reads(task)
-    return task()
+    ray = import_ray()
+    return task.fn(*(ray.get(a) if isinstance(a, ray.ObjectRef) else a for a in task.args))
 
 
 class RayEngine:
@@ -114,6 +116,10 @@ class RayEngine:
 
     def in_process(self, n) -> bool:
         return False
+
+    def share(self, value):
+        """value as a task argument that many tasks read: put in the object store once, not once per task."""
+        return self.ray.put(value)
 
     def run(self, tasks):
         """Each task's result, in task order, as it is ready; all tasks are submitted at once and Ray runs as

@@ -127,7 +127,7 @@ def train_run(ctx):
     cfg, device, out = ctx["cfg"], ctx["device"], ctx["out"] / "run"
     shutil.rmtree(out, ignore_errors=True)
     frames0, graphs0, breaks0 = dynamo_counts()
-    res = train(cfg, out, log=ctx["log"])
+    res = train(cfg, out, log=ctx["log"], collect_garbage=True)  # as train.py's command line
     frames, graphs, breaks = (a - b for a, b in zip(dynamo_counts(), (frames0, graphs0, breaks0)))
     ctx["run"] = out
     ctx["summary"] = res
@@ -203,7 +203,7 @@ def resume(ctx):
     b.mkdir(parents=True)
     for suffix in (".pt", ".json"):
         shutil.copy(a / f"ckpt_{at:06d}{suffix}", b / f"ckpt_{at:06d}{suffix}")
-    res = train(cfg, b, resume=True, log=ctx["log"])
+    res = train(cfg, b, resume=True, log=ctx["log"], collect_garbage=True)
     la, lb = log_losses(a, at), log_losses(b, at)
     dloss = max(abs(x - y) for x, y in zip(la, lb)) if len(la) == len(lb) == cfg.updates - at else float("inf")
     pa = load_checkpoint(a / f"ckpt_{cfg.updates:06d}.pt")["model"]

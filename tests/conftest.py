@@ -1,3 +1,5 @@
+import argparse
+import json
 import os
 import shutil
 from pathlib import Path
@@ -12,7 +14,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 ROOT = Path(__file__).resolve().parents[1]  # on sys.path through pyproject's pytest `pythonpath`
 
 from presets.shapes import ModelShape  # noqa: E402
-from shardqueue.study.presets import StudyPreset  # noqa: E402
+from shardqueue.study import presets as study_presets  # noqa: E402
+from shardqueue.study.run import run_study  # noqa: E402
 from training.device import keep_freed_host_memory  # noqa: E402 - after OMP_NUM_THREADS, which torch reads once
 
 keep_freed_host_memory()  # as every command line does on CPU: the tests' in-process training runs take half the time
@@ -21,10 +24,9 @@ keep_freed_host_memory()  # as every command line does on CPU: the tests' in-pro
 # The files that take longest (their tests' seconds added up, 2 cores, 2026-12-04), first: `./run.sh test`
 # hands whole files to its two processes in this order (--no-loadscope-reorder). xdist's own order, by
 # number of tests, left files like the torchrun pair (2 tests, 18 s) for the end, one process waiting.
-SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_audit_topology.py", "test_queue_owndata.py",
-                 "test_train.py", "test_queue_study_run.py", "test_faults_data.py", "test_queue_study.py",
-                 "test_audit_lengths.py", "test_audit.py", "test_download.py", "test_eval.py", "test_audit_libraries.py",
-                 "test_faults_eval.py", "test_cuda_path.py")
+SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_audit_topology.py", "test_train.py",
+                 "test_faults_data.py", "test_queue_study.py", "test_audit_lengths.py", "test_audit.py", "test_download.py",
+                 "test_eval.py", "test_faults_eval.py", "test_cuda_path.py")
 # Files that share a costly start go to one process together, at the first file's place in the order above: the
 # queue's files one stage-A calibration (`calibrated`, ~4 s), the study's files one micro study (`micro_study`,
 # ~6 s) that the fan-out test reruns on Ray, the audit's library files one import of TRL, OLMo-core and
@@ -42,11 +44,12 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(UNIT_OF.get(item.path.name, item.path.name), len(rank)))
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: pytest without xdist (-p no:xdist) has no such hook to check
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadfile, with each group of SAME_PROCESS one unit of work (xdist's own scheduler otherwise)."""
     if config.getvalue("dist") != "loadfile":
         return None
-    # late: xdist is the test runner's plugin, loaded only when it runs the suite in several processes
+    # late: xdist is an optional plugin (the `test` extra); this hook is only called where it is loaded
     from xdist.scheduler import LoadFileScheduling
 
     class GroupedFiles(LoadFileScheduling):
@@ -106,8 +109,6 @@ def calibrated(small_corpus, tmp_path_factory):
     """A real calibration (stage A) on the small corpus, and a copy whose sigma makes the rule
     trigger-happy (every rise over 3e-4 BPB flags), so rejections, deferral and quarantine all occur.
     Here, not in a test file, so that every queue test file run by one process shares one calibration."""
-    import json
-
     from shardqueue import api as rq
 
     built = {}
@@ -132,7 +133,7 @@ def calibrated(small_corpus, tmp_path_factory):
 
 
 # The queue study at a micro setting: two seeds, three arms, a handful of shards of a one-layer model
-MICRO_STUDY = StudyPreset(
+MICRO_STUDY = study_presets.StudyPreset(
     source="stdlib", shape=ModelShape(depth=1, width=32, heads=2, kv_heads=2, context=32, short_window=16),
     micro_rows=4, accum=1, eval_batches=2, eval_rows=4, train_overrides=(("vocab", 400), ("muon_lr", 0.02)),
     shard_targets=256, budget_shards=2, decay_shards=1, pool_factor=3.0,
@@ -143,10 +144,6 @@ MICRO_STUDY = StudyPreset(
 
 def run_micro_study(out, data, engine="local"):
     """queue/study.py --preset micro (a preset the caller has put into the study's PRESETS)."""
-    import argparse
-
-    from shardqueue.study.run import run_study
-
     return run_study(argparse.Namespace(preset="micro", out=str(out), data_dir=str(data), dry_run=False, curve=False,
                                         calibration=None, device="cpu", workers=1, engine=engine, ray_address=None),
                      log=lambda s: None)
@@ -156,13 +153,9 @@ def run_micro_study(out, data, engine="local"):
 def micro_study(small_corpus, tmp_path_factory):
     """One real micro study, run once per process (SAME_PROCESS keeps its two files together): read it, and copy
     it before changing anything."""
-    import json
-
-    from shardqueue.study import presets
-
     out = tmp_path_factory.mktemp("study")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(presets.PRESETS, "micro", MICRO_STUDY)
+        mp.setitem(study_presets.PRESETS, "micro", MICRO_STUDY)
         assert run_micro_study(out, small_corpus) == 0
     return {"out": out, "summary": json.loads((out / "summary.json").read_text()), "data": small_corpus}
 

@@ -88,10 +88,23 @@ def test_report_partition_and_files(audit_out):
         assert d["tokens_arrived"] + d["bos_added"] == d["emitted"] + d["discarded"] + d["buffered"], p
         assert d["emitted"] == s["rows"] * 129
     assert s["packers"]["lossless"]["discarded"] == 0
+    assert set(s["figures"]) == {"retention_by_stratum.png", "sources_started.png", "buffer_mass.png", "pass_bounds.png",
+                                 "length_histogram.png", "label_coverage.png", "position_exposure.png",
+                                 "comparison.png", "startup_delay.png"}
     for f in s["figures"]:
         assert (audit_out / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Proposition held" in (audit_out / "report.md").read_text()
-    assert len(s["permutations"]["delays"]) == 3
+
+
+def test_each_permutation_delay_is_that_permutations_first_long_emission(audit_out, small_corpus):
+    """The permutations come back from the fan-out engine in task order: delay i is seed i's, `unpermuted` the
+    stream's own, each recomputed here from the stream."""
+    s = json.loads((audit_out / "summary.json").read_text())
+    train = open_split(small_corpus, "stdlib", "train")
+    ds, perm = DocumentStream(train.lengths, train.refills), s["permutations"]
+    want = [first_long_emission(ds.permuted(seed), 129, 40, max_rows=s["rows"]) for seed in perm["seeds"]]
+    assert perm["seeds"] == [0, 1, 2] and perm["delays"] == want and len(set(want)) > 1
+    assert perm["unpermuted"] == first_long_emission(ds, 129, 40, max_rows=s["rows"])
 
 
 def _checker(*args):

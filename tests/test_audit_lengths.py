@@ -50,6 +50,7 @@ def test_own_lengths_audit_report_and_checker(own):
     for heading in ("## 5.1 Coverage at the budget", "### Retention of loaded token mass", "### Startup delay",
                     "## 5.2 Repeated-corpus bounds", "## Regime", "## Figures"):
         assert heading in md
+    assert {"startup_delay.png", "buffer_mass.png", "sources_started.png", "position_exposure.png"} <= set(s["figures"])
     for f in s["figures"]:
         assert (out / f).read_bytes()[:4] == b"\x89PNG"
     # the file's own order, cut into refills of 16: the checker replays it independently

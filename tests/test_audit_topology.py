@@ -148,7 +148,7 @@ def test_the_command_line_writes_the_topology_into_summary_and_report(tmp_path):
     f.write_text("\n".join(map(str, _stream(2000).lengths)) + "\n")
     out = tmp_path / "o"
     argv = ["--lengths", str(f), "--row-capacity", str(R), "--buffer", str(B), "--targets", str(301 * (R - 1)),
-            "--packers", "original", "--permutations", "0", "--no-figures", "--out", str(out)]
+            "--packers", "original", "--permutations", "2", "--no-figures", "--out", str(out)]
     assert audit_main(argv + ["--ranks", "2", "--loader-workers", "2", "--split-by", "group:10"]) == 0
     s = json.loads((out / "summary.json").read_text())
     topo = s["topology"]
@@ -159,9 +159,11 @@ def test_the_command_line_writes_the_topology_into_summary_and_report(tmp_path):
     never = m["sources_longer_than_R_arrived"] - m["sources_longer_than_R_started"]
     assert f"With 2 ranks x 2 workers (4 worker streams, split by group:10), original never starts {never:,} of" in md
     assert md.index("## Loader topology") < md.index("## 5.1 Coverage")
-    # side by side in two processes (--workers 2): the same counts, worker stream for worker stream
+    # side by side in two processes (--workers 2): the same counts, worker stream for worker stream, and the same
+    # permutations, which go through the same pool
     assert audit_main(argv + ["--ranks", "2", "--loader-workers", "2", "--split-by", "group:10", "--workers", "2"]) == 0
-    assert json.loads((out / "summary.json").read_text())["topology"] == topo
+    pooled = json.loads((out / "summary.json").read_text())
+    assert pooled["topology"] == topo and pooled["permutations"] == s["permutations"]
     # the default is one stream: no topology in the summary
     assert audit_main(argv) == 0
     assert "topology" not in json.loads((out / "summary.json").read_text())

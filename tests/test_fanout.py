@@ -130,6 +130,13 @@ def test_a_task_error_comes_back_as_the_local_engine_raises_it_and_the_other_ray
         assert list(engine.run([Task(fails_first, (i,)) for i in (1, 2)])) == [1, 2]
 
 
+def test_a_shared_argument_is_one_object_in_rays_store_that_every_task_reads(local_ray):
+    with open_engine("ray") as engine:
+        ref = engine.share(np.arange(5))
+        assert isinstance(ref, ray.ObjectRef)  # put once: the tasks below carry the reference, not the array
+        assert list(engine.run([Task(np.sum, (ref,)), Task(np.max, (ref,))])) == [10, 4]
+
+
 def test_a_node_that_cannot_read_the_corpus_fails_in_one_line_naming_node_and_path(local_ray, tmp_path):
     missing = tmp_path / "no-corpus"
     with open_engine("ray") as engine, pytest.raises(TaskFailed) as e:

@@ -11,6 +11,7 @@ import pytest
 from conftest import one_line_error, queue_script
 
 from shardqueue import api as rq
+from shardqueue import world as world_module
 from shardqueue.dose import dose_response, exact_mix
 from shardqueue.inspection import MEASURES, Z_LIMIT, in_other_references, inspect_shard, judged
 from shardqueue.rotation import shard_docs, shard_record
@@ -166,8 +167,6 @@ def test_a_bad_file_too_small_for_a_dose_is_refused_in_one_line(calibrated, tmp_
 def test_a_world_opened_again_reuses_its_sets_until_the_corpus_is_prepared_anew(calibrated, monkeypatch):
     """The held-out sets are built once per process and prepared corpus (a queue run opens its world many times),
     each world gets its own copy, and another build of the corpus is read again."""
-    from shardqueue import world as world_module
-
     built = []
     real = world_module.build_sets
     monkeypatch.setattr(world_module, "build_sets", lambda *a, **k: built.append(1) or real(*a, **k))

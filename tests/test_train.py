@@ -58,9 +58,9 @@ def test_tiny_model_loss_falls(small_corpus, tmp_path, monkeypatch):
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < sum(losses[:3]) / 3 - 0.5
     assert math.isfinite(res["official"]["bpb"]) and res["official"]["bpb"] > 0
-    gc_calls.clear()  # a process of its own (train.py's command line) collects before it freezes, as the baseline
+    gc_calls.clear()  # train.py's command line (and run_six) collects before it freezes, as the baseline
     logged = lambda: len((tmp_path / "own" / "train_log.jsonl").read_text().splitlines())  # noqa: E731
-    train(tiny(small_corpus, updates=2), tmp_path / "own", log=lambda m: None, own_process=True)
+    train(tiny(small_corpus, updates=2), tmp_path / "own", log=lambda m: None, collect_garbage=True)
     assert gc_calls == [("collect", 0), ("freeze", 0), ("unfreeze", 2)]
     # timed as the baseline (`step > 10`): the first 11 updates (compilation, warm-up) are left out; all are in the total
     secs = [json.loads(line)["seconds"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
