@@ -51,8 +51,8 @@ TESTS = {
     "findings/summary.py": ["tests/test_findings_summary.py", "tests/test_summary_scorecard.py",
                             "--deselect", "tests/test_summary_scorecard.py::test_provenance_fields"],
 }
-PACKAGES = ["audit", "checkers", "comparison", "console", "corpus", "eval", "findings", "gpu_check", "loaders", "manifests",
-            "presets", "protocols", "queue", "shardqueue",
+PACKAGES = ["audit", "checkers", "comparison", "console", "corpus", "eval", "fanout", "findings", "gpu_check", "loaders",
+            "manifests", "presets", "protocols", "queue", "shardqueue",
             "training", "tests", "main.py", "prepare.py", "train.py"]
 
 
