@@ -1,7 +1,7 @@
 """One room for the work that fans out: the queue study's runs, the six training configs, the audit's
 worker streams and permutations. Callers build Tasks and hand them to an engine; results come back in task order to
 the caller (the driver), which writes its own files. A large argument that many tasks read goes through
-engine.share() (on Ray: one copy in the object store). Nothing outside this package imports Ray.
+engine.share() (on Ray one copy in the object store, for a local pool one file). Nothing outside this package imports Ray.
 
     task.py        Task: one picklable call, the CPUs and GPUs it asks for, the paths it must read
     local.py       the local engine: in this process, or a pool of N spawned processes (the default)

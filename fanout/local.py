@@ -2,7 +2,29 @@
 in a pool of that many spawned processes side by side (spawn: torch is not fork-safe once its thread
 pool exists). Results come back in task order either way."""
 import multiprocessing
+import pickle
+import shutil
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from fanout.task import Shared
+
+
+class SharedFile(Shared):
+    """A shared argument written once to a file that every pool process reads (an array memory-mapped, so
+    the processes share its pages), where a pool would otherwise pickle it into every task."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def get(self):
+        if self.path.endswith(".npy"):
+            return np.load(self.path, mmap_mode="r")
+        with open(self.path, "rb") as f:
+            return pickle.load(f)
 
 
 class LocalEngine:
@@ -10,6 +32,7 @@ class LocalEngine:
 
     def __init__(self, workers=1):
         self.workers = workers
+        self.folder = None  # the shared arguments' files, made at the first share() and removed by close()
 
     def in_process(self, n) -> bool:
         """True when n tasks would run in this very process: a caller may then hand them what cannot be
@@ -17,8 +40,19 @@ class LocalEngine:
         return self.workers <= 1 or n <= 1
 
     def share(self, value):
-        """value as a task argument that many tasks read (here: the value itself; a pool pickles it per task)."""
-        return value
+        """value as a task argument that many tasks read: in this process the value itself, for a pool a file."""
+        if self.workers <= 1:
+            return value
+        if self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="fanout-shared-"))
+        path = self.folder / str(len(list(self.folder.iterdir())))  # one file per share() call
+        if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+            path = path.with_suffix(".npy")
+            np.save(path, value, allow_pickle=False)
+        else:
+            path = path.with_suffix(".pkl")
+            path.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        return SharedFile(path)
 
     def run(self, tasks):
         """Each task's result, in task order, as it is ready."""
@@ -28,7 +62,7 @@ class LocalEngine:
                 yield t()
             return
         with ProcessPoolExecutor(min(self.workers, len(tasks)), mp_context=multiprocessing.get_context("spawn")) as ex:
-            futures = [ex.submit(t.fn, *t.args) for t in tasks]
+            futures = [ex.submit(t) for t in tasks]
             try:
                 for f in futures:
                     yield f.result()
@@ -37,4 +71,6 @@ class LocalEngine:
                     f.cancel()
 
     def close(self):
-        pass
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None

@@ -12,7 +12,7 @@ import socket
 from pathlib import Path
 
 from corpus.errors import DataError
-from fanout.task import TaskFailed, check_reads
+from fanout.task import Shared, TaskFailed, check_reads
 
 EXTRA = "pip install -e '.[ray]', or pip install -r requirements-ray.lock"
 RETRIES = 3
@@ -93,11 +93,19 @@ def start(ray, address, flag):
 
 
 def ray_task(task):
-    """A task on a Ray worker: the paths it reads checked on this node, then the call, with each shared
-    argument (RayEngine.share) read from the object store."""
+    """A task on a Ray worker: the paths it reads checked on this node, then the call."""
     check_reads(task)
-    ray = import_ray()
-    return task.fn(*(ray.get(a) if isinstance(a, ray.ObjectRef) else a for a in task.args))
+    return task()
+
+
+class SharedRef(Shared):
+    """A shared argument in Ray's object store (RayEngine.share): put once, read by each task's worker."""
+
+    def __init__(self, ref):
+        self.ref = ref
+
+    def get(self):
+        return import_ray().get(self.ref)
 
 
 class RayEngine:
@@ -119,7 +127,7 @@ class RayEngine:
 
     def share(self, value):
         """value as a task argument that many tasks read: put in the object store once, not once per task."""
-        return self.ray.put(value)
+        return SharedRef(self.ray.put(value))
 
     def run(self, tasks):
         """Each task's result, in task order, as it is ready; all tasks are submitted at once and Ray runs as

@@ -29,7 +29,15 @@ class Task:
     reads: tuple = ()
 
     def __call__(self):
-        return self.fn(*self.args)
+        return self.fn(*(a.get() if isinstance(a, Shared) else a for a in self.args))
+
+
+class Shared:
+    """A task argument that many tasks read, made once by an engine's share() (a file, an object in Ray's
+    store); the task reads the value on its worker: Task.__call__ calls get()."""
+
+    def get(self):
+        raise NotImplementedError
 
 
 def gpus_for(device, world=1) -> int:

@@ -133,8 +133,20 @@ def test_a_task_error_comes_back_as_the_local_engine_raises_it_and_the_other_ray
 def test_a_shared_argument_is_one_object_in_rays_store_that_every_task_reads(local_ray):
     with open_engine("ray") as engine:
         ref = engine.share(np.arange(5))
-        assert isinstance(ref, ray.ObjectRef)  # put once: the tasks below carry the reference, not the array
+        assert isinstance(ref.ref, ray.ObjectRef)  # put once: the tasks below carry the reference, not the array
         assert list(engine.run([Task(np.sum, (ref,)), Task(np.max, (ref,))])) == [10, 4]
+
+
+def test_a_shared_argument_of_a_local_pool_is_one_file_that_every_task_reads():
+    with open_engine("local", 2) as engine:
+        lengths, meta = engine.share(np.arange(5)), engine.share({"k": [1, 2]})
+        folder = engine.folder
+        assert sorted(p.name for p in folder.iterdir()) == ["0.npy", "1.pkl"]  # written once, here
+        assert Task(np.sum, (lengths,))() == 10 and Task(dict.get, (meta, "k"))() == [1, 2]  # read by the task
+    assert not folder.exists()  # removed with the engine
+    with open_engine("local") as engine:  # in this process: the value itself, nothing written
+        v = np.arange(3)
+        assert engine.share(v) is v and engine.folder is None
 
 
 def test_a_node_that_cannot_read_the_corpus_fails_in_one_line_naming_node_and_path(local_ray, tmp_path):
