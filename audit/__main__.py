@@ -75,8 +75,8 @@ def parse_args(argv=None):
                          "of G documents, files or row groups, dealt round-robin)")
     ap.add_argument("--pipeline", metavar="NAME", help="a named loader: fills in --packers, --split-by and "
                     "--refill-docs where you leave them out, and says what owns a buffer (" + help_lines() + ")")
-    add_engine_args(ap, "permutations and the worker streams' audits (with --ranks / --loader-workers above 1; "
-                        "with neither, nothing fans out and no engine starts)")
+    add_engine_args(ap, "permutations (--permutations above 0, with the original packer) and worker streams' "
+                        "audits (--ranks / --loader-workers above 1)")
     ap.add_argument("--workers", type=int, default=1,
                     help="with --engine local: run that many permutations or worker streams side by side, each in a "
                          "process of its own (default 1: one after another in this process; with --trace, everything "

@@ -4,10 +4,10 @@ The replay's selection core is pure Python and holds the GIL, so the tables, the
 watch and the events file cannot run beside it on a thread. In a child process forked from
 this one (so it starts with this process's state: nothing imported again, nothing pickled
 on the way in), the core produces its chunks while this process tallies the one before.
-Items come back through a pipe, at most one waiting, so memory stays a chunk or two. An
-exception in the child is raised here, with the child's traceback as a note. Linux only
-(fork): elsewhere, or in a daemonic process (which may not have children), the generator
-runs here.
+Items come back through a pipe of PIPE_BYTES, which holds about two chunks, so memory stays a
+few chunks. An exception in the child is raised here, with the child's traceback as a note.
+Linux only (fork): elsewhere, or in a daemonic process (which may not have children), the
+generator runs here.
 """
 import gc
 import multiprocessing

@@ -119,6 +119,16 @@ def _trace_args(pairs):
     return out
 
 
+def runs_permutations(args, packers) -> bool:
+    """The arrival-order permutations run (a fan-out) when asked for and the paper's own packer is audited."""
+    return bool(args.permutations) and "original" in packers
+
+
+def runs_worker_streams(args) -> bool:
+    """The topology's worker streams run (a fan-out) when there is more than one."""
+    return args.streams_ranks * args.streams_workers > 1
+
+
 def compute(args, stream, packers, thresholds, user, work, engine=None):
     """Every packer's summary, the bounds, the permutations, the comparison, the regime: the summary."""
     R, B = args.row_capacity, args.buffer
@@ -142,7 +152,7 @@ def compute(args, stream, packers, thresholds, user, work, engine=None):
                "row_capacity": R, "buffer": B, "horizon": {"passes": passes, "sentence": sentence},
                "labelled": stream.labels is not None, "csv": bool(args.csv), "packers": per,
                "packer_seconds": {p: s.pop("seconds", None) for p, s in per.items()}}
-    if args.permutations and "original" in per:
+    if runs_permutations(args, per):
         summary["permutations"] = permutation_delays(stream, R, B, rows, args.permutations, bar, engine)
     summary["pass_bounds"] = stream_pass_bounds(stream, thresholds, R, B)
     summary["left_out"] = getattr(args, "left_out", {})  # packers the caller chose not to run, and why
@@ -151,7 +161,7 @@ def compute(args, stream, packers, thresholds, user, work, engine=None):
         summary["regime"] = regime(args, stream, R, B, targets, per)
     if args.preset:
         summary["pipeline"] = describe(args, args.preset)
-    if args.streams_ranks * args.streams_workers > 1:
+    if runs_worker_streams(args):
         summary["topology"] = audit_topology(stream, packers, rows, R, B, work, args.streams_ranks,
                                              args.streams_workers, args.group, args.refill_docs, user, engine)
     summary["seconds"] = round(time.time() - t0, 2)
@@ -229,7 +239,7 @@ def run_audit(args) -> int:
         # setup is one line, nothing written. A --trace packer is the user's object, made to be called, not pickled:
         # with one, the local engine keeps every task in this process
         engine, workers = None, 1 if user is not None else args.workers
-        if args.streams_ranks * args.streams_workers > 1 or (args.permutations and "original" in packers):
+        if runs_worker_streams(args) or runs_permutations(args, packers):
             engine = stack.enter_context(open_engine(getattr(args, "engine", "local"), workers,
                                                      getattr(args, "ray_address", None)))
         for stale in out.parent.glob(f".{out.name}.new-*"):

@@ -14,7 +14,6 @@ regime indicators and what the demo's source-length filter drops), OUT/learning_
 axes, and the difference from the same-seed baseline) and OUT/bpb_by_condition.png.
 """
 import argparse
-import gc
 import sys
 from pathlib import Path
 
@@ -101,7 +100,6 @@ def train_config(cfg, run_dir):
     # the module, not its function: tests stand a killed run in for train.train
     import train
 
-    gc.collect()  # the previous config's leftovers (on CUDA, GPU tensors among them) go before this one allocates
     return train.train(cfg, run_dir, resume=True, log=print, curve_points=train.CURVE_POINTS, collect_garbage=True)
 
 

@@ -140,8 +140,6 @@ def main(argv=None):
             for spec in a.add_source:
                 parse_source(spec)
         if a.command == "dose":
-            if a.trials < 1:
-                raise DataError(f"--trials {a.trials}: must be at least 1")
             check_calibrated(a.calibration or DEFAULT_FOLDER)
         if a.command == "return" and not (out / "decisions.jsonl").exists():
             raise DataError(f"{out / 'decisions.jsonl'}: no decision log")
@@ -199,7 +197,7 @@ def check_arguments(a, extra):
 
 
 # the least each count may be (the settings' own; a run of 0-shard rotations trains nothing)
-MINIMA = {**QueueSettings.MINIMA, "rotation_shards": 1, "budget_targets": 1, "to_record": 1, "tolerance": 0}
+MINIMA = {**QueueSettings.MINIMA, "rotation_shards": 1, "budget_targets": 1, "to_record": 1, "tolerance": 0, "trials": 1}
 
 
 def check_counts(a):

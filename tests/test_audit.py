@@ -206,6 +206,7 @@ def test_regime_indicators_match_the_paper_arithmetic_and_the_audit(small_corpus
     (["--only", "paper,nosuch"], "unknown section nosuch; choose from paper, decode, scale, checker"),
     (["--only", "scale", "--scale", "5,x"], "--scale '5,x'"),
     (["--only", "decode", "--decode-docs", "0"], "--decode-docs 0"),
+    (["--only", "paper", "--rounds", "0"], "--rounds 0"),
 ])
 def test_the_audit_benchmark_refuses_bad_sections_and_sizes_before_running(monkeypatch, capsys, args, needle):
     for section in ("bench_paper", "bench_decode", "bench_scale", "bench_checker"):
@@ -225,6 +226,13 @@ def test_the_scale_goals_say_which_ratio_holds_and_which_is_missed():
     assert audit_bench.scale_goals(got)[-1].endswith("(largest: trace 10^7, 1,200 MB): MISSED")
     assert audit_bench.scale_goals({("replay", 5): m(1, 150)}) == [
         "goal: every size under 1 GB peak (largest: replay 10^5, 150 MB): holds"]  # no pair measured: no ratio
+
+
+
+def test_the_paper_goal_is_decided_only_when_every_round_agrees():
+    assert audit_bench.paper_verdict([0.94, 1.0, 0.99]) == "holds"  # at most 1 counts
+    assert audit_bench.paper_verdict([1.01, 1.3]) == "MISSED"
+    assert audit_bench.paper_verdict([0.94, 1.31, 1.05]).startswith("undecided")  # a median over 1 decides nothing
 
 
 # ---- the figures: one colour per packer, legends off the data, empty panels in words ----------------------
