@@ -2,7 +2,6 @@
 in a pool of that many spawned processes side by side (spawn: torch is not fork-safe once its thread
 pool exists). Results come back in task order either way."""
 import multiprocessing
-import pickle
 import shutil
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
@@ -14,17 +13,14 @@ from fanout.task import Shared
 
 
 class SharedFile(Shared):
-    """A shared argument written once to a file that every pool process reads (an array memory-mapped, so
-    the processes share its pages), where a pool would otherwise pickle it into every task."""
+    """A shared array written once to a file that every pool process reads memory-mapped (the processes share
+    its pages), where a pool would otherwise pickle it into every task."""
 
     def __init__(self, path):
         self.path = str(path)
 
     def get(self):
-        if self.path.endswith(".npy"):
-            return np.load(self.path, mmap_mode="r")
-        with open(self.path, "rb") as f:
-            return pickle.load(f)
+        return np.load(self.path, mmap_mode="r", allow_pickle=False)
 
 
 class LocalEngine:
@@ -41,17 +37,12 @@ class LocalEngine:
 
     def share(self, value):
         """value as a task argument that many tasks read: in this process the value itself, for a pool a file."""
-        if self.workers <= 1:
-            return value
+        if self.workers <= 1 or not isinstance(value, np.ndarray) or value.dtype.hasobject:
+            return value  # only plain arrays go to a file (no pickle to read back); anything else is pickled per task
         if self.folder is None:
             self.folder = Path(tempfile.mkdtemp(prefix="fanout-shared-"))
-        path = self.folder / str(len(list(self.folder.iterdir())))  # one file per share() call
-        if isinstance(value, np.ndarray) and not value.dtype.hasobject:
-            path = path.with_suffix(".npy")
-            np.save(path, value, allow_pickle=False)
-        else:
-            path = path.with_suffix(".pkl")
-            path.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        path = self.folder / f"{len(list(self.folder.iterdir()))}.npy"  # one file per share() call
+        np.save(path, value, allow_pickle=False)
         return SharedFile(path)
 
     def run(self, tasks):
