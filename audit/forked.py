@@ -4,14 +4,19 @@ The replay's selection core is pure Python and holds the GIL, so the tables, the
 watch and the events file cannot run beside it on a thread. In a child process forked from
 this one (so it starts with this process's state: nothing imported again, nothing pickled
 on the way in), the core produces its chunks while this process tallies the one before.
-Items come back through a pipe of PIPE_BYTES, which holds about two chunks, so memory stays a
-few chunks. An exception in the child is raised here, with the child's traceback as a note.
-Linux only (fork): elsewhere, or in a daemonic process (which may not have children), the
-generator runs here.
+Items come back through a pipe, and a thread here moves each to an inbox of INBOX_ITEMS as
+soon as it is written, so the child never waits on a full pipe while this process is slow
+over one chunk (the paper-scale replay: 0.10-0.15 s of waits); memory stays a few chunks.
+An exception in the child is raised here, with the child's traceback as a note. Linux only
+(fork): elsewhere, or in a daemonic process (which may not have children), the generator
+runs here.
 """
 import gc
 import multiprocessing
+import pickle
+import queue
 import sys
+import threading
 import traceback
 
 try:
@@ -24,36 +29,71 @@ def can_fork() -> bool:
     return sys.platform == "linux" and not multiprocessing.current_process().daemon
 
 
-def forked(make, *args, fork=True):
-    """The items of make(*args), produced in a forked child when fork and can_fork(), else here."""
+def forked(make, *args, fork=True, wire=None):
+    """The items of make(*args), produced in a forked child when fork and can_fork(), else here. wire: a pair
+    (to_wire, from_wire) applied to each item in the child before pickling and here after unpickling."""
     if not (fork and can_fork()):
         yield from make(*args)
         return
+    to_wire, from_wire = wire or (_same, _same)
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     _widen(send)
-    child = ctx.Process(target=_produce, args=(send, make, args), daemon=True, name="audit-core")
+    child = ctx.Process(target=_produce, args=(send, make, args, to_wire), daemon=True, name="audit-core")
     child.start()
     send.close()
+    inbox, stop = queue.Queue(INBOX_ITEMS), threading.Event()
+    reader = threading.Thread(target=_drain, args=(recv, inbox, stop), daemon=True, name="audit-core-reader")
+    reader.start()
     try:
         while True:
-            try:
-                kind, item = recv.recv()
-            except EOFError:
+            message = inbox.get()
+            if message is None:
                 child.join()
                 raise RuntimeError(f"the forked process running the replay's core ended without a word "
-                                   f"(exit code {child.exitcode})") from None
+                                   f"(exit code {child.exitcode})")
+            kind, item = pickle.loads(message)
             if kind == "item":
-                yield item
+                yield from_wire(item)
             elif kind == "error":
                 raise item
             else:
                 return
     finally:
-        recv.close()
+        stop.set()
         if child.is_alive():
             child.terminate()
         child.join()
+        reader.join()
+        recv.close()
+
+
+def _same(item):
+    return item
+
+
+INBOX_ITEMS = 8  # messages read ahead of the consumer (about 4 MB of the replay's chunks): memory stays a few chunks
+POLL_SECONDS = 0.05  # how soon the reader notices that the consumer has stopped
+
+
+def _drain(recv, inbox, stop):
+    """On a thread here: move each message from the pipe to the inbox as soon as it is written, so the child never
+    waits on a full pipe while this process tallies a slow chunk (a read lets go of the GIL); None at the end."""
+    while not stop.is_set():
+        try:
+            if not recv.poll(POLL_SECONDS):
+                continue
+            message = recv.recv_bytes()
+        except (EOFError, OSError):
+            message = None
+        while not stop.is_set():
+            try:
+                inbox.put(message, timeout=POLL_SECONDS)
+                break
+            except queue.Full:
+                continue
+        if message is None:
+            return
 
 
 PIPE_BYTES = 1 << 20  # two chunks of the replay (about 450 KB pickled each) fit: the child goes on while this one reads
@@ -67,22 +107,22 @@ def _widen(conn):
         pass
 
 
-def _produce(send, make, args):
+def _produce(send, make, args, to_wire):
     """In the child: send each item, then the end or the exception that stopped it."""
     gc.freeze()  # what the parent holds stays out of the collector's walks (which would also copy its pages)
     gc.set_threshold(100_000)  # the core's tuples are short-lived and hold no cycles: fewer young collections
     try:
         for item in make(*args):
-            send.send(("item", item))
-        send.send(("end", None))
+            send.send_bytes(pickle.dumps(("item", to_wire(item)), pickle.HIGHEST_PROTOCOL))
+        send.send_bytes(pickle.dumps(("end", None)))
     except BaseException as e:  # noqa: B902 - whatever stops the child is the parent's to raise
         note = "in the forked process running the replay's core:\n" + "".join(traceback.format_exc())
         try:
             e.add_note(note)
-            send.send(("error", e))
+            send.send_bytes(pickle.dumps(("error", e)))
         except Exception:  # an exception that does not pickle: its type and message
             err = RuntimeError(f"{type(e).__name__}: {e}")
             err.add_note(note)
-            send.send(("error", err))
+            send.send_bytes(pickle.dumps(("error", err)))
     finally:
         send.close()

@@ -229,10 +229,19 @@ def test_the_scale_goals_say_which_ratio_holds_and_which_is_missed():
 
 
 
-def test_the_paper_goal_is_decided_only_when_every_round_agrees():
+def test_the_paper_goal_is_decided_by_the_interval_for_the_median_ratio():
     assert audit_bench.paper_verdict([0.94, 1.0, 0.99]) == "holds"  # at most 1 counts
     assert audit_bench.paper_verdict([1.01, 1.3]) == "MISSED"
     assert audit_bench.paper_verdict([0.94, 1.31, 1.05]).startswith("undecided")  # a median over 1 decides nothing
+    # five rounds: the range, coverage 1 - 2/32; one round over 1 leaves it undecided
+    assert audit_bench.median_interval([0.8, 1.1, 0.9, 0.7, 0.85]) == (0.7, 1.1, 1 - 2 / 32)
+    assert audit_bench.paper_verdict([0.8, 1.1, 0.9, 0.7, 0.85]).startswith("undecided")
+    # nine rounds: k = 2 covers 1 - 2 (1 + 9) / 512 = 96.1% (k = 3 only 1 - 2 (1 + 9 + 36) / 512 = 82.0%)
+    nine = [0.81, 0.79, 1.12, 0.83, 0.9, 0.84, 0.77, 0.88, 0.8]
+    assert audit_bench.median_interval(nine) == (0.79, 0.9, 1 - 20 / 512)
+    assert audit_bench.paper_verdict(nine) == "holds"  # one noisy round decides nothing alone
+    assert audit_bench.paper_verdict(nine[:8] + [1.05]).startswith("undecided")  # two do
+    assert audit_bench.median_interval([1.2, 1.3] + [1.1] * 7)[0] == 1.1
 
 
 # ---- the figures: one colour per packer, legends off the data, empty panels in words ----------------------

@@ -4,10 +4,13 @@ summary on random streams, at any chunk size; the Proposition watch still sees a
 when it checks only the events of long sources; a stream generated in chunks replays as the
 same stream held in memory, with the core in a forked child or not; a chunk stays within
 CHUNK_ROWS rows however far apart the buffer curve's points are, and the curve is the buffer
-as the core holds it; an error in the forked core is raised here."""
+as the core holds it; an error in the forked core is raised here; the forked child never
+waits on a slow consumer, and a consumer that stops early leaves no child or thread behind."""
 import fcntl
 import multiprocessing
 import os
+import threading
+import time
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -199,3 +202,37 @@ def test_the_pipe_from_the_forked_core_holds_a_whole_chunk(monkeypatch):
     assert fcntl.fcntl(send.fileno(), getattr(fcntl, "F_GETPIPE_SZ", 1032)) >= forked.PIPE_BYTES
     recv.close()
     send.close()
+
+
+def _big_items(marker, n, size):
+    for _ in range(n):
+        yield bytes(size)
+    marker.write_text("sent")
+
+
+def _endless(size):
+    while True:
+        yield bytes(size)
+
+
+@pytest.mark.skipif(not forked.can_fork(), reason="the core is forked on Linux only")
+def test_the_forked_child_sends_everything_while_the_consumer_holds_its_first_item(tmp_path):
+    # six items of 600 KB overflow the pipe (1 MB): the child finishes only if this process reads them as they come
+    marker = tmp_path / "sent"
+    items = forked.forked(_big_items, marker, 6, 600_000)
+    assert len(next(items)) == 600_000
+    deadline = time.monotonic() + 20
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert marker.exists(), "the child waited for the consumer: the pipe was full"
+    assert [len(x) for x in items] == [600_000] * 5
+
+
+@pytest.mark.skipif(not forked.can_fork(), reason="the core is forked on Linux only")
+def test_a_consumer_that_stops_early_leaves_no_child_and_no_reader_thread():
+    threads = threading.active_count()
+    items = forked.forked(_endless, 300_000)  # fills the inbox and the pipe behind it
+    next(items)
+    time.sleep(0.2)
+    items.close()
+    assert threading.active_count() == threads and not multiprocessing.active_children()
