@@ -108,17 +108,24 @@ def bench_paper(rounds=9, packer="original", ref_rows=400):
           f"events/s")
 
 
+MEDIAN_LEVEL = 0.9  # the least coverage a verdict needs: five rounds at least (their range: 94%); nine give 96%
+MIN_ROUNDS = 5
+
+
 def paper_verdict(ratios):
     """The paper-scale goal from each round's stream / memory ratio: it holds when the interval for their median is
     at most 1, is missed when it is above 1, and is otherwise undecided."""
-    lo, hi, _ = median_interval(ratios)
+    lo, hi, coverage = median_interval(ratios)
+    if coverage < MEDIAN_LEVEL:
+        return f"undecided: {len(ratios)} rounds are too few for a {MEDIAN_LEVEL:.0%} interval"
     return "holds" if hi <= 1 else "MISSED" if lo > 1 else "undecided at this machine's noise"
 
 
-def median_interval(values, level=0.95):
+def median_interval(values, level=MEDIAN_LEVEL):
     """The distribution-free interval for the median of values: order statistics [x(k), x(n + 1 - k)], with the
     largest k whose coverage 1 - 2 P(Binomial(n, 1/2) < k) is at least level (at least k = 1, the range, whose
-    coverage is 1 - 2 / 2^n: 94% at five values, so a round or two of noise at nine rounds decides nothing alone)."""
+    coverage is 1 - 2 / 2^n: 94% at five values; at nine, [x(2), x(8)] covers 96%, so one noisy round decides nothing
+    alone)."""
     x, n = sorted(values), len(values)
 
     def coverage(k):
@@ -295,7 +302,7 @@ def main(argv=None):
     ap.add_argument("--scale", default="5,6,7", help="replay sizes, as powers of ten (8: 10^8 documents)")
     ap.add_argument("--trace-scale", default="5,6", help="trace sizes, as powers of ten")
     ap.add_argument("--decode-docs", type=int, default=20_000, help="documents of the decode comparison")
-    ap.add_argument("--rounds", type=int, default=9, help="paper: rounds of the two replays, each in a fresh process")
+    ap.add_argument("--rounds", type=int, default=9, help="paper: rounds of the two replays, each in a fresh process (at least 5)")
     ap.add_argument("--one-scale", nargs=2, metavar=("WHAT", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--one-paper", choices=("memory", "stream"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -314,8 +321,9 @@ def main(argv=None):
         scale, trace_scale = (powers(flag, v) for flag, v in (("--scale", a.scale), ("--trace-scale", a.trace_scale)))
         if a.decode_docs < 1:
             raise ValueError(f"--decode-docs {a.decode_docs}: must be at least 1")
-        if a.rounds < 1:
-            raise ValueError(f"--rounds {a.rounds}: must be at least 1")
+        if a.rounds < MIN_ROUNDS:
+            raise ValueError(f"--rounds {a.rounds}: at least {MIN_ROUNDS} (fewer give no {MEDIAN_LEVEL:.0%} interval for "
+                             f"the median ratio)")
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

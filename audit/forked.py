@@ -48,8 +48,10 @@ def forked(make, *args, fork=True, wire=None):
     try:
         while True:
             message = inbox.get()
+            if isinstance(message, BaseException):
+                raise message  # the reader failed: nothing more can come
             if message is None:
-                child.join()
+                child.join(timeout=5)  # the pipe ended before the end: the child died (or the stream broke)
                 raise RuntimeError(f"the forked process running the replay's core ended without a word "
                                    f"(exit code {child.exitcode})")
             kind, item = pickle.loads(message)
@@ -72,13 +74,14 @@ def _same(item):
     return item
 
 
-INBOX_ITEMS = 8  # messages read ahead of the consumer (about 4 MB of the replay's chunks): memory stays a few chunks
+INBOX_ITEMS = 8  # messages read ahead of the consumer (about 4.5 MB of the replay's chunks): memory stays a few chunks
 POLL_SECONDS = 0.05  # how soon the reader notices that the consumer has stopped
 
 
 def _drain(recv, inbox, stop):
     """On a thread here: move each message from the pipe to the inbox as soon as it is written, so the child never
-    waits on a full pipe while this process tallies a slow chunk (a read lets go of the GIL); None at the end."""
+    waits on a full pipe while this process tallies a slow chunk (a read lets go of the GIL); None at the end of
+    the pipe, or the exception that stopped this thread (the consumer raises it)."""
     while not stop.is_set():
         try:
             if not recv.poll(POLL_SECONDS):
@@ -86,21 +89,24 @@ def _drain(recv, inbox, stop):
             message = recv.recv_bytes()
         except (EOFError, OSError):
             message = None
+        except BaseException as e:  # noqa: B902 - e.g. MemoryError: the consumer must hear of it, not wait forever
+            message = e
         while not stop.is_set():
             try:
                 inbox.put(message, timeout=POLL_SECONDS)
                 break
             except queue.Full:
                 continue
-        if message is None:
+        if not isinstance(message, bytes):
             return
 
 
-PIPE_BYTES = 1 << 20  # two chunks of the replay (about 450 KB pickled each) fit: the child goes on while this one reads
+PIPE_BYTES = 1 << 20  # a whole chunk of the replay (about 560 KB) fits: one write, one read
 
 
 def _widen(conn):
-    """Let the pipe hold PIPE_BYTES (Linux's default 64 KB made the child wait for every read); if refused, as is."""
+    """Let the pipe hold PIPE_BYTES (Linux's default 64 KB cut every chunk into sixteen writes, each waiting for the
+    reader to be scheduled); if refused, as is."""
     try:
         fcntl.fcntl(conn.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
     except (OSError, AttributeError):

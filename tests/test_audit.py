@@ -207,6 +207,7 @@ def test_regime_indicators_match_the_paper_arithmetic_and_the_audit(small_corpus
     (["--only", "scale", "--scale", "5,x"], "--scale '5,x'"),
     (["--only", "decode", "--decode-docs", "0"], "--decode-docs 0"),
     (["--only", "paper", "--rounds", "0"], "--rounds 0"),
+    (["--only", "paper", "--rounds", "4"], "--rounds 4: at least 5"),
 ])
 def test_the_audit_benchmark_refuses_bad_sections_and_sizes_before_running(monkeypatch, capsys, args, needle):
     for section in ("bench_paper", "bench_decode", "bench_scale", "bench_checker"):
@@ -230,9 +231,11 @@ def test_the_scale_goals_say_which_ratio_holds_and_which_is_missed():
 
 
 def test_the_paper_goal_is_decided_by_the_interval_for_the_median_ratio():
-    assert audit_bench.paper_verdict([0.94, 1.0, 0.99]) == "holds"  # at most 1 counts
-    assert audit_bench.paper_verdict([1.01, 1.3]) == "MISSED"
-    assert audit_bench.paper_verdict([0.94, 1.31, 1.05]).startswith("undecided")  # a median over 1 decides nothing
+    assert audit_bench.paper_verdict([0.94, 1.0, 0.99, 0.9, 0.95]) == "holds"  # at most 1 counts
+    assert audit_bench.paper_verdict([1.01, 1.3, 1.1, 1.2, 1.05]) == "MISSED"
+    assert audit_bench.paper_verdict([0.94, 1.31, 1.05, 1.2, 1.1]).startswith("undecided")  # a median over 1 decides nothing
+    assert audit_bench.paper_verdict([0.5, 0.6, 0.7, 0.6]) == "undecided: 4 rounds are too few for a 90% interval"
+    assert audit_bench.median_interval([0.5, 0.6, 0.7, 0.6]) == (0.5, 0.7, 1 - 2 / 16)  # 87.5%
     # five rounds: the range, coverage 1 - 2/32; one round over 1 leaves it undecided
     assert audit_bench.median_interval([0.8, 1.1, 0.9, 0.7, 0.85]) == (0.7, 1.1, 1 - 2 / 32)
     assert audit_bench.paper_verdict([0.8, 1.1, 0.9, 0.7, 0.85]).startswith("undecided")

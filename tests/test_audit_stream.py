@@ -8,6 +8,7 @@ as the core holds it; an error in the forked core is raised here; the forked chi
 waits on a slow consumer, and a consumer that stops early leaves no child or thread behind."""
 import fcntl
 import multiprocessing
+import multiprocessing.connection
 import os
 import threading
 import time
@@ -230,9 +231,30 @@ def test_the_forked_child_sends_everything_while_the_consumer_holds_its_first_it
 
 @pytest.mark.skipif(not forked.can_fork(), reason="the core is forked on Linux only")
 def test_a_consumer_that_stops_early_leaves_no_child_and_no_reader_thread():
-    threads = threading.active_count()
+    threads, children = threading.active_count(), set(multiprocessing.active_children())
     items = forked.forked(_endless, 300_000)  # fills the inbox and the pipe behind it
     next(items)
     time.sleep(0.2)
     items.close()
-    assert threading.active_count() == threads and not multiprocessing.active_children()
+    assert threading.active_count() == threads and set(multiprocessing.active_children()) <= children
+
+
+@pytest.mark.skipif(not forked.can_fork(), reason="the core is forked on Linux only")
+def test_a_reader_that_fails_raises_here_instead_of_leaving_the_consumer_waiting(monkeypatch):
+    def no_room(self, *args):
+        raise MemoryError("no room for the message")
+
+    monkeypatch.setattr(multiprocessing.connection.Connection, "recv_bytes", no_room)
+    children, got = set(multiprocessing.active_children()), []
+
+    def consume():
+        try:
+            next(forked.forked(_endless, 10))
+        except MemoryError as e:
+            got.append(e)
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    t.join(timeout=20)
+    assert not t.is_alive(), "the consumer still waits for a reader that is gone"
+    assert "no room" in str(got[0]) and set(multiprocessing.active_children()) <= children
