@@ -302,7 +302,8 @@ def main(argv=None):
     ap.add_argument("--scale", default="5,6,7", help="replay sizes, as powers of ten (8: 10^8 documents)")
     ap.add_argument("--trace-scale", default="5,6", help="trace sizes, as powers of ten")
     ap.add_argument("--decode-docs", type=int, default=20_000, help="documents of the decode comparison")
-    ap.add_argument("--rounds", type=int, default=9, help="paper: rounds of the two replays, each in a fresh process (at least 5)")
+    ap.add_argument("--rounds", type=int, default=9,
+                    help=f"paper: rounds of the two replays, each in a fresh process (at least {MIN_ROUNDS})")
     ap.add_argument("--one-scale", nargs=2, metavar=("WHAT", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--one-paper", choices=("memory", "stream"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -322,8 +323,8 @@ def main(argv=None):
         if a.decode_docs < 1:
             raise ValueError(f"--decode-docs {a.decode_docs}: must be at least 1")
         if a.rounds < MIN_ROUNDS:
-            raise ValueError(f"--rounds {a.rounds}: at least {MIN_ROUNDS} (fewer give no {MEDIAN_LEVEL:.0%} interval for "
-                             f"the median ratio)")
+            raise ValueError(f"--rounds {a.rounds}: at least {MIN_ROUNDS} (fewer give no {MEDIAN_LEVEL:.0%} interval "
+                             f"for the median ratio)")
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
