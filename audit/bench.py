@@ -132,7 +132,7 @@ def median_interval(values, level=MEDIAN_LEVEL):
         return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
 
     k = 1
-    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= level:
+    while coverage(k + 1) >= level:  # coverage falls below 0 before k passes the middle
         k += 1
     return x[k - 1], x[n - k], coverage(k)
 

@@ -245,6 +245,9 @@ def test_the_paper_goal_is_decided_by_the_interval_for_the_median_ratio():
     assert audit_bench.paper_verdict(nine) == "holds"  # one noisy round decides nothing alone
     assert audit_bench.paper_verdict(nine[:8] + [1.05]).startswith("undecided")  # two do
     assert audit_bench.median_interval([1.2, 1.3] + [1.1] * 7)[0] == 1.1
+    assert audit_bench.paper_verdict([1.0, 1.1, 1.2, 1.3, 1.05]).startswith("undecided")  # an interval from 1: not missed
+    assert audit_bench.median_interval([3, 1, 5, 2, 4], level=1 - 12 / 32) == (2, 4, 1 - 12 / 32)  # the level reached
+    assert audit_bench.median_interval([0.7]) == (0.7, 0.7, 0.0)  # one value: no interval worth the name
 
 
 # ---- the figures: one colour per packer, legends off the data, empty panels in words ----------------------
