@@ -13,7 +13,6 @@ runs here.
 """
 import gc
 import multiprocessing
-import pickle
 import queue
 import sys
 import threading
@@ -31,7 +30,7 @@ def can_fork() -> bool:
 
 def forked(make, *args, fork=True, wire=None):
     """The items of make(*args), produced in a forked child when fork and can_fork(), else here. wire: a pair
-    (to_wire, from_wire) applied to each item in the child before pickling and here after unpickling."""
+    (to_wire, from_wire) applied to each item in the child before it is sent and here after it is received."""
     if not (fork and can_fork()):
         yield from make(*args)
         return
@@ -47,18 +46,15 @@ def forked(make, *args, fork=True, wire=None):
     reader.start()
     try:
         while True:
-            message = inbox.get()
-            if isinstance(message, BaseException):
-                raise message  # the reader failed: nothing more can come
-            if message is None:
-                child.join(timeout=5)  # the pipe ended before the end: the child died (or the stream broke)
-                raise RuntimeError(f"the forked process running the replay's core ended without a word "
-                                   f"(exit code {child.exitcode})")
-            kind, item = pickle.loads(message)
+            kind, item = inbox.get()
             if kind == "item":
                 yield from_wire(item)
             elif kind == "error":
                 raise item
+            elif kind == "eof":
+                child.join(timeout=5)  # the pipe ended before the end: the child died (or the stream broke)
+                raise RuntimeError(f"the forked process running the replay's core ended without a word "
+                                   f"(exit code {child.exitcode})")
             else:
                 return
     finally:
@@ -80,24 +76,24 @@ POLL_SECONDS = 0.05  # how soon the reader notices that the consumer has stopped
 
 def _drain(recv, inbox, stop):
     """On a thread here: move each message from the pipe to the inbox as soon as it is written, so the child never
-    waits on a full pipe while this process tallies a slow chunk (a read lets go of the GIL); None at the end of
-    the pipe, or the exception that stopped this thread (the consumer raises it)."""
+    waits on a full pipe while this process tallies a slow chunk (a read lets go of the GIL); ("eof", None) if the
+    pipe ends first, or ("error", e) with what stopped this thread (the consumer raises it)."""
     while not stop.is_set():
         try:
             if not recv.poll(POLL_SECONDS):
                 continue
-            message = recv.recv_bytes()
+            message = recv.recv()
         except (EOFError, OSError):
-            message = None
+            message = ("eof", None)
         except BaseException as e:  # noqa: B902 - e.g. MemoryError: the consumer must hear of it, not wait forever
-            message = e
+            message = ("error", e)
         while not stop.is_set():
             try:
                 inbox.put(message, timeout=POLL_SECONDS)
                 break
             except queue.Full:
                 continue
-        if not isinstance(message, bytes):
+        if message[0] != "item":
             return
 
 
@@ -119,16 +115,16 @@ def _produce(send, make, args, to_wire):
     gc.set_threshold(100_000)  # the core's tuples are short-lived and hold no cycles: fewer young collections
     try:
         for item in make(*args):
-            send.send_bytes(pickle.dumps(("item", to_wire(item)), pickle.HIGHEST_PROTOCOL))
-        send.send_bytes(pickle.dumps(("end", None)))
+            send.send(("item", to_wire(item)))
+        send.send(("end", None))
     except BaseException as e:  # noqa: B902 - whatever stops the child is the parent's to raise
         note = "in the forked process running the replay's core:\n" + "".join(traceback.format_exc())
         try:
             e.add_note(note)
-            send.send_bytes(pickle.dumps(("error", e)))
+            send.send(("error", e))
         except Exception:  # an exception that does not pickle: its type and message
             err = RuntimeError(f"{type(e).__name__}: {e}")
             err.add_note(note)
-            send.send_bytes(pickle.dumps(("error", err)))
+            send.send(("error", err))
     finally:
         send.close()

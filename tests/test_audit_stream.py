@@ -244,7 +244,7 @@ def test_a_reader_that_fails_raises_here_instead_of_leaving_the_consumer_waiting
     def no_room(self, *args):
         raise MemoryError("no room for the message")
 
-    monkeypatch.setattr(multiprocessing.connection.Connection, "recv_bytes", no_room)
+    monkeypatch.setattr(multiprocessing.connection.Connection, "recv", no_room)
     children, got = set(multiprocessing.active_children()), []
 
     def consume():
