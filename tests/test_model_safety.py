@@ -50,6 +50,8 @@ def compiled_counting(m, *xs):
     return outs, len(graphs), sum(counters["graph_break"].values())
 
 
+# the eager reference forward runs flex attention uncompiled on purpose (torch warns once a process that it is unfused)
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 @pytest.mark.parametrize("use_flex", [False, True])
 def test_compiled_forward_is_one_graph_per_length_with_the_eager_numbers(use_flex):
     """Layers S, L. Length 40, which nobody prepared: a mask built outside the graph broke it (3
