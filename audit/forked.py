@@ -11,6 +11,7 @@ An exception in the child is raised here, with the child's traceback as a note. 
 (fork): elsewhere, or in a daemonic process (which may not have children), the generator
 runs here.
 """
+import copy
 import gc
 import multiprocessing
 import queue
@@ -62,7 +63,8 @@ def forked(make, *args, fork=True, wire=None):
         if child.is_alive():
             child.terminate()
         child.join()
-        reader.join()
+        if threading.current_thread() is not reader:  # the collector may close this generator on the reader's thread
+            reader.join()
         recv.close()
 
 
@@ -97,12 +99,12 @@ def _drain(recv, inbox, stop):
             return
 
 
-PIPE_BYTES = 1 << 20  # a whole chunk of the replay (about 560 KB) fits: one write, one read
+PIPE_BYTES = 1 << 20  # a whole chunk of the replay (about 560 KB) fits: the child writes it without waiting
 
 
 def _widen(conn):
-    """Let the pipe hold PIPE_BYTES (Linux's default 64 KB cut every chunk into sixteen writes, each waiting for the
-    reader to be scheduled); if refused, as is."""
+    """Let the pipe hold PIPE_BYTES (through Linux's default 64 KB a chunk goes as about nine pipe-fulls, each
+    waiting for the reader to be scheduled); if refused, as is."""
     try:
         fcntl.fcntl(conn.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
     except (OSError, AttributeError):
@@ -121,8 +123,9 @@ def _produce(send, make, args, to_wire):
         note = "in the forked process running the replay's core:\n" + "".join(traceback.format_exc())
         try:
             e.add_note(note)
+            copy.copy(e)  # rebuilt from its args, as the reader will rebuild it: not every exception class can be
             send.send(("error", e))
-        except Exception:  # an exception that does not pickle: its type and message
+        except Exception:  # an exception that does not travel: its type and message
             err = RuntimeError(f"{type(e).__name__}: {e}")
             err.add_note(note)
             send.send(("error", err))

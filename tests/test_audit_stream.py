@@ -211,6 +211,16 @@ def _big_items(marker, n, size):
     marker.write_text("sent")
 
 
+class _TwoArgError(Exception):
+    def __init__(self, what, code):  # pickles, but cannot be rebuilt from its args: the reader would fail on it
+        super().__init__(what)
+
+
+def _raises_two_arg_error():
+    yield 1
+    raise _TwoArgError("refill source broke", 7)
+
+
 def _endless(size):
     while True:
         yield bytes(size)
@@ -258,3 +268,12 @@ def test_a_reader_that_fails_raises_here_instead_of_leaving_the_consumer_waiting
     t.join(timeout=20)
     assert not t.is_alive(), "the consumer still waits for a reader that is gone"
     assert "no room" in str(got[0]) and set(multiprocessing.active_children()) <= children
+
+
+@pytest.mark.skipif(not forked.can_fork(), reason="the core is forked on Linux only")
+def test_an_exception_that_cannot_be_rebuilt_arrives_as_its_type_and_message_with_the_childs_traceback():
+    items = forked.forked(_raises_two_arg_error)
+    assert next(items) == 1
+    with pytest.raises(RuntimeError, match="_TwoArgError: refill source broke") as e:
+        next(items)
+    assert "in the forked process running the replay's core" in "".join(e.value.__notes__)
