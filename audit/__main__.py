@@ -28,7 +28,7 @@ import sys
 
 from audit.loader_presets import help_lines
 from console.usage import prog_name
-from corpus.errors import DataError, check_out_folder
+from corpus.errors import DataError, check_out_folder, os_error_line
 from fanout import add_engine_args
 
 PREPARED_SOURCES = ("stdlib", "climbmix", "parquet")
@@ -104,6 +104,12 @@ def main(argv=None, left_out=None):
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a full disk or a lost folder while writing: the previous output is untouched
+        print(f"error: {os_error_line(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted: nothing written; {args.out} is as it was", file=sys.stderr)
+        return 130
 
 
 # left out of the main job's comparison (still audited with --packers NAME): too slow on the offline corpus

@@ -6,6 +6,7 @@ their events through an EventSink in chunks and fill the same Tally, so their su
 have the same keys; the Markdown report is audit/report.py's business, not this module's.
 """
 import marshal
+from contextlib import closing
 from itertools import chain
 from operator import mul
 from typing import NamedTuple
@@ -110,24 +111,31 @@ def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, pro
     tally = Tally(R, rows * (R - 1))
     watch = PropositionWatch(B, R)
     curve, end = [], None
-    for ch in forked(core_chunks, refills, packer, rows, R, B, fork=rows >= FORK_MIN_ROWS,
-                     wire=(_chunk_to_wire, _chunk_from_wire)):
-        if isinstance(ch, CoreEnd):
-            end = ch
-            continue
-        if ch.arrivals:
-            tally.arrive(ch.arrivals[0][1], np.concatenate([x[2] for x in ch.arrivals]), _labels(ch.arrivals))
-        events = np.fromiter(chain.from_iterable(ch.events), np.int64, 6 * len(ch.events)).reshape(-1, 6)  # < asarray
-        rec, idx = _records(events, tally, R, ch.first_row)
-        tally.add_events(rec, *lead_flags(packer, rec["lead_bos"]), idx=idx)
-        masses = watch.feed(Firsts(events[:, 0]), ch.arrivals, ch.marks, np.flatnonzero(rec["source_len"] > R))
-        curve += [p + [m] for p, m in zip(ch.points, masses)]
-        if sink is not None:
-            sink.write(rec, _event_labels(tally, rec) if label_names else None)
-        tally.retire(ch.buffered)
-        if progress is not None:
-            progress(ch.done)
+    chunks = forked(core_chunks, refills, packer, rows, R, B, fork=rows >= FORK_MIN_ROWS,
+                    wire=(_chunk_to_wire, _chunk_from_wire))
+    with closing(chunks):  # a tally that fails (or Ctrl-C) ends the forked core now, not when the traceback goes
+        for ch in chunks:
+            if isinstance(ch, CoreEnd):
+                end = ch
+                continue
+            _tally_chunk(ch, tally, watch, curve, packer, R, sink, label_names)
+            if progress is not None:
+                progress(ch.done)
     return finish(tally, watch, packer, rows, R, B, end.passes_started, end.added_bos, end.buffered_tokens, curve)
+
+
+def _tally_chunk(ch, tally, watch, curve, packer, R, sink, label_names):
+    """One CoreChunk into the tables, the Proposition watch, the buffer curve and the events file."""
+    if ch.arrivals:
+        tally.arrive(ch.arrivals[0][1], np.concatenate([x[2] for x in ch.arrivals]), _labels(ch.arrivals))
+    events = np.fromiter(chain.from_iterable(ch.events), np.int64, 6 * len(ch.events)).reshape(-1, 6)  # < asarray
+    rec, idx = _records(events, tally, R, ch.first_row)
+    tally.add_events(rec, *lead_flags(packer, rec["lead_bos"]), idx=idx)
+    masses = watch.feed(Firsts(events[:, 0]), ch.arrivals, ch.marks, np.flatnonzero(rec["source_len"] > R))
+    curve += [p + [m] for p, m in zip(ch.points, masses)]
+    if sink is not None:
+        sink.write(rec, _event_labels(tally, rec) if label_names else None)
+    tally.retire(ch.buffered)
 
 
 def _labels(arrivals):

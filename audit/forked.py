@@ -10,11 +10,18 @@ over one chunk (the paper-scale replay: 0.10-0.15 s of waits); memory stays a fe
 An exception in the child is raised here, with the child's traceback as a note. Linux only
 (fork): elsewhere, or in a daemonic process (which may not have children), the generator
 runs here.
+
+The child cannot outlive the consumer. It inherits this process's signal handlers (ray.init()
+installs a SIGTERM handler that raises SystemExit), so it restores the default SIGTERM and
+ignores SIGINT (Ctrl-C is this process's to handle) before anything else; it closes its copy of
+the pipe's reading end, so a write fails rather than waits once this process is gone; and this
+process ends it with terminate(), a bounded join, then kill().
 """
 import copy
 import gc
 import multiprocessing
 import queue
+import signal
 import sys
 import threading
 import traceback
@@ -39,7 +46,7 @@ def forked(make, *args, fork=True, wire=None):
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     _widen(send)
-    child = ctx.Process(target=_produce, args=(send, make, args, to_wire), daemon=True, name="audit-core")
+    child = ctx.Process(target=_produce, args=(send, recv, make, args, to_wire), daemon=True, name="audit-core")
     child.start()
     send.close()
     inbox, stop = queue.Queue(INBOX_ITEMS), threading.Event()
@@ -60,12 +67,24 @@ def forked(make, *args, fork=True, wire=None):
                 return
     finally:
         stop.set()
-        if child.is_alive():
-            child.terminate()
-        child.join()
+        _end(child)
         if threading.current_thread() is not reader:  # the collector may close this generator on the reader's thread
             reader.join()
         recv.close()
+
+
+TERM_SECONDS = 2.0  # how long a terminated child may take to go before it is killed
+
+
+def _end(child):
+    """The child gone, whatever it does with SIGTERM (it may not yet have restored the default handler)."""
+    if child.is_alive():
+        child.terminate()
+        child.join(TERM_SECONDS)
+    if child.is_alive():
+        child.kill()
+    child.join()
+    child.close()  # its sentinel descriptor
 
 
 def _same(item):
@@ -111,8 +130,11 @@ def _widen(conn):
         pass
 
 
-def _produce(send, make, args, to_wire):
+def _produce(send, recv, make, args, to_wire):
     """In the child: send each item, then the end or the exception that stopped it."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # terminate() ends the child, whatever the parent installed
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches both: the parent decides, then terminates
+    recv.close()  # the parent's end: with it closed here, a write to a pipe nobody reads fails instead of waiting
     gc.freeze()  # what the parent holds stays out of the collector's walks (which would also copy its pages)
     gc.set_threshold(100_000)  # the core's tuples are short-lived and hold no cycles: fewer young collections
     try:

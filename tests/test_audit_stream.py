@@ -7,11 +7,15 @@ CHUNK_ROWS rows however far apart the buffer curve's points are, and the curve i
 as the core holds it; an error in the forked core is raised here; the forked child never
 waits on a slow consumer, and a consumer that stops early leaves no child or thread behind."""
 import fcntl
+import json
 import multiprocessing
 import multiprocessing.connection
 import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -277,3 +281,18 @@ def test_an_exception_that_cannot_be_rebuilt_arrives_as_its_type_and_message_wit
     with pytest.raises(RuntimeError, match="_TwoArgError: refill source broke") as e:
         next(items)
     assert "in the forked process running the replay's core" in "".join(e.value.__notes__)
+
+
+@pytest.mark.skipif(not forked.can_fork(), reason="the core is forked on Linux only")
+def test_a_blocked_child_ends_within_seconds_whatever_sigterm_handler_the_parent_installed():
+    # the parent's handler raising SystemExit (ray.init()'s) or ignoring SIGTERM; the consumer closing early,
+    # failing, or hit by Ctrl-C: the scenarios run in a process (and session) of their own, in tests/forked_endings.py
+    script = Path(__file__).with_name("forked_endings.py")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env,
+                          start_new_session=True)
+    cases = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and len(cases) == 6, done.stderr[-2000:]
+    for c in cases:
+        assert c["seconds"] < 5 and c["child_gone"], c
+        assert c["threads_left"] == 0 and c["fds_left"] == 0, c

@@ -2,8 +2,11 @@
 2 ranks x 2 loader workers with its permutations, the micro queue study that test_queue_study_run checks), a task whose Ray
 worker dies is run again to the undisturbed result, and bad input is one line. The tests share one local Ray
 (seconds to start): the engine finds it running, uses it and leaves it running."""
+import errno
 import json
+import multiprocessing
 import os
+import signal
 import shutil
 import socket
 import sys
@@ -18,6 +21,7 @@ from conftest import ROOT, one_line_error, queue_script, run_micro_study
 from fanout_tasks import dies_once, fails_first
 from test_main_job import MICRO as SIX_MICRO
 
+import audit.events as events
 from audit.__main__ import main as audit_main
 from audit.pipeline import StreamInput
 from audit.topology import share_counts, shares
@@ -229,3 +233,31 @@ def test_an_unknown_engine_is_refused_by_argparse(cli, tmp_path, capsys):
          "audit": lambda: _audit_cli(tmp_path, "--engine", "dask"),
          "run_six": lambda: run_six.main(["--engine", "dask"])}[cli]()
     assert e.value.code == 2 and "invalid choice: 'dask'" in capsys.readouterr().err
+
+
+def test_an_audit_whose_tally_fails_mid_stream_in_a_ray_driver_ends_in_one_line_within_seconds(
+        local_ray, tmp_path, monkeypatch, capsys):
+    # ray.init() made this process a driver whose SIGTERM handler raises SystemExit; the forked core inherits it.
+    # The disk fills up at the third events chunk while the core, far ahead, is blocked on a full pipe
+    assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None), "Ray installed no SIGTERM handler here"
+    written, cores = [], []
+
+    def disk_fills_up(self, rec, labels=None):
+        written.append(len(rec))
+        if len(written) == 3:
+            time.sleep(1)  # a slow disk's last write: the core, ahead, fills the pipe and waits on it
+            cores.extend(c for c in multiprocessing.active_children() if c.name == "audit-core")
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.parquet_path))
+        return real_write(self, rec, labels)
+
+    real_write = events.EventSink.write
+    monkeypatch.setattr(events.EventSink, "write", disk_fills_up)
+    # 100,573 rows: the core is forked (compute.FORK_MIN_ROWS), its chunks of 4,096 rows are 300 KB each
+    np.savetxt(tmp_path / "lengths.txt", _lengths(200_000), fmt="%d")
+    children, t0 = set(multiprocessing.active_children()), time.monotonic()
+    rc = audit_main(["--lengths", str(tmp_path / "lengths.txt"), "--row-capacity", str(R), "--buffer", str(B),
+                     "--packers", "original", "--permutations", "0", "--out", str(tmp_path / "out")])
+    assert time.monotonic() - t0 < 10 and len(written) == 3 and cores
+    one_line_error(capsys, rc, "No space left on device", "needs free disk space")
+    assert set(multiprocessing.active_children()) <= children
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lengths.txt"]  # no output, no .new- folder, no lock

@@ -2,6 +2,8 @@
 
 A small real corpus is prepared once; tests that damage files work on a copy of it.
 """
+import fcntl
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +16,8 @@ from audit.__main__ import main as audit_main
 from conftest import ROOT
 from corpus.errors import DataError
 from corpus.layout import Layout
-from corpus.runlock import folder_lock, lock_file
+import corpus.runlock
+from corpus.runlock import FolderLocked, folder_lock, lock_file
 
 ARGS = ["--max-files", "30", "--shards", "3", "--row-group-size", "40", "--vocab-size", "300"]
 CHECKER = [sys.executable, "-I", "-S", str(ROOT / "checkers" / "packing_checker.py")]
@@ -139,7 +142,31 @@ def test_locks_refuse_a_second_writer(data, tmp_path, capsys):
         assert audit_main(["--data-dir", str(data), "--targets", str(20 * 128), "--row-capacity", "129",
                            "--out", str(out)]) == 2
         assert "in use by another process (pid" in _one_line_error(capsys)
-    assert not out.exists()
+    assert not out.exists() and not (tmp_path / ".audit.lock").exists()  # the holder removed its lock file
+
+
+def test_a_lock_taken_on_a_file_its_holder_just_removed_is_taken_again_on_the_path(tmp_path, monkeypatch):
+    # the race that removing lock files opens: we open the path, its holder removes the file and leaves, a third
+    # process makes a new file there and locks it, then our flock succeeds on the removed file. The lock must
+    # notice that the path names another file, and meet the third process's lock on it.
+    path, real_open, third = tmp_path / ".out.lock", os.open, []
+
+    def open_then_lose_the_race(p, flags, mode=0o777):
+        fd = real_open(p, flags, mode)
+        if not third:
+            os.unlink(p)
+            third.append(real_open(p, os.O_RDWR | os.O_CREAT, 0o644))
+            fcntl.flock(third[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd
+
+    monkeypatch.setattr(corpus.runlock.os, "open", open_then_lose_the_race)
+    with pytest.raises(FolderLocked):
+        with lock_file(path, "test"):
+            pass
+    os.close(third[0])
+    with lock_file(path, "test"):
+        assert path.exists()
+    assert not path.exists()
 
 
 def test_packing_checker_refuses_tampered_short_or_empty_exports(audit_dir, tmp_path):
