@@ -32,6 +32,7 @@ from corpus.errors import DataError, check_out_folder, os_error_line
 from fanout import add_engine_args
 
 PREPARED_SOURCES = ("stdlib", "climbmix", "parquet")
+MAX_LENGTH = 2 ** 31  # --max-length's default: far above any real document, far below a misread file
 
 
 def parse_args(argv=None):
@@ -84,6 +85,16 @@ def parse_args(argv=None):
     ap.add_argument("--permutations", type=int, default=20, help="seeded arrival-order permutations for the startup delay (default 20)")
     ap.add_argument("--thresholds", default="16384,32768,65536,131072",
                     help="length thresholds of the repeated-corpus table (the longest source is always added)")
+    ap.add_argument("--passes", type=int, default=None,
+                    help="read the stream this many times and stop (default: it wraps, as a training loader that "
+                         "cycles over epochs). With --passes 1 a budget past the corpus is not reached: each packer "
+                         "stops where its input ends, and the report says how many rows it made")
+    ap.add_argument("--max-length", type=int, default=MAX_LENGTH,
+                    help="refuse a document longer than this many tokens (default 2^31): a misread file, caught "
+                         "before a huge audit starts")
+    ap.add_argument("--no-fates", action="store_true",
+                    help="skip fates_<packer>.parquet, the one row per input document of what became of it "
+                         "(written by default: a pass over the documents on disk after each packer)")
     ap.add_argument("--out", default="runs/audit", help="output folder (default runs/audit)")
     ap.add_argument("--no-figures", action="store_true", help="tables only (report.md without figures): faster")
     ap.add_argument("--csv", action="store_true", help="also write the events as CSV (the standard-library checker's input)")

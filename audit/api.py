@@ -40,6 +40,8 @@ def trace(packer, lengths, row_capacity=2049, buffer=1000, targets=None, labels=
         L, refills = np.asarray(lengths, dtype=np.int64), None
         if L.ndim != 1 or not len(L) or L.min() < 1:
             raise DataError("lengths: a non-empty 1-D array of lengths, each at least 1")
+    if labels is not None and len(labels) != len(L):
+        raise DataError(f"labels: {len(labels):,} labels for {len(L):,} documents; give one label per document")
     if refills is None:
         refills = np.append(np.arange(0, len(L), refill_docs), len(L))
     stream = StreamInput("lengths", "lengths", L, refills, None if labels is None else np.asarray(labels, dtype=object))

@@ -1,4 +1,9 @@
-"""One table across packers at the same budget, and the headline another report can show.
+"""One table across packers at one budget, and the headline another report can show.
+
+A packer whose input ends before the budget (a library that packs each document once, or
+--passes) makes fewer rows: its row says how many, the sentence names it, and no text here
+claims an equal budget where the rows differ. Counts of documents (each read once however often
+a wrapped stream brings it back) stand beside counts of arrivals (sources).
 
 `comparison(summary)` reduces each packer's summary to the numbers a researcher compares:
 shares of the arrived tokens (plus the markers a packer added) emitted, discarded and still
@@ -11,6 +16,7 @@ folder as plain JSON numbers and one sentence, for a findings page.
 import json
 from pathlib import Path
 
+from audit.fate_table import NEVER_STARTED
 from audit.fmt import pct
 
 COMPARISON_FILE = "comparison.json"
@@ -36,8 +42,15 @@ def packer_row(s, R):
     first, last = _long_exposure(s, R)
     p = s["protected"]
     prop = ("held" if p["proposition_held"] else "VIOLATED") if p["applies"] else f"n/a: {p['why_not']}"
+    docs = s.get("documents")
     return {
         "how": s["how"].split(" ")[0], "row_capacity": s["row_capacity"], "rows": s["rows"],
+        "budget_rows": s.get("budget_rows", s["rows"]), "budget_reached": s.get("budget_reached", True),
+        "emitted_tokens": s["emitted"],
+        "documents": None if docs is None else docs["documents"],
+        "documents_never_started": None if docs is None else sum(docs["by_fate"][f] for f in NEVER_STARTED),
+        "documents_not_arrived": None if docs is None else docs["by_fate"]["not_arrived"],
+        "long_documents_never_started": None if docs is None else sum(docs["longer_than_R"][f] for f in NEVER_STARTED),
         "emitted_share": s["emitted"] / whole if whole else 0.0, "discarded_share": s["discarded"] / whole if whole else 0.0,
         "buffered_share": s["buffered"] / whole if whole else 0.0, "padding_share": s.get("padding_share", 0.0),
         "sources_arrived": s["sources_arrived"], "sources_never_started": s["sources_never_started"],
@@ -72,21 +85,44 @@ def sentence(rows, summary) -> str:
     cont = sorted((n for n in rows if rows[n]["continuation_rows"]), key=lambda n: -rows[n]["continuation_rows"])
     m = rows[most]
     if len(rows) == 1:  # nothing to compare: say what the one packer did
-        return (f"At {summary['targets']:,} targets, {most} leaves {m['long_never_started']:,} of {m['long_arrived']:,} "
+        when = f"{summary['targets']:,} targets" if m["budget_reached"] else _made(m)
+        return (f"At {when}, {most} leaves {m['long_never_started']:,} of {m['long_arrived']:,} "
                 f"arrived sources longer than R unstarted and discards {pct(m['discarded_share'])} of arrived tokens"
                 + (f"; {m['continuation_rows']:,} rows start mid-document without a BOS" if m["continuation_rows"] else "")
                 + ".")
-    out = (f"Across {len(rows)} packers at {summary['targets']:,} targets, {most} leaves the most sources longer than "
+    budget = next(iter(rows.values()))["budget_rows"]
+    out = (f"Across {len(rows)} packers with a budget of {budget:,} rows, {most} leaves the most sources longer than "
            f"R unstarted ({m['long_never_started']:,} of {m['long_arrived']:,}), {disc} discards the most "
            f"({pct(rows[disc]['discarded_share'])} of arrived tokens)")
     if cont:
         out += f", and {cont[0]} starts the most rows mid-document without a BOS ({rows[cont[0]]['continuation_rows']:,})"
-    return out + "."
+    return out + "." + shortfall(rows)
 
 
-COLUMNS = (("how", "how", str), ("R", "row_capacity", "{:,}".format), ("emitted", "emitted_share", pct),
+def _made(r):
+    return (f"{r['rows']:,} rows" if r["budget_reached"] else
+            f"{r['rows']:,} rows (its input ended: the budget asked for {r['budget_rows']:,})")
+
+
+def shortfall(rows) -> str:
+    """A sentence naming the packers that stopped short of the budget, or nothing."""
+    short = [n for n, r in rows.items() if not r["budget_reached"]]
+    if not short:
+        return ""
+    what = ", ".join(f"{n} {rows[n]['rows']:,} ({rows[n]['rows'] / rows[n]['budget_rows']:.0%})" for n in short)
+    return (f" Not every packer reached the budget of {rows[short[0]]['budget_rows']:,} rows: its input ended first, "
+            f"so these made fewer rows and are compared at what they emitted: {what}.")
+
+
+def _count(v):
+    return "n/a" if v is None else f"{v:,}"
+
+
+COLUMNS = (("how", "how", str), ("R", "row_capacity", "{:,}".format), ("rows made", "rows", "{:,}".format),
+           ("tokens emitted", "emitted_tokens", "{:,}".format), ("emitted", "emitted_share", pct),
            ("discarded", "discarded_share", pct), ("buffered", "buffered_share", pct), ("padding", "padding_share", pct),
-           ("never started", "sources_never_started", "{:,}".format),
+           ("documents never started", "documents_never_started", _count),
+           ("arrivals never started", "sources_never_started", "{:,}".format),
            ("> R never started", "long_never_started", "{:,}".format),
            ("> R: first tenth exposed", "long_first_tenth_exposed", pct),
            ("> R: last tenth exposed", "long_last_tenth_exposed", pct),
@@ -103,8 +139,12 @@ def comparison_table_md(comp) -> str:
         out.append(f"| {n} | " + " | ".join(cells) + f" | {labtxt} | {r['proposition']} |")
     for n, why in comp.get("refused", {}).items():
         out.append(f"| {n} | refused: {why} |" + " |" * (len(COLUMNS) + 1))
-    return "\n".join(out) + "\n\nShares of the arrived tokens (and the BOS markers a packer added); padding as a share " \
-                            "of the rows' capacity; \"> R\": sources longer than the row capacity."
+    rows_note = ("Every packer made the budget's rows. " if all(r["budget_reached"] for r in comp["packers"].values())
+                 else "**Not every packer made the budget's rows** (the input of some ended first; see \"rows made\"): "
+                      "each is read at what it made. ")
+    return "\n".join(out) + "\n\n" + rows_note + "Shares of the arrived tokens (and the BOS markers a packer added); " \
+        "padding as a share of the rows' capacity; documents are counted once, arrivals (sources) each time a " \
+        "wrapped stream brings a document back; \"> R\": sources longer than the row capacity."
 
 
 def headline(folder) -> dict:
@@ -113,5 +153,6 @@ def headline(folder) -> dict:
     keep = ("emitted_share", "discarded_share", "buffered_share", "padding_share", "long_never_started",
             "long_arrived", "sources_never_started", "continuation_rows", "proposition")
     return {"targets": comp["targets"], "row_capacity": comp["row_capacity"], "passes": comp["passes"],
+            "budget_reached": {n: r.get("budget_reached", True) for n, r in comp["packers"].items()},
             "packers": {n: {k: r[k] for k in keep} for n, r in comp["packers"].items()},
             "refused": comp.get("refused", {}), "sentence": comp["sentence"]}

@@ -15,7 +15,7 @@ import numpy as np
 
 from audit.events import records_from_columns
 from audit.fates import spill_decoded, tally_ranges, write_in_emission_order
-from audit.feed import PullingCore
+from audit.feed import PullingCore, StreamEnded
 from audit.forked import forked
 from audit.proposition import Firsts, PropositionWatch
 from audit.spill import Folder
@@ -57,28 +57,41 @@ class CoreEnd(NamedTuple):
     passes_started: int
     added_bos: int
     buffered_tokens: int
+    rows: int  # rows made: the budget's, or fewer where a bounded stream ended first
 
 
 def core_chunks(refills, packer, rows, R, B):
     """The selection core (PullingCore) over `refills` up to `rows` rows, a CoreChunk at a time, then a CoreEnd.
-    Run in a forked child for a long replay (audit/forked.py): the core is pure Python, the tables numpy."""
+    Run in a forked child for a long replay (audit/forked.py): the core is pure Python, the tables numpy.
+    A refill source that ends (a bounded number of passes) ends the replay at the last row the packer filled
+    with B spans buffered; the selections of the row it could not finish are undone, their spans buffered."""
     core = PullingCore(refills, packer, R, B)
     step = max(1, rows // PLOT_POINTS)
-    done = 0
-    while done < rows:
+    done, undone = 0, []
+    while done < rows and not undone:
         raw, marks, points, first_row = [], [], [], done
         while done < min(rows, first_row + CHUNK_ROWS):
             point = min(rows, (done // step + 1) * step)  # the next point of the buffer curve
             k = min(point - done, CHUNK_ROWS)  # a chunk never outgrows CHUNK_ROWS, however far apart the points
-            core.pack_rows(k, raw)
-            done += k
+            try:
+                core.pack_rows(k, raw)
+            except StreamEnded:
+                undone = raw[core.row_first_event:]
+                del raw[core.row_first_event:]
+            done = core.rows_done
+            if undone:
+                break
             if done == point:
                 marks.append(len(raw))
                 points.append([done * (R - 1), _buffered_tokens(core)])
                 if step >= CHUNK_ROWS:
                     break  # a point ends its chunk, as when a chunk was one step: the curve's masses unchanged
-        yield CoreChunk(raw, first_row, marks, points, core.take_arrivals(), core.buffered_sources(), done)
-    yield CoreEnd(refills.passes_started, core.added_bos, _buffered_tokens(core))
+        held = core.buffered_sources()
+        if undone:
+            held = np.union1d(held, np.fromiter((e[0] for e in undone), np.int64, len(undone)))
+        yield CoreChunk(raw, first_row, marks, points, core.take_arrivals(), held, done)
+    back = sum(e[2] + e[3] for e in undone)  # what the undone selections took out of the buffer
+    yield CoreEnd(refills.passes_started, core.added_bos, _buffered_tokens(core) + back, done)
 
 
 def _chunk_to_wire(ch):
@@ -105,10 +118,12 @@ def _records(a, tally, R, first_row):
                                 a[:, 5], R), idx
 
 
-def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, progress=None):
+def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, progress=None, fates=None):
     """The replay of one of the paper's packers; refills: a refill source (audit/feed.py). From FORK_MIN_ROWS
-    rows on, the core runs in a forked child while this process keeps the tables of the chunk before."""
+    rows on, the core runs in a forked child while this process keeps the tables of the chunk before.
+    fates: a FateTable (audit/fate_table.py) that keeps each retired source's numbers, or None."""
     tally = Tally(R, rows * (R - 1))
+    tally.on_fold = None if fates is None else fates.add
     watch = PropositionWatch(B, R)
     curve, end = [], None
     chunks = forked(core_chunks, refills, packer, rows, R, B, fork=rows >= FORK_MIN_ROWS,
@@ -121,7 +136,8 @@ def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, pro
             _tally_chunk(ch, tally, watch, curve, packer, R, sink, label_names)
             if progress is not None:
                 progress(ch.done)
-    return finish(tally, watch, packer, rows, R, B, end.passes_started, end.added_bos, end.buffered_tokens, curve)
+    return finish(tally, watch, packer, end.rows, R, B, end.passes_started, end.added_bos, end.buffered_tokens, curve,
+                  budget_rows=rows)
 
 
 def _tally_chunk(ch, tally, watch, curve, packer, R, sink, label_names):
@@ -150,17 +166,20 @@ def _event_labels(tally, rec):
     return np.asarray(tally.labels.names, dtype=object)[lab]
 
 
-def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve, applies=None, unstarted=None):
+def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve, applies=None, unstarted=None,
+           budget_rows=None):
     """Retire what is still buffered at the horizon and assemble the summary; unstarted: whether every
-    protected source is buffered and unstarted, when the caller has retired them already."""
+    protected source is buffered and unstarted, when the caller has retired them already. rows: the rows
+    made; budget_rows: the rows asked for (rows, unless the stream ended first)."""
     if unstarted is None:
         unstarted = _protected_unstarted(tally.live, watch.ps.members)
     ps = watch.ps
     tally.retire(None)
     t = tally.tables()
     applies = (packer not in NOT_IN_FAMILY) if applies is None else applies
+    budget_rows = rows if budget_rows is None else budget_rows
     out = {"packer": packer, "row_capacity": R, "buffer": B, "rows": rows, "targets": rows * (R - 1),
-           "passes_started": passes, **t, "bos_added": int(added_bos), "buffered": int(buffered)}
+           "budget_rows": budget_rows, "budget_reached": rows >= budget_rows, "passes_started": passes, **t, "bos_added": int(added_bos), "buffered": int(buffered)}
     out["partition_holds"] = out["tokens_arrived"] + out["bos_added"] == out["emitted"] + out["discarded"] + out["buffered"]
     out["protected"] = {
         "size": len(ps.members), "tokens": int(ps.mass),
@@ -186,7 +205,7 @@ def _protected_unstarted(live, members):
 
 
 def trace_packer(packer_fn, refills, name, rows, R, B, first_id, bos_id=None, pad_id=None, drain_rows=None,
-                 sink=None, label_names=False, applies=False, why_not=None, progress=None):
+                 sink=None, label_names=False, applies=False, why_not=None, progress=None, fates=None):
     """Trace any packer (audit/trace.py) and summarize it as the replay summarizes its packers; decoded
     emissions and documents wait on disk (beside the events, else in a temporary folder) until resolved."""
     folder = Folder(sink.parquet_path.parent if sink is not None else None, f"{name}-spill")
@@ -196,6 +215,7 @@ def trace_packer(packer_fn, refills, name, rows, R, B, first_id, bos_id=None, pa
         watch = PropositionWatch(B, R)
         spill = spill_decoded(dec, watch, folder)
         tally = Tally(R, rows * (R - 1))
+        tally.on_fold = None if fates is None else fates.add
         tally.labels = dec.docs.labels  # the ids the documents were given as they were pulled
         tot, events = tally_ranges(spill, dec, tally, rows, R, watch.ps.members, folder, sink is not None)
         if sink is not None:
@@ -204,13 +224,14 @@ def trace_packer(packer_fn, refills, name, rows, R, B, first_id, bos_id=None, pa
         dec.docs.table.close()
         folder.close()
     buffered = tot.tokens + tot.added - tot.emitted - tot.discarded
-    out = finish(tally, watch, name, rows, R, B, None, tot.added, buffered, [], applies=applies,
-                 unstarted=not tot.member_started)
+    made = min(dec.n, rows)  # a packer whose input ended may make fewer rows than the budget's
+    out = finish(tally, watch, name, made, R, B, None, tot.added, buffered, [], applies=applies,
+                 unstarted=not tot.member_started, budget_rows=rows)
     out["discarded"] = tot.discarded  # never-emitted sources are discarded without an event
     out["partition_holds"] = out["tokens_arrived"] + out["bos_added"] == out["emitted"] + out["discarded"] + out["buffered"]
     out["protected"]["why_not"] = None if applies else (why_not or "its rule is not the paper's family")
-    out["trace"] = {"rows_yielded": dec.n, "stream_ended": bool(dec.ended), "rows_reached": min(dec.n, rows),
+    out["trace"] = {"rows_yielded": dec.n, "stream_ended": bool(dec.ended), "rows_reached": made,
                     "padding": dec.counts["pad"], "other_inserted": dec.counts["other_inserted"],
                     "row_tokens": dec.counts["row_tokens"], "unresolved_sources": 0 if dec.ended else tot.never}
-    out["padding_share"] = dec.counts["pad"] / (rows * R) if rows else 0.0
+    out["padding_share"] = dec.counts["pad"] / (made * R) if made else 0.0
     return out

@@ -3,7 +3,7 @@
 Three forms: a text file with one integer per line (blank lines and lines starting with '#'
 are skipped; a line with several integers is one refill, as the audit's own
 stream_lengths.txt writes them), a .npy 1-D integer array, or a .parquet column (--column,
-or a column named 'length'/'lengths'/'num_tokens', or the table's only integer column; labels
+or a column named 'length'/'lengths'/'num_tokens'/'n_tokens', never a guess among other columns; labels
 from --label-column or a column named 'label'/'source'). A length is the document's token
 count as the packer sees it, any BOS/EOS marker included, so at least 1.
 
@@ -28,10 +28,15 @@ def read_lengths(path, column=None) -> np.ndarray:
 
 def read_stream(path, column=None, label_column=None):
     path = Path(path)
+    if path.is_dir():
+        raise DataError(f"--lengths {path}: is a folder; give a file of lengths (a corpus folder: --corpus)")
     if not path.is_file():
         raise DataError(f"--lengths {path}: no such file")
     suffix = path.suffix.lower()
     refills = labels = None
+    if label_column is not None and suffix != ".parquet":
+        raise DataError(f"--label-column {label_column!r}: applies to a .parquet length file; {path.name} has no "
+                        "columns (label a corpus with --corpus and --label-column)")
     if suffix == ".npy":
         arr = _npy(path)
     elif suffix == ".parquet":
@@ -91,13 +96,10 @@ def _parquet(path, column):
     ints = [f.name for f in schema if pa.types.is_integer(f.type)]
     if column is None:
         named = [c for c in LENGTH_COLUMNS if c in ints]
-        if named:
-            column = named[0]
-        elif len(ints) == 1:
-            column = ints[0]
-        else:
-            raise DataError(f"--lengths {path}: name the length column with --column (integer columns: "
-                            f"{', '.join(ints) or 'none'})")
+        if not named:  # an integer column of another name may be anything (an id, a count): never guessed
+            raise DataError(f"--lengths {path}: no column named {' or '.join(LENGTH_COLUMNS)}; name the length "
+                            f"column with --column (integer columns: {', '.join(ints) or 'none'})")
+        column = named[0]
     elif column not in ints:
         raise DataError(f"--column {column!r}: not an integer column of {path} (integer columns: {', '.join(ints) or 'none'})")
     col = pq.read_table(path, columns=[column]).column(0)

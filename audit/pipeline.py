@@ -13,9 +13,11 @@ import numpy as np
 from audit.adapters import BOS, FIRST_ID, PAD, SPECS, installed, library_version
 from audit.compute import replay_packer, trace_packer
 from audit.events import EventSink
+from audit.fate_table import DocumentIndex, FateTable
 from audit.feed import PassRefills
 from audit.metrics import pass_bounds
 from audit.replay import first_long_emission
+from audit.spill import Folder
 from corpus.errors import DataError
 from fanout import Task
 from fanout.local import LocalEngine
@@ -25,12 +27,15 @@ from loaders.stream import DocumentStream
 
 @dataclass
 class StreamInput:
-    """One pass of a stream in memory: lengths, refill boundaries, optional labels."""
+    """One pass of a stream in memory: lengths, refill boundaries, optional labels; index: where each document
+    comes from (for the fate table), or None; passes: the passes the stream gives (None: it wraps for ever)."""
     name: str
-    kind: str  # stdlib | climbmix | parquet | lengths | synthetic
+    kind: str  # stdlib | climbmix | parquet | lengths | synthetic | corpus
     lengths: np.ndarray
     refills: np.ndarray
     labels: object = None
+    index: DocumentIndex = None
+    passes: int = None
 
     @property
     def n(self):
@@ -41,7 +46,8 @@ class StreamInput:
         return int(self.lengths.sum())
 
     def refill_source(self, max_passes=None):
-        return PassRefills(self.lengths, self.refills, self.labels, max_passes)
+        bound = [p for p in (max_passes, self.passes) if p is not None]
+        return PassRefills(self.lengths, self.refills, self.labels, min(bound) if bound else None)
 
 
 def check_packers(names, user=None):
@@ -62,35 +68,52 @@ def check_packers(names, user=None):
     return out
 
 
-def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=None):
-    """The summary of one packer at `rows` rows; events written into `work`."""
+def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=None, fates=True):
+    """The summary of one packer at `rows` rows; events written into `work`, and with fates (and a stream
+    that says where its documents come from) fates_<name>.parquet, one row per document."""
     sink = EventSink(work, name, csv)
     labelled = stream.labels is not None
+    table = FateTable(Folder(work, f"{name}-fates"), stream.n) if fates and stream.index is not None else None
     t0 = time.time()
     try:
         if name in PACKERS:
-            s = replay_packer(stream.refill_source(), name, rows, R, B, sink, labelled, progress)
+            s = replay_packer(stream.refill_source(), name, rows, R, B, sink, labelled, progress, table)
             s["how"] = "replayed"  # the selection core that trains, on lengths
             s["padding_share"] = 0.0
         else:
-            spec = user if (user is not None and name == user.name) else SPECS[name]
-            Rp = spec.row_capacity(R)
-            passes = max(1, -(-rows * Rp // stream.tokens))  # integer ceiling: no float rounding at 10^10 tokens
-            s = trace_packer(spec.build(R, B, work / f".{name}-work"), stream.refill_source(passes), name, rows, Rp, B,
-                             FIRST_ID, BOS, PAD, sink=sink, label_names=labelled, why_not=spec.why_not,
-                             progress=progress)
-            s["passes_started"] = passes
-            s["how"] = "traced"  # the packer itself, run on tracer documents
-            s["library"] = {"name": spec.library, "version": library_version(spec)} if spec.library else None
-            s["settings"] = spec.settings
+            s = _trace(stream, name, rows, R, B, work, user, sink, labelled, progress, table)
+        if table is not None:
+            s["documents"] = table.write(work / f"fates_{name}.parquet", stream.index, s["row_capacity"])
     except Exception as e:  # a library refusing this stream is a finding about it, not a crash of the audit
         if name in PACKERS:
             raise
         sink.close()
         return {"packer": name, "refused": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+    finally:
+        if table is not None:
+            table.spill.folder.close()
     sink.close()
     s["events_files"] = [p.name for p in (sink.parquet_path, sink.csv_path) if p is not None]
+    if table is not None:
+        s["fates_file"] = f"fates_{name}.parquet"
     s["seconds"] = round(time.time() - t0, 2)
+    return s
+
+
+def _trace(stream, name, rows, R, B, work, user, sink, labelled, progress, table):
+    """A packer run on tracer documents (audit/trace.py): as many passes as its budget needs, or the stream's."""
+    spec = user if (user is not None and name == user.name) else SPECS[name]
+    Rp = spec.row_capacity(R)
+    passes = max(1, -(-rows * Rp // stream.tokens))  # integer ceiling: no float rounding at 10^10 tokens
+    if stream.passes is not None:
+        passes = stream.passes
+    s = trace_packer(spec.build(R, B, work / f".{name}-work"), stream.refill_source(passes), name, rows, Rp, B,
+                     FIRST_ID, BOS, PAD, sink=sink, label_names=labelled, why_not=spec.why_not,
+                     progress=progress, fates=table)
+    s["passes_started"] = passes
+    s["how"] = "traced"  # the packer itself, run on tracer documents
+    s["library"] = {"name": spec.library, "version": library_version(spec)} if spec.library else None
+    s["settings"] = spec.settings
     return s
 
 

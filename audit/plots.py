@@ -270,12 +270,18 @@ def comparison(comp, path):
         bottom += v
     ax.plot(x, [100 * r["padding_share"] for r in rows], "k^", label="padding (share of row capacity)")
     for xi, r in zip(x, rows):
-        ax.text(xi, 101, f"{r['long_never_started']:,}/{r['long_arrived']:,}", ha="center", va="bottom", fontsize=7)
+        short = "" if r.get("budget_reached", True) else f"\n{r['rows']:,} rows!"
+        ax.text(xi, 101, f"{r['long_never_started']:,}/{r['long_arrived']:,}{short}", ha="center", va="bottom",
+                fontsize=7, color="black" if not short else "tab:red")
     ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
     spare = max(0, 3 - len(names)) / 2  # one or two packers: bars of the usual width, not the whole axis
     ax.set_xlim(-0.5 - spare, len(names) - 0.5 + spare)
-    ax.set_ylim(0, 112)
-    _save(fig, ax, "Packers at the same budget\n(above each bar: sources > R never started / arrived)", "packer",
+    ax.set_ylim(0, 118)
+    budget = rows[0].get("budget_rows", rows[0]["rows"]) if rows else 0
+    short = [n for n, r in zip(names, rows) if not r.get("budget_reached", True)]
+    title = (f"Packers at a budget of {budget:,} rows" if not short else
+             f"Packers with a budget of {budget:,} rows; {', '.join(short)} stopped short (rows made in red)")
+    _save(fig, ax, title + "\n(above each bar: sources > R never started / arrived)", "packer",
           "share of arrived tokens (%)", path)
 
 
@@ -332,8 +338,9 @@ FIGURE_NOTES = {
                           "below the dashed line a packer under-represents that label.",
     "position_exposure.png": "For each length stratum (rows) and tenth of the source's positions (columns), the share "
                              "of those tokens the rows contain: a dark right side is prefix bias.",
-    "comparison.png": "Every packer at the same budget: where the arrived tokens went, the padding, and how many "
-                      "sources longer than R never started.",
+    "comparison.png": "Every packer at the audit's budget: where the arrived tokens went, the padding, and how many "
+                      "sources longer than R never started; a packer whose input ended before the budget is named in "
+                      "the title and its rows made are written in red above its bar.",
     "startup_delay.png": "Where the first long source is emitted under each arrival-order permutation: the spread is "
                          "the order's effect, the red line the corpus order (when none is emitted within the budget, "
                          "the figure says so in words).",

@@ -1,11 +1,14 @@
 """The audit's report.md, written from its summary (nothing is computed here).
 
-The first line says the horizon (a budget past one pass says so); then the paper's tables
-(5.1 coverage, retention by stratum, startup delay, 5.2 pass bounds), per-label coverage,
-position exposure, the comparison across packers, the regime, the figures, the folder's
-size, and last the one-sentence verdict.
+The first screen is for a researcher who has not read the paper: the horizon, then in plain
+words how many of their documents each packer trained whole, in part or not at all, by label
+and by length, and whether it reached the budget. Then the paper's terms, one line each, and
+the paper's tables (5.1 coverage, retention by stratum, startup delay, 5.2 pass bounds),
+per-label coverage, position exposure, the comparison across packers, the regime, the
+figures, the folder's size, and last the one-sentence verdict.
 """
-from audit.compare import comparison_table_md
+from audit.compare import comparison_table_md, shortfall
+from audit.fate_table import NEVER_STARTED
 from audit.fmt import fmt, pct, table
 from audit.plots import FIGURE_NOTES
 from audit.regime import regime_table_md
@@ -33,6 +36,78 @@ PROTECTED_ROWS = (("protected sources", "size", fmt), ("protected tokens", "toke
                   ("protected share of arrived", "share_of_arrived", pct),
                   ("protected share of buffered", "share_of_buffered", pct),
                   ("Proposition held at every selection", "proposition_held", fmt))
+
+
+TERMS = [
+    "## What the terms below mean", "",
+    "The sections below follow the paper *Source Exclusion in Streaming Pretraining: An Exact Audit of Minimum-Crop "
+    "Packing*. Its terms, one line each:", "",
+    "- **source**: one arrival of a document in the stream; a stream that wraps brings a document back as a new source.",
+    "- **R** (row capacity): tokens per training row, context + 1; a document longer than R cannot fit a row whole.",
+    "- **B** (buffer): the fewest documents the packer keeps buffered to choose from.",
+    "- **targets**: the tokens a row trains to predict, R - 1 per row; the budget is counted in them.",
+    "- **horizon**: the end of the budget; whatever is still buffered then was never trained on.",
+    "- **protected set**: the B - 1 longest arrived documents longer than R; the paper's **Proposition** says the "
+    "original packer never touches any of them, and the audit checks it at every selection.",
+    "- **regime**: whether this stream's ratios (documents per pass, long documents against B) are of the paper's "
+    "order, so that its shares transfer.", "",
+]
+
+
+def documents_section(summary, per):
+    """The first screen: what each packer did with the researcher's documents, in plain words."""
+    out = ["## What happened to your documents", ""]
+    counted = {n: s for n, s in per.items() if s.get("documents")}
+    for n, s in per.items():
+        out += [documents_sentence(n, s, summary), ""]
+    if not counted:
+        return out
+    header = ["packer", "rows made", "trained whole", "in part", "never started", "not reached", "> R never started"]
+    rows = []
+    for n, s in counted.items():
+        d = s["documents"]
+        f, lf = d["by_fate"], d["longer_than_R"]
+        never = sum(f[k] for k in NEVER_STARTED)
+        made = f"{s['rows']:,}" + ("" if s.get("budget_reached", True) else f" of {s['budget_rows']:,}")
+        rows.append([n, made, f"{f['whole']:,}", f"{f['partial']:,}", f"{never:,}", f"{f['not_arrived']:,}",
+                     f"{sum(lf[k] for k in NEVER_STARTED):,} of {sum(lf.values()):,}"])
+    out += table(header, rows) + ["", "Documents, each counted once however often the stream brought it back. "
+                                  "One row per document, with its file, row and label: fates_<packer>.parquet.", ""]
+    main = "original" if "original" in counted else next(iter(counted))
+    d = counted[main]["documents"]
+    if len(d["by_label"]) > 1:
+        out += [f"### {main}: by label", ""] + fate_table(d["by_label"], "label") + [""]
+    out += [f"### {main}: by length (tokens)", ""] + fate_table(d["by_stratum"], "stratum") + [""]
+    return out
+
+
+def documents_sentence(name, s, summary):
+    """One packer's horizon in words: rows made against the budget, documents whole / in part / not at all."""
+    made = (f"made all {s['rows']:,} rows of the budget" if s.get("budget_reached", True) else
+            f"stopped after {s['rows']:,} of the {s['budget_rows']:,} rows the budget asks for: its input ended first")
+    d = s.get("documents")
+    if not d:
+        return (f"**{name}** {made}; it started {s['sources_started']:,} of {s['sources_arrived']:,} arrived sources "
+                "(no per-document table: --no-fates, or a stream without document positions).")
+    f, lf = d["by_fate"], d["longer_than_R"]
+    never = sum(f[k] for k in NEVER_STARTED)
+    out = (f"**{name}** {made}. Of your {d['documents']:,} documents it trained {f['whole']:,} whole, "
+           f"{f['partial']:,} in part and {never + f['not_arrived']:,} not at all ({f['waiting']:,} still waiting in "
+           f"its buffer at the end, {f['dropped']:,} dropped without a token trained, {f['not_arrived']:,} never reached).")
+    long_total = sum(lf.values())
+    if long_total:
+        out += (f" Of the {long_total:,} documents longer than a row (R = {s['row_capacity']:,} tokens), "
+                f"{sum(lf[k] for k in NEVER_STARTED) + lf['not_arrived']:,} were not trained at all.")
+    if d["arrivals"] != d["documents"] - f["not_arrived"]:
+        out += f" The stream wrapped: {d['arrivals']:,} arrivals of {d['documents'] - f['not_arrived']:,} documents."
+    return out
+
+
+def fate_table(groups, key):
+    rows = [[g[key], f"{sum(g[k] for k in ('whole', 'partial', 'waiting', 'dropped', 'not_arrived')):,}",
+             f"{g['whole']:,}", f"{g['partial']:,}", f"{g['waiting'] + g['dropped']:,}", f"{g['not_arrived']:,}"]
+            for g in groups]
+    return table([key, "documents", "trained whole", "in part", "never started", "not reached"], rows)
 
 
 def coverage_section(summary, per):
@@ -226,9 +301,13 @@ def verdict(summary) -> str:
         low = min(labs, key=lambda d: d["representation"])
         lab = (f"; the most under-represented label is {low['label']!r} ({pct(low['share_of_emitted'])} of emitted "
                f"tokens against {pct(low['share_of_arrived'])} of arrived)")
+    short = shortfall(summary["comparison"]["packers"]) if summary.get("comparison") else ""
+    if not s.get("budget_reached", True):
+        when = (f"after {s['rows']:,} of the budget's {s['budget_rows']:,} rows (its input ended first; "
+                f"{passes:.0%} of one pass asked for)")
     return (f"Verdict: {when}, {name} emits {pct(s['emitted'] / max(s['tokens_arrived'] + s['bos_added'], 1))} of "
             f"the arrived tokens and never starts {long_never:,} of the {s['sources_longer_than_R_arrived']:,} arrived "
-            f"sources longer than R = {summary['row_capacity']:,}{held}{lab}.")
+            f"sources longer than R = {summary['row_capacity']:,}{held}{lab}.{short}")
 
 
 def report_md(summary) -> str:
@@ -237,6 +316,8 @@ def report_md(summary) -> str:
            f"Budget: {summary['targets']:,} targets = {summary['rows']:,} rows of R={summary['row_capacity']} "
            f"({summary['budget_reason']}); buffer B={summary['buffer']}. The trainer's final unused prefetch is "
            f"excluded. A traced packer's rows are its own (a library may pack to another capacity).", ""]
+    if per:
+        out += documents_section(summary, per) + TERMS
     if summary.get("pipeline"):
         out += pipeline_lines(summary["pipeline"])
     if summary.get("topology") and per:

@@ -13,6 +13,7 @@ import numpy as np
 from audit import plots
 from audit.adapters import SPECS, installed, user_spec
 from audit.compare import COMPARISON_FILE, comparison
+from audit.fate_table import DocumentIndex
 from audit.lengths_file import prepared_labels, read_stream, write_stream_lengths
 from audit.loader_presets import apply_pipeline, describe
 from audit.pipeline import StreamInput, audit_packer, check_packers, horizon, permutation_delays, stream_pass_bounds
@@ -31,18 +32,31 @@ from fanout import open_engine
 from loaders.core import PACKERS
 
 OFFICIAL_TARGETS = 160 * 64 * 2048  # 20,971,520
+COST_NOTICE_S = 600  # an audit expected to take longer says so first
+REPLAY_DOCS_PER_S = 700_000  # the replay's rate at 10^8 documents (README's scale table, 2026-12-06)
+TRACE_DOCS_PER_S = 100_000  # concatenate-and-chunk's trace at 10^7 (a library packer is often slower)
 PAPER_TOKEN_FRACTION = PAPER_TARGETS / 631_241_817  # the paper's budget as a share of its corpus
 
 
 def load_stream(args) -> StreamInput:
+    """The stream the audit reads, where each document comes from, and the passes it gives (--passes)."""
+    stream = _read_stream(args)
+    stream.passes = args.passes
+    check_lengths(stream, args.max_length)
+    return stream
+
+
+def _read_stream(args) -> StreamInput:
     if args.lengths:
         L, refills, labels = read_stream(args.lengths, args.column, args.label_column)
         if refills is None:
             refills = np.append(np.arange(0, len(L), args.refill_docs), len(L))
-        return StreamInput(f"lengths:{Path(args.lengths).name}", "lengths", L, refills, labels)
+        return StreamInput(f"lengths:{Path(args.lengths).name}", "lengths", L, refills, labels,
+                           DocumentIndex.one_file(Path(args.lengths).name, L, labels))
     if args.synthetic:
         L = paper_like_lengths()
-        return StreamInput("synthetic-paper-census", "synthetic", L, np.append(np.arange(0, len(L), 128), len(L)))
+        return StreamInput("synthetic-paper-census", "synthetic", L, np.append(np.arange(0, len(L), 128), len(L)),
+                           index=DocumentIndex.one_file("synthetic-paper-census", L))
 
     lay = Layout(args.data_dir or default_data_dir(), args.source)
     names = lay.shard_names(args.split)
@@ -52,7 +66,33 @@ def load_stream(args) -> StreamInput:
         lengths.append(sh.lengths)
         refills.extend((refills[-1] + sh.refills[1:]).tolist())
     labels = prepared_labels(lay, names, [len(x) for x in lengths]) if args.source != "climbmix" else None
-    return StreamInput(f"{args.source}:{args.split}", args.source, np.concatenate(lengths), np.asarray(refills), labels)
+    L = np.concatenate(lengths)
+    index = DocumentIndex([f"{n}.parquet" for n in names],
+                          np.repeat(np.arange(len(names), dtype=np.int32), [len(x) for x in lengths]),
+                          np.concatenate([np.arange(len(x), dtype=np.int64) for x in lengths]), L, labels)
+    return StreamInput(f"{args.source}:{args.split}", args.source, L, np.asarray(refills), labels, index)
+
+
+def check_lengths(stream, bound):
+    """Every length at most `bound` (--max-length): one length past it (a corrupt file, a token count read as a
+    byte count) would otherwise start an audit of millions of rows."""
+    i = int(np.argmax(stream.lengths))
+    if stream.lengths[i] > bound:
+        where = (f"{stream.index.files[stream.index.file_of[i]]} row {stream.index.row_of[i]:,}"
+                 if stream.index is not None else f"document {i:,}")
+        raise DataError(f"{where}: a document of {int(stream.lengths[i]):,} tokens, above --max-length {bound:,}; "
+                        "check the input, or raise --max-length if it is real")
+
+
+def announce_cost(stream, packers, rows, R):
+    """An audit expected to take longer than COST_NOTICE_S says so before it starts (Ctrl-C ends it, writing
+    nothing). The rates were measured (README, "Audit your own packer"); a machine may be a few times slower."""
+    docs = min(rows * (R - 1) / max(stream.tokens / stream.n, 1), stream.n * (stream.passes or float("inf")))
+    seconds = sum(docs / (REPLAY_DOCS_PER_S if p in PACKERS else TRACE_DOCS_PER_S) for p in packers)
+    if seconds > COST_NOTICE_S:
+        print(f"note: this audit will take about {seconds / 60:,.0f} minutes ({docs:,.0f} documents through "
+              f"{len(packers)} packer{'s' * (len(packers) > 1)}); Ctrl-C stops it and writes nothing")
+    return seconds
 
 
 def budget(args, stream, R):
@@ -84,6 +124,10 @@ def check_args(args):
             what = {2: "R must be at least 2 (one input and one target)", 1: "must be positive",
                     0: "must be 0 or more"}[lo] if flag != "--buffer" else "B must be at least 1"
             raise DataError(f"{flag} {v}: {what}")
+    if args.passes is not None and args.passes < 1:
+        raise DataError(f"--passes {args.passes}: must be positive (leave it out for a stream that wraps)")
+    if args.max_length < 1:
+        raise DataError(f"--max-length {args.max_length}: must be positive")
     if args.lengths and args.split != "train":
         raise DataError("--split applies to a prepared corpus, not to a --lengths file")
     if args.column is not None and not (args.lengths or "").lower().endswith(".parquet"):
@@ -137,13 +181,14 @@ def compute(args, stream, packers, thresholds, user, work, engine=None):
     if rows < 1:
         raise DataError(f"budget of {targets} targets is less than one row of {R - 1}")
     passes, sentence = horizon(targets, stream)
-    print(f"audit of {stream.name}: {stream.n:,} sources per pass -> {args.out}")
+    print(f"audit of {stream.name}: {stream.n:,} documents per pass -> {args.out}")
     print(f"budget: {targets:,} targets = {rows:,} rows ({reason})")
     print(sentence if passes <= 1 else f"note: {sentence}")
+    announce_cost(stream, packers, rows, R)
     t0 = time.time()
     per = {}
     for p in bar(packers, desc="packers", unit="packer"):
-        per[p] = audit_packer(stream, p, rows, R, B, work, args.csv, user)
+        per[p] = audit_packer(stream, p, rows, R, B, work, args.csv, user, fates=not args.no_fates)
     started = max((s.get("passes_started") or 1 for s in per.values() if "refused" not in s), default=1)
     if started > 1 and passes <= 1:
         passes, sentence = horizon(targets, stream, started)
@@ -230,7 +275,9 @@ def run_audit(args) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         stack = contextlib.ExitStack()
         stack.enter_context(lock_file(out.parent / f".{out.name}.lock", f"the audit output {out}"))
-    except (FolderLocked, OSError, ValueError) as e:
+    except OSError as e:
+        raise DataError(f"--out {out}: cannot be made or locked ({e.strerror or type(e).__name__})") from None
+    except (FolderLocked, ValueError) as e:
         raise DataError(str(e)) from None
     # everything is written into a fresh sibling folder and swapped in at the end, so a failed
     # audit leaves the previous complete output untouched, never a mix of old and new files

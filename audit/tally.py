@@ -20,6 +20,10 @@ from loaders.core import CROP
 DECILES = 10
 NO_LABEL = "(no label)"
 CURVE_BINS = 400
+NONE = np.iinfo(np.int64).max  # first target / first position of a source not yet emitted
+# what the tally keeps of each live source: its arrival id, length, label id; own tokens emitted, tokens discarded,
+# events; its first emission's target offset, and its first and last exposed position (the per-document fates)
+LIVE = ("id", "len", "label", "own", "disc", "nev", "t0", "pmin", "pmax")
 
 
 def decile_edges(L):
@@ -109,7 +113,7 @@ class Tally:
         self.R, self.targets = R, targets
         self.S = len(STRATA) + 1
         self.labels = Labels()
-        self.live = {k: np.zeros(0, np.int64) for k in ("id", "len", "label", "own", "disc", "nev")}
+        self.live = {k: np.zeros(0, np.int64) for k in LIVE}
         z = lambda *shape: np.zeros(shape, np.int64)  # noqa: E731
         self.by_stratum = {k: z(self.S) for k in ("sources", "started", "loaded", "emitted", "fully")}
         self.by_label = {}  # label id -> per-label counters (grown on demand)
@@ -121,6 +125,7 @@ class Tally:
         self.n = {k: 0 for k in ("events", "emitted", "discarded", "added", "long_arrived", "long_started",
                                  "emitted_long", "continuation_rows", "continuation_events", "rows")}
         self.startup = None
+        self.on_fold = None  # called with each batch of retired sources (their LIVE columns): the fate table
         self.curve_edges = np.linspace(0, max(targets, 1), CURVE_BINS + 1)
         self.curve_all, self.curve_long = z(CURVE_BINS), z(CURVE_BINS)
 
@@ -132,8 +137,8 @@ class Tally:
         lab = self.labels.ids(labels, len(L)) if label_ids is None else np.asarray(label_ids, np.int64)
         for k, v in (("id", ids), ("len", L), ("label", lab)):
             self.live[k] = np.concatenate([self.live[k], v])
-        for k in ("own", "disc", "nev"):
-            self.live[k] = np.concatenate([self.live[k], np.zeros(len(L), np.int64)])
+        for k, v in (("own", 0), ("disc", 0), ("nev", 0), ("t0", NONE), ("pmin", NONE), ("pmax", -1)):
+            self.live[k] = np.concatenate([self.live[k], np.full(len(L), v, np.int64)])
         self.arrived_lengths.add(L)
 
     # ---- events --------------------------------------------------------------------
@@ -156,6 +161,7 @@ class Tally:
         a, L = rec["span_start"], rec["source_len"]
         b = a + rec["emitted"] - lead  # the source's positions [a, b), plus position 0 where the lead stands in
         whole = (a == 0) & (b == L)
+        self._positions(idx, a, b, stands_in, rec["target_offset"].astype(np.int64))
         self.whole_emitted.add(L[whole])
         st = stratum_of(L)
         part = np.flatnonzero(~whole)
@@ -174,6 +180,14 @@ class Tally:
         if long_.any():
             t = int(rec["target_offset"][long_].min())
             self.startup = t if self.startup is None else min(self.startup, t)
+
+    def _positions(self, idx, a, b, stands_in, t):
+        """Each live source's first emission (target offset t) and first and last exposed position."""
+        np.minimum.at(self.live["t0"], idx, t)
+        some = b > a
+        first = np.where(stands_in > 0, 0, np.where(some, a, NONE))
+        np.minimum.at(self.live["pmin"], idx, first)
+        np.maximum.at(self.live["pmax"], idx, np.where(some, b - 1, np.where(stands_in > 0, 0, -1)))
 
     def _first_events(self, rec, idx):
         """The start curves: each source's first event, by target offset."""
@@ -200,6 +214,8 @@ class Tally:
         self._fold(out)
 
     def _fold(self, s):
+        if self.on_fold is not None and len(s["id"]):
+            self.on_fold(s)
         L, own, disc, started = s["len"], s["own"], s["disc"], s["nev"] > 0
         st = stratum_of(L)
         for k, w in (("sources", None), ("started", started), ("loaded", L), ("emitted", own), ("fully", own == L)):

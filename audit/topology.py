@@ -63,7 +63,7 @@ def shares(stream, W, group=1, refill_docs=128):
         L = stream.lengths[idx]
         refills = np.append(np.arange(0, len(L), refill_docs), len(L))
         labels = None if stream.labels is None else np.asarray(stream.labels, dtype=object)[idx]
-        out.append(StreamInput(f"{stream.name}[worker {w}]", stream.kind, L, refills, labels))
+        out.append(StreamInput(f"{stream.name}[worker {w}]", stream.kind, L, refills, labels, passes=stream.passes))
     return out
 
 

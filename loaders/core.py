@@ -49,6 +49,7 @@ class PackerCore:
         self.arrived_docs = 0  # original documents that entered the buffer
         self.added_bos = 0  # segment-first BOS markers beyond each source's own
         self.rows_done = 0
+        self.row_first_event = 0
         self.rng = random.Random(seed)  # random-span crops only; never torch's generator
         self.refill_log = None  # set to a list to record (events_before, first_source, n_docs)
 
@@ -122,6 +123,7 @@ class PackerCore:
         randrange = self.rng.randrange
         ev = events.append
         for _ in range(n_rows):
+            self.row_first_event = len(events)  # where this row began: a stream that ends inside it cuts it there
             pos = 0
             while pos < R:
                 while len(spans) < B:

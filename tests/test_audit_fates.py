@@ -43,14 +43,15 @@ def in_memory(packer_fn, refills, name, rows, R, B, drain_rows=None, label_names
     discarded = int(rec["discarded"].sum()) + int(L[never].sum())
     buffered = int(L.sum()) + added_all - int(rec["emitted"].sum()) - discarded
     lab = np.asarray(tally.labels.names, dtype=object)[tally.live["label"][rec["source_id"]]] if label_names else None
-    out = finish(tally, watch, name, rows, R, B, None, added_all, buffered, [], applies=applies)
+    made = tr.rows  # the rows the packer made within the budget: fewer where its input ended first
+    out = finish(tally, watch, name, made, R, B, None, added_all, buffered, [], applies=applies, budget_rows=rows)
     out["discarded"] = discarded
     out["partition_holds"] = out["tokens_arrived"] + out["bos_added"] == out["emitted"] + out["discarded"] + out["buffered"]
     out["protected"]["why_not"] = None if applies else "its rule is not the paper's family"
     out["trace"] = {"rows_yielded": tr.rows_yielded, "stream_ended": bool(tr.ended), "rows_reached": tr.rows,
                     "padding": tr.counts["pad"], "other_inserted": tr.counts["other_inserted"],
                     "row_tokens": tr.counts["row_tokens"], "unresolved_sources": 0 if tr.ended else len(ev["never"])}
-    out["padding_share"] = tr.counts["pad"] / (rows * R) if rows else 0.0
+    out["padding_share"] = tr.counts["pad"] / (made * R) if made else 0.0
     return out, rec, lab
 
 
