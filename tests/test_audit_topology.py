@@ -1,7 +1,8 @@
 """The audit under a loader topology (audit/topology.py): N ranks x M workers, one packer per worker stream.
 
 Checked against one-stream audits of shares cut here by slicing (not by the module's split), against a
-small case worked by hand, and for bad input on the command line."""
+small case worked by hand, for bad input on the command line, and with worker streams that fail the
+audit's checks (counts made by hand, or a traced packer that selects what the Proposition protects)."""
 import json
 
 import numpy as np
@@ -12,7 +13,7 @@ from audit.__main__ import main as audit_main
 from audit.adapters import SPECS, installed, user_spec
 from audit.api import trace
 from audit.pipeline import StreamInput, audit_packer
-from audit.topology import SUMMED, audit_topology
+from audit.topology import SUMMED, audit_topology, merge
 from corpus.errors import DataError
 from findings.summary import Section, topology_rows
 from loaders.core import PACKERS
@@ -224,3 +225,34 @@ def test_the_findings_page_says_how_the_never_started_set_changes(tmp_path):
     empty = Section("s5_1", "5.1")
     topology_rows(empty, tmp_path / "missing", tmp_path)  # an older run folder: no row, no error
     assert not empty.rows
+
+
+# ---- worker streams that fail the audit's checks ------------------------------------------------------------
+# In correct code a replayed packer never fails them, so the streams below are made to: counts by hand, or a
+# traced packer that selects exactly the documents the Proposition protects.
+
+
+def _worker(held=True, partition=True, buffered=30):
+    # one worker stream's counts as summary.json keeps them: 100 tokens and 5 BOS markers arrived, 60 emitted,
+    # 15 discarded, 30 buffered (a partition that adds up); every other count 0, no labels
+    c = {**{k: 0 for k in SUMMED}, "tokens_arrived": 100, "bos_added": 5, "emitted": 60, "discarded": 15,
+         "buffered": buffered}
+    return {**c, "by_label": [], "position_exposure": [], "partition_holds": partition, "proposition_held": held,
+            "protected_size": 3}
+
+
+@pytest.mark.parametrize("held, want", [
+    ([True, True, True], True),
+    ([True, False, True], False),  # one stream of three violated it: the run did, whichever stream it was
+    ([None, None], None),  # outside the paper's family in every stream: not checked
+    ([True, None], None),  # checked in one stream only: no verdict for the run
+    ([None, False, True], False),  # a violation is not hidden by a stream where the Proposition does not apply
+], ids=["all held", "one of three violated", "not checked", "checked in one", "violated beside not checked"])
+def test_the_merged_proposition_holds_only_where_every_worker_stream_held_it(held, want):
+    m = merge([_worker(h) for h in held])
+    assert m["proposition_held"] is want and m["partition_holds"] is True
+
+
+def test_the_merged_partition_adds_up_only_where_every_worker_streams_does():
+    m = merge([_worker(), _worker(partition=False, buffered=37), _worker()])
+    assert m["partition_holds"] is False and m["proposition_held"] is True and m["buffered"] == 97
