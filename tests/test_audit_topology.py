@@ -13,6 +13,7 @@ from audit.__main__ import main as audit_main
 from audit.adapters import SPECS, installed, user_spec
 from audit.api import trace
 from audit.pipeline import StreamInput, audit_packer
+from audit.report import worker_stream_failures
 from audit.topology import SUMMED, audit_topology, merge
 from corpus.errors import DataError
 from findings.summary import Section, topology_rows
@@ -241,6 +242,11 @@ def _worker(held=True, partition=True, buffered=30):
             "protected_size": 3}
 
 
+def _topology(*workers, ranks=2):
+    return {"ranks": ranks, "packers": {f"p{i}": {"workers": list(w), "merged": merge(list(w))}
+                                        for i, w in enumerate(workers)}}
+
+
 @pytest.mark.parametrize("held, want", [
     ([True, True, True], True),
     ([True, False, True], False),  # one stream of three violated it: the run did, whichever stream it was
@@ -256,3 +262,14 @@ def test_the_merged_proposition_holds_only_where_every_worker_stream_held_it(hel
 def test_the_merged_partition_adds_up_only_where_every_worker_streams_does():
     m = merge([_worker(), _worker(partition=False, buffered=37), _worker()])
     assert m["partition_holds"] is False and m["proposition_held"] is True and m["buffered"] == 97
+
+
+def test_the_report_names_each_worker_stream_that_failed_a_check():
+    # 2 ranks x 2 workers: stream w is rank w mod 2, worker w // 2
+    topo = _topology([_worker(), _worker(None), _worker(False), _worker(partition=False, buffered=37)])
+    assert worker_stream_failures(topo, ["p0"]) == [
+        "**p0, worker stream 2 (rank 0, worker 1): Proposition violated:** a protected source was selected from "
+        "this stream's buffer.", "",
+        "**p0, worker stream 3 (rank 1, worker 1): the partition does not add up:** 105 tokens arrived (BOS markers "
+        "included) against 112 emitted, discarded and buffered.", ""]
+    assert worker_stream_failures(_topology([_worker(), _worker(None)]), ["p0"]) == []
