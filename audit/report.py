@@ -253,13 +253,32 @@ def topology_sentence(topo, one, name, R):
             f"{one['sources_arrived']:,}).")
 
 
+def worker_stream_failures(topo, names):
+    """A line naming each worker stream whose partition does not add up or whose Proposition was violated: the
+    per-worker table's NO, said where a reader of the lead (or the console) sees it."""
+    out, N = [], topo["ranks"]
+    for n in names:
+        for w, c in enumerate(topo["packers"][n]["workers"]):
+            where = f"{n}, worker stream {w} (rank {w % N}, worker {w // N})"
+            if not c["partition_holds"]:
+                out += [f"**{where}: the partition does not add up:** {c['tokens_arrived'] + c['bos_added']:,} tokens "
+                        f"arrived (BOS markers included) against {c['emitted'] + c['discarded'] + c['buffered']:,} "
+                        f"emitted, discarded and buffered.", ""]
+            if c["proposition_held"] is False:
+                out += [f"**{where}: Proposition violated:** a protected source was selected from this stream's "
+                        f"buffer.", ""]
+    return out
+
+
 def topology_section(summary, per):
-    """The topology's lead: the merged sentence per packer, then the per-worker table."""
+    """The topology's lead: the merged sentence per packer and any worker stream that failed a check, then the
+    per-worker table."""
     topo = summary["topology"]
     out = ["## Loader topology", ""]
     names = [n for n in per if "refused" not in topo["packers"][n]["merged"]]
     for n in names:
         out += [topology_sentence(topo, per[n], n, summary["row_capacity"]), ""]
+    out += worker_stream_failures(topo, names)
     header = ["packer", "stream (rank, worker)", "documents", "rows", "sources arrived", "never started",
               "> R arrived", "> R never started", "partition adds up", "Proposition held"]
     rows, N = [], topo["ranks"]

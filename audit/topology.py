@@ -94,7 +94,9 @@ def merge(per_worker):
     out["position_exposure"] = merge_exposure([c["position_exposure"] for c in per_worker])
     out["partition_holds"] = all(c["partition_holds"] for c in per_worker)
     held = [c["proposition_held"] for c in per_worker]
-    out["proposition_held"] = None if any(h is None for h in held) else all(held)
+    # held only where every worker stream held it; a violation anywhere is the run's, even beside streams where
+    # the Proposition does not apply (None)
+    out["proposition_held"] = None if None in held and False not in held else all(held)
     return out
 
 
