@@ -180,7 +180,8 @@ def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve,
     budget_rows = rows if budget_rows is None else budget_rows
     out = {"packer": packer, "row_capacity": R, "buffer": B, "rows": rows, "targets": rows * (R - 1),
            "budget_rows": budget_rows, "budget_reached": rows >= budget_rows, "passes_started": passes, **t, "bos_added": int(added_bos), "buffered": int(buffered)}
-    out["partition_holds"] = out["tokens_arrived"] + out["bos_added"] == out["emitted"] + out["discarded"] + out["buffered"]
+    out["sources_overdrawn"] = tally.n["overdrawn"]
+    out["partition_holds"] = partition_holds(out)
     out["protected"] = {
         "size": len(ps.members), "tokens": int(ps.mass),
         "share_of_arrived": ps.mass / out["tokens_arrived"] if out["tokens_arrived"] else 0.0,
@@ -193,6 +194,14 @@ def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve,
         out["protected"]["all_buffered_unstarted"] = unstarted
     out["plot"] = {**tally.plot_data(), "buffer_curve": curve, "protected_lengths": sorted(k[0] for k in ps.heap)}
     return out
+
+
+def partition_holds(s) -> bool:
+    """Arrived tokens (and added markers) = emitted + discarded + buffered, with nothing buffered below zero and no
+    source giving more tokens than it has (a traced packer's buffered term is what the others leave: the sum alone
+    could not fail)."""
+    return (s["tokens_arrived"] + s["bos_added"] == s["emitted"] + s["discarded"] + s["buffered"]
+            and s["buffered"] >= 0 and s["sources_overdrawn"] == 0)
 
 
 def _protected_unstarted(live, members):
@@ -228,7 +237,7 @@ def trace_packer(packer_fn, refills, name, rows, R, B, first_id, bos_id=None, pa
     out = finish(tally, watch, name, made, R, B, None, tot.added, buffered, [], applies=applies,
                  unstarted=not tot.member_started, budget_rows=rows)
     out["discarded"] = tot.discarded  # never-emitted sources are discarded without an event
-    out["partition_holds"] = out["tokens_arrived"] + out["bos_added"] == out["emitted"] + out["discarded"] + out["buffered"]
+    out["partition_holds"] = partition_holds(out)
     out["protected"]["why_not"] = None if applies else (why_not or "its rule is not the paper's family")
     out["trace"] = {"rows_yielded": dec.n, "stream_ended": bool(dec.ended), "rows_reached": made,
                     "padding": dec.counts["pad"], "other_inserted": dec.counts["other_inserted"],

@@ -123,7 +123,7 @@ class Tally:
         self.dec_emitted = z(self.S, DECILES)  # the spans of events that do not emit their whole source
         self.crop_hist = z(R + 1)
         self.n = {k: 0 for k in ("events", "emitted", "discarded", "added", "long_arrived", "long_started",
-                                 "emitted_long", "continuation_rows", "continuation_events", "rows")}
+                                 "emitted_long", "continuation_rows", "continuation_events", "rows", "overdrawn")}
         self.startup = None
         self.on_fold = None  # called with each batch of retired sources (their LIVE columns): the fate table
         self.curve_edges = np.linspace(0, max(targets, 1), CURVE_BINS + 1)
@@ -221,6 +221,7 @@ class Tally:
         for k, w in (("sources", None), ("started", started), ("loaded", L), ("emitted", own), ("fully", own == L)):
             self.by_stratum[k] += np.bincount(st, weights=w, minlength=self.S).astype(np.int64)
         long_ = L > self.R
+        self.n["overdrawn"] += int((own + disc > L).sum())  # more of a source emitted or discarded than it holds
         self.n["long_arrived"] += int(long_.sum())
         self.n["long_started"] += int((long_ & started).sum())
         for lab in np.unique(s["label"]).tolist():

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit.adapters import FIRST_ID, concat_chunk, ours
+from audit.api import trace
 from audit.compute import replay_packer, trace_packer
 from audit.events import EventSink, read_events, write_csv
 from audit.feed import PassRefills
@@ -132,3 +133,18 @@ def test_fates_a_cut_span_a_continuation_and_a_never_started_source():
     refills = PassRefills(np.array([6, 1, 3]), np.array([0, 3]), max_passes=1)
     s = trace_packer(skip_one, refills, "skip", 3, 6, 1, FIRST_ID)
     assert (s["sources_never_started"], s["discarded"], s["emitted"], s["buffered"]) == (1, 1, 9, 0)
+
+
+def test_a_packer_that_emits_a_document_twice_fails_the_partition():
+    # a traced packer's buffered term is what emitted and discarded leave: the sum alone would always add up.
+    # Documents of 3 and 4 tokens at R = 8, each emitted twice: 7 tokens arrived, 14 emitted
+    def twice(docs):
+        for d in docs:
+            yield list(d)
+            yield list(d)
+
+    s = trace(twice, [3, 4], row_capacity=8, buffer=1, targets=7 * 4)
+    assert s["emitted"] == 14 and s["tokens_arrived"] == 7 and s["sources_overdrawn"] == 2
+    assert not s["partition_holds"]
+    ok = trace(lambda docs: (list(d) for d in docs), [3, 4], row_capacity=8, buffer=1, targets=7 * 2, name="once")
+    assert ok["partition_holds"] and ok["sources_overdrawn"] == 0
