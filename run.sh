@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The two quick-start commands:  ./run.sh main   (the main job on the offline corpus)
 #                                ./run.sh test   (the whole test suite)
+# and ./run.sh setup, which only installs (then `source .venv/bin/activate` for the command lines).
 # Both create .venv in the checkout on first use and reuse it afterwards. Packages come
 # from requirements.lock (the exact versions the tests passed with) and requirements-audit.lock
 # (the packing libraries the audit runs: TRL, OLMo-core, torchtune, torchtitan), requirements-ray.lock
@@ -44,6 +45,7 @@ fi
 cmd=${1:-}
 shift || true
 case "$cmd" in
+  setup) echo "ready: .venv has the locks and $("$PWD/.venv/bin/python" -c 'import torch; print("torch", torch.__version__)'); source .venv/bin/activate to use the command lines" ;;
   main) exec .venv/bin/python main.py "$@" ;;
   # two test processes, one per core (PACKAUDIT_TEST_WORKERS=0: one process); whole files per process,
   # so a file's session fixtures (a prepared corpus, a calibrated queue) are built once; the slowest files
@@ -51,5 +53,5 @@ case "$cmd" in
   # bytecode caches on even where the environment turns them off (PYTHONDONTWRITEBYTECODE): pytest otherwise
   # rewrites every test module's asserts again in each process, about 5 s a run on 2 cores (__pycache__ is ignored)
   test) PYTHONDONTWRITEBYTECODE= exec .venv/bin/python -m pytest -n "${PACKAUDIT_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@" ;;
-  *) echo "usage: ./run.sh main [options] | ./run.sh test [pytest options]" >&2; exit 2 ;;
+  *) echo "usage: ./run.sh setup | ./run.sh main [options] | ./run.sh test [pytest options]" >&2; exit 2 ;;
 esac

@@ -67,8 +67,8 @@ def core_chunks(refills, packer, rows, R, B):
     with B spans buffered; the selections of the row it could not finish are undone, their spans buffered."""
     core = PullingCore(refills, packer, R, B)
     step = max(1, rows // PLOT_POINTS)
-    done, undone = 0, []
-    while done < rows and not undone:
+    done, undone, ended = 0, [], False
+    while done < rows and not ended:
         raw, marks, points, first_row = [], [], [], done
         while done < min(rows, first_row + CHUNK_ROWS):
             point = min(rows, (done // step + 1) * step)  # the next point of the buffer curve
@@ -76,10 +76,11 @@ def core_chunks(refills, packer, rows, R, B):
             try:
                 core.pack_rows(k, raw)
             except StreamEnded:
+                ended = True  # at a row's start or inside it: the row's selections so far are undone
                 undone = raw[core.row_first_event:]
                 del raw[core.row_first_event:]
             done = core.rows_done
-            if undone:
+            if ended:
                 break
             if done == point:
                 marks.append(len(raw))

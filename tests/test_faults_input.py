@@ -1,12 +1,19 @@
 """Bad input is one line and exit status 2 (issue 20, "Bad input"): model shapes the model
 cannot build, a boolean where a number belongs, a read-only output folder; and key=value
-overrides are accepted wherever they stand among train.py's options."""
+overrides are accepted wherever they stand among train.py's options. The audit's bad inputs
+(issue 50): each one line, nothing written, no lock left; Ctrl-C one line."""
 import json
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import one_line_error
 
+import audit.run as audit_run
 import train as train_cli
+from audit.__main__ import main as audit_main
+from audit.api import trace
+from corpus.errors import DataError
 from eval.official import main as official_main
 from manifests.__main__ import main as manifest_main
 from train import train
@@ -71,3 +78,57 @@ def test_unwritable_outputs_and_a_full_disk_are_one_line_naming_the_path(small_c
     rc = prepare.main(["--data-dir", str(tmp_path / "data"), "--max-files", "30", "--shards", "3"])
     one_line_error(capsys, rc, str(tmp_path / "data"), "free disk space")
     assert not list(tmp_path.glob("*.tmp")) and not list((tmp_path / "run2").glob(".*.tmp"))
+
+
+def _audit_inputs(tmp_path):
+    """The files the audit's bad-input cases read: a length file, a parquet of lengths with no named length column."""
+    (tmp_path / "ok.txt").write_text("5\n40\n3\n90\n7\n" * 4)
+    (tmp_path / "huge.txt").write_text("5\n40\n1000000000000\n7\n")
+    pq.write_table(pa.table({"doc_id": [1, 2, 3], "tokens": [5, 9, 4]}), tmp_path / "l.parquet")
+    (tmp_path / "folder").mkdir()
+    return ["--row-capacity", "33", "--buffer", "4", "--packers", "original", "--permutations", "0", "--no-figures"]
+
+
+@pytest.mark.parametrize("case, args, needles", [
+    ("a length of 10^12", ["--lengths", "huge.txt"], ["huge.txt row 2", "1,000,000,000,000 tokens", "--max-length"]),
+    ("--label-column with a text file", ["--lengths", "ok.txt", "--label-column", "source"],
+     ["--label-column 'source'", "applies to a .parquet"]),
+    ("a parquet without --column", ["--lengths", "l.parquet"], ["--column", "doc_id, tokens"]),
+    ("a folder", ["--lengths", "folder"], ["is a folder"]),
+    ("an --out where nothing can be made", ["--lengths", "ok.txt", "--out", "/proc/x/audit"], ["--out /proc/x/audit"]),
+    ("--passes 0", ["--lengths", "ok.txt", "--passes", "0"], ["--passes 0"]),
+])
+def test_the_audits_bad_inputs_are_one_line_writing_nothing_and_leaving_no_lock(tmp_path, capsys, monkeypatch,
+                                                                                 case, args, needles):
+    common = _audit_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    out = [] if "--out" in args else ["--out", "out"]
+    one_line_error(capsys, audit_main(args + common + out), *needles)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before, case  # no output, no .new- folder, no lock
+
+
+def test_labels_of_the_wrong_length_are_one_line_not_a_refused_packer():
+    with pytest.raises(DataError, match="2 labels for 3 documents"):
+        trace(lambda docs: (list(d) for d in docs), [3, 4, 5], row_capacity=8, labels=["a", "b"])
+
+
+def test_ctrl_c_during_the_audit_is_one_line_and_leaves_no_output(tmp_path, capsys, monkeypatch):
+    common = _audit_inputs(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    def interrupted(*a, **k):  # Ctrl-C as the folder is being written
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(audit_run, "write_folder", interrupted)
+    rc = audit_main(["--lengths", str(tmp_path / "ok.txt"), *common, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("packers:")]  # the progress bar aside
+    assert rc == 130 and lines == [f"interrupted: nothing written; {tmp_path / 'out'} is as it was"], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_finished_audit_leaves_no_lock_beside_its_folder(tmp_path):
+    common = _audit_inputs(tmp_path)
+    assert audit_main(["--lengths", str(tmp_path / "ok.txt"), *common, "--out", str(tmp_path / "out")]) == 0
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]

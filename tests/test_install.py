@@ -143,3 +143,9 @@ def test_run_sh_refuses_a_bad_choice_before_installing(tmp_path):
                        env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "PACKAUDIT_TORCH": "rocm"})
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "PACKAUDIT_TORCH" in p.stderr
     assert not (tmp_path / ".venv").exists()
+
+
+def test_run_sh_setup_installs_and_exits_0_without_running_anything():
+    # the suite runs after run.sh installed: setup finds the stamp, installs nothing more, and says it is ready
+    p = subprocess.run(["bash", str(ROOT / "run.sh"), "setup"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.startswith("ready: .venv has the locks and torch 2.13.0"), p.stderr

@@ -1,0 +1,106 @@
+"""The per-document fate table (audit/fate_table.py): hand-worked streams checked row by row (one wrapped
+into a second pass, one whose budget ends with a document waiting and two never reached, one whose
+packer drops a document unseen), and on random streams its sums against the summary's partition and
+never-started counts, for every replayed packer, wrapped or not."""
+import numpy as np
+import pyarrow.parquet as pq
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from audit.adapters import Spec
+from audit.fate_table import FATES, NEVER_STARTED, DocumentIndex
+from audit.pipeline import StreamInput, audit_packer
+from loaders.core import PACKERS
+
+COLUMNS = ("fate", "arrivals", "first_arrival", "last_arrival", "emitted", "discarded", "buffered", "first_target",
+           "first_position", "last_position")
+
+
+def _stream(lengths, passes=None, labels=None):
+    L = np.asarray(lengths, np.int64)
+    return StreamInput("hand", "lengths", L, np.arange(len(L) + 1), labels, DocumentIndex.one_file("hand.txt", L, labels),
+                       passes)
+
+
+def _fates(tmp_path, stream, packer, rows, R, B, user=None):
+    s = audit_packer(stream, packer, rows, R, B, tmp_path, user=user)
+    t = pq.read_table(tmp_path / f"fates_{packer}.parquet").to_pylist()
+    return s, t
+
+
+def test_a_stream_wrapped_into_its_second_pass_row_by_row(tmp_path):
+    # R = 4 (3 targets a row), B = 2, one document per refill; documents of 2, 6, 1, 3 tokens (arrivals 0-3, then
+    # 4 = doc 0 and 5 = doc 1 again). Row 0: doc 0 fits whole (offset 0), doc 2 fits (offset 2), doc 3 is cropped to
+    # 1 token, 2 discarded (offset 3). Row 1: arrival 4 (doc 0) fits (offset 0); arrival 5 (doc 1) joins arrival 1
+    # in the 6-token bucket and the earlier, arrival 1, is cropped to 2 tokens, 4 discarded (offset 2).
+    # At the horizon arrival 5 waits in the buffer, whole: doc 1 is started, partly emitted, and has 6 buffered.
+    s, t = _fates(tmp_path, _stream([2, 6, 1, 3]), "original", 2, 4, 2)
+    want = [  # fate, arrivals, first, last, emitted, discarded, buffered, first target, first and last position
+        ("whole", 2, 0, 4, 4, 0, 0, 0, 0, 1),
+        ("partial", 2, 1, 5, 2, 4, 6, 4, 0, 1),  # row 1 offset 2: 1 * 3 + (2 - 1) targets before it
+        ("whole", 1, 2, 2, 1, 0, 0, 1, 0, 0),
+        ("partial", 1, 3, 3, 1, 2, 0, 2, 0, 0)]
+    assert [tuple(r[c] for c in COLUMNS) for r in t] == want
+    assert [(r["doc"], r["file"], r["row"], r["length"]) for r in t] == [(0, "hand.txt", 0, 2), (1, "hand.txt", 1, 6),
+                                                                         (2, "hand.txt", 2, 1), (3, "hand.txt", 3, 3)]
+    d = s["documents"]
+    assert d["arrivals"] == 6 and d["by_fate"] == {"whole": 2, "partial": 2, "waiting": 0, "dropped": 0,
+                                                   "not_arrived": 0}
+    assert s["sources_arrived"] == 6 and s["passes_started"] == 2
+
+
+def test_a_budget_that_ends_with_a_document_waiting_and_two_never_reached(tmp_path):
+    # R = 4, B = 2, documents of 6, 5, 1, 1 labelled a, b, a, b: row 0 takes in doc 0 and doc 1; neither fits, the
+    # shorter (doc 1, 5 tokens) is cropped to 4 and 1 is discarded; the budget of one row ends there
+    labels = np.array(["a", "b", "a", "b"], dtype=object)
+    s, t = _fates(tmp_path, _stream([6, 5, 1, 1], labels=labels), "original", 1, 4, 2)
+    assert [tuple(r[c] for c in COLUMNS) for r in t] == [
+        ("waiting", 1, 0, 0, 0, 0, 6, None, None, None),
+        ("partial", 1, 1, 1, 4, 1, 0, 0, 0, 3),
+        ("not_arrived", 0, None, None, 0, 0, 0, None, None, None),
+        ("not_arrived", 0, None, None, 0, 0, 0, None, None, None)]
+    assert [r["label"] for r in t] == ["a", "b", "a", "b"]
+    by_label = {g["label"]: g for g in s["documents"]["by_label"]}
+    assert (by_label["a"]["waiting"], by_label["a"]["not_arrived"], by_label["b"]["partial"]) == (1, 1, 1)
+    assert s["documents"]["longer_than_R"] == {"whole": 0, "partial": 1, "waiting": 1, "dropped": 0, "not_arrived": 0}
+
+
+def _drop_long(R):
+    def pack(docs):  # rows of one document each, a document longer than R dropped unseen
+        for d in docs:
+            if len(d) <= R:
+                yield list(d)
+    return pack
+
+
+def test_a_document_a_packer_drops_unseen_is_dropped(tmp_path):
+    spec = Spec("drop_long", lambda R, B, w: _drop_long(R), why_not="a test packer")
+    s, t = _fates(tmp_path, _stream([3, 9, 2], passes=1), "drop_long", 5, 4, 1, user=spec)
+    assert [r["fate"] for r in t] == ["whole", "dropped", "whole"]
+    assert (t[1]["discarded"], t[1]["emitted"], t[1]["buffered"]) == (9, 0, 0)
+    assert s["rows"] == 2 and s["budget_rows"] == 5 and not s["budget_reached"]  # the input ended after two rows
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_the_fates_add_up_to_the_partition_and_the_never_started_counts(tmp_path_factory, data):
+    R = data.draw(st.integers(3, 30))
+    B = data.draw(st.integers(1, 12))
+    lengths = data.draw(st.lists(st.sampled_from([1, 2, R - 1, R, R + 1, 2 * R, 5 * R]), min_size=1, max_size=60))
+    passes = data.draw(st.sampled_from([None, 1, 2]))
+    rows = data.draw(st.integers(1, 50))
+    packer = data.draw(st.sampled_from(PACKERS))
+    s, t = _fates(tmp_path_factory.mktemp("f"), _stream(lengths, passes), packer, rows, R, B)
+    total = {c: sum(r[c] for r in t) for c in ("emitted", "discarded", "buffered", "arrivals")}
+    added_emitted = s["emitted"] - total["emitted"]  # segment-first's own BOS markers before later chunks
+    assert 0 <= added_emitted <= s["bos_added"]
+    assert total["discarded"] == s["discarded"] and total["arrivals"] == s["sources_arrived"]
+    assert total["emitted"] + total["discarded"] + total["buffered"] == s["tokens_arrived"]
+    assert total["buffered"] + s["bos_added"] - added_emitted == s["buffered"]
+    counts = {f: sum(r["fate"] == f for r in t) for f in FATES}
+    assert counts == s["documents"]["by_fate"]
+    if s["passes_started"] == 1:  # every document arrived at most once: documents are arrivals
+        assert sum(counts[f] for f in NEVER_STARTED) == s["sources_never_started"]
+        assert counts["whole"] == s["sources_fully_emitted"]
+    assert all(r["arrivals"] == 0 for r in t if r["fate"] == "not_arrived")
+    assert all(r["emitted"] == r["length"] * r["arrivals"] - r["discarded"] - r["buffered"] for r in t)
