@@ -14,6 +14,7 @@ keeps buffered or never starts, which positions of them it trains on, for the pa
     feed.py          refills pulled on demand: memory is the buffer and a chunk, not the stream
     trace.py         run any packer on tracer documents and decode its rows into the replay's events
     fates.py         the trace's emissions resolved and tallied a range of sources at a time, from disk
+    fate_table.py    fates_<packer>.parquet: one row per input document, its fate at the horizon; documents counted
     spill.py         tables as long as the stream (documents, decoded emissions) on disk, read back by range
     adapters.py      packers to trace: ours, concatenate-and-chunk, TRL, OLMo-core, torchtune, torchtitan
     events.py        the event schema the replay and the trace share, and its writers
@@ -25,7 +26,7 @@ keeps buffered or never starts, which positions of them it trains on, for the pa
     synthetic.py     a synthetic length stream shaped like the paper's census
     lengths_file.py  a researcher's own length stream: text, refill lines, .npy or a parquet column
     report.py        report.md, written from the summary (nothing computed there)
-    compare.py       one table across packers at the same budget, and its headline
+    compare.py       one table across packers at one budget (and who stopped short of it), and its headline
     plots.py         the figures (matplotlib, PNG)
     fmt.py           number formats and Markdown tables shared by the report and the comparison
     bench.py         benchmarks: paper-scale replay, trace decoding against each library, scale, checker
