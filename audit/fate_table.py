@@ -42,12 +42,23 @@ SCHEMA = pa.schema([("doc", pa.int64()), ("file", pa.dictionary(pa.int32(), pa.s
 
 @dataclass
 class DocumentIndex:
-    """Where each of the stream's n documents comes from: files[file_of[d]], row row_of[d] in it."""
+    """Where each of the stream's n documents comes from: files[file_of[d]], row row_of[d] in it; doc: its number
+    in the whole corpus (a worker stream's share holds every W-th document), None for 0..n-1."""
     files: list
     file_of: np.ndarray  # int32, one per document
     row_of: np.ndarray  # int64, one per document
     lengths: np.ndarray
     labels: object = None  # one label per document (object array), or None
+    doc: np.ndarray = None
+
+    def subset(self, idx):
+        """The documents idx (sorted), numbered as in this index."""
+        return DocumentIndex(self.files, self.file_of[idx], self.row_of[idx], np.asarray(self.lengths)[idx],
+                             None if self.labels is None else np.asarray(self.labels, dtype=object)[idx],
+                             idx if self.doc is None else self.doc[idx])
+
+    def numbers(self, lo, hi):
+        return np.arange(lo, hi, dtype=np.int64) if self.doc is None else np.asarray(self.doc[lo:hi], np.int64)
 
     @classmethod
     def one_file(cls, name, lengths, labels=None):
@@ -128,7 +139,7 @@ def _table(c, index, lo, hi):
     labels = None if index.labels is None else pa.array(
         [None if x is None else str(x) for x in index.labels[lo:hi]], pa.string())
     return pa.table({
-        "doc": np.arange(lo, hi, dtype=np.int64),
+        "doc": index.numbers(lo, hi),
         "file": pa.DictionaryArray.from_arrays(pa.array(index.file_of[lo:hi], pa.int32()), pa.array(index.files)),
         "row": index.row_of[lo:hi], "label": labels if labels is not None else pa.nulls(hi - lo, pa.string()),
         "length": np.asarray(index.lengths[lo:hi], np.int64),

@@ -248,7 +248,7 @@ def topology_sentence(topo, one, name, R):
     return (f"With {N} rank{'s' * (N > 1)} x {M} worker{'s' * (M > 1)} ({topo['worker_streams']} worker streams, "
             f"split by {topo['split_by']}), {name} never starts {never:,} of its "
             f"{m['sources_longer_than_R_arrived']:,} arrived documents longer than R = {R:,} "
-            f"({m['sources_never_started']:,} of {m['sources_arrived']:,} documents in all); one stream would leave "
+            f"({m['sources_never_started']:,} of {m['sources_arrived']:,} arrivals in all{_docs_never(m)}); one stream would leave "
             f"{one_never:,} of {one['sources_longer_than_R_arrived']:,} ({one['sources_never_started']:,} of "
             f"{one['sources_arrived']:,}).")
 
@@ -268,6 +268,13 @@ def worker_stream_failures(topo, names):
                 out += [f"**{where}: Proposition violated:** a protected source was selected from this stream's "
                         f"buffer.", ""]
     return out
+
+
+def _docs_never(m):
+    d = m.get("documents")
+    if not d:
+        return ""
+    return f"; {sum(d['by_fate'][f] for f in NEVER_STARTED):,} of {d['documents']:,} documents never started"
 
 
 def topology_section(summary, per):

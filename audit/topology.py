@@ -13,7 +13,11 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
+import pyarrow.parquet as pq
 
+from audit.fate_table import FATES
 from audit.pipeline import StreamInput, audit_packer
 from audit.strata import stratum_labels
 from corpus.errors import DataError
@@ -63,7 +67,8 @@ def shares(stream, W, group=1, refill_docs=128):
         L = stream.lengths[idx]
         refills = np.append(np.arange(0, len(L), refill_docs), len(L))
         labels = None if stream.labels is None else np.asarray(stream.labels, dtype=object)[idx]
-        out.append(StreamInput(f"{stream.name}[worker {w}]", stream.kind, L, refills, labels, passes=stream.passes))
+        index = None if stream.index is None else stream.index.subset(idx)
+        out.append(StreamInput(f"{stream.name}[worker {w}]", stream.kind, L, refills, labels, index, stream.passes))
     return out
 
 
@@ -81,6 +86,7 @@ def worker_counts(s):
     out["partition_holds"] = s["partition_holds"]
     out["proposition_held"] = s["protected"]["proposition_held"]
     out["protected_size"] = s["protected"]["size"]
+    out["documents"] = s.get("documents")
     return out
 
 
@@ -93,6 +99,8 @@ def merge(per_worker):
     out["by_label"] = merge_labels([c["by_label"] for c in per_worker])
     out["position_exposure"] = merge_exposure([c["position_exposure"] for c in per_worker])
     out["partition_holds"] = all(c["partition_holds"] for c in per_worker)
+    docs = [c.get("documents") for c in per_worker]
+    out["documents"] = None if any(d is None for d in docs) else merge_documents(docs)
     held = [c["proposition_held"] for c in per_worker]
     # held only where every worker stream held it; a violation anywhere is the run's, even beside streams where
     # the Proposition does not apply (None)
@@ -101,6 +109,23 @@ def merge(per_worker):
 
 
 LABEL_COUNTS = ("docs", "tokens", "emitted", "discarded", "buffered", "started", "never_started")
+
+
+def merge_documents(parts):
+    """The worker streams' document counts (audit/fate_table.py) added up: the shares are disjoint."""
+    out = {k: sum(p[k] for p in parts) for k in ("documents", "arrivals")}
+    for k in ("by_fate", "tokens_by_fate", "longer_than_R", "own_tokens"):
+        out[k] = {f: sum(p[k][f] for p in parts) for f in parts[0][k]}
+    for k, key in (("by_stratum", "stratum"), ("by_label", "label")):
+        by = {}
+        for p in parts:
+            for g in p[k]:
+                m = by.setdefault(g[key], {f: 0 for f in FATES})
+                for f in FATES:
+                    m[f] += g[f]
+        order = stratum_labels() if key == "stratum" else sorted(by)
+        out[k] = [{key: name, **by[name]} for name in order if name in by]
+    return out
 
 
 def merge_labels(tables):
@@ -148,9 +173,12 @@ def share_counts(share, packer, rows, R, B, work, w, user=None):
     if Path(work).is_dir():
         d = Path(work) / f".topology-{w}-work"
         d.mkdir(exist_ok=True)
-        return worker_counts(audit_packer(share, packer, rows, R, B, d, False, user))
+        out = worker_counts(audit_packer(share, packer, rows, R, B, d, False, user))
+        if (d / f"fates_{packer}.parquet").exists():  # the driver gathers the worker streams' fates from here
+            out["fates_file"] = str(d / f"fates_{packer}.parquet")
+        return out
     with tempfile.TemporaryDirectory(prefix=f"topology-{w}-") as d:
-        return worker_counts(audit_packer(share, packer, rows, R, B, Path(d), False, user))
+        return worker_counts(audit_packer(share, packer, rows, R, B, Path(d), False, user, fates=False))
 
 
 def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, refill_docs=128, user=None,
@@ -171,9 +199,26 @@ def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, r
     for p in packers:
         counts = [next(got) for _ in range(W)]
         per[p] = {"workers": counts, "merged": merge(counts)}
+        files = [c.pop("fates_file", None) for c in counts]
+        if all(files):
+            per[p]["fates_file"] = write_stream_fates(files, Path(work) / f"fates_{p}_streams.parquet").name
     return {"ranks": ranks, "loader_workers": workers, "worker_streams": W,
             "split_by": "document" if group == 1 else f"group:{group}", "refill_docs": refill_docs,
             "rows_per_stream": share_rows, "documents_per_stream": [int(s.n) for s in parts], "packers": per}
+
+
+def write_stream_fates(files, path):
+    """The worker streams' fate tables as one, in the corpus's document order, with each document's worker stream
+    (its arrival numbers, first_arrival and last_arrival, count within that stream). The shares are read whole: memory holds one packer's table for the corpus (a worker stream's own audit follows
+    its buffer)."""
+    parts = []
+    for w, f in enumerate(files):
+        t = pq.read_table(f)
+        parts.append(t.append_column("worker_stream", pa.array(np.full(t.num_rows, w, np.int32))))
+    t = pa.concat_tables(parts, promote_options="permissive")
+    t = t.take(pa.compute.sort_indices(t, [("doc", "ascending")]))
+    pq.write_table(t, path, compression="zstd")
+    return path
 
 
 def topology_ok(topo):

@@ -395,3 +395,30 @@ def test_the_command_line_exits_1_when_one_worker_stream_fails_a_check(tmp_path,
         assert "worker stream 2" not in md and ", worker stream" not in printed
     else:
         assert md.count(line) == 1 and line in printed
+
+
+def test_the_worker_streams_fates_are_one_table_in_corpus_order_naming_each_documents_stream(tmp_path):
+    # each document's row is its share's one-stream fate (shares cut here by slicing), numbered in the corpus
+    from audit.fate_table import DocumentIndex
+
+    base = _stream(2_000, seed=5)
+    index = DocumentIndex.one_file("corpus.txt", base.lengths, base.labels)
+    stream = StreamInput("s", "lengths", base.lengths, base.refills, base.labels, index)
+    W, rows = 3, 180
+    topo = audit_topology(stream, ["original"], rows, R, B, tmp_path / "topo", W, 1, refill_docs=REFILL)
+    t = pq.read_table(tmp_path / "topo" / topo["packers"]["original"]["fates_file"]).to_pylist()
+    assert [r["doc"] for r in t] == list(range(2_000)) and [r["worker_stream"] for r in t] == [d % W for d in range(2_000)]
+    merged = topo["packers"]["original"]["merged"]["documents"]
+    for w, share_rows in enumerate(topology.rows_per_stream(rows, W)):
+        L = stream.lengths[w::W]
+        share = StreamInput("share", "lengths", L, np.append(np.arange(0, len(L), REFILL), len(L)),
+                            stream.labels[w::W], DocumentIndex.one_file("corpus.txt", L, stream.labels[w::W]))
+        (tmp_path / f"one-{w}").mkdir()
+        audit_packer(share, "original", share_rows, R, B, tmp_path / f"one-{w}")
+        want = pq.read_table(tmp_path / f"one-{w}" / "fates_original.parquet").to_pylist()
+        got = [r for r in t if r["worker_stream"] == w]
+        keep = ("fate", "arrivals", "emitted", "discarded", "buffered", "first_target", "length", "label")
+        assert [{k: r[k] for k in keep} for r in got] == [{k: r[k] for k in keep} for r in want], w
+        assert [r["row"] for r in got] == list(range(w, 2_000, W))
+    assert merged["documents"] == 2_000 and sum(merged["by_fate"].values()) == 2_000
+    assert merged["by_fate"] == {f: sum(r["fate"] == f for r in t) for f in merged["by_fate"]}
