@@ -3,6 +3,7 @@
   python -m audit --source stdlib                    # offline corpus, scaled budget
   python -m audit --source climbmix                  # the paper's 499,646,464 targets
   python -m audit --synthetic                        # paper-shaped synthetic census
+  python -m audit --corpus data/*.parquet --tokenizer tok.json   # your own corpus where it lives
   python -m audit --lengths MY_LENGTHS.txt           # your own corpus: lengths in arrival order, one pass
   python -m audit --lengths F --packers original,lossless,concat_chunk,trl_bfd,olmo_truncate
   python -m audit --lengths F --trace mypackers:pack [--trace-arg k=v ...]   # your own packer
@@ -17,7 +18,8 @@ same events (concat_chunk; trl_bfd, trl_bfd_split, trl_wrapped; olmo_truncate,
 olmo_fragment; torchtune_whole, torchtune_split; titan_concat, titan_first_fit: the real
 libraries, from the 'audit-libs' extra). 'all' is the four; 'every' adds every installed one.
 
-Writes to --out: events_<packer>.parquet (CSV too with --csv), stream_lengths.txt (one
+Writes to --out: fates_<packer>.parquet (one row per document: its file, row, label, length and
+what the packer did with it), events_<packer>.parquet (CSV too with --csv), stream_lengths.txt (one
 refill per line, for checkers/packing_checker.py and --lengths), summary.json,
 comparison.json, regime.json, report.md and the figures. The output is written into a
 temporary sibling folder and swapped in at the end, under a lock: a failed or concurrent
@@ -44,9 +46,34 @@ def parse_args(argv=None):
     src.add_argument("--synthetic", action="store_true", help="audit the paper-shaped synthetic census stream instead")
     src.add_argument("--lengths", metavar="FILE", help="audit your own corpus: document lengths in arrival order "
                      "(one integer per line, a refill per line, .npy, or .parquet with --column)")
-    ap.add_argument("--column", default=None, help="the length column of a --lengths .parquet file")
-    ap.add_argument("--label-column", default=None, help="the label column of a --lengths .parquet file "
-                    "(default: a column named label or source)")
+    src.add_argument("--corpus", nargs="+", metavar="PATH",
+                     help="audit your own corpus where it lives: files, folders or globs, in the order given (sorted "
+                          "within a glob). Read: a datasets folder (save_to_disk), parquet or arrow files (a token-list "
+                          "column gives lengths without decoding a token; a text column is tokenized), jsonl, "
+                          ".jsonl.gz, .jsonl.zst with a text field, Megatron-Core PREFIX.bin/.idx (lengths from the "
+                          "index alone), flat token files (.bin/.npy, uint16/uint32) cut at --separator. Lengths are "
+                          "cached (--cache-dir) with the inputs' SHA256s: a rerun on unchanged inputs reads nothing again")
+    ap.add_argument("--format", default=None, metavar="NAME",
+                    help="--corpus: the format when detection from the files is not what you want "
+                         "(datasets, parquet, arrow, jsonl, megatron, tokens)")
+    ap.add_argument("--column", default=None, help="the length column of a --lengths .parquet file; with --corpus, "
+                    "the text or token column (default: text, or input_ids / token_ids / tokens)")
+    ap.add_argument("--label-column", default=None, help="the label column of a --lengths .parquet file (default: a "
+                    "column named label or source); with --corpus, the label column or JSON field (a dotted path), "
+                    "default source or label, else each file's name")
+    ap.add_argument("--tokenizer", default=None, metavar="T",
+                    help="--corpus with text: a tokenizers JSON file, a tiktoken encoding (NAME, or NAME:RANKFILE), or "
+                         "this project's tokenizer folder")
+    ap.add_argument("--bos", choices=("auto", "add", "none"), default="auto",
+                    help="--corpus: count a BOS per document? auto (default): yes for text, and for token data only "
+                         "where the first token is not --bos-id; add: always; none: never. The report states it")
+    ap.add_argument("--bos-id", type=int, default=None, help="--corpus: the BOS token id (default: the tokenizer's own)")
+    ap.add_argument("--separator", type=int, default=None,
+                    help="--corpus with flat token files: the id that ends each document (an EOS)")
+    ap.add_argument("--token-dtype", choices=("uint16", "uint32"), default=None,
+                    help="--corpus with flat .bin token files: their type (a .npy says its own)")
+    ap.add_argument("--cache-dir", default=None,
+                    help="--corpus: where the lengths are cached (default: OUT.lengths beside --out)")
     ap.add_argument("--refill-docs", type=int, default=None,
                     help="documents per buffer refill for --lengths, and for each worker stream's share under --ranks / "
                          "--loader-workers (default 128, the pinned baseline's slice)")
@@ -78,10 +105,10 @@ def parse_args(argv=None):
                     "--refill-docs where you leave them out, and says what owns a buffer (" + help_lines() + ")")
     add_engine_args(ap, "permutations (--permutations above 0, with the original packer) and worker streams' "
                         "audits (--ranks / --loader-workers above 1)")
-    ap.add_argument("--workers", type=int, default=1,
-                    help="with --engine local: run that many permutations or worker streams side by side, each in a "
-                         "process of its own (default 1: one after another in this process; with --trace, everything "
-                         "runs here: your packer is called, not pickled)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="with --engine local: processes side by side for --corpus's length pass (default: the cores) "
+                         "and for the permutations or worker streams (default 1: one after another in this process; "
+                         "with --trace, everything runs here: your packer is called, not pickled)")
     ap.add_argument("--permutations", type=int, default=20, help="seeded arrival-order permutations for the startup delay (default 20)")
     ap.add_argument("--thresholds", default="16384,32768,65536,131072",
                     help="length thresholds of the repeated-corpus table (the longest source is always added)")

@@ -36,6 +36,7 @@ class StreamInput:
     labels: object = None
     index: DocumentIndex = None
     passes: int = None
+    provenance: dict = None  # a corpus read where it lives: its inputs, tokenizer and BOS policy (corpus/readers)
 
     @property
     def n(self):

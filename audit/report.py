@@ -54,6 +54,21 @@ TERMS = [
 ]
 
 
+def corpus_lines(c):
+    """Where a corpus read in place came from and how its lengths were counted (the BOS choice stated)."""
+    files = sum(len(i["files"]) for i in c["inputs"])
+    tok = c.get("tokenizer")
+    bos = c["bos"]
+    how = {"auto": "a BOS counted for text, and for token data only where the first token is not the BOS id",
+           "add": "a BOS counted for every document", "none": "no BOS counted"}[bos["policy"]]
+    return [f"Corpus: {c['documents']:,} documents, {c['tokens']:,} tokens, read from {files:,} file"
+            f"{'s' * (files != 1)} ({', '.join(sorted({i['format'] for i in c['inputs']}))}); "
+            + (f"tokenizer {tok['kind']} {tok['ref']} "
+               f"(SHA256 {str(tok.get('sha256', ''))[:12]}); " if tok else "")
+            + f"BOS policy {bos['policy']} ({how}; id {bos['id']})."
+            + (" Lengths from the cache: the inputs were unchanged." if c.get("cached") else ""), ""]
+
+
 def documents_section(summary, per):
     """The first screen: what each packer did with the researcher's documents, in plain words."""
     out = ["## What happened to your documents", ""]
@@ -342,6 +357,8 @@ def report_md(summary) -> str:
            f"Budget: {summary['targets']:,} targets = {summary['rows']:,} rows of R={summary['row_capacity']} "
            f"({summary['budget_reason']}); buffer B={summary['buffer']}. The trainer's final unused prefetch is "
            f"excluded. A traced packer's rows are its own (a library may pack to another capacity).", ""]
+    if summary.get("corpus"):
+        out += corpus_lines(summary["corpus"])
     if per:
         out += documents_section(summary, per) + TERMS
     if summary.get("pipeline"):

@@ -47,6 +47,8 @@ def load_stream(args) -> StreamInput:
 
 
 def _read_stream(args) -> StreamInput:
+    if args.corpus:
+        return corpus_stream(args)
     if args.lengths:
         L, refills, labels = read_stream(args.lengths, args.column, args.label_column)
         if refills is None:
@@ -71,6 +73,31 @@ def _read_stream(args) -> StreamInput:
                           np.repeat(np.arange(len(names), dtype=np.int32), [len(x) for x in lengths]),
                           np.concatenate([np.arange(len(x), dtype=np.int64) for x in lengths]), L, labels)
     return StreamInput(f"{args.source}:{args.split}", args.source, L, np.asarray(refills), labels, index)
+
+
+def corpus_stream(args) -> StreamInput:
+    """--corpus: the corpus read where it lives (corpus/readers, on the engine asked for), its lengths cached."""
+    # late: the readers load tokenizers, datasets and zstandard only when a corpus is read
+    from fanout.corpus_data import corpus_lengths
+
+    res = corpus_lengths(args.corpus, args.tokenizer, engine=args.engine, workers=args.workers,
+                         ray_address=args.ray_address, format=args.format, column=args.column, label=args.label_column,
+                         bos=args.bos, bos_id=args.bos_id, separator=args.separator, token_dtype=args.token_dtype,
+                         cache_dir=args.cache_dir or f"{Path(args.out)}.lengths")
+    print(res.message)
+    empty = np.flatnonzero(res.lengths < 1)
+    if len(empty):
+        i = int(empty[0])
+        raise DataError(f"{res.files[res.doc_file[i]]} row {res.doc_row[i]:,}: an empty document ({len(empty):,} in "
+                        "all) has no token to pack; count a BOS with --bos add, or leave them out of the corpus")
+    L = res.lengths.astype(np.int64)
+    refills = np.append(np.arange(0, len(L), args.refill_docs), len(L))
+    first = Path(res.files[0]).name + (f" and {len(res.files) - 1} more" if len(res.files) > 1 else "")
+    stream = StreamInput(f"corpus:{first}", "corpus", L, refills, res.labels,
+                         DocumentIndex(list(res.files), res.doc_file, res.doc_row, L, res.labels))
+    stream.provenance = {k: v for k, v in res.provenance.items() if k != "units"}
+    stream.provenance["cached"] = bool(res.cached)
+    return stream
 
 
 def check_lengths(stream, bound):
@@ -106,7 +133,7 @@ def budget(args, stream, R):
         return PAPER_TARGETS, "the paper's 953 updates"
     # scale: the same share of the corpus's tokens as the paper's budget, whole rows: one pass or less
     t = int(PAPER_TOKEN_FRACTION * stream.tokens) // (R - 1) * (R - 1)
-    where = {"lengths": "this length file", "stdlib": "the offline corpus",
+    where = {"lengths": "this length file", "corpus": "this corpus", "stdlib": "the offline corpus",
              "parquet": "this prepared parquet corpus"}.get(stream.kind, "this corpus")
     return t, (f"scaled to {where}: the paper's share ({PAPER_TOKEN_FRACTION:.2%}) of its {stream.tokens:,} tokens, "
                f"in whole rows: {t / stream.tokens:.2%}")
@@ -128,10 +155,16 @@ def check_args(args):
         raise DataError(f"--passes {args.passes}: must be positive (leave it out for a stream that wraps)")
     if args.max_length < 1:
         raise DataError(f"--max-length {args.max_length}: must be positive")
-    if args.lengths and args.split != "train":
+    corpus_only = [f for f, v in (("--tokenizer", args.tokenizer), ("--bos-id", args.bos_id), ("--format", args.format),
+                                  ("--separator", args.separator), ("--token-dtype", args.token_dtype),
+                                  ("--cache-dir", args.cache_dir), ("--bos", args.bos != "auto" or None))
+                   if v is not None]
+    if corpus_only and not args.corpus:
+        raise DataError(f"{corpus_only[0]} applies to --corpus (your corpus where it lives) only")
+    if (args.lengths or args.corpus) and args.split != "train":
         raise DataError("--split applies to a prepared corpus, not to a --lengths file")
-    if args.column is not None and not (args.lengths or "").lower().endswith(".parquet"):
-        raise DataError("--column applies to a --lengths .parquet file only")
+    if args.column is not None and not (args.corpus or (args.lengths or "").lower().endswith(".parquet")):
+        raise DataError("--column applies to a --lengths .parquet file or to --corpus only")
     try:
         thr = [int(t) for t in args.thresholds.split(",") if t.strip()]
     except ValueError:
@@ -196,6 +229,7 @@ def compute(args, stream, packers, thresholds, user, work, engine=None):
     summary = {"stream": stream.name, "source": stream.kind, "targets": targets, "rows": rows, "budget_reason": reason,
                "row_capacity": R, "buffer": B, "horizon": {"passes": passes, "sentence": sentence},
                "labelled": stream.labels is not None, "csv": bool(args.csv), "packers": per,
+               "corpus": stream.provenance, "passes_limit": stream.passes,
                "packer_seconds": {p: s.pop("seconds", None) for p, s in per.items()}}
     if runs_permutations(args, per):
         summary["permutations"] = permutation_delays(stream, R, B, rows, args.permutations, bar, engine)
@@ -285,7 +319,7 @@ def run_audit(args) -> int:
         # the engine of the worker streams and the permutations first (a Ray started or joined): a bad --engine
         # setup is one line, nothing written. A --trace packer is the user's object, made to be called, not pickled:
         # with one, the local engine keeps every task in this process
-        engine, workers = None, 1 if user is not None else args.workers
+        engine, workers = None, 1 if user is not None else (args.workers or 1)
         if runs_worker_streams(args) or runs_permutations(args, packers):
             engine = stack.enter_context(open_engine(getattr(args, "engine", "local"), workers,
                                                      getattr(args, "ray_address", None)))
