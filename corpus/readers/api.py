@@ -1,7 +1,8 @@
 """corpus_lengths(): every document's length, read where the corpus lives, counted once and cached."""
 import os
 import time
-from pathlib import Path
+
+import numpy as np
 
 from corpus.errors import DataError
 from corpus.readers.cache import READER_VERSION, HashMemo, LengthCache, check_folder
@@ -93,7 +94,8 @@ def _count(units, srcs, settings, cache, key, run, progress):
     old = single_threaded()
     try:
         for i, r in run(units, settings, todo):
-            cache.save_unit(i, r)
+            if len(results) + 1 < len(units):  # the last unit goes into the whole result, written next
+                cache.save_unit(i, r)
             results[i] = r
             bar.add(units[i].nbytes, len(r.lengths), r.tokens)
     finally:
@@ -108,7 +110,7 @@ def _count(units, srcs, settings, cache, key, run, progress):
     out.provenance = dict(key, documents=len(out), tokens=out.tokens, empty_documents=int((out.lengths == 0).sum()),
                           trailing_pieces=sum(r.trailing for r in ordered), seconds=round(seconds, 3),
                           workers=getattr(run, "workers", None))
-    cache.save(out)
+    cache.save(out, [int(c) for c in np.bincount(out.doc_file, minlength=len(srcs))])
     out.resumed = resumed
     done = f"{resumed} of {len(units)} parts resumed from the cache; " if resumed else ""
     out.message = (f"corpus lengths: {len(out):,} documents, {out.tokens:,} tokens, counted in {seconds:.1f} s "

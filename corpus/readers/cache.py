@@ -4,19 +4,19 @@ format, columns, tokenizer, BOS policy and id, separator and dtype, the reader's
     CACHE/sha256.json          each input file's SHA256, remembered by (path, size, mtime, inode): an unchanged
                                file is not read again to be hashed (as make and rsync judge a file unchanged)
     CACHE/lengths-KEY/provenance.json   what the lengths are of
-    CACHE/lengths-KEY/units/N.npz       each unit's result, written atomically as it finishes: a pass that is
+    CACHE/lengths-KEY/units/N.*         each unit's result, written atomically as it finishes: a pass that is
                                         interrupted resumes from the units it finished
-    CACHE/lengths-KEY/lengths.npz       the whole result, written last: a rerun reads it and does no work
+    CACHE/lengths-KEY/lengths.npy ...   the whole result (result.json written last): a rerun reads it, no work
 """
 import hashlib
-import io
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from corpus.atomic import atomic_write_bytes, atomic_write_json, sha256_file
+from corpus.atomic import atomic_write_json, sha256_file
 from corpus.errors import DataError
 from corpus.readers.result import CorpusLengths
 from corpus.readers.units import UnitResult
@@ -75,22 +75,38 @@ def key_of(provenance) -> str:
     return hashlib.sha256(json.dumps(provenance, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def _npz(**arrays) -> bytes:
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
+def _save_array(path, arr):
+    """np.save straight into a temporary file beside `path`, then fsync and rename (atomic, as corpus/atomic.py,
+    without first building the whole file in memory: a corpus's lengths are tens of megabytes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
-def _text(a) -> str:
-    return bytes(np.asarray(a, np.uint8)).decode("utf-8")
+def _narrow(a):
+    """The array in the smallest unsigned type that holds it (lengths and label codes are never negative): a
+    corpus of short documents and few labels is written in a quarter of the bytes."""
+    top = int(a.max()) if len(a) else 0
+    return a.astype(next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64) if top <= np.iinfo(t).max))
 
 
-def _as_bytes(obj) -> np.ndarray:
-    return np.frombuffer(json.dumps(obj).encode("utf-8"), np.uint8)
+def _load(path):
+    return np.load(path, allow_pickle=False)
 
 
 class LengthCache:
-    """The cache folder of one provenance key (nothing is written without a folder)."""
+    """The cache folder of one provenance key (nothing is written without a folder). A unit's files are
+    units/N.npy (lengths), units/N.codes.npy (labels) and units/N.json (label names; written last: the unit is
+    there when it is); the whole result's are lengths.npy, label_codes.npy and result.json, written last."""
 
     def __init__(self, folder, key_fields):
         self.key_fields = json.loads(json.dumps(key_fields))  # as JSON gives it back: lists, not tuples
@@ -98,34 +114,38 @@ class LengthCache:
 
     def final(self):
         """The cached CorpusLengths, or None."""
-        if not self.dir or not (self.dir / "lengths.npz").is_file():
+        if not self.dir or not (self.dir / "result.json").is_file():
             return None
         try:
             prov = json.loads((self.dir / "provenance.json").read_text())
             if any(prov.get(k) != v for k, v in self.key_fields.items()):
                 return None
-            with np.load(self.dir / "lengths.npz", allow_pickle=False) as z:
-                names = json.loads(_text(z["label_names"]))
-                codes = z["label_codes"]
-                table = np.empty(len(names), object)
-                table[:] = names
-                return CorpusLengths(z["lengths"], table[codes], z["doc_file"], z["doc_row"], json.loads(
-                    _text(z["files"])), prov, cached=True, cache_dir=str(self.dir), label_names=names,
-                    label_codes=codes)
-        except (OSError, ValueError, KeyError, UnicodeDecodeError):
+            meta = json.loads((self.dir / "result.json").read_text())
+            lengths = _load(self.dir / "lengths.npy").astype(np.int64)
+            codes = _load(self.dir / "label_codes.npy").astype(np.int32)
+            counts = np.asarray(meta["documents_per_file"], np.int64)
+            if counts.sum() != len(lengths) or len(codes) != len(lengths):
+                return None
+            doc_file = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+            doc_row = np.arange(len(lengths), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+            names = meta["label_names"]
+            table = np.empty(len(names), object)
+            table[:] = names
+            return CorpusLengths(lengths, table[codes], doc_file, doc_row, meta["files"], prov, cached=True,
+                                 cache_dir=str(self.dir), label_names=names, label_codes=codes)
+        except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
             return None  # a damaged cache is recomputed, not trusted
 
     def unit(self, i):
         """A unit's cached result, or None."""
-        f = self.dir / "units" / f"{i}.npz" if self.dir else None
-        if not f or not f.is_file():
+        if not self.dir or not (self.dir / "units" / f"{i}.json").is_file():
             return None
         try:
-            with np.load(f, allow_pickle=False) as z:
-                names = json.loads(_text(z["names"]))
-                codes = z["codes"] if z["has_codes"] else None
-                return UnitResult(z["lengths"], codes, names, int(z["trailing"]))
-        except (OSError, ValueError, KeyError, UnicodeDecodeError):
+            meta = json.loads((self.dir / "units" / f"{i}.json").read_text())
+            lengths = _load(self.dir / "units" / f"{i}.npy")
+            codes = _load(self.dir / "units" / f"{i}.codes.npy") if meta["has_codes"] else None
+            return UnitResult(lengths, codes, meta["names"], int(meta["trailing"]))
+        except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
             return None
 
     def start(self):
@@ -137,19 +157,22 @@ class LengthCache:
 
     def save_unit(self, i, r):
         if self.dir:
-            has = r.codes is not None
-            atomic_write_bytes(self.dir / "units" / f"{i}.npz", _npz(
-                lengths=r.lengths, codes=r.codes if has else np.zeros(0, np.int32), has_codes=np.array(has),
-                names=_as_bytes(r.names), trailing=np.array(r.trailing)))
+            units = self.dir / "units"
+            _save_array(units / f"{i}.npy", r.lengths)
+            if r.codes is not None:
+                _save_array(units / f"{i}.codes.npy", r.codes)
+            atomic_write_json(units / f"{i}.json", {"has_codes": r.codes is not None, "names": r.names,
+                                                    "trailing": r.trailing})
 
-    def save(self, result):
+    def save(self, result, per_file):
         """The whole result, then its provenance; the unit files are dropped once it is written."""
         if not self.dir:
             return
-        atomic_write_bytes(self.dir / "lengths.npz", _npz(
-            lengths=result.lengths, doc_file=result.doc_file, doc_row=result.doc_row, label_codes=result.label_codes,
-            label_names=_as_bytes(result.label_names), files=_as_bytes(result.files)))
+        _save_array(self.dir / "lengths.npy", _narrow(result.lengths))
+        _save_array(self.dir / "label_codes.npy", _narrow(result.label_codes))
         atomic_write_json(self.dir / "provenance.json", result.provenance)
+        atomic_write_json(self.dir / "result.json", {"files": result.files, "label_names": result.label_names,
+                                                     "documents_per_file": per_file})
         units = self.dir / "units"
         if units.is_dir():
             for f in units.iterdir():

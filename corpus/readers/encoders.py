@@ -124,7 +124,8 @@ _SWAP = threading.Lock()
 
 def _definition(name, ranks) -> dict:
     if name not in openai_public.ENCODING_CONSTRUCTORS:
-        raise DataError(f"tokenizer {name}: not an encoding tiktoken defines ({', '.join(tiktoken.list_encoding_names())})")
+        raise DataError(f"tokenizer {name}: not an encoding tiktoken defines "
+                        f"({', '.join(tiktoken.list_encoding_names())})")
     with _SWAP:
         saved = openai_public.load_tiktoken_bpe, openai_public.data_gym_to_mergeable_bpe_ranks
         openai_public.load_tiktoken_bpe = openai_public.data_gym_to_mergeable_bpe_ranks = lambda *a, **k: ranks

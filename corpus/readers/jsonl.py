@@ -31,9 +31,42 @@ def open_binary(path):
     if name.endswith(".gz") or _starts(raw, b"\x1f\x8b"):
         return gzip.GzipFile(fileobj=raw, mode="rb")
     if name.endswith(".zst") or _starts(raw, b"\x28\xb5\x2f\xfd"):
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True,
-                                                                            closefd=True))
+        return io.BufferedReader(_Zstd(raw), 1 << 20)
     return raw
+
+
+class _Zstd(io.RawIOBase):
+    """A zstd stream of one or more frames, decompressed; one that ends inside a frame is an error (zstandard's
+    stream_reader returns the bytes it has and stops, which would count a truncated file as a shorter corpus)."""
+
+    def __init__(self, raw):
+        self.raw, self.d, self.buf, self.at = raw, zstandard.ZstdDecompressor().decompressobj(), b"", 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        while self.at == len(self.buf):
+            chunk = self.raw.read(1 << 20)
+            if not chunk:
+                if not self.d.eof:
+                    raise EOFError("the zstd stream ends inside a frame (truncated)")
+                return 0
+            if self.d.eof:  # the last chunk ended where a frame did: this one starts the next
+                self.d = zstandard.ZstdDecompressor().decompressobj()
+            out = self.d.decompress(chunk)
+            while self.d.eof and self.d.unused_data:  # the next frame
+                rest, self.d = self.d.unused_data, zstandard.ZstdDecompressor().decompressobj()
+                out += self.d.decompress(rest)
+            self.buf, self.at = out, 0
+        n = min(len(b), len(self.buf) - self.at)
+        b[:n] = self.buf[self.at:self.at + n]
+        self.at += n
+        return n
+
+    def close(self):
+        self.raw.close()
+        super().close()
 
 
 def _starts(f, magic):

@@ -9,8 +9,10 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 
 from console.progress import bar
+from corpus.errors import DataError
 from corpus.readers.encoders import single_threaded
 from corpus.readers.units import count_unit
 
@@ -50,7 +52,13 @@ def _pool(units, settings, todo, workers):
                     pending[ex.submit(count_unit, units[i], settings)] = i
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for f in sorted(done, key=pending.get):
-                    yield pending.pop(f), f.result()
+                    i = pending.pop(f)
+                    try:
+                        r = f.result()
+                    except BrokenProcessPool:
+                        raise DataError(f"{units[i].path}: a worker process died while counting it (out of memory? "
+                                        f"try fewer workers)") from None
+                    yield i, r
         finally:  # a failed unit or an interrupted caller: the units not yet started never start
             for f in pending:
                 f.cancel()

@@ -3,6 +3,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from corpus.readers.units import joined
+
 
 @dataclass
 class CorpusLengths:
@@ -43,12 +45,11 @@ def assemble(units, results, sources, provenance):
         start = row_of.get(u.source, 0)
         doc_row.append(np.arange(start, start + n, dtype=np.int64))
         row_of[u.source] = start + n
-    cat = (lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt))
-    codes = cat(codes, np.int32)
+    codes = joined(codes, np.int32)
     table = np.empty(len(names), object)
     table[:] = names
     labels = table[codes]
-    return CorpusLengths(cat(lengths, np.int64), labels, cat(doc_file, np.int32), cat(doc_row, np.int64),
+    return CorpusLengths(joined(lengths, np.int64), labels, joined(doc_file, np.int32), joined(doc_row, np.int64),
                          [s.path for s in sources], provenance, label_names=names, label_codes=codes)
 
 

@@ -130,7 +130,8 @@ def _tables(unit, cols, settings):
     size = TOKEN_BATCH if unit.role == "tokens" else settings.text_batch
     try:
         if unit.fmt == "parquet":
-            for rb in pq.ParquetFile(unit.path).iter_batches(batch_size=size, row_groups=list(unit.where), columns=cols):
+            pf = pq.ParquetFile(unit.path)
+            for rb in pf.iter_batches(batch_size=size, row_groups=list(unit.where), columns=cols):
                 yield pa.Table.from_batches([rb])
             return
         with pa.memory_map(unit.path) as m:
@@ -164,7 +165,11 @@ def _batch(table, unit, row, want_first):
                                 f"no text form") from None
     if unit.role == "tokens":
         lengths = pc.list_value_length(col).to_numpy().astype(np.int64)
-        first = np.concatenate([_first_tokens(c) for c in col.chunks]) if want_first and col.num_chunks else None
+        first = None
+        if want_first:
+            first = np.full(len(lengths), -1, np.int64)
+            if col.num_chunks:
+                first[lengths > 0] = np.concatenate([_first_tokens(c) for c in col.chunks])
         return Batch(lengths=lengths, first=first, labels=labels, n=len(lengths))
     try:
         texts = col.to_pylist()
@@ -174,14 +179,9 @@ def _batch(table, unit, row, want_first):
 
 
 def _first_tokens(arr):
-    """The first token of each list (-1 for an empty one), read at the list offsets: one value per document."""
+    """The first token of each non-empty list, read at the list offsets: one value per document, nothing else."""
     offsets = np.asarray(arr.offsets)
-    lengths = np.diff(offsets)
     values = arr.values
     if values.null_count:
         values = values.fill_null(-1)
-    values = values.to_numpy(zero_copy_only=False)
-    first = np.full(len(lengths), -1, np.int64)
-    nonempty = lengths > 0
-    first[nonempty] = values[offsets[:-1][nonempty]]
-    return first
+    return values.to_numpy(zero_copy_only=False)[offsets[:-1][offsets[1:] > offsets[:-1]]]

@@ -58,6 +58,13 @@ def measure(batch, unit, settings, encode=None):
     return batch.lengths + (batch.first != settings.bos_id)
 
 
+def joined(parts, dtype):
+    """np.concatenate without the copy of a single part (a whole Arrow file's lengths arrive as one)."""
+    if len(parts) == 1:
+        return np.asarray(parts[0], dtype)
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+
 class LabelCodes:
     """Labels as int32 codes into a list of names, built a batch at a time."""
 
@@ -81,7 +88,7 @@ class LabelCodes:
             self.codes.append(np.fromiter((self.code(v) for v in labels), np.int32, len(labels)))
 
     def result(self):
-        return np.concatenate(self.codes) if self.codes else np.zeros(0, np.int32)
+        return joined(self.codes, np.int32)
 
 
 def count_unit(unit, settings) -> UnitResult:
@@ -94,6 +101,6 @@ def count_unit(unit, settings) -> UnitResult:
         if labels is not None:
             labels.add(b.labels)
         trailing += b.trailing
-    lengths = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    lengths = joined(parts, np.int64)
     return UnitResult(lengths, labels.result() if labels else None, labels.names if labels else [], trailing,
                       time.perf_counter() - t)
