@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import random
+import shutil
 import sys
 import types
 from pathlib import Path
@@ -29,6 +30,7 @@ from conftest import ROOT
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from corpus.errors import DataError
+from corpus.readers import cache as cache_module
 from corpus.readers import corpus_lengths, jsonl, parallel
 from corpus.tokenizer import bos_id, save_encoding, train_encoding
 from fanout.corpus_data import corpus_lengths as engine_corpus_lengths
@@ -138,6 +140,17 @@ def test_parquet_and_arrow_files_in_the_order_given_labelled_by_their_names(corp
     assert r.doc_row.tolist() == list(range(half)) + list(range(len(lists)))
     arrow = run([tmp_path / "a.arrow"], column="ids", bos="none")
     assert arrow.lengths.tolist() == [len(x) for x in lists] and arrow.labels.tolist() == ["a.arrow"] * len(lists)
+    shutil.copy(tmp_path / "a.parquet", tmp_path / "noname")  # no suffix: the format from its first bytes
+    assert run([tmp_path / "noname"], bos="none").lengths.tolist() == [len(x) for x in lists]
+    (tmp_path / "docs.txt").write_text("".join(json.dumps({"text": t}) + "\n" for t in corpus.texts[:9]))
+    sniffed = run([tmp_path / "docs.txt"], corpus.tok)  # its first byte opens a JSON object
+    assert sniffed.lengths.tolist() == [c + 1 for c in corpus.counts[:9]]
+    (tmp_path / "docs.txt").write_text("\n" + (tmp_path / "docs.txt").read_text())  # a blank first line
+    with pytest.raises(DataError) as e:
+        run([tmp_path / "docs.txt"], corpus.tok)
+    one_line(e, "docs.txt", "unknown format")
+    named = run([tmp_path / "docs.txt"], corpus.tok, format="jsonl", bos="add")  # the format named
+    assert named.lengths.tolist() == [c + 1 for c in corpus.counts[:9]] and named.provenance["format"] == "jsonl"
 
 
 def write_dolma(path, texts, labels, opener):
@@ -163,11 +176,14 @@ def test_jsonl_plain_gzip_and_zstd_with_dolma_sources_as_labels(corpus, tmp_path
 
 def test_a_plain_jsonl_split_in_byte_ranges_counts_every_line_once(corpus, tmp_path, monkeypatch):
     write_dolma(tmp_path / "a.jsonl", corpus.texts, corpus.labels, lambda p: open(p, "w", encoding="utf-8"))
-    monkeypatch.setattr(jsonl, "PART_BYTES", 1000)  # many ranges, their cuts inside lines
-    r = run([tmp_path / "a.jsonl"], corpus.tok)
-    assert len(r.provenance["units"]) > 10
-    assert r.lengths.tolist() == [c + 1 for c in corpus.counts] and r.labels.tolist() == corpus.labels
-    assert r.doc_row.tolist() == list(range(len(corpus.texts)))
+    line_start = len(b"".join((tmp_path / "a.jsonl").read_bytes().splitlines(keepends=True)[:7]))
+    # cuts on a line's first byte, on the newline before it, on its second byte, and anywhere
+    for part in (line_start, line_start - 1, line_start + 1, 1000):
+        monkeypatch.setattr(jsonl, "PART_BYTES", part)
+        r = run([tmp_path / "a.jsonl"], corpus.tok)
+        assert len(r.provenance["units"]) > 5
+        assert r.lengths.tolist() == [c + 1 for c in corpus.counts] and r.labels.tolist() == corpus.labels
+        assert r.doc_row.tolist() == list(range(len(corpus.texts)))
 
 
 def megatron_builder():
@@ -280,16 +296,19 @@ def test_two_workers_and_ray_data_give_one_workers_lengths_in_its_order(corpus, 
 
 
 def test_a_rerun_reads_the_cache_and_an_interrupted_pass_resumes_by_unit(corpus, shards, tmp_path, monkeypatch):
+    shards = Path(shutil.copytree(shards, tmp_path / "shards"))  # one of them is changed below
     cache = tmp_path / "cache"
-    counted = []
-    real = parallel.count_unit
+    counted, hashed = [], []
+    real, real_hash = parallel.count_unit, cache_module.sha256_file
 
     def counting(unit, settings):
         counted.append(unit.source)
         return real(unit, settings)
     monkeypatch.setattr(parallel, "count_unit", counting)
+    monkeypatch.setattr(cache_module, "sha256_file", lambda p: hashed.append(Path(p).name) or real_hash(p))
     whole = run([shards], corpus.tok)
     counted.clear()
+    hashed.clear()
 
     def interrupted(units, settings, todo):
         for i in todo[:2]:
@@ -302,9 +321,11 @@ def test_a_rerun_reads_the_cache_and_an_interrupted_pass_resumes_by_unit(corpus,
     again = run([shards], corpus.tok, cache_dir=cache)
     assert counted == [2, 3] and again.resumed == 2 and "2 of 4 parts resumed" in again.message
     assert again.lengths.tolist() == whole.lengths.tolist() and not again.cached
+    assert sorted(hashed) == [f"s{i}.parquet" for i in range(4)]  # once, at the first pass: remembered since
     counted.clear()
-    third = run([shards], corpus.tok, cache_dir=cache)
-    assert counted == [] and third.cached and "nothing recomputed" in third.message
+    third = run([shards], corpus.tok, cache_dir=cache, progress=True)
+    assert counted == [] and len(hashed) == 4  # no unit counted, no file hashed
+    assert third.cached and "nothing recomputed" in third.message
     for f in ("lengths", "labels", "doc_file", "doc_row"):
         assert getattr(third, f).tolist() == getattr(whole, f).tolist()
     assert third.provenance == again.provenance
@@ -312,12 +333,9 @@ def test_a_rerun_reads_the_cache_and_an_interrupted_pass_resumes_by_unit(corpus,
     assert not none.cached and counted == [0, 1, 2, 3]
     counted.clear()
     pq.write_table(pa.table({"text": ["changed"] * 3}), shards / "s3.parquet")
-    try:
-        changed = run([shards], corpus.tok, cache_dir=cache)
-        assert not changed.cached and counted == [0, 1, 2, 3] and len(changed) == len(whole) - 100 + 3
-    finally:
-        k = len(corpus.texts) // 4
-        pq.write_table(pa.table({"text": corpus.texts[3 * k:4 * k]}), shards / "s3.parquet", row_group_size=25)
+    changed = run([shards], corpus.tok, cache_dir=cache)
+    assert not changed.cached and counted == [0, 1, 2, 3] and len(changed) == len(whole) - 100 + 3
+    assert hashed[-1] == "s3.parquet" and len(hashed) == 5  # the changed file alone hashed again
 
 
 # ---- bad input: one line naming the file

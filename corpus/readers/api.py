@@ -39,7 +39,7 @@ def corpus_lengths(paths, tokenizer=None, *, format=None, column=None, label=Non
     units = [u for i, s in enumerate(srcs) for u in plan(s, i, settings, names[i])]
     _check_needs(units, settings, srcs)
     memo = HashMemo(cache_dir)
-    key = _key_fields(srcs, units, settings, format, memo)
+    key = _key_fields(srcs, units, settings, format, memo, workers or cores(), progress)
     memo.save()
     cache = LengthCache(cache_dir, key)
     hit = cache.final()
@@ -67,12 +67,13 @@ def _check_needs(units, settings, srcs):
                             f"documents start with one), or BOS add or none")
 
 
-def _key_fields(srcs, units, settings, fmt, memo):
+def _key_fields(srcs, units, settings, fmt, memo, threads, progress):
     """What decides the lengths: the cache key, and the provenance's first part."""
     needs_bin = settings.bos == "auto"  # a Megatron .bin is read only for its documents' first tokens
-    inputs = [{"path": os.path.abspath(s.path), "format": s.fmt,
-               "files": [memo.record(f, read=not (s.fmt == "megatron" and f.endswith(".bin") and not needs_bin))
-                         for f in s.files]} for s in srcs]
+    wanted = [(f, not (s.fmt == "megatron" and f.endswith(".bin") and not needs_bin)) for s in srcs for f in s.files]
+    recs = iter(memo.records(wanted, threads, progress))
+    inputs = [{"path": os.path.abspath(s.path), "format": s.fmt, "files": [next(recs) for _ in s.files]}
+              for s in srcs]
     parts = {}
     for u in units:
         parts.setdefault(u.source, {"role": u.role, "column": u.column, "label": u.label_column or "file name"})

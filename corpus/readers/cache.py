@@ -12,10 +12,12 @@ import hashlib
 import json
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
+from console.progress import bar
 from corpus.atomic import atomic_write_json, sha256_file
 from corpus.errors import DataError
 from corpus.readers.result import CorpusLengths
@@ -64,6 +66,27 @@ class HashMemo:
                 self.known[str(p)] = stamp + [rec["sha256"]]
                 self.dirty = True
         return rec
+
+    def records(self, wanted, threads, progress=True):
+        """record(path, read) of each (path, read) in `wanted`, in order; the files not yet known hashed side by
+        side (hashlib lets go of the GIL over a large buffer), with a bar over their bytes."""
+        todo = [p for p, read in wanted if read and not self._known(p)]
+        if todo:
+            total = sum(Path(p).stat().st_size for p in todo if Path(p).is_file())
+            with bar(total=total, unit="B", unit_scale=True, desc="SHA256 of the inputs", disable=not progress,
+                     leave=False) as b, ThreadPoolExecutor(max(1, min(threads, len(todo)))) as ex:
+                for p, _ in zip(todo, ex.map(self.record, todo)):
+                    b.update(Path(p).stat().st_size)
+        return [self.record(p, read) for p, read in wanted]
+
+    def _known(self, path):
+        p = Path(path).absolute()
+        try:
+            st = p.stat()
+        except OSError:
+            return False  # record() says why, in one line
+        got = self.known.get(str(p))
+        return bool(got) and got[:3] == [st.st_size, st.st_mtime_ns, st.st_ino]
 
     def save(self):
         if self.path and self.dirty:
