@@ -91,12 +91,19 @@ class LabelCodes:
         return joined(self.codes, np.int32)
 
 
-def count_unit(unit, settings) -> UnitResult:
-    """Read and count one unit (in a worker process, or in this one)."""
+class Stopped(Exception):
+    """A unit counted on a thread was told to stop (its caller was interrupted)."""
+
+
+def count_unit(unit, settings, stop=None) -> UnitResult:
+    """Read and count one unit (in a worker process, or in this one). `stop`, an Event, is checked between
+    batches: a thread cannot be interrupted, only asked."""
     t = time.perf_counter()
     encode = cached_encoder(settings.tokenizer) if unit.role == "text" else None
     parts, labels, trailing = [], LabelCodes() if unit.label_column else None, 0
     for b in read_unit(unit, settings):
+        if stop is not None and stop.is_set():
+            raise Stopped(unit.path)
         parts.append(np.asarray(measure(b, unit, settings, encode), np.int64))
         if labels is not None:
             labels.add(b.labels)
