@@ -7,6 +7,7 @@ readers, the tokenizer, the BOS policy and the cache are corpus/readers' own, so
 lengths in the same order. Every node must see the corpus at the driver's paths.
 """
 import contextlib
+import logging
 import os
 
 import numpy as np
@@ -17,6 +18,8 @@ from corpus.readers.encoders import cached_encoder, single_threaded
 from corpus.readers.units import LabelCodes, UnitResult, measure, read_unit
 from fanout.choose import ENGINES
 from fanout.ray_engine import check_address, first_line, import_ray, start
+
+LOG = logging.getLogger("ray.data")
 
 
 def corpus_lengths(paths, tokenizer=None, *, engine="local", workers=None, ray_address=None, **kw):
@@ -64,9 +67,10 @@ class RayDataRunner:
         # late: Ray Data is a part of the optional 'ray' extra that only this engine loads
         import ray.data
         ctx = ray.data.DataContext.get_current()
-        saved = ctx.execution_options.preserve_order, ctx.enable_progress_bars
+        saved = ctx.execution_options.preserve_order, ctx.enable_progress_bars, LOG.level
         ctx.execution_options.preserve_order = True  # arrival order: the corpus's order, unit after unit
         ctx.enable_progress_bars = False  # the pass has its own bar
+        LOG.setLevel(logging.CRITICAL)  # a worker's bad-input error is ours to say, in one line, not a traceback
         try:
             ds = ray.data.from_items([{"unit": i} for i in todo], override_num_blocks=len(todo))
             ds = ds.map_batches(read_stage, batch_size=1, fn_kwargs={"units": units, "settings": settings})
@@ -76,7 +80,8 @@ class RayDataRunner:
         except Exception as e:
             raise _data_error(e) from None
         finally:
-            ctx.execution_options.preserve_order, ctx.enable_progress_bars = saved
+            ctx.execution_options.preserve_order, ctx.enable_progress_bars, level = saved
+            LOG.setLevel(level)
 
 
 def read_stage(batch, units, settings):
@@ -149,7 +154,11 @@ def _data_error(e):
     seen, x = set(), e
     while x is not None and id(x) not in seen:
         seen.add(id(x))
+        cause = getattr(x, "cause", None)  # a RayTaskError holds the worker's exception here
+        if isinstance(cause, BaseException):
+            x = cause
+            continue
         if isinstance(x, DataError):
-            return DataError(first_line(x).split("DataError: ")[-1])
-        x = getattr(x, "cause", None) or x.__cause__ or x.__context__
+            return DataError(first_line(x))
+        x = x.__cause__ or x.__context__
     return DataError(f"Ray Data length pass failed ({type(e).__name__}: {first_line(e)})")

@@ -272,7 +272,7 @@ def shards(corpus, tmp_path_factory):
     return d
 
 
-def test_two_workers_and_ray_data_give_one_workers_lengths_in_its_order(corpus, shards, monkeypatch):
+def test_two_workers_and_ray_data_give_one_workers_lengths_in_its_order(corpus, shards, monkeypatch, tmp_path):
     k = len(corpus.texts) // 4
     one = run([shards], corpus.tok)
     assert one.lengths.tolist() == [c + 1 for c in corpus.counts[:4 * k]]
@@ -282,8 +282,12 @@ def test_two_workers_and_ray_data_give_one_workers_lengths_in_its_order(corpus, 
     with monkeypatch.context() as mp:
         mp.setenv("PYTHONPATH", str(ROOT))
         ray.init(num_cpus=1, include_dashboard=False)
+    (tmp_path / "latin.jsonl").write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
     try:
         on_ray = engine_corpus_lengths([shards], corpus.tok, engine="ray", progress=False)
+        with pytest.raises(DataError) as e:  # a Ray worker's bad-input error arrives as its one line
+            engine_corpus_lengths([tmp_path / "latin.jsonl"], corpus.tok, engine="ray", progress=False)
+        assert one_line(e, "latin.jsonl", "line 2", "not UTF-8").startswith(str(tmp_path))
     finally:
         ray.shutdown()
     assert "Ray Data" in on_ray.message
