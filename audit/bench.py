@@ -17,12 +17,16 @@ scale   replay (and trace, concat_chunk) on census-shaped streams of 10^k docume
         size under 1 GB
 checker the standard-library checker's bucketed replay against its literal list scan, and its
         largest buffer (B = 1,000,000) on a small stream
+corpus  the corpus length pass (corpus/readers): documents/s from a token-list column of an Arrow file (goal
+        >= 10^7), text through the pass against `tokenizers` encode_batch alone on the same texts (goal >= 0.8x),
+        and 2 workers against 1 (goal >= 1.7x on 2 idle cores); all in one run, each a median of --corpus-rounds
 """
 import argparse
 import json
 import math
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,6 +37,9 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
 
 from audit.adapters import BOS, FIRST_ID, PAD, SPECS, concat_chunk, installed  # noqa: E402
 from audit.compute import replay_packer, trace_packer  # noqa: E402
@@ -42,6 +49,8 @@ from audit.replay import PAPER_TARGETS, Replay, rows_for_targets  # noqa: E402
 from audit.synthetic import PAPER_SOURCES, PAPER_TOKENS, census_chunks, paper_like_lengths  # noqa: E402
 from audit.trace import TracerDocs, row_tokens  # noqa: E402
 from checkers import packing_checker  # noqa: E402
+from corpus.readers import corpus_lengths  # noqa: E402
+from corpus.readers.encoders import restore, single_threaded  # noqa: E402
 from loaders.stream import DocumentStream  # noqa: E402
 
 MEAN_LEN = PAPER_TOKENS / PAPER_SOURCES  # 745.4 tokens, BOS included
@@ -293,7 +302,118 @@ def bench_checker():
           f"40 rows: {time.perf_counter() - t:.2f}s on one core")
 
 
-SECTIONS = ("paper", "decode", "scale", "checker")
+def corpus_texts(n, seed=7, vocab=20_000):
+    """n documents of made-up words (Zipf-like word frequencies, lognormal lengths, a median of ~150 words)."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("etaoinshrdlucmfwypvbgkjqxz"))
+    words = ["".join(rng.choice(letters, k)) for k in rng.integers(2, 10, vocab)]
+    freq = 1.0 / np.arange(1, vocab + 1)
+    picks = rng.choice(vocab, int(rng.lognormal(5.0, 0.6, n).sum()) + n, p=freq / freq.sum())
+    cuts = np.cumsum(np.maximum(1, rng.lognormal(5.0, 0.6, n).astype(np.int64)))
+    cuts = cuts[cuts < len(picks)]
+    return [" ".join(words[i] for i in doc) for doc in np.split(picks, cuts)[: len(cuts)]]
+
+
+def bench_corpus_tokens(folder, n=4_000_000, rounds=3):
+    """Documents/s of the pass from a token-list column of an Arrow stream (what datasets' save_to_disk writes,
+    1,000-row batches), BOS auto (each first token read); its SHA256 once first, then remembered."""
+    rng = np.random.default_rng(11)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(rng.integers(0, 12, n), out=offsets[1:])
+    values = rng.integers(0, 50_000, int(offsets[-1])).astype(np.int32)
+    values[offsets[:-1][::2]] = 1  # half the documents start with the BOS
+    col = pa.ListArray.from_arrays(offsets, values)
+    path = Path(folder) / "tokens.arrow"
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, pa.schema([("input_ids", col.type)])) as w:
+        w.write_table(pa.table({"input_ids": col}), max_chunksize=1000)
+    cache = Path(folder) / "cache"
+    t = time.perf_counter()
+    first = corpus_lengths([path], bos_id=1, cache_dir=cache, workers=1, progress=False)
+    hashing = time.perf_counter() - t
+    want = np.diff(offsets) + (values[offsets[:-1]] != 1) * (np.diff(offsets) > 0) + (np.diff(offsets) == 0)
+    assert np.array_equal(first.lengths, want)
+    times = []
+    for _ in range(rounds):
+        for d in cache.glob("lengths-*"):  # the lengths forgotten, the SHA256 kept
+            shutil.rmtree(d)
+        t = time.perf_counter()
+        corpus_lengths([path], bos_id=1, cache_dir=cache, workers=1, progress=False)
+        times.append(time.perf_counter() - t)
+    rate = n / statistics.median(times)
+    print(f"corpus: token-list column, {n:,} documents ({path.stat().st_size / 1e6:,.0f} MB Arrow): "
+          f"{rate:,.0f} documents/s (median of {rounds}; goal >= 10,000,000: {'met' if rate >= 1e7 else 'NOT met'}); "
+          f"the first pass, SHA256 of the file included: {n / hashing:,.0f} documents/s")
+    return rate
+
+
+def bench_corpus_text(folder, n, rounds=3, files=8):
+    """The pass over a text column (n documents in `files` parquet files, a byte-level BPE trained here) with
+    1 worker against `tokenizers` encode_batch alone on the same texts in memory (one thread each: the pass turns
+    the tokenizer's own thread pool off), and with 2 workers against 1: medians of rounds whose order alternates,
+    in wall time and, for the two that run in this process, in its CPU time (steadier on a shared machine)."""
+    texts = corpus_texts(n)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(texts[:2000], trainers.BpeTrainer(
+        vocab_size=8192, special_tokens=["<bos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    tok.save(str(Path(folder) / "bpe.json"))
+    k = -(-n // files)
+    paths = []
+    for i in range(files):
+        paths.append(Path(folder) / f"text{i}.parquet")
+        pq.write_table(pa.table({"text": texts[i * k:(i + 1) * k]}), paths[-1])
+    cache = Path(folder) / "text_cache"
+    bpe = str(Path(folder) / "bpe.json")
+    corpus_lengths(paths, bpe, workers=1, cache_dir=cache, progress=False)  # SHA256s remembered, as on a rerun
+
+    def alone():
+        old = single_threaded()
+        try:
+            return [len(e) + 1 for e in tok.encode_batch(texts, add_special_tokens=False)]
+        finally:
+            restore(old)
+
+    def the_pass(workers):
+        for d in cache.glob("lengths-*"):  # the lengths forgotten, the SHA256s kept
+            shutil.rmtree(d)
+        return corpus_lengths(paths, bpe, workers=workers, cache_dir=cache, progress=False).lengths.tolist()
+
+    runs = {"alone": alone, "1 worker": lambda: the_pass(1), "2 workers": lambda: the_pass(2)}
+    wall, cpu = {k: [] for k in runs}, {k: [] for k in runs}
+    want, load0 = alone(), os.getloadavg()[0]
+    for r in range(rounds):
+        for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):  # the order alternates: no drift favoured
+            c, t = _cpu_seconds(), time.perf_counter()
+            assert runs[name]() == want
+            wall[name].append(time.perf_counter() - t)
+            cpu[name].append(_cpu_seconds() - c)
+    _print_corpus_text(len(texts), sum(want), files, wall, cpu, load0)
+    return wall, cpu
+
+
+def _print_corpus_text(n, tokens, files, wall, cpu, load0):
+    med = statistics.median
+    vs_alone, vs_alone_cpu = med(wall["alone"]) / med(wall["1 worker"]), med(cpu["alone"]) / med(cpu["1 worker"])
+    vs_one = med(wall["1 worker"]) / med(wall["2 workers"])
+    print(f"corpus: text, {n:,} documents, {tokens:,} tokens in {files} parquet files: encode_batch alone "
+          f"{tokens / med(wall['alone']):,.0f} tokens/s, the pass with 1 worker {tokens / med(wall['1 worker']):,.0f} "
+          f"tokens/s, with 2 {tokens / med(wall['2 workers']):,.0f} tokens/s (medians of {len(wall['alone'])})")
+    print(f"corpus: the pass against encode_batch alone {vs_alone:.2f}x in wall time, {vs_alone_cpu:.2f}x in CPU "
+          f"time (goal >= 0.8x: {'met' if min(vs_alone, vs_alone_cpu) >= 0.8 else 'NOT met'}); 2 workers against 1 "
+          f"{vs_one:.2f}x (goal >= 1.7x on 2 idle cores: {'met' if vs_one >= 1.7 else 'NOT met'}; {os.cpu_count()} "
+          f"cores here, load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after)")
+    print("corpus: rounds, wall seconds (CPU seconds, the workers' included): " + "; ".join(
+        f"{k} " + ", ".join(f"{w:.2f} ({c:.2f})" for w, c in zip(wall[k], cpu[k])) for k in wall))
+
+
+def bench_corpus(docs, rounds):
+    with tempfile.TemporaryDirectory(prefix="bench-corpus-") as d:
+        bench_corpus_tokens(d, rounds=rounds)
+        bench_corpus_text(d, docs, rounds=rounds)
+
+
+SECTIONS = ("paper", "decode", "scale", "checker", "corpus")
 
 
 def main(argv=None):
@@ -304,6 +424,8 @@ def main(argv=None):
     ap.add_argument("--decode-docs", type=int, default=20_000, help="documents of the decode comparison")
     ap.add_argument("--rounds", type=int, default=9,
                     help=f"paper: rounds of the two replays, each in a fresh process (at least {MIN_ROUNDS})")
+    ap.add_argument("--corpus-docs", type=int, default=40_000, help="corpus: text documents of the length pass")
+    ap.add_argument("--corpus-rounds", type=int, default=3, help="corpus: rounds of each measurement")
     ap.add_argument("--one-scale", nargs=2, metavar=("WHAT", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--one-paper", choices=("memory", "stream"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -336,6 +458,8 @@ def main(argv=None):
         bench_scale(scale, trace_scale)
     if "checker" in only:
         bench_checker()
+    if "corpus" in only:
+        bench_corpus(a.corpus_docs, a.corpus_rounds)
     return 0
 
 

@@ -16,4 +16,6 @@ import one thing at a time.
     disjoint.py        train/validation disjointness by exact text
     verify.py          prepared files verified before use (sizes always, SHA256 once per process)
     bench.py           pre-tokenization throughput, threaded against single-threaded
+    readers/           a corpus where it lives (datasets, parquet, arrow, jsonl, Megatron, flat tokens): every
+                       document's length, tokenized your way, cached (its own map in readers/__init__.py)
 """

@@ -7,6 +7,7 @@ engine.share() (on Ray one copy in the object store, for a local pool one file).
     local.py       the local engine: in this process, or a pool of N spawned processes (the default)
     ray_engine.py  the Ray engine: a cluster joined by address, or a Ray started here and stopped after
     choose.py      the --engine / --ray-address flags and open_engine(), which the command lines share
+    corpus_data.py the corpus length pass (corpus/readers) on an engine: local processes, or Ray Data
 """
 from fanout.choose import ENGINES, add_engine_args, open_engine
 from fanout.task import Task, TaskFailed, gpus_for

@@ -1,0 +1,124 @@
+"""corpus_lengths(): every document's length, read where the corpus lives, counted once and cached."""
+import os
+import time
+
+import numpy as np
+
+from corpus.errors import DataError
+from corpus.readers.cache import READER_VERSION, HashMemo, LengthCache, check_folder
+from corpus.readers.encoders import TokenizerSpec, restore, single_threaded, tokenizer_spec
+from corpus.readers.parallel import Progress, cores, local_runner
+from corpus.readers.result import assemble
+from corpus.readers.settings import Settings
+from corpus.readers.sources import sources
+from corpus.readers.units import plan
+
+
+def corpus_lengths(paths, tokenizer=None, *, format=None, column=None, label=None, bos="auto", bos_id=None,
+                   separator=None, token_dtype=None, cache_dir=None, workers=None, runner=None, progress=True,
+                   text_batch=1024):
+    """Every document's length (BOS per `bos`) of the corpus at `paths` (files, folders, globs, in order),
+    with labels, file and row: a CorpusLengths. One line (DataError) naming the file for bad input.
+
+    tokenizer: for text (see encoders.py: a tokenizers .json, a tiktoken NAME or NAME:RANKFILE, this project's
+    tokenizer folder) or a TokenizerSpec. bos: auto | add | none; bos_id: the BOS token id (default: the tokenizer's
+    own, where it has one; BOS auto on token data needs it). separator, token_dtype: flat token files.
+    cache_dir: where lengths are cached (None: nothing is written). workers: local processes (default: the cores;
+    1: this process). runner: another engine (fanout/corpus_data.py's Ray Data runner)."""
+    spec = tokenizer if isinstance(tokenizer, TokenizerSpec) or tokenizer is None else tokenizer_spec(tokenizer)
+    if bos_id is None and spec is not None:
+        bos_id = spec.bos_id
+    settings = Settings(spec, bos, bos_id, column, label, separator, token_dtype, text_batch)
+    settings.check()
+    if workers is not None and workers < 1:
+        raise DataError(f"workers {workers}: must be at least 1")
+    if cache_dir is not None:
+        check_folder(cache_dir)
+    srcs = sources(paths, format)
+    names = _label_names(srcs)
+    units = [u for i, s in enumerate(srcs) for u in plan(s, i, settings, names[i])]
+    _check_needs(units, settings, srcs)
+    memo = HashMemo(cache_dir)
+    key = _key_fields(srcs, units, settings, format, memo, workers or cores(), progress)
+    memo.save()
+    cache = LengthCache(cache_dir, key)
+    hit = cache.final()
+    if hit is not None:
+        hit.message = (f"corpus lengths: {len(hit):,} documents, {hit.tokens:,} tokens, from the cache "
+                       f"{hit.cache_dir} (inputs unchanged: nothing recomputed)")
+        return hit
+    return _count(units, srcs, settings, cache, key, runner or local_runner(workers or cores()), progress)
+
+
+def _label_names(srcs):
+    """Each source's label when no label column applies: its path relative to the sources' common folder (the
+    file's name where there is one source, or one folder)."""
+    full = [os.path.abspath(s.path) for s in srcs]
+    base = os.path.commonpath([os.path.dirname(p) for p in full]) if full else ""
+    return [os.path.relpath(p, base) for p in full]
+
+
+def _check_needs(units, settings, srcs):
+    for u in units:
+        if u.role == "text" and settings.tokenizer is None:
+            raise DataError(f"{srcs[u.source].path}: text ({u.column!r}) is counted by a tokenizer: name one")
+        if u.role == "tokens" and settings.bos == "auto" and settings.bos_id is None:
+            raise DataError(f"{srcs[u.source].path}: token data under BOS auto needs the BOS id (to see which "
+                            f"documents start with one), or BOS add or none")
+
+
+def _key_fields(srcs, units, settings, fmt, memo, threads, progress):
+    """What decides the lengths: the cache key, and the provenance's first part."""
+    needs_bin = settings.bos == "auto"  # a Megatron .bin is read only for its documents' first tokens
+    wanted = [(f, not (s.fmt == "megatron" and f.endswith(".bin") and not needs_bin)) for s in srcs for f in s.files]
+    recs = iter(memo.records(wanted, threads, progress))
+    inputs = [{"path": os.path.abspath(s.path), "format": s.fmt, "files": [next(recs) for _ in s.files]}
+              for s in srcs]
+    parts = {}
+    for u in units:
+        parts.setdefault(u.source, {"role": u.role, "column": u.column, "label": u.label_column or "file name"})
+    return {"reader_version": READER_VERSION, "inputs": inputs, "format": fmt or "detected",
+            "columns": [parts.get(i) for i in range(len(srcs))], "column": settings.column, "label": settings.label,
+            "tokenizer": settings.tokenizer.identity() if settings.tokenizer else None,
+            "bos": {"policy": settings.bos, "id": settings.bos_id}, "separator": settings.separator,
+            "token_dtype": settings.token_dtype,
+            "units": [[u.source, u.part, list(u.where)] for u in units]}
+
+
+def _count(units, srcs, settings, cache, key, run, progress):
+    t0 = time.perf_counter()
+    cache.start()
+    results = {i: r for i in range(len(units)) if (r := cache.unit(i)) is not None}
+    resumed = len(results)
+    todo = [i for i in range(len(units)) if i not in results]
+    bar = Progress(sum(units[i].nbytes for i in todo), enabled=progress)
+    old = single_threaded()
+    try:
+        for i, r in run(units, settings, todo):
+            if len(results) + 1 < len(units):  # the last unit goes into the whole result, written next
+                cache.save_unit(i, r)
+            results[i] = r
+            bar.add(units[i].nbytes, len(r.lengths), r.tokens)
+    finally:
+        restore(old)
+        bar.close()
+    ordered = [results[i] for i in range(len(units))]
+    out = assemble(units, ordered, srcs, {})
+    if len(out) == 0:
+        raise DataError(f"the corpus holds no documents ({', '.join(s.path for s in srcs[:3])}"
+                        f"{', ...' if len(srcs) > 3 else ''})")
+    seconds = time.perf_counter() - t0
+    out.provenance = dict(key, documents=len(out), tokens=out.tokens, empty_documents=int((out.lengths == 0).sum()),
+                          trailing_pieces=sum(r.trailing for r in ordered), seconds=round(seconds, 3),
+                          workers=getattr(run, "workers", None))
+    cache.save(out, [int(c) for c in np.bincount(out.doc_file, minlength=len(srcs))])
+    out.resumed = resumed
+    done = f"{resumed} of {len(units)} parts resumed from the cache; " if resumed else ""
+    out.message = (f"corpus lengths: {len(out):,} documents, {out.tokens:,} tokens, counted in {seconds:.1f} s "
+                   f"({done}{_where(run)}){f'; cached in {out.cache_dir}' if out.cache_dir else ''}")
+    return out
+
+
+def _where(run):
+    w = getattr(run, "workers", None)
+    return getattr(run, "engine", None) or (f"{w} worker{'s' if w != 1 else ''}" if w else "")

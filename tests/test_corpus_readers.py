@@ -1,0 +1,399 @@
+"""The corpus readers (corpus/readers, fanout/corpus_data.py): each format on a fixture its own library writes
+(datasets' save_to_disk and to_parquet, pyarrow, gzip and zstandard, megatron-core's IndexedDatasetBuilder, numpy's
+tofile and save), its lengths and labels against an independent count (the tokenizer's own encode_batch; len() of
+each token list); the same lengths in the same order from one worker, two and Ray Data; the cache reused and
+resumed; each bad input one line naming the file."""
+import gzip
+import importlib.util
+import json
+import os
+import random
+import shutil
+import sys
+import types
+from pathlib import Path
+from unittest import mock
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import ray
+import rustbpe
+import tiktoken
+import tiktoken.load
+import tiktoken_ext.openai_public as openai_public
+import torch
+import zstandard
+from conftest import ROOT
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+from corpus.errors import DataError
+from corpus.readers import cache as cache_module
+from corpus.readers import corpus_lengths, jsonl, parallel
+from corpus.tokenizer import bos_id, save_encoding, train_encoding
+from fanout.corpus_data import corpus_lengths as engine_corpus_lengths
+
+BOS = 0  # the trained BPE's first special token
+WORDS = ("the", "packer", "buffer", "row", "longest", "document", "crop", "café", "naïve", "東京", "données",
+         "🙂", "x", "1999", "—", "def", "return", "\n", "  ")
+
+
+def make_texts(n, seed):
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        k = 0 if i % 37 == 5 else int(rng.lognormvariate(2.5, 1.0))  # some empty documents, some long ones
+        out.append(" ".join(rng.choice(WORDS) for _ in range(k)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Texts, their labels and a byte-level BPE trained here (no unknown token: every text encodes)."""
+    d = tmp_path_factory.mktemp("corpus")
+    texts = make_texts(400, seed=1)
+    labels = [("web", "books", "code")[i % 3] for i in range(len(texts))]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=400, special_tokens=["<bos>"], show_progress=False,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    assert tok.token_to_id("<bos>") == BOS
+    tok.save(str(d / "bpe.json"))
+    want = [len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)]  # the independent count
+    return types.SimpleNamespace(dir=d, texts=texts, labels=labels, tok=str(d / "bpe.json"), counts=want)
+
+
+def run(paths, tok=None, **kw):
+    kw.setdefault("workers", 1)
+    kw.setdefault("progress", False)
+    return corpus_lengths(paths, tok, **kw)
+
+
+def one_line(excinfo, *words):
+    text = str(excinfo.value)
+    assert "\n" not in text and all(w in text for w in words), text
+    return text
+
+
+def token_lists(n, seed, vocab=500):
+    """Token lists, about half starting with BOS, a few empty."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        k = 0 if i % 29 == 3 else int(rng.integers(1, 60))
+        ids = rng.integers(1, vocab, k).tolist()
+        if ids and i % 2:
+            ids[0] = BOS
+        out.append(ids)
+    return out
+
+
+def bos_auto(lists):
+    return [len(x) + (0 if x and x[0] == BOS else 1) for x in lists]
+
+
+# ---- each format, against an independent count
+
+
+def test_a_datasets_folder_of_text_counts_as_encode_batch_with_a_bos_and_labels_its_source(corpus, tmp_path):
+    ds = datasets.Dataset.from_dict({"text": corpus.texts, "source": corpus.labels})
+    ds.save_to_disk(str(tmp_path / "ds"), num_shards=3)
+    r = run([tmp_path / "ds"], corpus.tok)
+    assert r.lengths.tolist() == [c + 1 for c in corpus.counts]  # BOS auto: one per text document
+    assert r.labels.tolist() == corpus.labels
+    assert r.files == [str(tmp_path / "ds")] and set(r.doc_file.tolist()) == {0}
+    assert r.doc_row.tolist() == list(range(len(corpus.texts)))  # numbered across the three shards
+    assert r.provenance["bos"] == {"policy": "auto", "id": None} and r.provenance["columns"][0]["column"] == "text"
+    none = run([tmp_path / "ds"], corpus.tok, bos="none")
+    assert none.lengths.tolist() == corpus.counts
+
+
+def test_a_token_column_gives_the_list_lengths_and_auto_adds_a_bos_only_where_none_starts(tmp_path):
+    lists = token_lists(300, seed=2)
+    ds = datasets.Dataset.from_dict({"input_ids": lists, "source": ["a"] * 150 + ["b"] * 150})
+    ds.save_to_disk(str(tmp_path / "ds"), num_shards=2)
+    ds.to_parquet(str(tmp_path / "t.parquet"), batch_size=64)  # several row groups
+    for p in (tmp_path / "ds", tmp_path / "t.parquet"):
+        assert run([p], bos_id=BOS).lengths.tolist() == bos_auto(lists)
+        assert run([p], bos="add").lengths.tolist() == [len(x) + 1 for x in lists]
+        assert run([p], bos="none").lengths.tolist() == [len(x) for x in lists]
+        assert run([p], bos="none").labels.tolist() == ["a"] * 150 + ["b"] * 150
+
+
+def test_parquet_and_arrow_files_in_the_order_given_labelled_by_their_names(corpus, tmp_path):
+    half = len(corpus.texts) // 2
+    datasets.Dataset.from_dict({"text": corpus.texts[:half]}).to_parquet(str(tmp_path / "b.parquet"), batch_size=50)
+    lists = token_lists(120, seed=3)
+    table = pa.table({"ids": pa.array(lists, pa.large_list(pa.int64()))})
+    with pa.OSFile(str(tmp_path / "a.arrow"), "wb") as f, pa.ipc.new_file(f, table.schema) as w:
+        w.write_table(table, max_chunksize=50)
+    with pytest.raises(DataError) as e:  # the arrow file's only column is no known name: refused, never guessed
+        run([tmp_path / "b.parquet", tmp_path / "a.arrow"], corpus.tok)
+    one_line(e, "a.arrow", "name the column")
+    pq.write_table(table.rename_columns(["input_ids"]), tmp_path / "a.parquet")
+    r = run([tmp_path / "b.parquet", tmp_path / "a.parquet"], corpus.tok, bos="none")
+    assert r.lengths.tolist() == corpus.counts[:half] + [len(x) for x in lists]
+    assert r.labels.tolist() == ["b.parquet"] * half + ["a.parquet"] * len(lists)
+    assert r.doc_file.tolist() == [0] * half + [1] * len(lists)
+    assert r.doc_row.tolist() == list(range(half)) + list(range(len(lists)))
+    arrow = run([tmp_path / "a.arrow"], column="ids", bos="none")
+    assert arrow.lengths.tolist() == [len(x) for x in lists] and arrow.labels.tolist() == ["a.arrow"] * len(lists)
+    shutil.copy(tmp_path / "a.parquet", tmp_path / "noname")  # no suffix: the format from its first bytes
+    assert run([tmp_path / "noname"], bos="none").lengths.tolist() == [len(x) for x in lists]
+    (tmp_path / "docs.txt").write_text("".join(json.dumps({"text": t}) + "\n" for t in corpus.texts[:9]))
+    sniffed = run([tmp_path / "docs.txt"], corpus.tok)  # its first byte opens a JSON object
+    assert sniffed.lengths.tolist() == [c + 1 for c in corpus.counts[:9]]
+    (tmp_path / "docs.txt").write_text("\n" + (tmp_path / "docs.txt").read_text())  # a blank first line
+    with pytest.raises(DataError) as e:
+        run([tmp_path / "docs.txt"], corpus.tok)
+    one_line(e, "docs.txt", "unknown format")
+    named = run([tmp_path / "docs.txt"], corpus.tok, format="jsonl", bos="add")  # the format named
+    assert named.lengths.tolist() == [c + 1 for c in corpus.counts[:9]] and named.provenance["format"] == "jsonl"
+
+
+def write_dolma(path, texts, labels, opener):
+    with opener(path) as f:
+        for i, (t, s) in enumerate(zip(texts, labels)):
+            f.write(json.dumps({"id": str(i), "text": t, "source": s, "metadata": {"lang": f"l{i % 2}"}}) + "\n")
+
+
+def test_jsonl_plain_gzip_and_zstd_with_dolma_sources_as_labels(corpus, tmp_path):
+    n = len(corpus.texts) // 3
+    parts = [(corpus.texts[i * n:(i + 1) * n], corpus.labels[i * n:(i + 1) * n]) for i in range(3)]
+    write_dolma(tmp_path / "a.jsonl", *parts[0], lambda p: open(p, "w", encoding="utf-8"))
+    write_dolma(tmp_path / "b.json.gz", *parts[1], lambda p: gzip.open(p, "wt", encoding="utf-8"))
+    write_dolma(tmp_path / "c.jsonl.zst", *parts[2],
+                lambda p: zstandard.open(p, "wt", encoding="utf-8", cctx=zstandard.ZstdCompressor(level=3)))
+    r = run([tmp_path / "*.js*"], corpus.tok)  # a glob: its files sorted
+    assert r.lengths.tolist() == [c + 1 for c in corpus.counts[:3 * n]]
+    assert r.labels.tolist() == corpus.labels[:3 * n]
+    assert r.doc_row.tolist() == list(range(n)) * 3 and r.doc_file.tolist() == [0] * n + [1] * n + [2] * n
+    lang = run([tmp_path], corpus.tok, label="metadata.lang")  # a folder: its files sorted; a nested label field
+    assert lang.labels.tolist() == [f"l{i % 2}" for i in range(n)] * 3
+
+
+def test_a_plain_jsonl_split_in_byte_ranges_counts_every_line_once(corpus, tmp_path, monkeypatch):
+    write_dolma(tmp_path / "a.jsonl", corpus.texts, corpus.labels, lambda p: open(p, "w", encoding="utf-8"))
+    line_start = len(b"".join((tmp_path / "a.jsonl").read_bytes().splitlines(keepends=True)[:7]))
+    # cuts on a line's first byte, on the newline before it, on its second byte, and anywhere
+    for part in (line_start, line_start - 1, line_start + 1, 1000):
+        monkeypatch.setattr(jsonl, "PART_BYTES", part)
+        r = run([tmp_path / "a.jsonl"], corpus.tok)
+        assert len(r.provenance["units"]) > 5
+        assert r.lengths.tolist() == [c + 1 for c in corpus.counts] and r.labels.tolist() == corpus.labels
+        assert r.doc_row.tolist() == list(range(len(corpus.texts)))
+
+
+def megatron_builder():
+    """megatron-core's indexed_dataset module (IndexedDatasetBuilder), imported without running
+    megatron/core/__init__.py, which imports the model-parallel code (14 s against 1 s here); the stand-in
+    packages are removed after."""
+    spec = importlib.util.find_spec("megatron")
+    root = spec.submodule_search_locations[0]
+    saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k == "megatron" or k.startswith("megatron.")}
+    for name, path in (("megatron", root), ("megatron.core", os.path.join(root, "core"))):
+        stub = types.ModuleType(name)
+        stub.__path__ = [path]
+        sys.modules[name] = stub
+    try:
+        importlib.import_module("megatron.core.parallel_state")  # first: its circle with core.utils then closes
+        return importlib.import_module("megatron.core.datasets.indexed_dataset")
+    finally:
+        for k in [k for k in sys.modules if k == "megatron" or k.startswith("megatron.")]:
+            del sys.modules[k]
+        sys.modules.update(saved)
+
+
+def test_a_megatron_dataset_gives_its_documents_lengths_from_the_index(tmp_path):
+    idx = megatron_builder()
+    lists = [x for x in token_lists(200, seed=4) if x]  # Megatron's preprocessing writes no empty document
+    b = idx.IndexedDatasetBuilder(str(tmp_path / "m_text_document.bin"), dtype=np.uint16)
+    for i, ids in enumerate(lists):
+        if i % 10 == 7 and len(ids) > 2:  # a document of two sequences (sentence-split preprocessing)
+            b.add_document(torch.tensor(ids), lengths=[1, len(ids) - 1])
+        else:
+            b.add_item(torch.tensor(ids))
+            b.end_document()
+    b.finalize(str(tmp_path / "m_text_document.idx"))
+    for given in ("m_text_document", "m_text_document.idx", "m_text_document.bin"):
+        r = run([tmp_path / given], bos_id=BOS)
+        assert r.lengths.tolist() == bos_auto(lists)
+        assert r.files == [str(tmp_path / "m_text_document")] and r.labels.tolist() == ["m_text_document"] * len(lists)
+    none = run([tmp_path], bos="none")  # a folder: the .bin/.idx pair is one source
+    assert none.lengths.tolist() == [len(x) for x in lists]
+    assert none.provenance["inputs"][0]["files"][1]["sha256"] is None  # the .bin, not read without BOS auto
+
+
+def test_flat_token_files_cut_after_each_separator_with_a_trailing_piece_kept(tmp_path):
+    sep = 50256
+    lists = [[t for t in x if t != sep] for x in token_lists(150, seed=5, vocab=60000)]
+    flat = np.array([t for x in lists for t in x + [sep]], np.uint16)
+    flat.tofile(tmp_path / "train.bin")  # nanoGPT: raw uint16, the EOT after every document
+    r = run([tmp_path / "train.bin"], separator=sep, token_dtype="uint16", bos="none")
+    assert r.lengths.tolist() == [len(x) + 1 for x in lists] and r.provenance["trailing_pieces"] == 0
+    np.save(tmp_path / "part.npy", np.concatenate([flat, [7, 8, 9]]).astype(np.uint32))  # numpy .npy, uint32
+    r = run([tmp_path / "part.npy"], separator=sep, bos_id=BOS)
+    assert r.lengths.tolist() == bos_auto([x + [sep] for x in lists] + [[7, 8, 9]])
+    assert r.provenance["trailing_pieces"] == 1
+    with pytest.raises(DataError) as e:
+        run([tmp_path / "train.bin"], separator=sep, bos="none")
+    one_line(e, "train.bin", "dtype")
+
+
+def test_tiktoken_from_a_rank_file_and_the_projects_own_tokenizer(corpus, tmp_path):
+    bpe = rustbpe.Tokenizer()
+    bpe.train_from_iterator(corpus.texts, 400, pattern=openai_public.r50k_pat_str)
+    ranks = {bytes(k): v for k, v in bpe.get_mergeable_ranks()}
+    tiktoken.load.dump_tiktoken_bpe(ranks, str(tmp_path / "mine.tiktoken"))
+    with mock.patch.object(openai_public, "load_tiktoken_bpe", return_value=ranks):
+        enc = tiktoken.Encoding(**openai_public.cl100k_base())  # cl100k_base's pattern and specials, these ranks
+    datasets.Dataset.from_dict({"text": corpus.texts}).to_parquet(str(tmp_path / "t.parquet"))
+    r = run([tmp_path / "t.parquet"], f"cl100k_base:{tmp_path / 'mine.tiktoken'}", bos="none")
+    assert r.lengths.tolist() == [len(x) for x in enc.encode_ordinary_batch(corpus.texts)]
+    assert r.provenance["tokenizer"]["kind"] == "tiktoken"
+    own = train_encoding(iter(corpus.texts * 3), vocab_size=300)
+    save_encoding(own, tmp_path / "tokenizer")
+    r = run([tmp_path / "t.parquet"], tmp_path / "tokenizer")
+    assert r.lengths.tolist() == [len(x) + 1 for x in own.encode_ordinary_batch(corpus.texts)]
+    assert r.provenance["bos"]["id"] == bos_id(own)  # the project's BOS, unless one is given
+
+
+# ---- parallel: the same lengths in the same order
+
+
+@pytest.fixture(scope="module")
+def shards(corpus, tmp_path_factory):
+    d = tmp_path_factory.mktemp("shards")
+    k = len(corpus.texts) // 4
+    for i in range(4):
+        pq.write_table(pa.table({"text": corpus.texts[i * k:(i + 1) * k]}), d / f"s{i}.parquet", row_group_size=25)
+    return d
+
+
+def test_two_workers_and_ray_data_give_one_workers_lengths_in_its_order(corpus, shards, monkeypatch, tmp_path):
+    k = len(corpus.texts) // 4
+    one = run([shards], corpus.tok)
+    assert one.lengths.tolist() == [c + 1 for c in corpus.counts[:4 * k]]
+    assert len(one.provenance["units"]) == 4  # one unit per file (small row groups run together)
+    two = run([shards], corpus.tok, workers=2)
+    assert "2 workers" in two.message
+    with monkeypatch.context() as mp:
+        mp.setenv("PYTHONPATH", str(ROOT))
+        ray.init(num_cpus=1, include_dashboard=False)
+    (tmp_path / "latin.jsonl").write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
+    try:
+        on_ray = engine_corpus_lengths([shards], corpus.tok, engine="ray", progress=False)
+        with pytest.raises(DataError) as e:  # a Ray worker's bad-input error arrives as its one line
+            engine_corpus_lengths([tmp_path / "latin.jsonl"], corpus.tok, engine="ray", progress=False)
+        assert one_line(e, "latin.jsonl", "line 2", "not UTF-8").startswith(str(tmp_path))
+    finally:
+        ray.shutdown()
+    assert "Ray Data" in on_ray.message
+    for r in (two, on_ray):
+        for f in ("lengths", "labels", "doc_file", "doc_row"):
+            assert getattr(r, f).tolist() == getattr(one, f).tolist(), f
+
+
+# ---- the cache
+
+
+def test_a_rerun_reads_the_cache_and_an_interrupted_pass_resumes_by_unit(corpus, shards, tmp_path, monkeypatch):
+    shards = Path(shutil.copytree(shards, tmp_path / "shards"))  # one of them is changed below
+    cache = tmp_path / "cache"
+    counted, hashed = [], []
+    real, real_hash = parallel.count_unit, cache_module.sha256_file
+
+    def counting(unit, settings):
+        counted.append(unit.source)
+        return real(unit, settings)
+    monkeypatch.setattr(parallel, "count_unit", counting)
+    monkeypatch.setattr(cache_module, "sha256_file", lambda p: hashed.append(Path(p).name) or real_hash(p))
+    whole = run([shards], corpus.tok)
+    counted.clear()
+    hashed.clear()
+
+    def interrupted(units, settings, todo):
+        for i in todo[:2]:
+            yield i, counting(units[i], settings)
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        run([shards], corpus.tok, cache_dir=cache, runner=interrupted)
+    assert counted == [0, 1]
+    counted.clear()
+    again = run([shards], corpus.tok, cache_dir=cache)
+    assert counted == [2, 3] and again.resumed == 2 and "2 of 4 parts resumed" in again.message
+    assert again.lengths.tolist() == whole.lengths.tolist() and not again.cached
+    assert sorted(hashed) == [f"s{i}.parquet" for i in range(4)]  # once, at the first pass: remembered since
+    counted.clear()
+    third = run([shards], corpus.tok, cache_dir=cache, progress=True)
+    assert counted == [] and len(hashed) == 4  # no unit counted, no file hashed
+    assert third.cached and "nothing recomputed" in third.message
+    for f in ("lengths", "labels", "doc_file", "doc_row"):
+        assert getattr(third, f).tolist() == getattr(whole, f).tolist()
+    assert third.provenance == again.provenance
+    none = run([shards], corpus.tok, cache_dir=cache, bos="none")  # another BOS policy: another key, counted
+    assert not none.cached and counted == [0, 1, 2, 3]
+    counted.clear()
+    pq.write_table(pa.table({"text": ["changed"] * 3}), shards / "s3.parquet")
+    changed = run([shards], corpus.tok, cache_dir=cache)
+    assert not changed.cached and counted == [0, 1, 2, 3] and len(changed) == len(whole) - 100 + 3
+    assert hashed[-1] == "s3.parquet" and len(hashed) == 5  # the changed file alone hashed again
+
+
+# ---- bad input: one line naming the file
+
+
+def test_each_bad_input_is_one_line_naming_the_file(corpus, tmp_path):
+    def refused(paths, *words, tok=None, **kw):
+        with pytest.raises(DataError) as e:
+            run(paths, tok, **kw)
+        return one_line(e, *words)
+
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
+    refused([tmp_path / "bad.parquet"], "bad.parquet", "not a readable parquet", tok=corpus.tok)
+    (tmp_path / "x.weird").write_bytes(b"\x00\x01\x02")
+    refused([tmp_path / "x.weird"], "x.weird", "unknown format")
+    pq.write_table(pa.table({"body": ["a", "b"]}), tmp_path / "body.parquet")
+    refused([tmp_path / "body.parquet"], "body.parquet", "no column 'text'", tok=corpus.tok, column="text")
+    pq.write_table(pa.table({"n": [3, 4]}), tmp_path / "ints.parquet")  # its only integer column: never taken
+    refused([tmp_path / "ints.parquet"], "ints.parquet", "no text column", tok=corpus.tok)
+    refused([tmp_path / "body.parquet"], "body.parquet", "no label column 'lang'", tok=corpus.tok, column="body",
+            label="lang")
+    (tmp_path / "p.idx").write_bytes(b"MMIDIDX\x00\x00")
+    refused([tmp_path / "p.idx"], "p.bin", "missing")
+    (tmp_path / "q.idx").write_bytes(b"MMIDIDX\x00\x00")
+    (tmp_path / "q.bin").mkdir()
+    refused([tmp_path / "q"], "q.bin", "is a folder")
+    (tmp_path / "tokdir").mkdir()
+    with pytest.raises(DataError) as e:
+        run([tmp_path / "body.parquet"], tmp_path / "tokdir")
+    one_line(e, "tokdir", "is a folder")
+    (tmp_path / "latin.jsonl").write_bytes(json.dumps({"text": "ok"}).encode() + b'\n{"text": "caf\xe9"}\n')
+    refused([tmp_path / "latin.jsonl"], "latin.jsonl", "line 2", "not UTF-8", tok=corpus.tok)
+    (tmp_path / "half.jsonl").write_text('{"text": "ok"}\n{"text": "a\\ud800b"}\n')
+    refused([tmp_path / "half.jsonl"], "half.jsonl", "line 2", "not valid Unicode", tok=corpus.tok)
+    np.arange(10, dtype=np.uint16).tofile(tmp_path / "flat.bin")
+    refused([tmp_path / "flat.bin"], "flat.bin", "out of range", separator=70000, token_dtype="uint16")
+    refused([tmp_path / "flat.bin"], "flat.bin", "never occurs", separator=11, token_dtype="uint16", bos="none")
+    (tmp_path / "empty.jsonl").write_text("")
+    refused([tmp_path / "empty.jsonl"], "empty.jsonl", "no documents", tok=corpus.tok)
+    refused([tmp_path / "latin.jsonl"], "latin.jsonl", "tokenizer")  # text and no tokenizer
+    good = tmp_path / "g.jsonl"
+    good.write_text('{"text": "a"}\n')
+    zst = tmp_path / "cut.jsonl.zst"
+    zst.write_bytes(zstandard.ZstdCompressor().compress(b'{"text": "abc"}\n' * 500)[:-9])
+    refused([zst], "cut.jsonl.zst", "cannot be read", tok=corpus.tok)
+    gz = tmp_path / "cut.jsonl.gz"
+    gz.write_bytes(gzip.compress(b'{"text": "abc"}\n' * 500)[:-9])
+    refused([gz], "cut.jsonl.gz", "cannot be read", tok=corpus.tok)
+    refused([tmp_path / "nothing.parquet"], "nothing.parquet", "no such file")
+    refused([tmp_path / "nothing*.parquet"], "nothing*.parquet", "no file matches")
+    refused([good, good], "g.jsonl", "named twice", tok=corpus.tok)
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": ["a"]})}).save_to_disk(str(tmp_path / "dd"))
+    refused([tmp_path / "dd"], "dd", "DatasetDict", "train")
+    lists = pa.table({"input_ids": pa.array([[1, 2]], pa.list_(pa.int32()))})
+    pq.write_table(lists, tmp_path / "ids.parquet")
+    refused([tmp_path / "ids.parquet"], "ids.parquet", "BOS id")  # BOS auto on tokens: which id?
+    refused([good], "cache", "is a file", tok=corpus.tok, cache_dir=good)
