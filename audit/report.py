@@ -65,7 +65,7 @@ def corpus_lines(c):
             f"{'s' * (files != 1)} ({', '.join(sorted({i['format'] for i in c['inputs']}))}); "
             + (f"tokenizer {tok['kind']} {tok['ref']} "
                f"(SHA256 {str(tok.get('sha256', ''))[:12]}); " if tok else "")
-            + f"BOS policy {bos['policy']} ({how}; id {bos['id']})."
+            + f"BOS policy {bos['policy']} ({how}" + (f"; id {bos['id']}" if bos["id"] is not None else "") + ")."
             + (" Lengths from the cache: the inputs were unchanged." if c.get("cached") else ""), ""]
 
 
