@@ -232,8 +232,8 @@ def run_queue_stage(qdir, data_dir, on_skip=lambda: None):
     from presets.shapes import QUEUE_DEMO
     from presets.six import PRESETS
     from shardqueue import api
-    from shardqueue.reexecute import RESULT, reexecute_folder
-    from shardqueue.replay import reconstruct_folder
+    from shardqueue.checks.reexecute import RESULT, reexecute_folder
+    from shardqueue.checks.replay import reconstruct_folder
     from training.device import resolve_device
 
     device = resolve_device("auto")  # as queue/run_queue.py's default; main() has configured it

@@ -23,9 +23,9 @@ from eval.official import evaluate_checkpoint, score_fixed_shape, scores
 from eval.rescore import recorded_rows, reproduction_problem
 from loaders.packers import Packer
 from loaders.stream import open_split
-from shardqueue.domains import measure
-from shardqueue.runner import QueueRunner
-from shardqueue.world import World
+from shardqueue.engine.runner import QueueRunner
+from shardqueue.world.domains import measure
+from shardqueue.world.pool import World
 from train import WARMUP_UPDATES, train
 from training.checkpoint import load_checkpoint
 from training.device import autocast

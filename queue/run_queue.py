@@ -67,7 +67,7 @@ def build_parser():
                           "calibration source: only its rise blames the training phase; default) or literal (the "
                           "proposal's branch on another shard of the same source)")
     cal.add_argument("--domains", default=None, metavar="FILE",
-                     help="control and selection domains from a JSON file (names and rules; see shardqueue/domains.py)")
+                     help="control and selection domains from a JSON file (names and rules; see shardqueue/world/domains.py)")
     cal.add_argument("--fresh", action="store_true", help="move an earlier calibration or run in --out aside first")
 
     run_ = sub.add_parser("run", parents=[common], help="one queue run through the rotations, decay and scores")
@@ -88,7 +88,7 @@ def build_parser():
                           "harmful share of a shard")
     dose.add_argument("--calibration", default=None, help=f"calibration folder (default {DEFAULT_FOLDER})")
     dose.add_argument("--harm", default="cipher",
-                      help="cipher, a damage kind of shardqueue/damage.py (mojibake, boilerplate, line_shuffle, "
+                      help="cipher, a damage kind of shardqueue/world/damage.py (mojibake, boilerplate, line_shuffle, "
                            "truncate, ...), or parquet (your own bad documents, --harm-parquet)")
     dose.add_argument("--harm-parquet", default=None, help="--harm parquet: a parquet file of bad documents (text column)")
     dose.add_argument("--trials", type=int, default=4, help="ordinary shards per fraction (default 4)")
@@ -121,11 +121,11 @@ def main(argv=None):
         return 2
     from shardqueue.api import (calibrate, check_calibrated, describe_calibration, describe_run,
                                 return_from_quarantine, run)
-    from shardqueue.domains import load_domains
-    from shardqueue.dose import dose_response
-    from shardqueue.reexecute import reexecute_folder
-    from shardqueue.replay import reconstruct_folder
-    from shardqueue.sources import parse as parse_source
+    from shardqueue.checks.reexecute import reexecute_folder
+    from shardqueue.checks.replay import reconstruct_folder
+    from shardqueue.study.dose import dose_response
+    from shardqueue.world.domains import load_domains
+    from shardqueue.world.sources import parse as parse_source
     from training.device import configure, resolve_device
 
     out = Path(a.out)

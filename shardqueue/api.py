@@ -24,22 +24,22 @@ from corpus.atomic import atomic_write_bytes, atomic_write_json, sha256_file
 from corpus.errors import DataError
 from corpus.layout import Layout, default_data_dir
 from eval.official import row_statistics, scores
-from shardqueue import sources
-from shardqueue.damaged_pool import reopen
-from shardqueue.domains import measure
-from shardqueue.harmful import with_harmful_copies
-from shardqueue.log import DecisionLog, read_log, record_sha256, verify_chain
-from shardqueue.packing import shard_rows, shard_tokens, update_batches
-from shardqueue.report import screen_agreement, write_report
-from shardqueue.rotation import load_rotation, save_rotation, shard_docs
-from shardqueue.rule import FRAC_GRID, K_GRID, TARGET, rate_kind
-from shardqueue.rule import calibrate as calibrate_rule
-from shardqueue.runner import QueueRunner, train_rows
-from shardqueue.schedule import warmup
+from shardqueue.checks.report import screen_agreement, write_report
+from shardqueue.engine.log import DecisionLog, read_log, record_sha256, verify_chain
+from shardqueue.engine.packing import shard_rows, shard_tokens, update_batches
+from shardqueue.engine.runner import QueueRunner, train_rows
+from shardqueue.engine.schedule import warmup
+from shardqueue.engine.start_record import settings_differences
+from shardqueue.engine.state import apply
+from shardqueue.policy.rule import FRAC_GRID, K_GRID, TARGET, rate_kind
+from shardqueue.policy.rule import calibrate as calibrate_rule
 from shardqueue.settings import QueueSettings
-from shardqueue.start_record import settings_differences
-from shardqueue.state import apply
-from shardqueue.world import World, build_pool
+from shardqueue.world import sources
+from shardqueue.world.damaged_pool import reopen
+from shardqueue.world.domains import measure
+from shardqueue.world.harmful import with_harmful_copies
+from shardqueue.world.pool import World, build_pool
+from shardqueue.world.rotation import load_rotation, save_rotation, shard_docs
 from training.checkpoint import checkpoint_bytes, data_identity, load_checkpoint, newest_good_checkpoint, save_checkpoint
 from training.config import config_sha256, resolve_config
 from training.resume import remove_torn_writes, restore_trainer_state, trainer_state

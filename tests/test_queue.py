@@ -14,14 +14,14 @@ from conftest import QUEUE_CFG, QUEUE_SETTINGS, ROOT, one_line_error, queue_scri
 
 from corpus.errors import DataError
 from shardqueue import api as rq
-from shardqueue.log import line_of, read_log, record_sha256
-from shardqueue.packing import shard_rows, shard_tokens, update_batches
-from shardqueue.reexecute import compare_records, reexecute, reexecute_folder
-from shardqueue.replay import reconstruct_folder
-from shardqueue.rotation import shard_docs
-from shardqueue.rule import calibrate as calibrate_rule
-from shardqueue.rule import clopper_pearson_upper, held_out_rate
-from shardqueue.runner import QueueRunner, params_sha256
+from shardqueue.checks.reexecute import compare_records, reexecute, reexecute_folder
+from shardqueue.checks.replay import reconstruct_folder
+from shardqueue.engine.log import line_of, read_log, record_sha256
+from shardqueue.engine.packing import shard_rows, shard_tokens, update_batches
+from shardqueue.engine.runner import QueueRunner, params_sha256
+from shardqueue.policy.rule import calibrate as calibrate_rule
+from shardqueue.policy.rule import clopper_pearson_upper, held_out_rate
+from shardqueue.world.rotation import shard_docs
 
 cli = queue_script("run_queue")  # the command line, called in-process
 CFG, SETTINGS = QUEUE_CFG, QUEUE_SETTINGS  # the `calibrated` fixture's (conftest.py)
@@ -183,7 +183,7 @@ def test_resume_after_interruptions_gives_the_same_log_and_model(calibrated, ful
     cost three. Each stage's records are compared with the uninterrupted run's before the next kill
     (a stage commits several records first), so a resume that went wrong shows in the records it
     wrote and cannot be hidden by the next resume from a checkpoint."""
-    from shardqueue import log as decision_log  # the module, to patch its writer
+    from shardqueue.engine import log as decision_log  # the module, to patch its writer
 
     out_full, _, recs_full, _ = full_run
     want = _strip(recs_full)
@@ -337,7 +337,7 @@ def test_policies_share_one_code_path(calibrated, tmp_path):
 
 
 def test_branch_check_returns_a_shard_when_a_clean_branch_rises_too(calibrated, tmp_path, monkeypatch):
-    from shardqueue import runner as queue_runner
+    from shardqueue.engine import runner as queue_runner
     # every shard raises control loss by 1 (a "phase" effect): the clean branch on a reserve shard sees the
     # same rise, so the phase is blamed without a branch on the source (tests/test_queue_branch.py: each case)
     cfg, world, pool, calib = rq.open_calibration(calibrated["strict"])
@@ -456,7 +456,7 @@ def test_a_second_process_is_locked_out(calibrated, tmp_path, capsys):
 
 
 def test_unlabeled_text_gets_deterministic_register_domains():
-    from shardqueue.domains import domain_texts, register_of
+    from shardqueue.world.domains import domain_texts, register_of
 
     code = "import os\n\ndef f(x):\n    return x + 1\n\nclass A:\n    pass\n"
     qa = "Question: what is a shard?\nAnswer: a group of whole documents. Why? Who? How?"
@@ -665,7 +665,7 @@ def test_a_kill_inside_the_final_decay_resumes_to_the_same_end(calibrated, full_
 
 def test_reconstruct_rehashes_shards_checks_relative_paths_and_malformed_records(calibrated, full_run, tmp_path):
     from protocols.protocol import write_protocol
-    from shardqueue.replay import check_records, rehashed_pool
+    from shardqueue.checks.replay import check_records, rehashed_pool
 
     recs = read_log(full_run[0] / "decisions.jsonl")
     assert not Path(recs[0]["calibration_dir"]).is_absolute()
@@ -879,7 +879,7 @@ def test_an_untouched_log_is_reproduced_bitwise(full_run, reexecuted):
 
 @pytest.mark.parametrize("name", sorted(FORGERIES))
 def test_each_forgery_passes_the_replay_but_not_the_reexecution(full_run, reexecuted, name):
-    from shardqueue.replay import check_records
+    from shardqueue.checks.replay import check_records
 
     rx, end, _, (pool, calib) = reexecuted
     forged, target = _forged(full_run[2], name)

@@ -9,12 +9,12 @@ import pytest
 
 from corpus.errors import DataError
 from shardqueue import api as rq
-from shardqueue import runner as queue_runner
-from shardqueue.harmful import with_harmful_copies
-from shardqueue.log import DecisionLog, read_log
-from shardqueue.replay import check_branch, check_records_strictly
-from shardqueue.rotation import shard_docs, shard_record
-from shardqueue.runner import QueueRunner, main_source
+from shardqueue.checks.replay import check_branch, check_records_strictly
+from shardqueue.engine import runner as queue_runner
+from shardqueue.engine.log import DecisionLog, read_log
+from shardqueue.engine.runner import QueueRunner, main_source
+from shardqueue.world.harmful import with_harmful_copies
+from shardqueue.world.rotation import shard_docs, shard_record
 
 BASE = 5.0  # the scripted start loss of every domain
 SECONDS = 0.1234567  # every scripted shard's training time (a branch record rounds their sum)

@@ -11,10 +11,10 @@ import pytest
 from conftest import one_line_error, queue_script
 
 from shardqueue import api as rq
-from shardqueue import world as world_module
-from shardqueue.dose import dose_response, exact_mix
-from shardqueue.inspection import MEASURES, Z_LIMIT, in_other_references, inspect_shard, judged
-from shardqueue.rotation import shard_docs, shard_record
+from shardqueue.study.dose import dose_response, exact_mix
+from shardqueue.world import pool as world_module
+from shardqueue.world.inspection import MEASURES, Z_LIMIT, in_other_references, inspect_shard, judged
+from shardqueue.world.rotation import shard_docs, shard_record
 
 
 def test_exact_mix_has_the_stated_share_of_harmful_targets():
@@ -117,7 +117,7 @@ def test_a_measure_is_judged_against_the_clean_spread_not_a_fixed_limit():
 
 
 def test_a_run_to_the_end_of_its_pool_leaves_no_judged_shard_undecided(calibrated, tmp_path):
-    from shardqueue.log import read_log
+    from shardqueue.engine.log import read_log
 
     # the trigger-happy rule flags nearly every shard; an unlimited budget walks the pool to its end
     summary = rq.run(tmp_path / "dry", calibrated["strict"], budget_targets=10 ** 9, log=lambda s: None, report=False)

@@ -26,8 +26,8 @@ from conftest import ROOT
 
 from corpus.errors import DataError
 from shardqueue import api as rq
-from shardqueue.log import line_of, record_sha256, verify_chain
-from shardqueue.start_record import machine, value_sha256
+from shardqueue.engine.log import line_of, record_sha256, verify_chain
+from shardqueue.engine.start_record import machine, value_sha256
 
 REFERENCE = ROOT / "tests" / "reference" / "queue_run"
 WRITE = os.environ.get("PACKAUDIT_WRITE_REFERENCE") == "1"

@@ -605,7 +605,7 @@ def test_arm_c_runner_rejects_at_its_drawn_positions_and_the_others_decide_as_th
 
 def test_arm_a_branches_at_each_threshold_once_and_ends_its_stable_phase_once_covered(monkeypatch):
     # arm A's commit, with the queue's own commit (checkpoint and log) a no-op and each branch's score scripted
-    from shardqueue.runner import QueueRunner
+    from shardqueue.engine.runner import QueueRunner
     from shardqueue.study.arms import ReferenceBranchRunner
 
     monkeypatch.setattr(QueueRunner, "commit", lambda self: None)
@@ -855,7 +855,7 @@ def test_spearman_and_auc_against_hand_worked_values():
 
 # ---- stage A: calibration split, schedule ----------------------------------------------------
 def test_held_out_rate_is_reported_on_transitions_that_did_not_choose_k():
-    from shardqueue.rule import calibrate
+    from shardqueue.policy.rule import calibrate
 
     sig = [{"d": 1.0 + 0.1 * (t % 2)} for t in range(6)]  # deltas +-0.1: sigma = 0.1095
     choose = [{"d": 1.0}] * 5  # flat: the first grid point (k 1.5, frac 0.5) passes
@@ -869,8 +869,8 @@ def test_held_out_rate_is_reported_on_transitions_that_did_not_choose_k():
 
 
 def test_schedule_keeps_weight_decay_constant_and_warms_up():
-    from shardqueue.schedule import decay, warmup
-    from shardqueue.runner import train_rows
+    from shardqueue.engine.runner import train_rows
+    from shardqueue.engine.schedule import decay, warmup
     from training.trainer import Trainer
 
     w = warmup(0, 4)

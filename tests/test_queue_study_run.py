@@ -101,7 +101,7 @@ def test_d_counts_targets_after_the_shared_start_and_budgets_are_equal(micro):
 
 
 def test_each_arm_decays_on_shards_its_own_policy_accepted(micro):
-    from shardqueue.log import read_log
+    from shardqueue.engine.log import read_log
 
     out = micro["out"]
     pool = json.loads((out / "stage_a" / "pool.json").read_text())
@@ -293,7 +293,7 @@ def comparable(value, out):
 
 
 def test_the_micro_study_summary_equals_the_reference_value_for_value(micro):
-    from shardqueue.start_record import machine
+    from shardqueue.engine.start_record import machine
 
     got, here = comparable(micro["summary"], micro["out"]), machine("cpu")
     if os.environ.get("PACKAUDIT_WRITE_REFERENCE") == "1":

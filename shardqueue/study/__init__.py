@@ -20,6 +20,8 @@ or as many as stage A's noise asks for, one adoption rule with paired intervals 
     non_english.py       the Polish selection axis, when the corpus has one
     report.py            report.md and summary.json (with its schema)
     figures.py           selection.png, control_b.png, screen_vs_rise.png, compute.png
+    dose.py              dose-response: flag/reject rate against the exact harmful share of a shard (--harm)
+    footprint.py         peak host memory and disk of a preset's plan, term by term (host_footprint)
 
 The command line is queue/study.py.
 """

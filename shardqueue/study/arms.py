@@ -22,10 +22,10 @@ import time
 
 import numpy as np
 
-from shardqueue.domains import measure
-from shardqueue.runner import QueueRunner, train_rows
-from shardqueue.schedule import decay
+from shardqueue.engine.runner import QueueRunner, train_rows
+from shardqueue.engine.schedule import decay
 from shardqueue.study.curve_fit import curve
+from shardqueue.world.domains import measure
 
 
 class ReferenceBranchRunner(QueueRunner):

@@ -30,13 +30,13 @@ from corpus.runlock import FolderLocked, folder_lock
 from fanout import Task, gpus_for, open_engine
 from shardqueue import api as rq
 from shardqueue.api import copy_start_state
-from shardqueue.domains import load_domains
-from shardqueue.log import read_log
-from shardqueue.packing import shard_rows, shard_tokens
-from shardqueue.rotation import shard_docs
-from shardqueue.rule import rate_kind
+from shardqueue.engine.log import read_log
+from shardqueue.engine.packing import shard_rows, shard_tokens
+from shardqueue.policy.rule import rate_kind
 from shardqueue.study.accounting import accounting, control_trace, decision_rows, run_cost
 from shardqueue.study.adoption import adoption
+from shardqueue.world.domains import load_domains
+from shardqueue.world.rotation import shard_docs
 from shardqueue.study.arms import (
     CurveRunner,
     FixedRandomRunner,
@@ -434,7 +434,7 @@ class StudyRuns:
     curve_requested: bool
     use_curve: bool
     curve_reason: str
-    world: object  # shardqueue.world.World: its selection set and validation texts
+    world: object  # shardqueue.world.pool.World: its selection set and validation texts
 
 
 def a_curves(runs):

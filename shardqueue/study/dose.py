@@ -31,10 +31,10 @@ from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.errors import DataError
 from corpus.shards import iter_row_group_texts
 from shardqueue import api as rq
-from shardqueue.harmful import remapped
-from shardqueue.packing import shard_rows, shard_tokens
-from shardqueue.rotation import shard_docs
-from shardqueue.rule import judge
+from shardqueue.engine.packing import shard_rows, shard_tokens
+from shardqueue.policy.rule import judge
+from shardqueue.world.harmful import remapped
+from shardqueue.world.rotation import shard_docs
 from training.trainer import Trainer
 
 FRACTIONS = (0.0, 0.1, 0.25, 0.5, 1.0)
@@ -80,9 +80,9 @@ def harm_function(kind, world, seed, vocab, harm_parquet=None):
         return [np.asarray([world.bos] + world.enc.encode_ordinary(t), dtype=np.int64) for t in texts]
     try:
         # late and guarded: a checkout without the text-damage kinds still runs the cipher and parquet harms
-        from shardqueue.damage import DAMAGES
+        from shardqueue.world.damage import DAMAGES
     except ImportError:
-        raise DataError(f"--harm {kind}: the text-damage kinds (shardqueue/damage.py) are not in this checkout") from None
+        raise DataError(f"--harm {kind}: the text-damage kinds (shardqueue/world/damage.py) are not in this checkout") from None
     if kind not in DAMAGES:
         raise DataError(f"--harm {kind!r}: not one of cipher, parquet, {', '.join(sorted(DAMAGES))}")
     fn = DAMAGES[kind]

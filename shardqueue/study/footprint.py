@@ -17,8 +17,8 @@ rotation.py and loaders/stream.py; the two figures not measured here are marked 
 """
 import math
 
-from shardqueue.inspection import SAMPLE_TOKENS
 from shardqueue.study.presets import PRESETS, plan
+from shardqueue.world.inspection import SAMPLE_TOKENS
 
 GIB = 2 ** 30
 # the stated node: one 8-GPU node with 128 GiB of host memory and 2 TiB of local disk for the data and runs

@@ -13,7 +13,7 @@ import pyarrow.csv as pcsv  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from corpus.atomic import atomic_write_bytes, atomic_write_text  # noqa: E402
-from shardqueue.rule import rate_kind  # noqa: E402
+from shardqueue.policy.rule import rate_kind  # noqa: E402
 
 
 def _flag_text(r, x):
@@ -171,7 +171,7 @@ def figure(recs, path):
 
 
 def _rate_kind(calib):
-    """Says which transitions the reported false-rejection rate was measured on (shardqueue/rule.py's rate_kind)."""
+    """Says which transitions the reported false-rejection rate was measured on (shardqueue/policy/rule.py's rate_kind)."""
     if rate_kind(calib) == "held-out":
         return "held-out (a second set of transitions, not the one that chose k and frac)"
     return "in-sample (the same transitions chose k and frac, so the rate is optimistic)"

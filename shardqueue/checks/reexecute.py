@@ -35,11 +35,12 @@ from pathlib import Path
 
 from corpus.atomic import atomic_write_json
 from corpus.errors import DataError
-from shardqueue import api, sources
-from shardqueue.log import DecisionLog, line_of, read_log, record_sha256, verify_chain
-from shardqueue.runner import QueueRunner
+from shardqueue import api
+from shardqueue.engine.log import DecisionLog, line_of, read_log, record_sha256, verify_chain
+from shardqueue.engine.runner import QueueRunner
+from shardqueue.engine.start_record import machine
 from shardqueue.settings import DEFAULT_TOLERANCE
-from shardqueue.start_record import machine
+from shardqueue.world import sources
 from training.checkpoint import load_checkpoint
 
 RESULT = "reexecution.json"

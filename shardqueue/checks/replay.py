@@ -19,12 +19,12 @@ from pathlib import Path
 
 from corpus.errors import DataError
 from shardqueue.api import corpus_identity, open_calibration
-from shardqueue.log import read_log, verify_chain
-from shardqueue.rotation import load_rotation
-from shardqueue.rule import branch_verdict, rises, unrecovered
-from shardqueue.sources import read, with_records
-from shardqueue.start_record import settings_differences
-from shardqueue.state import apply, initial_state
+from shardqueue.engine.log import read_log, verify_chain
+from shardqueue.engine.start_record import settings_differences
+from shardqueue.engine.state import apply, initial_state
+from shardqueue.policy.rule import branch_verdict, rises, unrecovered
+from shardqueue.world.rotation import load_rotation
+from shardqueue.world.sources import read, with_records
 
 
 def _close(a, b):

@@ -27,9 +27,9 @@ from corpus.atomic import sha256_file
 from corpus.errors import DataError
 from corpus.parquet_corpus import read_documents
 from protocols.protocol import load_protocol, write_protocol
-from shardqueue.damaged_pool import append_documents
-from shardqueue.domains import text_sha256
-from shardqueue.rotation import build_rotation
+from shardqueue.world.damaged_pool import append_documents
+from shardqueue.world.domains import text_sha256
+from shardqueue.world.rotation import build_rotation
 
 FILE = "added_sources.json"
 CALIBRATION_SHARDS = 1

@@ -23,16 +23,16 @@ from corpus.layout import Layout, default_data_dir
 from corpus.shards import iter_row_group_texts
 from corpus.tokenizer import bos_id, load_encoding, load_token_bytes
 from loaders.stream import open_split
-from shardqueue.damaged_pool import add_damaged_shards
-from shardqueue.domains import (
+from shardqueue.world.damaged_pool import add_damaged_shards
+from shardqueue.world.domains import (
     OVERLAP_SAMPLE_TOKENS,
     build_sets,
     sampled_overlap,
     text_sha256,
     used_documents,
 )
-from shardqueue.harmful import LABEL, with_harmful_copies
-from shardqueue.rotation import build_rotation, shard_docs, source_labels
+from shardqueue.world.harmful import LABEL, with_harmful_copies
+from shardqueue.world.rotation import build_rotation, shard_docs, source_labels
 
 
 def sha_key(hex_digest):

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from corpus.errors import DataError
 from protocols.protocol import load_protocol, write_protocol
-from shardqueue.domains import register_of
+from shardqueue.world.domains import register_of
 
 
 def _ranges(idx):

@@ -29,16 +29,16 @@ import numpy as np
 import torch
 
 from corpus.errors import DataError
-from shardqueue.domains import measure, rows_bpb, sampled_overlap
-from shardqueue.inspection import inspect_shard
-from shardqueue.log import DecisionLog, read_log, record_sha256, verify_chain
-from shardqueue.packing import StreamedShard, update_batches
-from shardqueue.rotation import load_rotation, save_rotation, shard_docs
-from shardqueue.rule import branch_verdict, judge, rises
-from shardqueue.schedule import decay, set_schedule
+from shardqueue.engine.log import DecisionLog, read_log, record_sha256, verify_chain
+from shardqueue.engine.packing import StreamedShard, update_batches
+from shardqueue.engine.schedule import decay, set_schedule
+from shardqueue.engine.start_record import machine, start_settings
+from shardqueue.engine.state import apply, initial_state
+from shardqueue.policy.rule import branch_verdict, judge, rises
 from shardqueue.settings import POLICIES, QueueSettings
-from shardqueue.start_record import machine, start_settings
-from shardqueue.state import apply, initial_state
+from shardqueue.world.domains import measure, rows_bpb, sampled_overlap
+from shardqueue.world.inspection import inspect_shard
+from shardqueue.world.rotation import load_rotation, save_rotation, shard_docs
 from training.checkpoint import newest_good_checkpoint, save_checkpoint
 from training.device import autocast, to_device
 from training.resume import restore_trainer_state, trainer_state

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 
 from corpus.errors import DataError
 from loaders.stream import DocumentStream
-from shardqueue.damage import DAMAGES
-from shardqueue.rotation import shard_record
+from shardqueue.world.damage import DAMAGES
+from shardqueue.world.rotation import shard_record
 
 
 def append_documents(stream, arrays, name):

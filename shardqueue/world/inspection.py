@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from corpus.atomic import atomic_write_json, atomic_write_text
-from shardqueue.domains import ngram_hashes, register_of
-from shardqueue.domains import sample_docs as _sample_docs
-from shardqueue.rotation import shard_docs
+from shardqueue.world.domains import ngram_hashes, register_of
+from shardqueue.world.domains import sample_docs as _sample_docs
+from shardqueue.world.rotation import shard_docs
 
 Z_LIMIT = 4.0
 SAMPLE_TOKENS = 2_000_000
