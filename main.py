@@ -256,7 +256,7 @@ def run_queue_stage(qdir, data_dir, on_skip=lambda: None):
                     print(f"error: calibration failed: {rec['reason']}", file=sys.stderr)
                     return 1
                 print(api.describe_calibration(rec))
-            summary = api.run(qdir, None, "queue", None, 0.0, QUEUE_BUDGET, 6, True,
+            summary = api.run(qdir, None, api.RunPlan(budget_targets=QUEUE_BUDGET),
                               resume=(qdir / "decisions.jsonl").exists(), device=device)
             line, err = api.describe_run(summary, qdir)
             print(line)

@@ -119,7 +119,7 @@ def main(argv=None):
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from shardqueue.api import (calibrate, check_calibrated, describe_calibration, describe_run,
+    from shardqueue.api import (RunPlan, calibrate, check_calibrated, describe_calibration, describe_run,
                                 return_from_quarantine, run)
     from shardqueue.checks.reexecute import reexecute_folder
     from shardqueue.checks.replay import reconstruct_folder
@@ -134,6 +134,8 @@ def main(argv=None):
         configure(a.device)
         # what the command reads must be there before its folder is made and locked (no .lock left by a refusal)
         if a.command == "run":
+            plan = RunPlan(policy=a.policy, seed=a.seed, reject_rate=a.reject_rate, budget_targets=a.budget_targets,
+                           rotation_shards=a.rotation_shards, branch_check=not a.no_branch_check)
             check_calibrated(a.calibration or out)
             if a.resume and not (out / "decisions.jsonl").exists():
                 raise DataError(f"{out / 'decisions.jsonl'}: nothing to resume")
@@ -167,8 +169,7 @@ def main(argv=None):
                 dose_response(out, a.calibration or DEFAULT_FOLDER, trials=a.trials, device=a.device, harm=a.harm,
                               harm_parquet=a.harm_parquet)
                 return 0
-            summary = run(out, a.calibration, a.policy, a.seed, a.reject_rate, a.budget_targets, a.rotation_shards,
-                          not a.no_branch_check, a.resume, a.fresh, a.device, add_sources=a.add_source)
+            summary = run(out, a.calibration, plan, a.resume, a.fresh, a.device, add_sources=a.add_source)
             line, err = describe_run(summary, out)
             print(line)
             if err:

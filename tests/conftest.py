@@ -115,7 +115,7 @@ def calibrated(small_corpus, tmp_path_factory):
 
     def build(d):
         built["rec"] = rq.calibrate(d, None, [f"{k}={v}" for k, v in {**QUEUE_CFG, "data_dir": str(small_corpus)}.items()],
-                                    QUEUE_SETTINGS, log=lambda s: None)
+                                    QUEUE_SETTINGS)
         (d.parent / f"{d.name}.rec.json").write_text(json.dumps(built["rec"]))  # for a later session of a cache
 
     d = cached_build("qcal", build, tmp_path_factory)

@@ -248,21 +248,21 @@ def test_an_explicit_gpu_under_torchrun_is_refused_in_one_line(spec, tmp_path, c
 
 # ---- the shard queue's train and measure steps on the model's device --------------------
 def queue_runner(tmp_path, device, *over):
-    """A QueueRunner on a one-shard pool and one control domain (the train/screen/measure
+    """A queue runner on a one-shard pool and one control domain (the train/screen/measure
     paths only: no calibration, no log)."""
     from types import SimpleNamespace
 
     from shardqueue.engine.packing import shard_rows
-    from shardqueue.engine.runner import QueueRunner
+    from shardqueue.engine.runner import Runner
 
     cfg = resolve_config(None, SMALL + ["micro_rows=2", "accum=2", "updates=4", *over])
     g = np.random.default_rng(0)
     x, y = shard_rows(g.integers(1, 64, 6 * 64 - 17), 64, 63)  # 6 rows, the last one padded
     control = {"prose": {"x": x[:2], "y": y[:2]}}
     world = SimpleNamespace(device=device, sets={"control": control}, token_bytes=np.arange(64) % 4)
-    r = QueueRunner(cfg, world, {"shards": [], "order": []}, {}, tmp_path, log=lambda m: None)
+    r = Runner(cfg, world, {"shards": [], "order": []}, {}, tmp_path, log=lambda m: None)
     r.rows = lambda sid: (x, y)  # the shard's rows, as the runner streams them from the token files
-    r._pool_sample = (x[:2], y[:2])
+    r.screen_of.sample = (x[:2], y[:2])
     return r
 
 

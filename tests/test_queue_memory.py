@@ -27,11 +27,12 @@ def test_a_large_shard_trains_in_bounded_memory(calibrated, tmp_path):
     import tracemalloc
 
     from shardqueue import api as rq
-    from shardqueue.engine.runner import QueueRunner
+    from shardqueue.engine.training import one_thread
+    from shardqueue.engine.runner import Runner
 
     cfg, world, pool, calib = rq.open_calibration(calibrated["dir"])
     cfg = type(cfg)(**{**cfg.to_dict(), "micro_rows": 256})  # few, wide updates: the test is about data, not steps
-    r = QueueRunner(cfg, world, pool, calib, tmp_path, log=lambda s: None)
+    r = Runner(cfg, world, pool, calib, tmp_path, log=lambda s: None)
     n = int(np.searchsorted(np.cumsum(world.stream.lengths), 200_000)) + 1  # about 200,000 tokens
     tokens = int(world.stream.lengths[:n].sum())
     r.shards["big"] = {"id": "big", "docs": [[0, n]], "tokens": tokens}
@@ -39,7 +40,7 @@ def test_a_large_shard_trains_in_bounded_memory(calibrated, tmp_path):
     assert int64_rows > 3_000_000
     tracemalloc.start()
     try:
-        with rq.one_thread():
+        with one_thread():
             info = r.train_shard("big")
         _, peak = tracemalloc.get_traced_memory()
     finally:

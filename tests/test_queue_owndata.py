@@ -177,9 +177,9 @@ def test_dose_takes_the_damage_as_an_argument(calibrated, tmp_path, harm):
 
 
 def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, tmp_path, monkeypatch):
-    from shardqueue.engine.runner import QueueRunner
+    from shardqueue.engine.runner import Runner
 
-    out, calls, real = tmp_path / "cut", {"n": 0}, QueueRunner.train_shard
+    out, calls, real = tmp_path / "cut", {"n": 0}, Runner.train_shard
 
     def dying(self, sid, *a, **k):
         calls["n"] += 1
@@ -187,12 +187,12 @@ def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, t
             raise KeyboardInterrupt
         return real(self, sid, *a, **k)
 
-    monkeypatch.setattr(QueueRunner, "train_shard", dying)
+    monkeypatch.setattr(Runner, "train_shard", dying)
     with pytest.raises(KeyboardInterrupt):
-        rq.run(out, calibrated["strict"], rotation_shards=3, log=lambda s: None, report=False)
-    monkeypatch.setattr(QueueRunner, "train_shard", real)
+        rq.run(out, calibrated["strict"], rq.RunPlan(rotation_shards=3), log=lambda s: None, report=False)
+    monkeypatch.setattr(Runner, "train_shard", real)
     at = read_log(out / "decisions.jsonl")[-1]["queue"]["rotation"]
-    rq.run(out, calibrated["strict"], rotation_shards=3, resume=True, log=lambda s: None, report=False,
+    rq.run(out, calibrated["strict"], rq.RunPlan(rotation_shards=3), resume=True, log=lambda s: None, report=False,
            add_sources=[f"late={own['dir'] / 'new.parquet'}"])
     recs = read_log(out / "decisions.jsonl")
     src = next(r for r in recs if r["event"] == "source")

@@ -87,7 +87,7 @@ def reference_run(calibrated, tmp_path_factory):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(time, "time", lambda: FIXED_TIME)
             mp.setattr(uuid, "uuid4", lambda: FIXED_RUN)
-            rq.run(root / name, root / "cal", log=lambda s: None, report=True, **options)
+            rq.run(root / name, root / "cal", rq.RunPlan(**options), log=lambda s: None, report=True)
         got.update({f"{name}/{f}": text for f, text in run_files(root / name, root, calibrated["data"]).items()})
     return got
 

@@ -5,12 +5,13 @@ training produces now.
 rotation manifests and the rule. It cannot tell whether the numbers are the ones training
 produced: a log whose losses, target counts or train losses were edited, its hash chain
 recomputed, passes it. The proposal asks that "the verdict can be reconstructed"; this module
-re-executes the run instead. A QueueRunner is built from the run's start record (its
-arguments, and the calibration folder's config.json and calibration.json, which must be
-unchanged key by key), started from the start state (the calibrated state, whose SHA256
-calibration.json holds, or for another seed that state recomputed) or from one of the run's
-checkpoints, and run through the same code (QueueRunner.run, QueueRunner.decay) into a scratch
-folder. Each record it makes is compared with the logged record of the same seq:
+re-executes the run instead. A runner is built from the run's start record (its run plan,
+and the calibration folder's config.json and calibration.json, which must be unchanged key by
+key), started from the start state (the calibrated state, whose SHA256 calibration.json holds,
+or for another seed that state recomputed) or from one of the run's checkpoints, and run through
+the same code (engine/runner.py, engine/final_decay.py) into a scratch folder, without
+checkpoints. An observer of its commits (Reexecution) compares each record it makes with the
+logged record of the same seq:
 
   - bitwise on the machine that made the run (the start and every `resumed` record name it):
     every float equal to the last bit, every parameter SHA256 (the start state, after each
@@ -35,10 +36,16 @@ from pathlib import Path
 
 from corpus.atomic import atomic_write_json
 from corpus.errors import DataError
-from shardqueue import api
-from shardqueue.engine.log import DecisionLog, line_of, read_log, record_sha256, verify_chain
-from shardqueue.engine.runner import QueueRunner
+from shardqueue.calibration import open_calibration, start_state
+from shardqueue.engine.final_decay import final_decay
+from shardqueue.engine.log import line_of, read_log, verify_chain
+from shardqueue.engine.plan import RunPlan
+from shardqueue.engine.starts import continue_from
+from shardqueue.engine.run_folder import check_start_record, corpus_identity
+from shardqueue.engine.runner import Runner
+from shardqueue.engine.scoring import final_score
 from shardqueue.engine.start_record import machine
+from shardqueue.engine.training import one_thread
 from shardqueue.settings import DEFAULT_TOLERANCE
 from shardqueue.world import sources
 from training.checkpoint import load_checkpoint
@@ -133,35 +140,24 @@ class _Stop(Exception):
     """The stretch is re-executed (or, stopping early, a record differs)."""
 
 
-class ReexecutingRunner(QueueRunner):
-    """A QueueRunner that writes its records to a scratch log (no checkpoints: nothing resumes it),
-    takes the records written outside training from the log at their place, and stops at the
-    stretch's end, or at the first record that differs when given `differs`."""
+class Reexecution:
+    """An observer of a re-executing runner's commits: each record, as the log holds it (floats through JSON,
+    lists), is kept in `made`; the stretch ends at stop_seq, or at the first record that differs when given
+    `differs`. A record written outside training (OUTSIDE_TRAINING) is taken from the log at its place."""
 
-    def attach(self, logged, stop_seq, checkpoint=None, differs=None):
-        self.logged, self.stop_seq, self.checkpoint, self.differs, self.made = logged, stop_seq, checkpoint, differs, []
-        return self
+    def __init__(self, logged, stop_seq, differs=None):
+        self.logged, self.stop_seq, self.differs, self.made = logged, stop_seq, differs, []
 
-    def commit(self):
-        while self._owed:
-            rec = self._owed.pop(0)
-            self.dlog.write(rec)
-            self.made.append(json.loads(line_of(rec)))  # as the log holds it (floats through JSON, lists)
+    def committed(self, runner, records):
+        for rec in records:
+            self.made.append(json.loads(line_of(rec)))
             seq = rec["seq"]
             if seq >= self.stop_seq or (self.differs and self.differs(self.logged[seq - 1], self.made[-1])):
                 raise _Stop
-            nxt = self.logged[seq] if seq < len(self.logged) else None
-            if not self._owed and nxt and nxt["event"] in OUTSIDE_TRAINING:
-                self.record(nxt["event"], **{k: v for k, v in nxt.items() if k not in DERIVED})
-
-    def resume(self, log_path):
-        """Re-execution from a checkpoint: its state, the log's records up to it, no `resumed` record."""
-        C = self.checkpoint["log_seq"]
-        with open(log_path, "w") as f:
-            f.writelines(line_of(r) + "\n" for r in self.logged[:C])
-        self.dlog = DecisionLog(log_path, seq=C)
-        self.prev_sha256 = record_sha256(self.logged[C - 1])
-        self.take_checkpoint(self.checkpoint)
+        nxt = self.logged[records[-1]["seq"]] if records and records[-1]["seq"] < len(self.logged) else None
+        if nxt and nxt["event"] in OUTSIDE_TRAINING:
+            runner.record(nxt["event"], **{k: v for k, v in nxt.items() if k not in DERIVED})
+            runner.commit()
 
 
 def anchored_checkpoint(path, logged, log_path):
@@ -192,28 +188,28 @@ def _anchored(path, p, logged, log_path):
 START_ARGUMENTS = ("policy", "seed", "reject_rate", "rotation_shards", "budget_targets", "branch_check", "run_id")
 
 
-def _runner(folder, logged, device, scratch):
+def _runner(folder, logged, device, scratch, observer):
     """A re-executing runner built from the run's start record; its calibration folder must be unchanged."""
     start = logged[0]
     missing = [k for k in START_ARGUMENTS if k not in start]
     if missing:
         raise DataError(f"{folder / 'decisions.jsonl'}: the start record lacks {', '.join(missing)}")
     rel = str(start.get("calibration_dir", "."))
-    cfg, world, pool, calib = api.open_calibration(folder / rel, device)
+    cfg, world, pool, calib = open_calibration(folder / rel, device)
     pool = sources.prepare(folder, world, pool, (), 1, log=lambda s: None)  # sources the run added
     cfg = type(cfg)(**{**cfg.to_dict(), "seed": start["seed"]})
-    runner = ReexecutingRunner(cfg, world, pool, calib, scratch, policy=start["policy"], seed=start["seed"],
-                               reject_rate=start["reject_rate"], rotation_shards=start["rotation_shards"],
-                               budget_targets=start["budget_targets"], branch_check=start["branch_check"],
-                               log=lambda s: None, run_id=start["run_id"], calibration_dir=rel,
-                               corpus=api.corpus_identity(cfg))
-    api.check_start_record(start, runner, folder / "decisions.jsonl")
-    return runner, lambda out: api.start_state(cfg, world, pool, calib, folder / rel, start["seed"], out), \
-        api.final_score(runner, world, cfg)
+    plan = RunPlan(policy=start["policy"], seed=start["seed"], reject_rate=start["reject_rate"],
+                   rotation_shards=start["rotation_shards"], budget_targets=start["budget_targets"],
+                   branch_check=start["branch_check"], checkpoints=False)
+    runner = Runner(cfg, world, pool, calib, scratch, plan, observers=[observer], log=lambda s: None,
+                    run_id=start["run_id"], calibration_dir=rel, corpus=corpus_identity(cfg))
+    check_start_record(start, runner, folder / "decisions.jsonl")
+    return runner, lambda out: start_state(cfg, world, pool, calib, folder / rel, start["seed"], out), \
+        final_score(runner, world, cfg)
 
 
 @dataclass
-class Reexecution:
+class Reexecuted:
     logged: list  # the log's records of the stretch
     made: list  # the re-executed records (fewer when it stopped at a difference)
     same_machine: bool
@@ -232,7 +228,7 @@ def made_on_this_machine(logged, device) -> bool:
 
 
 def reexecute(folder, device="cpu", from_checkpoint=None, to_record=None, tolerance=None, stop_early=True,
-              scratch=None) -> Reexecution:
+              scratch=None) -> Reexecuted:
     """Re-execute a queue run folder's log, or the stretch after one of its checkpoints (a file name in
     the folder, or a path) up to to_record, and compare. tolerance: None for bitwise on the machine that made the
     run and DEFAULT_TOLERANCE elsewhere; stop_early: stop at the first differing record."""
@@ -253,20 +249,20 @@ def reexecute(folder, device="cpu", from_checkpoint=None, to_record=None, tolera
     def differs(a, b):
         return compare_records([a], [b], tol, same and tol == 0.0).difference is not None
 
-    with api.one_thread(), tempfile.TemporaryDirectory(prefix="reexecute-", dir=scratch) as tmp:
-        runner, start_state, score = _runner(folder, logged, device, tmp)
-        runner.attach(logged, stop, checkpoint, differs if stop_early else None)
+    seen = Reexecution(logged, stop, differs if stop_early else None)
+    with one_thread(), tempfile.TemporaryDirectory(prefix="reexecute-", dir=scratch) as tmp:
+        runner, start_state_in, score = _runner(folder, logged, device, tmp, seen)
         try:
             if checkpoint:
-                runner.run(resume=True)
+                continue_from(runner, checkpoint, logged)
             else:
-                runner.start_from(start_state(tmp))
+                runner.start_from(start_state_in(tmp))
                 runner.run()
-            runner.decay(score)
+            final_decay(runner, score)
         except _Stop:
             pass
     stretch = logged[first - 1: stop]
-    return Reexecution(stretch, runner.made, same, tol, compare_records(stretch, runner.made, tol, same and tol == 0.0))
+    return Reexecuted(stretch, seen.made, same, tol, compare_records(stretch, seen.made, tol, same and tol == 0.0))
 
 
 def reexecute_folder(folder, device="cpu", from_checkpoint=None, to_record=None, tolerance=None, out=print):

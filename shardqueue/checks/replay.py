@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 
 from corpus.errors import DataError
-from shardqueue.api import corpus_identity, open_calibration
+from shardqueue.calibration import open_calibration
 from shardqueue.engine.log import read_log, verify_chain
+from shardqueue.engine.run_folder import corpus_identity
 from shardqueue.engine.start_record import settings_differences
 from shardqueue.engine.state import apply, initial_state
 from shardqueue.policy.rule import branch_verdict, rises, unrecovered

@@ -87,3 +87,14 @@ class DecisionLog:
             os.fsync(f.fileno())
         self.seq = rec["seq"]
         return rec
+
+
+def describe(rec) -> str:
+    """A record in one line, as a run prints it."""
+    bits = [f"[{rec['seq']:>4}] {rec['event']:<12} {rec.get('shard', '')}"]
+    for k in ("role", "outcome", "flagged", "unrecovered", "note", "rotation", "verdict"):
+        if rec.get(k) not in (None, [], ""):
+            bits.append(f"{k}={rec[k]}")
+    if "deltas" in rec:
+        bits.append("change (BPB) " + " ".join(f"{d}={rec['deltas'][d]:+.4f}" for d in sorted(rec["deltas"])))
+    return " ".join(bits)

@@ -5,7 +5,7 @@ or as many as stage A's noise asks for, one adoption rule with paired intervals 
     presets.py           the typed settings (StudyPreset: tiny, small, planned, proxy64m) and their plans:
                          shards, targets, FLOPs, GPU-hours, data, disk and host memory against the stated node
     run.py               stage A once, the seed plan, three runs per seed, accounting, efficiency points, the verdict
-    arms.py              the arms' runner variants (reference branches, fixed random, curve rule)
+    arms.py              the arms as run plans of the one runner; arm A's reference branches (an observer)
     accounting.py        trained targets and costs per run from its decision log; control traces
     efficiency.py        D, efficiency points against arm A's reference curve, the per-axis equivalent
     reference_curve.py   where A's decay branches sit, the monotone curve of the seeds, each seed's

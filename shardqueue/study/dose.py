@@ -30,9 +30,11 @@ from console.progress import bar as progress_bar
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.errors import DataError
 from corpus.shards import iter_row_group_texts
-from shardqueue import api as rq
+from shardqueue.calibration import calibrated_state, open_calibration
 from shardqueue.engine.packing import shard_rows, shard_tokens
+from shardqueue.engine.training import one_thread, train_rows
 from shardqueue.policy.rule import judge
+from shardqueue.world.domains import measure as measure_control
 from shardqueue.world.harmful import remapped
 from shardqueue.world.rotation import shard_docs
 from training.trainer import Trainer
@@ -111,14 +113,14 @@ def check_file_size(docs, totals, fractions, path):
 
 def dose_response(out, calibration_dir, trials=4, fractions=FRACTIONS, device="cpu", log=print, harm="cipher",
                   harm_parquet=None):
-    with rq.one_thread():
+    with one_thread():
         return _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parquet)
 
 
 def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parquet):
     out = Path(out)
-    cfg, world, pool, calib = rq.open_calibration(calibration_dir, device)
-    st = rq._read_state(Path(calibration_dir) / "calibrated_state.pt", calib["state_sha256"])
+    cfg, world, pool, calib = open_calibration(calibration_dir, device)
+    st = calibrated_state(calibration_dir, calib)
     shards = {s["id"]: s for s in pool["shards"]}
     clean = [s for s in pool["order"] if not shards[s]["sources"].get(pool["harmful"]["label"])]
     if len(clean) < trials + 2:
@@ -134,12 +136,12 @@ def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parqu
         trainer.load_state_dict(copy.deepcopy(st["trainer"]))
 
     def measure():
-        return rq.measure(trainer.eval_fwd, world.sets["control"], world.token_bytes, device, trainer.autocast,
+        return measure_control(trainer.eval_fwd, world.sets["control"], world.token_bytes, device, trainer.autocast,
                           trainer.fixed_rows)
 
     def train(tokens):
         x, y = shard_rows(tokens, cfg.context, world.bos)
-        rq.train_rows(trainer, x, y, st["step"], cfg.updates, cfg.micro_rows, cfg.accum, 1.0)
+        train_rows(trainer, x, y, st["step"], cfg.updates, cfg.micro_rows, cfg.accum, 1.0)
 
     def docs_of(sid):
         return [np.asarray(world.stream.doc_tokens(i), dtype=np.int64) for i in shard_docs(shards[sid])]

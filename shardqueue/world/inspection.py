@@ -191,27 +191,28 @@ def judged(values, counts):
     return out
 
 
-def clean_reference(runner, sid):
-    """The pool's candidate shards taken as clean (see the module's docstring)."""
-    pool, shards = runner.pool, runner.shards
+def clean_reference(pool, rejections, sid):
+    """The pool's candidate shards taken as clean (see the module's docstring); rejections: the run's, per shard."""
+    shards = {s["id"]: s for s in pool["shards"]}
     harm = pool["harmful"]["label"]
     damaged = {s["id"] for s in (pool.get("damage") or {}).get("shards", [])}
     return [s for s in pool["order"] if s != sid and not shards[s]["sources"].get(harm) and s not in damaged
-            and not runner.state["rejections"].get(s)]
+            and not rejections.get(s)]
 
 
-def inspect_shard(runner, sid):
-    """Write the report; returns (relative path of the .md, cause_found)."""
-    stream, shards = runner.world.stream, runner.shards
+def inspect_shard(world, pool, rejections, out, sid):
+    """Write the report of shard sid of the pool into out/inspection/ (rejections: the run's, per shard);
+    returns (relative path of the .md, cause_found)."""
+    stream, shards = world.stream, {s["id"]: s for s in pool["shards"]}
     sh = shards[sid]
     n_docs = sh["documents"] if "documents" in sh else len(shard_docs(sh))
-    refs = clean_reference(runner, sid)
+    refs = clean_reference(pool, rejections, sid)
     doc_lists = [sample_docs(stream, shard_docs(sh))] + [sample_docs(stream, shard_docs(shards[s]), seed=k + 1)
                                                         for k, s in enumerate(refs)]
     set_grams = {d: np.unique(np.concatenate([ngram_hashes(r[r >= 0]) for r in s["y"]]))
-                 for part in runner.world.sets.values() for d, s in part.items()}
-    labels = getattr(runner.world, "labels_all", None) or runner.world.labels
-    values, regs, counts = measure_lists(stream, runner.world.enc, doc_lists, labels, set_grams)
+                 for part in world.sets.values() for d, s in part.items()}
+    labels = getattr(world, "labels_all", None) or world.labels
+    values, regs, counts = measure_lists(stream, world.enc, doc_lists, labels, set_grams)
     measures = judged(values, counts)
     causes = [f"{m['cause']}: {name.replace('_', ' ')} {m['value']:.3g} against clean {m['clean_mean']:.3g} "
               f"± {m['clean_sd']:.2g} (z = {m['z']:.1f} over {len(refs)} clean shards)"
@@ -222,8 +223,8 @@ def inspect_shard(runner, sid):
            "measures": measures, "z_limit": Z_LIMIT, "clean_reference": refs,
            "clean_reference_values": {name: values[name][1:] for name, _, _ in MEASURES},
            "sampled_tokens_per_shard": SAMPLE_TOKENS, "causes": causes, "cause_found": bool(causes),
-           "rejections": runner.state["rejections"].get(sid, 0)}
-    d = Path(runner.out) / "inspection"
+           "rejections": rejections.get(sid, 0)}
+    d = Path(out) / "inspection"
     atomic_write_json(d / f"{sid}.json", rep)
     md = [f"# Inspection of quarantined shard {sid}", "", f"SHA256 `{sh['sha256']}`, {n_docs} documents "
           f"({len(doc_lists[0])} read), {sh['tokens']} tokens. Each measure is judged against {len(refs)} clean "

@@ -102,6 +102,18 @@ def _train_labels(data_dir, source, build_id):
     return tuple(source_labels(Layout(data_dir, source), "train"))
 
 
+def candidates_for_budget(budget_targets, shard_tokens, spare=3):
+    """Candidate pool shards for a run whose budget is `budget_targets` accepted targets.
+
+    A shard holds at least shard_tokens tokens, so ceil(budget / shard_tokens) accepted shards
+    reach the budget; `spare` more cover the ordinary shards a run may lose to quarantine (two
+    false rejections each, at a calibrated rate under 5%) or leave deferred at its end. Recovery
+    shards come from the calibration source's reserve, not from the candidates. Planted
+    (harmful, prose) and late shards come on top of the candidates.
+    """
+    return -(-int(budget_targets) // int(shard_tokens)) + spare
+
+
 def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, n_harmful, n_prose=0,
                calibration_source=None, n_late=0, late_rotation=2, n_damaged=0, n_reserve=0):
     """Calibration shards (one homogeneous source), candidate pool shards, decay reserve, harmful shards.

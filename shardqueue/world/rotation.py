@@ -8,6 +8,10 @@ would make it up to twice the others' size, and the queue compares shards with e
 index ranges), token count, source-label mix and the SHA256 of its token ids; the rotation
 order is a seeded permutation. The manifest is canonical JSON with a SHA256 sidecar, so an
 active rotation cannot change silently.
+
+A queue rotation (next_rotation) is the shards carried from the last one plus fresh pool shards, in an
+order seeded by (seed, rotation): the runner composes each boundary with it, and the study's arm A looks
+ahead with it (upcoming) to the shards its plain order trains next.
 """
 import hashlib
 import sys
@@ -66,6 +70,33 @@ def build_rotation(stream, labels, shard_tokens, seed, name="rotation", docs=Non
     order = [out[j]["id"] for j in np.random.default_rng(seed).permutation(len(out))]
     return {"name": name, "version": 1, "seed": seed, "shard_tokens": shard_tokens, "stream": stream.name,
             "stream_documents": stream.n, "shards": out, "order": order, "left_over_documents": len(cur)}
+
+
+def next_rotation(carried, fresh, rotation_shards, seed, rotation):
+    """(order, fresh shards taken) of queue rotation `rotation`: the carried shards plus as many fresh ones as
+    fill it to rotation_shards, in an order seeded by (seed, rotation)."""
+    n_fresh = min(len(fresh), max(0, rotation_shards - len(carried)))
+    members = list(carried) + list(fresh[:n_fresh])
+    rng = np.random.default_rng([seed, rotation])
+    return [members[j] for j in rng.permutation(len(members))], n_fresh
+
+
+def upcoming(state, rotation_shards, seed):
+    """The shards a queue that accepts everything trains next, from this state: the current rotation's rest,
+    then the rotations after it as next_rotation composes them."""
+    yield from list(state["pending"])
+    carried, fresh, r = list(state["next_rotation"]), list(state["fresh"]), state["rotation"]
+    while True:
+        order, n_fresh = next_rotation(carried, fresh, rotation_shards, seed, r + 1)
+        if not order:
+            return
+        r, carried, fresh = r + 1, [], fresh[n_fresh:]
+        yield from order
+
+
+def main_source(shard):
+    """The source that holds most of a shard's documents (a shard can mix sources); a tie goes to the first listed."""
+    return max(shard["sources"].items(), key=lambda kv: kv[1])[0]
 
 
 def merge_rotations(name, seed, *manifests):

@@ -9,7 +9,7 @@ each of the pool's size; the documents left over after the last full shard form 
 (rotation.build_rotation; recorded as left_over_documents).
 The first CALIBRATION_SHARDS shards are the source's calibration shards, the others its
 candidate shards. The source becomes a late source (pool "late_sources", see
-runner.admit_sources): at the next rotation boundary its shards are re-hashed, checked
+engine/admission.py): at the next rotation boundary its shards are re-hashed, checked
 (token ids, BOS, 13-gram overlap with the control and selection sets) and its calibration
 shards trained on a branch; only then may its shards join the rotation being composed.
 
@@ -18,6 +18,7 @@ file's SHA256, the boundary it enters at, and its shard records. A resumed run r
 same shards and checks them against that file; `reconstruct` reads the shard records
 from it without tokenizing anything.
 """
+import hashlib
 import re
 from pathlib import Path
 
@@ -29,10 +30,22 @@ from corpus.parquet_corpus import read_documents
 from protocols.protocol import load_protocol, write_protocol
 from shardqueue.world.damaged_pool import append_documents
 from shardqueue.world.domains import text_sha256
-from shardqueue.world.rotation import build_rotation
+from shardqueue.world.rotation import build_rotation, shard_docs
 
 FILE = "added_sources.json"
 CALIBRATION_SHARDS = 1
+
+
+def input_checks(world, shard, vocab):
+    """A new source's shard against its record, read document by document from the token files (a shard is
+    never held whole): {"sha256": equal, "token_ids_in_vocab", "bos_only_at_starts"}."""
+    h, in_vocab, bos_ok = hashlib.sha256(), True, True
+    for i in shard_docs(shard):
+        t = np.asarray(world.stream.doc_tokens(i))
+        h.update(t.astype(np.uint32).tobytes())
+        in_vocab &= bool(len(t) == 0 or int(t.max()) < vocab)
+        bos_ok &= bool(len(t) and t[0] == world.bos and int((t == world.bos).sum()) == 1)
+    return {"sha256": h.hexdigest() == shard["sha256"], "token_ids_in_vocab": in_vocab, "bos_only_at_starts": bos_ok}
 
 
 def parse(spec):
