@@ -25,7 +25,7 @@ from loaders.packers import Packer
 from loaders.stream import open_split
 from shardqueue.engine.runner import Runner
 from shardqueue.world.domains import measure
-from shardqueue.world.pool import World
+from shardqueue.world.corpus_view import World
 from train import WARMUP_UPDATES, train
 from training.checkpoint import load_checkpoint
 from training.device import autocast

@@ -27,7 +27,8 @@ from shardqueue.settings import QueueSettings
 from shardqueue.world.damaged_pool import reopen
 from shardqueue.world.domains import measure
 from shardqueue.world.harmful import with_harmful_copies
-from shardqueue.world.pool import World, build_pool
+from shardqueue.world.corpus_view import World
+from shardqueue.world.pool import build_pool
 from shardqueue.world.rotation import load_rotation, save_rotation, shard_docs
 from training.config import resolve_config
 from training.resume import restore_trainer_state, trainer_state

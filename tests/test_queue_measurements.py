@@ -12,7 +12,7 @@ from conftest import one_line_error, queue_script
 
 from shardqueue import api as rq
 from shardqueue.study.dose import dose_response, exact_mix
-from shardqueue.world import pool as world_module
+from shardqueue.world import corpus_view as world_module
 from shardqueue.world.inspection import MEASURES, Z_LIMIT, in_other_references, inspect_shard, judged
 from shardqueue.world.rotation import shard_docs, shard_record
 

@@ -182,15 +182,10 @@ def _fmt(v, nd=4):
 
 
 def write_report(out, recs, calib, pool, summary):
+    """report.md, decisions.parquet/.csv and control_curves.png of a finished run, in `out`."""
     out = Path(out)
     rows = decision_rows(recs)
-    table = pa.Table.from_pylist(rows) if rows else pa.table({})
-    buf = pa.BufferOutputStream()
-    pq.write_table(table, buf)
-    atomic_write_bytes(out / "decisions.parquet", buf.getvalue().to_pybytes())
-    sink = pa.BufferOutputStream()
-    pcsv.write_csv(table, sink)
-    atomic_write_bytes(out / "decisions.csv", sink.getvalue().to_pybytes())
+    write_tables(out, rows)
     figure(recs, out / "control_curves.png")
     start = recs[0]
     L = ["# Queue report", "",
@@ -204,78 +199,137 @@ def write_report(out, recs, calib, pool, summary):
                  "proposal's branch on another shard of the same source)." if start.get("branch_check") else
                  "First-rotation rejections get no branch check in this run."), ""]
     if start["policy"] == "queue" or calib.get("k"):
-        L += ["## Calibration (stage A)", "",
-              f"Source `{pool['calibration_source']}`: {len(calib['sigma_shards'])} shards set sigma_d; "
-              f"{calib['transitions']} further transitions (other shards of that source, not those that set sigma_d) "
-              f"measure the false-rejection rate: {_rate_kind(calib)}.",
-              f"Chosen from the grid written before calibration: **k = {calib['k']}**, recovery fraction **{calib['frac']}** "
-              f"(a flagged domain must come back below frac x k x sigma_d over the reference).",
-              f"False rejections ({rate_kind(calib)}): **{calib['false_rejections']}/{calib['transitions']} = "
-              f"{calib['false_rejection_rate']:.3f}**, one-sided 95% Clopper-Pearson upper bound **{calib['upper95']:.3f}**.", "",
-              "| domain | sigma_d (BPB) | k x sigma_d |", "|---|---|---|"]
-        L += [f"| {d} | {s:.4f} | {calib['k'] * s:.4f} |" for d, s in sorted(calib["sigma"].items())]
-        L += ["", "| k | frac | false rejections on the choosing transitions | rate | 95% upper |", "|---|---|---|---|---|"]
-        L += [f"| {g['k']} | {g['frac']} | {g['false_rejections']}/{g['transitions']} | {g['rate']:.3f} | {g['upper95']:.3f} |"
-              for g in calib["grid"]]
-    L += ["", "## Control and selection sets", "",
-          f"{pool['excluded_by_text_hash']} training documents identical (text SHA256) to a control or selection "
-          "document were excluded from the pool. 13-token-gram overlap of each set with the pool:", "",
-          "| set | domain | 13-gram overlap with pool |", "|---|---|---|"]
+        L += calibration_lines(calib, pool)
+    L += sets_lines(pool) + decision_lines(rows) + rejection_lines(recs) + inspection_lines(out)
+    sa = summary["screen"]
+    L += ["", "## Screen against decision", "",
+          f"Forward-only screen (shard BPB minus pool-sample BPB at the last accepted state) on {sa['n']} candidate shards: "
+          f"Spearman rank correlation with the measured rise {_fmt(sa['spearman_screen_vs_rise'], 3)}; AUC for flagged "
+          f"vs not {_fmt(sa['auc_screen_flagged'], 3)} ({sa['flagged']} flagged). {sa['caveat']}."]
+    L += compute_lines(recs)
+    if summary.get("final"):
+        f = summary["final"]
+        L += ["", "## After the final decay", "", f"Official BPB {f['official']:.4f}.", "", "| set | domain | BPB |", "|---|---|---|"]
+        L += [f"| control | {d} | {v:.4f} |" for d, v in sorted(f["control"].items())]
+        L += [f"| selection | {d} | {v:.4f} |" for d, v in sorted(f["selection"].items())]
+    L += ["", "![control BPB against trained targets](control_curves.png)", "",
+          "Figure: control BPB per domain after every trained shard, against all trained targets. Black ticks on "
+          "the bottom strip mark acceptances; a triangle (flagged) or a cross (rejected) sits on the domain that "
+          "exceeded its threshold most, in that domain's colour; dotted red lines are rollbacks (the next point is "
+          "the restored state's next shard).", ""]
+    atomic_write_text(out / "report.md", "\n".join(L))
+
+
+def write_tables(out, rows):
+    """decisions.parquet and decisions.csv: one row per decision (decision_rows)."""
+    table = pa.Table.from_pylist(rows) if rows else pa.table({})
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf)
+    atomic_write_bytes(out / "decisions.parquet", buf.getvalue().to_pybytes())
+    sink = pa.BufferOutputStream()
+    pcsv.write_csv(table, sink)
+    atomic_write_bytes(out / "decisions.csv", sink.getvalue().to_pybytes())
+
+
+def calibration_lines(calib, pool):
+    """The report's stage-A section: sigma_d, the chosen k and frac, the false-rejection rate, the grid."""
+    L = ["## Calibration (stage A)", "",
+         f"Source `{pool['calibration_source']}`: {len(calib['sigma_shards'])} shards set sigma_d; "
+         f"{calib['transitions']} further transitions (other shards of that source, not those that set sigma_d) "
+         f"measure the false-rejection rate: {_rate_kind(calib)}.",
+         f"Chosen from the grid written before calibration: **k = {calib['k']}**, recovery fraction **{calib['frac']}** "
+         f"(a flagged domain must come back below frac x k x sigma_d over the reference).",
+         f"False rejections ({rate_kind(calib)}): **{calib['false_rejections']}/{calib['transitions']} = "
+         f"{calib['false_rejection_rate']:.3f}**, one-sided 95% Clopper-Pearson upper bound **{calib['upper95']:.3f}**.", "",
+         "| domain | sigma_d (BPB) | k x sigma_d |", "|---|---|---|"]
+    L += [f"| {d} | {s:.4f} | {calib['k'] * s:.4f} |" for d, s in sorted(calib["sigma"].items())]
+    L += ["", "| k | frac | false rejections on the choosing transitions | rate | 95% upper |", "|---|---|---|---|---|"]
+    L += [f"| {g['k']} | {g['frac']} | {g['false_rejections']}/{g['transitions']} | {g['rate']:.3f} | {g['upper95']:.3f} |"
+          for g in calib["grid"]]
+    return L
+
+
+def sets_lines(pool):
+    """The control and selection sets: documents excluded from the pool, each set's 13-gram overlap with it."""
+    L = ["", "## Control and selection sets", "",
+         f"{pool['excluded_by_text_hash']} training documents identical (text SHA256) to a control or selection "
+         "document were excluded from the pool. 13-token-gram overlap of each set with the pool:", "",
+         "| set | domain | 13-gram overlap with pool |", "|---|---|---|"]
     for part in ("control", "selection"):
         for d in sorted(pool["sets_sha256"][part]):
             L.append(f"| {part} | {d} | {pool['overlap_13gram'].get(d, 0):.4f} |")
-    L += ["", "## Decisions", "", "| seq | rot | shard | sources | screen | max rise / threshold | flagged | recovery shard "
-          "| unrecovered | decision | earlier |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    return L
+
+
+def decision_lines(rows):
+    """One table row per decision."""
+    L = ["", "## Decisions", "", "| seq | rot | shard | sources | screen | max rise / threshold | flagged | recovery shard "
+         "| unrecovered | decision | earlier |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         d, th = json.loads(r["deltas"] or "null"), json.loads(r["thresholds"] or "null")
         mr = max((d[x] / th[x] for x in (th or {}) if th[x] > 0), default=None) if d else None
         L.append(f"| {r['seq']} | {r['rotation']} | {r['shard']} | {r['sources']} | {_fmt(r['screen_score'])} | "
                  f"{_fmt(mr, 2)} | {', '.join(json.loads(r['flagged']))} | {r['recovery_shard'] or ''} | "
                  f"{', '.join(json.loads(r['unrecovered']))} | {r['decision']} | {', '.join(json.loads(r['history']))} |")
-    L += ["", "## Every rejection, step by step", ""]
+    return L
+
+
+def rejection_lines(recs):
+    """Every rejected (or undecided) shard, step by step through the records that name it."""
+    L = ["", "## Every rejection, step by step", ""]
     for sid in sorted({r["shard"] for r in recs if r["event"] in ("reject", "undecided")}):
         L.append(f"- **{sid}**:")
         for r in recs:
             if r.get("shard") == sid or r.get("tested") == sid or r.get("branch_shard") == sid:
-                if r["event"] == "train" and r["role"] == "candidate" and r["flagged"]:
-                    L.append(f"  - [{r['seq']}] rotation {r['queue']['rotation']}: trained, flagged in "
-                             + ", ".join(_flag_text(r, x) for x in r["flagged"]))
-                elif r["event"] == "train" and r["role"] == "recovery":
-                    L.append(f"  - [{r['seq']}] recovery shard {r['shard']}: " + ", ".join(
-                        _recovery_text(r, x) for x in r.get("limits", {}))
-                        + (f" -> unrecovered in {', '.join(r['unrecovered'])}" if r["unrecovered"] else " -> recovered"))
-                elif r["event"] == "rollback":
-                    L.append(f"  - [{r['seq']}] rolled back to update {r['to_step']} (parameters SHA256 "
-                             f"{r['params_sha256'][:16]}…, equal to the pre-shard state's)")
-                elif r["event"] == "branch":
-                    L.append(f"  - [{r['seq']}] branch check ({r['mode']}): " + (
-                        "; ".join(f"{_BRANCH[b['kind']]} {b['shard']} from the same checkpoint "
-                                  f"{'rose as much' if b['rose'] else 'did not rise as much'}" for b in r["branches"])
-                        + f" -> blames the {r['verdict']}" if r["possible"] else r["note"]))
-                elif r["event"] == "reject":
-                    L.append(f"  - [{r['seq']}] rejected -> **{r['outcome']}**")
-                elif r["event"] == "inspect":
-                    L.append(f"  - [{r['seq']}] inspected: [{r['report']}]({r['report']}), {'cause found' if r['cause_found'] else 'no cause found'}")
-                elif r["event"] == "return":
-                    L.append(f"  - [{r['seq']}] returned from quarantine")
-                elif r["event"] == "accept":
-                    L.append(f"  - [{r['seq']}] accepted ({r.get('note') or 'not flagged'})")
-                elif r["event"] == "rotation":
-                    pass
+                line = _step_text(r)
+                if line:
+                    L.append(f"  - [{r['seq']}] {line}")
+    return L
+
+
+def _step_text(r):
+    """One record of a rejected shard's story (None: a record the story leaves out)."""
+    if r["event"] == "train" and r["role"] == "candidate" and r["flagged"]:
+        return f"rotation {r['queue']['rotation']}: trained, flagged in " + ", ".join(_flag_text(r, x) for x in r["flagged"])
+    if r["event"] == "train" and r["role"] == "recovery":
+        return (f"recovery shard {r['shard']}: " + ", ".join(_recovery_text(r, x) for x in r.get("limits", {}))
+                + (f" -> unrecovered in {', '.join(r['unrecovered'])}" if r["unrecovered"] else " -> recovered"))
+    if r["event"] == "rollback":
+        return (f"rolled back to update {r['to_step']} (parameters SHA256 {r['params_sha256'][:16]}…, equal to the "
+                "pre-shard state's)")
+    if r["event"] == "branch":
+        return f"branch check ({r['mode']}): " + (
+            "; ".join(f"{_BRANCH[b['kind']]} {b['shard']} from the same checkpoint "
+                      f"{'rose as much' if b['rose'] else 'did not rise as much'}" for b in r["branches"])
+            + f" -> blames the {r['verdict']}" if r["possible"] else r["note"])
+    if r["event"] == "reject":
+        return f"rejected -> **{r['outcome']}**"
+    if r["event"] == "inspect":
+        return f"inspected: [{r['report']}]({r['report']}), {'cause found' if r['cause_found'] else 'no cause found'}"
+    if r["event"] == "return":
+        return "returned from quarantine"
+    if r["event"] == "accept":
+        return f"accepted ({r.get('note') or 'not flagged'})"
+    return None
+
+
+def inspection_lines(out):
+    """Each inspection report of the run folder in one line: the measure furthest from clean, the causes."""
     insp = sorted((out / "inspection").glob("*.json")) if (out / "inspection").exists() else []
-    if insp:
-        L += ["", "## Inspections", ""]
-        for p in insp:
-            j = json.loads(p.read_text())
-            far = max(j["measures"], key=lambda m: j["measures"][m]["z"])
-            L.append(f"- {j['shard']}: sources {j['source_mix']}; furthest from its {len(j['clean_reference'])} clean "
-                     f"shards: {far.replace('_', ' ')} (z {j['measures'][far]['z']:.1f}); cause: "
-                     f"{'; '.join(j['causes']) or 'none found'}")
-    sa = summary["screen"]
-    L += ["", "## Screen against decision", "",
-          f"Forward-only screen (shard BPB minus pool-sample BPB at the last accepted state) on {sa['n']} candidate shards: "
-          f"Spearman rank correlation with the measured rise {_fmt(sa['spearman_screen_vs_rise'], 3)}; AUC for flagged "
-          f"vs not {_fmt(sa['auc_screen_flagged'], 3)} ({sa['flagged']} flagged). {sa['caveat']}."]
+    if not insp:
+        return []
+    L = ["", "## Inspections", ""]
+    for p in insp:
+        j = json.loads(p.read_text())
+        far = max(j["measures"], key=lambda m: j["measures"][m]["z"])
+        L.append(f"- {j['shard']}: sources {j['source_mix']}; furthest from its {len(j['clean_reference'])} clean "
+                 f"shards: {far.replace('_', ' ')} (z {j['measures'][far]['z']:.1f}); cause: "
+                 f"{'; '.join(j['causes']) or 'none found'}")
+    return L
+
+
+def compute_lines(recs):
+    """All training in updates and seconds, and the part of it that rollbacks and branch checks wasted."""
     trains = [r for r in recs if r["event"] in ("train", "branch") and "updates" in r]
     kept = [r for r in recs if r["event"] == "train"]
     # a trained shard's work is kept when no rollback followed it before its acceptance
@@ -295,18 +349,7 @@ def write_report(out, recs, calib, pool, summary):
             wasted["branch checks"] += r["updates"]
             wsec["branch checks"] += r["seconds"]
     total_up = sum(r["updates"] for r in trains)
-    L += ["", "## Compute", "", "| work | updates | seconds |", "|---|---|---|",
-          f"| all training (queue) | {total_up} | {sum(r['seconds'] for r in trains):.1f} |"]
+    L = ["", "## Compute", "", "| work | updates | seconds |", "|---|---|---|",
+         f"| all training (queue) | {total_up} | {sum(r['seconds'] for r in trains):.1f} |"]
     L += [f"| wasted: {k} | {v} | {wsec[k]:.1f} |" for k, v in wasted.items()]
-    L += [f"| accepted shards kept | {total_up - sum(wasted.values())} | |"]
-    if summary.get("final"):
-        f = summary["final"]
-        L += ["", "## After the final decay", "", f"Official BPB {f['official']:.4f}.", "", "| set | domain | BPB |", "|---|---|---|"]
-        L += [f"| control | {d} | {v:.4f} |" for d, v in sorted(f["control"].items())]
-        L += [f"| selection | {d} | {v:.4f} |" for d, v in sorted(f["selection"].items())]
-    L += ["", "![control BPB against trained targets](control_curves.png)", "",
-          "Figure: control BPB per domain after every trained shard, against all trained targets. Black ticks on "
-          "the bottom strip mark acceptances; a triangle (flagged) or a cross (rejected) sits on the domain that "
-          "exceeded its threshold most, in that domain's colour; dotted red lines are rollbacks (the next point is "
-          "the restored state's next shard).", ""]
-    atomic_write_text(out / "report.md", "\n".join(L))
+    return L + [f"| accepted shards kept | {total_up - sum(wasted.values())} | |"]

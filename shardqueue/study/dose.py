@@ -120,7 +120,6 @@ def dose_response(out, calibration_dir, trials=4, fractions=FRACTIONS, device="c
 def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parquet):
     out = Path(out)
     cfg, world, pool, calib = open_calibration(calibration_dir, device)
-    st = calibrated_state(calibration_dir, calib)
     shards = {s["id"]: s for s in pool["shards"]}
     clean = [s for s in pool["order"] if not shards[s]["sources"].get(pool["harmful"]["label"])]
     if len(clean) < trials + 2:
@@ -128,56 +127,15 @@ def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parqu
     damage = harm_function(harm, world, pool["seed"] + 7, cfg.vocab, harm_parquet)
     if isinstance(damage, list):
         check_file_size(damage, [shards[clean[j]]["tokens"] for j in range(trials)], fractions, harm_parquet)
-    trainer = Trainer(cfg, device)
-
-    def reset():
-        # a deep copy: the optimizers' load_state_dict keeps the given moment tensors, which training
-        # then updates in place, so a shared copy would carry one trial's momentum into the next
-        trainer.load_state_dict(copy.deepcopy(st["trainer"]))
-
-    def measure():
-        return measure_control(trainer.eval_fwd, world.sets["control"], world.token_bytes, device, trainer.autocast,
-                          trainer.fixed_rows)
-
-    def train(tokens):
-        x, y = shard_rows(tokens, cfg.context, world.bos)
-        train_rows(trainer, x, y, st["step"], cfg.updates, cfg.micro_rows, cfg.accum, 1.0)
-
-    def docs_of(sid):
-        return [np.asarray(world.stream.doc_tokens(i), dtype=np.int64) for i in shard_docs(shards[sid])]
-
-    reset()
-    ref = measure()
+    doses = DoseTrials(cfg, world, pool, calib, calibrated_state(calibration_dir, calib), clean, damage, device)
+    doses.reset()
+    ref = doses.measure()
     rows = []
     bar = progress_bar(total=len(fractions) * trials, desc="dose trials", unit="trial", file=sys.stderr)
     for f in fractions:
         res = []
         for j in range(trials):
-            own, total = docs_of(clean[j]), shards[clean[j]]["tokens"]
-            rng = random.Random(f"{pool['seed']}/dose/{j}")  # damage.py's kinds take a random.Random
-            spare = [clean[(j + 2 + m) % len(clean)] for m in range(2)]  # never the recovery shard clean[j + 1]
-            drawn = None
-            if isinstance(damage, list):  # the user's bad documents: new text, so the shard's own all stay clean
-                order, n_used = trial_order(len(damage), pool["seed"], j), 0
-                harm_docs = [damage[i] for i in order]
-                drawn = order[: take_tokens(harm_docs, int(round(f * total)))[1]]  # file indices, in trained order
-            else:  # the shard's own documents damaged (a spare shard's too, when damage shortens them)
-                harm_docs = [damage(d, rng) for d in own + docs_of(spare[0])]
-                n_used = take_tokens(harm_docs, int(round(f * total)))[1]
-            # clean filler: the shard's documents not damaged, then another spare shard's
-            filler = own[n_used:] + docs_of(spare[1])
-            tokens, n_harm = exact_mix(harm_docs, filler, total, f)
-            reset()
-            train(tokens)
-            after = measure()
-            train(shard_tokens(world.stream, shard_docs(shards[clean[j + 1]])))
-            after2 = measure()
-            flagged, unrec = judge(ref, after, after2, calib["sigma"], calib["k"], calib["frac"])
-            rise = max((after[d] - ref[d]) / (calib["k"] * calib["sigma"][d]) for d in ref)
-            res.append({"shard": clean[j], "targets": int(len(tokens)), "harmful_targets": n_harm,
-                        "harmful_share": n_harm / len(tokens), "flagged": flagged, "unrecovered": unrec,
-                        "max_rise_over_threshold": rise, "harmful_documents": drawn,
-                        "harmful_sha256": hashlib.sha256(tokens[:n_harm].astype(np.int64).tobytes()).hexdigest()})
+            res.append(doses.trial(f, j, ref))
             bar.update(1)
         rows.append({"fraction": f, "trials": res, "flag_rate": float(np.mean([bool(r["flagged"]) for r in res])),
                      "reject_rate": float(np.mean([bool(r["unrecovered"]) for r in res])),
@@ -193,14 +151,82 @@ def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parqu
                    "ordinary shards; a dose shard has the ordinary shard's size, its first round(f x size) "
                    "targets harmful"}
     atomic_write_json(out / "dose.json", rec)
-    md = ["# Dose-response of the queue's rule", "",
-          f"harm: {harm}{f' ({harm_parquet})' if harm_parquet else ''}; k = {calib['k']}, recovery fraction "
-          f"{calib['frac']}; {trials} ordinary shards per fraction, each trial from the calibrated state "
-          "(model and optimizer moments restored), followed by one clean recovery shard.", "",
-          "| harmful fraction | realised share of targets | flag rate | rejection rate | mean largest rise / threshold |",
-          "|---|---|---|---|---|"]
-    md += [f"| {r['fraction']:.0%} | {r['realised_share']:.2%} | {r['flag_rate']:.2f} | {r['reject_rate']:.2f} | "
-           f"{r['mean_max_rise_over_threshold']:.2f} |" for r in rows]
+    md = dose_md(rec, calib)
     atomic_write_text(out / "dose.md", "\n".join(md) + "\n")
     log("\n".join(md))
     return rec
+
+
+def dose_md(rec, calib):
+    """dose.md's lines: the harm, the rule, one table row per fraction."""
+    harm, harm_parquet = rec["harm"], rec["harm_parquet"]
+    md = ["# Dose-response of the queue's rule", "",
+          f"harm: {harm}{f' ({harm_parquet})' if harm_parquet else ''}; k = {calib['k']}, recovery fraction "
+          f"{calib['frac']}; {rec['trials']} ordinary shards per fraction, each trial from the calibrated state "
+          "(model and optimizer moments restored), followed by one clean recovery shard.", "",
+          "| harmful fraction | realised share of targets | flag rate | rejection rate | mean largest rise / threshold |",
+          "|---|---|---|---|---|"]
+    return md + [f"| {r['fraction']:.0%} | {r['realised_share']:.2%} | {r['flag_rate']:.2f} | {r['reject_rate']:.2f} | "
+                 f"{r['mean_max_rise_over_threshold']:.2f} |" for r in rec["rows"]]
+
+
+class DoseTrials:
+    """One trial: ordinary shard `clean[j]` with its first round(f x size) targets harmful, trained from the
+    calibrated state, measured, one clean recovery shard (`clean[j + 1]`) trained, and the rule applied."""
+
+    def __init__(self, cfg, world, pool, calib, state, clean, damage, device):
+        self.cfg, self.world, self.pool, self.calib, self.state = cfg, world, pool, calib, state
+        self.shards = {s["id"]: s for s in pool["shards"]}
+        self.clean, self.damage, self.device = clean, damage, device
+        self.trainer = Trainer(cfg, device)
+
+    def reset(self):
+        # a deep copy: the optimizers' load_state_dict keeps the given moment tensors, which training
+        # then updates in place, so a shared copy would carry one trial's momentum into the next
+        self.trainer.load_state_dict(copy.deepcopy(self.state["trainer"]))
+
+    def measure(self):
+        tr, w = self.trainer, self.world
+        return measure_control(tr.eval_fwd, w.sets["control"], w.token_bytes, self.device, tr.autocast, tr.fixed_rows)
+
+    def train(self, tokens):
+        cfg = self.cfg
+        x, y = shard_rows(tokens, cfg.context, self.world.bos)
+        train_rows(self.trainer, x, y, self.state["step"], cfg.updates, cfg.micro_rows, cfg.accum, 1.0)
+
+    def docs_of(self, sid):
+        return [np.asarray(self.world.stream.doc_tokens(i), dtype=np.int64) for i in shard_docs(self.shards[sid])]
+
+    def dose_shard(self, f, j):
+        """(tokens, harmful targets, the file's documents drawn or None) of trial j's shard at fraction f."""
+        clean, damage = self.clean, self.damage
+        own, total = self.docs_of(clean[j]), self.shards[clean[j]]["tokens"]
+        rng = random.Random(f"{self.pool['seed']}/dose/{j}")  # damage.py's kinds take a random.Random
+        spare = [clean[(j + 2 + m) % len(clean)] for m in range(2)]  # never the recovery shard clean[j + 1]
+        drawn = None
+        if isinstance(damage, list):  # the user's bad documents: new text, so the shard's own all stay clean
+            order, n_used = trial_order(len(damage), self.pool["seed"], j), 0
+            harm_docs = [damage[i] for i in order]
+            drawn = order[: take_tokens(harm_docs, int(round(f * total)))[1]]  # file indices, in trained order
+        else:  # the shard's own documents damaged (a spare shard's too, when damage shortens them)
+            harm_docs = [damage(d, rng) for d in own + self.docs_of(spare[0])]
+            n_used = take_tokens(harm_docs, int(round(f * total)))[1]
+        # clean filler: the shard's documents not damaged, then another spare shard's
+        filler = own[n_used:] + self.docs_of(spare[1])
+        tokens, n_harm = exact_mix(harm_docs, filler, total, f)
+        return tokens, n_harm, drawn
+
+    def trial(self, f, j, ref):
+        tokens, n_harm, drawn = self.dose_shard(f, j)
+        calib = self.calib
+        self.reset()
+        self.train(tokens)
+        after = self.measure()
+        self.train(shard_tokens(self.world.stream, shard_docs(self.shards[self.clean[j + 1]])))
+        after2 = self.measure()
+        flagged, unrec = judge(ref, after, after2, calib["sigma"], calib["k"], calib["frac"])
+        rise = max((after[d] - ref[d]) / (calib["k"] * calib["sigma"][d]) for d in ref)
+        return {"shard": self.clean[j], "targets": int(len(tokens)), "harmful_targets": n_harm,
+                "harmful_share": n_harm / len(tokens), "flagged": flagged, "unrecovered": unrec,
+                "max_rise_over_threshold": rise, "harmful_documents": drawn,
+                "harmful_sha256": hashlib.sha256(tokens[:n_harm].astype(np.int64).tobytes()).hexdigest()}

@@ -429,7 +429,7 @@ class StudyRuns:
     curve_requested: bool
     use_curve: bool
     curve_reason: str
-    world: object  # shardqueue.world.pool.World: its selection set and validation texts
+    world: object  # shardqueue.world.corpus_view.World: its selection set and validation texts
 
 
 def a_curves(runs):

@@ -1,6 +1,7 @@
 """The world a queue run works in: the prepared corpus as the queue sees it, the frozen pool and the sources in it.
 
-    pool.py          the training stream, the control/selection sets (World) and the frozen pool (pool.json)
+    corpus_view.py   World: the training stream with its labels, the control and selection sets
+    pool.py          the frozen pool (pool.json): calibration, reserve, candidate, decay and planted shards
     domains.py       control and selection domains (defined in one place), BPB, 13-gram overlap
     rotation.py      document-aligned shards, SHA256s, seeded order, frozen manifests
     harmful.py       the harmful source: real documents with a corrupted token mapping
