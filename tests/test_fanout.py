@@ -229,3 +229,21 @@ def test_an_unknown_engine_is_refused_by_argparse(cli, tmp_path, capsys):
          "audit": lambda: _audit_cli(tmp_path, "--engine", "dask"),
          "run_six": lambda: run_six.main(["--engine", "dask"])}[cli]()
     assert e.value.code == 2 and "invalid choice: 'dask'" in capsys.readouterr().err
+
+
+def test_every_engine_implements_the_engine_protocol():
+    """The study, run_six and the audit are written against fanout.Engine: each engine has its members, with the
+    protocol's parameters (an engine that drifts from it fails here, not in the middle of a study on a cluster)."""
+    import inspect
+
+    from fanout import Engine
+    from fanout.local import LocalEngine
+    from fanout.ray_engine import RayEngine
+
+    members = {m for m in vars(Engine) if not m.startswith("_")} | set(Engine.__annotations__)
+    assert members == {"name", "in_process", "share", "run", "close"}
+    for cls in (LocalEngine, RayEngine):
+        assert members <= set(dir(cls)), (cls, members - set(dir(cls)))
+        for m in members - {"name"}:
+            assert list(inspect.signature(getattr(cls, m)).parameters) == \
+                list(inspect.signature(getattr(Engine, m)).parameters), (cls, m)

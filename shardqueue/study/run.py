@@ -27,7 +27,7 @@ from corpus.atomic import atomic_write_json
 from corpus.errors import DataError, os_error_line
 from corpus.layout import default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
-from fanout import Task, gpus_for, open_engine
+from fanout import Engine, Task, gpus_for, open_engine
 from shardqueue import api as rq
 from shardqueue.engine.log import read_log
 from shardqueue.engine.packing import shard_rows, shard_tokens
@@ -196,7 +196,7 @@ def arm_a(job, log):
                    log, job.device, ReferenceBranches(job.a_thresholds, job.budget, job.a_cover_below))
 
 
-def map_seeds(fn, jobs, engine, log):
+def map_seeds(fn, jobs, engine: Engine, log):
     """fn(job, log) for every seed's job, in order, through the fan-out engine: in this process, in a local
     pool of --workers processes, or on Ray (a run on CUDA holds one GPU).
 
