@@ -43,6 +43,7 @@ from pathlib import Path
 
 from corpus.atomic import atomic_write_json
 from corpus.errors import DataError, check_out_folder
+from records.reexecution import Reexecution
 
 PAPER_RANKS = 8  # the paper's 8 GPUs (README: torchrun --nproc_per_node=8)
 STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue", "queue_study", "summary")
@@ -275,11 +276,12 @@ def run_queue_stage(qdir, data_dir, on_skip=lambda: None):
 
 
 def _held(path):
-    """Whether the re-execution's result file says it held (a rerun repeats a failed or missing one)."""
+    """Whether the re-execution's result file says it held (a rerun repeats a failed, missing or older one)."""
     try:
-        return json.loads(Path(path).read_text()).get("held") is True
-    except (OSError, ValueError, AttributeError):
+        rx = Reexecution.load(Path(path).parent)
+    except DataError:
         return False
+    return rx is not None and rx.held
 
 
 def queue_stage(out, data_dir, clock):

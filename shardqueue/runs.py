@@ -7,8 +7,8 @@ import json
 import time
 from pathlib import Path
 
-from corpus.atomic import atomic_write_json
 from corpus.errors import DataError
+from records.queue_run import CALIBRATION_KEYS, RunSummary
 from shardqueue.calibration import open_calibration, start_state
 from shardqueue.checks.report import screen_agreement, write_report
 from shardqueue.engine.final_decay import final_decay
@@ -27,18 +27,21 @@ from shardqueue.engine.runner import Runner
 from shardqueue.engine.scoring import final_score, score
 from shardqueue.engine.state import apply
 from shardqueue.engine.training import one_thread
+from shardqueue.policy.rule import rate_kind
 from shardqueue.world import sources
+from shardqueue.world.pool import pool_roles
 from training.checkpoint import load_checkpoint, save_checkpoint
 from training.resume import remove_torn_writes
 from training.trainer import build_model
 
 BUDGET_SHARE = 0.6  # a plan without a budget: this share of the candidate shards' tokens
+SUMMARY = "queue_summary.json"
 
 
 def run(out, calibration_dir=None, plan=RunPlan(), resume=False, fresh=False, device="cpu", log=print, report=True,
-        observers=(), add_sources=()) -> dict:
-    """One queue run (any policy) to the end, decay and scores included; returns the summary dict
-    (also written to out/queue_summary.json). observers: of the runner's commits (the study's reference
+        observers=(), add_sources=()) -> RunSummary:
+    """One queue run (any policy) to the end, decay and scores included; returns its summary (also written
+    to out/queue_summary.json). observers: of the runner's commits (the study's reference
     branches); add_sources: NAME=PATH of new sources, entering at the next rotation boundary."""
     with one_thread():
         return _run(Path(out), Path(calibration_dir or out), plan, resume, fresh, device, log, report, observers,
@@ -69,9 +72,9 @@ def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observe
         if recs[-1]["event"] == "done":
             check_finished_log(out, recs)
             verify_chain(recs, log_path)
-            if (out / "queue_summary.json").exists():
+            if (out / SUMMARY).exists():
                 log(f"{out}: this run has finished; nothing to resume")
-                return json.loads((out / "queue_summary.json").read_text())
+                return RunSummary.load(out / SUMMARY)
             # killed after "done" but before its summary: the summary is written from the log, nothing reruns
         else:
             resume_runner(runner)
@@ -83,7 +86,7 @@ def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observe
         final_decay(runner, final_score(runner, world, cfg))
         recs = read_log(log_path, log=lambda s: None)
     summary = summarize(recs, calib, pool)
-    atomic_write_json(out / "queue_summary.json", summary)
+    summary.write(out / SUMMARY)
     if report:
         write_report(out, recs, calib, pool, summary)
     return summary
@@ -102,25 +105,30 @@ def _check_folder(out, resume, fresh, log):
         log(f"moved the earlier run ({len(moved)} files) to {dest}")
 
 
-def summarize(recs, calib, pool):
+def summarize(recs, calib, pool) -> RunSummary:
+    """The run's summary from its decision log, its calibration and its pool (whose roles say which shards
+    were harmful)."""
     st = recs[-1]["queue"]
     decay = [r for r in recs if r["event"] == "decay"]
     trains = [r for r in recs if r["event"] == "train"]
-    shards = {s["id"]: s for s in pool["shards"]}
+    shards, roles = {s["id"]: s for s in pool["shards"]}, pool_roles(pool)
     acc_targets = sum(r["targets"] for r in trains if r["shard"] in st["accepted"] and r["role"] != "branch")
     start = recs[0]
-    return {"policy": start["policy"], "seed": start["seed"], "reject_rate": start["reject_rate"],
-            "run_id": start["run_id"], "accepted": st["accepted"], "quarantined": st["quarantined"],
-            "deferred_pending": deferred_pending(recs), "undecided": st["undecided"], "rejections": st["rejections"],
-            "returns": st["returns"], "rotations": st["rotation"],
-            "accepted_tokens": sum(shards[s]["tokens"] for s in st["accepted"]),
-            "spent": recs[-1].get("spent") or {}, "final": decay[-1]["scores"] if decay else None,
-            "start_losses": start["losses"], "calibration": {k: calib.get(k) for k in ("k", "frac", "sigma")},
-            "curve": [{"shard": r["shard"], "role": r["role"], "history_targets": r["history_targets"],
-                       "spent_targets": r["spent_targets"], "losses": r["losses"]} for r in trains],
-            "screen": screen_agreement(recs), "accepted_records_targets": acc_targets,
-            "harmful_accepted": [s for s in st["accepted"] if shards[s]["sources"].get(pool["harmful"]["label"])
-                                 and not st["returns"].get(s)]}
+    return RunSummary(
+        policy=start["policy"], seed=start["seed"], reject_rate=start["reject_rate"], run_id=start["run_id"],
+        accepted=st["accepted"], quarantined=st["quarantined"], deferred_pending=deferred_pending(recs),
+        undecided=st["undecided"], rejections=st["rejections"], returns=st["returns"], rotations=st["rotation"],
+        accepted_tokens=sum(shards[s]["tokens"] for s in st["accepted"]), spent=recs[-1].get("spent") or {},
+        final=decay[-1]["scores"] if decay else None, start_losses=start["losses"],
+        calibration={**{k: calib.get(k) for k in CALIBRATION_KEYS}, "rate_kind": rate_kind(calib)},
+        curve=[{"shard": r["shard"], "role": r["role"], "history_targets": r["history_targets"],
+                "spent_targets": r["spent_targets"], "losses": r["losses"]} for r in trains],
+        screen=screen_agreement(recs), accepted_records_targets=acc_targets,
+        harmful_accepted=[s for s in st["accepted"] if roles.get(s) == "harmful" and not st["returns"].get(s)],
+        harmful_quarantined=[s for s in st["quarantined"] if roles.get(s) == "harmful"],
+        confounded_recoveries=[list(x) for x in sorted({
+            (r["tested"], r["shard"]) for r in trains if r["role"] == "recovery" and r["tested"] in st["quarantined"]
+            and roles.get(r["tested"]) != "harmful" and roles.get(r["shard"]) == "harmful"})])
 
 
 def deferred_pending(recs):
@@ -188,9 +196,9 @@ def score_checkpoint(path, calibration_dir, device="cpu"):
 def describe_run(summary, out):
     """The line `run` prints, and the error line (or None) when the queue policy ended with a
     harmful shard accepted (the plain and random arms accept harm by design)."""
-    line = (f"accepted {len(summary['accepted'])} shards ({summary['accepted_tokens']} targets), quarantined "
-            f"{summary['quarantined']}, rejections {summary['rejections']}; report: {Path(out) / 'report.md'}")
+    line = (f"accepted {len(summary.accepted)} shards ({summary.accepted_tokens} targets), quarantined "
+            f"{summary.quarantined}, rejections {summary.rejections}; report: {Path(out) / 'report.md'}")
     err = None
-    if summary["harmful_accepted"] and summary["policy"] == "queue":
-        err = f"harmful shard(s) {summary['harmful_accepted']} ended accepted without a return"
+    if summary.harmful_accepted and summary.policy == "queue":
+        err = f"harmful shard(s) {summary.harmful_accepted} ended accepted without a return"
     return line, err

@@ -22,7 +22,7 @@ from conftest import ROOT
 LEVELS = (
     ("checkers", "console"),  # checkers/ imports nothing of the project, at any level
     ("corpus",),
-    ("presets", "loaders", "manifests", "prepare", "fanout"),
+    ("presets", "loaders", "manifests", "prepare", "fanout", "records"),
     ("training", "findings"),
     ("protocols", "audit"),
     ("eval",),

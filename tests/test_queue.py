@@ -164,7 +164,7 @@ def test_the_strict_rule_walks_the_whole_path(calibrated, full_run):
     events = [(r["event"], r.get("outcome")) for r in recs]
     assert ("reject", "deferred") in events and ("reject", "quarantined") in events
     assert any(r["event"] == "rotation" and r["rotation"] == 2 for r in recs)
-    q = summary["quarantined"][0]
+    q = summary.quarantined[0]
     assert (out / "inspection" / f"{q}.md").exists() and json.loads((out / "inspection" / f"{q}.json").read_text())
     # every rollback restored the pre-shard parameters bitwise, and the log names that state's hash
     rollbacks = [r for r in recs if r["event"] == "rollback"]
@@ -183,7 +183,7 @@ def test_the_strict_rule_walks_the_whole_path(calibrated, full_run):
     # no report set in this calibration: the transitions that chose k and frac also measured the rate
     assert "First-rotation rejections get a branch check, mode **clean**" in report
     assert "False rejections (in-sample)" in report and "in-sample (the same transitions chose k and frac" in report
-    assert summary["final"]["official"] > 0 and set(summary["final"]["selection"])
+    assert summary.final["official"] > 0 and set(summary.final["selection"])
 
 
 def test_resume_after_interruptions_gives_the_same_log_and_model(calibrated, full_run, tmp_path, monkeypatch):
@@ -313,7 +313,7 @@ def test_return_needs_an_inspection_without_a_cause_and_happens_once(calibrated,
     out = tmp_path / "ret"
     shutil.copytree(full_run[0], out)
     shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)  # where the run names it
-    q = full_run[1]["quarantined"][0]
+    q = full_run[1].quarantined[0]
     (out / "inspection" / f"{q}.json").unlink()
     with pytest.raises(DataError, match="no inspection report"):
         rq.return_from_quarantine(out, q, log=lambda s: None)
@@ -334,14 +334,14 @@ def test_return_needs_an_inspection_without_a_cause_and_happens_once(calibrated,
 def test_policies_share_one_code_path(calibrated, tmp_path):
     plain = _run(calibrated, tmp_path / "plain", policy="plain")
     recs = read_log(tmp_path / "plain" / "decisions.jsonl")
-    assert not plain["rejections"] and [r["shard"] for r in recs if r["event"] == "accept"] == plain["accepted"]
+    assert not plain.rejections and [r["shard"] for r in recs if r["event"] == "accept"] == plain.accepted
     r1 = _run(calibrated, tmp_path / "r1", policy="random", reject_rate=0.4, seed=5, report=True)
     r2 = _run(calibrated, tmp_path / "r2", policy="random", reject_rate=0.4, seed=5)
     pos = [[r["position"] for r in read_log(tmp_path / d / "decisions.jsonl") if r["event"] == "train" and r["flagged"]]
            for d in ("r1", "r2")]
-    assert pos[0] == pos[1] and pos[0] and r1["rejections"] == r2["rejections"]
+    assert pos[0] == pos[1] and pos[0] and r1.rejections == r2.rejections
     assert any(r["event"] == "rollback" for r in read_log(tmp_path / "r1" / "decisions.jsonl"))
-    assert plain["final"]["control"].keys() == r1["final"]["control"].keys()
+    assert plain.final["control"].keys() == r1.final["control"].keys()
     # the queue's own report renders a random-policy rejection (a draw, not a measured domain)
     assert "drawn by the random policy" in (tmp_path / "r1" / "report.md").read_text()
 
@@ -651,7 +651,7 @@ def test_a_kill_after_done_writes_the_summary_without_a_resumed_record(calibrate
     (out / ".queue_summary.json.x1y2.tmp").write_text("{")  # the killed write's leftover
     summary = _run(calibrated, out, resume=True)
     assert (out / "decisions.jsonl").read_bytes() == before  # nothing appended after "done"
-    assert summary == full_run[1] and summary["spent"]["updates"] > 0
+    assert summary == full_run[1] and summary.spent["updates"] > 0
     assert not list(out.glob(".*.tmp"))
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
+from records.study import SchemaError, validate
 from shardqueue.study.adoption import ADOPTED, NOT_ADOPTED, NOT_MEASURABLE, UNRESOLVED, adoption, seed_spread
 from shardqueue.study.curve_fit import STARTS, check_identifiable, curve, fit_from, residual
 from shardqueue.study.efficiency import (
@@ -25,7 +26,6 @@ from shardqueue.study.random_rejection import (
     rejected_positions,
     rejections_to_match,
 )
-from shardqueue.study.report import SchemaError, validate
 
 
 # ---- reference curve -------------------------------------------------------------------

@@ -10,7 +10,7 @@ and the calibration folder's config.json and calibration.json, which must be unc
 key), started from the start state (the calibrated state, whose SHA256 calibration.json holds,
 or for another seed that state recomputed) or from one of the run's checkpoints, and run through
 the same code (engine/runner.py, engine/final_decay.py) into a scratch folder, without
-checkpoints. An observer of its commits (Reexecution) compares each record it makes with the
+checkpoints. An observer of its commits (LogComparison) compares each record it makes with the
 logged record of the same seq:
 
   - bitwise on the machine that made the run (the start and every `resumed` record name it):
@@ -34,8 +34,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpus.atomic import atomic_write_json
 from corpus.errors import DataError
+from records.reexecution import FILE as RESULT
+from records.reexecution import Reexecution
 from shardqueue.calibration import open_calibration, start_state
 from shardqueue.engine.final_decay import final_decay
 from shardqueue.engine.log import line_of, read_log, verify_chain
@@ -50,7 +51,6 @@ from shardqueue.settings import DEFAULT_TOLERANCE
 from shardqueue.world import sources
 from training.checkpoint import load_checkpoint
 
-RESULT = "reexecution.json"
 # fields that legitimately differ between two executions of one run, at any depth of a record
 NOT_COMPARED = (
     "time",  # the wall clock when a record was made
@@ -140,7 +140,7 @@ class _Stop(Exception):
     """The stretch is re-executed (or, stopping early, a record differs)."""
 
 
-class Reexecution:
+class LogComparison:
     """An observer of a re-executing runner's commits: each record, as the log holds it (floats through JSON,
     lists), is kept in `made`; the stretch ends at stop_seq, or at the first record that differs when given
     `differs`. A record written outside training (OUTSIDE_TRAINING) is taken from the log at its place."""
@@ -249,7 +249,7 @@ def reexecute(folder, device="cpu", from_checkpoint=None, to_record=None, tolera
     def differs(a, b):
         return compare_records([a], [b], tol, same and tol == 0.0).difference is not None
 
-    seen = Reexecution(logged, stop, differs if stop_early else None)
+    seen = LogComparison(logged, stop, differs if stop_early else None)
     with one_thread(), tempfile.TemporaryDirectory(prefix="reexecute-", dir=scratch) as tmp:
         runner, start_state_in, score = _runner(folder, logged, device, tmp, seen)
         try:
@@ -280,12 +280,12 @@ def reexecute_folder(folder, device="cpu", from_checkpoint=None, to_record=None,
     cmp, seconds = rx.comparison, round(time.time() - t0, 1)
     mode = "bitwise" if rx.hashes else f"floats within {rx.tolerance:g}, parameter SHA256s not compared"
     span = f"records {rx.logged[0]['seq']}-{rx.logged[-1]['seq']} of the log"
-    atomic_write_json(folder / RESULT, {
-        "held": cmp.difference is None, "mode": mode, "tolerance": rx.tolerance, "same_machine": rx.same_machine,
-        "parameter_hashes_compared": rx.hashes, "first": rx.logged[0]["seq"], "last": rx.logged[-1]["seq"],
-        "records": len(rx.logged), "from_checkpoint": from_checkpoint, "seconds": seconds,
-        "largest_float_difference": dict(zip(("value", "record", "field"), cmp.largest)),
-        "difference": None if cmp.difference is None else {**cmp.difference.__dict__, "line": str(cmp.difference)}})
+    Reexecution(held=cmp.difference is None, mode=mode, tolerance=rx.tolerance, same_machine=rx.same_machine,
+                parameter_hashes_compared=rx.hashes, first=rx.logged[0]["seq"], last=rx.logged[-1]["seq"],
+                records=len(rx.logged), from_checkpoint=from_checkpoint, seconds=seconds,
+                largest_float_difference=dict(zip(("value", "record", "field"), cmp.largest)),
+                difference=None if cmp.difference is None else {**cmp.difference.__dict__,
+                                                                "line": str(cmp.difference)}).write(folder)
     if cmp.difference is not None:
         print(f"error: re-execution of {span} differs at {cmp.difference}", file=sys.stderr)
         return 1

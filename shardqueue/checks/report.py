@@ -182,7 +182,8 @@ def _fmt(v, nd=4):
 
 
 def write_report(out, recs, calib, pool, summary):
-    """report.md, decisions.parquet/.csv and control_curves.png of a finished run, in `out`."""
+    """report.md, decisions.parquet/.csv and control_curves.png of a finished run (summary: its RunSummary),
+    in `out`."""
     out = Path(out)
     rows = decision_rows(recs)
     write_tables(out, rows)
@@ -201,14 +202,14 @@ def write_report(out, recs, calib, pool, summary):
     if start["policy"] == "queue" or calib.get("k"):
         L += calibration_lines(calib, pool)
     L += sets_lines(pool) + decision_lines(rows) + rejection_lines(recs) + inspection_lines(out)
-    sa = summary["screen"]
+    sa = summary.screen
     L += ["", "## Screen against decision", "",
           f"Forward-only screen (shard BPB minus pool-sample BPB at the last accepted state) on {sa['n']} candidate shards: "
           f"Spearman rank correlation with the measured rise {_fmt(sa['spearman_screen_vs_rise'], 3)}; AUC for flagged "
           f"vs not {_fmt(sa['auc_screen_flagged'], 3)} ({sa['flagged']} flagged). {sa['caveat']}."]
     L += compute_lines(recs)
-    if summary.get("final"):
-        f = summary["final"]
+    if summary.final:
+        f = summary.final
         L += ["", "## After the final decay", "", f"Official BPB {f['official']:.4f}.", "", "| set | domain | BPB |", "|---|---|---|"]
         L += [f"| control | {d} | {v:.4f} |" for d, v in sorted(f["control"].items())]
         L += [f"| selection | {d} | {v:.4f} |" for d, v in sorted(f["selection"].items())]

@@ -28,6 +28,7 @@ from corpus.errors import DataError, os_error_line
 from corpus.layout import default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
 from fanout import Engine, Task, gpus_for, open_engine
+from records.study import StudySummary
 from shardqueue import api as rq
 from shardqueue.engine.log import read_log
 from shardqueue.engine.packing import shard_rows, shard_tokens
@@ -134,10 +135,10 @@ def run_arm(rq, arm, out, cal, plan, log, device, observer=None, describe=None):
     acc = accounting(recs)
     rec = {"arm": arm, "seed": plan.seed, "name": f"{arm}_s{plan.seed}", "policy": plan.policy,
            "reject_rate": plan.reject_rate,
-           "summary": {k: summary.get(k) for k in ("accepted", "quarantined", "deferred_pending", "undecided",
-                                                     "rejections", "returns", "rotations", "accepted_tokens",
-                                                     "harmful_accepted", "screen")},
-           "final": summary["final"], "start_targets": recs[0].get("start_targets", 0), "accounting": acc,
+           "summary": {k: getattr(summary, k) for k in ("accepted", "quarantined", "deferred_pending", "undecided",
+                                                         "rejections", "returns", "rotations", "accepted_tokens",
+                                                         "harmful_accepted", "screen")},
+           "final": summary.final, "start_targets": recs[0].get("start_targets", 0), "accounting": acc,
            "control_trace": control_trace(recs), "wall_s": round(wall, 2),
            "branches": observer.branches if observer else [],
            "branch_seconds": observer.branch_seconds if observer else 0.0,
@@ -362,16 +363,16 @@ def _run(a, p, out, rq, log, engine):
     summary["timing"] = {"stage_a": t_a, "runs": round(t_runs, 1), "total": round(t_a + t_runs, 1),
                          "this_invocation": round(time.time() - t_all, 1)}
     shutil.rmtree(out / "start_states", ignore_errors=True)  # every run is done: no arm needs a start state
-    atomic_write_json(out / "summary.json", summary)
+    record = StudySummary.from_json(summary)
+    record.write(out / "summary.json")
 
-    path = write_report(summary, out)
-    ad = summary["adoption"]
-    log(f"\nverdict: {ad['verdict']}" + "".join(f"\n  {r}" for r in ad["reasons"]))
-    thr = "not measurable" if ad["threshold"] is None else f"{ad['threshold']:.2f}"
-    log(f"  efficiency points: B-A {fmt_by_seed(ad['b_minus_a'])}; B-C {fmt_by_seed(ad['b_minus_c'])}; threshold {thr}")
-    sd = summary["seeds"]
-    log(f"  seeds per arm: {sd['used']} used; {count_text(sd['planned'])} planned from stage A; "
-        f"{count_text(sd['from_measured_spread'])} from the measured spread of B-A")
+    path = write_report(record.to_json(), out)
+    ad = record.adoption
+    log(f"\nverdict: {ad.verdict}" + "".join(f"\n  {r}" for r in ad.reasons))
+    thr = "not measurable" if ad.threshold is None else f"{ad.threshold:.2f}"
+    log(f"  efficiency points: B-A {fmt_by_seed(ad.b_minus_a)}; B-C {fmt_by_seed(ad.b_minus_c)}; threshold {thr}")
+    log(f"  seeds per arm: {record.seeds_used} used; {count_text(record.seeds_planned)} planned from stage A; "
+        f"{count_text(summary['seeds']['from_measured_spread'])} from the measured spread of B-A")
     log(f"wrote {path}, {out / 'summary.json'} and the figures")
     return 0
 

@@ -1,6 +1,7 @@
 """The candidate pool a calibration freezes (pool.json): shards of whole documents by role, drawn once.
 
-The pool excludes, by exact text hash, every training document identical to a validation
+The manifest states each shard's role (ROLES: what the pool made it for), so that no reader tells a harmful
+shard from its id. The pool excludes, by exact text hash, every training document identical to a validation
 document that a control or selection window came from, and the documents used for
 calibration. Documents longer than half a shard are left out so shards have ordinary,
 comparable sizes. A reserve of further calibration-source shards, never trained in
@@ -18,6 +19,11 @@ from shardqueue.world.damaged_pool import add_damaged_shards
 from shardqueue.world.domains import OVERLAP_SAMPLE_TOKENS, sampled_overlap
 from shardqueue.world.harmful import LABEL, with_harmful_copies
 from shardqueue.world.rotation import build_rotation, shard_docs
+
+# what the pool made a shard for: stage A's training, the reserve that recovery checks and clean branches
+# train, an ordinary candidate, the final decay, a planted harmful, damaged or prose candidate, and a late
+# (or added) source's calibration and candidate shards
+ROLES = ("calibration", "reserve", "candidate", "decay", "harmful", "damaged", "prose", "late_calibration", "late")
 
 
 def candidates_for_budget(budget_targets, shard_tokens, spare=3):
@@ -61,26 +67,52 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
 
     p = base_shards(cut, src, sorted(cal), docs, n_calibration, n_reserve, n_candidates, n_decay)
     late = late_source(cut, lab, docs["late"], n_late, late_rotation, p["shards"])
+    roles = {**dict.fromkeys(p["calibration"], "calibration"), **dict.fromkeys(p["reserve"], "reserve"),
+             **dict.fromkeys(p["order"], "candidate"), **dict.fromkeys(p["decay"], "decay"), **late_roles(late)}
     if docs["prose"]:
         pm = cut("prose", docs["prose"], "r")
         p["shards"] += pm["shards"]
         p["order"].insert(min(len(p["order"]), 2), pm["shards"][0]["id"])
+        roles.update(dict.fromkeys((s["id"] for s in pm["shards"]), "prose"))
     if n_harmful:
         hm = cut("harmful", harm, "h")
         p["shards"] += hm["shards"][:n_harmful]
         p["order"] = with_harmful(p["order"], [s["id"] for s in hm["shards"][:n_harmful]], seed + 11)
+        roles.update(dict.fromkeys((s["id"] for s in hm["shards"][:n_harmful]), "harmful"))
     if dshards:
         p["shards"] += dshards
         p["order"] = spread(p["order"], [s["id"] for s in dshards], seed + 17)
+        roles.update(dict.fromkeys((s["id"] for s in dshards), "damaged"))
     overlap, read, total = sampled_overlap(world.sets, stream, [shard_docs(s) for s in p["shards"]])
     return {"name": "pool", "version": 1, "seed": seed, "shard_tokens": shard_tokens, "stream": stream.name,
             "calibration_source": src, "calibration": p["calibration"], "order": p["order"], "decay": p["decay"],
             "reserve": p["reserve"], "late_sources": late, "shards": p["shards"],
+            "roles": {sh["id"]: roles[sh["id"]] for sh in p["shards"]},
             "harmful": {"label": LABEL, "source_documents": docs["harmful"], "copies": harm},
             "damage": damage or {},
             "excluded_by_text_hash": n_excluded, "sets_sha256": world.set_hashes(),
             "overlap_13gram": overlap, "overlap_13gram_sample": {"tokens_read": read, "tokens": total,
                                                                  "per_shard_cap": OVERLAP_SAMPLE_TOKENS}}
+
+
+def pool_roles(pool) -> dict:
+    """{shard id: role} (ROLES) of every shard of a pool manifest, the sources added to a run included; a pool
+    frozen before the manifest stated roles has them derived from its lists and the harmful source's label."""
+    if "roles" in pool:
+        return {**pool["roles"], **late_roles(pool.get("late_sources", []))}
+    damaged = {s["id"] for s in (pool.get("damage") or {}).get("shards", [])}
+    harm = pool["harmful"]["label"]
+    roles = {s["id"]: "harmful" if s["sources"].get(harm) else "damaged" if s["id"] in damaged else "candidate"
+             for s in pool["shards"]}
+    roles.update({**dict.fromkeys(pool["calibration"], "calibration"), **dict.fromkeys(pool.get("reserve", []), "reserve"),
+                  **dict.fromkeys(pool["decay"], "decay"), **late_roles(pool.get("late_sources", []))})
+    return roles
+
+
+def late_roles(late_sources) -> dict:
+    """The roles of late (or added) sources' shards: their calibration shards and their candidates."""
+    return {sid: role for src in late_sources for role, key in (("late_calibration", "calibration"), ("late", "shards"))
+            for sid in src[key]}
 
 
 def eligible(world, shard_tokens):
