@@ -84,7 +84,7 @@ def main(argv=None):
             return rc
         gc.collect()  # a stage's garbage goes before the next begins: a training run freezes what exists, uncollected
     clock.stop()
-    from findings.provenance import folder_bytes
+    from records.provenance import folder_bytes
 
     print(f"\nmain job done in {time.time() - t0:.0f}s; results under {out}/ ({folder_bytes(out) / 1e6:,.0f} MB); "
           f"read {out / 'SUMMARY.md'}")

@@ -5,4 +5,7 @@ its keys. A record with a schema refuses another version in one line naming the 
     queue_run.py    RunSummary: a queue run's queue_summary.json (queue-run/1)
     reexecution.py  Reexecution: what `reconstruct --execute` found (reexecution.json)
     study.py        StudySummary: the queue study's summary.json (queue-study/4) and its key schema
+    training.py     TrainedRun, SourceFilter: a training run's summary.json and the train stage's filter, as read
+    evaluation.py   Confirmation, WindowSummary, Rankings: the evaluation's results, as read
+    provenance.py   what ran (code, software, hardware, corpus, date, times, size): the one place it is collected
 """

@@ -2,15 +2,47 @@
 scores after its final decay, and the roles of the shards a reader asks about (a harmful shard caught, a
 recovery that a harmful shard confounded), so that nothing downstream tells a shard's role from its id.
 shardqueue/runs.py writes it from the run's decision log; the findings page and the study read it."""
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from corpus.atomic import atomic_write_json
 from records.json_record import from_mapping, read_json
 
 SCHEMA = "queue-run/1"
-# the calibration record's keys a summary repeats: the rule (k, frac, sigma_d) and its false-rejection rate
-CALIBRATION_KEYS = ("k", "frac", "sigma", "false_rejections", "transitions", "upper95", "rate_kind")
+
+
+@dataclass(frozen=True)
+class RuleCalibration:
+    """The calibration the run was judged under: the rule (k, frac, sigma_d) and its false-rejection rate."""
+    k: float | None
+    frac: float | None
+    sigma: dict | None  # {domain: sigma_d}
+    false_rejections: int | None
+    transitions: int | None
+    upper95: float | None  # the rate's one-sided 95% Clopper-Pearson bound
+    rate_kind: str  # held-out, or in-sample (measured on the transitions that chose k and frac)
+
+    @property
+    def in_sample(self) -> bool:
+        return self.rate_kind == "in-sample"
+
+
+@dataclass(frozen=True)
+class ScreenAgreement:
+    """How well the forward-only screen predicts the training-based decision, over the candidate shards."""
+    n: int
+    spearman_screen_vs_rise: float | None
+    auc_screen_flagged: float | None
+    flagged: int
+    caveat: str
+
+
+@dataclass(frozen=True)
+class Scores:
+    """A model's official BPB and its BPB on each control and selection domain."""
+    official: float
+    control: dict
+    selection: dict
 
 
 @dataclass(frozen=True)
@@ -28,11 +60,11 @@ class RunSummary:
     rotations: int
     accepted_tokens: int
     spent: dict  # {"updates", "targets", "seconds"} of all training, wasted included
-    final: dict | None  # {"official", "control", "selection"} after the final decay
+    final: Scores | None  # after the final decay
     start_losses: dict  # the control losses of the start state
-    calibration: dict  # CALIBRATION_KEYS of the calibration the run was judged under
+    calibration: RuleCalibration
     curve: list  # per trained shard: {"shard", "role", "history_targets", "spent_targets", "losses"}
-    screen: dict  # the forward-only screen against the decisions (checks/report.py screen_agreement)
+    screen: ScreenAgreement
     accepted_records_targets: int
     harmful_accepted: list  # harmful shards that ended accepted without a return
     harmful_quarantined: list  # harmful shards that ended in quarantine
@@ -48,7 +80,10 @@ class RunSummary:
 
     @classmethod
     def from_json(cls, d, where="queue_summary.json") -> "RunSummary":
-        return from_mapping(cls, d, where, SCHEMA)
+        s = from_mapping(cls, d, where, SCHEMA)
+        return replace(s, calibration=from_mapping(RuleCalibration, s.calibration, f"{where}: calibration"),
+                       screen=from_mapping(ScreenAgreement, s.screen, f"{where}: screen"),
+                       final=None if s.final is None else from_mapping(Scores, s.final, f"{where}: final"))
 
     @classmethod
     def load(cls, path) -> "RunSummary | None":

@@ -82,6 +82,19 @@ def validate(obj, schema=SCHEMA, where="summary"):
 
 
 @dataclass(frozen=True)
+class Interval:
+    """A mean over seeds with its 95% t interval."""
+    mean: float
+    low: float
+    high: float
+    df: int
+
+    @classmethod
+    def of(cls, d) -> "Interval | None":
+        return None if not d else cls(d["mean"], d["low"], d["high"], d["df"])
+
+
+@dataclass(frozen=True)
 class Adoption:
     """The pre-registered adoption rule applied, with the paired intervals beside it (study/adoption.py)."""
     rule: str
@@ -97,6 +110,10 @@ class Adoption:
     verdict: str
     reasons: list
     measured: bool
+
+    def interval(self, other) -> Interval | None:
+        """B - other's paired efficiency points over the seeds (other: A or C), where measured."""
+        return Interval.of(self.intervals.get(f"B-{other}"))
 
 
 @dataclass(frozen=True)
@@ -160,14 +177,15 @@ class StudySummary:
     def seeds_planned(self) -> int | None:
         return self.values["seeds"]["planned"]
 
-    def gap_interval(self, other) -> dict | None:
-        """B - other's gap to the reference curve (BPB): its mean and 95% t interval, where measured."""
-        return ((self.values["per_axis"] or {}).get("intervals_bpb") or {}).get(f"B-{other}")
+    def gap_interval(self, other) -> Interval | None:
+        """B - other's gap to the reference curve (BPB), where measured."""
+        return Interval.of(((self.values["per_axis"] or {}).get("intervals_bpb") or {}).get(f"B-{other}"))
 
     @property
-    def b_over_a(self) -> dict:
-        """B's compute over A's: {"trained_targets", "wall_s", ...} ratios."""
-        return (self.values["compute"] or {}).get("b_over_a") or {}
+    def b_over_a(self) -> tuple | None:
+        """B's compute over A's, as ratios: (trained targets, wall time); None where not measured."""
+        over = (self.values["compute"] or {}).get("b_over_a") or {}
+        return None if over.get("trained_targets") is None else (over["trained_targets"], over["wall_s"])
 
 
 def _typed(cls, d):

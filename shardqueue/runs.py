@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from corpus.errors import DataError
-from records.queue_run import CALIBRATION_KEYS, RunSummary
+from records.queue_run import RuleCalibration, RunSummary, Scores, ScreenAgreement
 from shardqueue.calibration import open_calibration, start_state
 from shardqueue.checks.report import screen_agreement, write_report
 from shardqueue.engine.final_decay import final_decay
@@ -119,11 +119,12 @@ def summarize(recs, calib, pool) -> RunSummary:
         accepted=st["accepted"], quarantined=st["quarantined"], deferred_pending=deferred_pending(recs),
         undecided=st["undecided"], rejections=st["rejections"], returns=st["returns"], rotations=st["rotation"],
         accepted_tokens=sum(shards[s]["tokens"] for s in st["accepted"]), spent=recs[-1].get("spent") or {},
-        final=decay[-1]["scores"] if decay else None, start_losses=start["losses"],
-        calibration={**{k: calib.get(k) for k in CALIBRATION_KEYS}, "rate_kind": rate_kind(calib)},
+        final=Scores(**decay[-1]["scores"]) if decay else None, start_losses=start["losses"],
+        calibration=RuleCalibration(calib.get("k"), calib.get("frac"), calib.get("sigma"), calib.get("false_rejections"),
+                                    calib.get("transitions"), calib.get("upper95"), rate_kind(calib)),
         curve=[{"shard": r["shard"], "role": r["role"], "history_targets": r["history_targets"],
                 "spent_targets": r["spent_targets"], "losses": r["losses"]} for r in trains],
-        screen=screen_agreement(recs), accepted_records_targets=acc_targets,
+        screen=ScreenAgreement(**screen_agreement(recs)), accepted_records_targets=acc_targets,
         harmful_accepted=[s for s in st["accepted"] if roles.get(s) == "harmful" and not st["returns"].get(s)],
         harmful_quarantined=[s for s in st["quarantined"] if roles.get(s) == "harmful"],
         confounded_recoveries=[list(x) for x in sorted({

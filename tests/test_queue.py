@@ -183,7 +183,7 @@ def test_the_strict_rule_walks_the_whole_path(calibrated, full_run):
     # no report set in this calibration: the transitions that chose k and frac also measured the rate
     assert "First-rotation rejections get a branch check, mode **clean**" in report
     assert "False rejections (in-sample)" in report and "in-sample (the same transitions chose k and frac" in report
-    assert summary.final["official"] > 0 and set(summary.final["selection"])
+    assert summary.final.official > 0 and set(summary.final.selection)
 
 
 def test_resume_after_interruptions_gives_the_same_log_and_model(calibrated, full_run, tmp_path, monkeypatch):
@@ -341,7 +341,7 @@ def test_policies_share_one_code_path(calibrated, tmp_path):
            for d in ("r1", "r2")]
     assert pos[0] == pos[1] and pos[0] and r1.rejections == r2.rejections
     assert any(r["event"] == "rollback" for r in read_log(tmp_path / "r1" / "decisions.jsonl"))
-    assert plain.final["control"].keys() == r1.final["control"].keys()
+    assert plain.final.control.keys() == r1.final.control.keys()
     # the queue's own report renders a random-policy rejection (a draw, not a measured domain)
     assert "drawn by the random policy" in (tmp_path / "r1" / "report.md").read_text()
 

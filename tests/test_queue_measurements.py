@@ -123,7 +123,7 @@ def test_a_run_to_the_end_of_its_pool_leaves_no_judged_shard_undecided(calibrate
                      report=False)
     recs = read_log(tmp_path / "dry" / "decisions.jsonl")
     assert not summary.undecided and not [r for r in recs if r["event"] == "undecided"]
-    assert summary.accepted and summary.final["official"] > 0
+    assert summary.accepted and summary.final.official > 0
 
 
 def test_the_main_jobs_pool_is_sized_for_its_budget():

@@ -25,9 +25,10 @@ import pytest
 from conftest import ROOT
 
 from corpus.errors import DataError
+from records.provenance import machine
 from shardqueue import api as rq
 from shardqueue.engine.log import line_of, record_sha256, verify_chain
-from shardqueue.engine.start_record import machine, value_sha256
+from shardqueue.engine.start_record import value_sha256
 
 REFERENCE = ROOT / "tests" / "reference" / "queue_run"
 WRITE = os.environ.get("PACKAUDIT_WRITE_REFERENCE") == "1"

@@ -293,7 +293,7 @@ def comparable(value, out):
 
 
 def test_the_micro_study_summary_equals_the_reference_value_for_value(micro):
-    from shardqueue.engine.start_record import machine
+    from records.provenance import machine
 
     got, here = comparable(micro["summary"], micro["out"]), machine("cpu")
     if os.environ.get("PACKAUDIT_WRITE_REFERENCE") == "1":

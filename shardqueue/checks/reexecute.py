@@ -36,6 +36,7 @@ from pathlib import Path
 
 from corpus.errors import DataError
 from records.reexecution import FILE as RESULT
+from records.provenance import machine
 from records.reexecution import Reexecution
 from shardqueue.calibration import open_calibration, start_state
 from shardqueue.engine.final_decay import final_decay
@@ -45,7 +46,6 @@ from shardqueue.engine.starts import continue_from
 from shardqueue.engine.run_folder import check_start_record, corpus_identity
 from shardqueue.engine.runner import Runner
 from shardqueue.engine.scoring import final_score
-from shardqueue.engine.start_record import machine
 from shardqueue.engine.training import one_thread
 from shardqueue.settings import DEFAULT_TOLERANCE
 from shardqueue.world import sources

@@ -204,15 +204,15 @@ def write_report(out, recs, calib, pool, summary):
     L += sets_lines(pool) + decision_lines(rows) + rejection_lines(recs) + inspection_lines(out)
     sa = summary.screen
     L += ["", "## Screen against decision", "",
-          f"Forward-only screen (shard BPB minus pool-sample BPB at the last accepted state) on {sa['n']} candidate shards: "
-          f"Spearman rank correlation with the measured rise {_fmt(sa['spearman_screen_vs_rise'], 3)}; AUC for flagged "
-          f"vs not {_fmt(sa['auc_screen_flagged'], 3)} ({sa['flagged']} flagged). {sa['caveat']}."]
+          f"Forward-only screen (shard BPB minus pool-sample BPB at the last accepted state) on {sa.n} candidate shards: "
+          f"Spearman rank correlation with the measured rise {_fmt(sa.spearman_screen_vs_rise, 3)}; AUC for flagged "
+          f"vs not {_fmt(sa.auc_screen_flagged, 3)} ({sa.flagged} flagged). {sa.caveat}."]
     L += compute_lines(recs)
     if summary.final:
         f = summary.final
-        L += ["", "## After the final decay", "", f"Official BPB {f['official']:.4f}.", "", "| set | domain | BPB |", "|---|---|---|"]
-        L += [f"| control | {d} | {v:.4f} |" for d, v in sorted(f["control"].items())]
-        L += [f"| selection | {d} | {v:.4f} |" for d, v in sorted(f["selection"].items())]
+        L += ["", "## After the final decay", "", f"Official BPB {f.official:.4f}.", "", "| set | domain | BPB |", "|---|---|---|"]
+        L += [f"| control | {d} | {v:.4f} |" for d, v in sorted(f.control.items())]
+        L += [f"| selection | {d} | {v:.4f} |" for d, v in sorted(f.selection.items())]
     L += ["", "![control BPB against trained targets](control_curves.png)", "",
           "Figure: control BPB per domain after every trained shard, against all trained targets. Black ticks on "
           "the bottom strip mark acceptances; a triangle (flagged) or a cross (rejected) sits on the domain that "

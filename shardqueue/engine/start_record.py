@@ -8,8 +8,8 @@ holds:
   calibration_sha256  a SHA256 per key of calibration.json (k, sigma, the calibrated state's
                 SHA256, the plan's settings, ...): an edit of any key is named without the
                 record repeating the file
-  machine       the machine the run was made on (Python, torch, numpy, the CPU, the device):
-                re-execution is expected to be bitwise only on that machine
+  machine       the machine the run was made on (Python, torch, numpy, the CPU, the device;
+                records/provenance.py): re-execution is expected to be bitwise only on that machine
 
 `settings_differences` names every key of config.json and calibration.json that differs from
 the start record; resume refuses them, so the files in the calibration folder cannot misstate
@@ -17,12 +17,8 @@ a run that continues.
 """
 import hashlib
 import json
-import platform
 
-import numpy as np
-import torch
-
-from findings.provenance import cpu_name
+from records.provenance import machine
 
 # config keys that say where things lie, not what the run computes: the corpus itself is checked by
 # its identity (build id, tokenizer SHA256), so a moved data folder still resumes
@@ -38,13 +34,6 @@ def value_sha256(value) -> str:
 def calibration_digests(calib: dict) -> dict:
     """{key: SHA256 of its canonical JSON} of a calibration record (calibration.json as loaded)."""
     return {k: value_sha256(v) for k, v in sorted(calib.items())}
-
-
-def machine(device) -> dict:
-    """What decides whether two executions can agree bitwise: software versions, CPU and device."""
-    dev = torch.device(device)
-    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-            "cpu": cpu_name(), "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else dev.type}
 
 
 def start_settings(cfg, calib, device) -> dict:

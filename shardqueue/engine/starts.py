@@ -4,7 +4,8 @@ log lacks appended first), or continued at one checkpoint of a logged run (re-ex
 into a scratch folder)."""
 from corpus.errors import DataError
 from shardqueue.engine.log import DecisionLog, line_of, read_log, record_sha256, verify_chain
-from shardqueue.engine.start_record import machine, start_settings
+from records.provenance import machine
+from shardqueue.engine.start_record import start_settings
 from shardqueue.engine.training import params_sha256
 from training.checkpoint import newest_good_checkpoint
 from training.resume import restore_trainer_state

@@ -8,12 +8,8 @@ loss to know how far the curve has to reach). A run whose study_run.json exists 
 redone; an unfinished one is moved aside and redone from its start state. A finished run's
 rollback checkpoints are deleted: no decision can need them any more.
 """
-import datetime
 import json
-import os
-import platform
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -28,6 +24,7 @@ from corpus.errors import DataError, os_error_line
 from corpus.layout import default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
 from fanout import Engine, Task, gpus_for, open_engine
+from records import provenance
 from records.study import StudySummary
 from shardqueue import api as rq
 from shardqueue.engine.log import read_log
@@ -135,10 +132,10 @@ def run_arm(rq, arm, out, cal, plan, log, device, observer=None, describe=None):
     acc = accounting(recs)
     rec = {"arm": arm, "seed": plan.seed, "name": f"{arm}_s{plan.seed}", "policy": plan.policy,
            "reject_rate": plan.reject_rate,
-           "summary": {k: getattr(summary, k) for k in ("accepted", "quarantined", "deferred_pending", "undecided",
-                                                         "rejections", "returns", "rotations", "accepted_tokens",
-                                                         "harmful_accepted", "screen")},
-           "final": summary.final, "start_targets": recs[0].get("start_targets", 0), "accounting": acc,
+           "summary": {k: summary.to_json()[k] for k in ("accepted", "quarantined", "deferred_pending", "undecided",
+                                                           "rejections", "returns", "rotations", "accepted_tokens",
+                                                           "harmful_accepted", "screen")},
+           "final": summary.to_json()["final"], "start_targets": recs[0].get("start_targets", 0), "accounting": acc,
            "control_trace": control_trace(recs), "wall_s": round(wall, 2),
            "branches": observer.branches if observer else [],
            "branch_seconds": observer.branch_seconds if observer else 0.0,
@@ -310,7 +307,7 @@ def _run(a, p, out, rq, log, engine):
     t_all = time.time()
     prov = out / "provenance.json"  # the commit and machine the runs were made with (a rebuilt report keeps them)
     if not prov.exists():
-        atomic_write_json(prov, provenance())
+        atomic_write_json(prov, provenance.study())
     made_a = not (Path(a.calibration) if getattr(a, "calibration", None) else out / "stage_a").joinpath(
         "calibration.json").exists()
     cfg, world, pool, calib, cal = stage_a(a, p, out, rq, log)
@@ -572,7 +569,7 @@ def assemble(res: StudyRuns) -> dict:
         "decisions_table": table,
         "limits": limits_text(res.preset, p),
         "earlier_attempts": earlier_attempts(out),
-        "provenance": {**json.loads((out / "provenance.json").read_text()), "report_built": provenance()},
+        "provenance": {**json.loads((out / "provenance.json").read_text()), "report_built": provenance.study()},
     }
 
 
@@ -609,29 +606,6 @@ def decay_shards_of(r, budget):
     if r["arm"] == "A":
         return next(b.get("decay_shards", []) for b in r["branches"] if b["threshold"] == budget)
     return r["accounting"].get("decay_shards", [])
-
-
-def provenance():
-    root = Path(__file__).resolve().parents[2]
-    try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=10).stdout.strip()
-        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                    capture_output=True, text=True, timeout=10).stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        commit, dirty = "unknown", None
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-
-    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
-            "dirty": dirty, "machine": f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} "
-                                      f"{platform.release()}, Python {platform.python_version()}"}
 
 
 def share_start_state(out, seed, calib_seed):
