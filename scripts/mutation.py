@@ -46,13 +46,16 @@ TESTS = {
     # with --only: the parts of a large module that issue 31's tests pin
     "training/checkpoint.py": ["tests/test_protocol.py::test_the_hashed_code_is_all_the_code_that_trains_and_scores"],
     "shardqueue/study/arms.py": ["tests/test_queue_study.py"],
-    "shardqueue/runner.py": ["tests/test_queue_branch.py"],
+    "shardqueue/engine/runner.py": ["tests/test_queue_branch.py"],
+    "shardqueue/engine/branch_check.py": ["tests/test_queue_branch.py"],
+    "shardqueue/policy/measured.py": ["tests/test_queue_branch.py", "tests/test_queue_study.py"],
     # the scratch copy is not a git checkout, so the provenance test (it reads the commit) cannot pass there
-    "findings/summary.py": ["tests/test_findings_summary.py", "tests/test_summary_scorecard.py",
-                            "--deselect", "tests/test_summary_scorecard.py::test_provenance_fields"],
+    **{f"findings/{m}.py": ["tests/test_findings_summary.py", "tests/test_summary_scorecard.py",
+                            "--deselect", "tests/test_summary_scorecard.py::test_provenance_fields"]
+       for m in ("summary", "audit_sections", "training_section", "evaluation_sections", "queue_sections")},
 }
 PACKAGES = ["audit", "checkers", "comparison", "console", "corpus", "eval", "fanout", "findings", "gpu_check", "loaders",
-            "manifests", "presets", "protocols", "queue", "shardqueue",
+            "manifests", "presets", "protocols", "queue", "records", "shardqueue",
             "training", "tests", "main.py", "prepare.py", "train.py"]
 
 
