@@ -12,7 +12,7 @@ host_footprint(preset) -> {"memory": {term: bytes} of one process, "processes", 
 it for --dry-run. Runs that the plan puts side by side (one per GPU: plan()["node"]
 ["runs_in_parallel"]) are separate processes, each with its own index of the corpus, so the
 peak is that many times one process's memory.
-Every per-document figure below is counted from the data structures in world.py,
+Every per-document figure below is counted from the data structures in world/corpus_view.py, world/pool.py,
 rotation.py and loaders/stream.py; the two figures not measured here are marked assumed.
 """
 import math
