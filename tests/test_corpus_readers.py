@@ -68,6 +68,7 @@ def corpus(tmp_path_factory):
 def run(paths, tok=None, **kw):
     kw.setdefault("workers", 1)
     kw.setdefault("progress", False)
+    kw.setdefault("text_batch", 64)  # many batches per unit: their seams are tested
     return corpus_lengths(paths, tok, **kw)
 
 

@@ -16,7 +16,7 @@ from corpus.readers.units import plan
 
 def corpus_lengths(paths, tokenizer=None, *, format=None, column=None, label=None, bos="auto", bos_id=None,
                    separator=None, token_dtype=None, cache_dir=None, workers=None, runner=None, progress=True,
-                   text_batch=1024):
+                   text_batch=4096):
     """Every document's length (BOS per `bos`) of the corpus at `paths` (files, folders, globs, in order),
     with labels, file and row: a CorpusLengths. One line (DataError) naming the file for bad input.
 
