@@ -11,14 +11,13 @@ format, columns, tokenizer, BOS policy and id, separator and dtype, the reader's
 import hashlib
 import json
 import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from console.progress import bar
-from corpus.atomic import atomic_write_json, sha256_file
+from corpus.atomic import atomic_file, atomic_write_json, sha256_file
 from corpus.errors import DataError
 from corpus.readers.result import CorpusLengths
 from corpus.readers.units import UnitResult
@@ -99,20 +98,9 @@ def key_of(provenance) -> str:
 
 
 def _save_array(path, arr):
-    """np.save straight into a temporary file beside `path`, then fsync and rename (atomic, as corpus/atomic.py,
-    without first building the whole file in memory: a corpus's lengths are tens of megabytes)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """np.save straight into the atomic file (a corpus's lengths are tens of megabytes: no copy in memory first)."""
+    with atomic_file(path) as f:
+        np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
 
 
 def _narrow(a):
