@@ -1,28 +1,23 @@
 """The audit's mechanism: one packer over one stream at one budget -> its summary.
 
-`replay_packer` runs the selection core that trains on lengths alone (the paper's four
+`replay_packer` runs the compiled selection core that trains on lengths alone (the paper's four
 packers); `trace_packer` runs any packer on tracer documents (audit/trace.py). Both write
 their events through an EventSink in chunks and fill the same Tally, so their summaries
 have the same keys; the Markdown report is audit/report.py's business, not this module's.
 """
-import marshal
-from itertools import chain
-from operator import mul
 from typing import NamedTuple
 
 import numpy as np
 
-from audit.events import records_from_columns
 from audit.fates import spill_decoded, tally_ranges, write_in_emission_order
-from audit.feed import PullingCore
-from audit.forked import forked
-from audit.proposition import Firsts, PropositionWatch
+from audit.proposition import PropositionWatch
 from audit.spill import Folder
 from audit.tally import Tally
 from audit.trace import RowDecoder
+from loaders import kernel as K
+from loaders.core import PackerCore
 
-CHUNK_ROWS = 4096  # rows per events chunk: memory holds one chunk's events
-FORK_MIN_ROWS = 8 * CHUNK_ROWS  # a replay this long runs its core in a forked child (a fork costs milliseconds)
+CHUNK_EVENTS = 1 << 16  # events per chunk: memory holds one chunk's event columns, records and source records
 PLOT_POINTS = 300  # samples of the buffer's mass over the replay
 # the paper's Proposition: a packer outside its family, and why it cannot apply
 NOT_IN_FAMILY = {
@@ -41,113 +36,75 @@ def lead_flags(packer, lead):
     return zero, zero
 
 
-class CoreChunk(NamedTuple):
-    """What the core did in one chunk of rows: everything the tables need."""
-    events: list  # the core's event tuples, as it made them (the tables' process, the idler one, makes the array)
-    first_row: int
-    marks: list  # event index at each point of the buffer curve in this chunk
-    points: list  # [targets, buffered tokens] at each of those points
-    arrivals: list  # (events before, first source, lengths, labels) per refill
-    buffered: np.ndarray  # ids of the sources with a span still buffered (sorted)
-    done: int  # rows packed so far
+class Protected(NamedTuple):
+    """The Proposition's protected set at the horizon, and what the watch saw of it."""
+    lengths: list  # of its members, sorted
+    tokens: int
+    violation: object  # the first selection of a protected source ({event, source_id, source_len}) or None
+    unstarted: bool  # every member still buffered, none of them started
 
 
-class CoreEnd(NamedTuple):
-    passes_started: int
-    added_bos: int
-    buffered_tokens: int
+def protected_of(watch, unstarted):
+    """Protected from a PropositionWatch (the trace and the in-memory replay keep one)."""
+    return Protected(sorted(k[0] for k in watch.ps.heap), watch.ps.mass, watch.violation, unstarted)
 
 
-def core_chunks(refills, packer, rows, R, B):
-    """The selection core (PullingCore) over `refills` up to `rows` rows, a CoreChunk at a time, then a CoreEnd.
-    Run in a forked child for a long replay (audit/forked.py): the core is pure Python, the tables numpy."""
-    core = PullingCore(refills, packer, R, B)
-    step = max(1, rows // PLOT_POINTS)
-    done = 0
-    while done < rows:
-        raw, marks, points, first_row = [], [], [], done
-        while done < min(rows, first_row + CHUNK_ROWS):
-            point = min(rows, (done // step + 1) * step)  # the next point of the buffer curve
-            k = min(point - done, CHUNK_ROWS)  # a chunk never outgrows CHUNK_ROWS, however far apart the points
-            core.pack_rows(k, raw)
-            done += k
-            if done == point:
-                marks.append(len(raw))
-                points.append([done * (R - 1), _buffered_tokens(core)])
-                if step >= CHUNK_ROWS:
-                    break  # a point ends its chunk, as when a chunk was one step: the curve's masses unchanged
-        yield CoreChunk(raw, first_row, marks, points, core.take_arrivals(), core.buffered_sources(), done)
-    yield CoreEnd(refills.passes_started, core.added_bos, _buffered_tokens(core))
-
-
-def _chunk_to_wire(ch):
-    """In the forked child: a chunk's events as marshal bytes (a third cheaper than pickling its tuples; the
-    child is this interpreter, so marshal's format is the same on both ends)."""
-    return ch._replace(events=marshal.dumps(ch.events)) if isinstance(ch, CoreChunk) else ch
-
-
-def _chunk_from_wire(ch):
-    return ch._replace(events=marshal.loads(ch.events)) if isinstance(ch, CoreChunk) else ch
-
-
-def _buffered_tokens(core):
-    """core.buffered_tokens() without a generator frame per bucket (a curve point reads about a thousand)."""
-    return sum(map(mul, core.buckets, map(len, core.buckets.values())))
-
-
-def _records(a, tally, R, first_row):
-    """The chunk's records from the core's events, and where each event's source is in tally.live."""
-    live = tally.live
-    idx = np.searchsorted(live["id"], a[:, 0])
-    pos = first_row * R + np.cumsum(a[:, 2]) - a[:, 2]
-    return records_from_columns(a[:, 0], live["len"][idx], a[:, 1], a[:, 2], a[:, 3], pos // R, pos % R, a[:, 4],
-                                a[:, 5], R), idx
+def _windows(refills, labels):
+    """The refill source's windows, their labels as the tally's label ids (each labels array mapped once; no labels:
+    None while "(no label)" is id 0, which the core gives a window without label ids)."""
+    seen = (None, None)
+    for lengths, bounds, values in refills.windows():
+        if values is None:
+            none = labels.ids(None, 1)[0]
+            yield lengths, bounds, None if none == 0 else np.full(len(lengths), none, np.int64)
+            continue
+        if seen[0] is not values:
+            seen = (values, labels.ids(values, len(values)))
+        yield lengths, bounds, seen[1]
 
 
 def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, progress=None):
-    """The replay of one of the paper's packers; refills: a refill source (audit/feed.py). From FORK_MIN_ROWS
-    rows on, the core runs in a forked child while this process keeps the tables of the chunk before."""
+    """The replay of one of the paper's packers by the compiled core that trains (loaders/core.py) over a refill
+    source (audit/feed.py), a chunk of events at a time: the core keeps each buffered source's numbers and the
+    protected set; the tally adds up each chunk's events and the sources that retired in it."""
     tally = Tally(R, rows * (R - 1))
-    watch = PropositionWatch(B, R)
-    curve, end = [], None
-    for ch in forked(core_chunks, refills, packer, rows, R, B, fork=rows >= FORK_MIN_ROWS,
-                     wire=(_chunk_to_wire, _chunk_from_wire)):
-        if isinstance(ch, CoreEnd):
-            end = ch
-            continue
-        if ch.arrivals:
-            tally.arrive(ch.arrivals[0][1], np.concatenate([x[2] for x in ch.arrivals]), _labels(ch.arrivals))
-        events = np.fromiter(chain.from_iterable(ch.events), np.int64, 6 * len(ch.events)).reshape(-1, 6)  # < asarray
-        rec, idx = _records(events, tally, R, ch.first_row)
-        tally.add_events(rec, *lead_flags(packer, rec["lead_bos"]), idx=idx)
-        masses = watch.feed(Firsts(events[:, 0]), ch.arrivals, ch.marks, np.flatnonzero(rec["source_len"] > R))
-        curve += [p + [m] for p, m in zip(ch.points, masses)]
+    core = PackerCore.pulling(_windows(refills, tally.labels), packer, R, B, watch=True)
+    step = max(1, rows // PLOT_POINTS)
+    curve = []
+    for ch in core.chunks(rows, CHUNK_EVENTS, step):
+        ev = ch.events
+        lead = ev[K.E_LEAD]
+        tally.add_columns(ev, lead if packer == "segment_first" else None, lead if packer == "random_span" else None)
+        tally.fold(ch.retired)
+        curve += [[int(r) * (R - 1), int(tok), int(m)] for r, tok, m in ch.points.T.tolist()]
         if sink is not None:
-            sink.write(rec, _event_labels(tally, rec) if label_names else None)
-        tally.retire(ch.buffered)
+            sink.write(_columns(ev, R), np.asarray(tally.labels.names, dtype=object)[ev[K.E_LABEL]]
+                       if label_names else None)
         if progress is not None:
-            progress(ch.done)
-    return finish(tally, watch, packer, rows, R, B, end.passes_started, end.added_bos, end.buffered_tokens, curve)
+            progress(core.rows_done)
+    tally.fold(core.live_sources())  # the horizon: what is still buffered retires
+    lengths, tokens, violation, unstarted = core.protected()
+    if rows % step:
+        curve.append([rows * (R - 1), core.buffered_tokens(), tokens])
+    return finish(tally, Protected(lengths, tokens, violation, unstarted), packer, rows, R, B, refills.passes_started,
+                  core.added_bos, core.buffered_tokens(), curve)
 
 
-def _labels(arrivals):
-    if all(x[3] is None for x in arrivals):
-        return None
-    return np.concatenate([np.asarray(x[3], dtype=object) if x[3] is not None else np.full(len(x[2]), None, object)
-                           for x in arrivals])
+_COLUMNS = {"source_id": K.E_SRC, "source_len": K.E_LEN, "span_start": K.E_START, "emitted": K.E_EMIT,
+            "discarded": K.E_DISC, "row": K.E_ROW, "row_offset": K.E_OFF}
 
 
-def _event_labels(tally, rec):
-    lab = tally.live["label"][np.searchsorted(tally.live["id"], rec["source_id"])]
-    return np.asarray(tally.labels.names, dtype=object)[lab]
+def _columns(ev, R):
+    """The event columns of the events file (audit/events.py) from the core's, copied (the core reuses its own)."""
+    out = {f: ev[k].copy() for f, k in _COLUMNS.items()}
+    out["kind"], out["lead_bos"] = ev[K.E_KIND].astype(np.int8), ev[K.E_LEAD].astype(np.int8)
+    # targets are row positions 1..R-1: an emission at offset o has max(o-1, 0) targets before it in its row
+    out["target_offset"] = ev[K.E_ROW] * (R - 1) + np.maximum(ev[K.E_OFF] - 1, 0)
+    return out
 
 
-def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve, applies=None, unstarted=None):
-    """Retire what is still buffered at the horizon and assemble the summary; unstarted: whether every
-    protected source is buffered and unstarted, when the caller has retired them already."""
-    if unstarted is None:
-        unstarted = _protected_unstarted(tally.live, watch.ps.members)
-    ps = watch.ps
+def finish(tally, prot, packer, rows, R, B, passes, added_bos, buffered, curve, applies=None):
+    """Retire what is still buffered at the horizon and assemble the summary; prot: the Protected set."""
     tally.retire(None)
     t = tally.tables()
     applies = (packer not in NOT_IN_FAMILY) if applies is None else applies
@@ -155,20 +112,20 @@ def finish(tally, watch, packer, rows, R, B, passes, added_bos, buffered, curve,
            "passes_started": passes, **t, "bos_added": int(added_bos), "buffered": int(buffered)}
     out["partition_holds"] = out["tokens_arrived"] + out["bos_added"] == out["emitted"] + out["discarded"] + out["buffered"]
     out["protected"] = {
-        "size": len(ps.members), "tokens": int(ps.mass),
-        "share_of_arrived": ps.mass / out["tokens_arrived"] if out["tokens_arrived"] else 0.0,
-        "share_of_buffered": ps.mass / buffered if buffered else 0.0,
-        "proposition_held": (watch.violation is None) if applies else None,
-        "first_violation": watch.violation if applies else None, "applies": bool(applies),
+        "size": len(prot.lengths), "tokens": int(prot.tokens),
+        "share_of_arrived": prot.tokens / out["tokens_arrived"] if out["tokens_arrived"] else 0.0,
+        "share_of_buffered": prot.tokens / buffered if buffered else 0.0,
+        "proposition_held": (prot.violation is None) if applies else None,
+        "first_violation": prot.violation if applies else None, "applies": bool(applies),
         "why_not": None if applies else NOT_IN_FAMILY.get(packer, "its rule is not the paper's family"),
     }
     if applies:
-        out["protected"]["all_buffered_unstarted"] = unstarted
-    out["plot"] = {**tally.plot_data(), "buffer_curve": curve, "protected_lengths": sorted(k[0] for k in ps.heap)}
+        out["protected"]["all_buffered_unstarted"] = prot.unstarted
+    out["plot"] = {**tally.plot_data(), "buffer_curve": curve, "protected_lengths": list(prot.lengths)}
     return out
 
 
-def _protected_unstarted(live, members):
+def protected_unstarted(live, members):
     """Every protected source still live (some span buffered) and none of them started."""
     members = np.asarray(sorted(members), dtype=np.int64)
     pos = np.searchsorted(live["id"], members)
@@ -196,8 +153,8 @@ def trace_packer(packer_fn, refills, name, rows, R, B, first_id, bos_id=None, pa
         dec.docs.table.close()
         folder.close()
     buffered = tot.tokens + tot.added - tot.emitted - tot.discarded
-    out = finish(tally, watch, name, rows, R, B, None, tot.added, buffered, [], applies=applies,
-                 unstarted=not tot.member_started)
+    out = finish(tally, protected_of(watch, not tot.member_started), name, rows, R, B, None, tot.added, buffered, [],
+                 applies=applies)
     out["discarded"] = tot.discarded  # never-emitted sources are discarded without an event
     out["partition_holds"] = out["tokens_arrived"] + out["bos_added"] == out["emitted"] + out["discarded"] + out["buffered"]
     out["protected"]["why_not"] = None if applies else (why_not or "its rule is not the paper's family")

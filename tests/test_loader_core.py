@@ -15,8 +15,7 @@ def _stream():
 
 def test_two_rows_packed_by_hand_and_the_state_between_them():
     core = PackerCore(_stream(), "original", 4, 2)
-    ev = []
-    core.pack_rows(1, ev)
+    ev = core.pack_rows(1).tolist()
     # refill 1 brings 3 (seq 0) and 5 (seq 1); 3 fits the row of 4; the buffer is below B = 2, so refill 2 brings
     # 2 (seq 2) and 4 (seq 3); nothing fits the last slot, so the shortest (2) is cropped to 1, discarding 1
     assert ev == [(0, 0, 3, 0, FIT, 0), (2, 0, 1, 1, CROP, 0)]
@@ -27,8 +26,7 @@ def test_two_rows_packed_by_hand_and_the_state_between_them():
     assert {k: st[k] for k in st if k not in ("buffer", "rng")} == {
         "packer": "original", "R": 4, "B": 2, "seed": 314159265, "stream_n": 4, "next_seq": 4, "pass_idx": 1,
         "refill_idx": 0, "arrived_docs": 4, "added_bos": 0, "rows_done": 1}
-    core.pack_rows(1, ev)
-    assert ev[2:] == [(3, 0, 4, 0, FIT, 0)] and core.rows_done == 2  # 4 fills the second row exactly
+    assert core.pack_rows(1).tolist() == [(3, 0, 4, 0, FIT, 0)] and core.rows_done == 2  # 4 fills the second row exactly
 
 
 @pytest.mark.parametrize("args,message", [
