@@ -10,8 +10,7 @@ kept in sequence order, and bit L of `bits` says the bucket is not empty: "the l
 earliest first" is the highest set bit <= rem and its bucket's head; "the shortest, earliest first"
 is the lowest set bit's head. A span longer than R never fits; those wait in a min-heap keyed by
 (length, sequence) and are only ever taken as the shortest, when no span of length <= R is
-buffered. A lossless suffix keeps its sequence number, so it is inserted in order (the one insert
-that is not an append).
+buffered. A lossless suffix keeps its sequence number (it stays in its place in the baseline's list).
 
 Each arrived source has a record in a second pool `so` (id, length, label, its live spans, and what
 the audit counts of it: own tokens emitted, tokens discarded, events, the target offset of its
@@ -94,28 +93,18 @@ def _lowest(bits):
 
 
 @_inline
-def _bucket_insert(sp, head, tail, bits, slot, L):
-    """Into bucket L in sequence order: appended when it is the newest (every insert but a lossless suffix's)."""
-    seq = sp[slot, P_SEQ]
+def _bucket_append(sp, head, tail, bits, slot, L):
+    """At the end of bucket L, which keeps its spans in sequence order: every insert is the newest of its bucket.
+    A new span has the largest sequence number, and a lossless suffix, which keeps its older number, always enters
+    an empty bucket: the span it was cut from was the shortest buffered, and the suffix is shorter still."""
+    sp[slot, P_NEXT] = -1
     t = tail[L]
     if t < 0:
-        sp[slot, P_NEXT] = -1
         head[L] = slot
-        tail[L] = slot
         bits[L >> 5] |= 1 << (L & 31)
-    elif sp[t, P_SEQ] < seq:
-        sp[slot, P_NEXT] = -1
-        sp[t, P_NEXT] = slot
-        tail[L] = slot
-    elif sp[head[L], P_SEQ] > seq:
-        sp[slot, P_NEXT] = head[L]
-        head[L] = slot
     else:
-        p = head[L]
-        while sp[sp[p, P_NEXT], P_SEQ] < seq:
-            p = sp[p, P_NEXT]
-        sp[slot, P_NEXT] = sp[p, P_NEXT]
-        sp[p, P_NEXT] = slot
+        sp[t, P_NEXT] = slot
+    tail[L] = slot
 
 
 @_inline
@@ -170,7 +159,7 @@ def _heap_pop(heap, n, sp):
 def _insert(st, sp, head, tail, bits, heap, slot):
     L = sp[slot, P_LEN]
     if L <= st[S_R]:
-        _bucket_insert(sp, head, tail, bits, slot, L)
+        _bucket_append(sp, head, tail, bits, slot, L)
     else:
         _heap_push(heap, st[S_HEAP], sp, slot)
         st[S_HEAP] += 1
