@@ -120,8 +120,9 @@ class PackerCore:
             self._heap = heap
 
     def _events_capacity(self, n):
-        self._ev = np.zeros((K.N_EVENT_COLS, n), np.int64)
-        self._ret = np.zeros((K.N_RETIRED_COLS, n), np.int64)  # a source retires with an event: never more
+        # empty, not zeros: only the pages the loop writes are ever touched (a loader makes a few events a row)
+        self._ev = np.empty((K.N_EVENT_COLS, n), np.int64)
+        self._ret = np.empty((K.N_RETIRED_COLS, n), np.int64)  # a source retires with an event: never more
         self._st[K.S_NEV] = self._st[K.S_NRET] = 0
 
     def _window(self, lengths, bounds, labels, base):

@@ -6,6 +6,7 @@ for all four: source_id, source_len, span_start, emitted, discarded, row,
 row_offset, target_offset, kind (+ lead_bos, see loaders/core.py).
 """
 import numpy as np
+from numba import njit
 
 from loaders.core import PACKERS, RANDOM_SPAN_SEED, RAW_DTYPE, PackerCore
 
@@ -33,31 +34,42 @@ def events_to_records(raw, stream, R, first_row=0) -> np.ndarray:
 
 
 def materialize(raw, stream, R, bos=None) -> np.ndarray:
-    """Token rows (int64 [n, R]) for the raw events of whole rows.
-
-    One slice copy per event: rows hold few, long emissions, so this beats a vectorized
-    per-token gather (measured 2.8x on the offline corpus).
-    """
-    total = int(raw["emitted"].sum())
+    """Token rows (int64 [n, R]) for the raw events (RAW_DTYPE) of whole rows: each event's tokens copied by a
+    compiled loop, one call per token array the events read from."""
+    em = raw["emitted"].astype(np.int64)
+    total = int(em.sum())
     if total % R:
         raise ValueError("events do not fill whole rows")
     if stream.tokens is None:
         raise ValueError(f"{stream.name}: a length-only stream has no tokens")
-    arrays = stream.tokens[0]
-    which, starts = stream.locations()
+    arrays, which, starts = stream.tokens
     bos = stream.bos if bos is None else bos
     out = np.empty(total, dtype=np.int64)
-    n, p = stream.n, 0
-    for src, start, em, _d, _k, lead in raw.tolist():
-        d = src % n
-        a, b = arrays[which[d]], starts[d] + start
-        if lead:
-            out[p] = bos
-            out[p + 1:p + em] = a[b:b + em - 1]
-        else:
-            out[p:p + em] = a[b:b + em]
-        p += em
+    d = raw["source_id"] % stream.n
+    dst = np.cumsum(em) - em
+    src = np.asarray(starts, np.int64)[d] + raw["span_start"]
+    lead = raw["lead_bos"].astype(np.int64)
+    if bos is None and lead.any():
+        raise ValueError(f"{stream.name}: no BOS id to put before a span")
+    w = np.asarray(which)[d]
+    for j in np.unique(w).tolist():
+        sel = w == j
+        _copy_spans(out, arrays[j], dst[sel], src[sel], em[sel], lead[sel], -1 if bos is None else int(bos))
     return out.reshape(-1, R)
+
+
+@njit(cache=True, _nrt=False)  # only reads and writes the arrays it is given (see loaders/kernel.py)
+def _copy_spans(out, tokens, dst, src, n, lead, bos):
+    """out[dst[i]:dst[i] + n[i]] = [bos] * lead[i] + tokens[src[i]:src[i] + n[i] - lead[i]], for every i."""
+    for i in range(len(dst)):
+        d, s, k = dst[i], src[i], n[i]
+        if lead[i]:
+            out[d] = bos
+            d += 1
+            k -= 1
+        o, t = out[d:d + k], tokens[s:s + k]  # a loop over two views: vectorized (a tenth of indexing out and tokens)
+        for j in range(k):
+            o[j] = t[j]
 
 
 class Packer:
