@@ -111,7 +111,7 @@ class LengthCounts:
         return m
 
 
-@njit(cache=True, _nrt=False)  # only reads and writes the arrays it is given (see loaders/kernel.py)
+@njit(cache=True, _nrt=False, nogil=True)  # only reads and writes the arrays it is given (see loaders/kernel.py)
 def _event_sums(L, a, em, disc, kind, lead, row, off, added, stands, R, strata, dec, whole, crop, n):
     """The sums over one chunk of events, into dec (tokens emitted by stratum and tenth of the source), whole
     (events that emit their whole source, by its length, when below len(whole)), crop (crops by tokens
