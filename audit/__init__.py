@@ -4,6 +4,7 @@ keeps buffered or never starts, which positions of them it trains on, for the pa
 
     __main__.py      the command line: arguments, then run.py
     run.py           what the command line does: read the stream, fix the budget, audit each packer, report
+    sweep.py         --sweep: the frontier of crop waste against long sources never started, one replay a setting
     api.py           the audit from Python: trace your own packer on your corpus's lengths
     pipeline.py      one audit: a stream, a budget and packers -> summary, events and figures in a folder
     compute.py       the mechanism: one packer over one stream at one budget -> its summary

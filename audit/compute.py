@@ -63,11 +63,12 @@ def _windows(refills, labels):
         yield lengths, bounds, seen[1]
 
 
-def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, progress=None):
+def replay_packer(refills, packer, rows, R, B, sink=None, label_names=False, progress=None, ref_length=None):
     """The replay of one of the paper's packers by the compiled core that trains (loaders/core.py) over a refill
     source (audit/feed.py), a chunk of events at a time: the core keeps each buffered source's numbers and the
-    protected set; the tally adds up each chunk's events and the sources that retired in it."""
-    tally = Tally(R, rows * (R - 1))
+    protected set; the tally adds up each chunk's events and the sources that retired in it. ref_length: count
+    the sources longer than it apart (Tally)."""
+    tally = Tally(R, rows * (R - 1), ref_length)
     core = PackerCore.pulling(_windows(refills, tally.labels), packer, R, B, watch=True)
     step = max(1, rows // PLOT_POINTS)
     curve = []

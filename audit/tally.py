@@ -28,7 +28,7 @@ CURVE_BINS = 400
 HIST_LENGTHS = 1 << 17  # source lengths below this are counted in an array; the rare longer ones in a Multiset
 _STRATA = np.asarray(STRATA, np.int64)
 # the event sums' counters (Tally.sums)
-N_EVENTS, N_EMITTED, N_DISCARDED, N_ADDED, N_EMITTED_LONG, N_CONT_ROWS, N_CONT_EVENTS, N_STARTUP = range(8)
+N_EVENTS, N_EMITTED, N_DISCARDED, N_ADDED, N_EMITTED_LONG, N_CONT_ROWS, N_CONT_EVENTS, N_STARTUP, N_REF_LAST = range(9)
 
 
 def decile_edges(L):
@@ -112,10 +112,11 @@ class LengthCounts:
 
 
 @njit(cache=True, _nrt=False, nogil=True)  # only reads and writes the arrays it is given (see loaders/kernel.py)
-def _event_sums(L, a, em, disc, kind, lead, row, off, added, stands, R, strata, dec, whole, crop, n):
+def _event_sums(L, a, em, disc, kind, lead, row, off, added, stands, R, ref, strata, dec, whole, crop, n):
     """The sums over one chunk of events, into dec (tokens emitted by stratum and tenth of the source), whole
     (events that emit their whole source, by its length, when below len(whole)), crop (crops by tokens
-    emitted) and n (the N_* counters). An event's own positions are [a, a + emitted - lead)."""
+    emitted) and n (the N_* counters; N_REF_LAST: tokens of the last tenth of sources longer than ref, when
+    ref >= 0). An event's own positions are [a, a + emitted - lead)."""
     for i in range(len(L)):
         Li, ai = L[i], a[i]
         bi = ai + em[i] - lead[i]
@@ -131,6 +132,8 @@ def _event_sums(L, a, em, disc, kind, lead, row, off, added, stands, R, strata, 
                     dec[s, d] += hi - lo
         if stands[i]:
             dec[s, 0] += 1  # the source's own BOS, moved in front of a later span
+        if 0 <= ref < Li:
+            n[N_REF_LAST] += max(bi - max(ai, (9 * Li + 9) // 10), 0)
         if kind[i] == CROP and em[i] <= R:
             crop[em[i]] += 1
         n[N_EVENTS] += 1
@@ -195,8 +198,11 @@ class Labels:
 
 
 class Tally:
-    def __init__(self, R, targets):
-        self.R, self.targets = R, targets
+    """ref: a source length; the sources longer than it are also counted apart (arrived, started, their last
+    tenth's tokens arrived and emitted), as the frontier compares configurations of other row capacities."""
+
+    def __init__(self, R, targets, ref=None):
+        self.R, self.targets, self.ref = R, targets, ref
         self.S = len(STRATA) + 1
         self.labels = Labels()
         self.live = {k: np.zeros(0, np.int64) for k in ("id", "len", "label", "own", "disc", "nev")}
@@ -209,9 +215,9 @@ class Tally:
         self.whole_emitted = z(HIST_LENGTHS)  # events that emit their whole source, by its length (below HIST_LENGTHS)
         self.dec_emitted = z(self.S, DECILES)  # the spans of the other events, by stratum and tenth
         self.crop_hist = z(R + 1)
-        self.sums = z(8)  # the N_* counters of the events
+        self.sums = z(9)  # the N_* counters of the events
         self.sums[N_STARTUP] = -1
-        self.n = {"long_arrived": 0, "long_started": 0}
+        self.n = {"long_arrived": 0, "long_started": 0, "ref_arrived": 0, "ref_started": 0, "ref_last_tenth": 0}
         self.curve_edges = np.linspace(0, max(targets, 1), CURVE_BINS + 1)
         self.curve_all, self.curve_long = z(CURVE_BINS), z(CURVE_BINS)
         self._zeros = z(0)
@@ -259,7 +265,8 @@ class Tally:
 
     def _sums(self, L, a, em, disc, kind, lead, row, off, added, stands_in):
         _event_sums(_i64(L), _i64(a), _i64(em), _i64(disc), _i64(kind), _i64(lead), _i64(row), _i64(off), added,
-                    stands_in, self.R, _STRATA, self.dec_emitted, self.whole_emitted, self.crop_hist, self.sums)
+                    stands_in, self.R, -1 if self.ref is None else self.ref, _STRATA, self.dec_emitted,
+                    self.whole_emitted, self.crop_hist, self.sums)
 
     def _first_events(self, rec, idx):
         """The start curves: each source's first event, by target offset."""
@@ -304,6 +311,11 @@ class Tally:
         long_ = L > self.R
         self.n["long_arrived"] += int(long_.sum())
         self.n["long_started"] += int((long_ & started).sum())
+        if self.ref is not None:
+            over = L > self.ref
+            self.n["ref_arrived"] += int(over.sum())
+            self.n["ref_started"] += int((over & started).sum())
+            self.n["ref_last_tenth"] += int((L[over] - (9 * L[over] + 9) // 10).sum())
         for lab in np.flatnonzero(np.bincount(s["label"])).tolist():  # the labels present (small ints)
             m = s["label"] == lab
             d = self.by_label.setdefault(lab, {k: 0 for k in ("docs", "tokens", "emitted", "discarded", "buffered",
@@ -345,6 +357,9 @@ class Tally:
             "by_label": self.label_table(),
             "position_exposure": self.exposure_table(),
             "continuation_rows": n[N_CONT_ROWS], "continuation_events": n[N_CONT_EVENTS],
+            **({} if self.ref is None else {"longer_than_ref": {
+                "length": self.ref, "arrived": self.n["ref_arrived"], "started": self.n["ref_started"],
+                "last_tenth_arrived": self.n["ref_last_tenth"], "last_tenth_emitted": n[N_REF_LAST]}}),
         }
 
     def label_table(self) -> list:
