@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from audit.events import ROW_GROUP_EVENTS
 from audit.fates import spill_decoded, tally_ranges, write_in_emission_order
 from audit.proposition import PropositionWatch
 from audit.spill import Folder
@@ -17,7 +18,8 @@ from audit.trace import RowDecoder
 from loaders import kernel as K
 from loaders.core import PackerCore
 
-CHUNK_EVENTS = 1 << 16  # events per chunk: memory holds one chunk's event columns, records and source records
+CHUNK_EVENTS = ROW_GROUP_EVENTS  # events per chunk (one row group of the events file): memory holds a chunk's event
+# columns, their copy for the file and the records of the sources that retired in it
 PLOT_POINTS = 300  # samples of the buffer's mass over the replay
 # the paper's Proposition: a packer outside its family, and why it cannot apply
 NOT_IN_FAMILY = {

@@ -96,8 +96,11 @@ class EventSink:
         """Hand the gathered chunks to the writer thread as one row group."""
         if not self._parts:
             return
-        records = {f: np.concatenate([c[f] for c, _ in self._parts]) for f in EVENT_FIELDS}
-        labels = None if self._parts[0][1] is None else np.concatenate([lab for _, lab in self._parts])
+        if len(self._parts) == 1:  # a whole row group written at once (the replay's chunks): no copy
+            records, labels = self._parts[0]
+        else:
+            records = {f: np.concatenate([c[f] for c, _ in self._parts]) for f in EVENT_FIELDS}
+            labels = None if self._parts[0][1] is None else np.concatenate([lab for _, lab in self._parts])
         self._parts, self._gathered = [], 0
         self._wait()
         if self._pool is None:
