@@ -90,7 +90,7 @@ class PackerCore:
         self._head, self._tail = np.full(R + 1, -1, np.int64), np.full(R + 1, -1, np.int64)
         self._bits = np.zeros((R >> 5) + 1, np.int64)
         self._ph = np.zeros((st[K.S_PCAP], 3), np.int64)
-        self._sp, self._so = np.zeros((0, 6), np.int64), np.zeros((0, 9), np.int64)
+        self._sp, self._so = np.zeros((0, 6), np.int64), np.zeros((0, K.N_SOURCE_COLS), np.int64)
         self._sp_free, self._so_free, self._heap = _NONE, _NONE, _NONE
         self._grow(2 * (B + 128) + 64, 2 * (B + 128) + 64)
         self._events_capacity(EVENTS_CHUNK)
@@ -100,7 +100,7 @@ class PackerCore:
 
     def _grow(self, n_sp, n_so):
         """Room for at least n_sp spans and n_so sources (doubling): the new slots go on the free stacks."""
-        for pool, free, n, width in (("_sp", "_sp_free", n_sp, 6), ("_so", "_so_free", n_so, 9)):
+        for pool, free, n, width in (("_sp", "_sp_free", n_sp, 6), ("_so", "_so_free", n_so, K.N_SOURCE_COLS)):
             old = getattr(self, pool)
             if n <= len(old):
                 continue
@@ -166,11 +166,15 @@ class PackerCore:
                 return why
 
     def _draw(self, lo, hi):
-        """Random spans: each crop's start, 1 + randrange(discarded + 1), drawn in crop order."""
+        """Random spans: each crop's start, 1 + randrange(discarded + 1), drawn in crop order; and the last position
+        the crop emits, in the record of its source (which retired with it: under random spans every selection takes
+        a whole source, so event i retired the source of record i)."""
         ev = self._ev
         crops = lo + np.flatnonzero(ev[K.E_KIND, lo:hi] == CROP)
         randrange = self.rng.randrange
         ev[K.E_START, crops] = [1 + randrange(d + 1) for d in ev[K.E_DISC, crops].tolist()]
+        text = ev[K.E_EMIT, crops] > 1  # BOS and at least one text token
+        self._ret[K.T_PMAX, crops[text]] = ev[K.E_START, crops[text]] + ev[K.E_EMIT, crops[text]] - 2
 
     def _take(self, copy=True):
         st = self._st
@@ -261,7 +265,7 @@ class PackerCore:
         so = self._so
         live = np.flatnonzero(so[:, K.O_SPANS] > 0)
         live = live[np.argsort(so[live, K.O_SRC])]
-        cols = (K.O_SRC, K.O_LEN, K.O_LABEL, K.O_OWN, K.O_DISC, K.O_NEV, K.O_FIRST)
+        cols = (K.O_SRC, K.O_LEN, K.O_LABEL, K.O_OWN, K.O_DISC, K.O_NEV, K.O_FIRST, K.O_PMIN, K.O_PMAX)
         return np.stack([so[live, c] for c in cols]).reshape(K.N_RETIRED_COLS, -1)
 
     def protected(self):

@@ -14,7 +14,7 @@ buffered. A lossless suffix keeps its sequence number (it stays in its place in 
 
 Each arrived source has a record in a second pool `so` (id, length, label, its live spans, and what
 the audit counts of it: own tokens emitted, tokens discarded, events, the target offset of its
-first event, whether it is protected). When its last span leaves, the record is written to the
+first event, whether it is protected, its first and last position emitted). When its last span leaves, the record is written to the
 retired output and freed. The protected set of the paper's Proposition (the B - 1 longest sources
 longer than R that have arrived, keyed (length, id)) is a min-heap `ph`; a selection of a source
 that is protected at that moment is the first violation.
@@ -31,13 +31,15 @@ FIT, CROP = 0, 1
 # a span's row in sp
 P_SREC, P_START, P_LEN, P_LEAD, P_SEQ, P_NEXT = range(6)
 # a source's row in so
-O_SRC, O_LEN, O_LABEL, O_SPANS, O_OWN, O_DISC, O_NEV, O_FIRST, O_PROT = range(9)
+O_SRC, O_LEN, O_LABEL, O_SPANS, O_OWN, O_DISC, O_NEV, O_FIRST, O_PROT, O_PMIN, O_PMAX = range(11)
+N_SOURCE_COLS = 11
 # the event output, one row per column: ev[E_SRC, i] is event i's source id
 E_SRC, E_LEN, E_START, E_EMIT, E_DISC, E_KIND, E_LEAD, E_ROW, E_OFF, E_LABEL = range(10)
 N_EVENT_COLS = 10
 # the retired output: a source's record as it left (columns, like ev)
-T_SRC, T_LEN, T_LABEL, T_OWN, T_DISC, T_NEV, T_FIRST = range(7)
-N_RETIRED_COLS = 7
+T_SRC, T_LEN, T_LABEL, T_OWN, T_DISC, T_NEV, T_FIRST, T_PMIN, T_PMAX = range(9)
+N_RETIRED_COLS = 9
+NO_POSITION = np.iinfo(np.int64).max  # the first exposed position of a source none of whose positions is emitted
 # why the loop stopped
 DONE, NEED_WINDOW, NEED_ROOM, EVENTS_FULL, LOG_FULL = range(5)
 
@@ -262,7 +264,7 @@ def _refill(st, sp, so, sp_free, so_free, head, tail, bits, heap, ph, wl, wb, wl
         srec = so_free[st[S_SO_FREE]]
         so[srec, O_SRC], so[srec, O_LEN], so[srec, O_LABEL] = src, L, wlab[i] if st[S_LABELLED] else 0
         so[srec, O_SPANS], so[srec, O_OWN], so[srec, O_DISC], so[srec, O_NEV] = 0, 0, 0, 0
-        so[srec, O_FIRST], so[srec, O_PROT] = -1, 0
+        so[srec, O_FIRST], so[srec, O_PROT], so[srec, O_PMIN], so[srec, O_PMAX] = -1, 0, NO_POSITION, -1
         if seg and L > R:
             _push(st, sp, so, sp_free, head, tail, bits, heap, R, srec, 0, 0)  # chunk 0: its own BOS + R - 1
             s = R
@@ -293,6 +295,12 @@ def _emit(st, sp, so, ev, slot, emitted, discarded, kind, start, lead):
     # a segment-first chunk's lead BOS is a marker the packer added, not one of the source's tokens
     so[srec, O_OWN] += emitted - (lead if st[S_PACKER] == SEGMENT_FIRST else 0)
     so[srec, O_DISC] += discarded
+    # the source's own positions [start, start + emitted - lead); a random-span crop's lead is the source's own BOS
+    # (position 0), and its start is drawn after the loop, which then sets its last position (PackerCore._draw)
+    stands = lead != 0 and st[S_PACKER] == RANDOM_SPAN
+    if emitted > lead or stands:
+        so[srec, O_PMIN] = min(so[srec, O_PMIN], 0 if stands else start)
+        so[srec, O_PMAX] = max(so[srec, O_PMAX], start + emitted - lead - 1 if emitted > lead and not stands else 0)
     if so[srec, O_NEV] == 0:
         so[srec, O_FIRST] = st[S_ROWS] * (st[S_R] - 1) + max(pos - 1, 0)  # targets before it
     so[srec, O_NEV] += 1
@@ -316,7 +324,7 @@ def _release(st, sp, so, sp_free, so_free, ret, slot):
         j = st[S_NRET]
         ret[T_SRC, j], ret[T_LEN, j], ret[T_LABEL, j] = so[srec, O_SRC], so[srec, O_LEN], so[srec, O_LABEL]
         ret[T_OWN, j], ret[T_DISC, j], ret[T_NEV, j] = so[srec, O_OWN], so[srec, O_DISC], so[srec, O_NEV]
-        ret[T_FIRST, j] = so[srec, O_FIRST]
+        ret[T_FIRST, j], ret[T_PMIN, j], ret[T_PMAX, j] = so[srec, O_FIRST], so[srec, O_PMIN], so[srec, O_PMAX]
         st[S_NRET] = j + 1
         so_free[st[S_SO_FREE]] = srec
         st[S_SO_FREE] += 1
@@ -400,6 +408,7 @@ def restore(st, sp, so, sp_free, so_free, head, tail, bits, heap, buf, lengths):
             srec = so_free[st[S_SO_FREE]]
             so[srec, O_SRC], so[srec, O_LEN], so[srec, O_LABEL], so[srec, O_SPANS] = src, lengths[i], 0, 0
             so[srec, O_OWN], so[srec, O_DISC], so[srec, O_NEV], so[srec, O_FIRST], so[srec, O_PROT] = 0, 0, 0, -1, 0
+            so[srec, O_PMIN], so[srec, O_PMAX] = NO_POSITION, -1
             prev = src
         st[S_NEXT_SEQ] = buf[i, 0]
         _push(st, sp, so, sp_free, head, tail, bits, heap, buf[i, 4], srec, buf[i, 2], buf[i, 3])

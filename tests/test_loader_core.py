@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT
+from loaders import kernel as K
 from loaders.core import CROP, FIT, PACKERS, PackerCore, StreamEnded
 from loaders.reference import ReferenceCore
 from loaders.stream import DocumentStream
@@ -152,3 +153,39 @@ def test_a_second_process_loads_the_compiled_code_from_the_cache(python_env):
     assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-2000:]
     second = json.loads(runs[1].stdout.strip().splitlines()[-1])
     assert all(hits >= 1 and misses == 0 for hits, misses in second.values()), second
+
+
+@settings(max_examples=60, deadline=None)
+@given(_settings(), st.sampled_from(PACKERS), st.integers(1, 30), st.integers(1, 50))
+def test_each_sources_record_is_what_its_events_say(s, packer, rows, capacity):
+    """What the core keeps of each source (own tokens emitted, discarded, events, its first event's target offset,
+    its first and last position emitted) and hands over as it retires, or at the horizon, against the Python core's
+    events added up by hand; in chunks of any size."""
+    R, B, lengths, refill = s
+    stream = DocumentStream.from_lengths(lengths, refill_docs=refill)
+    core, parts = PackerCore(stream, packer, R, B), []
+    for ch in core.chunks(rows, capacity):
+        parts.append(ch.retired.copy())
+    got = np.concatenate(parts + [core.live_sources()], axis=1)
+    got = {r[K.T_SRC]: r for r in got.T.tolist()}
+    ref, raw, want = ReferenceCore(stream, packer, R, B), [], {}
+    ref.pack_rows(rows, raw)
+    pos = 0
+    for src, a, em, disc, _kind, lead in raw:
+        w = want.setdefault(src, [0, 0, 0, -1, K.NO_POSITION, -1])
+        own_lead = lead if packer == "segment_first" else 0
+        stands = lead and packer == "random_span"
+        w[0] += em - own_lead
+        w[1] += disc
+        w[3] = w[3] if w[2] else (pos // R) * (R - 1) + max(pos % R - 1, 0)
+        w[2] += 1
+        b = a + em - lead
+        if b > a or stands:
+            w[4] = min(w[4], 0 if stands else a)
+            w[5] = max(w[5], b - 1 if b > a else 0)
+        pos += em
+    assert sorted(got) == list(range(ref.arrived_docs))  # every arrived source once: retired, or still buffered
+    for src, r in got.items():
+        w = want.get(src, [0, 0, 0, -1, K.NO_POSITION, -1])
+        assert r[K.T_LEN] == lengths[src % len(lengths)]
+        assert [r[K.T_OWN], r[K.T_DISC], r[K.T_NEV], r[K.T_FIRST], r[K.T_PMIN], r[K.T_PMAX]] == w, (src, r, w)
