@@ -27,6 +27,7 @@ NO_LABEL = "(no label)"
 CURVE_BINS = 400
 HIST_LENGTHS = 1 << 17  # source lengths below this are counted in an array; the rare longer ones in a Multiset
 _STRATA = np.asarray(STRATA, np.int64)
+_NONE = np.zeros(0, np.int64)
 # the event sums' counters (Tally.sums)
 N_EVENTS, N_EMITTED, N_DISCARDED, N_ADDED, N_EMITTED_LONG, N_CONT_ROWS, N_CONT_EVENTS, N_STARTUP, N_REF_LAST = range(9)
 
@@ -151,22 +152,60 @@ def _event_sums(L, a, em, disc, kind, lead, row, off, added, stands, R, ref, str
                 n[N_CONT_ROWS] += 1
 
 
+LABEL_COLS = ("docs", "tokens", "emitted", "discarded", "buffered", "started", "longest_never_started")
+STRATUM_COLS = ("sources", "started", "loaded", "emitted", "fully")
+F_LONG_ARRIVED, F_LONG_STARTED, F_REF_ARRIVED, F_REF_STARTED, F_REF_LAST = range(5)
+
+
+@njit(cache=True, _nrt=False, nogil=True)  # only reads and writes the arrays it is given (see loaders/kernel.py)
+def _fold_sums(L, own, disc, nev, label, R, ref, strata, bs, f, lab, hist):
+    """Retired sources into bs (STRATUM_COLS by stratum), f (the F_* counters; the ref ones when ref >= 0), lab
+    (LABEL_COLS by label id) and hist (sources by length, those below len(hist))."""
+    for i in range(len(L)):
+        Li, started = L[i], nev[i] > 0
+        if Li < len(hist):
+            hist[Li] += 1
+        s = 0
+        while s < len(strata) and strata[s] < Li:
+            s += 1
+        bs[0, s] += 1
+        bs[1, s] += started
+        bs[2, s] += Li
+        bs[3, s] += own[i]
+        bs[4, s] += own[i] == Li
+        if Li > R:
+            f[F_LONG_ARRIVED] += 1
+            f[F_LONG_STARTED] += started
+        if 0 <= ref < Li:
+            f[F_REF_ARRIVED] += 1
+            f[F_REF_STARTED] += started
+            f[F_REF_LAST] += Li - (9 * Li + 9) // 10
+        k = label[i]
+        lab[k, 0] += 1
+        lab[k, 1] += Li
+        lab[k, 2] += own[i]
+        lab[k, 3] += disc[i]
+        lab[k, 4] += Li - own[i] - disc[i]
+        lab[k, 5] += started
+        if not started and Li > lab[k, 6]:
+            lab[k, 6] = Li
+
+
 @njit(cache=True, _nrt=False)
 def _start_bins(first, L, R, edges, curve_all, curve_long):
     """Each started source (first >= 0: its first event's target offset) into its bin of the start curves: the bin b
     with edges[b] <= first < edges[b + 1] (np.searchsorted(edges, first, "right") - 1), clipped to the bins."""
+    n, top = len(curve_all), edges[-1]
     for i in range(len(first)):
         t = first[i]
         if t < 0:
             continue
-        lo, hi = 0, len(edges)  # the first edge above t, by bisection
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if edges[mid] <= t:
-                lo = mid + 1
-            else:
-                hi = mid
-        b = min(max(lo - 1, 0), len(curve_all) - 1)
+        b = min(int(t * n / top), n) if top > 0 else 0  # the bin of evenly spaced edges, then moved onto the edges
+        while b > 0 and edges[b] > t:
+            b -= 1
+        while b + 1 < len(edges) and edges[b + 1] <= t:
+            b += 1
+        b = min(b, n - 1)
         curve_all[b] += 1
         if L[i] > R:
             curve_long[b] += 1
@@ -207,8 +246,9 @@ class Tally:
         self.labels = Labels()
         self.live = {k: np.zeros(0, np.int64) for k in ("id", "len", "label", "own", "disc", "nev")}
         z = lambda *shape: np.zeros(shape, np.int64)  # noqa: E731
-        self.by_stratum = {k: z(self.S) for k in ("sources", "started", "loaded", "emitted", "fully")}
-        self.by_label = {}  # label id -> per-label counters (grown on demand)
+        self._bs = z(len(STRATUM_COLS), self.S)
+        self.by_stratum = {k: self._bs[i] for i, k in enumerate(STRATUM_COLS)}  # views of _bs
+        self.by_label = z(0, len(LABEL_COLS))  # LABEL_COLS by label id (grown on demand; docs 0: no such source)
         # position exposure: arrived sources, and events that emit a whole source, are counted by length
         # and spread over the tenths once, at the end; only the other events' spans are cut into tenths
         self.arrived_lengths = LengthCounts()
@@ -217,7 +257,7 @@ class Tally:
         self.crop_hist = z(R + 1)
         self.sums = z(9)  # the N_* counters of the events
         self.sums[N_STARTUP] = -1
-        self.n = {"long_arrived": 0, "long_started": 0, "ref_arrived": 0, "ref_started": 0, "ref_last_tenth": 0}
+        self.folded = z(5)  # the F_* counters of the retired sources
         self.curve_edges = np.linspace(0, max(targets, 1), CURVE_BINS + 1)
         self.curve_all, self.curve_long = z(CURVE_BINS), z(CURVE_BINS)
         self._zeros = z(0)
@@ -290,7 +330,7 @@ class Tally:
             keep = kept[np.minimum(np.searchsorted(kept, ids), len(kept) - 1)] == ids
         out = {k: v[~keep] for k, v in self.live.items()}
         self.live = {k: v[keep] for k, v in self.live.items()}
-        self._fold(out)
+        self._fold(out, fold_lengths=False)  # counted as they arrived
 
     def fold(self, ret):
         """The records of retired sources from the compiled core ([loaders.kernel.N_RETIRED_COLS, n]): their
@@ -299,36 +339,19 @@ class Tally:
             return
         s = {"len": ret[K.T_LEN], "own": ret[K.T_OWN], "disc": ret[K.T_DISC], "nev": ret[K.T_NEV],
              "label": ret[K.T_LABEL]}
-        self.arrived_lengths.add(s["len"])
+        self.arrived_lengths.above.add(s["len"][s["len"] >= HIST_LENGTHS])  # those below: counted by _fold_sums
         _start_bins(ret[K.T_FIRST], s["len"], self.R, self.curve_edges, self.curve_all, self.curve_long)
         self._fold(s)
 
-    def _fold(self, s):
-        L, own, disc, started = s["len"], s["own"], s["disc"], s["nev"] > 0
-        st = stratum_of(L)
-        for k, w in (("sources", None), ("started", started), ("loaded", L), ("emitted", own), ("fully", own == L)):
-            self.by_stratum[k] += np.bincount(st, weights=w, minlength=self.S).astype(np.int64)
-        long_ = L > self.R
-        self.n["long_arrived"] += int(long_.sum())
-        self.n["long_started"] += int((long_ & started).sum())
-        if self.ref is not None:
-            over = L > self.ref
-            self.n["ref_arrived"] += int(over.sum())
-            self.n["ref_started"] += int((over & started).sum())
-            self.n["ref_last_tenth"] += int((L[over] - (9 * L[over] + 9) // 10).sum())
-        for lab in np.flatnonzero(np.bincount(s["label"])).tolist():  # the labels present (small ints)
-            m = s["label"] == lab
-            d = self.by_label.setdefault(lab, {k: 0 for k in ("docs", "tokens", "emitted", "discarded", "buffered",
-                                                              "started", "longest_never_started")})
-            d["docs"] += int(m.sum())
-            d["tokens"] += int(L[m].sum())
-            d["emitted"] += int(own[m].sum())
-            d["discarded"] += int(disc[m].sum())
-            d["buffered"] += int((L[m] - own[m] - disc[m]).sum())
-            d["started"] += int(started[m].sum())
-            never = L[m & ~started]
-            if len(never):
-                d["longest_never_started"] = max(d["longest_never_started"], int(never.max()))
+    def _fold(self, s, fold_lengths=True):
+        label = _i64(s["label"])
+        if len(label) and label.max() >= len(self.by_label):
+            grown = np.zeros((int(label.max()) + 1, len(LABEL_COLS)), np.int64)
+            grown[:len(self.by_label)] = self.by_label
+            self.by_label = grown
+        _fold_sums(_i64(s["len"]), _i64(s["own"]), _i64(s["disc"]), _i64(s["nev"]), label, self.R,
+                   -1 if self.ref is None else self.ref, _STRATA, self._bs, self.folded, self.by_label,
+                   self.arrived_lengths.hist if fold_lengths else _NONE)
 
     # ---- the tables ----------------------------------------------------------------
     def tables(self) -> dict:
@@ -345,8 +368,8 @@ class Tally:
             "crop_median_emitted": median_of_counts(crops), "crops_emitting_only_bos": int(crops[1]),
             "sources_started": int(bs["started"].sum()), "sources_fully_emitted": int(bs["fully"].sum()),
             "sources_never_started": n_arr - int(bs["started"].sum()),
-            "sources_longer_than_R_arrived": self.n["long_arrived"],
-            "sources_longer_than_R_started": self.n["long_started"],
+            "sources_longer_than_R_arrived": int(self.folded[F_LONG_ARRIVED]),
+            "sources_longer_than_R_started": int(self.folded[F_LONG_STARTED]),
             "retention_by_stratum": [
                 {"stratum": labels[k], "sources": int(bs["sources"][k]), "started": int(bs["started"][k]),
                  "loaded_tokens": int(bs["loaded"][k]), "emitted_tokens": int(bs["emitted"][k]),
@@ -358,15 +381,18 @@ class Tally:
             "position_exposure": self.exposure_table(),
             "continuation_rows": n[N_CONT_ROWS], "continuation_events": n[N_CONT_EVENTS],
             **({} if self.ref is None else {"longer_than_ref": {
-                "length": self.ref, "arrived": self.n["ref_arrived"], "started": self.n["ref_started"],
-                "last_tenth_arrived": self.n["ref_last_tenth"], "last_tenth_emitted": n[N_REF_LAST]}}),
+                "length": self.ref, "arrived": int(self.folded[F_REF_ARRIVED]),
+                "started": int(self.folded[F_REF_STARTED]), "last_tenth_arrived": int(self.folded[F_REF_LAST]),
+                "last_tenth_emitted": n[N_REF_LAST]}}),
         }
 
     def label_table(self) -> list:
-        tok = sum(d["tokens"] for d in self.by_label.values())
-        em = sum(d["emitted"] for d in self.by_label.values())
+        present = np.flatnonzero(self.by_label[:, 0])  # the labels some source had
+        rows = {lab: dict(zip(LABEL_COLS, self.by_label[lab].tolist())) for lab in present.tolist()}
+        tok = sum(d["tokens"] for d in rows.values())
+        em = sum(d["emitted"] for d in rows.values())
         out = []
-        for lab, d in sorted(self.by_label.items(), key=lambda kv: self.labels.names[kv[0]]):
+        for lab, d in sorted(rows.items(), key=lambda kv: self.labels.names[kv[0]]):
             arr_share = d["tokens"] / tok if tok else 0.0
             em_share = d["emitted"] / em if em else 0.0
             out.append({"label": self.labels.names[lab], **d, "never_started": d["docs"] - d["started"],
