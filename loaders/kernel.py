@@ -265,16 +265,20 @@ def _refill(st, sp, so, sp_free, so_free, head, tail, bits, heap, ph, wl, wb, wl
         so[srec, O_SRC], so[srec, O_LEN], so[srec, O_LABEL] = src, L, wlab[i] if st[S_LABELLED] else 0
         so[srec, O_SPANS], so[srec, O_OWN], so[srec, O_DISC], so[srec, O_NEV] = 0, 0, 0, 0
         so[srec, O_FIRST], so[srec, O_PROT], so[srec, O_PMIN], so[srec, O_PMAX] = -1, 0, NO_POSITION, -1
-        if seg and L > R:
-            _push(st, sp, so, sp_free, head, tail, bits, heap, R, srec, 0, 0)  # chunk 0: its own BOS + R - 1
-            s = R
-            while s < L:
+        # the whole source, or segment-first's chunks of one longer than R: chunk 0 (its own BOS and R - 1 tokens),
+        # then a new BOS and at most R - 1 tokens each; one push site (each site inlines the buffer's code again)
+        s = 0
+        while s < L:
+            if not (seg and L > R):
+                e, n, lead = L, L, 0
+            elif s == 0:
+                e, n, lead = R, R, 0
+            else:
                 e = min(s + R - 1, L)
-                _push(st, sp, so, sp_free, head, tail, bits, heap, e - s + 1, srec, s, 1)
-                st[S_ADDED] += 1
-                s = e
-        else:
-            _push(st, sp, so, sp_free, head, tail, bits, heap, L, srec, 0, 0)
+                n, lead = e - s + 1, 1
+            _push(st, sp, so, sp_free, head, tail, bits, heap, n, srec, s, lead)
+            st[S_ADDED] += lead
+            s = e
         if L > R and st[S_PCAP] > 0:
             _protect(st, so, ph, src, L, srec)
     st[S_ARRIVED] += hi - lo
@@ -332,39 +336,38 @@ def _release(st, sp, so, sp_free, so_free, ret, slot):
 
 @_inline
 def _select(st, sp, so, sp_free, so_free, head, tail, bits, heap, ev, ret):
-    """One selection: the longest span that fits the row's rest, else the shortest, cropped (the row is full)."""
-    R = st[S_R]
+    """One selection: the longest span that fits the row's rest, else the shortest, cropped (the row is full). Each
+    helper is called from one place (each call site inlines it again: compile time)."""
+    R, packer = st[S_R], st[S_PACKER]
     rem = R - st[S_POS]
     small = st[S_HEAP] < st[S_COUNT]  # some span of length <= R is buffered
     L = _highest_at_most(bits, rem) if small else 0
-    if L:
-        slot = _bucket_pop(sp, head, tail, bits, L)
-        _emit(st, sp, so, ev, slot, L, 0, FIT, sp[slot, P_START], sp[slot, P_LEAD])
-        _release(st, sp, so, sp_free, so_free, ret, slot)
-        st[S_POS] += L
-        return
-    if small:
+    fit = L > 0
+    if small and not fit:
         L = _lowest(bits)
+    if small:
         slot = _bucket_pop(sp, head, tail, bits, L)
     else:
         slot = _heap_pop(heap, st[S_HEAP], sp)
         st[S_HEAP] -= 1
         L = sp[slot, P_LEN]
-    packer = st[S_PACKER]
-    if packer == LOSSLESS:  # the suffix stays, with its sequence number and no new BOS
-        _emit(st, sp, so, ev, slot, rem, 0, CROP, sp[slot, P_START], sp[slot, P_LEAD])
+    start, lead = sp[slot, P_START], sp[slot, P_LEAD]
+    if fit:
+        emitted, discarded, kind = L, 0, FIT
+    else:
+        emitted, discarded, kind = rem, 0 if packer == LOSSLESS else L - rem, CROP
+        if packer == RANDOM_SPAN:  # BOS + a run of rem - 1 text tokens; its start is drawn by the caller
+            start, lead = 0, 1
+    _emit(st, sp, so, ev, slot, emitted, discarded, kind, start, lead)
+    if fit or packer != LOSSLESS:
+        _release(st, sp, so, sp_free, so_free, ret, slot)
+    else:  # lossless: the suffix stays, with its sequence number and no new BOS
         sp[slot, P_START] += rem
         sp[slot, P_LEAD] = 0
         sp[slot, P_LEN] = L - rem
         st[S_TOKENS] -= rem
         _insert(st, sp, head, tail, bits, heap, slot)
-    elif packer == RANDOM_SPAN:  # BOS + a run of rem - 1 text tokens; its start is drawn by the caller
-        _emit(st, sp, so, ev, slot, rem, L - rem, CROP, 0, 1)
-        _release(st, sp, so, sp_free, so_free, ret, slot)
-    else:
-        _emit(st, sp, so, ev, slot, rem, L - rem, CROP, sp[slot, P_START], sp[slot, P_LEAD])
-        _release(st, sp, so, sp_free, so_free, ret, slot)
-    st[S_POS] = R
+    st[S_POS] = st[S_POS] + L if fit else R
 
 
 @_entry
