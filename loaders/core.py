@@ -68,8 +68,7 @@ class PackerCore:
         self._fresh(int(buffer_size))
         self.refill_log = None  # set to a list to record (events_before, first_source, n_docs) per refill
         if stream is not None:
-            self._window(np.ascontiguousarray(stream.lengths, np.int64),
-                         np.ascontiguousarray(stream.refills, np.int64), None, 0)
+            self._window(stream.lengths, stream.refills, None, 0)
 
     @classmethod
     def pulling(cls, windows, packer="original", row_capacity=2049, buffer_size=1000, seed=RANDOM_SPAN_SEED,
@@ -126,8 +125,8 @@ class PackerCore:
         self._st[K.S_NEV] = self._st[K.S_NRET] = 0
 
     def _window(self, lengths, bounds, labels, base):
-        self._wl, self._wb = lengths, bounds
-        self._wlab = _NONE if labels is None else np.ascontiguousarray(labels, np.int64)
+        self._wl, self._wb = _read_only(lengths), _read_only(bounds)
+        self._wlab = _read_only(_NONE if labels is None else labels)
         self._st[K.S_LABELLED] = labels is not None
         self._st[K.S_BASE], self._st[K.S_K] = base, 0
         self._next_base = base + len(lengths)
@@ -141,8 +140,7 @@ class PackerCore:
             lengths, bounds, labels = next(self._pull)
         except StopIteration:
             raise StreamEnded from None
-        self._window(np.ascontiguousarray(lengths, np.int64), np.ascontiguousarray(bounds, np.int64), labels,
-                     self._next_base)
+        self._window(lengths, bounds, labels, self._next_base)
 
     # ---- running the loop ---------------------------------------------------------------------------------
     def _step(self, goal):
@@ -311,6 +309,14 @@ class PackerCore:
 
 _SCALARS = {"count": K.S_COUNT, "next_seq": K.S_NEXT_SEQ, "arrived_docs": K.S_ARRIVED, "added_bos": K.S_ADDED,
             "rows_done": K.S_ROWS}
+
+
+def _read_only(a):
+    """A C-contiguous int64 view that the loop may not write: one compiled signature whoever made the window (Ray
+    hands its workers read-only arrays; a second signature would be compiled again in every worker)."""
+    v = np.ascontiguousarray(a, np.int64).view()
+    v.setflags(write=False)
+    return v
 
 
 def raw_records(ev) -> np.ndarray:
