@@ -4,21 +4,21 @@ keeps buffered or never starts, which positions of them it trains on, for the pa
 
     __main__.py      the command line: arguments, then run.py
     run.py           what the command line does: read the stream, fix the budget, audit each packer, report
+    sweep.py         --sweep: the frontier of crop waste against long sources never started, one replay a setting
     api.py           the audit from Python: trace your own packer on your corpus's lengths
     pipeline.py      one audit: a stream, a budget and packers -> summary, events and figures in a folder
     compute.py       the mechanism: one packer over one stream at one budget -> its summary
-    forked.py        a generator run in a forked child (the replay's core beside its tables), its items received here
-    replay.py        replay a length stream through a packer (the code that trains) up to a target budget
+    replay.py        replay a length stream in memory through a packer (the code that trains) up to a target budget
     topology.py      N ranks x M loader workers: a stream split into worker shares, each audited alone, merged
     loader_presets.py  --pipeline NAME: a named loader's packer, split, and who owns a buffer
-    feed.py          refills pulled on demand: memory is the buffer and a chunk, not the stream
+    feed.py          refills pulled on demand, in windows for the compiled core: memory is the buffer and a window
     trace.py         run any packer on tracer documents and decode its rows into the replay's events
     fates.py         the trace's emissions resolved and tallied a range of sources at a time, from disk
     fate_table.py    fates_<packer>.parquet: one row per input document, its fate at the horizon; documents counted
     spill.py         tables as long as the stream (documents, decoded emissions) on disk, read back by range
     adapters.py      packers to trace: ours, concatenate-and-chunk, TRL, OLMo-core, torchtune, torchtitan
     events.py        the event schema the replay and the trace share, and its writers
-    tally.py         every table of one packer's audit, accumulated chunk by chunk
+    tally.py         every table of one packer's audit, accumulated chunk by chunk (its sums over events compiled)
     metrics.py       the same tables from an in-memory replay; the repeated-corpus pass bounds
     strata.py        the source-length strata of the paper's tables
     proposition.py   the Proposition of section 3, checked at every selection

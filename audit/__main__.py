@@ -131,6 +131,9 @@ def parse_args(argv=None):
     ap.add_argument("--no-figures", action="store_true", help="tables only (report.md without figures): faster")
     ap.add_argument("--csv", action="store_true", help="also write the events as CSV (the standard-library checker's input)")
     ap.add_argument("--no-csv", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old callers
+    ap.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
+                    help="the frontier (audit/sweep.py): replay every combination of the listed buffer, packer, "
+                         "row_capacity and ranks values and write frontier.md, .json and .png to --out")
     return ap.parse_args(argv)
 
 
@@ -143,6 +146,11 @@ def main(argv=None, left_out=None):
 
     try:
         check_out_folder(args.out)  # before the stream is read: where the audit goes must be a folder it can make
+        if args.sweep:
+            # late, as run_audit above: --help stays fast
+            from audit.sweep import run_sweep
+
+            return run_sweep(args)
         return run_audit(args)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """Packers to trace: ours, the textbook concatenate-and-chunk, and the libraries researchers use.
 
 Each adapter is a thin function `packer(docs) -> rows` (audit/trace.py) that calls the real
-code: our selection core (loaders/core.py) fed one refill at a time, or the library's own
+code: our compiled selection core (loaders/core.py) fed one refill at a time, or the library's own
 packing function, with the library's defaults wherever it leaves a setting to its caller
 (printed in the report as `settings`). A library that is not installed is a one-line error
 naming the extra that installs it. Write your own the same way and pass it with
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.feed import PullingCore, StreamEnded
+from audit.feed import StreamEnded
 from corpus.errors import DataError
+from loaders.core import PackerCore
 
 PAD, BOS, EOS = 0, 1, 2
 FIRST_ID = 16
@@ -65,22 +66,22 @@ def ours(packer, R, B, refill_docs=128):
         batches = docs.refill_batches() if hasattr(docs, "refill_batches") else _slices(iter(docs), refill_docs)
         store = {}
 
-        def refills():
+        def refills():  # a window of one refill each: the core pulls the next when it needs it
             for batch in batches:
                 base = core.next_source
                 for j, d in enumerate(batch):
                     store[base + j] = d
-                yield np.fromiter((len(d) for d in batch), np.int64, len(batch)), None
+                yield np.fromiter((len(d) for d in batch), np.int64, len(batch)), np.array([0, len(batch)]), None
 
-        core = PullingCore(refills(), packer, R, B)
+        core = PackerCore.pulling(refills(), packer, R, B)
         while True:
-            raw, last = [], False
+            last = False
             try:
-                core.pack_rows(1, raw)
-            except StreamEnded:
-                last = core.count == 0
+                raw = core.pack_rows(1)
+            except StreamEnded as e:
+                raw, last = e.events, core.count == 0
                 core.B = 1  # drain what is buffered
-            if raw:
+            if len(raw):
                 yield _materialize(raw, store, R, packer)
             if last:
                 return
@@ -102,7 +103,7 @@ def _slices(it, k):
 def _materialize(raw, store, R, packer):
     out = np.full(R, PAD, dtype=np.int64)
     p = 0
-    for src, start, em, _d, _k, lead in raw:
+    for src, start, em, _d, _k, lead in raw.tolist():
         d = store[src]
         if lead:
             out[p] = d[0] if packer == "random_span" else -d[start]

@@ -1,62 +1,14 @@
-"""Refills pulled on demand: the replay's memory is the buffer and a chunk, not the stream.
+"""Refill sources: a stream's documents in arrival order, pulled on demand, so that the replay's memory
+is the buffer and a window of lengths, not the stream.
 
-A refill source is an iterator of (lengths, labels) per buffer refill, in arrival order,
-pass after pass; it counts the passes it has begun. `PullingCore` is the selection core that
-trains (loaders/core.py), unchanged, fed from such an iterator instead of a whole
-DocumentStream held in memory.
+A refill source is iterated a buffer refill at a time, as (lengths, labels), pass after pass (the
+trace's packers pull it so); `windows()` gives the same refills many at a time, as (lengths, refill
+boundaries, labels), for the compiled core (loaders/core.py PackerCore.pulling), which runs
+through a window's refills without coming back here. Both count the passes they have begun.
 """
 import numpy as np
 
-from loaders.core import RANDOM_SPAN_SEED, PackerCore
-
-
-class StreamEnded(Exception):
-    """The refill source has no more documents (a finite stream, or a stated bound)."""
-
-
-class _Cursor:
-    """What PackerCore reads of its stream, for refills pulled one at a time.
-
-    The core numbers a document pass_idx * stream.n + i; with n = 1 and pass_idx set to the
-    next global arrival index before each refill, the number is that index plus i.
-    """
-    n = 1
-    name = "pulled refills"
-
-    def __init__(self):
-        self.lengths = np.ones(1, dtype=np.int64)
-        self.refills = np.array([0, 1], dtype=np.int64)
-
-
-class PullingCore(PackerCore):
-    """PackerCore whose refills come from `refills` (an iterator of (lengths, labels))."""
-
-    def __init__(self, refills, packer="original", row_capacity=2049, buffer_size=1000, seed=RANDOM_SPAN_SEED):
-        super().__init__(_Cursor(), packer, row_capacity, buffer_size, seed)
-        self._pull = iter(refills)
-        self.next_source = 0
-        self.arrivals = []  # (events_before, first_source, lengths, labels) since the last take_arrivals()
-
-    def _refill(self, n_events):
-        try:
-            lengths, labels = next(self._pull)
-        except StopIteration:
-            raise StreamEnded from None
-        self._lengths = lengths.tolist()
-        self._refills = [0, len(self._lengths), len(self._lengths) + 1]  # never the pass's last refill: no wrap
-        self.refill_idx, self.pass_idx = 0, self.next_source
-        super()._refill(n_events)
-        self.arrivals.append((n_events, self.next_source, lengths, labels))
-        self.next_source += len(lengths)
-        self.pass_idx = 0
-
-    def take_arrivals(self):
-        out, self.arrivals = self.arrivals, []
-        return out
-
-    def buffered_sources(self) -> np.ndarray:
-        """Source ids with a span still buffered (sorted, unique)."""
-        return np.unique(np.fromiter((s[0] for s in self.spans.values()), dtype=np.int64, count=len(self.spans)))
+from loaders.core import StreamEnded  # noqa: F401 (re-exported: the end of a pulled stream)
 
 
 class PassRefills:
@@ -69,28 +21,68 @@ class PassRefills:
         self.max_passes = max_passes
         self.passes_started = 0
 
+    def fresh(self):
+        """The same source from its start (a replay that must know where a bounded stream ends reads it twice)."""
+        return PassRefills(self.lengths, self.bounds, self.labels, self.max_passes)
+
     def __iter__(self):
+        for lengths, bounds, labels in self.windows():
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+                yield lengths[a:b], (None if labels is None else labels[a:b])
+
+    def windows(self):
+        """A whole pass a window."""
         while self.max_passes is None or self.passes_started < self.max_passes:
             self.passes_started += 1
-            for a, b in zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()):
-                yield self.lengths[a:b], (None if self.labels is None else self.labels[a:b])
+            yield self.lengths, self.bounds, self.labels
 
 
 class ChunkedRefills:
-    """Refills cut from a stream that comes in chunks (a generator of length arrays), one pass."""
+    """Refills cut from a stream that comes in chunks (a generator of length arrays), one pass: refills of
+    refill_docs documents, cut across the chunks' ends as if the stream were one array."""
 
     def __init__(self, chunks, refill_docs=128):
         self.chunks, self.refill_docs = chunks, refill_docs
         self.passes_started = 0
 
     def __iter__(self):
+        for lengths, bounds, _ in self.windows():
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+                yield lengths[a:b], None
+
+    def windows(self):
+        """The whole refills of each chunk (with what the chunk before left over) a window."""
         self.passes_started = 1
-        rest = np.zeros(0, dtype=np.int64)
+        rest, k = np.zeros(0, dtype=np.int64), self.refill_docs
         for c in self.chunks:
             rest = np.concatenate([rest, np.asarray(c, dtype=np.int64)])
-            k = len(rest) // self.refill_docs * self.refill_docs
-            for a in range(0, k, self.refill_docs):
-                yield rest[a:a + self.refill_docs], None
-            rest = rest[k:]
+            n = len(rest) // k * k
+            if n:
+                yield rest[:n], np.arange(0, n + 1, k), None
+            rest = rest[n:]
         if len(rest):
-            yield rest, None
+            yield rest, np.array([0, len(rest)]), None
+
+
+class MappedRefills:
+    """Refills of one pass of lengths in a .npy file, memory-mapped a window at a time: resident memory holds one
+    window of the file (the whole file mapped would count every page read as this process's)."""
+
+    def __init__(self, path, refill_docs=128, window_docs=1 << 22):
+        self.path, self.refill_docs = path, refill_docs
+        self.window_docs = window_docs // refill_docs * refill_docs or refill_docs
+        self.passes_started = 0
+        self.n = len(np.load(path, mmap_mode="r"))
+
+    def windows(self):
+        self.passes_started = 1
+        for a in range(0, self.n, self.window_docs):
+            m = np.load(self.path, mmap_mode="r")  # mapped afresh, read, and unmapped when m goes
+            w = np.array(m[a:a + self.window_docs], dtype=np.int64)  # a copy: nothing keeps the map
+            del m
+            yield w, np.append(np.arange(0, len(w), self.refill_docs), len(w)), None
+
+    def __iter__(self):
+        for lengths, bounds, _ in self.windows():
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+                yield lengths[a:b], None

@@ -1,7 +1,7 @@
 """Audit quantities from a replay: mass partition, crops, coverage, retention, protection."""
 import numpy as np
 
-from audit.compute import finish, lead_flags
+from audit.compute import finish, lead_flags, protected_of, protected_unstarted
 from audit.proposition import PropositionWatch
 from audit.strata import STRATA, stratum_labels, stratum_of  # noqa: F401 (the audit's strata, re-exported)
 from audit.tally import Tally
@@ -19,10 +19,11 @@ def summarize_replay(rep) -> dict:
     n = rep.stream.n
     arrivals = [(before, first, rep.stream.lengths[np.arange(first, first + cnt) % n], None)
                 for before, first, cnt in rep.refill_log]
-    watch.feed(rep.raw, arrivals)
-    tally.retire(np.unique(np.fromiter((s[0] for s in rep.core.spans.values()), dtype=np.int64)))
+    watch.feed(rep.raw.tolist(), arrivals)
+    tally.retire(rep.core.buffered_sources())
     core = rep.core
-    out = finish(tally, watch, rep.packer, rep.rows, rep.R, rep.B, core.pass_idx + (1 if core.refill_idx else 0),
+    prot = protected_of(watch, protected_unstarted(tally.live, watch.ps.members))
+    out = finish(tally, prot, rep.packer, rep.rows, rep.R, rep.B, core.pass_idx + (1 if core.refill_idx else 0),
                   core.added_bos, core.buffered_tokens(), [])
     out.pop("plot")
     return out

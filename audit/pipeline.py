@@ -78,7 +78,7 @@ def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=
     t0 = time.time()
     try:
         if name in PACKERS:
-            s = replay_packer(stream.refill_source(), name, rows, R, B, sink, labelled, progress, table)
+            s = replay_packer(stream.refill_source(), name, rows, R, B, sink, labelled, progress, fates=table)
             s["how"] = "replayed"  # the selection core that trains, on lengths
             s["padding_share"] = 0.0
         else:

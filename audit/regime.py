@@ -47,7 +47,7 @@ def regime_indicators(stream, R, B, targets, replay=None) -> dict:
     """The indicators of one setting; replay: an existing original-packer Replay at (R, B, targets)."""
     rows = rows_for_targets(targets, R)
     rep = replay if replay is not None else Replay(stream, "original", rows, R, B)
-    _, ps, _ = check_proposition(rep.stream, rep.raw, rep.refill_log, B, R)
+    _, ps, _ = check_proposition(rep.stream, rep.raw.tolist(), rep.refill_log, B, R)
     arrived = rep.arrived_lengths()
     longest = int(stream.lengths.max())
     ev = rep.events

@@ -22,8 +22,7 @@ class Replay:
         kw = {} if seed is None else {"seed": seed}
         self.core = PackerCore(stream, packer, R, B, **kw)
         self.core.refill_log = []
-        self.raw = []
-        self.core.pack_rows(rows, self.raw)
+        self.raw = self.core.pack_rows(rows)
         self.stream, self.packer, self.rows, self.R, self.B = stream, packer, rows, R, B
         self.events = events_to_records(self.raw, stream, R)
 
@@ -43,18 +42,16 @@ def rows_for_targets(targets, R):
     return targets // (R - 1)
 
 
-def first_long_emission(stream, R=2049, B=1000, packer="original", chunk_rows=64, max_rows=None):
+def first_long_emission(stream, R=2049, B=1000, packer="original", chunk_rows=1024, max_rows=None):
     """Target offset at which the first source longer than R first emits (None if never)."""
     core = PackerCore(stream, packer, R, B)
-    lengths, n = stream.lengths, stream.n
     limit = max_rows or math.inf
     while core.rows_done < limit:
         first_row = core.rows_done
-        raw = []
-        core.pack_rows(int(min(chunk_rows, limit - first_row)), raw)
-        for j, ev in enumerate(raw):
-            if lengths[ev[0] % n] > R:
-                pos = first_row * R + sum(e[2] for e in raw[:j])
-                row, off = divmod(pos, R)
-                return row * (R - 1) + max(off - 1, 0)
+        raw = core.pack_rows(int(min(chunk_rows, limit - first_row)))
+        long_ = np.flatnonzero(stream.lengths[raw["source_id"] % stream.n] > R)
+        if len(long_):
+            j = int(long_[0])
+            row, off = divmod(int(first_row * R + raw["emitted"][:j].sum()), R)
+            return row * (R - 1) + max(off - 1, 0)
     return None

@@ -2,8 +2,11 @@
 
 A source is live from its arrival until none of its spans is buffered any more; then its
 numbers are folded into the tables and it is forgotten, so memory follows the buffer, not
-the stream. Fed alike by the replay (events as the core selects them) and by the trace
-(events decoded from a packer's rows).
+the stream. The replay's compiled core (loaders/core.py) keeps each buffered source's numbers
+itself and hands over its record when the source retires (fold); the trace (events decoded
+from a packer's rows) and the in-memory replay keep them here (arrive, add_events, retire).
+The sums over events (mass, crops, continuations, the start-up delay, position exposure)
+are one compiled pass over the event columns for both (_event_sums).
 
 Per event, `added` says whether its leading BOS is a marker the packer added (segment-first
 chunks after the first: not the source's own token) and `stands_in` whether it stands for
@@ -13,17 +16,24 @@ an event without a lead BOS, else [span_start, span_start + emitted - 1), plus p
 when the lead stands in.
 """
 import numpy as np
+from numba import njit
 
 from audit.strata import STRATA, stratum_labels, stratum_of
+from loaders import kernel as K
 from loaders.core import CROP
 
 DECILES = 10
 NO_LABEL = "(no label)"
 CURVE_BINS = 400
-NONE = np.iinfo(np.int64).max  # first target / first position of a source not yet emitted
-# what the tally keeps of each live source: its arrival id, length, label id; own tokens emitted, tokens discarded,
-# events; its first emission's target offset, and its first and last exposed position (the per-document fates)
+NONE = K.NO_POSITION  # first target / first position of a source none of whose tokens was emitted
+# what the tally keeps of each live source of the trace: its arrival id, length, label id; own tokens emitted, tokens
+# discarded, events; its first emission's target offset, and its first and last exposed position (the fate table)
 LIVE = ("id", "len", "label", "own", "disc", "nev", "t0", "pmin", "pmax")
+HIST_LENGTHS = 1 << 17  # source lengths below this are counted in an array; the rare longer ones in a Multiset
+_STRATA = np.asarray(STRATA, np.int64)
+_NONE = np.zeros(0, np.int64)
+# the event sums' counters (Tally.sums)
+N_EVENTS, N_EMITTED, N_DISCARDED, N_ADDED, N_EMITTED_LONG, N_CONT_ROWS, N_CONT_EVENTS, N_STARTUP, N_REF_LAST = range(9)
 
 
 def decile_edges(L):
@@ -87,6 +97,128 @@ class Multiset:
         return out
 
 
+class LengthCounts:
+    """Counts of source lengths (as Multiset): an array below HIST_LENGTHS, a Multiset above."""
+
+    def __init__(self):
+        self.hist, self.above = np.zeros(HIST_LENGTHS, np.int64), Multiset()
+
+    def add(self, x):
+        x = np.asarray(x, np.int64)
+        small = x < HIST_LENGTHS
+        self.hist += np.bincount(x[small], minlength=HIST_LENGTHS)
+        self.above.add(x[~small])
+
+    def multiset(self):
+        m = Multiset()
+        v = np.flatnonzero(self.hist)
+        m.values, m.counts = np.concatenate([v, self.above.values]), np.concatenate([self.hist[v], self.above.counts])
+        return m
+
+
+@njit(cache=True, _nrt=False, nogil=True)  # only reads and writes the arrays it is given (see loaders/kernel.py)
+def _event_sums(L, a, em, disc, kind, lead, row, off, added, stands, R, ref, strata, dec, whole, crop, n):
+    """The sums over one chunk of events, into dec (tokens emitted by stratum and tenth of the source), whole
+    (events that emit their whole source, by its length, when below len(whole)), crop (crops by tokens
+    emitted) and n (the N_* counters; N_REF_LAST: tokens of the last tenth of sources longer than ref, when
+    ref >= 0). An event's own positions are [a, a + emitted - lead)."""
+    for i in range(len(L)):
+        Li, ai = L[i], a[i]
+        bi = ai + em[i] - lead[i]
+        s = 0
+        while s < len(strata) and strata[s] < Li:
+            s += 1
+        if ai == 0 and bi == Li and Li < len(whole):
+            whole[Li] += 1
+        elif bi > ai:
+            for d in range(10 * ai // Li, min(10 * (bi - 1) // Li, 9) + 1):
+                lo, hi = max((d * Li + 9) // 10, ai), min(((d + 1) * Li + 9) // 10, bi)
+                if hi > lo:
+                    dec[s, d] += hi - lo
+        if stands[i]:
+            dec[s, 0] += 1  # the source's own BOS, moved in front of a later span
+        if 0 <= ref < Li:
+            n[N_REF_LAST] += max(bi - max(ai, (9 * Li + 9) // 10), 0)
+        if kind[i] == CROP and em[i] <= R:
+            crop[em[i]] += 1
+        n[N_EVENTS] += 1
+        n[N_EMITTED] += em[i]
+        n[N_DISCARDED] += disc[i]
+        n[N_ADDED] += added[i]
+        if Li > R:
+            n[N_EMITTED_LONG] += em[i]
+            t = row[i] * (R - 1) + max(off[i] - 1, 0)
+            if n[N_STARTUP] < 0 or t < n[N_STARTUP]:
+                n[N_STARTUP] = t
+        if ai > 0 and lead[i] == 0:
+            n[N_CONT_EVENTS] += 1
+            if off[i] == 0:
+                n[N_CONT_ROWS] += 1
+
+
+LABEL_COLS = ("docs", "tokens", "emitted", "discarded", "buffered", "started", "longest_never_started")
+STRATUM_COLS = ("sources", "started", "loaded", "emitted", "fully")
+F_LONG_ARRIVED, F_LONG_STARTED, F_REF_ARRIVED, F_REF_STARTED, F_REF_LAST = range(5)
+
+
+@njit(cache=True, _nrt=False, nogil=True)  # only reads and writes the arrays it is given (see loaders/kernel.py)
+def _fold_sums(L, own, disc, nev, label, R, ref, strata, bs, f, lab, hist):
+    """Retired sources into bs (STRATUM_COLS by stratum), f (the F_* counters; the ref ones when ref >= 0), lab
+    (LABEL_COLS by label id) and hist (sources by length, those below len(hist))."""
+    for i in range(len(L)):
+        Li, started = L[i], nev[i] > 0
+        if Li < len(hist):
+            hist[Li] += 1
+        s = 0
+        while s < len(strata) and strata[s] < Li:
+            s += 1
+        bs[0, s] += 1
+        bs[1, s] += started
+        bs[2, s] += Li
+        bs[3, s] += own[i]
+        bs[4, s] += own[i] == Li
+        if Li > R:
+            f[F_LONG_ARRIVED] += 1
+            f[F_LONG_STARTED] += started
+        if 0 <= ref < Li:
+            f[F_REF_ARRIVED] += 1
+            f[F_REF_STARTED] += started
+            f[F_REF_LAST] += Li - (9 * Li + 9) // 10
+        k = label[i]
+        lab[k, 0] += 1
+        lab[k, 1] += Li
+        lab[k, 2] += own[i]
+        lab[k, 3] += disc[i]
+        lab[k, 4] += Li - own[i] - disc[i]
+        lab[k, 5] += started
+        if not started and Li > lab[k, 6]:
+            lab[k, 6] = Li
+
+
+@njit(cache=True, _nrt=False)
+def _start_bins(first, L, R, edges, curve_all, curve_long):
+    """Each started source (first >= 0: its first event's target offset) into its bin of the start curves: the bin b
+    with edges[b] <= first < edges[b + 1] (np.searchsorted(edges, first, "right") - 1), clipped to the bins."""
+    n, top = len(curve_all), edges[-1]
+    for i in range(len(first)):
+        t = first[i]
+        if t < 0:
+            continue
+        b = min(int(t * n / top), n) if top > 0 else 0  # the bin of evenly spaced edges, then moved onto the edges
+        while b > 0 and edges[b] > t:
+            b -= 1
+        while b + 1 < len(edges) and edges[b + 1] <= t:
+            b += 1
+        b = min(b, n - 1)
+        curve_all[b] += 1
+        if L[i] > R:
+            curve_long[b] += 1
+
+
+def _i64(x):
+    return np.ascontiguousarray(x, np.int64)
+
+
 class Labels:
     """Label values (strings, ints or None) -> small ints, in order of first appearance."""
 
@@ -109,25 +241,32 @@ class Labels:
 
 
 class Tally:
-    def __init__(self, R, targets):
-        self.R, self.targets = R, targets
+    """ref: a source length; the sources longer than it are also counted apart (arrived, started, their last
+    tenth's tokens arrived and emitted), as the frontier compares configurations of other row capacities."""
+
+    def __init__(self, R, targets, ref=None):
+        self.R, self.targets, self.ref = R, targets, ref
         self.S = len(STRATA) + 1
         self.labels = Labels()
         self.live = {k: np.zeros(0, np.int64) for k in LIVE}
+        self.on_fold = None  # called with each batch of retired sources (their LIVE columns): the fate table
+        self.overdrawn = 0  # sources that gave more tokens than they have (a traced packer that emits one twice)
         z = lambda *shape: np.zeros(shape, np.int64)  # noqa: E731
-        self.by_stratum = {k: z(self.S) for k in ("sources", "started", "loaded", "emitted", "fully")}
-        self.by_label = {}  # label id -> per-label counters (grown on demand)
+        self._bs = z(len(STRATUM_COLS), self.S)
+        self.by_stratum = {k: self._bs[i] for i, k in enumerate(STRATUM_COLS)}  # views of _bs
+        self.by_label = z(0, len(LABEL_COLS))  # LABEL_COLS by label id (grown on demand; docs 0: no such source)
         # position exposure: arrived sources, and events that emit a whole source, are counted by length
         # and spread over the tenths once, at the end; only the other events' spans are cut into tenths
-        self.arrived_lengths, self.whole_emitted = Multiset(), Multiset()
-        self.dec_emitted = z(self.S, DECILES)  # the spans of events that do not emit their whole source
+        self.arrived_lengths = LengthCounts()
+        self.whole_emitted = z(HIST_LENGTHS)  # events that emit their whole source, by its length (below HIST_LENGTHS)
+        self.dec_emitted = z(self.S, DECILES)  # the spans of the other events, by stratum and tenth
         self.crop_hist = z(R + 1)
-        self.n = {k: 0 for k in ("events", "emitted", "discarded", "added", "long_arrived", "long_started",
-                                 "emitted_long", "continuation_rows", "continuation_events", "rows", "overdrawn")}
-        self.startup = None
-        self.on_fold = None  # called with each batch of retired sources (their LIVE columns): the fate table
+        self.sums = z(9)  # the N_* counters of the events
+        self.sums[N_STARTUP] = -1
+        self.folded = z(5)  # the F_* counters of the retired sources
         self.curve_edges = np.linspace(0, max(targets, 1), CURVE_BINS + 1)
         self.curve_all, self.curve_long = z(CURVE_BINS), z(CURVE_BINS)
+        self._zeros = z(0)
 
     # ---- arrivals ------------------------------------------------------------------
     def arrive(self, first, lengths, labels=None, label_ids=None):
@@ -147,46 +286,43 @@ class Tally:
         each event's source is in self.live, when the caller has looked it up already."""
         if not len(rec):
             return
-        added, stands_in = np.asarray(added, np.int64), np.asarray(stands_in, np.int64)
+        added, stands_in = _i64(added), _i64(stands_in)
         idx = np.searchsorted(self.live["id"], rec["source_id"]) if idx is None else idx
         if np.any(idx >= len(self.live["id"])) or np.any(self.live["id"][np.minimum(idx, len(self.live["id"]) - 1)]
                                                          != rec["source_id"]):
             raise ValueError("an event names a source that has not arrived or was already retired")
         own = rec["emitted"] - added
         self._first_events(rec, idx)
+        self._positions(idx, rec["span_start"], rec["span_start"] + rec["emitted"] - rec["lead_bos"], stands_in,
+                        rec["target_offset"])
         np.add.at(self.live["own"], idx, own)
         np.add.at(self.live["disc"], idx, rec["discarded"].astype(np.int64))  # contiguous: ufunc.at's fast path
         np.add.at(self.live["nev"], idx, 1)
-        lead = rec["lead_bos"].astype(np.int64)
-        a, L = rec["span_start"], rec["source_len"]
-        b = a + rec["emitted"] - lead  # the source's positions [a, b), plus position 0 where the lead stands in
-        whole = (a == 0) & (b == L)
-        self._positions(idx, a, b, stands_in, rec["target_offset"].astype(np.int64))
-        self.whole_emitted.add(L[whole])
-        st = stratum_of(L)
-        part = np.flatnonzero(~whole)
-        _add_rows(self.dec_emitted, st[part], spans_by_decile(L[part], a[part], b[part]))
-        np.add.at(self.dec_emitted[:, 0], st[stands_in > 0], 1)
-        self.crop_hist += np.bincount(rec["emitted"][rec["kind"] == CROP], minlength=self.R + 1)[: self.R + 1]
-        long_ = rec["source_len"] > self.R
-        cont = (a > 0) & (lead == 0)
-        self.n["events"] += len(rec)
-        self.n["emitted"] += int(rec["emitted"].sum())
-        self.n["discarded"] += int(rec["discarded"].sum())
-        self.n["added"] += int(added.sum())
-        self.n["emitted_long"] += int(rec["emitted"][long_].sum())
-        self.n["continuation_events"] += int(cont.sum())
-        self.n["continuation_rows"] += int((cont & (rec["row_offset"] == 0)).sum())
-        if long_.any():
-            t = int(rec["target_offset"][long_].min())
-            self.startup = t if self.startup is None else min(self.startup, t)
+        self._sums(*(rec[f] for f in ("source_len", "span_start", "emitted", "discarded", "kind", "lead_bos", "row",
+                                      "row_offset")), added, stands_in)
+
+    def add_columns(self, ev, added=None, stands_in=None):
+        """One chunk of the compiled core's event columns ([loaders.kernel.N_EVENT_COLS, n]), with the added /
+        stands-in flags (None: none); the sources' own numbers come with their records (fold)."""
+        n = ev.shape[1]
+        if len(self._zeros) < n:
+            self._zeros = np.zeros(n, np.int64)
+        added, stands_in = (self._zeros[:n] if x is None else _i64(x) for x in (added, stands_in))
+        self._sums(*(ev[k] for k in (K.E_LEN, K.E_START, K.E_EMIT, K.E_DISC, K.E_KIND, K.E_LEAD, K.E_ROW, K.E_OFF)),
+                   added, stands_in)
+
+    def _sums(self, L, a, em, disc, kind, lead, row, off, added, stands_in):
+        _event_sums(_i64(L), _i64(a), _i64(em), _i64(disc), _i64(kind), _i64(lead), _i64(row), _i64(off), added,
+                    stands_in, self.R, -1 if self.ref is None else self.ref, _STRATA, self.dec_emitted,
+                    self.whole_emitted, self.crop_hist, self.sums)
 
     def _positions(self, idx, a, b, stands_in, t):
-        """Each live source's first emission (target offset t) and first and last exposed position."""
+        """Each live source's first emission (target offset t) and first and last exposed position ([a, b), and
+        position 0 where the lead stands in for the source's own BOS)."""
+        a, b, t = _i64(a), _i64(b), _i64(t)
         np.minimum.at(self.live["t0"], idx, t)
         some = b > a
-        first = np.where(stands_in > 0, 0, np.where(some, a, NONE))
-        np.minimum.at(self.live["pmin"], idx, first)
+        np.minimum.at(self.live["pmin"], idx, np.where(stands_in > 0, 0, np.where(some, a, NONE)))
         np.maximum.at(self.live["pmax"], idx, np.where(some, b - 1, np.where(stands_in > 0, 0, -1)))
 
     def _first_events(self, rec, idx):
@@ -211,67 +347,73 @@ class Tally:
             keep = kept[np.minimum(np.searchsorted(kept, ids), len(kept) - 1)] == ids
         out = {k: v[~keep] for k, v in self.live.items()}
         self.live = {k: v[keep] for k, v in self.live.items()}
-        self._fold(out)
+        self._fold(out, fold_lengths=False)  # counted as they arrived
 
-    def _fold(self, s):
-        if self.on_fold is not None and len(s["id"]):
+    def fold(self, ret):
+        """The records of retired sources from the compiled core ([loaders.kernel.N_RETIRED_COLS, n]): their
+        arrival, start and every number at once."""
+        if not ret.shape[1]:
+            return
+        s = {"id": ret[K.T_SRC], "len": ret[K.T_LEN], "own": ret[K.T_OWN], "disc": ret[K.T_DISC], "nev": ret[K.T_NEV],
+             "label": ret[K.T_LABEL], "t0": np.where(ret[K.T_FIRST] < 0, NONE, ret[K.T_FIRST]),
+             "pmin": ret[K.T_PMIN], "pmax": ret[K.T_PMAX]}
+        self.arrived_lengths.above.add(s["len"][s["len"] >= HIST_LENGTHS])  # those below: counted by _fold_sums
+        _start_bins(ret[K.T_FIRST], s["len"], self.R, self.curve_edges, self.curve_all, self.curve_long)
+        self._fold(s)
+
+    def _fold(self, s, fold_lengths=True):
+        if self.on_fold is not None and len(s["len"]):
             self.on_fold(s)
-        L, own, disc, started = s["len"], s["own"], s["disc"], s["nev"] > 0
-        st = stratum_of(L)
-        for k, w in (("sources", None), ("started", started), ("loaded", L), ("emitted", own), ("fully", own == L)):
-            self.by_stratum[k] += np.bincount(st, weights=w, minlength=self.S).astype(np.int64)
-        long_ = L > self.R
-        self.n["overdrawn"] += int((own + disc > L).sum())  # more of a source emitted or discarded than it holds
-        self.n["long_arrived"] += int(long_.sum())
-        self.n["long_started"] += int((long_ & started).sum())
-        for lab in np.unique(s["label"]).tolist():
-            m = s["label"] == lab
-            d = self.by_label.setdefault(lab, {k: 0 for k in ("docs", "tokens", "emitted", "discarded", "buffered",
-                                                              "started", "longest_never_started")})
-            d["docs"] += int(m.sum())
-            d["tokens"] += int(L[m].sum())
-            d["emitted"] += int(own[m].sum())
-            d["discarded"] += int(disc[m].sum())
-            d["buffered"] += int((L[m] - own[m] - disc[m]).sum())
-            d["started"] += int(started[m].sum())
-            never = L[m & ~started]
-            if len(never):
-                d["longest_never_started"] = max(d["longest_never_started"], int(never.max()))
+        self.overdrawn += int((s["own"] + s["disc"] > s["len"]).sum())
+        label = _i64(s["label"])
+        if len(label) and label.max() >= len(self.by_label):
+            grown = np.zeros((int(label.max()) + 1, len(LABEL_COLS)), np.int64)
+            grown[:len(self.by_label)] = self.by_label
+            self.by_label = grown
+        _fold_sums(_i64(s["len"]), _i64(s["own"]), _i64(s["disc"]), _i64(s["nev"]), label, self.R,
+                   -1 if self.ref is None else self.ref, _STRATA, self._bs, self.folded, self.by_label,
+                   self.arrived_lengths.hist if fold_lengths else _NONE)
 
     # ---- the tables ----------------------------------------------------------------
     def tables(self) -> dict:
         """Everything but the mass partition's buffered term and the Proposition (the caller's)."""
         if len(self.live["id"]):
             raise ValueError("retire() the live sources before reading the tables")
-        bs, labels = self.by_stratum, stratum_labels()
+        bs, labels, n = self.by_stratum, stratum_labels(), self.sums.tolist()
         n_arr = int(bs["sources"].sum())
         crops = self.crop_hist
         return {
             "sources_arrived": n_arr, "tokens_arrived": int(bs["loaded"].sum()),
-            "emitted": self.n["emitted"], "discarded": self.n["discarded"],
-            "selection_events": self.n["events"], "crop_events": int(crops.sum()),
+            "emitted": n[N_EMITTED], "discarded": n[N_DISCARDED],
+            "selection_events": n[N_EVENTS], "crop_events": int(crops.sum()),
             "crop_median_emitted": median_of_counts(crops), "crops_emitting_only_bos": int(crops[1]),
             "sources_started": int(bs["started"].sum()), "sources_fully_emitted": int(bs["fully"].sum()),
             "sources_never_started": n_arr - int(bs["started"].sum()),
-            "sources_longer_than_R_arrived": self.n["long_arrived"],
-            "sources_longer_than_R_started": self.n["long_started"],
+            "sources_longer_than_R_arrived": int(self.folded[F_LONG_ARRIVED]),
+            "sources_longer_than_R_started": int(self.folded[F_LONG_STARTED]),
             "retention_by_stratum": [
                 {"stratum": labels[k], "sources": int(bs["sources"][k]), "started": int(bs["started"][k]),
                  "loaded_tokens": int(bs["loaded"][k]), "emitted_tokens": int(bs["emitted"][k]),
                  "retained": (float(bs["emitted"][k] / bs["loaded"][k]) if bs["loaded"][k] else None)}
                 for k in range(self.S)],
-            "startup_delay_targets": self.startup,
-            "share_emitted_from_long_sources": (self.n["emitted_long"] / self.n["emitted"]) if self.n["emitted"] else 0.0,
+            "startup_delay_targets": n[N_STARTUP] if n[N_STARTUP] >= 0 else None,
+            "share_emitted_from_long_sources": (n[N_EMITTED_LONG] / n[N_EMITTED]) if n[N_EMITTED] else 0.0,
             "by_label": self.label_table(),
             "position_exposure": self.exposure_table(),
-            "continuation_rows": self.n["continuation_rows"], "continuation_events": self.n["continuation_events"],
+            "continuation_rows": n[N_CONT_ROWS], "continuation_events": n[N_CONT_EVENTS],
+            **({} if self.ref is None else {"longer_than_ref": {
+                "length": self.ref, "arrived": int(self.folded[F_REF_ARRIVED]),
+                "started": int(self.folded[F_REF_STARTED]), "last_tenth_arrived": int(self.folded[F_REF_LAST]),
+                "last_tenth_emitted": n[N_REF_LAST]}}),
         }
 
     def label_table(self) -> list:
-        tok = sum(d["tokens"] for d in self.by_label.values())
-        em = sum(d["emitted"] for d in self.by_label.values())
+        present = np.flatnonzero(self.by_label[:, 0])  # the labels some source had
+        rows = {lab: dict(zip(LABEL_COLS, self.by_label[lab].tolist())) for lab in present.tolist()}
+        tok = sum(d["tokens"] for d in rows.values())
+        em = sum(d["emitted"] for d in rows.values())
         out = []
-        for lab, d in sorted(self.by_label.items(), key=lambda kv: self.labels.names[kv[0]]):
+        for lab, d in sorted(rows.items(), key=lambda kv: self.labels.names[kv[0]]):
             arr_share = d["tokens"] / tok if tok else 0.0
             em_share = d["emitted"] / em if em else 0.0
             out.append({"label": self.labels.names[lab], **d, "never_started": d["docs"] - d["started"],
@@ -282,8 +424,11 @@ class Tally:
 
     def exposure_table(self) -> list:
         labels = stratum_labels()
-        arrived = self.arrived_lengths.by_decile(self.S)
-        emitted = self.dec_emitted + self.whole_emitted.by_decile(self.S)
+        arrived = self.arrived_lengths.multiset().by_decile(self.S)
+        whole = Multiset()
+        whole.values = np.flatnonzero(self.whole_emitted)
+        whole.counts = self.whole_emitted[whole.values]
+        emitted = self.dec_emitted + whole.by_decile(self.S)
         out = []
         for k in range(self.S):
             arr = arrived[k]
@@ -296,6 +441,7 @@ class Tally:
 
     def plot_data(self) -> dict:
         """Bounded data for the figures: start curves, arrived length counts."""
+        m = self.arrived_lengths.multiset()
         return {"curve_edges": self.curve_edges.tolist(), "started": np.cumsum(self.curve_all).tolist(),
                 "started_long": np.cumsum(self.curve_long).tolist(),
-                "length_counts": list(zip(self.arrived_lengths.values.tolist(), self.arrived_lengths.counts.tolist()))}
+                "length_counts": list(zip(m.values.tolist(), m.counts.tolist()))}

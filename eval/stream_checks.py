@@ -18,15 +18,13 @@ from loaders.packers import materialize
 
 def _fingerprint(raw, stream, R, rows_per_chunk=64):
     """SHA256 of the int64 input/target rows, hashed in whole-row chunks (same bytes as the scorer hashes)."""
-    h, chunk, filled = hashlib.sha256(), [], 0
-    for ev in raw:
-        chunk.append(ev)
-        filled += ev[2]
-        if filled == rows_per_chunk * R:
+    h = hashlib.sha256()
+    ends = np.cumsum(raw["emitted"])  # tokens up to each event's end: a chunk ends where a multiple of the rows does
+    cuts = np.searchsorted(ends, np.arange(rows_per_chunk * R, int(ends[-1]) if len(ends) else 0, rows_per_chunk * R),
+                           side="right")
+    for chunk in np.split(raw, cuts):
+        if len(chunk):
             h.update(materialize(chunk, stream, R).astype(np.int64).tobytes())
-            chunk, filled = [], 0
-    if chunk:
-        h.update(materialize(chunk, stream, R).astype(np.int64).tobytes())
     return h.hexdigest()
 
 

@@ -6,8 +6,9 @@ for all four: source_id, source_len, span_start, emitted, discarded, row,
 row_offset, target_offset, kind (+ lead_bos, see loaders/core.py).
 """
 import numpy as np
+from numba import njit
 
-from loaders.core import PACKERS, RANDOM_SPAN_SEED, PackerCore
+from loaders.core import PACKERS, RANDOM_SPAN_SEED, RAW_DTYPE, PackerCore
 
 EVENT_FIELDS = ("source_id", "source_len", "span_start", "emitted", "discarded", "row", "row_offset",
                 "target_offset", "kind", "lead_bos")
@@ -18,15 +19,14 @@ EVENT_DTYPE = np.dtype([("source_id", np.int64), ("source_len", np.int64), ("spa
 
 
 def events_to_records(raw, stream, R, first_row=0) -> np.ndarray:
-    """Raw core tuples of whole rows starting at row `first_row` -> structured array."""
+    """The core's raw events (RAW_DTYPE) of whole rows starting at row `first_row` -> event records."""
     out = np.zeros(len(raw), dtype=EVENT_DTYPE)
-    if not raw:
+    if not len(raw):
         return out
-    a = np.asarray(raw, dtype=np.int64)
-    out["source_id"], out["span_start"], out["emitted"] = a[:, 0], a[:, 1], a[:, 2]
-    out["discarded"], out["kind"], out["lead_bos"] = a[:, 3], a[:, 4], a[:, 5]
-    out["source_len"] = stream.lengths[a[:, 0] % stream.n]
-    pos = first_row * R + np.cumsum(a[:, 2]) - a[:, 2]
+    for f in RAW_DTYPE.names:
+        out[f] = raw[f]
+    out["source_len"] = stream.lengths[raw["source_id"] % stream.n]
+    pos = first_row * R + np.cumsum(raw["emitted"]) - raw["emitted"]
     out["row"], out["row_offset"] = pos // R, pos % R
     # targets are row positions 1..R-1: an emission at offset o has max(o-1, 0) targets before it in its row
     out["target_offset"] = out["row"] * (R - 1) + np.maximum(out["row_offset"] - 1, 0)
@@ -34,31 +34,42 @@ def events_to_records(raw, stream, R, first_row=0) -> np.ndarray:
 
 
 def materialize(raw, stream, R, bos=None) -> np.ndarray:
-    """Token rows (int64 [n, R]) for the raw events of whole rows.
-
-    One slice copy per event: rows hold few, long emissions, so this beats a vectorized
-    per-token gather (measured 2.8x on the offline corpus).
-    """
-    total = sum(e[2] for e in raw)
+    """Token rows (int64 [n, R]) for the raw events (RAW_DTYPE) of whole rows: each event's tokens copied by a
+    compiled loop, one call per token array the events read from."""
+    em = raw["emitted"].astype(np.int64)
+    total = int(em.sum())
     if total % R:
         raise ValueError("events do not fill whole rows")
     if stream.tokens is None:
         raise ValueError(f"{stream.name}: a length-only stream has no tokens")
-    arrays = stream.tokens[0]
-    which, starts = stream.locations()
+    arrays, which, starts = stream.tokens
     bos = stream.bos if bos is None else bos
     out = np.empty(total, dtype=np.int64)
-    n, p = stream.n, 0
-    for src, start, em, _d, _k, lead in raw:
-        d = src % n
-        a, b = arrays[which[d]], starts[d] + start
-        if lead:
-            out[p] = bos
-            out[p + 1:p + em] = a[b:b + em - 1]
-        else:
-            out[p:p + em] = a[b:b + em]
-        p += em
+    d = raw["source_id"] % stream.n
+    dst = np.cumsum(em) - em
+    src = np.asarray(starts, np.int64)[d] + raw["span_start"]
+    lead = raw["lead_bos"].astype(np.int64)
+    if bos is None and lead.any():
+        raise ValueError(f"{stream.name}: no BOS id to put before a span")
+    w = np.asarray(which)[d]
+    for j in np.unique(w).tolist():
+        sel = w == j
+        _copy_spans(out, arrays[j], dst[sel], src[sel], em[sel], lead[sel], -1 if bos is None else int(bos))
     return out.reshape(-1, R)
+
+
+@njit(cache=True, _nrt=False)  # only reads and writes the arrays it is given (see loaders/kernel.py)
+def _copy_spans(out, tokens, dst, src, n, lead, bos):
+    """out[dst[i]:dst[i] + n[i]] = [bos] * lead[i] + tokens[src[i]:src[i] + n[i] - lead[i]], for every i."""
+    for i in range(len(dst)):
+        d, s, k = dst[i], src[i], n[i]
+        if lead[i]:
+            out[d] = bos
+            d += 1
+            k -= 1
+        o, t = out[d:d + k], tokens[s:s + k]  # a loop over two views: vectorized (a tenth of indexing out and tokens)
+        for j in range(k):
+            o[j] = t[j]
 
 
 class Packer:
@@ -72,9 +83,7 @@ class Packer:
         self.core = PackerCore(stream, packer, row_capacity, buffer_size, seed)
 
     def next_raw(self, n_rows):
-        raw = []
-        self.core.pack_rows(n_rows, raw)
-        return raw
+        return self.core.pack_rows(n_rows)
 
     def next_rows(self, n_rows):
         first = self.core.rows_done

@@ -13,12 +13,40 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 ROOT = Path(__file__).resolve().parents[1]  # on sys.path through pyproject's pytest `pythonpath`
 
+import numpy as np  # noqa: E402
+
+from audit.compute import replay_packer  # noqa: E402
+from audit.feed import PassRefills  # noqa: E402
+from loaders.core import PackerCore  # noqa: E402
+from loaders.packers import Packer  # noqa: E402
+from loaders.stream import DocumentStream  # noqa: E402
 from presets.shapes import ModelShape  # noqa: E402
 from shardqueue.study import presets as study_presets  # noqa: E402
 from shardqueue.study.run import run_study  # noqa: E402
 from training.device import keep_freed_host_memory  # noqa: E402 - after OMP_NUM_THREADS, which torch reads once
 
 keep_freed_host_memory()  # as every command line does on CPU: the tests' in-process training runs take half the time
+
+
+def pytest_configure(config):
+    """Once, in the process that starts the test processes (or the only one): the compiled loops loaded, or compiled
+    and cached when this checkout has no cache yet (about 6 s of CPU), before any test process, Ray worker or
+    command line the tests start needs them; else each compiles them on its own, side by side (a cold cache made the
+    audit-on-Ray test take 67 s instead of 2)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    s = DocumentStream.from_lengths(np.arange(1, 40), refill_docs=4)
+    core = PackerCore(s, "lossless", 17, 3)
+    core.pack_rows(3)
+    PackerCore(s, "lossless", 17, 3).load_state_dict(core.state_dict())
+    replay_packer(PassRefills(s.lengths, s.refills), "original", 5, 17, 3, ref_length=17)
+    docs = [[0] + [1] * (n - 1) for n in (3, 5, 2, 4)]
+    for dtype in (np.int64, np.uint16):  # the tests' token lists, and a prepared corpus's read-only token files
+        stream = DocumentStream.from_token_lists(docs, 2)
+        flat = stream.tokens[0][0].astype(dtype)
+        flat.setflags(write=False)
+        stream.tokens = ([flat], *stream.tokens[1:])
+        Packer(stream, "original", 4, 2).next_rows(2)
 
 
 # The files that take longest (their tests' seconds added up, 2 cores, 2026-12-04), first: `./run.sh test`

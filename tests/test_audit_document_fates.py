@@ -104,3 +104,16 @@ def test_the_fates_add_up_to_the_partition_and_the_never_started_counts(tmp_path
         assert counts["whole"] == s["sources_fully_emitted"]
     assert all(r["arrivals"] == 0 for r in t if r["fate"] == "not_arrived")
     assert all(r["emitted"] == r["length"] * r["arrivals"] - r["discarded"] - r["buffered"] for r in t)
+
+
+def test_one_pass_ends_the_replay_at_the_last_row_it_could_fill(tmp_path):
+    # the stream of the first test read once (--passes 1): row 0 as there takes in all four documents; row 1 would
+    # need a fifth to keep B = 2 buffered, so the replay stops after row 0 with doc 1 waiting, 6 tokens buffered
+    s, t = _fates(tmp_path, _stream([2, 6, 1, 3], passes=1), "original", 5, 4, 2)
+    assert (s["rows"], s["budget_rows"], s["budget_reached"], s["passes_started"]) == (1, 5, False, 1)
+    assert [tuple(r[c] for c in COLUMNS) for r in t] == [
+        ("whole", 1, 0, 0, 2, 0, 0, 0, 0, 1),
+        ("waiting", 1, 1, 1, 0, 0, 6, None, None, None),
+        ("whole", 1, 2, 2, 1, 0, 0, 1, 0, 0),
+        ("partial", 1, 3, 3, 1, 2, 0, 2, 0, 0)]
+    assert s["partition_holds"] and s["buffered"] == 6

@@ -13,7 +13,7 @@ import audit.fates as fates
 import audit.spill as spill
 import audit.trace as trace
 from audit.adapters import BOS, FIRST_ID, PAD, concat_chunk, ours
-from audit.compute import finish, trace_packer
+from audit.compute import finish, protected_of, protected_unstarted, trace_packer
 from audit.events import EventSink, read_events, records_from_columns
 from audit.feed import PassRefills
 from audit.proposition import PropositionWatch
@@ -44,7 +44,8 @@ def in_memory(packer_fn, refills, name, rows, R, B, drain_rows=None, label_names
     buffered = int(L.sum()) + added_all - int(rec["emitted"].sum()) - discarded
     lab = np.asarray(tally.labels.names, dtype=object)[tally.live["label"][rec["source_id"]]] if label_names else None
     made = tr.rows  # the rows the packer made within the budget: fewer where its input ended first
-    out = finish(tally, watch, name, made, R, B, None, added_all, buffered, [], applies=applies, budget_rows=rows)
+    out = finish(tally, protected_of(watch, protected_unstarted(tally.live, watch.ps.members)), name, made, R, B,
+                 None, added_all, buffered, [], applies=applies, budget_rows=rows)
     out["discarded"] = discarded
     out["partition_holds"] = out["tokens_arrived"] + out["bos_added"] == out["emitted"] + out["discarded"] + out["buffered"]
     out["protected"]["why_not"] = None if applies else "its rule is not the paper's family"

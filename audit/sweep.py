@@ -1,0 +1,249 @@
+"""The frontier: `python -m audit ... --sweep KEY=V1,V2,...` replays every combination of the listed settings
+on the audit's stream and budget, and shows what each trades.
+
+  python -m audit --synthetic --sweep buffer=1,10,100,1000,10000 --sweep packer=original,lossless,segment_first,random_span
+  python -m audit --lengths F --sweep row_capacity=1025,2049,4097 --sweep ranks=1,8 --out runs/frontier
+
+Keys: buffer (B, at least 1), packer (the paper's four, replayed by the compiled core), row_capacity
+(R, at least 2), ranks (N data-parallel ranks: N x --loader-workers worker streams, each with its own
+packer and buffer over its share of the documents, --split-by, as `--ranks` audits them). A key left
+out keeps the command line's value: that is the current configuration. The paper's configuration
+(R = 2049, B = 1000, original, one stream) and the current one are always among the points, and marked.
+
+Each configuration is replayed to the same budget of targets (the audit's: --targets, --updates or its
+default), in whole rows of its own R (rounded down). Its measures, at that horizon:
+
+  crop waste           tokens discarded / tokens arrived
+  never started        sources longer than REF that arrived and were never started, where REF is the
+                       command line's --row-capacity whatever R the configuration packs to, so that every
+                       configuration is judged on the same documents
+  last-tenth exposure  tokens of the last tenth of those sources emitted / arrived
+
+The Pareto set: the configurations that no other one beats on all three at once (as little waste, as
+few never started, as much exposure, and better on one). The cheapest change: among the listed
+configurations that start every source longer than REF by the horizon, the one with the least crop
+waste (ties: the fewest settings changed from the current one, then the smaller buffer), or a line
+that says none does. Bad input (an unknown key or value, an empty list, a buffer under 1) is one line,
+before anything is read or written.
+
+Writes to --out: frontier.md (the definitions, the table, the Pareto set, the cheapest change),
+frontier.json (the same) and frontier.png.
+"""
+import itertools
+import time
+from pathlib import Path
+
+from audit import plots
+from audit.compute import replay_packer
+from audit.feed import PassRefills
+from audit.fmt import table as md_table
+from audit.run import budget, check_args, load_stream
+from audit.topology import check_topology, rows_per_stream, shares
+from corpus.atomic import atomic_write_json, atomic_write_text
+from corpus.errors import DataError
+from loaders.core import PACKERS
+
+KEYS = ("buffer", "packer", "row_capacity", "ranks")
+# a configuration: the four KEYS and the DataLoader workers of each rank (the command line's, not swept)
+PAPER = {"row_capacity": 2049, "buffer": 1000, "packer": "original", "ranks": 1, "loader_workers": 1}
+FILES = ("frontier.md", "frontier.json", "frontier.png")
+
+
+def parse_sweeps(items):
+    """['buffer=1,10', 'packer=original'] -> {"buffer": [1, 10], "packer": ["original"]}, or one DataError line."""
+    grid = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or key not in KEYS:
+            raise DataError(f"--sweep {item!r}: expected KEY=V1,V2,... with KEY one of {', '.join(KEYS)}")
+        if key in grid:
+            raise DataError(f"--sweep {key}: given twice; list every value once (--sweep {key}=A,B,...)")
+        values = [v.strip() for v in text.split(",") if v.strip()]
+        if not values:
+            raise DataError(f"--sweep {key}=: no values; list at least one (--sweep {key}=A,B,...)")
+        grid[key] = [_value(key, v) for v in values]
+        if len(set(grid[key])) < len(grid[key]):
+            raise DataError(f"--sweep {key}={text}: a value listed twice")
+    return grid
+
+
+def _value(key, v):
+    if key == "packer":
+        if v not in PACKERS:
+            raise DataError(f"--sweep packer={v}: the frontier replays the paper's packers ({', '.join(PACKERS)})")
+        return v
+    lowest = {"buffer": 1, "row_capacity": 2, "ranks": 1}[key]
+    try:
+        n = int(v)
+    except ValueError:
+        raise DataError(f"--sweep {key}={v}: expected integers") from None
+    if n < lowest:
+        raise DataError(f"--sweep {key}={v}: {'B' if key == 'buffer' else key} must be at least {lowest}")
+    return n
+
+
+def configurations(grid, current):
+    """Every combination of the grid (unlisted keys at their current value), then the current and the paper's
+    configurations when the grid does not hold them."""
+    out = [{**dict(zip(KEYS, combo)), "loader_workers": current["loader_workers"]}
+           for combo in itertools.product(*(grid.get(k, [current[k]]) for k in KEYS))]
+    for extra in (current, PAPER):
+        if extra not in out:
+            out.append(dict(extra))
+    return out
+
+
+def usable(cfgs, grid, current, targets, n_docs, group):
+    """The configurations, each refused in one line when the budget gives one of its worker streams no row or
+    the stream too few documents for them; the paper's, added beside the grid, is left out (with a note) instead."""
+    out = []
+    for cfg in cfgs:
+        W, rows = cfg["ranks"] * cfg["loader_workers"], targets // (cfg["row_capacity"] - 1)
+        try:
+            if rows < W:
+                raise DataError(f"--sweep: {describe(cfg)}: the budget of {targets:,} targets makes {rows:,} rows of "
+                                f"{cfg['row_capacity'] - 1:,} targets, fewer than its {W} worker stream(s)")
+            check_topology(n_docs, W, group)
+        except DataError:
+            in_grid = cfg["loader_workers"] == current["loader_workers"] and all(
+                cfg[k] in grid.get(k, [current[k]]) for k in KEYS)
+            if cfg == PAPER and cfg != current and not in_grid:
+                print(f"note: the paper's configuration ({describe(cfg)}) left out: this budget gives it no row")
+                continue
+            raise
+        out.append(cfg)
+    return out
+
+
+def measure(stream, cfg, targets, ref, group, refill_docs):
+    """One configuration's point: its measures at the horizon, summed over its worker streams."""
+    R, W = cfg["row_capacity"], cfg["ranks"] * cfg["loader_workers"]
+    rows = targets // (R - 1)
+    parts = shares(stream, W, group, refill_docs) if W > 1 else [stream]
+    t0, tot = time.perf_counter(), dict.fromkeys(("tokens_arrived", "discarded", "bos_added"), 0)
+    ref_tot = dict.fromkeys(("arrived", "started", "last_tenth_arrived", "last_tenth_emitted"), 0)
+    for part, r in zip(parts, rows_per_stream(rows, W)):
+        s = replay_packer(PassRefills(part.lengths, part.refills), cfg["packer"], r, R, cfg["buffer"], ref_length=ref)
+        for k in tot:
+            tot[k] += s[k]
+        for k in ref_tot:
+            ref_tot[k] += s["longer_than_ref"][k]
+    return {**cfg, "worker_streams": W, "rows": rows, "targets": rows * (R - 1), **tot,
+            "crop_waste": tot["discarded"] / tot["tokens_arrived"] if tot["tokens_arrived"] else 0.0,
+            "long_arrived": ref_tot["arrived"], "long_never_started": ref_tot["arrived"] - ref_tot["started"],
+            "last_tenth_exposure": (ref_tot["last_tenth_emitted"] / ref_tot["last_tenth_arrived"]
+                                    if ref_tot["last_tenth_arrived"] else None),
+            "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def pareto(points):
+    """Indices of the points that no other point beats: at most its waste and never-started count, at least its
+    exposure, and better on one of the three."""
+    def key(p):
+        return p["crop_waste"], p["long_never_started"], -(p["last_tenth_exposure"] or 0.0)
+
+    keys = [key(p) for p in points]
+    return [i for i, a in enumerate(keys)
+            if not any(all(x <= y for x, y in zip(b, a)) and b != a for b in keys)]
+
+
+def changed(cfg, current):
+    return [k for k in KEYS if cfg[k] != current[k]]
+
+
+def cheapest_change(points, current, ref):
+    """The one line: the cheapest listed change that starts every source longer than ref by the horizon."""
+    now = next(p for p in points if _cfg(p) == current)
+    if now["long_never_started"] == 0:
+        return (f"The current configuration ({describe(current)}) already starts every source longer than {ref:,} "
+                f"tokens by the horizon (crop waste {now['crop_waste']:.2%}).")
+    ok = [p for p in points if p["long_never_started"] == 0]
+    if not ok:
+        best = min(points, key=lambda p: (p["long_never_started"], p["crop_waste"]))
+        return (f"None of the {len(points)} listed configurations starts every source longer than {ref:,} tokens by "
+                f"the horizon: the fewest never started is {best['long_never_started']:,} of {best['long_arrived']:,} "
+                f"({describe(_cfg(best))}); the current configuration leaves {now['long_never_started']:,}.")
+    best = min(ok, key=lambda p: (p["crop_waste"], len(changed(_cfg(p), current)), p["buffer"]))
+    change = ", ".join(f"{k} {current[k]} -> {best[k]}" for k in changed(_cfg(best), current))
+    return (f"Cheapest listed change that starts every source longer than {ref:,} tokens by the horizon: {change} "
+            f"(crop waste {now['crop_waste']:.2%} -> {best['crop_waste']:.2%}; never started "
+            f"{now['long_never_started']:,} -> 0).")
+
+
+def _cfg(p):
+    return {k: p[k] for k in (*KEYS, "loader_workers")}
+
+
+def describe(cfg):
+    workers = f" x {cfg['loader_workers']} workers" if cfg["loader_workers"] > 1 else ""
+    return f"R {cfg['row_capacity']:,}, B {cfg['buffer']:,}, {cfg['packer']}, {cfg['ranks']} rank(s){workers}"
+
+
+def current_of(args):
+    """The command line's configuration: its R, B, ranks and loader workers, and its packer when it names one of
+    the paper's."""
+    named = [p for p in (args.packers or "").split(",") if p in PACKERS]
+    return {"row_capacity": args.row_capacity, "buffer": args.buffer, "packer": named[0] if len(named) == 1 else
+            "original", "ranks": args.ranks, "loader_workers": args.loader_workers}
+
+
+def run_sweep(args) -> int:
+    """--sweep: every bad value refused in one line before the stream is read; then the points and the three files."""
+    grid = parse_sweeps(args.sweep)
+    check_args(args)
+    current, out = current_of(args), Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise DataError(f"--out {out}: is a file, not a folder")
+    stream = load_stream(args)
+    targets, reason = budget(args, stream, args.row_capacity)
+    ref, cfgs = args.row_capacity, usable(configurations(grid, current), grid, current, targets, stream.n,
+                                                   args.group)
+    print(f"frontier of {stream.name}: {len(cfgs)} configurations, {targets:,} targets each ({reason}) -> {out}")
+    points = []
+    for cfg in cfgs:
+        points.append(measure(stream, cfg, targets, ref, args.group, args.refill_docs))
+        p = points[-1]
+        print(f"  {describe(cfg)}: crop waste {p['crop_waste']:.2%}, never started {p['long_never_started']:,}, "
+              f"last tenth {_pct(p['last_tenth_exposure'])} ({p['seconds']:.2f}s)")
+    for p in points:
+        p["paper"], p["current"] = _cfg(p) == PAPER, _cfg(p) == current
+    front, line = pareto(points), cheapest_change(points, current, ref)
+    summary = {"stream": stream.name, "targets": targets, "budget_reason": reason, "reference_length": ref,
+               "grid": grid, "current": current, "paper": PAPER, "points": points, "pareto": front,
+               "cheapest_change": line}
+    write_frontier(summary, out)
+    print(line)
+    print(f"wrote {out}: {', '.join(FILES)}")
+    return 0
+
+
+def _pct(x):
+    return "n/a" if x is None else f"{x:.2%}"
+
+
+def write_frontier(summary, out):
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "frontier.json", summary)
+    plots.frontier(summary["points"], summary["pareto"], summary["reference_length"], out / "frontier.png")
+    atomic_write_text(out / "frontier.md", frontier_md(summary))
+
+
+def frontier_md(s) -> str:
+    ref, front = s["reference_length"], set(s["pareto"])
+    rows = [[("**" if i in front else "") + describe(_cfg(p)) + ("**" if i in front else ""),
+             "paper" if p["paper"] else "", "current" if p["current"] else "", f"{p['crop_waste']:.2%}",
+             f"{p['long_never_started']:,} of {p['long_arrived']:,}", _pct(p["last_tenth_exposure"]),
+             f"{p['rows']:,}", f"{p['seconds']:.2f}"] for i, p in enumerate(s["points"])]
+    table = "\n".join(md_table(["configuration", "", "", "crop waste", f"never started (longer than {ref:,})",
+                      "last-tenth exposure", "rows", "seconds"], rows))
+    return "\n".join([
+        f"# The frontier of {s['stream']}", "",
+        f"Every configuration replayed to {s['targets']:,} targets ({s['budget_reason']}), in whole rows of its own R. "
+        f"Crop waste: tokens discarded over tokens arrived. Never started: sources longer than {ref:,} tokens (the "
+        f"command line's R, for every configuration) that arrived and were never started by the horizon. Last-tenth "
+        f"exposure: the tokens of those sources' last tenth emitted, over those arrived.", "",
+        table, "",
+        f"Pareto set (bold): {len(front)} of {len(s['points'])} configurations, those no other one beats on all three "
+        f"measures at once.", "",
+        s["cheapest_change"], "", "![frontier](frontier.png)", ""])
+

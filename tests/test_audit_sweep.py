@@ -1,0 +1,118 @@
+"""The frontier (python -m audit ... --sweep): a point is the single audit of its configuration (one stream, and
+two ranks against the topology audit's merged totals); the cheapest-change line on a stream worked by hand, and
+in its other two forms; the Pareto set; bad input refused in one line with nothing written."""
+import json
+
+import numpy as np
+import pytest
+
+from audit import __main__ as audit_cli
+from audit import sweep
+from conftest import one_line_error
+
+R = 128  # a stratum bound: the single audit's exposure rows above it are exactly the sources longer than R
+
+
+def _lengths_file(tmp_path):
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 100, 3000)
+    lengths[::13] = rng.integers(R + 1, 6 * R, len(lengths[::13]))
+    lengths[::97] = R  # exactly R: not long
+    path = tmp_path / "lengths.txt"
+    path.write_text("\n".join(map(str, lengths.tolist())) + "\n")
+    return path
+
+
+def _single(tmp_path, lengths, name, *extra):
+    out = tmp_path / name
+    assert audit_cli.main(["--lengths", str(lengths), "--row-capacity", str(R), "--targets", str(600 * (R - 1)),
+                           "--permutations", "0", "--no-figures", "--out", str(out), *extra]) == 0
+    return json.loads((out / "summary.json").read_text())
+
+
+def _last_tenth(exposure):
+    """Emitted over arrived tokens of the last tenth, over the strata above R."""
+    rows = [e for e in exposure if int(e["stratum"].lstrip(">").split("-")[0]) > R]
+    return sum(e["emitted_tokens"][9] for e in rows) / sum(e["arrived_tokens"][9] for e in rows)
+
+
+def test_a_frontier_point_is_the_single_audit_of_its_configuration(tmp_path):
+    lengths = _lengths_file(tmp_path)
+    out = tmp_path / "frontier"
+    assert audit_cli.main(["--lengths", str(lengths), "--row-capacity", str(R), "--targets", str(600 * (R - 1)),
+                           "--sweep", "buffer=3,40", "--sweep", "packer=original,lossless", "--sweep", "ranks=1,2",
+                           "--out", str(out)]) == 0
+    front = json.loads((out / "frontier.json").read_text())
+    assert {p.name for p in out.iterdir()} == set(sweep.FILES)
+    point = {(p["buffer"], p["packer"], p["ranks"]): p for p in front["points"]}
+    one = _single(tmp_path, lengths, "one", "--buffer", "40", "--packers", "lossless")["packers"]["lossless"]
+    got = point[40, "lossless", 1]
+    assert got["crop_waste"] == one["discarded"] / one["tokens_arrived"] and got["tokens_arrived"] == one["tokens_arrived"]
+    assert got["long_arrived"] == one["sources_longer_than_R_arrived"] > 0
+    assert got["long_never_started"] == one["sources_longer_than_R_arrived"] - one["sources_longer_than_R_started"]
+    assert got["last_tenth_exposure"] == pytest.approx(_last_tenth(one["position_exposure"]), rel=1e-12)
+    two = _single(tmp_path, lengths, "two", "--buffer", "3", "--packers", "original", "--ranks", "2")
+    merged, got = two["topology"]["packers"]["original"]["merged"], point[3, "original", 2]
+    assert (got["discarded"], got["tokens_arrived"]) == (merged["discarded"], merged["tokens_arrived"])
+    assert got["long_never_started"] == merged["sources_longer_than_R_arrived"] - merged["sources_longer_than_R_started"]
+    assert got["last_tenth_exposure"] == pytest.approx(_last_tenth(merged["position_exposure"]), rel=1e-12)
+
+
+def test_the_cheapest_change_on_a_stream_worked_by_hand(tmp_path, capsys):
+    # R = 4, one document a refill: a source of 5 tokens, then eleven of 2; 3 rows (9 targets). The current
+    # configuration, B = 2 original, always has a 2 that fits and never starts the 5 (waste 0). B = 1 original
+    # crops the 5 in row 1 (4 emitted, 1 discarded; docs 0-4 arrive: 13 tokens, waste 1/13). Segment-first cuts the
+    # 5 into chunks of 4 and 2 (BOS + 1), which fit: started, waste 0, at B = 1 and at B = 2. Cheapest: no waste,
+    # then the fewest settings changed: the packer alone. The paper's configuration gets no row of 2,048 targets.
+    path = tmp_path / "l.txt"
+    path.write_text("\n".join(map(str, [5] + [2] * 11)) + "\n")
+    out = tmp_path / "f"
+    assert audit_cli.main(["--lengths", str(path), "--row-capacity", "4", "--buffer", "2", "--refill-docs", "1",
+                           "--targets", "9", "--sweep", "buffer=1,2", "--sweep", "packer=original,segment_first",
+                           "--out", str(out)]) == 0
+    front = json.loads((out / "frontier.json").read_text())
+    got = {(p["buffer"], p["packer"]): (p["crop_waste"], p["long_never_started"]) for p in front["points"]}
+    assert got == {(1, "original"): (1 / 13, 0), (1, "segment_first"): (0.0, 0), (2, "original"): (0.0, 1),
+                   (2, "segment_first"): (0.0, 0)}
+    want = ("Cheapest listed change that starts every source longer than 4 tokens by the horizon: packer original -> "
+            "segment_first (crop waste 0.00% -> 0.00%; never started 1 -> 0).")
+    assert front["cheapest_change"] == want and want in (out / "frontier.md").read_text()
+    assert "left out: this budget gives it no row" in capsys.readouterr().out
+
+
+def _point(buffer, packer, waste, never, exposure=0.5):
+    return {"row_capacity": 9, "buffer": buffer, "packer": packer, "ranks": 1, "loader_workers": 1,
+            "crop_waste": waste, "long_never_started": never, "long_arrived": 7, "last_tenth_exposure": exposure}
+
+
+def test_the_cheapest_change_line_when_the_current_one_starts_everything_and_when_none_does():
+    cur = {"row_capacity": 9, "buffer": 5, "packer": "original", "ranks": 1, "loader_workers": 1}
+    pts = [_point(5, "original", 0.2, 3), _point(50, "original", 0.1, 2), _point(5, "lossless", 0.0, 1)]
+    line = sweep.cheapest_change(pts, cur, 9)
+    assert line.startswith("None of the 3 listed configurations starts every source longer than 9 tokens") \
+        and "the fewest never started is 1 of 7 (R 9, B 5, lossless, 1 rank(s))" in line and line.endswith("leaves 3.")
+    pts[0]["long_never_started"] = 0
+    assert sweep.cheapest_change(pts, cur, 9).startswith("The current configuration (R 9, B 5, original, 1 rank(s)) "
+                                                         "already starts every source longer than 9 tokens")
+
+
+def test_the_pareto_set_is_every_point_no_other_beats_on_all_three():
+    pts = [_point(1, "a", 0.1, 5, 0.5), _point(2, "b", 0.2, 5, 0.5), _point(3, "c", 0.3, 0, 0.1),
+           _point(4, "d", 0.1, 5, 0.5), _point(5, "e", 0.0, 9, 0.9)]
+    assert sweep.pareto(pts) == [0, 2, 3, 4]  # b loses to a on waste alone; a and d tie, neither beats the other
+
+
+@pytest.mark.parametrize("sweeps,needle", [
+    (["bufer=1,2"], "--sweep 'bufer=1,2': expected KEY=V1,V2,... with KEY one of buffer, packer, row_capacity, ranks"),
+    (["buffer="], "--sweep buffer=: no values"),
+    (["buffer=1,0"], "--sweep buffer=0: B must be at least 1"),
+    (["buffer=1", "buffer=2"], "--sweep buffer: given twice"),
+    (["packer=original,shortest"], "--sweep packer=shortest: the frontier replays the paper's packers"),
+    (["row_capacity=2049,x"], "--sweep row_capacity=x: expected integers"),
+    (["ranks=0"], "--sweep ranks=0: ranks must be at least 1"),
+])
+def test_a_bad_sweep_is_one_line_and_writes_nothing(tmp_path, capsys, sweeps, needle):
+    out = tmp_path / "never"
+    argv = ["--lengths", str(tmp_path / "missing.txt"), "--out", str(out)]
+    one_line_error(capsys, audit_cli.main(argv + [a for s in sweeps for a in ("--sweep", s)]), needle)
+    assert not out.exists()
