@@ -16,9 +16,10 @@ from collections import defaultdict
 import numpy as np
 
 
-def account(lengths, rows, horizon, arrived, passes=1):
+def account(lengths, rows, horizon, arrived, passes=1, sources=None):
     """Per document fates and the summary's partition counts. lengths: one pass; rows: the loader's rows as span
-    lists; arrived: sources pulled when the budget's last row came out."""
+    lists; arrived: sources pulled when the budget's last row came out (or `sources`, the ids that arrived, where
+    a loader's passes do not bring every document back)."""
     n = len(lengths)
     L = np.tile(np.asarray(lengths, np.int64), passes)
     spans = defaultdict(list)
@@ -26,22 +27,23 @@ def account(lengths, rows, horizon, arrived, passes=1):
         for s, a, b in row:
             if b > a:
                 spans[s].append((a, b, r))
-    own, disc, buf = (np.zeros(arrived, np.int64) for _ in range(3))
-    for s in range(arrived):
-        own[s], disc[s], buf[s] = _arrival(sorted(spans.get(s, [])), int(L[s]), horizon)
+    ids = np.arange(arrived) if sources is None else np.asarray(sources, np.int64)
+    own, disc, buf = (np.zeros(len(ids), np.int64) for _ in range(3))
+    for i, s in enumerate(ids.tolist()):
+        own[i], disc[i], buf[i] = _arrival(sorted(spans.get(s, [])), int(L[s]), horizon)
     fate = np.full(n, "not_arrived", dtype=object)
     whole, started, buffered, seen = (np.zeros(n, bool) for _ in range(4))
-    for s in range(arrived):
+    for i, s in enumerate(ids.tolist()):
         d = s % n
         seen[d] = True
-        whole[d] |= own[s] == L[s]
-        started[d] |= own[s] > 0
-        buffered[d] |= buf[s] > 0
+        whole[d] |= own[i] == L[s]
+        started[d] |= own[i] > 0
+        buffered[d] |= buf[i] > 0
     fate[seen] = "dropped"
     fate[seen & buffered] = "waiting"
     fate[started] = "partial"
     fate[whole] = "whole"
-    counts = {"sources_arrived": int(arrived), "tokens_arrived": int(L[:arrived].sum()), "emitted": int(own.sum()),
+    counts = {"sources_arrived": len(ids), "tokens_arrived": int(L[ids].sum()), "emitted": int(own.sum()),
               "discarded": int(disc.sum()), "buffered": int(buf.sum()), "sources_started": int((own > 0).sum()),
               "sources_never_started": int((own == 0).sum())}
     return fate, counts

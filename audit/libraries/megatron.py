@@ -20,6 +20,7 @@ window (the dropped partial sample, the held-out split) is discarded. Epoch k of
 the k-th place the document takes in the document index.
 """
 import importlib
+import importlib.machinery
 import importlib.util
 import logging
 import os
@@ -44,6 +45,8 @@ def megatron():
         for name, path in (("megatron", root), ("megatron.core", os.path.join(root, "core"))):
             stub = types.ModuleType(name)
             stub.__path__ = [path]
+            stub.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)  # find_spec() reads it
+            stub.__spec__.submodule_search_locations = [path]
             sys.modules[name] = stub
         importlib.import_module("megatron.core.parallel_state")  # first: its circle with core.utils then closes
     logging.getLogger("megatron.core").setLevel(logging.ERROR)  # its INFO lines narrate every index it builds
