@@ -124,7 +124,8 @@ def _trace(stream, name, rows, R, B, work, user, sink, labelled, progress, table
     s["how"] = spec.how or "traced"  # the packer itself run on tracer documents, or a rule written from its code
     if plan is not None:
         s["loader"] = plan.facts
-    s["library"] = {"name": spec.library, "version": library_version(spec)} if spec.library else None
+    s["library"] = {"name": spec.library, "version": library_version(spec)} if spec.library else (
+        {"name": spec.how, "version": None} if spec.how else None)  # a rule names the library code it was read from
     s["settings"] = spec.settings
     return s
 

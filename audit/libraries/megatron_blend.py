@@ -70,8 +70,7 @@ def blend_audit(stream, name, rows, R, B, work, csv=False, progress=None, fates=
     laid = dataclasses.replace(stream, name=f"{stream.name} as megatron_blend reads it", lengths=stream.lengths[doc],
                                refills=np.append(np.arange(0, len(doc), 128), len(doc)), passes=1, index=index,
                                labels=None if stream.labels is None else np.asarray(stream.labels, object)[doc])
-    inner = Spec(name, lambda R_, B_, w: packer(plan, len(doc)), capacity=lambda r: r - 1, settings=SETTINGS,
-                 why_not=WHY_NOT)
+    inner = Spec(name, lambda R_, B_, w: packer(plan, len(doc)), "megatron-core", lambda r: r - 1, SETTINGS, WHY_NOT)
     s = run(laid, name, rows, R, B, work, csv, inner, progress, fates)
     if "refused" in s:
         return s
@@ -194,6 +193,9 @@ def per_dataset_fates(path, members, stream):
 
 SETTINGS = {"blend": "one dataset per label, in order of first appearance", "row": "a sample's seq_length inputs",
             "rows": "the blend's samples in its order; after them nothing (a dataset's surplus samples are never "
-                    "drawn)"}
+                    "drawn)",
+            "at the horizon": "the budget is the blend's first samples, each a random window of its dataset's shuffled "
+                              "index; a document read in two epochs arrives twice; windows no blend sample draws, and "
+                              "tokens in no window, are discarded"}
 WHY_NOT = ("no buffered selection: windows of seq_length + 1 tokens over shuffled documents, never cropped; "
            "a blend of datasets each with its own epochs")
