@@ -43,6 +43,7 @@ from pathlib import Path
 
 from corpus.atomic import atomic_write_json
 from corpus.errors import DataError, check_out_folder
+from records.reexecution import Reexecution
 
 PAPER_RANKS = 8  # the paper's 8 GPUs (README: torchrun --nproc_per_node=8)
 STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue", "queue_study", "summary")
@@ -83,7 +84,7 @@ def main(argv=None):
             return rc
         gc.collect()  # a stage's garbage goes before the next begins: a training run freezes what exists, uncollected
     clock.stop()
-    from findings.provenance import folder_bytes
+    from records.provenance import folder_bytes
 
     print(f"\nmain job done in {time.time() - t0:.0f}s; results under {out}/ ({folder_bytes(out) / 1e6:,.0f} MB); "
           f"read {out / 'SUMMARY.md'}")
@@ -232,8 +233,8 @@ def run_queue_stage(qdir, data_dir, on_skip=lambda: None):
     from presets.shapes import QUEUE_DEMO
     from presets.six import PRESETS
     from shardqueue import api
-    from shardqueue.reexecute import RESULT, reexecute_folder
-    from shardqueue.replay import reconstruct_folder
+    from shardqueue.checks.reexecute import RESULT, reexecute_folder
+    from shardqueue.checks.replay import reconstruct_folder
     from training.device import resolve_device
 
     device = resolve_device("auto")  # as queue/run_queue.py's default; main() has configured it
@@ -256,7 +257,7 @@ def run_queue_stage(qdir, data_dir, on_skip=lambda: None):
                     print(f"error: calibration failed: {rec['reason']}", file=sys.stderr)
                     return 1
                 print(api.describe_calibration(rec))
-            summary = api.run(qdir, None, "queue", None, 0.0, QUEUE_BUDGET, 6, True,
+            summary = api.run(qdir, None, api.RunPlan(budget_targets=QUEUE_BUDGET),
                               resume=(qdir / "decisions.jsonl").exists(), device=device)
             line, err = api.describe_run(summary, qdir)
             print(line)
@@ -275,11 +276,12 @@ def run_queue_stage(qdir, data_dir, on_skip=lambda: None):
 
 
 def _held(path):
-    """Whether the re-execution's result file says it held (a rerun repeats a failed or missing one)."""
+    """Whether the re-execution's result file says it held (a rerun repeats a failed, missing or older one)."""
     try:
-        return json.loads(Path(path).read_text()).get("held") is True
-    except (OSError, ValueError, AttributeError):
+        rx = Reexecution.load(Path(path).parent)
+    except DataError:
         return False
+    return rx is not None and rx.held
 
 
 def queue_stage(out, data_dir, clock):

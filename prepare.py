@@ -138,53 +138,30 @@ def prepare(args) -> dict:
 
 
 def _prepare(args, lay) -> dict:
-    from console.progress import bar as tqdm
-
-    from corpus.census import write_census
-    from corpus.pretokenize import TokenShard, shard_paths, tokenize_shard, verify_shard
-    from corpus.shards import iter_row_group_texts
-    from corpus.tokenizer import FILES as TOKENIZER_FILES
-    from corpus.tokenizer import TOKENIZER_FILE, load_encoding, save_encoding, train_encoding, verify_tokenizer
-    from corpus.verify import file_record
-
     _log(f"data root: {lay.root}")
     remove_stale_temporaries(lay.root)
-    did = []
+    did = []  # the steps that did work: a step after one of them is redone too
     ident = _identity(args, sys.version)
     old = _read_json(lay.record)
     if old is not None and old.get("arguments") != ident:
         # another build starts here: no completion record may survive until it is complete
         lay.record.unlink()
         _log("arguments differ from the previous build: rebuilding what depends on them")
+    train_names, val_name = _step_shards(args, lay, ident, did)
+    shard_sha = {n: sha256_file(lay.raw / n) for n in train_names + [val_name]}
+    enc, tok_sha = _step_tokenizer(args, lay, train_names, shard_sha, did)
+    names = train_names + [val_name]
+    _step_tokens(args, lay, names, enc, tok_sha, shard_sha, did)
+    shards, summary = _step_census(lay, [n[:-8] for n in names], did)
+    record = _step_record(args, lay, ident, train_names, val_name, tok_sha, shard_sha, shards, did)
+    if not did:
+        _log(f"nothing to do: {lay.root} is complete and verified")
+    return {"layout": lay, "census": summary, "did": did, "record": record}
 
-    # 1. shards
-    if args.source in ("stdlib", "parquet"):
-        from corpus.parquet_corpus import build_parquet_corpus
-        from corpus.stdlib_corpus import build_stdlib_corpus
 
-        want = {k: v for k, v in ident.items() if k not in ("source", "vocab_size")}
-        man_path = lay.raw / "manifest.json"
-        cfg_path = lay.raw / "build.json"
-        have, man = _read_json(cfg_path), _read_json(man_path)
-        # a shard is reused only when build.json (written last) names these arguments and its SHA256
-        shards_ok = (have is not None and have.get("arguments") == want and man is not None
-                     and all((lay.raw / n).exists() and sha256_file(lay.raw / n) == have["shards_sha256"].get(n)
-                             for n in man["train_shards"] + [man["val_shard"]]))
-        if not shards_ok:
-            cfg_path.unlink(missing_ok=True)
-            if args.source == "stdlib":
-                man = build_stdlib_corpus(lay.raw, args.shards, args.seed, args.row_group_size, args.max_files, log=_log)
-            else:
-                man = build_parquet_corpus(lay.raw, args.input, args.text_column, args.source_column, args.shards,
-                                           args.seed, args.row_group_size, log=_log)
-            if man.get("duplicate_texts_dropped"):
-                _log(f"dropped {man['duplicate_texts_dropped']:,} exact duplicate texts (each kept once)")
-            names = man["train_shards"] + [man["val_shard"]]
-            atomic_write_json(cfg_path, {"arguments": want,
-                                         "shards_sha256": {n: sha256_file(lay.raw / n) for n in names}})
-            did.append("shards")
-        train_names, val_name = man["train_shards"], man["val_shard"]
-    else:
+def _step_shards(args, lay, ident, did):
+    """1. the parquet shards: built (stdlib, parquet) or downloaded (climbmix); (training names, validation name)."""
+    if args.source not in ("stdlib", "parquet"):
         from corpus.download import BASE_URL, climbmix_files, download_all
 
         files = climbmix_files(args.train_shards)
@@ -192,11 +169,40 @@ def _prepare(args, lay) -> dict:
         download_all(files, lay.raw, base_url=args.base_url or BASE_URL, workers=args.workers, log=_log)
         if set(files) - before:
             did.append("download")
-        train_names, val_name = files[:-1], files[-1]
+        return files[:-1], files[-1]
+    from corpus.parquet_corpus import build_parquet_corpus
+    from corpus.stdlib_corpus import build_stdlib_corpus
 
-    shard_sha = {n: sha256_file(lay.raw / n) for n in train_names + [val_name]}
+    want = {k: v for k, v in ident.items() if k not in ("source", "vocab_size")}
+    man_path = lay.raw / "manifest.json"
+    cfg_path = lay.raw / "build.json"
+    have, man = _read_json(cfg_path), _read_json(man_path)
+    # a shard is reused only when build.json (written last) names these arguments and its SHA256
+    shards_ok = (have is not None and have.get("arguments") == want and man is not None
+                 and all((lay.raw / n).exists() and sha256_file(lay.raw / n) == have["shards_sha256"].get(n)
+                         for n in man["train_shards"] + [man["val_shard"]]))
+    if not shards_ok:
+        cfg_path.unlink(missing_ok=True)
+        if args.source == "stdlib":
+            man = build_stdlib_corpus(lay.raw, args.shards, args.seed, args.row_group_size, args.max_files, log=_log)
+        else:
+            man = build_parquet_corpus(lay.raw, args.input, args.text_column, args.source_column, args.shards,
+                                       args.seed, args.row_group_size, log=_log)
+        if man.get("duplicate_texts_dropped"):
+            _log(f"dropped {man['duplicate_texts_dropped']:,} exact duplicate texts (each kept once)")
+        names = man["train_shards"] + [man["val_shard"]]
+        atomic_write_json(cfg_path, {"arguments": want,
+                                     "shards_sha256": {n: sha256_file(lay.raw / n) for n in names}})
+        did.append("shards")
+    return man["train_shards"], man["val_shard"]
 
-    # 2. tokenizer, trained on the training shards only; reused only when its recorded SHA256 verifies
+
+def _step_tokenizer(args, lay, train_names, shard_sha, did):
+    """2. the tokenizer, trained on the training shards only; reused only when its recorded SHA256 verifies.
+    (encoding, SHA256 of its file)."""
+    from corpus.shards import iter_row_group_texts
+    from corpus.tokenizer import TOKENIZER_FILE, load_encoding, save_encoding, train_encoding, verify_tokenizer
+
     tok_cfg = {"vocab_size": args.vocab_size, "train_shards_sha256": [shard_sha[n] for n in train_names]}
     tok_cfg_path = lay.tokenizer / "trained_on.json"
     reuse = _read_json(tok_cfg_path) == tok_cfg and (lay.tokenizer / TOKENIZER_FILE).exists()
@@ -221,10 +227,14 @@ def _prepare(args, lay) -> dict:
         _log(f"tokenizer: vocab {enc.n_vocab} trained in {time.time() - t0:.1f}s -> {lay.tokenizer}")
         did.append("tokenizer")
     enc = load_encoding(lay.tokenizer, prepared=False)  # prepared.json is written from it below
-    tok_sha = sha256_file(lay.tokenizer / TOKENIZER_FILE)
+    return enc, sha256_file(lay.tokenizer / TOKENIZER_FILE)
 
-    # 3. pre-tokenized shards (a shard's json names its parquet and tokenizer SHA256s)
-    names = train_names + [val_name]
+
+def _step_tokens(args, lay, names, enc, tok_sha, shard_sha, did):
+    """3. the pre-tokenized shards (a shard's json names its parquet and tokenizer SHA256s)."""
+    from console.progress import bar as tqdm
+    from corpus.pretokenize import tokenize_shard, verify_shard
+
     todo = [n for n in names if not verify_shard(lay.raw / n, lay.tokens, tok_sha, shard_sha[n])]
     if todo:
         t0, ntok = time.time(), 0
@@ -234,10 +244,15 @@ def _prepare(args, lay) -> dict:
         _log(f"pre-tokenized {len(todo)} shards: {ntok:,} tokens in {dt:.1f}s ({ntok / max(dt, 1e-9):,.0f} tokens/s, {args.threads} threads)")
         did.append("tokens")
 
-    # 4. census (cheap, derived from the offsets; rewritten only when something changed)
+
+def _step_census(lay, stems, did):
+    """4. the length census (cheap, derived from the offsets; rewritten only when something changed);
+    ({stem: its token shard}, the census summary)."""
     import numpy as np
 
-    stems = [n[:-8] for n in names]
+    from corpus.census import write_census
+    from corpus.pretokenize import TokenShard
+
     shards = {s: TokenShard(lay.tokens, s, verify=False) for s in stems}  # checks offsets/refills
     census_path = lay.census / "census.json"
     summary = _read_json(census_path)
@@ -245,10 +260,17 @@ def _prepare(args, lay) -> dict:
         train_len = np.concatenate([shards[s].lengths for s in stems[:-1]])
         summary = write_census(lay.census, {"train": train_len, "val": shards[stems[-1]].lengths})
         did.append("census")
+    return shards, summary
 
-    # 5. final verification, then the completion record, written last
+
+def _step_record(args, lay, ident, train_names, val_name, tok_sha, shard_sha, shards, did):
+    """5. the final verification, then the completion record (prepared.json), written last."""
+    from corpus.pretokenize import shard_paths
+    from corpus.tokenizer import FILES as TOKENIZER_FILES
+    from corpus.verify import file_record
+
     files = {}
-    for s in stems:
+    for s in shards:
         for k, path in shard_paths(lay.tokens, s).items():
             if k != "meta":
                 files[f"tokens/{path.name}"] = file_record(path)
@@ -267,9 +289,7 @@ def _prepare(args, lay) -> dict:
     record["build_id"] = hashlib.sha256(json.dumps(ident_keys, sort_keys=True).encode()).hexdigest()
     if old != record:
         atomic_write_json(lay.record, record)
-    if not did:
-        _log(f"nothing to do: {lay.root} is complete and verified")
-    return {"layout": lay, "census": summary, "did": did, "record": record}
+    return record
 
 
 def _disjointness(lay, train_names, val_name, source):

@@ -42,22 +42,8 @@ PREPARED_SOURCES = ("stdlib", "climbmix", "parquet")
 MAX_LENGTH = 2 ** 31  # --max-length's default: far above any real document, far below a misread file
 
 
-def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog=prog_name("python -m audit"), description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = ap.add_mutually_exclusive_group()
-    src.add_argument("--source", choices=PREPARED_SOURCES, default="stdlib",
-                     help="prepared corpus (default stdlib; parquet: your own, prepare.py --source parquet)")
-    src.add_argument("--synthetic", action="store_true", help="audit the paper-shaped synthetic census stream instead")
-    src.add_argument("--lengths", metavar="FILE", help="audit your own corpus: document lengths in arrival order "
-                     "(one integer per line, a refill per line, .npy, or .parquet with --column)")
-    src.add_argument("--corpus", nargs="+", metavar="PATH",
-                     help="audit your own corpus where it lives: files, folders or globs, in the order given (sorted "
-                          "within a glob). Read: a datasets folder (save_to_disk), parquet or arrow files (a token-list "
-                          "column gives lengths without decoding a token; a text column is tokenized), jsonl, "
-                          ".jsonl.gz, .jsonl.zst with a text field, Megatron-Core PREFIX.bin/.idx (lengths from the "
-                          "index alone), flat token files (.bin/.npy, uint16/uint32) cut at --separator. Lengths are "
-                          "cached (--cache-dir) with the inputs' SHA256s: a rerun on unchanged inputs reads nothing again")
+def add_corpus_args(ap):
+    """How --corpus is read (and --lengths's parquet columns)."""
     ap.add_argument("--format", default=None, metavar="NAME",
                     help="--corpus: the format when detection from the files is not what you want "
                          "(datasets, parquet, arrow, jsonl, megatron, tokens)")
@@ -79,6 +65,25 @@ def parse_args(argv=None):
                     help="--corpus with flat .bin token files: their type (a .npy says its own)")
     ap.add_argument("--cache-dir", default=None,
                     help="--corpus: where the lengths are cached (default: OUT.lengths beside --out)")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(prog=prog_name("python -m audit"), description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--source", choices=PREPARED_SOURCES, default="stdlib",
+                     help="prepared corpus (default stdlib; parquet: your own, prepare.py --source parquet)")
+    src.add_argument("--synthetic", action="store_true", help="audit the paper-shaped synthetic census stream instead")
+    src.add_argument("--lengths", metavar="FILE", help="audit your own corpus: document lengths in arrival order "
+                     "(one integer per line, a refill per line, .npy, or .parquet with --column)")
+    src.add_argument("--corpus", nargs="+", metavar="PATH",
+                     help="audit your own corpus where it lives: files, folders or globs, in the order given (sorted "
+                          "within a glob). Read: a datasets folder (save_to_disk), parquet or arrow files (a token-list "
+                          "column gives lengths without decoding a token; a text column is tokenized), jsonl, "
+                          ".jsonl.gz, .jsonl.zst with a text field, Megatron-Core PREFIX.bin/.idx (lengths from the "
+                          "index alone), flat token files (.bin/.npy, uint16/uint32) cut at --separator. Lengths are "
+                          "cached (--cache-dir) with the inputs' SHA256s: a rerun on unchanged inputs reads nothing again")
+    add_corpus_args(ap)
     ap.add_argument("--refill-docs", type=int, default=None,
                     help="documents per buffer refill for --lengths, and for each worker stream's share under --ranks / "
                          "--loader-workers (default 128, the pinned baseline's slice)")

@@ -119,88 +119,43 @@ def _refill_starts(refills):
 
 
 def replay(refills, packer, R, B, n_rows, seed=RANDOM_SPAN_SEED, with_arrivals=True):
-    """The same events (and arrivals) as replay_literal, in time that grows like the input.
-
-    The buffer is held by current length: `present` is the sorted list of lengths some span
-    has, and each length keeps a min-heap of list positions (insertion numbers; a lossless
-    suffix keeps its number, as it keeps its place in the literal list). "Longest that fits,
-    first in the list" is then one bisect and one heap pop, "shortest, first in the list" the
-    first length's heap. A new arrival's number is larger than every buffered one, so it is
-    appended to its heap without sifting. The self-test compares it with replay_literal.
+    """The same events (and arrivals) as replay_literal, in time that grows like the input: the buffer is
+    held by current length (_LengthBuffer), so "longest that fits, first in the list" is one bisect and one
+    heap pop, "shortest, first in the list" the first length's heap. The self-test compares it with
+    replay_literal.
     """
     n = sum(len(r) for r in refills)
     starts = _refill_starts(refills)
     rng = random.Random(seed)
-    heaps, present, spans = {}, [], {}  # length -> [position], sorted lengths, position -> (source, start, lead)
+    buf = _LengthBuffer()
     events, arrivals = [], []
-    count = nxt = k = passes = 0
-    seg = packer == "segment_first"
-
-    def arrive(length, entry):
-        nonlocal nxt
-        spans[nxt] = entry
-        h = heaps.get(length)
-        if h is None:
-            heaps[length] = [nxt]
-            bisect.insort(present, length)
-        else:
-            h.append(nxt)  # the largest number so far: still a heap
-        nxt += 1
-
-    def take(i):
-        length = present[i]
-        h = heaps[length]
-        pos = heapq.heappop(h)
-        if not h:
-            del heaps[length]
-            del present[i]
-        return length, pos
-
+    count = k = passes = 0  # count: spans buffered
     for _ in range(n_rows):
         fill = 0
         while fill < R:
             while count < B:
-                first = passes * n + starts[k]
-                for j, L in enumerate(refills[k]):
-                    src = first + j
-                    if with_arrivals:
-                        arrivals.append((len(events), src, L))
-                    if seg and L > R:
-                        arrive(R, (src, 0, 0))
-                        count, s = count + 1, R
-                        while s < L:
-                            e = min(s + R - 1, L)
-                            arrive(e - s + 1, (src, s, 1))
-                            count, s = count + 1, e
-                    else:
-                        arrive(L, (src, 0, 0))
-                        count += seg  # segment_first counts here; the others count the refill at once
-                count += 0 if seg else len(refills[k])
+                count += buf.refill(refills[k], passes * n + starts[k], R, packer == "segment_first",
+                                    arrivals if with_arrivals else None, len(events))
                 k += 1
                 if k == len(refills):
                     k, passes = 0, passes + 1
             rem = R - fill
-            i = bisect.bisect_right(present, rem)
+            i = bisect.bisect_right(buf.present, rem)
             if i:
-                L, pos = take(i - 1)
-                src, start, lead = spans.pop(pos)
+                L, pos = buf.take(i - 1)
+                src, start, lead = buf.spans.pop(pos)
                 count -= 1
                 events.append((src, start, L, 0, "fit", lead))
                 fill += L
                 continue
-            L, pos = take(0)
-            src, start, lead = spans[pos]
+            L, pos = buf.take(0)
+            src, start, lead = buf.spans[pos]
             if packer == "lossless":
-                spans[pos] = (src, start + rem, 0)
-                h = heaps.get(L - rem)
-                if h is None:
-                    heaps[L - rem] = [pos]
-                    bisect.insort(present, L - rem)
-                else:
-                    heapq.heappush(h, pos)  # keeps its place in the list order
+                buf.spans[pos] = (src, start + rem, 0)
+                buf.put_back(L - rem, pos)
                 events.append((src, start, rem, 0, "crop", lead))
             else:
-                del spans[pos]
+                del buf.spans[pos]
                 count -= 1
                 if packer == "random_span":
                     events.append((src, 1 + rng.randrange(L - rem + 1), rem, L - rem, "crop", 1))
@@ -208,6 +163,67 @@ def replay(refills, packer, R, B, n_rows, seed=RANDOM_SPAN_SEED, with_arrivals=T
                     events.append((src, start, rem, L - rem, "crop", lead))
             fill = R
     return events, arrivals
+
+
+class _LengthBuffer:
+    """replay's buffer, by current length: `present` is the sorted list of lengths some span has, and each
+    length keeps a min-heap of list positions (insertion numbers; a lossless suffix keeps its number, as it
+    keeps its place in the literal list). A new arrival's number is larger than every buffered one, so it is
+    appended to its heap without sifting."""
+
+    def __init__(self):
+        self.heaps, self.present, self.spans = {}, [], {}  # length -> [position], sorted lengths, position -> span
+        self.nxt = 0
+
+    def arrive(self, length, entry):
+        """A new span (source, start, lead_bos) of this length, at the end of the list."""
+        self.spans[self.nxt] = entry
+        h = self.heaps.get(length)
+        if h is None:
+            self.heaps[length] = [self.nxt]
+            bisect.insort(self.present, length)
+        else:
+            h.append(self.nxt)  # the largest number so far: still a heap
+        self.nxt += 1
+
+    def refill(self, refill, first, R, seg, arrivals, n_events):
+        """One refill's sources (the first has id `first`) buffered, segment first in R-token chunks with seg;
+        each arrival noted in `arrivals` (unless None) before event n_events. Returns the spans buffered."""
+        added = 0
+        for j, L in enumerate(refill):
+            src = first + j
+            if arrivals is not None:
+                arrivals.append((n_events, src, L))
+            if seg and L > R:
+                self.arrive(R, (src, 0, 0))
+                added, s = added + 1, R
+                while s < L:
+                    e = min(s + R - 1, L)
+                    self.arrive(e - s + 1, (src, s, 1))
+                    added, s = added + 1, e
+            else:
+                self.arrive(L, (src, 0, 0))
+                added += 1
+        return added
+
+    def take(self, i):
+        """(length, position) of the first-listed span of the i-th shortest length, removed from its heap."""
+        length = self.present[i]
+        h = self.heaps[length]
+        pos = heapq.heappop(h)
+        if not h:
+            del self.heaps[length]
+            del self.present[i]
+        return length, pos
+
+    def put_back(self, length, pos):
+        """A cropped span's suffix, at its old place in the list order, under its new length."""
+        h = self.heaps.get(length)
+        if h is None:
+            self.heaps[length] = [pos]
+            bisect.insort(self.present, length)
+        else:
+            heapq.heappush(h, pos)  # keeps its place in the list order
 
 
 def protected_violation(events, arrivals, R, B):

@@ -4,12 +4,14 @@ the caller (the driver), which writes its own files. A large argument that many 
 engine.share() (on Ray one copy in the object store, for a local pool one file). Nothing outside this package imports Ray.
 
     task.py        Task: one picklable call, the CPUs and GPUs it asks for, the paths it must read
+    engine.py      Engine: the protocol every engine implements (in_process, share, run, close)
     local.py       the local engine: in this process, or a pool of N spawned processes (the default)
     ray_engine.py  the Ray engine: a cluster joined by address, or a Ray started here and stopped after
     choose.py      the --engine / --ray-address flags and open_engine(), which the command lines share
     corpus_data.py the corpus length pass (corpus/readers) on an engine: local processes, or Ray Data
 """
 from fanout.choose import ENGINES, add_engine_args, open_engine
+from fanout.engine import Engine
 from fanout.task import Task, TaskFailed, gpus_for
 
-__all__ = ["ENGINES", "Task", "TaskFailed", "add_engine_args", "gpus_for", "open_engine"]
+__all__ = ["ENGINES", "Engine", "Task", "TaskFailed", "add_engine_args", "gpus_for", "open_engine"]

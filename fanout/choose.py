@@ -2,6 +2,7 @@
 import contextlib
 
 from corpus.errors import DataError
+from fanout.engine import Engine
 from fanout.local import LocalEngine
 from fanout.ray_engine import RayEngine
 
@@ -21,13 +22,13 @@ def add_engine_args(ap, what="tasks"):
 
 @contextlib.contextmanager
 def open_engine(kind="local", workers=1, address=None):
-    """The engine, closed at the end (a Ray started here is stopped). workers: the local engine's processes
-    (1: in this process); a Ray takes its cluster's, or this machine's, cores."""
+    """The engine (an Engine), closed at the end (a Ray started here is stopped). workers: the local engine's
+    processes (1: in this process); a Ray takes its cluster's, or this machine's, cores."""
     if kind not in ENGINES:
         raise DataError(f"--engine {kind}: expected one of {', '.join(ENGINES)}")
     if kind == "local" and address:
         raise DataError(f"--ray-address {address}: applies to --engine ray only")
-    engine = LocalEngine(workers) if kind == "local" else RayEngine(address)
+    engine: Engine = LocalEngine(workers) if kind == "local" else RayEngine(address)
     try:
         yield engine
     finally:

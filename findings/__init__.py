@@ -1,8 +1,16 @@
 """The paper's published values (paper_values.json, kept once), the regime indicators they imply, and the
-findings page (summary.py: computed from a run's result files, then rendered; provenance.py: what ran).
+findings page: each section computed from a run's result files, then rendered.
 
-The package reads result files and imports nothing above corpus/ and presets/, so the audit may take the
-paper's values from here."""
+    summary.py              the page: its sections in order, the scorecard, SUMMARY.md and findings.json
+    section.py              Section (one section, computed) and the formats the section modules share
+    audit_sections.py       3, 5.1, 5.2, the regime indicators, any packer: from the audit's files (audit_json)
+    training_section.py     5.3, the matched training runs: from records/training.py
+    evaluation_sections.py  5.4-5.6, confirmation, source windows, prefix rankings: from records/evaluation.py
+    queue_sections.py       the shard queue and its study: from records/queue_run.py, reexecution.py, study.py
+    provenance.py           the provenance table (what ran), from records/provenance.py
+
+The package imports nothing above corpus/, presets/ and records/, so the audit may take the paper's values
+from here."""
 import json
 import math
 from pathlib import Path

@@ -23,9 +23,9 @@ from eval.official import evaluate_checkpoint, score_fixed_shape, scores
 from eval.rescore import recorded_rows, reproduction_problem
 from loaders.packers import Packer
 from loaders.stream import open_split
-from shardqueue.domains import measure
-from shardqueue.runner import QueueRunner
-from shardqueue.world import World
+from shardqueue.engine.runner import Runner
+from shardqueue.world.domains import measure
+from shardqueue.world.corpus_view import World
 from train import WARMUP_UPDATES, train
 from training.checkpoint import load_checkpoint
 from training.device import autocast
@@ -245,13 +245,13 @@ def queue_shards(world, cfg):
 
 def queue(ctx):
     """Two shards of the offline corpus through the queue runner's own screen, train and measure
-    steps on the device (shardqueue/runner.py), under train.py's autocast policy: compiled where
+    steps on the device (shardqueue/engine/runner.py), under train.py's autocast policy: compiled where
     training is, the second shard (another last-update size) compiles nothing new."""
     cfg, device = ctx["cfg"], ctx["device"]
     world = World(cfg, device, per_domain=2)
     shards = queue_shards(world, cfg)
     pool = {"shards": shards, "order": [s["id"] for s in shards], "harmful": {"label": "harmful"}, "seed": 0}
-    r = QueueRunner(cfg, world, pool, {}, ctx["out"] / "queue", log=ctx["log"])
+    r = Runner(cfg, world, pool, {}, ctx["out"] / "queue", log=ctx["log"])
     before = r.measure_fn(r.trainer.model)
     graphs, recs, screened = [], [], []
     for sh in shards:

@@ -67,7 +67,7 @@ def build_parser():
                           "calibration source: only its rise blames the training phase; default) or literal (the "
                           "proposal's branch on another shard of the same source)")
     cal.add_argument("--domains", default=None, metavar="FILE",
-                     help="control and selection domains from a JSON file (names and rules; see shardqueue/domains.py)")
+                     help="control and selection domains from a JSON file (names and rules; see shardqueue/world/domains.py)")
     cal.add_argument("--fresh", action="store_true", help="move an earlier calibration or run in --out aside first")
 
     run_ = sub.add_parser("run", parents=[common], help="one queue run through the rotations, decay and scores")
@@ -88,7 +88,7 @@ def build_parser():
                           "harmful share of a shard")
     dose.add_argument("--calibration", default=None, help=f"calibration folder (default {DEFAULT_FOLDER})")
     dose.add_argument("--harm", default="cipher",
-                      help="cipher, a damage kind of shardqueue/damage.py (mojibake, boilerplate, line_shuffle, "
+                      help="cipher, a damage kind of shardqueue/world/damage.py (mojibake, boilerplate, line_shuffle, "
                            "truncate, ...), or parquet (your own bad documents, --harm-parquet)")
     dose.add_argument("--harm-parquet", default=None, help="--harm parquet: a parquet file of bad documents (text column)")
     dose.add_argument("--trials", type=int, default=4, help="ordinary shards per fraction (default 4)")
@@ -119,13 +119,13 @@ def main(argv=None):
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from shardqueue.api import (calibrate, check_calibrated, describe_calibration, describe_run,
+    from shardqueue.api import (RunPlan, calibrate, check_calibrated, describe_calibration, describe_run,
                                 return_from_quarantine, run)
-    from shardqueue.domains import load_domains
-    from shardqueue.dose import dose_response
-    from shardqueue.reexecute import reexecute_folder
-    from shardqueue.replay import reconstruct_folder
-    from shardqueue.sources import parse as parse_source
+    from shardqueue.checks.reexecute import reexecute_folder
+    from shardqueue.checks.replay import reconstruct_folder
+    from shardqueue.study.dose import dose_response
+    from shardqueue.world.domains import load_domains
+    from shardqueue.world.sources import parse as parse_source
     from training.device import configure, resolve_device
 
     out = Path(a.out)
@@ -134,6 +134,8 @@ def main(argv=None):
         configure(a.device)
         # what the command reads must be there before its folder is made and locked (no .lock left by a refusal)
         if a.command == "run":
+            plan = RunPlan(policy=a.policy, seed=a.seed, reject_rate=a.reject_rate, budget_targets=a.budget_targets,
+                           rotation_shards=a.rotation_shards, branch_check=not a.no_branch_check)
             check_calibrated(a.calibration or out)
             if a.resume and not (out / "decisions.jsonl").exists():
                 raise DataError(f"{out / 'decisions.jsonl'}: nothing to resume")
@@ -167,8 +169,7 @@ def main(argv=None):
                 dose_response(out, a.calibration or DEFAULT_FOLDER, trials=a.trials, device=a.device, harm=a.harm,
                               harm_parquet=a.harm_parquet)
                 return 0
-            summary = run(out, a.calibration, a.policy, a.seed, a.reject_rate, a.budget_targets, a.rotation_shards,
-                          not a.no_branch_check, a.resume, a.fresh, a.device, add_sources=a.add_source)
+            summary = run(out, a.calibration, plan, a.resume, a.fresh, a.device, add_sources=a.add_source)
             line, err = describe_run(summary, out)
             print(line)
             if err:

@@ -57,7 +57,7 @@ def parse(argv):
     ap.add_argument("--source", default=None,
                     help="prepared corpus to run on instead of the preset's (e.g. parquet: prepare.py --source parquet)")
     ap.add_argument("--domains", default=None, metavar="FILE",
-                    help="control and selection domains from a JSON file (see shardqueue/domains.py)")
+                    help="control and selection domains from a JSON file (see shardqueue/world/domains.py)")
     ap.add_argument("--dry-run", action="store_true", help="print each arm's planned shards, targets, updates, FLOPs")
     ap.add_argument("--curve", action="store_true",
                     help="arm B uses the curve-guided residual rule (if the reference curves are identifiable)")
@@ -78,7 +78,7 @@ def main(argv=None):
         pl = plan(a.preset)
         print(format_plan(pl))
         if pl.get("node"):  # a GPU plan: peak host memory and disk against the stated node
-            from shardqueue.footprint import format_footprint, host_footprint
+            from shardqueue.study.footprint import format_footprint, host_footprint
 
             print(format_footprint(host_footprint(a.preset)))
         return 0

@@ -30,10 +30,10 @@ TESTS = {
     "eval/compare.py": ["tests/test_reference_values.py"],
     "audit/metrics.py": ["tests/test_audit_strata.py", "tests/test_audit.py::test_summary_matches_independent_replay",
                          "tests/test_audit.py::test_the_audits_own_pass_table_rounds_the_earliest_pass_up"],
-    "shardqueue/rule.py": ["tests/test_queue_rule.py"],
+    "shardqueue/policy/rule.py": ["tests/test_queue_rule.py"],
     "loaders/core.py": ["tests/test_loader_core.py", "tests/test_loaders.py", "tests/test_audit_strata.py"],
     "eval/rankings.py": ["tests/test_rankings.py", "tests/test_eval.py::test_rankings_find_a_constructed_reversal"],
-    "shardqueue/state.py": ["tests/test_queue_state.py"],
+    "shardqueue/engine/state.py": ["tests/test_queue_state.py"],
     "shardqueue/study/efficiency.py": ["tests/test_queue_study.py"],
     "shardqueue/study/adoption.py": ["tests/test_queue_study.py"],
     "shardqueue/study/curve_fit.py": ["tests/test_queue_study.py"],
@@ -46,7 +46,9 @@ TESTS = {
     # with --only: the parts of a large module that issue 31's tests pin
     "training/checkpoint.py": ["tests/test_protocol.py::test_the_hashed_code_is_all_the_code_that_trains_and_scores"],
     "shardqueue/study/arms.py": ["tests/test_queue_study.py"],
-    "shardqueue/runner.py": ["tests/test_queue_branch.py"],
+    "shardqueue/engine/runner.py": ["tests/test_queue_branch.py"],
+    "shardqueue/engine/branch_check.py": ["tests/test_queue_branch.py"],
+    "shardqueue/policy/measured.py": ["tests/test_queue_branch.py", "tests/test_queue_study.py"],
     # the traced libraries' topology test is left out: it imports TRL and OLMo-core (seconds) for every mutant, and
     # checks their adapters, not the split or the merge, which the other tests there check by hand
     "audit/topology.py": [
@@ -54,11 +56,12 @@ TESTS = {
         "tests/test_audit_topology.py::test_traced_packers_under_the_topology_equal_traces_of_the_shares"],
     "audit/loader_presets.py": ["tests/test_audit_loader_presets.py"],
     # the scratch copy is not a git checkout, so the provenance test (it reads the commit) cannot pass there
-    "findings/summary.py": ["tests/test_findings_summary.py", "tests/test_summary_scorecard.py",
-                            "--deselect", "tests/test_summary_scorecard.py::test_provenance_fields"],
+    **{f"findings/{m}.py": ["tests/test_findings_summary.py", "tests/test_summary_scorecard.py",
+                            "--deselect", "tests/test_summary_scorecard.py::test_provenance_fields"]
+       for m in ("summary", "audit_sections", "training_section", "evaluation_sections", "queue_sections")},
 }
 PACKAGES = ["audit", "checkers", "comparison", "console", "corpus", "eval", "fanout", "findings", "gpu_check", "loaders",
-            "manifests", "presets", "protocols", "queue", "shardqueue",
+            "manifests", "presets", "protocols", "queue", "records", "shardqueue",
             "training", "tests", "main.py", "prepare.py", "train.py"]
 
 

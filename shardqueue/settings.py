@@ -11,12 +11,12 @@ from corpus.errors import DataError
 from presets.typed import at_least, build
 
 WHAT = "queue setting"
-# the branch check of a first-rotation rejection (runner.branch_check):
+# the branch check of a first-rotation rejection (engine/branch_check.py):
 #   clean    a branch on a reserve shard of the calibration source (and one on another shard of the
 #            shard's own source): only a clean branch that rises as much blames the training phase
 #   literal  the proposal's check: a branch on another shard of the same source; its rise returns the shard
 BRANCH_CHECKS = ("clean", "literal")
-# the policies of a run (runner.QueueRunner): the rule, no measurement-driven decisions, random rejections
+# the policies of a run (engine/plan.py, policy/): the rule, no measurement-driven decisions, random rejections
 POLICIES = ("queue", "plain", "random")
 # re-execution (reexecute.py) on another machine: absolute, on every float (BPB, nats per target)
 DEFAULT_TOLERANCE = 1e-3
@@ -76,3 +76,9 @@ class QueueSettings:
         if d["domains"] is None:
             del d["domains"]
         return d
+
+
+def branch_mode(calib: dict) -> str:
+    """The branch check a calibration record fixed (calibration_plan.json's settings; the default for a record
+    without them): like the rule, it is fixed before the queue runs."""
+    return QueueSettings.of((calib.get("plan") or {}).get("settings")).branch_check

@@ -33,7 +33,7 @@ SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_audit_t
 # torchtune (~8 s: TRL alone imports transformers).
 SAME_PROCESS = (("test_fanout.py", "test_queue_study_run.py"),
                 ("test_queue.py", "test_queue_owndata.py", "test_queue_measurements.py", "test_queue_branch.py",
-                 "test_queue_memory.py"),
+                 "test_queue_memory.py", "test_queue_reference.py"),
                 ("test_audit_topology.py", "test_audit_libraries.py", "test_audit_loader_presets.py"))
 UNIT_OF = {name: group[0] for group in SAME_PROCESS for name in group}
 
@@ -115,7 +115,7 @@ def calibrated(small_corpus, tmp_path_factory):
 
     def build(d):
         built["rec"] = rq.calibrate(d, None, [f"{k}={v}" for k, v in {**QUEUE_CFG, "data_dir": str(small_corpus)}.items()],
-                                    QUEUE_SETTINGS, log=lambda s: None)
+                                    QUEUE_SETTINGS)
         (d.parent / f"{d.name}.rec.json").write_text(json.dumps(built["rec"]))  # for a later session of a cache
 
     d = cached_build("qcal", build, tmp_path_factory)

@@ -68,6 +68,7 @@ def corpus(tmp_path_factory):
 def run(paths, tok=None, **kw):
     kw.setdefault("workers", 1)
     kw.setdefault("progress", False)
+    kw.setdefault("text_batch", 64)  # many batches per unit: their seams are tested
     return corpus_lengths(paths, tok, **kw)
 
 
@@ -224,6 +225,17 @@ def test_a_megatron_dataset_gives_its_documents_lengths_from_the_index(tmp_path)
     none = run([tmp_path], bos="none")  # a folder: the .bin/.idx pair is one source
     assert none.lengths.tolist() == [len(x) for x in lists]
     assert none.provenance["inputs"][0]["files"][1]["sha256"] is None  # the .bin, not read without BOS auto
+    data = (tmp_path / "m_text_document.bin").read_bytes()
+    (tmp_path / "m_text_document.bin").write_bytes(data[:-2])  # one token short
+    with pytest.raises(DataError) as e:
+        run([tmp_path / "m_text_document"], bos="none")
+    one_line(e, "m_text_document.bin", "truncated")
+    (tmp_path / "m_text_document.bin").write_bytes(data)
+    index = (tmp_path / "m_text_document.idx").read_bytes()
+    (tmp_path / "m_text_document.idx").write_bytes(index[:-8])
+    with pytest.raises(DataError) as e:
+        run([tmp_path / "m_text_document"], bos="none")
+    one_line(e, "m_text_document.idx", "truncated or corrupt")
 
 
 def test_flat_token_files_cut_after_each_separator_with_a_trailing_piece_kept(tmp_path):
@@ -353,6 +365,10 @@ def test_each_bad_input_is_one_line_naming_the_file(corpus, tmp_path):
 
     (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
     refused([tmp_path / "bad.parquet"], "bad.parquet", "not a readable parquet", tok=corpus.tok)
+    (tmp_path / "bad.arrow").write_bytes(b"ARROW1\x00\x00 not really")
+    refused([tmp_path / "bad.arrow"], "bad.arrow", "not a readable arrow", tok=corpus.tok)
+    (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY not really")
+    refused([tmp_path / "bad.npy"], "bad.npy", "not a readable .npy", separator=0)
     (tmp_path / "x.weird").write_bytes(b"\x00\x01\x02")
     refused([tmp_path / "x.weird"], "x.weird", "unknown format")
     pq.write_table(pa.table({"body": ["a", "b"]}), tmp_path / "body.parquet")

@@ -248,21 +248,21 @@ def test_an_explicit_gpu_under_torchrun_is_refused_in_one_line(spec, tmp_path, c
 
 # ---- the shard queue's train and measure steps on the model's device --------------------
 def queue_runner(tmp_path, device, *over):
-    """A QueueRunner on a one-shard pool and one control domain (the train/screen/measure
+    """A queue runner on a one-shard pool and one control domain (the train/screen/measure
     paths only: no calibration, no log)."""
     from types import SimpleNamespace
 
-    from shardqueue.packing import shard_rows
-    from shardqueue.runner import QueueRunner
+    from shardqueue.engine.packing import shard_rows
+    from shardqueue.engine.runner import Runner
 
     cfg = resolve_config(None, SMALL + ["micro_rows=2", "accum=2", "updates=4", *over])
     g = np.random.default_rng(0)
     x, y = shard_rows(g.integers(1, 64, 6 * 64 - 17), 64, 63)  # 6 rows, the last one padded
     control = {"prose": {"x": x[:2], "y": y[:2]}}
     world = SimpleNamespace(device=device, sets={"control": control}, token_bytes=np.arange(64) % 4)
-    r = QueueRunner(cfg, world, {"shards": [], "order": []}, {}, tmp_path, log=lambda m: None)
+    r = Runner(cfg, world, {"shards": [], "order": []}, {}, tmp_path, log=lambda m: None)
     r.rows = lambda sid: (x, y)  # the shard's rows, as the runner streams them from the token files
-    r._pool_sample = (x[:2], y[:2])
+    r.screen_of.sample = (x[:2], y[:2])
     return r
 
 
@@ -301,7 +301,7 @@ def test_queue_measurement_has_no_integer_matmul(tmp_path):
 
 
 def test_the_last_update_is_padded_to_whole_microbatches_of_masked_rows():
-    from shardqueue.packing import update_batches
+    from shardqueue.engine.packing import update_batches
 
     # 5 rows of 2 in microbatches of 2, accum 2: update 1 is rows 0-3; update 2 row 4 and, padded,
     # one row of input 0 and target -1 (a masked target: no loss, no gradient)
@@ -317,8 +317,8 @@ def test_padded_rows_change_no_loss_and_no_gradient(tmp_path):
     """train_rows with and without the padding (what a compiled trainer gets): 3 rows in a
     microbatch of 4 get one masked row. The same rows train: the same loss to the bit,
     parameters within float32 rounding of the gradient sums."""
-    from shardqueue.packing import shard_rows
-    from shardqueue.runner import train_rows
+    from shardqueue.engine.packing import shard_rows
+    from shardqueue.engine.runner import train_rows
 
     x, y = shard_rows(np.random.default_rng(1).integers(1, 64, 3 * 64 - 5), 64, 63)
     got = []
@@ -340,7 +340,7 @@ def test_a_compiled_queue_compiles_two_graphs_whatever_its_shards_tails(tmp_path
     the count after all five (unpadded, each new row count compiled anew). No forward runs eagerly."""
     from torch._dynamo.utils import counters
 
-    from shardqueue.packing import shard_rows
+    from shardqueue.engine.packing import shard_rows
     from training.model import GPT
 
     real_compile, forward, eager = torch.compile, GPT.forward, []

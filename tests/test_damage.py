@@ -1,7 +1,7 @@
-"""The text-level damage kinds of shardqueue/damage.py, checked against hand-worked strings."""
+"""The text-level damage kinds of shardqueue/world/damage.py, checked against hand-worked strings."""
 import random
 
-from shardqueue.damage import DAMAGES, boilerplate, line_shuffle, mojibake, truncate
+from shardqueue.world.damage import DAMAGES, boilerplate, line_shuffle, mojibake, truncate
 
 DOC = "def add(a, b):\n    return a + b\n\n\nclass Point:\n    x = 0\n    y = 0\n"
 

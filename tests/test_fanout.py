@@ -261,3 +261,21 @@ def test_an_audit_whose_tally_fails_mid_stream_in_a_ray_driver_ends_in_one_line_
     one_line_error(capsys, rc, "No space left on device", "needs free disk space")
     assert set(multiprocessing.active_children()) <= children
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lengths.txt"]  # no output, no .new- folder, no lock
+
+
+def test_every_engine_implements_the_engine_protocol():
+    """The study, run_six and the audit are written against fanout.Engine: each engine has its members, with the
+    protocol's parameters (an engine that drifts from it fails here, not in the middle of a study on a cluster)."""
+    import inspect
+
+    from fanout import Engine
+    from fanout.local import LocalEngine
+    from fanout.ray_engine import RayEngine
+
+    members = {m for m in vars(Engine) if not m.startswith("_")} | set(Engine.__annotations__)
+    assert members == {"name", "in_process", "share", "run", "close"}
+    for cls in (LocalEngine, RayEngine):
+        assert members <= set(dir(cls)), (cls, members - set(dir(cls)))
+        for m in members - {"name"}:
+            assert list(inspect.signature(getattr(cls, m)).parameters) == \
+                list(inspect.signature(getattr(Engine, m)).parameters), (cls, m)

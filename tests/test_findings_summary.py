@@ -3,12 +3,41 @@ import json
 import random
 import re
 
-from findings.summary import PAPER, _filter_counts, _paper_cell, _position_shares, _rate_rule, _reexecution, _signs_agree, build, main, render
+from findings import PAPER
+from findings.evaluation_sections import paper_cell, position_shares
+from findings.queue_sections import rate_rule, reexecution_cell
+from findings.section import signs_agree
+from findings.summary import build, main, render
+from findings.training_section import filter_counts
+from records.evaluation import WindowCell
+from records.queue_run import RuleCalibration
+from records.reexecution import Difference, Reexecution
 
 
 def _write(path, obj):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj))
+
+
+def _cells(dicts):
+    """Window cells as the evaluation's record reads them, from the keys a test gives."""
+    keys = ("condition", "seed", "stratum", "declared", "interaction", "interval_adjusted", "tail_delta", "begin_delta",
+            "tail_bins")
+    return [WindowCell(**{k: c.get(k) for k in keys}) for c in dicts]
+
+
+def calibration(**kw):
+    """A run summary's calibration: k 3, frac 0.5, in-sample unless kw says otherwise."""
+    return RuleCalibration(**{"k": 3, "frac": 0.5, "sigma": {}, "false_rejections": 0, "transitions": 12,
+                              "upper95": 0.221, "rate_kind": "in-sample", **kw})
+
+
+def reexecution(**kw):
+    """What a re-execution found: by default it held, bitwise, on this machine."""
+    return Reexecution(**{"held": True, "mode": "bitwise", "tolerance": 0.0, "same_machine": True,
+                          "parameter_hashes_compared": True, "first": 1, "last": 58, "records": 58,
+                          "from_checkpoint": None, "seconds": 31.4, "largest_float_difference": {},
+                          "difference": None, **kw})
 
 
 def _packer(rng, name, applies=True):
@@ -124,7 +153,7 @@ def test_first_128_share_is_the_first_two_bins_together():
              {"declared": False, "tail_bins": [-1, 0, 0, 0], "tail_delta": -1},
              {"declared": True, "tail_bins": [0.1, 0, 0, 0], "tail_delta": 0.1},
              {"declared": True, "tail_bins": None, "tail_delta": -0.5}]
-    first, last = _position_shares({"cells": cells})
+    first, last = position_shares(_cells(cells))
     assert [round(x, 9) for x in first] == [50.0] and [round(x, 9) for x in last] == [25.0]
 
 
@@ -132,46 +161,47 @@ def test_first_128_share_is_the_first_two_bins_together():
 def test_position_shares_skip_a_cell_with_no_change_and_read_the_last_bin():
     cells = [{"declared": True, "tail_bins": [0, 0, 0, 0], "tail_delta": 0},  # no change: no share to give
              {"declared": True, "tail_bins": [-0.2, -0.3, -0.1, -0.4], "tail_delta": -1.0}]
-    first, last = _position_shares({"cells": cells})
+    first, last = position_shares(_cells(cells))
     assert [round(x, 9) for x in first] == [50.0] and [round(x, 9) for x in last] == [40.0]
 
 
 def test_signs_agree_counts_zero_as_not_positive_on_both_sides():
     # (0 > 0) == (1 > 0): no; (1 > 0) == (0 > 0): no; (-1 > 0) == (-2 > 0): yes
-    assert _signs_agree([0.0, 1.0, -1.0], [1.0, 0.0, -2.0]) == "direction agrees in 1 of 3"
-    assert _signs_agree([], []) == "n/a"
+    assert signs_agree([0.0, 1.0, -1.0], [1.0, 0.0, -2.0]) == "direction agrees in 1 of 3"
+    assert signs_agree([], []) == "n/a"
 
 
 def test_paper_cell_matches_condition_seed_and_rank_among_declared_strata():
     # the paper declares two strata for random_crop at seed 43, 4097-8192 then 8193-16384 (PAPER's order)
-    cells = [{"stratum": "s0", "declared": False}, {"stratum": "s1", "declared": True},
-             {"stratum": "s2", "declared": True}]
-    got = _paper_cell("random_crop", 43, "s2", cells)
+    cells = _cells([{"stratum": "s0", "declared": False}, {"stratum": "s1", "declared": True},
+                    {"stratum": "s2", "declared": True}])
+    got = paper_cell("random_crop", 43, "s2", cells)
     assert (got["condition"], got["seed"], got["stratum"]) == ("random_crop", 43, "8193–16384")
-    assert _paper_cell("random_crop", 43, "s1", cells)["stratum"] == "4097–8192"
-    assert _paper_cell("random_crop", 43, "s0", cells) is None  # not declared: no paper cell
-    assert _paper_cell("random_crop", 43, "s1", cells[:2]) is None  # one declared stratum against the paper's two
+    assert paper_cell("random_crop", 43, "s1", cells)["stratum"] == "4097–8192"
+    assert paper_cell("random_crop", 43, "s0", cells) is None  # not declared: no paper cell
+    assert paper_cell("random_crop", 43, "s1", cells[:2]) is None  # one declared stratum against the paper's two
 
 
 def test_rate_rule_reads_five_percent_as_not_below_it():
-    assert _rate_rule({"false_rejections": 1, "transitions": 20, "upper95": 0.05}) == (
+    assert rate_rule(calibration(false_rejections=1, transitions=20, upper95=0.05)) == (
         "below 5% required: the point estimate does NOT meet it; the 95% bound (5.0%) does not")
-    assert _rate_rule({"false_rejections": 1, "transitions": 40, "upper95": 0.049, "rate_kind": "held-out"}) == (
+    assert rate_rule(calibration(false_rejections=1, transitions=40, upper95=0.049, rate_kind="held-out")) == (
         "below 5% required: the point estimate meets it; the 95% bound (4.9%) meets")
 
 
 def test_reexecution_cell_in_each_case():
-    rx = {"held": True, "first": 1, "last": 65, "mode": "bitwise", "same_machine": False, "seconds": 34.4}
-    assert _reexecution(rx) == "held: records 1-65 reproduced, bitwise (another machine), in 34 s"
-    assert _reexecution({**rx, "same_machine": True}).endswith("(this machine), in 34 s")
-    assert _reexecution({"held": False, "difference": {"seq": 12, "field": "losses"}}) == "FAILED at record 12 (losses)"
-    assert _reexecution(None) == "not run"
+    rx = reexecution(first=1, last=65, same_machine=False, seconds=34.4)
+    assert reexecution_cell(rx) == "held: records 1-65 reproduced, bitwise (another machine), in 34 s"
+    assert reexecution_cell(reexecution(first=1, last=65, seconds=34.4)).endswith("(this machine), in 34 s")
+    failed = reexecution(held=False, difference=Difference(12, "train", "losses", 1.0, 2.0, "the line"))
+    assert reexecution_cell(failed) == "FAILED at record 12 (losses)"
+    assert reexecution_cell(None) == "not run"
 
 
 def test_filter_counts_as_the_train_stage_recorded_them(tmp_path):
-    assert _filter_counts(tmp_path) == ""  # no regime.json: the rule alone
+    assert filter_counts(tmp_path) == ""  # no regime.json: the rule alone
     _write(tmp_path / "regime.json", {"filter": {"dropped": 1234, "sources": 56789, "dropped_token_share": 0.01234}})
-    assert _filter_counts(tmp_path) == ": 1,234 of 56,789 sources, 1.2% of training tokens"
+    assert filter_counts(tmp_path) == ": 1,234 of 56,789 sources, 1.2% of training tokens"
 
 
 def test_regime_table_has_a_column_per_run(tmp_path):

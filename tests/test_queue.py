@@ -1,5 +1,6 @@
 """The rollback shard queue on a real tiny model: whole-shard training, exact rollback,
 resume at three points, calibration that can fail, frozen manifests, inspection, the log."""
+import dataclasses
 import json
 import re
 import shutil
@@ -14,14 +15,18 @@ from conftest import QUEUE_CFG, QUEUE_SETTINGS, ROOT, one_line_error, queue_scri
 
 from corpus.errors import DataError
 from shardqueue import api as rq
-from shardqueue.log import line_of, read_log, record_sha256
-from shardqueue.packing import shard_rows, shard_tokens, update_batches
-from shardqueue.reexecute import compare_records, reexecute, reexecute_folder
-from shardqueue.replay import reconstruct_folder
-from shardqueue.rotation import shard_docs
-from shardqueue.rule import calibrate as calibrate_rule
-from shardqueue.rule import clopper_pearson_upper, held_out_rate
-from shardqueue.runner import QueueRunner, params_sha256
+from shardqueue import calibration
+from shardqueue.engine import run_folder
+from shardqueue.checks.reexecute import compare_records, reexecute, reexecute_folder
+from shardqueue.checks.replay import reconstruct_folder
+from shardqueue.engine.log import line_of, read_log, record_sha256
+from shardqueue.engine.packing import shard_rows, shard_tokens, update_batches
+from shardqueue.engine.branch_check import branch_check
+from shardqueue.engine.runner import Runner
+from shardqueue.engine.training import params_sha256
+from shardqueue.policy.rule import calibrate as calibrate_rule
+from shardqueue.policy.rule import clopper_pearson_upper, held_out_rate
+from shardqueue.world.rotation import shard_docs
 
 cli = queue_script("run_queue")  # the command line, called in-process
 CFG, SETTINGS = QUEUE_CFG, QUEUE_SETTINGS  # the `calibrated` fixture's (conftest.py)
@@ -86,7 +91,7 @@ def test_rollback_equals_a_run_that_never_saw_the_shard(calibrated):
 
     def runner():
         torch.manual_seed(0)
-        r = QueueRunner(cfg, world, pool, calib, calibrated["dir"] / "unused", log=lambda s: None)
+        r = Runner(cfg, world, pool, calib, calibrated["dir"] / "unused", log=lambda s: None)
         r.ref = {}
         return r
 
@@ -105,8 +110,13 @@ def test_rollback_equals_a_run_that_never_saw_the_shard(calibrated):
     assert _equal(ra, rb) and a.step == b.step and a.targets == b.targets
 
 
+PLAN_KEYS = {f.name for f in dataclasses.fields(rq.RunPlan)}
+
+
 def _run(calibrated, out, **kw):
-    return rq.run(out, calibrated["strict"], log=lambda s: None, report=kw.pop("report", False), **kw)
+    """A run on the strict calibration: the run plan's keys make its plan, the others go to run()."""
+    plan = rq.RunPlan(**{k: kw.pop(k) for k in list(kw) if k in PLAN_KEYS})
+    return rq.run(out, calibrated["strict"], plan, log=lambda s: None, report=kw.pop("report", False), **kw)
 
 
 @pytest.fixture(scope="session")
@@ -115,7 +125,7 @@ def full_run(calibrated, tmp_path_factory):
     compares the model with that copy, tensor by tensor, after every rollback."""
     out = tmp_path_factory.mktemp("qfull")
     saved, restored = {}, []
-    snapshot, restore = QueueRunner.snapshot, QueueRunner.restore
+    snapshot, restore = Runner.snapshot, Runner.restore
 
     def spy_snapshot(self):
         snap = snapshot(self)
@@ -129,11 +139,11 @@ def full_run(calibrated, tmp_path_factory):
         restored.append((got, now.keys() == want.keys() and all(torch.equal(now[k], want[k]) for k in want)))
         return got
 
-    QueueRunner.snapshot, QueueRunner.restore = spy_snapshot, spy_restore
+    Runner.snapshot, Runner.restore = spy_snapshot, spy_restore
     try:
         summary = _run(calibrated, out, report=True)
     finally:
-        QueueRunner.snapshot, QueueRunner.restore = snapshot, restore
+        Runner.snapshot, Runner.restore = snapshot, restore
     return out, summary, read_log(out / "decisions.jsonl"), restored
 
 
@@ -154,7 +164,7 @@ def test_the_strict_rule_walks_the_whole_path(calibrated, full_run):
     events = [(r["event"], r.get("outcome")) for r in recs]
     assert ("reject", "deferred") in events and ("reject", "quarantined") in events
     assert any(r["event"] == "rotation" and r["rotation"] == 2 for r in recs)
-    q = summary["quarantined"][0]
+    q = summary.quarantined[0]
     assert (out / "inspection" / f"{q}.md").exists() and json.loads((out / "inspection" / f"{q}.json").read_text())
     # every rollback restored the pre-shard parameters bitwise, and the log names that state's hash
     rollbacks = [r for r in recs if r["event"] == "rollback"]
@@ -173,7 +183,7 @@ def test_the_strict_rule_walks_the_whole_path(calibrated, full_run):
     # no report set in this calibration: the transitions that chose k and frac also measured the rate
     assert "First-rotation rejections get a branch check, mode **clean**" in report
     assert "False rejections (in-sample)" in report and "in-sample (the same transitions chose k and frac" in report
-    assert summary["final"]["official"] > 0 and set(summary["final"]["selection"])
+    assert summary.final.official > 0 and set(summary.final.selection)
 
 
 def test_resume_after_interruptions_gives_the_same_log_and_model(calibrated, full_run, tmp_path, monkeypatch):
@@ -183,14 +193,14 @@ def test_resume_after_interruptions_gives_the_same_log_and_model(calibrated, ful
     cost three. Each stage's records are compared with the uninterrupted run's before the next kill
     (a stage commits several records first), so a resume that went wrong shows in the records it
     wrote and cannot be hidden by the next resume from a checkpoint."""
-    from shardqueue import log as decision_log  # the module, to patch its writer
+    from shardqueue.engine import log as decision_log  # the module, to patch its writer
 
     out_full, _, recs_full, _ = full_run
     want = _strip(recs_full)
     out = tmp_path / "cut"
     kill = {"where": None, "train": 0, "write": 0}  # the stage's kind of place and its calls since it started
     # (the recovery kill waits for records of its own stage: the `resumed` record and two more)
-    orig_train, orig_dw = QueueRunner.train_shard, decision_log.DecisionLog.write
+    orig_train, orig_dw = Runner.train_shard, decision_log.DecisionLog.write
 
     def dying_train(self, sid, *a, **k):
         kill["train"] += 1
@@ -206,7 +216,7 @@ def test_resume_after_interruptions_gives_the_same_log_and_model(calibrated, ful
             raise KeyboardInterrupt  # the checkpoint holding this record exists; the log line does not
         return orig_dw(self, rec)
 
-    monkeypatch.setattr(QueueRunner, "train_shard", dying_train)
+    monkeypatch.setattr(Runner, "train_shard", dying_train)
     monkeypatch.setattr(decision_log.DecisionLog, "write", dying_write)
     before, done = b"", 0
     for where in ("log-write", "candidate", "recovery", None):  # None: resumed to the end
@@ -270,7 +280,7 @@ def test_fresh_run_refuses_a_used_folder_unless_fresh_which_moves_it_aside(calib
     rc = cli.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"])])
     assert rc == 2 and "--fresh" in capsys.readouterr().err
     assert (out / "decisions.jsonl").read_bytes() == old
-    dest, moved = rq.move_aside(out, "calibration")
+    dest, moved = run_folder.move_aside(out, "calibration")
     assert (dest / "decisions.jsonl").read_bytes() == old and "decisions.jsonl" in moved
     assert not list(out.glob("ckpt_*.pt"))
 
@@ -290,7 +300,7 @@ def test_an_active_manifest_cannot_be_changed(calibrated, full_run, tmp_path):
     out = tmp_path / "manifest"
     shutil.copytree(full_run[0], out)
     cfg, world, pool, calib = rq.open_calibration(calibrated["strict"])
-    r = QueueRunner(cfg, world, pool, calib, out, seed=cfg.seed + 1, log=lambda s: None)  # another order
+    r = Runner(cfg, world, pool, calib, out, rq.RunPlan(seed=cfg.seed + 1), log=lambda s: None)  # another order
     r._owed = []
     with pytest.raises(DataError, match="cannot be changed"):
         r.start_rotation()
@@ -303,7 +313,7 @@ def test_return_needs_an_inspection_without_a_cause_and_happens_once(calibrated,
     out = tmp_path / "ret"
     shutil.copytree(full_run[0], out)
     shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)  # where the run names it
-    q = full_run[1]["quarantined"][0]
+    q = full_run[1].quarantined[0]
     (out / "inspection" / f"{q}.json").unlink()
     with pytest.raises(DataError, match="no inspection report"):
         rq.return_from_quarantine(out, q, log=lambda s: None)
@@ -324,20 +334,20 @@ def test_return_needs_an_inspection_without_a_cause_and_happens_once(calibrated,
 def test_policies_share_one_code_path(calibrated, tmp_path):
     plain = _run(calibrated, tmp_path / "plain", policy="plain")
     recs = read_log(tmp_path / "plain" / "decisions.jsonl")
-    assert not plain["rejections"] and [r["shard"] for r in recs if r["event"] == "accept"] == plain["accepted"]
+    assert not plain.rejections and [r["shard"] for r in recs if r["event"] == "accept"] == plain.accepted
     r1 = _run(calibrated, tmp_path / "r1", policy="random", reject_rate=0.4, seed=5, report=True)
     r2 = _run(calibrated, tmp_path / "r2", policy="random", reject_rate=0.4, seed=5)
     pos = [[r["position"] for r in read_log(tmp_path / d / "decisions.jsonl") if r["event"] == "train" and r["flagged"]]
            for d in ("r1", "r2")]
-    assert pos[0] == pos[1] and pos[0] and r1["rejections"] == r2["rejections"]
+    assert pos[0] == pos[1] and pos[0] and r1.rejections == r2.rejections
     assert any(r["event"] == "rollback" for r in read_log(tmp_path / "r1" / "decisions.jsonl"))
-    assert plain["final"]["control"].keys() == r1["final"]["control"].keys()
+    assert plain.final.control.keys() == r1.final.control.keys()
     # the queue's own report renders a random-policy rejection (a draw, not a measured domain)
     assert "drawn by the random policy" in (tmp_path / "r1" / "report.md").read_text()
 
 
 def test_branch_check_returns_a_shard_when_a_clean_branch_rises_too(calibrated, tmp_path, monkeypatch):
-    from shardqueue import runner as queue_runner
+    from shardqueue.engine import runner as queue_runner
     # every shard raises control loss by 1 (a "phase" effect): the clean branch on a reserve shard sees the
     # same rise, so the phase is blamed without a branch on the source (tests/test_queue_branch.py: each case)
     cfg, world, pool, calib = rq.open_calibration(calibrated["strict"])
@@ -348,7 +358,7 @@ def test_branch_check_returns_a_shard_when_a_clean_branch_rises_too(calibrated, 
         return {d: v + phase.bump for d, v in out.items()}
 
     phase.bump = 0.0
-    r = QueueRunner(cfg, world, pool, calib, tmp_path, log=lambda s: None)
+    r = Runner(cfg, world, pool, calib, tmp_path, log=lambda s: None)
     r.ref = r.measure_fn(r.trainer.model)
     r._owed, r.seq = [], 0
     r.state["flagged"] = None
@@ -357,7 +367,7 @@ def test_branch_check_returns_a_shard_when_a_clean_branch_rises_too(calibrated, 
     monkeypatch.setattr(r, "measure_fn", lambda m: {d: v + 1.0 for d, v in real(m, world.sets["control"],
                                                                                   world.token_bytes, "cpu").items()})
     r.state["fresh"] = [s for s in pool["order"] if s != sid]
-    outcome = r.branch_check(sid, sorted(r.ref))
+    outcome = branch_check(r, sid, sorted(r.ref))
     rec = r._owed[-1]
     assert rec["event"] == "branch" and rec["possible"] and rec["verdict"] == "phase" and outcome == "returned"
     assert [(b["kind"], b["shard"], b["rose"]) for b in rec["branches"]] == [("clean", pool["reserve"][0], True)]
@@ -381,8 +391,8 @@ def test_clopper_pearson_and_a_calibration_that_fails():
 def test_cli_calibrate_failure_is_one_line_and_nonzero(calibrated, tmp_path, monkeypatch, capsys):
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps({**CFG, "data_dir": str(calibrated["data"])}))
-    real = rq.calibrate_rule
-    monkeypatch.setattr(rq, "calibrate_rule", lambda s, h: real(s, [{d: 1.0 + 50.0 * t for d in s[0]} for t in range(6)]))
+    real = calibration.calibrate_rule
+    monkeypatch.setattr(calibration, "calibrate_rule", lambda s, h: real(s, [{d: 1.0 + 50.0 * t for d in s[0]} for t in range(6)]))
     args = ["calibrate", "--config", str(cfg), "--out", str(tmp_path / "q")] + \
            [x for k, v in SETTINGS.items() for x in (f"--{k.replace('_', '-')}", str(v))]
     assert cli.main(args) == 1
@@ -456,7 +466,7 @@ def test_a_second_process_is_locked_out(calibrated, tmp_path, capsys):
 
 
 def test_unlabeled_text_gets_deterministic_register_domains():
-    from shardqueue.domains import domain_texts, register_of
+    from shardqueue.world.domains import domain_texts, register_of
 
     code = "import os\n\ndef f(x):\n    return x + 1\n\nclass A:\n    pass\n"
     qa = "Question: what is a shard?\nAnswer: a group of whole documents. Why? Who? How?"
@@ -473,7 +483,7 @@ def test_unlabeled_text_gets_deterministic_register_domains():
 def test_a_new_source_enters_only_at_its_rotation_boundary(small_corpus, tmp_path):
     d = tmp_path / "cal"
     rq.calibrate(d, None, [f"{k}={v}" for k, v in {**CFG, "data_dir": str(small_corpus)}.items()],
-                       {**SETTINGS, "late_shards": 1, "candidates": 5}, log=lambda s: None)
+                       {**SETTINGS, "late_shards": 1, "candidates": 5})
     c = json.loads((d / "calibration.json").read_text())
     c.update(ok=True, k=3.0, frac=0.5)
     (d / "calibration.json").write_text(json.dumps(c))
@@ -481,7 +491,7 @@ def test_a_new_source_enters_only_at_its_rotation_boundary(small_corpus, tmp_pat
     late = pool["late_sources"][0]
     assert not set(late["shards"]) & set(pool["order"])  # not in the pool until admitted
     out = tmp_path / "run"
-    rq.run(out, d, rotation_shards=3, budget_targets=10 ** 9, log=lambda s: None, report=False)
+    rq.run(out, d, rq.RunPlan(rotation_shards=3, budget_targets=10 ** 9), log=lambda s: None, report=False)
     recs = read_log(out / "decisions.jsonl")
     src = [r for r in recs if r["event"] == "source"]
     assert len(src) == 1 and src[0]["passed"] and src[0]["admitted"] == late["shards"]
@@ -500,8 +510,8 @@ def _scripted_run(calibrated, tmp_path):
 
     cfg, world, pool, calib = rq.open_calibration(calibrated["dir"])
     calib = {**calib, "k": K, "frac": FRAC, "sigma": SIGMA}
-    runner = QueueRunner(cfg, world, pool, calib, tmp_path / "q", branch_check=False, rotation_shards=5,
-                         log=lambda s: None)
+    runner = Runner(cfg, world, pool, calib, tmp_path / "q", rq.RunPlan(branch_check=False, rotation_shards=5),
+                    log=lambda s: None)
     roles, trained = {}, []  # candidate shard -> its part in the script, in order of first training
 
     def train_shard(sid, *a, **k):
@@ -539,7 +549,7 @@ def _scripted_run(calibrated, tmp_path):
     def candidate_step():
         if runner.state["quarantined"]:
             raise Done  # the path is complete; the remaining plain shards would only cost time
-        QueueRunner.candidate_step(runner)
+        Runner.candidate_step(runner)
 
     runner.train_shard, runner.measure_fn, runner.candidate_step = train_shard, measure, candidate_step
     try:
@@ -611,7 +621,9 @@ def test_resume_refuses_any_difference_from_the_start_record(calibrated, full_ru
     (edited / "calibration.json").write_text(json.dumps(c))
     with pytest.raises(DataError, match="another calibration"):
         rq.run(out, edited, resume=True, log=lambda s: None, report=False)
-    monkeypatch.setattr(rq, "corpus_identity", lambda cfg: {"build_id": "0" * 64, "tokenizer_sha256": "1" * 64})
+    from shardqueue import runs
+
+    monkeypatch.setattr(runs, "corpus_identity", lambda cfg: {"build_id": "0" * 64, "tokenizer_sha256": "1" * 64})
     with pytest.raises(DataError, match="another corpus"):
         _run(calibrated, out, resume=True)
     assert (out / "decisions.jsonl").read_bytes() == before
@@ -639,7 +651,7 @@ def test_a_kill_after_done_writes_the_summary_without_a_resumed_record(calibrate
     (out / ".queue_summary.json.x1y2.tmp").write_text("{")  # the killed write's leftover
     summary = _run(calibrated, out, resume=True)
     assert (out / "decisions.jsonl").read_bytes() == before  # nothing appended after "done"
-    assert summary == full_run[1] and summary["spent"]["updates"] > 0
+    assert summary == full_run[1] and summary.spent["updates"] > 0
     assert not list(out.glob(".*.tmp"))
 
 
@@ -665,7 +677,7 @@ def test_a_kill_inside_the_final_decay_resumes_to_the_same_end(calibrated, full_
 
 def test_reconstruct_rehashes_shards_checks_relative_paths_and_malformed_records(calibrated, full_run, tmp_path):
     from protocols.protocol import write_protocol
-    from shardqueue.replay import check_records, rehashed_pool
+    from shardqueue.checks.replay import check_records, rehashed_pool
 
     recs = read_log(full_run[0] / "decisions.jsonl")
     assert not Path(recs[0]["calibration_dir"]).is_absolute()
@@ -722,15 +734,15 @@ def test_a_stale_start_state_of_another_seed_is_not_reused(calibrated, tmp_path)
     out = tmp_path / "s"
     out.mkdir()
     state = {"trainer": {"w": torch.arange(4.0)}, "step": 3, "targets": 7}
-    sha = rq._write_state(out / "start_state.pt", state)
-    key44 = rq.start_state_key(cfg, calib, 44)
-    (out / rq.START_KEY).write_text(json.dumps({"key": key44, "sha256": sha}))
-    assert _equal(rq.cached_start_state(out, key44), state)
-    assert rq.cached_start_state(out, rq.start_state_key(cfg, calib, 45)) is None  # seed 44's, not 45's
+    sha = run_folder.write_state(out / "start_state.pt", state)
+    key44 = run_folder.start_state_key(cfg, calib, 44)
+    (out / run_folder.START_KEY).write_text(json.dumps({"key": key44, "sha256": sha}))
+    assert _equal(run_folder.cached_start_state(out, key44), state)
+    assert run_folder.cached_start_state(out, run_folder.start_state_key(cfg, calib, 45)) is None  # seed 44's, not 45's
     other = dict(key44, corpus={"build_id": "0" * 64, "tokenizer_sha256": "1" * 64})
-    assert rq.cached_start_state(out, other) is None
+    assert run_folder.cached_start_state(out, other) is None
     (out / "start_state.pt").write_bytes((out / "start_state.pt").read_bytes()[:-10])  # torn copy
-    assert rq.cached_start_state(out, key44) is None
+    assert run_folder.cached_start_state(out, key44) is None
 
 
 def _files(folder):
@@ -879,7 +891,7 @@ def test_an_untouched_log_is_reproduced_bitwise(full_run, reexecuted):
 
 @pytest.mark.parametrize("name", sorted(FORGERIES))
 def test_each_forgery_passes_the_replay_but_not_the_reexecution(full_run, reexecuted, name):
-    from shardqueue.replay import check_records
+    from shardqueue.checks.replay import check_records
 
     rx, end, _, (pool, calib) = reexecuted
     forged, target = _forged(full_run[2], name)

@@ -9,12 +9,15 @@ import pytest
 
 from corpus.errors import DataError
 from shardqueue import api as rq
-from shardqueue import runner as queue_runner
-from shardqueue.harmful import with_harmful_copies
-from shardqueue.log import DecisionLog, read_log
-from shardqueue.replay import check_branch, check_records_strictly
-from shardqueue.rotation import shard_docs, shard_record
-from shardqueue.runner import QueueRunner, main_source
+from shardqueue.calibration import calibrated_state
+from shardqueue.checks.replay import check_branch, check_records_strictly
+from shardqueue.engine import runner as queue_runner
+from shardqueue.engine.log import DecisionLog, read_log
+from shardqueue.engine.runner import Runner
+from shardqueue.engine.training import one_thread
+from shardqueue.runs import deferred_pending
+from shardqueue.world.harmful import with_harmful_copies
+from shardqueue.world.rotation import main_source, shard_docs, shard_record
 
 BASE = 5.0  # the scripted start loss of every domain
 SECONDS = 0.1234567  # every scripted shard's training time (a branch record rounds their sum)
@@ -36,14 +39,14 @@ class Stop(Exception):
 
 
 def scripted(world, out, script, mode="clean", stop=None, replay=True, **kw):
-    """A QueueRunner whose training only counts targets and whose control losses are scripted:
+    """A runner whose training only counts targets and whose control losses are scripted:
     script(runner, shard, phase) is the rise over the reference in units of k * sigma_d (a number:
     every domain alike; a dict: per domain, 0 for the others); phase is candidate, recovery, or the branch's kind (clean, source). stop(runner)
     ends the run before the next candidate. replay: check the log as `reconstruct` does (not where
     the script edits the queue's state behind the log's back)."""
     cfg, w, pool, calib = world
     calib = with_mode(calib, mode)
-    r = QueueRunner(cfg, w, pool, calib, out, log=lambda s: None, **kw)
+    r = Runner(cfg, w, pool, calib, out, rq.RunPlan(**kw), log=lambda s: None)
     now = {"branch": None, "last": None}
 
     def train_shard(sid, *a, **k):
@@ -64,19 +67,19 @@ def scripted(world, out, script, mode="clean", stop=None, replay=True, **kw):
     def branch_on(b, kind, flagged):
         now["branch"] = kind
         try:
-            return QueueRunner.branch_on(r, b, kind, flagged)
+            return Runner.branch_on(r, b, kind, flagged)
         finally:
             now["branch"] = None
 
     def candidate_step():
         if stop and stop(r):
             raise Stop
-        QueueRunner.candidate_step(r)
+        Runner.candidate_step(r)
 
     r.train_shard, r.measure_fn, r.branch_on, r.candidate_step = train_shard, measure, branch_on, candidate_step
     r.screen = lambda sid: dict(SCREEN)
     try:
-        with rq.one_thread():
+        with one_thread():
             r.run()
     except Stop:
         pass
@@ -230,12 +233,12 @@ def test_a_uniformly_harmful_source_is_rejected_by_the_clean_check_and_returned_
     outcomes = {}
     for mode in ("literal", "clean"):
         rule = {"k": 3.0, "frac": 0.5, "sigma": {d: 0.02 for d in calib["sigma"]}}
-        r = QueueRunner(cfg, w, pool, {**with_mode(calib, mode), **rule}, tmp_path / mode, log=lambda s: None)
-        r.start_from(rq._read_state(calibrated["dir"] / "calibrated_state.pt", calib["state_sha256"]))
+        r = Runner(cfg, w, pool, {**with_mode(calib, mode), **rule}, tmp_path / mode, log=lambda s: None)
+        r.start_from(calibrated_state(calibrated["dir"], calib))
         r.dlog = DecisionLog(tmp_path / mode / "decisions.jsonl")
         r.ref = r.measure_fn(r.trainer.model)
         r.state.update(rotation=1, pending=["h0100", "h0101"] + ordinary_ids(pool, 2), fresh=[])
-        with rq.one_thread():  # as api.run: the tiny model's matmuls are far slower on two threads
+        with one_thread():  # as api.run: the tiny model's matmuls are far slower on two threads
             r.candidate_step()
             r.recovery_step()
         recs = read_log(tmp_path / mode / "decisions.jsonl")
@@ -269,7 +272,7 @@ def test_deferred_pending_lists_every_deferred_shard_still_waiting():
             {"event": "accept", "shard": "a", "queue": q(["b"], [])},
             {"event": "reject", "shard": "d", "outcome": "returned", "queue": q(["b", "e"], ["d"])}]
     # e is fresh (never judged), a was accepted: neither is waiting after a deferral
-    assert rq.deferred_pending(recs) == ["b", "d"]
+    assert deferred_pending(recs) == ["b", "d"]
 
 
 def test_reconstruct_checks_a_branch_records_rises_and_verdict_against_the_rule():
@@ -399,7 +402,8 @@ def test_a_second_rejection_quarantines_the_shard_and_inspects_it(world, tmp_pat
     """One shard rises 2 x k * sigma_d whenever it is trained and never recovers: deferred in
     rotation 1, quarantined in rotation 2 (with its inspection record); nothing else is rejected.
     The inspection itself (tests/test_queue.py) is replaced by its answer: seconds of n-grams here."""
-    monkeypatch.setattr(queue_runner, "inspect_shard", lambda runner, sid: (f"inspect_{sid}.md", sid in runner.shards))
+    monkeypatch.setattr(queue_runner, "inspect_shard",
+                        lambda world, pool, rejections, out, sid: (f"inspect_{sid}.md", rejections.get(sid) == 2))
     bad = {}
 
     def script(r, sid, phase):

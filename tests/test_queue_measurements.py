@@ -11,10 +11,10 @@ import pytest
 from conftest import one_line_error, queue_script
 
 from shardqueue import api as rq
-from shardqueue import world as world_module
-from shardqueue.dose import dose_response, exact_mix
-from shardqueue.inspection import MEASURES, Z_LIMIT, in_other_references, inspect_shard, judged
-from shardqueue.rotation import shard_docs, shard_record
+from shardqueue.study.dose import dose_response, exact_mix
+from shardqueue.world import corpus_view as world_module
+from shardqueue.world.inspection import MEASURES, Z_LIMIT, in_other_references, inspect_shard, judged
+from shardqueue.world.rotation import shard_docs, shard_record
 
 
 def test_exact_mix_has_the_stated_share_of_harmful_targets():
@@ -42,11 +42,9 @@ def test_a_dose_trial_does_not_depend_on_the_trials_before_it(calibrated, tmp_pa
     assert "realised share" in (tmp_path / "a" / "dose.md").read_text()
 
 
-def _inspector(calibrated, out, shuffle=None):
-    """What inspect_shard reads of a runner, over the calibrated world; `shuffle`: a shard whose
-    documents get their tokens (after BOS) put in a seeded random order."""
-    from types import SimpleNamespace
-
+def _inspector(calibrated, shuffle=None):
+    """The calibrated world and pool that inspect_shard reads; `shuffle`: a shard whose documents get their
+    tokens (after BOS) put in a seeded random order."""
     from loaders.stream import DocumentStream
 
     cfg, world, pool, calib = rq.open_calibration(calibrated["dir"])
@@ -60,17 +58,17 @@ def _inspector(calibrated, out, shuffle=None):
             a, b = starts[i] + 1, starts[i] + s.lengths[i]
             arrays[which[i]][a:b] = rng.permutation(arrays[which[i]][a:b])
         world.stream = DocumentStream(s.lengths, s.refills, (arrays, which, starts), bos=s.bos, name=s.name)
-    return SimpleNamespace(world=world, shards=shards, pool=pool, out=out, state={"rejections": {}})
+    return world, pool
 
 
 def test_the_token_order_check_fires_on_a_reordered_shard_only(calibrated, tmp_path):
     pool = json.loads((calibrated["dir"] / "pool.json").read_text())
     sid = next(s for s in pool["order"] if not s.startswith("h"))
-    _, cause = inspect_shard(_inspector(calibrated, tmp_path / "clean"), sid)
+    _, cause = inspect_shard(*_inspector(calibrated), {}, tmp_path / "clean", sid)
     rep = json.loads((tmp_path / "clean" / "inspection" / f"{sid}.json").read_text())
     z = rep["measures"]["unseen_bigrams"]["z"]
     assert not cause and not rep["causes"] and abs(z) < 4, z
-    _, cause = inspect_shard(_inspector(calibrated, tmp_path / "shuffled", shuffle=sid), sid)
+    _, cause = inspect_shard(*_inspector(calibrated, shuffle=sid), {}, tmp_path / "shuffled", sid)
     rep = json.loads((tmp_path / "shuffled" / "inspection" / f"{sid}.json").read_text())
     assert cause and any(c.startswith("token order") for c in rep["causes"]), rep["causes"]
     assert rep["measures"]["unseen_bigrams"]["z"] > 4, rep["measures"]["unseen_bigrams"]
@@ -79,11 +77,12 @@ def test_the_token_order_check_fires_on_a_reordered_shard_only(calibrated, tmp_p
 def test_a_shard_copying_another_is_named_a_duplicate_against_the_clean_shards(calibrated, tmp_path):
     """A shard made of another pool shard's very documents: every document is found in another shard,
     where no clean shard has one; the report names duplicates, with the clean mean and spread beside it."""
-    r = _inspector(calibrated, tmp_path / "dup")
-    src = next(s for s in r.pool["order"] if not s.startswith("h"))
-    copy = shard_record(r.world.stream, r.world.labels_all, shard_docs(r.shards[src]), "x0000")
-    r.shards["x0000"] = copy
-    _, cause = inspect_shard(r, "x0000")
+    world, pool = _inspector(calibrated)
+    src = next(s for s in pool["order"] if not s.startswith("h"))
+    copy = shard_record(world.stream, world.labels_all, shard_docs(next(s for s in pool["shards"] if s["id"] == src)),
+                        "x0000")
+    pool = {**pool, "shards": pool["shards"] + [copy]}  # a shard of the pool, not a candidate of its order
+    _, cause = inspect_shard(world, pool, {}, tmp_path / "dup", "x0000")
     rep = json.loads((tmp_path / "dup" / "inspection" / "x0000.json").read_text())
     m = rep["measures"]["exact_duplicates"]
     assert src in rep["clean_reference"] and "x0000" not in rep["clean_reference"]
@@ -117,13 +116,14 @@ def test_a_measure_is_judged_against_the_clean_spread_not_a_fixed_limit():
 
 
 def test_a_run_to_the_end_of_its_pool_leaves_no_judged_shard_undecided(calibrated, tmp_path):
-    from shardqueue.log import read_log
+    from shardqueue.engine.log import read_log
 
     # the trigger-happy rule flags nearly every shard; an unlimited budget walks the pool to its end
-    summary = rq.run(tmp_path / "dry", calibrated["strict"], budget_targets=10 ** 9, log=lambda s: None, report=False)
+    summary = rq.run(tmp_path / "dry", calibrated["strict"], rq.RunPlan(budget_targets=10 ** 9), log=lambda s: None,
+                     report=False)
     recs = read_log(tmp_path / "dry" / "decisions.jsonl")
-    assert not summary["undecided"] and not [r for r in recs if r["event"] == "undecided"]
-    assert summary["accepted"] and summary["final"]["official"] > 0
+    assert not summary.undecided and not [r for r in recs if r["event"] == "undecided"]
+    assert summary.accepted and summary.final.official > 0
 
 
 def test_the_main_jobs_pool_is_sized_for_its_budget():

@@ -3,7 +3,7 @@ shard far larger than its rows' int64 size costs no more memory than a small one
 peak host memory and disk of a preset are counted term by term."""
 import numpy as np
 
-from shardqueue.footprint import GIB, PER_DOC, PER_POOL_DOC, RUNTIME_BYTES, footprint_terms, host_footprint
+from shardqueue.study.footprint import GIB, PER_DOC, PER_POOL_DOC, RUNTIME_BYTES, footprint_terms, host_footprint
 
 
 def test_footprint_terms_add_up_by_hand():
@@ -27,11 +27,12 @@ def test_a_large_shard_trains_in_bounded_memory(calibrated, tmp_path):
     import tracemalloc
 
     from shardqueue import api as rq
-    from shardqueue.runner import QueueRunner
+    from shardqueue.engine.training import one_thread
+    from shardqueue.engine.runner import Runner
 
     cfg, world, pool, calib = rq.open_calibration(calibrated["dir"])
     cfg = type(cfg)(**{**cfg.to_dict(), "micro_rows": 256})  # few, wide updates: the test is about data, not steps
-    r = QueueRunner(cfg, world, pool, calib, tmp_path, log=lambda s: None)
+    r = Runner(cfg, world, pool, calib, tmp_path, log=lambda s: None)
     n = int(np.searchsorted(np.cumsum(world.stream.lengths), 200_000)) + 1  # about 200,000 tokens
     tokens = int(world.stream.lengths[:n].sum())
     r.shards["big"] = {"id": "big", "docs": [[0, n]], "tokens": tokens}
@@ -39,7 +40,7 @@ def test_a_large_shard_trains_in_bounded_memory(calibrated, tmp_path):
     assert int64_rows > 3_000_000
     tracemalloc.start()
     try:
-        with rq.one_thread():
+        with one_thread():
             info = r.train_shard("big")
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -59,7 +60,7 @@ def _stream(n_docs=60, seed=0, alphabet=6):
 
 
 def test_streamed_rows_equal_the_cached_rows():
-    from shardqueue.packing import StreamedShard, shard_rows, shard_tokens, update_batches
+    from shardqueue.engine.packing import StreamedShard, shard_rows, shard_tokens, update_batches
 
     s = _stream()
     for ctx in (1, 5, 16):
@@ -77,7 +78,7 @@ def test_streamed_rows_equal_the_cached_rows():
 
 
 def test_the_chunked_overlap_pass_equals_hashing_everything_at_once():
-    from shardqueue.domains import ngram_hashes, overlap_rate, sampled_overlap
+    from shardqueue.world.domains import ngram_hashes, overlap_rate, sampled_overlap
 
     s = _stream(200, seed=1, alphabet=5)
     # windows from documents 95..104: half inside the first list, all inside the union

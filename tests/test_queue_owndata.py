@@ -14,9 +14,9 @@ from conftest import queue_script
 from test_queue import CFG, SETTINGS
 
 from shardqueue import api as rq
-from shardqueue.log import read_log
-from shardqueue.replay import reconstruct_folder
-from shardqueue.rotation import build_rotation
+from shardqueue.checks.replay import reconstruct_folder
+from shardqueue.engine.log import read_log
+from shardqueue.world.rotation import build_rotation
 
 cli = queue_script("run_queue")
 
@@ -67,7 +67,7 @@ def test_prepare_refuses_bad_parquet_input_in_one_line(own, tmp_path, capsys):
 def test_a_parquet_corpus_keeps_its_labels_and_the_audit_and_training_accept_it(own, tmp_path):
     from audit.__main__ import main as audit_main
     from corpus.layout import Layout
-    from shardqueue.rotation import source_labels
+    from shardqueue.world.rotation import source_labels
     from train import train
     from training.config import resolve_config
 
@@ -127,7 +127,7 @@ def test_add_source_refuses_bad_names_in_one_line(calibrated, tmp_path, capsys):
 
 def test_a_domains_file_with_a_bad_rule_is_one_line(tmp_path):
     from corpus.errors import DataError
-    from shardqueue.domains import load_domains
+    from shardqueue.world.domains import load_domains
 
     p = tmp_path / "d.json"
     for spec, needle in (({"control": {}}, "non-empty"), ({"control": {"a": {"labelz": ["x"]}}}, "keys among"),
@@ -141,7 +141,7 @@ def test_a_domains_file_with_a_bad_rule_is_one_line(tmp_path):
 def test_climbmix_documents_keep_per_document_labels(tmp_path):
     from types import SimpleNamespace
 
-    from shardqueue.rotation import source_labels
+    from shardqueue.world.rotation import source_labels
 
     code = "import os\n\ndef f(x):\n    return x + 1\n\nclass A:\n    pass\n"
     prose = "The queue trains one shard at a time and measures held-out losses after each."
@@ -165,7 +165,7 @@ def test_documents_left_over_after_the_last_full_shard_make_no_double_size_shard
 
 @pytest.mark.parametrize("harm", ["mojibake", "parquet"])
 def test_dose_takes_the_damage_as_an_argument(calibrated, tmp_path, harm):
-    from shardqueue.dose import dose_response
+    from shardqueue.study.dose import dose_response
 
     bad = tmp_path / "bad.parquet"
     pq.write_table(pa.table({"text": ["zzzz qqqq " * 40, "xq" * 300]}), bad)
@@ -177,9 +177,9 @@ def test_dose_takes_the_damage_as_an_argument(calibrated, tmp_path, harm):
 
 
 def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, tmp_path, monkeypatch):
-    from shardqueue.runner import QueueRunner
+    from shardqueue.engine.runner import Runner
 
-    out, calls, real = tmp_path / "cut", {"n": 0}, QueueRunner.train_shard
+    out, calls, real = tmp_path / "cut", {"n": 0}, Runner.train_shard
 
     def dying(self, sid, *a, **k):
         calls["n"] += 1
@@ -187,12 +187,12 @@ def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, t
             raise KeyboardInterrupt
         return real(self, sid, *a, **k)
 
-    monkeypatch.setattr(QueueRunner, "train_shard", dying)
+    monkeypatch.setattr(Runner, "train_shard", dying)
     with pytest.raises(KeyboardInterrupt):
-        rq.run(out, calibrated["strict"], rotation_shards=3, log=lambda s: None, report=False)
-    monkeypatch.setattr(QueueRunner, "train_shard", real)
+        rq.run(out, calibrated["strict"], rq.RunPlan(rotation_shards=3), log=lambda s: None, report=False)
+    monkeypatch.setattr(Runner, "train_shard", real)
     at = read_log(out / "decisions.jsonl")[-1]["queue"]["rotation"]
-    rq.run(out, calibrated["strict"], rotation_shards=3, resume=True, log=lambda s: None, report=False,
+    rq.run(out, calibrated["strict"], rq.RunPlan(rotation_shards=3), resume=True, log=lambda s: None, report=False,
            add_sources=[f"late={own['dir'] / 'new.parquet'}"])
     recs = read_log(out / "decisions.jsonl")
     src = next(r for r in recs if r["event"] == "source")

@@ -3,8 +3,8 @@ what within a tolerance, what it leaves out and how it names the first differenc
 The re-execution itself runs on a real queue in test_queue.py."""
 import math
 
-from shardqueue.reexecute import compare_records, made_on_this_machine
-from shardqueue.start_record import machine
+from records.provenance import machine
+from shardqueue.checks.reexecute import compare_records, made_on_this_machine
 
 
 def rec(seq=4, **kw):

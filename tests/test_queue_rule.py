@@ -8,7 +8,7 @@ The thresholds are strict (">"), so a rise of exactly k * sigma_d does not flag.
 """
 import pytest
 
-from shardqueue.rule import K_GRID, binom_cdf, calibrate, clopper_pearson_upper, held_out_rate, judge, rises, unrecovered
+from shardqueue.policy.rule import K_GRID, binom_cdf, calibrate, clopper_pearson_upper, held_out_rate, judge, rises, unrecovered
 
 K, FRAC = 2.5, 0.5
 SIGMA = {"comments": 0.06621991499080326, "docstrings": 0.03624198425609755, "library_code": 0.03440408603326004,

@@ -1,10 +1,10 @@
 """The queue state's one transition function, record by record, against states written out by
 hand: a rotation, a flag, a deferral, a quarantine, a return, a new source, and every
-impossible record refused. Fast enough to be the mutation tests of shardqueue/state.py."""
+impossible record refused. Fast enough to be the mutation tests of shardqueue/engine/state.py."""
 import pytest
 
 from corpus.errors import DataError
-from shardqueue.state import apply, initial_state
+from shardqueue.engine.state import apply, initial_state
 
 
 def _walk(st, *recs):

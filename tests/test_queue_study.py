@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
+from records.study import SchemaError, validate
 from shardqueue.study.adoption import ADOPTED, NOT_ADOPTED, NOT_MEASURABLE, UNRESOLVED, adoption, seed_spread
 from shardqueue.study.curve_fit import STARTS, check_identifiable, curve, fit_from, residual
 from shardqueue.study.efficiency import (
@@ -25,7 +26,6 @@ from shardqueue.study.random_rejection import (
     rejected_positions,
     rejections_to_match,
 )
-from shardqueue.study.report import SchemaError, validate
 
 
 # ---- reference curve -------------------------------------------------------------------
@@ -581,75 +581,75 @@ def test_arm_c_window_by_hand():
     assert decision_window(3, 7) == 9 and decision_window(0, 7) == 0
 
 
-def test_arm_c_runner_rejects_at_its_drawn_positions_and_the_others_decide_as_the_queue():
-    # the micro study of tests/test_queue_study_run.py makes no rejection in B, so C's hook is checked here
-    from shardqueue.study.arms import FixedRandomRunner, ReferenceBranchRunner
+def test_arm_c_rejects_at_its_drawn_positions_and_the_other_arms_decide_as_their_policies():
+    # the micro study of tests/test_queue_study_run.py makes no rejection in B, so C's policy is checked here
+    from shardqueue.engine.runner import Runner
+    from shardqueue.study.arms import arm_a_plan, arm_b_plan, arm_c_plan
 
-    c = object.__new__(FixedRandomRunner)
-    c.policy, c.positions = "random", frozenset({2, 5})
-    assert [c.decide(p, None, None) for p in range(7)] == [[], [], ["random"], [], [], ["random"], []]
-    c.policy, c.calib = "queue", {"sigma": {"x": 0.1, "y": 0.1}, "k": 2.0}  # threshold k x sigma = 0.2 per domain
-    assert c.decide(2, {"x": 1.0, "y": 1.0}, {"x": 1.3, "y": 1.1}) == ["x"]  # position 2 is drawn, but B's rule decides
-    c.policy = "plain"
-    assert c.decide(5, {"x": 1.0}, {"x": 9.0}) == []
+    calib = {"sigma": {"x": 0.1, "y": 0.1}, "k": 2.0, "frac": 0.5}  # threshold k x sigma = 0.2 per domain
+    c = arm_c_plan(43, 1000, 4, 2, [2, 5], 0.3).policy_on(calib)
+    assert [c.flag(p, None, None) for p in range(7)] == [[], [], ["random"], [], [], ["random"], []]
+    assert c.name == "random" and c.unrecovered(None, None, ["random"], None) == ["random"]  # never recovers
+    b = arm_b_plan(43, 1000, 4, 2).policy_on(calib)
+    assert b.flag(2, {"x": 1.0, "y": 1.0}, {"x": 1.3, "y": 1.1}) == ["x"]  # position 2 is C's, but B's rule decides
+    assert arm_a_plan(43, 1000, 4, 2).policy_on(calib).flag(5, {"x": 1.0}, {"x": 9.0}) == []
     # arm A stops at its budget, and once its reference curve covers every final loss
-    a = object.__new__(ReferenceBranchRunner)
-    a.shards, a.state, a.budget, a.stopped = {"s1": {"tokens": 600}, "s2": {"tokens": 500}}, {"accepted": ["s1"]}, 1000, False
+    a = object.__new__(Runner)
+    a.shards, a.state, a.stable_ended = {"s1": {"tokens": 600}, "s2": {"tokens": 500}}, {"accepted": ["s1"]}, False
+    a.plan = arm_a_plan(43, 1000, 4, 2)
     assert a.budget_left()
     a.state["accepted"].append("s2")
     assert not a.budget_left()  # 1,100 accepted targets: the budget is spent
     a.state["accepted"].pop()
-    a.stopped = True
+    a.stable_ended = True
     assert not a.budget_left()
 
 
-def test_arm_a_branches_at_each_threshold_once_and_ends_its_stable_phase_once_covered(monkeypatch):
-    # arm A's commit, with the queue's own commit (checkpoint and log) a no-op and each branch's score scripted
-    from shardqueue.runner import QueueRunner
-    from shardqueue.study.arms import ReferenceBranchRunner
+def test_arm_a_branches_at_each_threshold_once_and_ends_its_stable_phase_once_covered():
+    # arm A's observer after each commit, on a stand-in runner, each branch's score scripted
+    from types import SimpleNamespace
 
-    monkeypatch.setattr(QueueRunner, "commit", lambda self: None)
+    from shardqueue.study.arms import ReferenceBranches
 
     def arm_a(cover_below=2.5, budget_threshold=500):
-        a = object.__new__(ReferenceBranchRunner)
-        a.shards = {f"s{i}": {"tokens": n} for i, n in enumerate([100, 250, 100, 100, 100, 100])}
-        a.state, a.decay_start, a.stopped, a.covered, a.branches = {"accepted": [], "flagged": None}, None, False, False, []
-        a.thresholds, a.budget_threshold, a.cover_below = [50, 100, 200, 300, 500, 700], budget_threshold, cover_below
-        a.lines, means = [], iter([3.0, 2.5, 2.2, 2.1])
-        a.log = a.lines.append
-        a.reference_branch = lambda t, acc: {"threshold": t, "accepted_targets": acc, "selection_mean": next(means),
-                                             "seconds": 1.5}
-        return a
+        a = ReferenceBranches([50, 100, 200, 300, 500, 700], budget_threshold, cover_below)
+        lines, means = [], iter([3.0, 2.5, 2.2, 2.1])
+        runner = SimpleNamespace(shards={f"s{i}": {"tokens": n} for i, n in enumerate([100, 250, 100, 100, 100, 100])},
+                                 state={"accepted": [], "flagged": None}, decay_start=None, stable_ended=False,
+                                 log=lines.append, lines=lines)
+        a.reference_branch = lambda r, t, acc: {"threshold": t, "accepted_targets": acc, "selection_mean": next(means),
+                                                "seconds": 1.5}
+        return a, runner
 
-    def accept(a, sid, flagged=None):
-        a.state["accepted"].append(sid)
-        a.state["flagged"] = flagged
-        a.commit()
+    def accept(a, runner, sid, flagged=None):
+        runner.state["accepted"].append(sid)
+        runner.state["flagged"] = flagged
+        a.committed(runner, [])
         return [(b["threshold"], b["accepted_targets"], b.get("repeat_of")) for b in a.branches]
 
-    a = arm_a()
+    a, r = arm_a()
     # 100 accepted targets cross 50 and 100: one branch, and the second threshold repeats it (not trained)
-    assert accept(a, "s0") == [(50, 100, None), (100, 100, 50)]
-    assert accept(a, "s1", flagged="s9") == [(50, 100, None), (100, 100, 50)]  # never while a shard is flagged
+    assert accept(a, r, "s0") == [(50, 100, None), (100, 100, 50)]
+    assert accept(a, r, "s1", flagged="s9") == [(50, 100, None), (100, 100, 50)]  # never while a shard is flagged
     # the next commit, at 450, crosses 200 and 300: a repeat of the newest branch (not of the second)
-    assert accept(a, "s2") == [(50, 100, None), (100, 100, 50), (200, 450, None), (300, 450, 200)]
+    assert accept(a, r, "s2") == [(50, 100, None), (100, 100, 50), (200, 450, None), (300, 450, 200)]
     assert a.branches[3]["seconds"] == 0.0 and a.branches[3]["selection_mean"] == 2.5 and a.branches[2]["seconds"] == 1.5
     assert a.covered and not a.stopped  # 2.5 <= 2.5: the curve covers (at its level, too)
     # covered, but 500 is the budget's own threshold: still branched
-    assert accept(a, "s3")[2:] == [(200, 450, None), (300, 450, 200), (500, 550, None)]
-    assert accept(a, "s4")[-1] == (500, 550, None) and not a.stopped  # 650: below the next threshold
+    assert accept(a, r, "s3")[2:] == [(200, 450, None), (300, 450, 200), (500, 550, None)]
+    assert accept(a, r, "s4")[-1] == (500, 550, None) and not a.stopped  # 650: below the next threshold
     # past the budget's threshold with the curve covered: the stable phase ends there, with no branch at 700
-    assert accept(a, "s5")[-1] == (500, 550, None) and a.stopped and not a.budget_left()
-    assert a.lines == ["  reference curve covers 2.5000: arm A ends its stable phase at 750 accepted targets"]
+    assert accept(a, r, "s5")[-1] == (500, 550, None) and a.stopped and r.stable_ended
+    assert r.lines == ["  reference curve covers 2.5000: arm A ends its stable phase at 750 accepted targets"]
     # with no cover level, or no budget threshold, arm A branches at every threshold to the end
     for kw in ({"cover_below": None}, {"budget_threshold": None}):
-        b = arm_a(**kw)
-        assert [accept(b, s)[-1][0] for s in ["s0", "s1", "s2", "s3", "s4", "s5"]] == [100, 300, 300, 500, 500, 700]  # 100, 350, 450, 550, 650, 750
-        assert b.covered == (kw.get("cover_below", 1) is not None) and not b.stopped
+        b, rb = arm_a(**kw)
+        assert [accept(b, rb, s)[-1][0] for s in ["s0", "s1", "s2", "s3", "s4", "s5"]] == [100, 300, 300, 500, 500, 700]  # 100, 350, 450, 550, 650, 750
+        assert b.covered == (kw.get("cover_below", 1) is not None) and not b.stopped and not rb.stable_ended
     # a decay in progress never branches either
-    c = arm_a()
-    c.decay_start = 3
-    assert accept(c, "s0") == [] and not c.stopped
+    c, rc = arm_a()
+    rc.decay_start = 3
+    assert accept(c, rc, "s0") == [] and not c.stopped
 
 
 def test_every_drawn_position_is_reached_even_when_c_ends_as_early_as_it_can():
@@ -776,15 +776,16 @@ def test_polish_axis_rule():
 
 
 def test_curve_variant_measures_residuals_from_the_frozen_curve():
-    from shardqueue.study.arms import residual_measure
+    from shardqueue.policy.measured import CurveResiduals, QueueRule
 
     curves = {"a": {"a": 2.0, "b": 1.0, "c": 0.5, "D0": 100.0}}
-    state = {"D": 400.0}
-    m = residual_measure(lambda model: {"a": 2.6, "b": 3.0}, curves, lambda: state["D"])
-    got = m(None)
+    rule = CurveResiduals(QueueRule({"a": 0.1, "b": 0.1}, 2.0, 0.5, "clean"), curves)
+    got = rule.seen({"a": 2.6, "b": 3.0}, 400.0)
     assert got["a"] == pytest.approx(2.6 - (2.0 + 1.0 * 4.0 ** -0.5)) and got["b"] == 3.0
-    state["D"] = 100.0  # the reference moves with the model's trained targets
-    assert m(None)["a"] == pytest.approx(2.6 - 3.0)
+    # the reference moves with the model's trained targets
+    assert rule.seen({"a": 2.6, "b": 3.0}, 100.0)["a"] == pytest.approx(2.6 - 3.0)
+    # and the rule judges the residuals as the basic rule judges losses
+    assert rule.flag(0, {"a": 0.0, "b": 0.0}, {"a": 0.3, "b": 0.1}) == ["a"] and rule.branch_check.mode == "clean"
 
 
 # ---- the reference curve's span and shape ---------------------------------------------------
@@ -855,7 +856,7 @@ def test_spearman_and_auc_against_hand_worked_values():
 
 # ---- stage A: calibration split, schedule ----------------------------------------------------
 def test_held_out_rate_is_reported_on_transitions_that_did_not_choose_k():
-    from shardqueue.rule import calibrate
+    from shardqueue.policy.rule import calibrate
 
     sig = [{"d": 1.0 + 0.1 * (t % 2)} for t in range(6)]  # deltas +-0.1: sigma = 0.1095
     choose = [{"d": 1.0}] * 5  # flat: the first grid point (k 1.5, frac 0.5) passes
@@ -869,8 +870,8 @@ def test_held_out_rate_is_reported_on_transitions_that_did_not_choose_k():
 
 
 def test_schedule_keeps_weight_decay_constant_and_warms_up():
-    from shardqueue.schedule import decay, warmup
-    from shardqueue.runner import train_rows
+    from shardqueue.engine.schedule import decay, warmup
+    from shardqueue.engine.training import train_rows
     from training.trainer import Trainer
 
     w = warmup(0, 4)

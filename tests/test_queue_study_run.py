@@ -2,15 +2,21 @@
 against what its parts compute: the reference curve, efficiency points, the verdict, equal
 budgets, the in-queue decay on each arm's own accepted shards, the damaged pool."""
 import json
+import os
 
 import pytest
 from conftest import MICRO_STUDY as MICRO
+from conftest import ROOT
 from conftest import run_micro_study as study
 
 from shardqueue.study import presets
 from shardqueue.study.power import seeds_to_use
 from shardqueue.study.report import seed_lines
 from shardqueue.study.run import power_lines
+
+# summary.json of the micro study as the code before issue 54's move wrote it (tests/test_queue_reference.py
+# says when to write it again: PACKAUDIT_WRITE_REFERENCE=1)
+STUDY_REFERENCE = ROOT / "tests" / "reference" / "micro_study"
 
 @pytest.fixture(scope="module")
 def micro(micro_study):
@@ -95,7 +101,7 @@ def test_d_counts_targets_after_the_shared_start_and_budgets_are_equal(micro):
 
 
 def test_each_arm_decays_on_shards_its_own_policy_accepted(micro):
-    from shardqueue.log import read_log
+    from shardqueue.engine.log import read_log
 
     out = micro["out"]
     pool = json.loads((out / "stage_a" / "pool.json").read_text())
@@ -270,3 +276,33 @@ def test_a_planned_study_without_a_usable_count_runs_the_presets_most_seeds_and_
     lead = "With no count planned, nothing says these seeds suffice" if needed is None else "The study ran fewer seeds than planned"
     assert text.endswith(lead + ": its intervals may be wider than the floor, so it can resolve a gain only well away "
                          "from 0 and the threshold; a gain near them stays unresolved.")
+
+
+# what the clock, the machine and the folder decide: provenance, the timing block, a ratio of wall times, the
+# stage-A folder's path (and every wall time: a key ending in _s)
+NOT_COMPARED = ("provenance", "timing", "seconds", "overhead_vs_kept_training", "folder")
+
+
+def comparable(value, out):
+    """A study summary without what NOT_COMPARED names, the run folder's path replaced by a name."""
+    if isinstance(value, dict):
+        return {k: comparable(v, out) for k, v in value.items() if k not in NOT_COMPARED and not k.endswith("_s")}
+    if isinstance(value, list):
+        return [comparable(v, out) for v in value]
+    return value.replace(str(out), "<out>") if isinstance(value, str) else value
+
+
+def test_the_micro_study_summary_equals_the_reference_value_for_value(micro):
+    from records.provenance import machine
+
+    got, here = comparable(micro["summary"], micro["out"]), machine("cpu")
+    if os.environ.get("PACKAUDIT_WRITE_REFERENCE") == "1":
+        STUDY_REFERENCE.mkdir(parents=True, exist_ok=True)
+        (STUDY_REFERENCE / "summary.json").write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+        (STUDY_REFERENCE / "machine.json").write_text(json.dumps(here, indent=1, sort_keys=True) + "\n")
+    made_on = json.loads((STUDY_REFERENCE / "machine.json").read_text())
+    if made_on != here:
+        pytest.skip(f"the reference was made on {made_on}; floats agree bitwise only there (this is {here})")
+    want = json.loads((STUDY_REFERENCE / "summary.json").read_text())
+    assert comparable(want, micro["out"]) == want and "compute" in want  # the reference holds no wall time
+    assert got == want

@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from findings.summary import build, main, render
-from tests.test_findings_summary import _write, fake_run
+from records.queue_run import RunSummary, ScreenAgreement
+from records.reexecution import Difference
+from tests.test_findings_summary import _write, calibration, fake_run, reexecution
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,10 +53,18 @@ def test_scorecard_rows(tmp_path):
     assert sc["3 Exact source retention"][3] == "agrees"  # every covered packer held it in fake_run
 
 
+def run_summary(**kw):
+    """A queue run's summary that accepted one shard and rejected none; kw: fields to set."""
+    return RunSummary(**{"policy": "queue", "seed": 43, "reject_rate": 0.0, "run_id": "r", "accepted": ["a"],
+                         "quarantined": [], "deferred_pending": [], "undecided": [], "rejections": {}, "returns": {},
+                         "rotations": 1, "accepted_tokens": 10, "spent": {}, "final": None, "start_losses": {},
+                         "calibration": calibration(), "curve": [],
+                         "screen": ScreenAgreement(3, 0.5, 0.75, 1, "a sketch"), "accepted_records_targets": 10,
+                         "harmful_accepted": [], "harmful_quarantined": [], "confounded_recoveries": [], **kw})
+
+
 def test_queue_rate_rule_separates_point_estimate_and_bound(tmp_path):
-    _write(tmp_path / "queue" / "queue_summary.json", {"accepted": ["a"], "rejections": {}, "quarantined": []})
-    _write(tmp_path / "queue" / "calibration.json",
-           {"k": 3, "frac": 0.5, "false_rejections": 0, "transitions": 12, "upper95": 0.221})
+    run_summary().write(tmp_path / "queue" / "queue_summary.json")
     md = render(build(tmp_path), tmp_path)
     row = next(line for line in md.splitlines() if "false-rejection rate" in line)
     # no rate_kind: the choosing transitions measured it, so the point estimate meets the rule by construction
@@ -63,32 +73,30 @@ def test_queue_rate_rule_separates_point_estimate_and_bound(tmp_path):
             "(22.1%) does not") in row
     assert "With 12 transitions the 95% bound cannot fall below 5% even with no false rejection" in md
     # held out, and 59 transitions: 0 of them gives a bound of 1 - 0.05^(1/59) = 4.95%, under 5%
-    _write(tmp_path / "queue" / "calibration.json",
-           {"k": 3, "frac": 0.5, "false_rejections": 0, "transitions": 59, "upper95": 0.0495, "rate_kind": "held-out"})
+    run_summary(calibration=calibration(transitions=59, upper95=0.0495, rate_kind="held-out")).write(
+        tmp_path / "queue" / "queue_summary.json")
     md = render(build(tmp_path), tmp_path)
     row = next(line for line in md.splitlines() if "false-rejection rate" in line)
     assert row.startswith("| held-out false-rejection rate") and "the point estimate meets it; the 95% bound (5.0%) meets" in row
     assert "cannot fall below 5%" not in md
-    _write(tmp_path / "queue" / "calibration.json",
-           {"k": 3, "frac": 0.5, "false_rejections": 0, "transitions": 58, "upper95": 0.0503, "rate_kind": "held-out"})
+    run_summary(calibration=calibration(transitions=58, upper95=0.0503, rate_kind="held-out")).write(
+        tmp_path / "queue" / "queue_summary.json")
     assert "With 58 transitions the 95% bound cannot fall below 5%" in render(build(tmp_path), tmp_path)
 
 
 def test_queue_section_says_whether_the_reexecution_held(tmp_path):
     q = tmp_path / "queue"
-    _write(q / "queue_summary.json", {"accepted": ["a"], "rejections": {}, "quarantined": []})
+    run_summary().write(q / "queue_summary.json")
 
     def row():
         md = render(build(tmp_path), tmp_path)
         return next(line for line in md.splitlines() if "reconstruct --execute" in line), md
 
     assert "| not run |" in row()[0]
-    _write(q / "reexecution.json", {"held": True, "first": 1, "last": 58, "mode": "bitwise", "same_machine": True,
-                                    "seconds": 31.4, "difference": None})
+    reexecution().write(q)
     assert "held: records 1-58 reproduced, bitwise (this machine), in 31 s" in row()[0]
     line = "record 12 (train): train_loss: logged 5.0, re-executed 4.5"
-    _write(q / "reexecution.json", {"held": False, "first": 1, "last": 58, "mode": "bitwise", "same_machine": True,
-                                    "seconds": 9.0, "difference": {"seq": 12, "field": "train_loss", "line": line}})
+    reexecution(held=False, seconds=9.0, difference=Difference(12, "train", "train_loss", 5.0, 4.5, line)).write(q)
     cell, md = row()
     assert "FAILED at record 12 (train_loss)" in cell and f"did NOT reproduce the log: {line}." in md
 

@@ -16,15 +16,17 @@ from corpus.readers.units import plan
 
 def corpus_lengths(paths, tokenizer=None, *, format=None, column=None, label=None, bos="auto", bos_id=None,
                    separator=None, token_dtype=None, cache_dir=None, workers=None, runner=None, progress=True,
-                   text_batch=1024):
+                   text_batch=4096):
     """Every document's length (BOS per `bos`) of the corpus at `paths` (files, folders, globs, in order),
     with labels, file and row: a CorpusLengths. One line (DataError) naming the file for bad input.
 
     tokenizer: for text (see encoders.py: a tokenizers .json, a tiktoken NAME or NAME:RANKFILE, this project's
     tokenizer folder) or a TokenizerSpec. bos: auto | add | none; bos_id: the BOS token id (default: the tokenizer's
     own, where it has one; BOS auto on token data needs it). separator, token_dtype: flat token files.
-    cache_dir: where lengths are cached (None: nothing is written). workers: local processes (default: the cores;
-    1: this process). runner: another engine (fanout/corpus_data.py's Ray Data runner)."""
+    cache_dir: where lengths are cached (None: nothing is written, and every input is hashed again).
+    workers: units counted at once, by this process and workers - 1 spawned ones (default: the cores; 1: this
+    process alone). runner: another engine (fanout/corpus_data.py's Ray Data runner). progress: the bars on
+    stderr (SHA256 of new inputs; the pass: documents/s, tokens/s, time left)."""
     spec = tokenizer if isinstance(tokenizer, TokenizerSpec) or tokenizer is None else tokenizer_spec(tokenizer)
     if bos_id is None and spec is not None:
         bos_id = spec.bos_id

@@ -151,11 +151,8 @@ class LengthCache:
                 return None
             doc_file = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
             doc_row = np.arange(len(lengths), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-            names = meta["label_names"]
-            table = np.empty(len(names), object)
-            table[:] = names
-            return CorpusLengths(lengths, table[codes], doc_file, doc_row, meta["files"], prov, cached=True,
-                                 cache_dir=str(self.dir), label_names=names, label_codes=codes)
+            return CorpusLengths(lengths, codes, meta["label_names"], doc_file, doc_row, meta["files"], prov,
+                                 cached=True, cache_dir=str(self.dir))
         except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
             return None  # a damaged cache is recomputed, not trusted
 

@@ -9,7 +9,8 @@ from corpus.readers.units import joined
 @dataclass
 class CorpusLengths:
     lengths: np.ndarray  # int64, one per document in corpus order, BOS counted per provenance["bos"]
-    labels: np.ndarray  # object: str (or None for a null label) per document
+    label_codes: np.ndarray  # int32 per document into label_names
+    label_names: list  # the distinct labels (str, or None for a null label), in order of first appearance
     doc_file: np.ndarray  # int32: index into files
     doc_row: np.ndarray  # int64: the document's row in its file (its index in a datasets folder or Megatron prefix)
     files: list  # the sources as the caller named them resolved: files, datasets folders, Megatron prefixes
@@ -18,11 +19,20 @@ class CorpusLengths:
     resumed: int = 0  # units taken from an interrupted pass's cache
     message: str = ""  # one line saying what was done (or not done)
     cache_dir: str = None  # the folder holding this result, when a cache folder was given
-    label_names: list = field(default_factory=list)  # the distinct labels, in order of first appearance
-    label_codes: np.ndarray = None  # int32 per document into label_names (labels without an object per row)
+    _labels: np.ndarray = field(default=None, repr=False)
 
     def __len__(self):
         return len(self.lengths)
+
+    @property
+    def labels(self) -> np.ndarray:
+        """object: each document's label (str, or None for a null label); made at the first use (an object per
+        document costs more than the pass's own arrays; label_codes and label_names hold the same)."""
+        if self._labels is None:
+            table = np.empty(len(self.label_names), object)
+            table[:] = self.label_names
+            self._labels = table[self.label_codes]
+        return self._labels
 
     @property
     def tokens(self) -> int:
@@ -45,12 +55,8 @@ def assemble(units, results, sources, provenance):
         start = row_of.get(u.source, 0)
         doc_row.append(np.arange(start, start + n, dtype=np.int64))
         row_of[u.source] = start + n
-    codes = joined(codes, np.int32)
-    table = np.empty(len(names), object)
-    table[:] = names
-    labels = table[codes]
-    return CorpusLengths(joined(lengths, np.int64), labels, joined(doc_file, np.int32), joined(doc_row, np.int64),
-                         [s.path for s in sources], provenance, label_names=names, label_codes=codes)
+    return CorpusLengths(joined(lengths, np.int64), joined(codes, np.int32), names, joined(doc_file, np.int32),
+                         joined(doc_row, np.int64), [s.path for s in sources], provenance)
 
 
 def _code(names, index, name):

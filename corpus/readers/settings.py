@@ -23,7 +23,8 @@ class Settings:
     label: str = None  # the label column/field (a dotted path into a JSON record); None: LABEL_COLUMNS or the file
     separator: int = None  # flat token files: the id that ends each document
     token_dtype: str = None  # flat token files without a .npy header: uint16 or uint32
-    text_batch: int = 1024  # documents per tokenizer call: memory follows this, not the corpus
+    text_batch: int = 4096  # documents per tokenizer call: memory follows this, not the corpus (a tokenizers
+    # call costs about 8% more CPU per token at 1,024, 25% at 256, against the whole corpus in one; 3% at 4,096)
 
     def check(self):
         if self.bos not in BOS_POLICIES:

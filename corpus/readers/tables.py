@@ -86,6 +86,8 @@ def label_column(schema, label, where):
 def plan(source, index, settings, label_const):
     """The units of one table source (a parquet or Arrow file, or a datasets folder)."""
     fmt = "arrow" if source.fmt == "datasets" else source.fmt
+    if not source.files:  # a datasets folder saved from an empty dataset: no shard, no document
+        return []
     schema = schema_of(fmt, source.files[0])
     role, col = choose_column(schema, settings.column, source.path)
     lab = label_column(schema, settings.label, source.path)

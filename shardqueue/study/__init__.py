@@ -5,7 +5,7 @@ or as many as stage A's noise asks for, one adoption rule with paired intervals 
     presets.py           the typed settings (StudyPreset: tiny, small, planned, proxy64m) and their plans:
                          shards, targets, FLOPs, GPU-hours, data, disk and host memory against the stated node
     run.py               stage A once, the seed plan, three runs per seed, accounting, efficiency points, the verdict
-    arms.py              the arms' runner variants (reference branches, fixed random, curve rule)
+    arms.py              the arms as run plans of the one runner; arm A's reference branches (an observer)
     accounting.py        trained targets and costs per run from its decision log; control traces
     efficiency.py        D, efficiency points against arm A's reference curve, the per-axis equivalent
     reference_curve.py   where A's decay branches sit, the monotone curve of the seeds, each seed's
@@ -20,6 +20,8 @@ or as many as stage A's noise asks for, one adoption rule with paired intervals 
     non_english.py       the Polish selection axis, when the corpus has one
     report.py            report.md and summary.json (with its schema)
     figures.py           selection.png, control_b.png, screen_vs_rise.png, compute.png
+    dose.py              dose-response: flag/reject rate against the exact harmful share of a shard (--harm)
+    footprint.py         peak host memory and disk of a preset's plan, term by term (host_footprint)
 
 The command line is queue/study.py.
 """

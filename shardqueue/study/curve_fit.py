@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from shardqueue.policy.measured import curve  # the curve's one definition: the curve-guided rule reads it too
+
 STARTS = (0.05, 0.2, 0.5, 1.0, 2.0)  # initial exponents c
 MIN_POINTS = 5
 AGREE_REL = 0.01
@@ -29,10 +31,6 @@ MAX_LOG_HALFWIDTH = math.log(2.0)
 A_HALFWIDTH_VS_RANGE = 1.0
 THRESHOLDS = {"starts": list(STARTS), "min_points": MIN_POINTS, "agree_rel": AGREE_REL, "max_cond": MAX_COND,
               "z": Z95, "max_log_halfwidth_b_c": MAX_LOG_HALFWIDTH, "a_halfwidth_vs_loss_range": A_HALFWIDTH_VS_RANGE}
-
-
-def curve(D, a, b, c, D0=1.0):
-    return a + b * (np.asarray(D, dtype=float) / D0) ** (-c)
 
 
 def _residual_jac(theta, x, y):

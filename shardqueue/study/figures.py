@@ -1,4 +1,4 @@
-"""The queue study's figures, drawn from the study summary (report.SCHEMA).
+"""The queue study's figures, drawn from the study summary (records/study.py SCHEMA).
 
 selection.png       selection loss against D (targets trained after the shared start): each
                     seed's reference points of arm A, the monotone reference curve, and the

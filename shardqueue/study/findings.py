@@ -24,8 +24,8 @@ import math
 
 import numpy as np
 
-from shardqueue.log import read_log
-from shardqueue.rule import clopper_pearson_upper
+from shardqueue.engine.log import read_log
+from shardqueue.policy.rule import clopper_pearson_upper
 from shardqueue.study.accounting import decision_rows
 
 DOSE_BINS = ((0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.01))

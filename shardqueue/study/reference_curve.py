@@ -5,7 +5,7 @@ whether it spans every loss it must measure.
 Branch points are spaced evenly in log D: fractions 2^(j / per_doubling) of the stable
 budget, from `lowest` up to (not including) the cap; the cap is arm A's own run budget,
 whose in-queue decay is the last point. Arm A stops earlier once a branch reached the
-lowest loss the curve must cover (arms.ReferenceBranchRunner).
+lowest loss the curve must cover (arms.ReferenceBranches).
 
 The curve is the isotonic (non-increasing in D) least-squares fit to both seeds' points
 pooled (pool-adjacent-violators): where noise would fold the curve, neighbouring points

@@ -1,85 +1,14 @@
-"""The queue study's report: queue_study/summary.json (checked against SCHEMA) -> report.md.
-
-SCHEMA lists every key the report and the figures read, with its type; `validate`
-names the first missing or mistyped key, so a broken summary is refused in one line
-instead of producing a half-written report.
+"""The queue study's report: queue_study/summary.json (checked against records/study.py's SCHEMA, which lists
+every key the report and the figures read, with its type) -> report.md. A broken summary is refused in one
+line naming its first missing or mistyped key instead of producing a half-written report.
 """
 from pathlib import Path
 
 from corpus.atomic import atomic_write_text
+from records.study import validate
 from shardqueue.study.adoption import DEFINITION as ADOPTION_DEFINITION
 from shardqueue.study.figures import compute_figure, control_figure, screen_figure, selection_figure
 from shardqueue.study.presets import SUB_SHARD_NOTE
-
-NUM = (int, float)
-OPT_NUM = (int, float, type(None))
-OPT_INT = (int, type(None))
-RUN_SCHEMA = {
-    "arm": str, "seed": int, "name": str,
-    "trained_targets": int,  # read from the run's own decision log
-    "final_selection": dict,  # {"mean": BPB, domain: BPB}, after the decay
-    "final_control": dict,  # {domain: BPB}, after the decay
-    "efficiency": {"points": OPT_NUM, "d_eq": OPT_NUM, "reason": str},
-    "decisions": dict,  # {"accept": n, "flag": n, "reject": n, "deferred": n, "quarantined": n, ...}
-    "rejected": list,  # [{"shard", "sources", "outcome", "position"}]
-    "compute": {"accepted_updates": int, "wasted_updates": dict, "screen_passes": int, "wall_s": dict},
-    "decay": {"updates": int, "targets": int, "shards": list},  # the final decay: on shards this run accepted
-    "control_trace": list,  # [{"D", "losses", "mark"}], arm B only (empty elsewhere)
-}
-SCHEMA = {
-    "schema": str, "preset": str, "plan": dict,
-    "calibration": {"source": str, "sigma": dict, "k": NUM, "recovery": str, "false_rejection": dict,
-                    "curves": dict, "curve_variant": {"requested": bool, "used": bool, "reason": str}},
-    "selection": {"domains": list, "non_english_axis": {"present": bool, "text": str}},
-    "efficiency_definition": str, "axis_definition": str, "schedule": str,
-    "reference_curve": {"D": list, "L": list, "per_seed": dict, "cap": NUM, "fractions": list,
-                        "coverage": {"ok": bool, "lowest": NUM, "highest": NUM, "below": list, "above": list}},
-    "runs": [RUN_SCHEMA],
-    "budget_check": {"targets": dict, "equal": bool, "rule": str, "problems": list},
-    "adoption": {"rule": str, "seeds": list, "b_minus_a": dict, "b_minus_c": dict, "seed_spread": OPT_NUM,
-                 "per_arm_spread": dict, "threshold": OPT_NUM, "threshold_if_largest_pairwise": OPT_NUM,
-                 "rule_met": bool, "intervals": dict, "verdict": str, "reasons": list, "measured": bool},
-    "seeds": {"used": int, "list": list, "planned": OPT_INT, "preset_max": int, "from_measured_spread": OPT_INT,
-              "expected_width_points": OPT_NUM},
-    "power": {"sigma_run_bpb": NUM, "sigma_diff_bpb": NUM, "beta": OPT_NUM, "sigma_diff_points": OPT_NUM,
-              "floor": NUM, "level": NUM, "seeds_needed": OPT_INT, "reason": str},
-    "arm_c": dict,  # {seed: {"B": {...}, "C": {...}, "equal", "why_not", "positions", "window"}}
-    "compute": {"per_arm": dict, "b_over_a": dict},
-    "per_axis": {"defined": bool, "reason": str, "gaps_bpb": dict},
-    "answers": {"caught": dict, "false_rejections_clean": dict, "screen": dict, "compute": dict},
-    "provenance": {"date": str, "commit": str, "machine": str},
-    "seed_effects": str,
-    "decisions_table": {"rows": int, "parquet": str, "csv": str},
-    "timing": dict,
-    "limits": str,
-    "earlier_attempts": [{"folder": str, "files": int}],  # interrupted runs' files, moved aside on restart
-}
-
-
-class SchemaError(ValueError):
-    pass
-
-
-def validate(obj, schema=SCHEMA, where="summary"):
-    """Raise SchemaError naming the first key that is missing or of the wrong type."""
-    if isinstance(schema, dict):
-        if not isinstance(obj, dict):
-            raise SchemaError(f"{where}: expected an object, got {type(obj).__name__}")
-        for k, sub in schema.items():
-            if k not in obj:
-                raise SchemaError(f"{where}: key {k!r} is missing")
-            validate(obj[k], sub, f"{where}.{k}")
-    elif isinstance(schema, list):
-        if not isinstance(obj, list):
-            raise SchemaError(f"{where}: expected a list, got {type(obj).__name__}")
-        for i, item in enumerate(obj):
-            validate(item, schema[0], f"{where}[{i}]")
-    else:
-        types = schema if isinstance(schema, tuple) else (schema,)
-        if isinstance(obj, bool) and bool not in types:
-            raise SchemaError(f"{where}: expected {'/'.join(t.__name__ for t in types)}, got bool")
-        if not isinstance(obj, types):
-            raise SchemaError(f"{where}: expected {'/'.join(t.__name__ for t in types)}, got {type(obj).__name__}")
 
 
 def _pts(x):

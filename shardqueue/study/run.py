@@ -8,12 +8,8 @@ loss to know how far the curve has to reach). A run whose study_run.json exists 
 redone; an unfinished one is moved aside and redone from its start state. A finished run's
 rollback checkpoints are deleted: no decision can need them any more.
 """
-import datetime
 import json
-import os
-import platform
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -27,22 +23,17 @@ from corpus.atomic import atomic_write_json
 from corpus.errors import DataError, os_error_line
 from corpus.layout import default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
-from fanout import Task, gpus_for, open_engine
+from fanout import Engine, Task, gpus_for, open_engine
+from records import provenance
+from records.study import StudySummary
 from shardqueue import api as rq
-from shardqueue.api import copy_start_state
-from shardqueue.domains import load_domains
-from shardqueue.log import read_log
-from shardqueue.packing import shard_rows, shard_tokens
-from shardqueue.rotation import shard_docs
-from shardqueue.rule import rate_kind
+from shardqueue.engine.log import read_log
+from shardqueue.engine.packing import shard_rows, shard_tokens
+from shardqueue.engine.run_folder import copy_start_state
+from shardqueue.policy.rule import rate_kind
 from shardqueue.study.accounting import accounting, control_trace, decision_rows, run_cost
 from shardqueue.study.adoption import adoption
-from shardqueue.study.arms import (
-    CurveRunner,
-    FixedRandomRunner,
-    ReferenceBranchRunner,
-    runner_class,
-)
+from shardqueue.study.arms import ReferenceBranches, arm_a_plan, arm_b_plan, arm_c_plan
 from shardqueue.study.curve_fit import THRESHOLDS, check_identifiable
 from shardqueue.study.efficiency import AXIS_DEFINITION, DEFINITION, efficiency_points, per_axis
 from shardqueue.study.findings import answers, compute_per_arm
@@ -59,6 +50,8 @@ from shardqueue.study.presets import PRESETS, StudyPreset, decay_updates, plan, 
 from shardqueue.study.random_rejection import plan_c
 from shardqueue.study.reference_curve import coverage, curve_from_seeds, leave_one_out
 from shardqueue.study.report import write_report
+from shardqueue.world.domains import load_domains
+from shardqueue.world.rotation import shard_docs
 from training.device import configure, resolve_device
 
 SEED_EFFECTS = (
@@ -88,7 +81,7 @@ def stage_a(a, p, out, rq, log):
         settings = queue_settings(p)
         if getattr(a, "domains", None):  # control and selection domains from a file
             settings = replace(settings, domains=load_domains(a.domains))
-        rec = rq.calibrate(cal, None, ov, settings, a.device, log=log)
+        rec = rq.calibrate(cal, None, ov, settings, a.device)
         if not rec["ok"]:
             raise DataError(f"{cal / 'calibration.json'}: the calibration failed ({rec['reason']})")
     else:
@@ -119,36 +112,37 @@ def stage_a_curves(rq, world, pool, calib, cfg):
     return {d: check_identifiable(D, [s[d] for s in states]) for d in sorted(states[0])}, D
 
 
-def run_arm(rq, arm, seed, out, cal, budget, rotation, log, device, cls=None, attrs=None, policy="queue", rate=0.0,
-            describe=None):
-    """One arm at one seed; returns its study record (cached in RUN/study_run.json). `describe` replaces the
-    policy's name in the line printed at the arm's start."""
-    d = out / f"{arm}_s{seed}"
+def run_arm(rq, arm, out, cal, plan, log, device, observer=None, describe=None):
+    """One arm at one seed under its run plan; returns its study record (cached in RUN/study_run.json).
+    observer: arm A's reference branches; `describe` replaces the policy's name in the line printed at the
+    arm's start."""
+    d = out / f"{arm}_s{plan.seed}"
     done = d / "study_run.json"
     if done.exists():
         log(f"{d.name}: already done")
         return json.loads(done.read_text())
     fresh = (d / "decisions.jsonl").exists() or bool(list(d.glob("ckpt_*.pt")))
-    log(f"\n-- arm {arm}, seed {seed}: {describe or 'policy ' + policy}")
+    log(f"\n-- arm {arm}, seed {plan.seed}: {describe or 'policy ' + plan.policy}")
     t0 = time.time()
-    sub, made = runner_class(cls or rq.QueueRunner, **(attrs or {}))
     # report=False: the study writes one report for all runs (a per-run report and figure cost more than a tiny run)
-    summary = rq.run(d, cal, policy, seed, rate, budget, rotation, True, False, fresh, device, log=log, report=False,
-                     runner_cls=sub)
+    summary = rq.run(d, cal, plan, fresh=fresh, device=device, log=log, report=False,
+                     observers=[observer] if observer else ())
     wall = time.time() - t0
     recs = read_log(d / "decisions.jsonl", log=lambda s: None)
     acc = accounting(recs)
-    runner = made[-1] if made else None
-    rec = {"arm": arm, "seed": seed, "name": f"{arm}_s{seed}", "policy": policy, "reject_rate": rate,
-           "summary": {k: summary.get(k) for k in ("accepted", "quarantined", "deferred_pending", "undecided",
-                                                     "rejections", "returns", "rotations", "accepted_tokens",
-                                                     "harmful_accepted", "screen")},
-           "final": summary["final"], "start_targets": recs[0].get("start_targets", 0), "accounting": acc,
+    rec = {"arm": arm, "seed": plan.seed, "name": f"{arm}_s{plan.seed}", "policy": plan.policy,
+           "reject_rate": plan.reject_rate,
+           "summary": {k: summary.to_json()[k] for k in ("accepted", "quarantined", "deferred_pending", "undecided",
+                                                           "rejections", "returns", "rotations", "accepted_tokens",
+                                                           "harmful_accepted", "screen")},
+           "final": summary.to_json()["final"], "start_targets": recs[0].get("start_targets", 0), "accounting": acc,
            "control_trace": control_trace(recs), "wall_s": round(wall, 2),
-           "branches": getattr(runner, "branches", []), "branch_seconds": getattr(runner, "branch_seconds", 0.0),
-           "branch_updates": getattr(runner, "branch_updates", 0), "stopped_covered": getattr(runner, "stopped", None)}
+           "branches": observer.branches if observer else [],
+           "branch_seconds": observer.branch_seconds if observer else 0.0,
+           "branch_updates": observer.branch_updates if observer else 0,
+           "stopped_covered": observer.stopped if observer else None}
     atomic_write_json(done, rec)
-    keep = out / "start_states" / f"s{seed}.pt"
+    keep = out / "start_states" / f"s{plan.seed}.pt"
     if (d / "start_state.pt").exists() and (d / "start_state.json").exists() and not keep.exists():
         keep.parent.mkdir(parents=True, exist_ok=True)  # the seed's start state and its key, for the other arms
         shutil.move(str(d / "start_state.json"), str(keep.with_suffix(".json")))
@@ -169,11 +163,12 @@ class SeedJob:
     device: str
     decay_updates: int
     calib_seed: int
-    b_attrs: dict
+    curves: dict | None  # arm B's frozen reference curves (the curve variant), or None: the basic rule
     largest_shard: int
     context: int
     rows_per_update: int
-    a_attrs: dict = None
+    a_thresholds: tuple = ()  # arm A's reference thresholds of accepted targets
+    a_cover_below: float | None = None  # the lowest final loss arm A's curve must reach
     a_budget: int = 0
     reads: tuple = ()
 
@@ -181,15 +176,13 @@ class SeedJob:
 def arms_b_c(job, log):
     """Arm B at one seed, then arm C with as many rejections as B made: (B's record, C's record, C's plan)."""
     s, U = job.seed, job.decay_updates
-    rb = run_arm(rq, "B", s, job.out, job.cal, job.budget, job.rotation, log, job.device, CurveRunner,
-                 {**job.b_attrs, "decay_updates": U}, "queue")
+    rb = run_arm(rq, "B", job.out, job.cal, arm_b_plan(s, job.budget, job.rotation, U, job.curves), log, job.device)
     share_start_state(job.out, s, job.calib_seed)
     # C rejects as many times as B did, at positions every one of which C reaches
     cp = plan_c(rb["accounting"]["decisions"], s, job.budget, job.largest_shard, job.context, job.rows_per_update, U)
     rate = cp["count"] / cp["window"] if cp["window"] else 0.0  # recorded in C's start record, not used
-    rc = run_arm(rq, "C", s, job.out, job.cal, job.budget, job.rotation, log, job.device, FixedRandomRunner,
-                 {"positions": frozenset(cp["positions"]), "decay_updates": U}, "random", min(max(rate, 1e-9), 1 - 1e-9),
-                 f"random rejection, as many as B made ({cp['count']})"
+    rc = run_arm(rq, "C", job.out, job.cal, arm_c_plan(s, job.budget, job.rotation, U, cp["positions"], rate), log,
+                 job.device, describe=f"random rejection, as many as B made ({cp['count']})"
                  + (f", at positions drawn among C's first {cp['window']} decisions" if cp["count"] else ""))
     return rb, rc, cp
 
@@ -197,11 +190,11 @@ def arms_b_c(job, log):
 def arm_a(job, log):
     """Arm A at one seed: plain order past the budget, its decay branches building the reference curve."""
     share_start_state(job.out, job.seed, job.calib_seed)
-    return run_arm(rq, "A", job.seed, job.out, job.cal, job.a_budget, job.rotation, log, job.device,
-                   ReferenceBranchRunner, job.a_attrs, "plain")
+    return run_arm(rq, "A", job.out, job.cal, arm_a_plan(job.seed, job.a_budget, job.rotation, job.decay_updates),
+                   log, job.device, ReferenceBranches(job.a_thresholds, job.budget, job.a_cover_below))
 
 
-def map_seeds(fn, jobs, engine, log):
+def map_seeds(fn, jobs, engine: Engine, log):
     """fn(job, log) for every seed's job, in order, through the fan-out engine: in this process, in a local
     pool of --workers processes, or on Ray (a run on CUDA holds one GPU).
 
@@ -314,7 +307,7 @@ def _run(a, p, out, rq, log, engine):
     t_all = time.time()
     prov = out / "provenance.json"  # the commit and machine the runs were made with (a rebuilt report keeps them)
     if not prov.exists():
-        atomic_write_json(prov, provenance())
+        atomic_write_json(prov, provenance.study())
     made_a = not (Path(a.calibration) if getattr(a, "calibration", None) else out / "stage_a").joinpath(
         "calibration.json").exists()
     cfg, world, pool, calib, cal = stage_a(a, p, out, rq, log)
@@ -334,9 +327,9 @@ def _run(a, p, out, rq, log, engine):
     cand_tokens = [s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]]
     budget = int(round(p.budget_shards * sum(cand_tokens) / len(cand_tokens)))
     U = decay_updates(p, cfg.targets_per_update)
-    b_attrs = {"curves": {d: {k: c[k] for k in ("a", "b", "c", "D0")} for d, c in curves.items()}} if use_curve else {}
+    b_curves = {d: {k: c[k] for k in ("a", "b", "c", "D0")} for d, c in curves.items()} if use_curve else None
     jobs = [SeedJob(seed=s, out=out, cal=cal, budget=budget, rotation=rot, device=a.device, decay_updates=U,
-                    calib_seed=calib["seed"], b_attrs=b_attrs, largest_shard=max(cand_tokens), context=cfg.context,
+                    calib_seed=calib["seed"], curves=b_curves, largest_shard=max(cand_tokens), context=cfg.context,
                     rows_per_update=cfg.micro_rows * cfg.accum,
                     reads=(str(cal.resolve()), str(Path(cfg.data_dir or default_data_dir()).resolve()))) for s in seeds]
     # B then C at every seed first: arm A's reference must cover their final losses
@@ -348,8 +341,8 @@ def _run(a, p, out, rq, log, engine):
     # the lowest loss A's curves must reach: every B and C final (the same for every seed, so the A runs
     # are independent of each other and of their order)
     low = min(mean(r["final"]["selection"]) for r in runs)
-    a_jobs = [replace(j, a_attrs={"thresholds": thresholds, "budget_threshold": budget, "cover_below": low,
-                                  "decay_updates": U}, a_budget=int(p.reference_cap * budget)) for j in jobs]
+    a_jobs = [replace(j, a_thresholds=thresholds, a_cover_below=low, a_budget=int(p.reference_cap * budget))
+              for j in jobs]
     runs += map_seeds(arm_a, a_jobs, engine, log)
     runs.sort(key=lambda r: ("ABC".index(r["arm"]), r["seed"]))
     summary = assemble(StudyRuns(preset=a.preset, setting=p, out=out, runs=runs, c_plans=c_plans, power=power,
@@ -367,16 +360,16 @@ def _run(a, p, out, rq, log, engine):
     summary["timing"] = {"stage_a": t_a, "runs": round(t_runs, 1), "total": round(t_a + t_runs, 1),
                          "this_invocation": round(time.time() - t_all, 1)}
     shutil.rmtree(out / "start_states", ignore_errors=True)  # every run is done: no arm needs a start state
-    atomic_write_json(out / "summary.json", summary)
+    record = StudySummary.from_json(summary)
+    record.write(out / "summary.json")
 
-    path = write_report(summary, out)
-    ad = summary["adoption"]
-    log(f"\nverdict: {ad['verdict']}" + "".join(f"\n  {r}" for r in ad["reasons"]))
-    thr = "not measurable" if ad["threshold"] is None else f"{ad['threshold']:.2f}"
-    log(f"  efficiency points: B-A {fmt_by_seed(ad['b_minus_a'])}; B-C {fmt_by_seed(ad['b_minus_c'])}; threshold {thr}")
-    sd = summary["seeds"]
-    log(f"  seeds per arm: {sd['used']} used; {count_text(sd['planned'])} planned from stage A; "
-        f"{count_text(sd['from_measured_spread'])} from the measured spread of B-A")
+    path = write_report(record.to_json(), out)
+    ad = record.adoption
+    log(f"\nverdict: {ad.verdict}" + "".join(f"\n  {r}" for r in ad.reasons))
+    thr = "not measurable" if ad.threshold is None else f"{ad.threshold:.2f}"
+    log(f"  efficiency points: B-A {fmt_by_seed(ad.b_minus_a)}; B-C {fmt_by_seed(ad.b_minus_c)}; threshold {thr}")
+    log(f"  seeds per arm: {record.seeds_used} used; {count_text(record.seeds_planned)} planned from stage A; "
+        f"{count_text(summary['seeds']['from_measured_spread'])} from the measured spread of B-A")
     log(f"wrote {path}, {out / 'summary.json'} and the figures")
     return 0
 
@@ -434,7 +427,7 @@ class StudyRuns:
     curve_requested: bool
     use_curve: bool
     curve_reason: str
-    world: object  # shardqueue.world.World: its selection set and validation texts
+    world: object  # shardqueue.world.corpus_view.World: its selection set and validation texts
 
 
 def a_curves(runs):
@@ -576,7 +569,7 @@ def assemble(res: StudyRuns) -> dict:
         "decisions_table": table,
         "limits": limits_text(res.preset, p),
         "earlier_attempts": earlier_attempts(out),
-        "provenance": {**json.loads((out / "provenance.json").read_text()), "report_built": provenance()},
+        "provenance": {**json.loads((out / "provenance.json").read_text()), "report_built": provenance.study()},
     }
 
 
@@ -613,29 +606,6 @@ def decay_shards_of(r, budget):
     if r["arm"] == "A":
         return next(b.get("decay_shards", []) for b in r["branches"] if b["threshold"] == budget)
     return r["accounting"].get("decay_shards", [])
-
-
-def provenance():
-    root = Path(__file__).resolve().parents[2]
-    try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=10).stdout.strip()
-        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                    capture_output=True, text=True, timeout=10).stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        commit, dirty = "unknown", None
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-
-    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
-            "dirty": dirty, "machine": f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} "
-                                      f"{platform.release()}, Python {platform.python_version()}"}
 
 
 def share_start_state(out, seed, calib_seed):

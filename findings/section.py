@@ -1,0 +1,70 @@
+"""One section of the findings page, computed (Section: headline, text, table, notes, links, its scorecard
+row), and the small formats every section module shares. summary.py renders the sections."""
+from pathlib import Path
+
+from corpus.errors import DataError
+
+NOT_COMPARABLE = "not comparable at this scale"
+
+
+def pct(x, nd=2):
+    return "n/a" if x is None else f"{100 * x:.{nd}f}%"
+
+
+def n(x):
+    return "n/a" if x is None else f"{x:,}"
+
+
+def f(x, nd=4, sign=False):
+    return "n/a" if x is None else (f"{x:+.{nd}f}" if sign else f"{x:.{nd}f}")
+
+
+def link(base, target, label=None):
+    return f"[{label or target}]({target})" if (base / target).exists() else None
+
+
+def rel(path, out):
+    path = Path(path)
+    return str(path.relative_to(out)) if path.is_relative_to(out) else str(path)
+
+
+def loaded(load, *args):
+    """A record's load(*args), or None when its file is missing or unreadable (the stage is reported as not run)."""
+    try:
+        return load(*args)
+    except DataError:
+        return None
+
+
+class Section:
+    """One section of the page, computed: its headline, text, table (by default: quantity, ours, the
+    reference's), notes, links and scorecard row. section_md renders it; findings.json holds to_json()."""
+
+    def __init__(self, key, title, ref="paper", columns=None, prose=False):
+        self.key, self.title, self.ref = key, title, ref
+        self.columns = tuple(columns or ("quantity", "ours", ref))
+        self.prose = prose  # cells of sentences, left-aligned; otherwise the value columns align right
+        self.headline, self.text, self.rows, self.links, self.notes = None, [], [], [], []
+        self.score = None  # the scorecard row: (what was measured, ours, the paper's, agreement)
+
+    def row(self, *cells):
+        if len(cells) != len(self.columns):
+            raise ValueError(f"{self.key}: a row of {len(cells)} cells under {len(self.columns)} columns")
+        self.rows.append(cells)
+
+    def to_json(self):
+        return {"key": self.key, "title": self.title, "headline": self.headline, "text": self.text,
+                "columns": list(self.columns), "rows": [list(r) for r in self.rows], "notes": self.notes,
+                "score": dict(zip(("measured", "ours", "paper", "agreement"), self.score)) if self.score else None}
+
+
+def signs_agree(ours, paper):
+    """'direction agrees in k of n' over paired signed values (ours, paper's)."""
+    k = sum((a > 0) == (b > 0) for a, b in zip(ours, paper))
+    return f"direction agrees in {k} of {len(ours)}" if ours else "n/a"
+
+
+def missing(key, title, d):
+    sec = Section(key, title)
+    sec.headline = f"Not run: no results under {d}."
+    return sec

@@ -1,0 +1,11 @@
+"""Typed records of what the stages write, each with its own loader: the one place a stage's JSON is read by
+its keys. A record with a schema refuses another version in one line naming the file.
+
+    json_record.py  reading a JSON record whole: exactly its dataclass's keys, its schema checked
+    queue_run.py    RunSummary: a queue run's queue_summary.json (queue-run/1)
+    reexecution.py  Reexecution: what `reconstruct --execute` found (reexecution.json)
+    study.py        StudySummary: the queue study's summary.json (queue-study/4) and its key schema
+    training.py     TrainedRun, SourceFilter: a training run's summary.json and the train stage's filter, as read
+    evaluation.py   Confirmation, WindowSummary, Rankings: the evaluation's results, as read
+    provenance.py   what ran (code, software, hardware, corpus, date, times, size): the one place it is collected
+"""

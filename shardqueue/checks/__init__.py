@@ -1,0 +1,6 @@
+"""What a finished run is checked and reported by.
+
+    replay.py     reconstruct: replay the log, check every record and manifest
+    reexecute.py  reconstruct --execute: run the queue again, compare every logged number with the log
+    report.py     report.md, decisions.parquet/.csv, the control-curve figure
+"""

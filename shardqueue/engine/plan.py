@@ -1,0 +1,61 @@
+"""What one queue run needs, typed and checked where it is built (the command line from its options, the study
+for each arm): the policy and its parameters, the seed, the budget, the rotation length, the branch check and
+the final decay inside the queue; and the policy the plan names, built on a calibration record."""
+from dataclasses import dataclass, replace
+
+from corpus.errors import DataError
+from shardqueue.policy.measured import CurveResiduals, QueueRule
+from shardqueue.policy.unmeasured import FixedPositions, PlainOrder, RandomRejection
+from shardqueue.settings import POLICIES, branch_mode
+
+WHAT = "run plan"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    policy: str = "queue"  # settings.POLICIES
+    seed: int | None = None  # None: the config's seed (api.run: the calibration's)
+    reject_rate: float = 0.0  # policy random: the chance that a candidate is flagged
+    # accepted targets after which the queue stops (or its final decay begins); None: api.run takes 60% of the
+    # candidates' tokens, and a runner given None works until the pool is spent
+    budget_targets: int | None = None
+    rotation_shards: int = 6
+    branch_check: bool = True  # a first-rotation rejection of the rule gets the calibration's branch check
+    # the final decay inside the queue over exactly this many updates, on shards the policy accepts (the
+    # study's arms); None: after the queue, on the pool's reserved decay shards
+    decay_updates: int | None = None
+    # the study's variants: arm C flags exactly these candidate positions (policy random); arm B's rule reads
+    # residuals from these frozen reference curves (policy queue; {domain: {"a", "b", "c", "D0"}})
+    rejected_positions: frozenset | None = None
+    curves: dict | None = None
+    checkpoints: bool = True  # False: no checkpoint is written (a re-execution: nothing resumes it)
+
+    def __post_init__(self):
+        if self.policy not in POLICIES:
+            raise DataError(f"policy {self.policy!r} is not one of {', '.join(POLICIES)}")
+        if self.policy == "random" and not 0 < self.reject_rate < 1:
+            raise DataError(f"policy random needs 0 < reject_rate < 1 (got {self.reject_rate})")
+        for k in ("rotation_shards", "budget_targets", "decay_updates"):
+            v = getattr(self, k)
+            if v is not None and not v >= 1:
+                raise DataError(f"{WHAT} key {k!r}: {v} must be at least 1")
+        if self.rejected_positions is not None and self.policy != "random":
+            raise DataError(f"{WHAT}: rejected positions are arm C's, a plan of policy random (not {self.policy})")
+        if self.curves and self.policy != "queue":
+            raise DataError(f"{WHAT}: reference curves are the rule's, a plan of policy queue (not {self.policy})")
+
+    def resolved(self, seed, budget_targets) -> "RunPlan":
+        """The plan with its seed and budget given where it left them to the calibration."""
+        return replace(self, seed=seed if self.seed is None else self.seed,
+                       budget_targets=budget_targets if self.budget_targets is None else self.budget_targets)
+
+    def policy_on(self, calib) -> object:
+        """The policy (policy/protocol.py) this plan names, on a calibration record."""
+        if self.policy == "plain":
+            return PlainOrder()
+        if self.policy == "random":
+            if self.rejected_positions is not None:
+                return FixedPositions(frozenset(self.rejected_positions))
+            return RandomRejection(self.seed, self.reject_rate)
+        rule = QueueRule.of(calib, branch_mode(calib))
+        return CurveResiduals(rule, self.curves) if self.curves else rule

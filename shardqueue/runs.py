@@ -1,0 +1,205 @@
+"""A queue run in its folder, from its start to its summary: fresh, resumed after a kill, or finished (only
+its summary written again); a return of a quarantined shard to the next rotation; a checkpoint's scores.
+
+The same calibration folder gives every run the same pool, control and selection sets, decay shards and
+(for the same seed) start state; the run plan (engine/plan.py) says what differs."""
+import json
+import time
+from pathlib import Path
+
+from corpus.errors import DataError
+from records.queue_run import RuleCalibration, RunSummary, Scores, ScreenAgreement
+from shardqueue.calibration import open_calibration, start_state
+from shardqueue.checks.report import screen_agreement, write_report
+from shardqueue.engine.final_decay import final_decay
+from shardqueue.engine.log import DecisionLog, read_log, record_sha256, verify_chain
+from shardqueue.engine.plan import RunPlan
+from shardqueue.engine.starts import resume as resume_runner
+from shardqueue.engine.run_folder import (
+    check_finished_log,
+    check_start_record,
+    corpus_identity,
+    move_aside,
+    read_state,
+    relative_dir,
+)
+from shardqueue.engine.runner import Runner
+from shardqueue.engine.scoring import final_score, score
+from shardqueue.engine.state import apply
+from shardqueue.engine.training import one_thread
+from shardqueue.policy.rule import rate_kind
+from shardqueue.world import sources
+from shardqueue.world.pool import pool_roles
+from training.checkpoint import load_checkpoint, save_checkpoint
+from training.resume import remove_torn_writes
+from training.trainer import build_model
+
+BUDGET_SHARE = 0.6  # a plan without a budget: this share of the candidate shards' tokens
+SUMMARY = "queue_summary.json"
+
+
+def run(out, calibration_dir=None, plan=RunPlan(), resume=False, fresh=False, device="cpu", log=print, report=True,
+        observers=(), add_sources=()) -> RunSummary:
+    """One queue run (any policy) to the end, decay and scores included; returns its summary (also written
+    to out/queue_summary.json). observers: of the runner's commits (the study's reference
+    branches); add_sources: NAME=PATH of new sources, entering at the next rotation boundary."""
+    with one_thread():
+        return _run(Path(out), Path(calibration_dir or out), plan, resume, fresh, device, log, report, observers,
+                    add_sources)
+
+
+def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observers, add_sources):
+    log_path = out / "decisions.jsonl"
+    _check_folder(out, resume, fresh, log)
+    cfg, world, pool, calib = open_calibration(calibration_dir, device)
+    # new sources (add_sources: NAME=PATH) enter at the next rotation boundary; earlier ones are rebuilt
+    nxt = 1
+    if resume and add_sources:
+        recs = read_log(log_path, log=lambda s: None)
+        if any(r["event"] == "done" for r in recs):
+            raise DataError(f"{out}: this run has finished; a new source can only enter a queue that is still running")
+        nxt = recs[-1]["queue"]["rotation"] + 1
+    pool = sources.prepare(out, world, pool, add_sources, nxt, log)
+    plan = plan.resolved(calib["seed"], int(BUDGET_SHARE * sum(s["tokens"] for s in pool["shards"]
+                                                               if s["id"] in pool["order"])))
+    cfg = type(cfg)(**{**cfg.to_dict(), "seed": plan.seed})
+    runner = Runner(cfg, world, pool, calib, out, plan, observers=observers, log=log,
+                    calibration_dir=relative_dir(calibration_dir, out), corpus=corpus_identity(cfg))
+    remove_torn_writes(out, log)
+    if resume:
+        recs = read_log(log_path, log=lambda s: None)
+        check_start_record(recs[0], runner, log_path)
+        if recs[-1]["event"] == "done":
+            check_finished_log(out, recs)
+            verify_chain(recs, log_path)
+            if (out / SUMMARY).exists():
+                log(f"{out}: this run has finished; nothing to resume")
+                return RunSummary.load(out / SUMMARY)
+            # killed after "done" but before its summary: the summary is written from the log, nothing reruns
+        else:
+            resume_runner(runner)
+    else:
+        runner.start_from(start_state(cfg, world, pool, calib, calibration_dir, plan.seed, out))
+        runner.run()
+    recs = read_log(log_path, log=lambda s: None)
+    if not any(r["event"] == "done" for r in recs):
+        final_decay(runner, final_score(runner, world, cfg))
+        recs = read_log(log_path, log=lambda s: None)
+    summary = summarize(recs, calib, pool)
+    summary.write(out / SUMMARY)
+    if report:
+        write_report(out, recs, calib, pool, summary)
+    return summary
+
+
+def _check_folder(out, resume, fresh, log):
+    """A resume needs a log; a fresh run an empty folder, or --fresh, which moves an earlier run aside."""
+    log_path = out / "decisions.jsonl"
+    if resume and not log_path.exists():
+        raise DataError(f"{log_path}: nothing to resume")
+    if not resume and (log_path.exists() or list(out.glob("ckpt_*.pt"))):
+        if not fresh:
+            raise DataError(f"{out}: holds an earlier run (decisions.jsonl); use --resume, another folder, or --fresh "
+                            f"(moves the old run aside)")
+        dest, moved = move_aside(out, "calibration")
+        log(f"moved the earlier run ({len(moved)} files) to {dest}")
+
+
+def summarize(recs, calib, pool) -> RunSummary:
+    """The run's summary from its decision log, its calibration and its pool (whose roles say which shards
+    were harmful)."""
+    st = recs[-1]["queue"]
+    decay = [r for r in recs if r["event"] == "decay"]
+    trains = [r for r in recs if r["event"] == "train"]
+    shards, roles = {s["id"]: s for s in pool["shards"]}, pool_roles(pool)
+    acc_targets = sum(r["targets"] for r in trains if r["shard"] in st["accepted"] and r["role"] != "branch")
+    start = recs[0]
+    return RunSummary(
+        policy=start["policy"], seed=start["seed"], reject_rate=start["reject_rate"], run_id=start["run_id"],
+        accepted=st["accepted"], quarantined=st["quarantined"], deferred_pending=deferred_pending(recs),
+        undecided=st["undecided"], rejections=st["rejections"], returns=st["returns"], rotations=st["rotation"],
+        accepted_tokens=sum(shards[s]["tokens"] for s in st["accepted"]), spent=recs[-1].get("spent") or {},
+        final=Scores(**decay[-1]["scores"]) if decay else None, start_losses=start["losses"],
+        calibration=RuleCalibration(calib.get("k"), calib.get("frac"), calib.get("sigma"), calib.get("false_rejections"),
+                                    calib.get("transitions"), calib.get("upper95"), rate_kind(calib)),
+        curve=[{"shard": r["shard"], "role": r["role"], "history_targets": r["history_targets"],
+                "spent_targets": r["spent_targets"], "losses": r["losses"]} for r in trains],
+        screen=ScreenAgreement(**screen_agreement(recs)), accepted_records_targets=acc_targets,
+        harmful_accepted=[s for s in st["accepted"] if roles.get(s) == "harmful" and not st["returns"].get(s)],
+        harmful_quarantined=[s for s in st["quarantined"] if roles.get(s) == "harmful"],
+        confounded_recoveries=[list(x) for x in sorted({
+            (r["tested"], r["shard"]) for r in trains if r["role"] == "recovery" and r["tested"] in st["quarantined"]
+            and roles.get(r["tested"]) != "harmful" and roles.get(r["shard"]) == "harmful"})])
+
+
+def deferred_pending(recs):
+    """Every shard sent to a later rotation (deferred, returned by the branch check or from quarantine)
+    and not decided since, in queue order: those of the rotation the run stopped in, then those
+    waiting for the next one."""
+    st = recs[-1]["queue"]
+    sent = {r["shard"] for r in recs if r["event"] == "return"
+            or (r["event"] == "reject" and r["outcome"] in ("deferred", "returned"))}
+    return [s for s in st["pending"] + st["next_rotation"] if s in sent]
+
+
+def return_from_quarantine(out, shard, log=print):
+    """One return of a quarantined shard to the next rotation; needs its inspection with no cause found."""
+    out = Path(out)
+    if not shard:
+        raise DataError("give the shard id to return")
+    recs = read_log(out / "decisions.jsonl", repair=True, log=log)
+    verify_chain(recs, out / "decisions.jsonl")
+    st = recs[-1]["queue"]
+    _check_returnable(out, recs, shard)
+    ckpts = sorted(out.glob("ckpt_*.pt"))
+    if not ckpts:
+        raise DataError(f"{out}: no queue checkpoint")
+    payload, run_id = load_checkpoint(ckpts[-1]), recs[0]["run_id"]
+    if payload.get("run_id") != run_id or payload["log_seq"] != len(recs):
+        raise DataError(f"{ckpts[-1]}: not the newest state of run {run_id} (log has {len(recs)} records)")
+    seen = next(r for r in reversed(recs) if r.get("shard") == shard and "sha256" in r)
+    rec = {"seq": len(recs) + 1, "event": "return", "shard": shard, "time": round(time.time(), 3), "run_id": run_id,
+           "inspection": f"inspection/{shard}.json", "sha256": seen["sha256"], "sources": seen["sources"]}
+    rec["queue"] = apply(st, rec)
+    rec["prev_sha256"] = record_sha256(recs[-1])
+    payload.update(state=rec["queue"], log_seq=rec["seq"], records=[rec])
+    save_checkpoint(out, rec["seq"], payload, keep=0)
+    DecisionLog(out / "decisions.jsonl", seq=len(recs)).write(rec)
+    log(f"{shard} returns to the next rotation (record {rec['seq']})")
+    return 0
+
+
+def _check_returnable(out, recs, shard):
+    """A return needs the shard in quarantine, no return before, and an inspection that found no cause."""
+    st = recs[-1]["queue"]
+    if shard not in st["quarantined"]:
+        raise DataError(f"{shard} is not in quarantine (quarantined: {', '.join(st['quarantined']) or 'none'})")
+    if st["returns"].get(shard, 0) >= 1:
+        raise DataError(f"{shard} has already returned from quarantine once")
+    insp = [r for r in recs if r["event"] == "inspect" and r.get("shard") == shard]
+    if not insp or not (out / "inspection" / f"{shard}.json").exists():
+        raise DataError(f"{shard}: no inspection report (inspection/{shard}.json); a return needs one")
+    found = json.loads((out / "inspection" / f"{shard}.json").read_text())
+    if found.get("cause_found"):
+        raise DataError(f"{shard}: its inspection found a cause ({'; '.join(found['causes'])}); it stays in quarantine")
+
+
+def score_checkpoint(path, calibration_dir, device="cpu"):
+    """score() of a queue checkpoint file (ckpt_*.pt, final.pt or calibrated_state.pt)."""
+    cfg, world, _, calib = open_calibration(calibration_dir, device)
+    path = Path(path)
+    p = read_state(path, calib["state_sha256"]) if path.name == "calibrated_state.pt" else load_checkpoint(path)
+    model = build_model(cfg, device)
+    model.load_state_dict(p["trainer"]["model"])
+    return score(model, world, cfg)
+
+
+def describe_run(summary, out):
+    """The line `run` prints, and the error line (or None) when the queue policy ended with a
+    harmful shard accepted (the plain and random arms accept harm by design)."""
+    line = (f"accepted {len(summary.accepted)} shards ({summary.accepted_tokens} targets), quarantined "
+            f"{summary.quarantined}, rejections {summary.rejections}; report: {Path(out) / 'report.md'}")
+    err = None
+    if summary.harmful_accepted and summary.policy == "queue":
+        err = f"harmful shard(s) {summary.harmful_accepted} ended accepted without a return"
+    return line, err
