@@ -117,7 +117,8 @@ def _trace(stream, name, rows, R, B, work, user, sink, labelled, progress, table
     plan = Plan(rows, stream.lengths, stream.labels, stream.passes, stream.loader_args or {}) if spec.planned else None
     # a loader that builds an index of its epochs pulls the passes it builds, as many as --passes allows
     refills = stream.refill_source() if spec.indexed else stream.refill_source(passes)
-    packer = spec.build(R, B, work / f".{name}-work", plan) if plan else spec.build(R, B, work / f".{name}-work")
+    w = work / f".{name}-work"
+    packer = spec.build(R, B, w, plan) if plan is not None else spec.build(R, B, w)
     s = trace_packer(packer, refills, name, rows, Rp, B, FIRST_ID, BOS, PAD, sink=sink, label_names=labelled,
                      why_not=spec.why_not, progress=progress, fates=table)
     s["passes_started"] = refills.passes_started if spec.indexed else passes
