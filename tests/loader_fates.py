@@ -11,9 +11,11 @@ tokens [start, end) of that arrival. From them, at a horizon of `horizon` rows w
   started, something buffered), dropped (arrived, never started, nothing buffered), not_arrived.
 Nothing here imports the audit.
 """
+import json
 from collections import defaultdict
 
 import numpy as np
+import pyarrow.parquet as pq
 
 
 def account(lengths, rows, horizon, arrived, passes=1, sources=None):
@@ -89,9 +91,6 @@ def cut(pieces, size):
 
 def audit_run(audit_main, lengths_file, out, packer, R, targets, *extra):
     """python -m audit on a length file for one packer; (its summary, the fates table as {column: list})."""
-    import json
-
-    import pyarrow.parquet as pq
     argv = ["--lengths", str(lengths_file), "--row-capacity", str(R), "--buffer", "8", "--targets", str(targets),
             "--packers", packer, "--permutations", "0", "--no-figures", "--out", str(out), *extra]
     assert audit_main(argv) == 0

@@ -89,7 +89,8 @@ def ref_concat_split(L, truncation):
 def test_grain_packs_as_its_rules_say(stream, tmp_path, packer, truncation):
     L, f = stream
     kind = packer.removeprefix("grain_")
-    rows, pulled = ref_concat_split(L, truncation) if kind == "concat_split" else ref_fit(L, truncation, kind == "best_fit")
+    rows, pulled = (ref_concat_split(L, truncation) if kind == "concat_split" else
+                    ref_fit(L, truncation, kind == "best_fit"))
     horizon = len(rows) * 3 // 4
     s, fates = audit_run(audit_main, f, tmp_path / packer, packer, R, horizon * SEQ, "--loader-arg", f"bins={BINS}",
                          "--loader-arg", f"truncation={'on' if truncation else 'off'}")

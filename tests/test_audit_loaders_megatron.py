@@ -59,8 +59,11 @@ def ref_gpt(L, samples, split=(969, 30, 1)):
 
     docs = (np.concatenate([shuffled(np.tile(train, E - 1)), shuffled(train.copy())]) if separate
             else shuffled(np.tile(train, E)))
-    order = (np.concatenate([shuffled(np.arange(sans, dtype=np.uint32)), shuffled(np.arange(sans, total, dtype=np.uint32))])
-             if separate else shuffled(np.arange(total, dtype=np.uint32)))
+    if separate:
+        order = np.concatenate([shuffled(np.arange(sans, dtype=np.uint32)),
+                                shuffled(np.arange(sans, total, dtype=np.uint32))])
+    else:
+        order = shuffled(np.arange(total, dtype=np.uint32))
     epoch = np.zeros(len(docs), np.int64)  # a document's k-th place in the index is its epoch k
     seen = np.zeros(n, np.int64)
     for p, d in enumerate(docs.tolist()):
@@ -70,8 +73,8 @@ def ref_gpt(L, samples, split=(969, 30, 1)):
     for i in order.tolist():  # sample i's inputs: tokens [i * SEQ, (i + 1) * SEQ) of the documents in index order
         a, b = i * SEQ, (i + 1) * SEQ
         p0, p1 = np.searchsorted(start, a, "right") - 1, np.searchsorted(start, b - 1, "right") - 1
-        rows.append([(int(src[p]), max(a, int(start[p])) - int(start[p]), min(b, int(start[p] + L[docs[p]])) - int(start[p]))
-                     for p in range(p0, p1 + 1)])
+        at = [(int(src[p]), int(start[p]), int(start[p] + L[docs[p]])) for p in range(p0, p1 + 1)]
+        rows.append([(s, max(a, s0) - s0, min(b, s1) - s0) for s, s0, s1 in at])
     return rows, E, separate, len(train)
 
 
@@ -160,8 +163,9 @@ def test_a_real_gptdatasets_first_64_samples_are_where_the_audit_puts_them(strea
         doc = np.searchsorted(first, tokens, "right") - 1
         want = np.stack([doc, tokens - first[doc]])
         mine = ev[ev["row"] == i]
+        spans = np.sort(mine, order="row_offset")  # each event: the document's tokens from span_start on
         got = np.concatenate([np.stack([np.full(e["emitted"], e["source_id"] % n),
-                                        e["span_start"] + np.arange(e["emitted"])]) for e in np.sort(mine, order="row_offset")], axis=1)
+                                        e["span_start"] + np.arange(e["emitted"])]) for e in spans], axis=1)
         assert np.array_equal(got, want), i
         epochs_seen |= set((mine["source_id"] // n).tolist())
     assert epochs_seen == {0, 1}
@@ -171,8 +175,10 @@ def test_a_real_gptdatasets_first_64_samples_are_where_the_audit_puts_them(strea
     (["--packers", "megatron_blend", "--loader-arg", "weights=0.5,-0.5"], "-0.5 is negative"),
     (["--packers", "megatron_blend", "--loader-arg", "weights=0,0"], "they sum to 0"),
     (["--packers", "megatron_blend", "--loader-arg", "weights=0.2,0.3,0.5"], "3 weights for 2 datasets"),
-    (["--packers", "megatron_gpt", "--row-capacity", "2"], "seq_length = R - 1 = 1 tokens a row; it must be at least 2"),
-    (["--packers", "megatron_gpt", "--loader-arg", "bins=4"], "--loader-arg bins: none of the audited packers reads it"),
+    (["--packers", "megatron_gpt", "--row-capacity", "2"], "seq_length = R - 1 = 1 tokens a row; it must be at "
+                                                           "least 2"),
+    (["--packers", "megatron_gpt", "--loader-arg", "bins=4"], "--loader-arg bins: none of the audited packers "
+                                                              "reads it"),
 ])
 def test_bad_loader_input_is_one_line_and_nothing_written(stream, tmp_path, capsys, extra, msg):
     out = tmp_path / "o"

@@ -69,8 +69,10 @@ KEYS = {
     "truncation": Key(_on_off, True, ("grain_",), "MaxText's use_truncation (on, its default: TokenizeAndTrim cuts "
                       "each document to max_target_length; off: TokenizeAndChunk splits it)"),
     "bins": Key(_positive(int), None, ("grain_",), "num_packing_bins, MaxText's per-host batch (default --buffer)"),
-    "device_batch_size": Key(_positive(int), 8, ("foundry_binpack",), "BinPackCollator's target_batch_size"),
-    "packing_ratio": Key(_at_least_one, 2.0, ("foundry_binpack",), "raw examples per bin of a collate call"),
+    "device_batch_size": Key(_positive(int), 8, ("foundry_binpack",),
+                             "BinPackCollator's target_batch_size (default 8)"),
+    "packing_ratio": Key(_at_least_one, 2.0, ("foundry_binpack",),
+                         "raw examples per bin of a collate call (default 2.0)"),
     "leftover": Key(_leftover, None, ("foundry_binpack",), "max_leftover_bins_to_keep (default None: keep all)"),
     "map_batch": Key(_positive(int), 1000, ("llamafactory_pt",), "preprocessing_batch_size (default 1000)"),
     "add_bos_token": Key(_on_off, False, ("llamafactory_pt",), "the tokenizer's add_bos_token: each block's "

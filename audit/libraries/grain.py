@@ -87,7 +87,8 @@ def grain(kind, R, B, plan):
         src = source(maxtext_elements(docs, seq, trunc), dataset)
         shape = {"inputs": seq}
         if kind == "first_fit":
-            ds = exp.FirstFitPackIterDataset(src, length_struct=shape, num_packing_bins=bins, max_sequences_per_bin=None)
+            ds = exp.FirstFitPackIterDataset(src, length_struct=shape, num_packing_bins=bins,
+                                             max_sequences_per_bin=None)
         elif kind == "best_fit":
             ds = exp.BestFitPackIterDataset(src, length_struct=shape, num_packing_bins=bins)
         else:
