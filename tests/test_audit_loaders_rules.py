@@ -135,9 +135,9 @@ def ref_axolotl(L, horizon, world=1):
 def test_a_streaming_rule_gives_the_fates_its_library_lines_give(stream, tmp_path, packer, ref):
     L, f = stream
     rows, pulled = ref(L)
-    horizon = 900  # about three quarters of what foundry_concat makes of one pass; more than no_wrap makes
+    horizon = len(rows) * 3 // 4  # past the first map batch, collate call or window: its losses are in the budget
     s, fates = audit_run(audit_main, f, tmp_path / packer, packer, R, horizon * SEQ)
-    assert s["rows"] == min(horizon, len(rows)) and s["how"].startswith("rule from ")
+    assert s["rows"] == horizon and s["how"].startswith("rule from ")
     fate, counts = account(L, rows, horizon, _arrived(pulled, horizon))
     compare(s, fates, fate, counts)
 
