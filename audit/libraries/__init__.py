@@ -4,7 +4,7 @@ this project's torch and numpy, run a rule written here from their code, which t
 
     registry.py      the loaders as Specs (audit/adapters.py adds them to SPECS)
     about.py         what --help says of them: each library and version, and which run as rules
-    common.py        the Spec the audit runs, the tracer's marker ids, the Plan an index-building loader gets
+    common.py        the Spec the audit runs, the tracer's marker ids, the Plan a loader that needs the budget gets
     args.py          --loader-arg KEY=VALUE: a loader's seed, split, blend weights, bins, ...; checked first
     megatron.py      megatron_gpt: GPTDataset over an indexed dataset of tracer documents (megatron-core)
     megatron_blend.py  megatron_blend: BlendedDataset over one dataset per label, each with its own epochs

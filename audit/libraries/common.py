@@ -72,9 +72,3 @@ def take(it, k):
         except StopIteration:
             break
     return out
-
-
-def with_eos(docs):
-    """Each document followed by an EOS (id 2), as a library that appends one at load time does."""
-    for d in docs:
-        yield np.append(d, EOS)
