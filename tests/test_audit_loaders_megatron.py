@@ -4,6 +4,7 @@ document's fate against a reference written below from Megatron's documented rul
 document shuffle and its 80% rule, windows of seq_length + 1, the dropped last sample, the sample shuffle, the
 blend's weights and 0.5% surplus); a real GPTDataset built here over a tracer indexed dataset gives its first 64
 samples, each checked against the (document, offset) the audit assigns their tokens; and bad input is one line."""
+import json
 import math
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from audit.__main__ import main as audit_main
 from audit.events import read_events
 from audit.libraries.megatron import megatron
+from audit.topology import SUMMED
 from conftest import one_line_error
 from loader_fates import account, audit_run, compare
 
@@ -169,6 +171,17 @@ def test_a_real_gptdatasets_first_64_samples_are_where_the_audit_puts_them(strea
         assert np.array_equal(got, want), i
         epochs_seen |= set((mine["source_id"] // n).tolist())
     assert epochs_seen == {0, 1}
+
+
+def test_the_megatron_preset_is_one_global_index_for_every_rank(stream, tmp_path):
+    # --pipeline megatron at 2 ranks x 2 workers: one packing for the run, the one-stream audit
+    d = stream[2]
+    s, fates = audit_run(audit_main, d / "L.txt", tmp_path / "preset", "megatron_gpt", R, 500 * SEQ, "--pipeline",
+                         "megatron", "--ranks", "2", "--loader-workers", "2")
+    one, one_fates = audit_run(audit_main, d / "L.txt", tmp_path / "one", "megatron_gpt", R, 500 * SEQ)
+    summary = json.loads((tmp_path / "preset" / "summary.json").read_text())
+    assert "topology" not in summary and summary["pipeline"]["owner"] == "stream"
+    assert {k: s[k] for k in SUMMED} == {k: one[k] for k in SUMMED} and fates == one_fates
 
 
 @pytest.mark.parametrize("extra, msg", [

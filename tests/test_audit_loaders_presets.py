@@ -1,7 +1,8 @@
-"""--pipeline megatron, grain, foundry, llamafactory, axolotl at 2 ranks x 2 DataLoader workers: Grain and llm-foundry
-give every worker of every rank its own packer, so each worker stream's counts equal a one-stream audit of its
-share (every fourth document); Megatron, LLaMA-Factory and axolotl make one packing for the run, so the preset's
-audit is the one-stream audit (axolotl's with its bins dealt to the 2 ranks)."""
+"""--pipeline grain, foundry, llamafactory, axolotl at 2 ranks x 2 DataLoader workers: Grain and llm-foundry give
+every worker of every rank its own packer, so each worker stream's counts equal a one-stream audit of its share
+(every fourth document); LLaMA-Factory and axolotl make one packing for the run, so the preset's audit is the
+one-stream audit (axolotl's with its bins dealt to the 2 ranks). --pipeline megatron is tested beside Megatron's
+loaders (tests/test_audit_loaders_megatron.py), where megatron-core is imported anyway."""
 import json
 
 import numpy as np
@@ -53,7 +54,6 @@ def test_per_worker_presets_equal_one_stream_audits_of_the_shares(lengths, tmp_p
 
 
 @pytest.mark.parametrize("preset, packer, extra", [
-    ("megatron", "megatron_gpt", []),
     ("llamafactory", "llamafactory_pt", []),
     ("axolotl", "axolotl_multipack", ["--loader-arg", "world_size=2"]),
 ])
