@@ -200,6 +200,17 @@ def test_bad_loader_input_is_one_line_and_nothing_written(stream, tmp_path, caps
     assert not out.exists() and not list(tmp_path.glob(".o*"))
 
 
+def test_a_blend_of_one_dataset_is_refused_alone(stream, tmp_path):
+    # an unlabelled stream: megatron_blend has nothing to blend, the other packers are audited
+    out = tmp_path / "o"
+    assert audit_main(["--lengths", str(stream[2] / "L.txt"), "--row-capacity", str(R), "--targets", str(50 * SEQ),
+                       "--packers", "megatron_blend,foundry_concat", "--permutations", "0", "--no-figures",
+                       "--out", str(out)]) == 0
+    s = json.loads((out / "summary.json").read_text())["packers"]
+    assert "the stream has one dataset; a blend needs two or more" in s["megatron_blend"]["refused"]
+    assert s["foundry_concat"]["rows"] == 50
+
+
 def test_a_megatron_prefix_without_its_bin_is_one_line_and_nothing_written(stream, tmp_path, capsys):
     m = megatron()
     b = m.indexed_dataset.IndexedDatasetBuilder(str(tmp_path / "c_text_document.bin"), dtype=np.int32)

@@ -138,15 +138,11 @@ def loader_settings(args, packers) -> dict:
 
 
 def check_datasets(stream, packers):
-    """megatron_blend needs two or more datasets (the stream's labels) and, with weights, one weight each."""
-    if "megatron_blend" not in packers:
-        return
-    labels = [] if stream.labels is None else list(dict.fromkeys(str(x) for x in stream.labels))
-    if len(labels) < 2:
-        raise DataError("--packers megatron_blend: the stream has one dataset; a blend needs two or more (one per "
-                        "label: several --corpus inputs, or a label column); audit one with megatron_gpt")
+    """Blend weights, where given, one per dataset (the stream's labels). A stream of one dataset is refused by
+    megatron_blend alone (a row of the comparison), so that --packers every still audits the others."""
     w = (stream.loader_args or {}).get("weights")
-    if w is not None:
+    if "megatron_blend" in packers and w is not None:
+        labels = ["all"] if stream.labels is None else list(dict.fromkeys(str(x) for x in stream.labels))
         check_weights(w, labels)
 
 

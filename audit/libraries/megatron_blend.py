@@ -85,6 +85,9 @@ def blend_audit(stream, name, rows, R, B, work, csv=False, progress=None, fates=
 def prepare(stream, rows, R, work):
     """Each dataset's .bin (its documents' first-arrival tracer ids), the blend as Megatron builds it, the layout."""
     names, members = datasets_of(stream)
+    if len(names) < 2:
+        raise ValueError("the stream has one dataset; a blend needs two or more (one per label: several --corpus "
+                         "inputs, or a label column); audit one with megatron_gpt")
     L = np.asarray(stream.lengths, np.int64)
     start = FIRST_ID + np.cumsum(L) - L
     prefixes = [write_dataset(work / f"d{j}_text_document", [np.arange(start[d], start[d] + L[d]) for d in m.tolist()])
