@@ -121,7 +121,7 @@ def loader_settings(args, packers) -> dict:
     deals its bins to the ranks). Every loader here needs seq_length = R - 1 of at least 2 (helpers.cpp:166)."""
     out = parse_loader_args(getattr(args, "loader_arg", ()))
     preset = getattr(args, "preset", None)
-    if preset is not None and getattr(preset, "ranks_arg", ""):
+    if getattr(preset, "ranks_arg", "") and any(reads(preset.ranks_arg, p) for p in packers):
         out.setdefault(preset.ranks_arg, args.ranks)
     for k in out:
         if not any(reads(k, p) for p in packers):
