@@ -17,6 +17,8 @@ keeps buffered or never starts, which positions of them it trains on, for the pa
     fate_table.py    fates_<packer>.parquet: one row per input document, its fate at the horizon; documents counted
     spill.py         tables as long as the stream (documents, decoded emissions) on disk, read back by range
     adapters.py      packers to trace: ours, concatenate-and-chunk, TRL, OLMo-core, torchtune, torchtitan
+    libraries/       the loaders most pretraining runs on: Megatron-Core and Grain (their code), llm-foundry,
+                     LLaMA-Factory and axolotl (rules from their code); --loader-arg (its own module map)
     events.py        the event schema the replay and the trace share, and its writers
     tally.py         every table of one packer's audit, accumulated chunk by chunk (its sums over events compiled)
     metrics.py       the same tables from an in-memory replay; the repeated-corpus pass bounds

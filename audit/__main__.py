@@ -16,7 +16,10 @@ lengths by the selection core that trains. Every other packer is traced: run on 
 documents whose token ids say where each token came from, its rows decoded back into the
 same events (concat_chunk; trl_bfd, trl_bfd_split, trl_wrapped; olmo_truncate,
 olmo_fragment; torchtune_whole, torchtune_split; titan_concat, titan_first_fit: the real
-libraries, from the 'audit-libs' extra). 'all' is the four; 'every' adds every installed one.
+libraries, from the 'audit-libs' extra; and the loaders of --loader-arg below: megatron_gpt,
+megatron_blend, grain_first_fit, grain_best_fit, grain_concat_split, foundry_concat,
+foundry_no_wrap, foundry_binpack, llamafactory_pt, axolotl_multipack). 'all' is the four;
+'every' adds every installed one.
 
 Writes to --out: fates_<packer>.parquet (one row per document: its file, row, label, length and
 what the packer did with it), events_<packer>.parquet (CSV too with --csv), stream_lengths.txt (one
@@ -28,6 +31,8 @@ audit never leaves a mix of old and new files.
 import argparse
 import sys
 
+from audit.libraries.about import help_line as loaders_help
+from audit.libraries.args import help_line as keys_help
 from audit.loader_presets import help_lines
 from console.usage import prog_name
 from corpus.errors import DataError, check_out_folder, os_error_line
@@ -90,6 +95,7 @@ def parse_args(argv=None):
     ap.add_argument("--trace", metavar="MODULE:CALLABLE", help="also trace your own packer: CALLABLE(docs, **args) "
                     "takes an iterator of token-id arrays and yields rows")
     ap.add_argument("--trace-arg", action="append", default=[], metavar="K=V", help="a keyword argument for --trace")
+    add_loader_args(ap)
     b = ap.add_mutually_exclusive_group()
     b.add_argument("--updates", type=int, help="budget in optimizer updates of 524,288 targets")
     b.add_argument("--targets", type=int, help="budget in targets (a multiple of R-1); default: the paper's "
@@ -135,6 +141,11 @@ def parse_args(argv=None):
                     help="the frontier (audit/sweep.py): replay every combination of the listed buffer, packer, "
                          "row_capacity and ranks values and write frontier.md, .json and .png to --out")
     return ap.parse_args(argv)
+
+
+def add_loader_args(ap):
+    ap.add_argument("--loader-arg", action="append", default=[], metavar="K=V",
+                    help="a setting of a library loader: " + loaders_help() + ". Keys: " + keys_help())
 
 
 def main(argv=None, left_out=None):

@@ -14,7 +14,6 @@ import gzip
 import importlib
 import importlib.util
 import logging
-from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from itertools import islice
 from pathlib import Path
@@ -22,34 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from audit.feed import StreamEnded
+from audit.libraries.common import BOS, EOS, EXTRA, FIRST_ID, PAD, Spec, require  # noqa: F401 - re-exported
+from audit.libraries.registry import LIBRARY_MODULES as LOADER_MODULES, loader_specs
 from corpus.errors import DataError
 from loaders.core import PackerCore
-
-PAD, BOS, EOS = 0, 1, 2
-FIRST_ID = 16
-EXTRA = "audit-libs"  # pip install -e '.[audit-libs]' (run.sh installs requirements-audit.lock)
-
-
-@dataclass
-class Spec:
-    """A packer the audit can run: how to build it, its row capacity, and what the report says of it."""
-    name: str
-    build: object  # (R, B) -> packer(docs) -> rows
-    library: str = ""  # the distribution it needs ("" for ours)
-    capacity: object = None  # R -> the row capacity it packs to (default R)
-    settings: dict = field(default_factory=dict)
-    why_not: str = ""  # why the paper's Proposition does not apply ("" for the paper's family)
-
-    def row_capacity(self, R):
-        return self.capacity(R) if self.capacity else R
-
-
-def require(module, spec_name):
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise DataError(f"packer {spec_name}: {module} is not installed ({e.name}); install the '{EXTRA}' extra "
-                        f"(pip install -r requirements-audit.lock, or pip install -e '.[{EXTRA}]')") from None
 
 
 # ---- ours ----------------------------------------------------------------------------
@@ -310,11 +285,12 @@ def _specs():
              settings={"buffer_size": f"{TITAN_BUFFER} (the default)", "batch_size": f"{TITAN_BATCH} (the default)"},
              why_not="first fit over a small buffer with no shortest-span fallback; a buffer holding only "
                      "over-length samples is dropped"),
-    )}
+    )} | loader_specs()  # Megatron-Core, Grain, llm-foundry, LLaMA-Factory, axolotl (audit/libraries/)
 
 
 SPECS = _specs()
-LIBRARY_MODULES = {"trl": "trl", "ai2-olmo-core": "olmo_core", "torchtune": "torchtune", "torchtitan": "torchtitan"}
+LIBRARY_MODULES = {"trl": "trl", "ai2-olmo-core": "olmo_core", "torchtune": "torchtune", "torchtitan": "torchtitan",
+                   **LOADER_MODULES}
 
 
 def installed(spec) -> bool:

@@ -212,7 +212,9 @@ def bench_decode(n_docs=20_000, R=2049):
     rows_budget = int(0.75 * lengths.sum()) // R
     best = None
     for name, spec in SPECS.items():
-        if not installed(spec) or name == "titan_first_fit":  # first fit: minutes of library time (run.py says why)
+        # first fit: minutes of library time (run.py says why); a loader built from the audit's plan (Megatron, Grain,
+        # the rules) or audited its own way (the blend) is not a packer of documents alone
+        if not installed(spec) or name == "titan_first_fit" or spec.planned or spec.audit is not None:
             continue
         with tempfile.TemporaryDirectory() as d:
             docs = TracerDocs(PassRefills(lengths, bounds, max_passes=1), FIRST_ID)

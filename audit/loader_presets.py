@@ -18,6 +18,7 @@ class Pipeline:
     refill_docs: int
     owner: str  # who runs a packer of their own: "stream" (one for the run), "rank", or "worker" (each of each rank)
     follows: str
+    ranks_arg: str = ""  # a --loader-arg the preset sets to --ranks where one packing is dealt to the ranks
 
 
 PIPELINES = {
@@ -39,6 +40,30 @@ PIPELINES = {
         "torchtune_whole", "document", 128, "stream",
         "torchtune's PackedDataset packs the whole dataset when it is built, the same on every rank; a "
         "DistributedSampler deals its packs to ranks and DataLoader workers only read packs: one packing"),
+    "megatron": Pipeline(
+        "megatron_gpt", "document", 128, "stream",
+        "Megatron-Core's GPTDataset (megatron-core 0.16.1; NeMo 2, Megatron-LM, nanotron): one global sample index "
+        "built the same on every rank (BlendedMegatronDatasetBuilder, is_built_on_rank), each global batch cut "
+        "into the ranks' micro-batches by the sampler; DataLoader workers only read samples: one packing"),
+    "grain": Pipeline(
+        "grain_first_fit", "document", 128, "worker",
+        "MaxText's Grain pipeline: each host reads every H-th record (dataset[host::hosts], "
+        "grain_data_processing.py get_datasets) and packs with its own num_packing_bins (the per-host batch); "
+        "grain's mp_prefetch gives each worker process every W-th record of its host and its own packer"),
+    "foundry": Pipeline(
+        "foundry_concat", "document", 128, "worker",
+        "llm-foundry's ConcatTokensDataset is an IterableDataset: each DataLoader worker (of each rank) iterates its "
+        "own shard of the documents into its own buffer (whole files per worker when they divide evenly: give "
+        "--split-by group:DOCS_PER_FILE)"),
+    "llamafactory": Pipeline(
+        "llamafactory_pt", "document", 128, "stream",
+        "LLaMA-Factory packs the dataset with datasets.map before training, the same on every rank; the Trainer's "
+        "sampler deals the blocks to ranks and DataLoader workers only read them: one packing"),
+    "axolotl": Pipeline(
+        "axolotl_multipack", "document", 128, "stream",
+        "axolotl's MultipackBatchSampler packs the whole epoch once, the same on every rank, and accelerate deals "
+        "its bins to the ranks in turn, dropping the last round that cannot fill every rank (world_size is set "
+        "to --ranks)", ranks_arg="world_size"),
 }
 
 # why TRL's pack_dataset(num_proc=k) has no preset (a decision, kept with the presets)
@@ -71,5 +96,6 @@ def apply_pipeline(args):
 def describe(args, p) -> dict:
     """summary.json's 'pipeline': the preset, what it follows and the worker streams it makes of the ranks."""
     return {"name": args.pipeline, "follows": p.follows, "owner": p.owner, "ranks": args.ranks,
+            "loader_args": dict(getattr(args, "loader_args", None) or {}),
             "loader_workers": args.loader_workers, "worker_streams": args.streams_ranks * args.streams_workers,
             "packers": args.packers, "split_by": args.split_by, "refill_docs": args.refill_docs}

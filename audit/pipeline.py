@@ -14,6 +14,7 @@ from audit.adapters import BOS, FIRST_ID, PAD, SPECS, installed, library_version
 from audit.compute import replay_packer, trace_packer
 from audit.events import EventSink
 from audit.fate_table import DocumentIndex, FateTable
+from audit.libraries.common import Plan
 from audit.feed import PassRefills
 from audit.metrics import pass_bounds
 from audit.replay import first_long_emission
@@ -37,6 +38,7 @@ class StreamInput:
     index: DocumentIndex = None
     passes: int = None
     provenance: dict = None  # a corpus read where it lives: its inputs, tokenizer and BOS policy (corpus/readers)
+    loader_args: dict = None  # --loader-arg values (audit/libraries/args.py): a loader's seed, split, weights, bins
 
     @property
     def n(self):
@@ -72,6 +74,10 @@ def check_packers(names, user=None):
 def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=None, fates=True):
     """The summary of one packer at `rows` rows; events written into `work`, and with fates (and a stream
     that says where its documents come from) fates_<name>.parquet, one row per document."""
+    spec = SPECS.get(name)
+    if spec is not None and spec.audit is not None and (user is None or user.name != name):
+        # a loader whose audit is not one trace of the stream (megatron_blend: its datasets' epochs differ)
+        return spec.audit(stream, name, rows, R, B, work, csv, progress, fates, run=audit_packer)
     sink = EventSink(work, name, csv)
     labelled = stream.labels is not None
     table = FateTable(Folder(work, f"{name}-fates"), stream.n) if fates and stream.index is not None else None
@@ -108,12 +114,19 @@ def _trace(stream, name, rows, R, B, work, user, sink, labelled, progress, table
     passes = max(1, -(-rows * Rp // stream.tokens))  # integer ceiling: no float rounding at 10^10 tokens
     if stream.passes is not None:
         passes = stream.passes
-    s = trace_packer(spec.build(R, B, work / f".{name}-work"), stream.refill_source(passes), name, rows, Rp, B,
-                     FIRST_ID, BOS, PAD, sink=sink, label_names=labelled, why_not=spec.why_not,
-                     progress=progress, fates=table)
-    s["passes_started"] = passes
-    s["how"] = "traced"  # the packer itself, run on tracer documents
-    s["library"] = {"name": spec.library, "version": library_version(spec)} if spec.library else None
+    plan = Plan(rows, stream.lengths, stream.labels, stream.passes, stream.loader_args or {}) if spec.planned else None
+    # a loader that builds an index of its epochs pulls the passes it builds, as many as --passes allows
+    refills = stream.refill_source() if spec.indexed else stream.refill_source(passes)
+    w = work / f".{name}-work"
+    packer = spec.build(R, B, w, plan) if plan is not None else spec.build(R, B, w)
+    s = trace_packer(packer, refills, name, rows, Rp, B, FIRST_ID, BOS, PAD, sink=sink, label_names=labelled,
+                     why_not=spec.why_not, progress=progress, fates=table)
+    s["passes_started"] = refills.passes_started if spec.indexed else passes
+    s["how"] = spec.how or "traced"  # the packer itself run on tracer documents, or a rule written from its code
+    if plan is not None:
+        s["loader"] = plan.facts
+    s["library"] = {"name": spec.library, "version": library_version(spec)} if spec.library else (
+        {"name": spec.how, "version": None} if spec.how else None)  # a rule names the library code it was read from
     s["settings"] = spec.settings
     return s
 

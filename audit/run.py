@@ -15,6 +15,7 @@ from audit.adapters import SPECS, installed, user_spec
 from audit.compare import COMPARISON_FILE, comparison
 from audit.fate_table import DocumentIndex
 from audit.lengths_file import prepared_labels, read_stream, write_stream_lengths
+from audit.libraries.args import check_datasets, loader_settings
 from audit.loader_presets import apply_pipeline, describe
 from audit.pipeline import StreamInput, audit_packer, check_packers, horizon, permutation_delays, stream_pass_bounds
 from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from, tiny_training_column
@@ -42,6 +43,7 @@ def load_stream(args) -> StreamInput:
     """The stream the audit reads, where each document comes from, and the passes it gives (--passes)."""
     stream = _read_stream(args)
     stream.passes = args.passes
+    stream.loader_args = getattr(args, "loader_args", None) or {}
     check_lengths(stream, args.max_length)
     return stream
 
@@ -177,6 +179,7 @@ def check_args(args):
         args.packers, [p.strip() for p in args.packers.split(",") if p.strip()])
     if user is not None and user.name not in names:
         names.append(user.name)
+    args.loader_args = loader_settings(args, names)
     return check_packers(names, user), thr, user
 
 
@@ -303,6 +306,7 @@ def run_audit(args) -> int:
     try:
         packers, thresholds, user = check_args(args)
         stream = load_stream(args)
+        check_datasets(stream, packers)
         check_topology(stream.n, args.streams_ranks * args.streams_workers, args.group)
         if out.exists() and not out.is_dir():
             raise DataError(f"--out {out}: is a file, not a folder")

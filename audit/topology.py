@@ -68,7 +68,8 @@ def shares(stream, W, group=1, refill_docs=128):
         refills = np.append(np.arange(0, len(L), refill_docs), len(L))
         labels = None if stream.labels is None else np.asarray(stream.labels, dtype=object)[idx]
         index = None if stream.index is None else stream.index.subset(idx)
-        out.append(StreamInput(f"{stream.name}[worker {w}]", stream.kind, L, refills, labels, index, stream.passes))
+        out.append(StreamInput(f"{stream.name}[worker {w}]", stream.kind, L, refills, labels, index, stream.passes,
+                               loader_args=stream.loader_args))  # each worker's loader has the run's settings
     return out
 
 

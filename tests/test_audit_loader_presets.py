@@ -64,7 +64,7 @@ def test_a_flag_given_overrides_the_preset(lengths_file, tmp_path):
 
 
 @pytest.mark.parametrize("extra, msg", [
-    (["--pipeline", "megatron"], "--pipeline 'megatron': unknown (choose from project, nanochat, torchtitan"),
+    (["--pipeline", "fairseq"], "--pipeline 'fairseq': unknown (choose from project, nanochat, torchtitan"),
     (["--pipeline", "nanochat", "--loader-workers", "2"], "the loader has no DataLoader workers"),
     (["--pipeline", "nanochat", "--ranks", "6"], "6 worker streams but only 5 groups of 1024 documents"),
 ])

@@ -1,0 +1,171 @@
+"""llm-foundry, LLaMA-Factory and axolotl, whose pins do not install beside this project's, run as rules written
+from their code (audit/libraries/foundry.py, llamafactory.py, axolotl.py). Each is audited here on a seeded stream
+of documents with long ones, and every partition count, the never-started set and every document's fate are
+compared with a reference loader written below from the same library lines, with the audit's accounting written
+again in tests/loader_fates.py. The help and the lock name each library's version."""
+import re
+
+import numpy as np
+import pytest
+
+from audit.__main__ import main as audit_main
+from audit.libraries.about import RAN, RULES
+from audit.libraries.registry import loader_specs
+from conftest import ROOT
+from loader_fates import account, audit_run, compare, cut
+
+R = 65  # seq_length 64
+SEQ = R - 1
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory):
+    """2,400 documents: lognormal around 40 tokens, one in twelve between 100 and 700 (past a row)."""
+    rng = np.random.default_rng(52)
+    L = np.maximum(1, rng.lognormal(3.4, 0.9, 2400).astype(np.int64))
+    L[::12] = rng.integers(100, 700, len(L[::12]))
+    f = tmp_path_factory.mktemp("rules") / "L.txt"
+    f.write_text("\n".join(map(str, L)) + "\n")
+    return L, f
+
+
+def _arrived(pulled, horizon):
+    """Sources pulled when the budget's last row (or the last row made) came out."""
+    return pulled[min(horizon, len(pulled)) - 1] if pulled else 0
+
+
+def _head(pieces, k):
+    """The first k tokens of a list of pieces as spans (markers left out), and the pieces left."""
+    out, rest, room = [], [], k
+    for p in pieces:
+        s, a, b = (None, 0, 1) if p is None else p
+        take = min(room, b - a)
+        if take and s is not None:
+            out.append((s, a, a + take))
+        room -= take
+        if a + take < b:
+            rest.append(None if s is None else (s, a + take, b))
+    return out, rest
+
+
+def ref_foundry_concat(L, no_wrap):
+    """data.py:160-177: buffer += bos + doc + eos; while len >= max_length: a sample, the rest kept (or dropped)."""
+    rows, pulled, buf = [], [], []
+    for d, n in enumerate(L.tolist()):
+        buf += [(d, 0, n), None]
+        while sum(1 if p is None else p[2] - p[1] for p in buf) >= SEQ:
+            row, rest = _head(buf, SEQ)
+            rows.append(row)
+            pulled.append(d + 1)
+            buf = [] if no_wrap else rest
+    return rows, pulled
+
+
+def ref_llamafactory(L, batch=1000):
+    """pretrain.py:27-53: per map batch, documents + EOS concatenated, cut to whole blocks, the rest dropped."""
+    rows, pulled = [], []
+    for b0 in range(0, len(L), batch):
+        pieces = [p for d in range(b0, min(len(L), b0 + batch)) for p in ((d, 0, int(L[d])), None)]
+        full, _rest = cut(pieces, SEQ)
+        rows += full
+        pulled += [min(len(L), b0 + batch)] * len(full)
+    return rows, pulled
+
+
+def ref_foundry_binpack(L, batch=8, ratio=2.0):
+    """packing.py:173-279 per collate call of int(batch * ratio) examples cut to max_seq_len: longest first, each
+    into the first bin with room (a bin taking one moves to the back), new bins while the examples left are just
+    enough to give every missing bin one; the `batch` fullest bins out, the rest kept for the next call."""
+    per = int(batch * ratio)
+    rows, pulled, kept = [], [], []
+    for c0 in range(0, len(L), per):
+        ex = [(min(int(L[d]), SEQ), d) for d in range(c0, min(len(L), c0 + per))]
+        ex = sorted(ex, key=lambda e: -e[0])  # stable: equal sizes keep their order
+        bins = list(kept)
+        if len(ex) < batch - len(bins):
+            bins += [(size, [d]) for size, d in ex]
+        else:
+            for i, (size, d) in enumerate(ex):
+                if len(ex) - i == max(0, batch - len(bins)):
+                    bins.append((size, [d]))
+                    continue
+                fit = next((k for k, (used, _) in enumerate(bins) if used + size <= SEQ), None)
+                if fit is None:
+                    bins.append((size, [d]))
+                else:
+                    used, docs = bins.pop(fit)
+                    bins.append((used + size, docs + [d]))
+        order = sorted(bins, key=lambda b: -b[0])
+        for _, docs in order[:batch]:
+            rows.append([(d, 0, min(int(L[d]), SEQ)) for d in docs])
+            pulled.append(min(len(L), c0 + per))
+        kept = order[batch:]
+    return rows, pulled
+
+
+def ref_axolotl(L, horizon, world=1):
+    """Per epoch: documents of 2..sequence_len tokens kept (trainer.py:200-230), first fit in order into open bins
+    of at most 200 documents (multipack.py:60-112), the last len(bins) mod world bins dropped; epochs until the
+    budget's rows are made."""
+    n, rows, pulled, e = len(L), [], [], 0
+    while len(rows) < horizon:
+        bins = []  # [room, [docs]]
+        for d in range(n):
+            if not 2 <= L[d] <= SEQ:
+                continue
+            b = next((b for b in bins if b[0] >= L[d] and len(b[1]) < 200), None)
+            if b is None:
+                bins.append([SEQ - int(L[d]), [d]])
+            else:
+                b[0] -= int(L[d])
+                b[1].append(d)
+        usable = len(bins) // world * world
+        rows += [[(e * n + d, 0, int(L[d])) for d in b[1]] for b in bins[:usable]]
+        pulled += [(e + 1) * n] * usable
+        e += 1
+    return rows, pulled, e
+
+
+@pytest.mark.parametrize("packer, ref", [
+    ("foundry_concat", lambda L: ref_foundry_concat(L, False)),
+    ("foundry_no_wrap", lambda L: ref_foundry_concat(L, True)),
+    ("llamafactory_pt", ref_llamafactory),
+    ("foundry_binpack", ref_foundry_binpack),
+])
+def test_a_streaming_rule_gives_the_fates_its_library_lines_give(stream, tmp_path, packer, ref):
+    L, f = stream
+    rows, pulled = ref(L)
+    horizon = len(rows) * 3 // 4  # past the first map batch, collate call or window: its losses are in the budget
+    s, fates = audit_run(audit_main, f, tmp_path / packer, packer, R, horizon * SEQ)
+    assert s["rows"] == horizon and s["how"].startswith("rule from ")
+    fate, counts = account(L, rows, horizon, _arrived(pulled, horizon))
+    compare(s, fates, fate, counts)
+
+
+@pytest.mark.parametrize("world", [1, 3])
+def test_axolotl_drops_long_documents_and_the_bins_short_of_the_ranks(stream, tmp_path, world):
+    L, f = stream
+    horizon = len(ref_axolotl(L, 1, world)[0]) * 3 // 2  # half into a second epoch, packed again
+    rows, pulled, epochs = ref_axolotl(L, horizon, world)
+    s, fates = audit_run(audit_main, f, tmp_path / "ax", "axolotl_multipack", R, horizon * SEQ,
+                         "--loader-arg", f"world_size={world}")
+    assert epochs == 2 and s["passes_started"] == 2 and s["loader"]["epochs"] == 2
+    fate, counts = account(L, rows, horizon, _arrived(pulled, horizon), passes=2)
+    compare(s, fates, fate, counts)
+    assert (fate[L > SEQ] == "dropped").all()  # drop_long_seq: never packed, in any epoch
+
+
+def test_the_help_and_the_lock_name_each_librarys_version(capsys):
+    with pytest.raises(SystemExit):
+        audit_main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    lock = (ROOT / "requirements-audit.lock").read_text()
+    for lib, v in RAN.items():
+        assert f"{lib} {v}" in text and re.search(rf"^{lib}=={re.escape(v)}$", lock, re.M), lib
+    for lib, v in RULES.items():
+        assert f"{lib} {v}" in text and f"{lib}==" not in lock, lib
+    assert "run a rule written here from that code, not the code" in text
+    specs = loader_specs()
+    rules = [n for n, s in specs.items() if not s.library]
+    assert rules == ["foundry_concat", "foundry_no_wrap", "foundry_binpack", "llamafactory_pt", "axolotl_multipack"]
+    assert all(specs[n].how.startswith("rule from ") and specs[n].how.endswith("not its code") for n in rules)
