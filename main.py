@@ -8,10 +8,12 @@ A subset of stages runs in the order below; eval needs the protocol that freeze 
 
 prepare  offline corpus (this Python's standard library) -> tokenizer (vocab 8192)
          -> pre-tokenized shards -> length census
-audit    the four packers replayed on lengths at a budget scaled to the corpus; then every
-         packer (ours, concatenate-and-chunk, TRL, OLMo-core, torchtune, torchtitan) traced at
-         the same budget: one comparison table (audit_packers/report.md); and the paper's loader
-         at 8 ranks, a packer per rank over every 8th document, beside one stream (audit_ranks8)
+audit    the four packers replayed on lengths at a budget scaled to the corpus; the paper's loader
+         at 8 ranks, a packer per rank over every 8th document, beside one stream (audit_ranks8);
+         the frontier of buffer size and packer (frontier/); then every packer and loader (ours,
+         concatenate-and-chunk, TRL, OLMo-core, torchtune, torchtitan, Megatron-Core, Grain, and
+         llm-foundry, LLaMA-Factory and axolotl as rules) with one budget: one comparison table
+         (audit_packers/report.md), a packer that stops short of the budget said so
 train    the six tiny configs (baseline / random_crop / segmented x seeds 43, 44) on CPU,
          each ending with its official score, and the section 5.3-style table
 freeze   the comparison protocol (configs, populations, seeds, bootstrap, corpus and code
@@ -101,6 +103,9 @@ def prepare_stage(out, data_dir, clock):
     return prepare.main(["--source", "stdlib", *data_dir_args(data_dir)])
 
 
+FRONTIER = ["--sweep", "buffer=1,10,100,1000,10000", "--sweep", "packer=original,lossless,segment_first,random_span"]
+
+
 def audit_stage(out, data_dir, clock):
     from audit.__main__ import audit_offline
     from audit.__main__ import main as audit_main
@@ -119,8 +124,13 @@ def audit_stage(out, data_dir, clock):
                      "--no-figures", *dd, "--out", str(out / "audit_ranks8")])
     if rc:
         return rc
-    print("\n-- every packer at the same budget: ours, concatenate-and-chunk and the installed libraries', run on tracer "
-          "documents", flush=True)
+    print("\n-- the frontier: the paper's four packers at five buffer sizes, what to change so every long source "
+          "starts", flush=True)
+    rc = audit_main(["--source", "stdlib", *dd, *FRONTIER, "--out", str(out / "frontier")])
+    if rc:
+        return rc
+    print("\n-- every packer with one budget: ours, concatenate-and-chunk and the installed libraries' packers and "
+          "loaders, run on tracer documents", flush=True)
     return audit_offline(data_dir, out / "audit_packers")
 
 

@@ -44,7 +44,9 @@ def packer_row(s, R):
     prop = ("held" if p["proposition_held"] else "VIOLATED") if p["applies"] else f"n/a: {p['why_not']}"
     docs = s.get("documents")
     return {
-        "how": s["how"].split(" ")[0], "row_capacity": s["row_capacity"], "rows": s["rows"],
+        # "replayed" / "traced" (a library's version is in "library"); a rule keeps its whole line: whose code it is from
+        "how": s["how"] if s["how"].startswith("rule") else s["how"].split(" ")[0], "row_capacity": s["row_capacity"],
+        "rows": s["rows"],
         "budget_rows": s.get("budget_rows", s["rows"]), "budget_reached": s.get("budget_reached", True),
         "emitted_tokens": s["emitted"],
         "documents": None if docs is None else docs["documents"],

@@ -176,9 +176,33 @@ def regime_section(d, out):
     return sec
 
 
+def frontier_section(d, out):
+    """The frontier of the offline corpus (frontier/frontier.json): what to change so every long source starts, and
+    at what crop waste and last-tenth exposure."""
+    f = audit_json(d / "frontier.json")
+    sec = Section("frontier", "What to change so every long source starts: the frontier of buffer and packer",
+                  columns=("configuration", "crop waste / longer than R never started / their last tenth exposed",
+                           "on the Pareto set"), prose=True)
+    if not f:
+        sec.headline = f"Not run: no results under {d}."
+        return sec
+    sec.headline = f["cheapest_change"]
+    sec.text = [f"Every listed configuration replayed at one budget ({f['targets']:,} targets): crop waste is the "
+                f"share of arrived tokens discarded; long sources are those longer than {f['reference_length']:,} "
+                f"tokens. ![frontier]({rel(d / 'frontier.png', out)})"]
+    for i, p in enumerate(f["points"]):
+        name = f"R {p['row_capacity']:,}, B {p['buffer']:,}, {p['packer']}, {p['ranks']} rank(s)" + (
+            " (current)" if p.get("current") else "") + (" (the paper's)" if p.get("paper") else "")
+        sec.row(name, f"{pct(p['crop_waste'])} / {p['long_never_started']:,} of {p['long_arrived']:,} / "
+                      f"{pct(p['last_tenth_exposure'], 1)}", "yes" if i in f["pareto"] else "")
+    sec.links = [link(out, rel(d / "frontier.md", out), "frontier/frontier.md")]
+    return sec
+
+
 def packers_section(d, out):
-    """The cross-packer audit (audit_packers/comparison.json): the same budget through the paper's four, our
-    concatenate-and-chunk and the installed libraries' packers, each run on tracer documents."""
+    """The cross-packer audit (audit_packers/comparison.json): one budget through the paper's four, our
+    concatenate-and-chunk and the installed libraries' packers and loaders, each run on tracer documents (or, where
+    a library cannot be installed beside this project, a rule written from its code); who stopped short is said."""
     c = audit_json(d / "comparison.json")
     sec = Section("packers", "Any packer: which sources each packer starts, and which positions it trains on",
                   columns=("packer", "what it did with the arrived tokens and sources", "how"), prose=True)
@@ -187,13 +211,14 @@ def packers_section(d, out):
         return sec
     sec.headline = c["sentence"]
     passes = "" if c["passes"] <= 1 else f" ({c['passes']:,} passes over the corpus)"
-    sec.text = [f"Every packer at {c['targets']:,} targets, R = {c['row_capacity']:,}{passes}: shares of the arrived "
+    sec.text = [f"Every packer with a budget of {c['targets']:,} targets, R = {c['row_capacity']:,}{passes}: shares of the arrived "
                 "tokens emitted / discarded / still buffered, padding of the rows, sources longer than R never started, "
                 "the emitted share of the first and last tenth of those sources' positions, the least represented label "
                 "(emitted share over arrived share), and the Proposition."]
     for name, r in c["packers"].items():
         lab = r.get("least_represented_label")
-        sec.row(name, f"{pct(r['emitted_share'])} / {pct(r['discarded_share'])} / {pct(r['buffered_share'])}; "
+        short = "" if r.get("budget_reached", True) else f"stopped short: {r['rows']:,} of {r['budget_rows']:,} rows; "
+        sec.row(name, short + f"{pct(r['emitted_share'])} / {pct(r['discarded_share'])} / {pct(r['buffered_share'])}; "
                       f"padding {pct(r['padding_share'])}; > R never started {r['long_never_started']:,} of "
                       f"{r['long_arrived']:,}; first / last tenth {pct(r['long_first_tenth_exposed'], 1)} / "
                       f"{pct(r['long_last_tenth_exposed'], 1)}; least represented "
@@ -205,8 +230,13 @@ def packers_section(d, out):
     for name, why in c.get("left_out", {}).items():
         sec.row(name, f"left out of the main job: {why}; audit it alone with --packers {name}", "—")
     traced = sum(1 for r in c["packers"].values() if r["how"] == "traced")
+    rules = sum(1 for r in c["packers"].values() if r["how"].startswith("rule"))
+    short = [n for n, r in c["packers"].items() if not r.get("budget_reached", True)]
+    if short:
+        sec.text.append(f"Not every packer reached the budget: {', '.join(short)} made fewer rows (their input ended "
+                        "first) and are read at what they made.")
     orig = c["packers"].get("original")
-    ours = f"{len(c['packers'])} packers ({traced} traced)" + (
+    ours = f"{len(c['packers'])} packers ({traced} traced, {rules} as rules from their code)" + (
         f"; original leaves {orig['long_never_started']:,} of {orig['long_arrived']:,} unstarted" if orig else "")
     sec.score = ("packers audited by running them: sources > R never started", ours, "the paper's loader family only",
                  "extends the paper's audit (no paper value for the libraries)")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from console.usage import prog_name
 from corpus.atomic import atomic_write_json, atomic_write_text
-from findings.audit_sections import audit_sections, dev_stream_rows, packers_section, regime_section, topology_rows
+from findings.audit_sections import (audit_sections, dev_stream_rows, frontier_section, packers_section, regime_section,
+                                     topology_rows)
 from findings.evaluation_sections import eval_sections
 from findings.provenance import to_md
 from findings.queue_sections import queue_section, study_section
@@ -28,7 +29,7 @@ from records.provenance import collect
 # ---------------------------------------------------------------- page
 
 def build(out, audit=None, train=None, evald=None, queue=None, study=None, audit_val=None, packers=None,
-          audit_ranks=None):
+          audit_ranks=None, frontier=None):
     """Every section of the page, in its order, computed from the result folders (nothing rendered here)."""
     out = Path(out)
     audit, train = Path(audit or out / "audit"), Path(train or out / "train")
@@ -37,7 +38,8 @@ def build(out, audit=None, train=None, evald=None, queue=None, study=None, audit
     if s51.rows:
         dev_stream_rows(s51, Path(audit_val or out / "audit_val"), out)
         topology_rows(s51, Path(audit_ranks or out / "audit_ranks8"), out)
-    return [s3, s51, s52, packers_section(Path(packers or out / "audit_packers"), out), regime_section(audit, out),
+    return [s3, s51, s52, packers_section(Path(packers or out / "audit_packers"), out),
+            frontier_section(Path(frontier or out / "frontier"), out), regime_section(audit, out),
             train_section(train, out), *eval_sections(evald, out),
             queue_section(queue, out), study_section(study, out)]
 
@@ -92,7 +94,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog=prog_name("python -m findings.summary"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/main", help="run folder; SUMMARY.md and findings.json are written here (default runs/main)")
-    for k in ("audit", "audit-val", "audit-packers", "audit-ranks", "train", "eval", "queue", "study"):
+    for k in ("audit", "audit-val", "audit-packers", "audit-ranks", "frontier", "train", "eval", "queue", "study"):
         default = {"study": "queue_study", "audit-val": "audit_val", "audit-packers": "audit_packers",
                    "audit-ranks": "audit_ranks8"}.get(k, k)
         ap.add_argument(f"--{k}", default=None, help=f"{k} results folder (default OUT/{default})")
@@ -104,7 +106,8 @@ def main(argv=None):
     if not out.is_dir():
         print(f"error: {out}: no such run folder", file=sys.stderr)
         return 2
-    secs = build(out, a.audit, a.train, a.eval, a.queue, a.study, a.audit_val, a.audit_packers, a.audit_ranks)
+    secs = build(out, a.audit, a.train, a.eval, a.queue, a.study, a.audit_val, a.audit_packers, a.audit_ranks,
+                 a.frontier)
     prov = collect(out, a.data_dir, a.corpus_source)
     atomic_write_text(out / "SUMMARY.md", render(secs, out, prov) + "\n")
     atomic_write_json(out / "findings.json", {"provenance": prov, "sections": [s.to_json() for s in secs],
