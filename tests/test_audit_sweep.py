@@ -116,3 +116,22 @@ def test_a_bad_sweep_is_one_line_and_writes_nothing(tmp_path, capsys, sweeps, ne
     argv = ["--lengths", str(tmp_path / "missing.txt"), "--out", str(out)]
     one_line_error(capsys, audit_cli.main(argv + [a for s in sweeps for a in ("--sweep", s)]), needle)
     assert not out.exists()
+
+
+def test_the_findings_page_shows_the_frontier_its_figure_and_the_cheapest_change(tmp_path):
+    # what the main job writes to runs/main/frontier, read back by findings.summary: every point a row, the Pareto
+    # marks and the headline as frontier.json has them, and the figure on the page
+    from findings.summary import build, render
+
+    run = tmp_path / "run"
+    assert audit_cli.main(["--lengths", str(_lengths_file(tmp_path)), "--row-capacity", str(R), "--targets",
+                           str(600 * (R - 1)), "--sweep", "buffer=1,10,100", "--sweep", "packer=original,segment_first",
+                           "--permutations", "0", "--out", str(run / "frontier")]) == 0
+    f = json.loads((run / "frontier" / "frontier.json").read_text())
+    sec = next(s for s in build(run) if s.key == "frontier")
+    assert sec.headline == f["cheapest_change"] and len(sec.rows) == len(f["points"]) >= 6  # + the current, the paper's
+    assert [i for i, r in enumerate(sec.rows) if r[2] == "yes"] == f["pareto"]
+    for r, p in zip(sec.rows, f["points"]):
+        assert r[0].startswith(f"R {p['row_capacity']:,}, B {p['buffer']:,}, {p['packer']},")
+        assert f"/ {p['long_never_started']:,} of {p['long_arrived']:,} /" in r[1]
+    assert "![frontier](frontier/frontier.png)" in render(build(run), run)
