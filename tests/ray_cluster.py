@@ -100,4 +100,15 @@ class TwoNodeRay:
         self.kill(signal.SIGKILL)  # whatever of the groups is left (a worker slow to end)
         for p in self.nodes:
             p.wait()
+        deadline = time.monotonic() + 10
+        while any(self.alive(p.pid) for p in self.nodes) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the groups' last processes gone: none writes its logs into the folder removed below
         shutil.rmtree(self.root, ignore_errors=True)
+
+    @staticmethod
+    def alive(group):
+        try:
+            os.killpg(group, 0)
+            return True
+        except ProcessLookupError:
+            return False

@@ -461,6 +461,20 @@ def test_every_engine_implements_the_engine_protocol():
                 list(inspect.signature(getattr(Engine, m)).parameters), (cls, m)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_an_audit_ended_by_a_signal_leaves_no_folder_and_no_lock(tmp_path, sig):
+    proc = _audit_process(tmp_path, "--permutations", "3000", docs=300_000)  # the local engine: in its process
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".o.new-*")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted: nothing written" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]  # no output, no .new- folder, no lock
+
+
 def test_a_lost_cluster_ends_the_audit_within_15_s_in_one_line_with_no_folder_or_lock_and_a_rerun_runs(
         cluster, tmp_path):
     """Last in this file: the module's cluster is killed here (this process leaves it first, or Ray's core would end
