@@ -24,6 +24,7 @@ CONNECT_S = 10  # an address must take a connection within this, and answer the 
 ANSWER_S = 5  # ray.init itself waits a minute or more where nothing listens
 ROOT = Path(__file__).resolve().parents[1]  # the checkout, put on every worker's import path
 CLIENT_PORT = 10001  # the Ray Client server's port that `ray start --head` opens by default
+FLUSH_ENV = "RAY_task_events_shutdown_flush_timeout_ms"  # read by ray.init
 # Ray's loggers that speak at warning level where nothing is wrong: a local Ray started here turns token
 # authentication on and says so at every start; shown with --verbose
 NOISY = ("ray._private.authentication.authentication_token_setup",)
@@ -188,6 +189,9 @@ def start(ray, address, flag, verbose=False):
         kw["address"] = address
     else:
         kw.update(address="local", include_dashboard=False)
+    # a driver's last task events (for Ray's state API) get 1 s to reach the cluster at ray.shutdown, not Ray's 5 s:
+    # after a lost cluster they never arrive, and the line that says so should not wait for them
+    os.environ.setdefault(FLUSH_ENV, "1000")
     try:
         with quiet(verbose):
             ray.init(**kw)
