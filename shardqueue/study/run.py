@@ -237,10 +237,14 @@ def map_seeds(fn, jobs, engine: Engine, log):
     tasks = [Task(seed_worker, (fn, j, log is print), name=f"{fn.__name__} seed {j.seed}", cpus=1,
                   gpus=gpus_for(j.device), reads=j.reads, prepared=j.prepared, writes=(str(j.out),),
                   kept="their runs' study_run.json in --out") for j in jobs]
-    got = list(engine.run(tasks))
-    for j, r in zip(jobs, got):
-        for rec in (r[:2] if isinstance(r, tuple) else (r,)):
+    got = []
+    for j, r in zip(jobs, engine.run(tasks)):
+        recs = r[:2] if isinstance(r, tuple) else (r,)
+        for rec in recs:
             check_visible(j.out, rec)
+        # the driver's own line as each seed's runs come back (a Ray worker's output is not forwarded by default)
+        log(f"seed {j.seed}: {', '.join(rec['name'] for rec in recs)} finished")
+        got.append(r)
     return got
 
 
