@@ -85,10 +85,6 @@ def ray_batch(tasks, env):
         return out
 
 
-def probe_task(needs, node_id):
-    return node_report(needs, node_id)
-
-
 def probe_nodes(ray, needs, wait):
     """The probe on every node that can run a task, before the first task: one line naming a node that sees
     otherwise than the driver (probe.py). wait(ref, deadline) returns when ref is ready, or raises TimeoutError."""
@@ -96,7 +92,7 @@ def probe_nodes(ray, needs, wait):
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = [n for n in ray.nodes() if n["Alive"] and (n["Resources"].get("CPU") or n["Resources"].get("GPU"))]
-    remote = ray.remote(probe_task)
+    remote = ray.remote(node_report)
     refs = [remote.options(num_cpus=0, max_retries=0, name="probe", scheduling_strategy=NodeAffinitySchedulingStrategy(
         n["NodeID"], soft=False)).remote(needs, n["NodeID"]) for n in nodes]
     try:
@@ -195,7 +191,9 @@ def lost_line(where, tasks, finished) -> str:
     """The one line of a lost cluster: what had finished and is kept, and the command that resumes."""
     kept = [t for t in finished if t.kept]
     head = f"the Ray cluster at {where} was lost (its head has not answered for {LOST_S} s)"
-    if kept:
+    if not tasks:
+        done = "before any task ran"
+    elif kept:
         names = ", ".join(t.name for t in kept[:4]) + (f" and {len(kept) - 4} more" if len(kept) > 4 else "")
         done = f"{len(finished)} of {len(tasks)} tasks had finished and are kept ({names}: {kept[0].kept})"
     elif finished:
@@ -255,7 +253,7 @@ class RayEngine:
         """Until ref is ready: ClusterLost when the head stops answering, TimeoutError past the deadline."""
         while not self.ray.wait([ref], timeout=POLL_S)[0]:
             if self.watch.lost():
-                raise ClusterLost(f"the Ray cluster at {self.where} was lost")
+                raise ClusterLost(lost_line(self.where, (), ()))  # run() says what had finished
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError
 

@@ -26,7 +26,7 @@ import psutil
 import pytest
 import ray
 from conftest import MICRO_STUDY as MICRO
-from conftest import ROOT, one_line_error, queue_script, run_micro_study
+from conftest import ROOT, one_line_error, queue_script
 from fanout_tasks import dies_once, fails_first
 from ray_cluster import RAY, TwoNodeRay
 from test_main_job import MICRO as SIX_MICRO
@@ -380,6 +380,7 @@ def test_the_lost_cluster_line_says_what_finished_what_is_kept_and_the_command_t
     perms = [Task(os.getpid, name=f"permutation {i}", small=True) for i in range(5)]
     assert "3 of 5 tasks had finished; their results were held here and are lost" in lost_line("a", perms, perms[:3])
     assert "none of 5 tasks had finished" in lost_line("a", perms, [])
+    assert "was lost (its head has not answered for 3 s): before any task ran; once" in lost_line("a", [], [])
     assert issubclass(ClusterLost, DataError)
 
 
