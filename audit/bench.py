@@ -20,6 +20,9 @@ checker the standard-library checker's bucketed replay against its literal list 
 corpus  the corpus length pass (corpus/readers): documents/s from a token-list column of an Arrow file (goal
         >= 10^7), text through the pass against `tokenizers` encode_batch alone on the same texts (goal >= 0.8x),
         and 2 workers against 1 (goal >= 1.7x on 2 idle cores); all in one run, each a median of --corpus-rounds
+fanout  the audit's 200 arrival-order permutations of the paper's census (what `--synthetic --permutations 200`
+        runs) on a local Ray (--engine ray, batched) against the local engine (in this process): rounds of the two
+        back to back, the first Ray round with its workers' start; goal: Ray within 2x; and the Ray start itself
 """
 import argparse
 import json
@@ -45,14 +48,18 @@ from audit.adapters import BOS, FIRST_ID, PAD, SPECS, concat_chunk, installed  #
 from audit.compute import finish, lead_flags, protected_of, protected_unstarted, replay_packer, trace_packer  # noqa: E402
 from audit.events import EventSink, records_from_columns  # noqa: E402
 from audit.feed import ChunkedRefills, MappedRefills, PassRefills  # noqa: E402
+from audit.pipeline import StreamInput, permutation_delays  # noqa: E402
 from audit.proposition import PropositionWatch  # noqa: E402
 from audit.replay import PAPER_TARGETS, rows_for_targets  # noqa: E402
 from audit.synthetic import PAPER_SOURCES, PAPER_TOKENS, census_chunks, paper_like_lengths  # noqa: E402
 from audit.trace import TracerDocs, row_tokens  # noqa: E402
 from audit.tally import Tally  # noqa: E402
 from checkers import packing_checker  # noqa: E402
+from corpus.errors import DataError  # noqa: E402
 from corpus.readers import corpus_lengths  # noqa: E402
 from corpus.readers.encoders import restore, single_threaded  # noqa: E402
+from fanout import open_engine  # noqa: E402
+from fanout.local import LocalEngine  # noqa: E402
 from loaders.core import PackerCore  # noqa: E402
 from loaders.reference import ReferenceCore  # noqa: E402
 from loaders.stream import DocumentStream  # noqa: E402
@@ -463,7 +470,7 @@ def bench_corpus(docs, rounds):
         bench_corpus_text(d, docs, rounds=rounds)
 
 
-SECTIONS = ("paper", "decode", "scale", "checker", "corpus")
+SECTIONS = ("paper", "decode", "scale", "checker", "corpus", "fanout")
 
 
 def main(argv=None):
@@ -506,7 +513,54 @@ def main(argv=None):
         bench_checker()
     if "corpus" in only:
         bench_corpus(a.corpus_docs, a.corpus_rounds)
+    if "fanout" in only:
+        bench_fanout()
     return 0
+
+
+FANOUT_GOAL = 2.0  # Ray's permutations at most this many times the local engine's time
+
+
+def bench_fanout(permutations=200, rounds=5):
+    """The permutations on a local Ray (started once, here) and on the local engine, `rounds` times back to back,
+    which goes first alternating; each round's ratio Ray / local, the first with Ray's workers starting (what one
+    command pays), and the median of the others. The delays must be equal."""
+    lengths = paper_like_lengths()
+    stream = StreamInput("synthetic-paper-census", "synthetic", lengths, np.append(np.arange(0, len(lengths), 128),
+                                                                                  len(lengths)))
+    rows = rows_for_targets(PAPER_TARGETS, 2049)
+    load0 = os.getloadavg()[0]
+    t = time.perf_counter()
+    try:
+        with open_engine("ray") as ray_engine:
+            started = time.perf_counter() - t
+            secs, ratios = _fanout_rounds(stream, rows, permutations, rounds, ray_engine)
+    except DataError as e:
+        print(f"fanout: skipped ({e})")
+        return
+    warm = statistics.median(ratios[1:]) if len(ratios) > 1 else ratios[0]
+    print(f"fanout: {permutations} permutations of the paper's census ({stream.n:,} documents, R 2049, B 1000), "
+          f"{rounds} rounds back to back, {os.cpu_count()} cores here (load average {load0:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after); equal delays on both engines")
+    print(f"  local engine (this process): {', '.join(f'{x:.2f}' for x in secs['local'])} s")
+    print(f"  Ray (batched): {', '.join(f'{x:.2f}' for x in secs['ray'])} s; the local Ray's start {started:.2f} s")
+    print(f"goal: Ray within {FANOUT_GOAL:g}x the local engine: first round (its workers starting) {ratios[0]:.2f}x, "
+          f"the others' median {warm:.2f}x: {'holds' if max(ratios[0], warm) <= FANOUT_GOAL else 'MISSED'}")
+
+
+def _fanout_rounds(stream, rows, permutations, rounds, ray_engine):
+    secs, ratios, first = {"local": [], "ray": []}, [], None
+    for r in range(rounds):
+        got = {}
+        for name in (("local", "ray") if r % 2 == 0 else ("ray", "local")):
+            t = time.perf_counter()
+            got[name] = permutation_delays(stream, 2049, 1000, rows, permutations,
+                                           engine=ray_engine if name == "ray" else LocalEngine())["delays"]
+            secs[name].append(time.perf_counter() - t)
+        first = first or got["local"]
+        assert got["ray"] == got["local"] == first, "the engines disagree on the delays"
+        ratios.append(secs["ray"][-1] / secs["local"][-1])
+    return secs, ratios
 
 
 def powers(flag, text):

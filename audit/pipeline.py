@@ -136,7 +136,7 @@ def permutation_delays(stream, R, B, rows, count, bar=lambda x, **k: x, engine=N
     permutation, and the stream as it is, is a task of the fan-out engine (fanout/: in this process by default)."""
     seeds, engine = list(range(count)), engine or LocalEngine()
     lengths, refills = engine.share(stream.lengths), engine.share(stream.refills)  # once, however many permutations
-    tasks = [Task(permuted_delay, (lengths, refills, R, B, rows, s),
+    tasks = [Task(permuted_delay, (lengths, refills, R, B, rows, s), small=True,  # milliseconds each: batched on Ray
                   name="stream as it is" if s is None else f"permutation {s}") for s in [None, *seeds]]
     got = iter(engine.run(tasks))
     unpermuted = next(got)

@@ -2,9 +2,12 @@
 audit each packer (audit/pipeline.py), write the folder (report: audit/report.py), swap it in.
 """
 import contextlib
+import functools
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -83,7 +86,8 @@ def corpus_stream(args) -> StreamInput:
     from fanout.corpus_data import corpus_lengths
 
     res = corpus_lengths(args.corpus, args.tokenizer, engine=args.engine, workers=args.workers,
-                         ray_address=args.ray_address, format=args.format, column=args.column, label=args.label_column,
+                         ray_address=args.ray_address, ray_verbose=getattr(args, "verbose", False), format=args.format,
+                         column=args.column, label=args.label_column,
                          bos=args.bos, bos_id=args.bos_id, separator=args.separator, token_dtype=args.token_dtype,
                          cache_dir=args.cache_dir or f"{Path(args.out)}.lengths")
     print(res.message)
@@ -301,6 +305,27 @@ def write_folder(summary, stream, work, figures=True):
         atomic_write_text(work / "report.md", report_md(summary))
 
 
+def interrupts(fn):
+    """fn with SIGTERM and SIGHUP raising KeyboardInterrupt in it, as Ctrl-C does: the finally blocks then remove
+    the temporary folder and the lock (the default action would end the process and leave both behind)."""
+    @functools.wraps(fn)
+    def wrapped(*a, **kw):
+        if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+            return fn(*a, **kw)
+
+        def stop(signum, frame):
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+        saved = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+        try:
+            return fn(*a, **kw)
+        finally:
+            for s, h in saved.items():
+                signal.signal(s, h if h is not None else signal.SIG_DFL)
+    return wrapped
+
+
+@interrupts
 def run_audit(args) -> int:
     out = Path(args.out)
     try:
@@ -326,10 +351,12 @@ def run_audit(args) -> int:
         engine, workers = None, 1 if user is not None else (args.workers or 1)
         if runs_worker_streams(args) or runs_permutations(args, packers):
             engine = stack.enter_context(open_engine(getattr(args, "engine", "local"), workers,
-                                                     getattr(args, "ray_address", None)))
+                                                     getattr(args, "ray_address", None), getattr(args, "verbose", False)))
+            engine.probe()  # before any compute: on Ray, every node at the driver's checkout (the lengths travel)
         for stale in out.parent.glob(f".{out.name}.new-*"):
             shutil.rmtree(stale, ignore_errors=True)  # a killed audit's partial output (we hold the lock)
-        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+        # absolute: a worker stream's task on a Ray node writes its scratch there when it sees the folder
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=os.path.abspath(out.parent)))
         work.chmod(0o755)  # mkdtemp makes 0700; the output folder gets the usual permissions
         summary = compute(args, stream, packers, thresholds, user, work, engine)
         write_folder(summary, stream, work, not args.no_figures)

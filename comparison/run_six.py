@@ -14,6 +14,7 @@ regime indicators and what the demo's source-length filter drops), OUT/learning_
 axes, and the difference from the same-seed baseline) and OUT/bpb_by_condition.png.
 """
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -108,15 +109,18 @@ def config_tasks(a, out):
     from training.config import resolve_config
 
     tasks = []
+    # the data root resolved here, absolute, and passed with every config: a run on a Ray node reads the
+    # driver's corpus, never its own PACKAUDIT_DATA or a path relative to its own folder
+    data = [f"data_dir={os.path.abspath(a.data_dir or default_data_dir())}"]
+    extra = [f"data_dir={os.path.abspath(o[len('data_dir='):])}" if o.startswith("data_dir=") else o for o in a.overrides]
     for c in configs(a.preset):
-        ov = [f"{k}={v}" for k, v in c.items()] + ([f"data_dir={a.data_dir}"] if a.data_dir else []) + a.overrides
         try:
-            cfg = resolve_config(None, ov)
+            cfg = resolve_config(None, [f"{k}={v}" for k, v in c.items()] + data + extra)
         except DataError as e:
             raise DataError(f"{c['name']}: {e}") from None
-        reads = (str(Path(cfg.data_dir or default_data_dir()).resolve()),)
         tasks.append(Task(train_config, (cfg, out / c["name"]), name=c["name"], cpus=1, gpus=gpus_for(cfg.device),
-                          reads=reads))
+                          reads=(cfg.data_dir,), prepared=(os.path.join(cfg.data_dir, cfg.source),),
+                          writes=(str(out),), kept="its run folder's summary.json in --out"))
     return tasks
 
 
@@ -128,7 +132,7 @@ def train_all(a, out):
 
     tasks = config_tasks(a, out)
     results = []
-    with open_engine(a.engine, 1, a.ray_address) as engine:
+    with open_engine(a.engine, 1, a.ray_address, a.verbose) as engine:
         got = engine.run(tasks)
         for t in tasks:
             try:
@@ -157,7 +161,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     from comparison.figures import bpb_by_condition, learning_curves
 
-    out = Path(a.out)
+    out = Path(os.path.abspath(a.out))  # absolute: each run writes its folder there, on whichever node it runs
     try:
         results, run_dirs = train_all(a, out)
     except DataError as e:

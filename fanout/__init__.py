@@ -3,10 +3,12 @@ worker streams and permutations. Callers build Tasks and hand them to an engine;
 the caller (the driver), which writes its own files. A large argument that many tasks read goes through
 engine.share() (on Ray one copy in the object store, for a local pool one file). Nothing outside this package imports Ray.
 
-    task.py        Task: one picklable call, the CPUs and GPUs it asks for, the paths it must read
+    task.py        Task: one picklable call, the CPUs and GPUs it asks for, the paths it reads and writes
     engine.py      Engine: the protocol every engine implements (in_process, share, run, close)
     local.py       the local engine: in this process, or a pool of N spawned processes (the default)
-    ray_engine.py  the Ray engine: a cluster joined by address, or a Ray started here and stopped after
+    probe.py       what every node must see as the driver does (checkout, corpus, --out), checked before a Ray run
+    ray_connect.py joining a Ray cluster (its address, token and port checked first) or starting a local Ray
+    ray_engine.py  the Ray engine: the nodes probed, small tasks batched, a lost cluster in one line
     choose.py      the --engine / --ray-address flags and open_engine(), which the command lines share
     corpus_data.py the corpus length pass (corpus/readers) on an engine: local processes, or Ray Data
 """

@@ -9,6 +9,8 @@ lengths in the same order. Every node must see the corpus at the driver's paths.
 import contextlib
 import logging
 import os
+import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -17,26 +19,29 @@ from corpus.readers import corpus_lengths as local_corpus_lengths
 from corpus.readers.encoders import cached_encoder, single_threaded
 from corpus.readers.units import LabelCodes, UnitResult, measure, read_unit
 from fanout.choose import ENGINES
-from fanout.ray_engine import check_address, first_line, import_ray, start
+from fanout.probe import Needs
+from fanout.ray_connect import check_address, first_line, import_ray, start
+from fanout.ray_engine import probe_nodes
 
 LOG = logging.getLogger("ray.data")
 
 
-def corpus_lengths(paths, tokenizer=None, *, engine="local", workers=None, ray_address=None, **kw):
+def corpus_lengths(paths, tokenizer=None, *, engine="local", workers=None, ray_address=None, ray_verbose=False, **kw):
     """corpus.readers.corpus_lengths on the engine named: local (workers processes) or ray (Ray Data on the
-    cluster at ray_address or $RAY_ADDRESS, else a local Ray started here and stopped after)."""
+    cluster at ray_address or $RAY_ADDRESS, else a local Ray of its own started here and stopped after;
+    ray_verbose: Ray's own logging and the workers' output)."""
     if engine not in ENGINES:
         raise DataError(f"--engine {engine}: expected one of {', '.join(ENGINES)}")
     if engine == "local":
         if ray_address:
             raise DataError(f"--ray-address {ray_address}: applies to --engine ray only")
         return local_corpus_lengths(paths, tokenizer, workers=workers, **kw)
-    with ray_data_runner(ray_address) as run:
+    with ray_data_runner(ray_address, ray_verbose) as run:
         return local_corpus_lengths(paths, tokenizer, runner=run, **kw)
 
 
 @contextlib.contextmanager
-def ray_data_runner(address=None):
+def ray_data_runner(address=None, verbose=False):
     """A runner (corpus/readers/parallel.py) on Ray Data; a Ray started here is stopped at the end, a caller's
     own ray.init (the tests') is used and left running."""
     ray = import_ray()
@@ -46,7 +51,7 @@ def ray_data_runner(address=None):
         check_address(address, flag)
     owned = not ray.is_initialized()
     if owned:
-        start(ray, address, flag)
+        start(ray, address, flag, verbose)
     try:
         yield RayDataRunner(ray)
     finally:
@@ -64,6 +69,10 @@ class RayDataRunner:
     def __call__(self, units, settings, todo):
         if not todo:
             return
+        # every node reads the units at the driver's absolute paths (a relative one would be the worker's folder's),
+        # and first the probe: the checkout and every file, on every node
+        units = [absolute(u) for u in units]
+        probe_nodes(self.ray, Needs.of(reads=[u.path for u in units]), self.wait)
         # late: Ray Data is a part of the optional 'ray' extra that only this engine loads
         import ray.data
         ctx = ray.data.DataContext.get_current()
@@ -82,6 +91,16 @@ class RayDataRunner:
         finally:
             ctx.execution_options.preserve_order, ctx.enable_progress_bars, level = saved
             LOG.setLevel(level)
+
+    def wait(self, ref, deadline):
+        if not self.ray.wait([ref], timeout=max(0.0, deadline - time.monotonic()))[0]:
+            raise TimeoutError
+
+
+def absolute(unit):
+    """The unit with its paths made absolute here, on the driver."""
+    extra = {k: os.path.abspath(v) if k == "bin" else v for k, v in unit.extra.items()}
+    return replace(unit, path=os.path.abspath(unit.path), extra=extra)
 
 
 def read_stage(batch, units, settings):

@@ -16,6 +16,11 @@ class Engine(Protocol):
     def share(self, value):
         """value as a task argument that many tasks read (a Shared, or the value itself)."""
 
+    def probe(self, reads=(), prepared=(), writes=()) -> None:
+        """Before any compute: every node sees the driver's checkout, these paths, prepared corpora and written
+        folders as the driver does, or one line naming the node (Ray; nothing to check for local processes).
+        run() probes what its tasks name and no earlier probe covered."""
+
     def run(self, tasks: Iterable[Task]) -> Iterator:
         """Each task's result, in task order, as it is ready."""
 

@@ -45,6 +45,9 @@ class LocalEngine:
         np.save(path, value, allow_pickle=False)
         return SharedFile(path)
 
+    def probe(self, reads=(), prepared=(), writes=()):
+        """Nothing to check: the pool's processes are this machine's, with this process's checkout and folders."""
+
     def run(self, tasks):
         """Each task's result, in task order, as it is ready."""
         tasks = list(tasks)

@@ -1,101 +1,128 @@
 """The Ray engine (--engine ray): each Task a Ray task holding the CPUs and GPUs it asks for, on a
-running cluster (--ray-address or RAY_ADDRESS) or on a Ray started here and stopped at the end.
+running cluster (--ray-address or RAY_ADDRESS) or on a local Ray of its own, started here and stopped at the end.
+
+Before the first task, a probe on every node (probe.py) checks the checkout, the reads, the prepared corpus and
+the folders written into. Small tasks (Task.small: the audit's permutations) go out in batches, a few per CPU of
+the cluster, where one Ray task each would cost more in Ray's overhead than in work.
 
 A task whose worker process dies (killed, out of memory, its node lost) is run again, up to RETRIES
 times: every task the project fans out is a pure function of its arguments and of files the driver
 made, or one that skips what a finished earlier attempt left (a study run's study_run.json). An
 exception the task itself raises is not retried: it comes back to the driver as the local engine
-would raise it. Results come back to the driver in task order.
+would raise it. Results come back to the driver in task order. A cluster whose head stops answering
+ends the run within seconds in one line (ClusterLost), not after Ray's own minute of retries.
+
+A task runs with the driver's settings of the project's environment variables (CARRIED), never its node's;
+PACKAUDIT_DATA is set to a path that names the mistake: the driver passes every data root explicitly.
 """
+import contextlib
+import math
 import os
+import shlex
 import socket
+import sys
+import time
 from pathlib import Path
 
 from corpus.errors import DataError
-from fanout.task import Shared, TaskFailed, check_reads
+from fanout.probe import Needs, node_report, problem, token_name, token_problem
+from fanout.ray_connect import check_address, first_line, import_ray, split_address, start
+from fanout.task import ClusterLost, Shared, TaskFailed, check_reads
 
-EXTRA = "pip install -e '.[ray]', or pip install -r requirements-ray.lock"
 RETRIES = 3
-CONNECT_S = 10  # an address must take a connection within this, and answer the gRPC hello within ANSWER_S:
-ANSWER_S = 5  # ray.init itself waits a minute or more where nothing listens
-ROOT = Path(__file__).resolve().parents[1]  # the checkout, put on every worker's import path
+BATCHES_PER_CPU = 4  # a few batches per CPU: one slow batch does not hold the rest back for long
+POLL_S = 1.0  # while a result is awaited, the cluster's head is checked this often
+LOST_S = 3  # the head's port closed this long: the cluster is lost (Ray itself waits 60 s, then exits)
+PROBE_S = 120  # a node's probe must answer within this (a worker's start and imports, on a busy node)
+CARRIED = ("PACKAUDIT_SKIP_HASH",)  # the project's variables a task sees as the driver has them
+DATA_ENV = "PACKAUDIT_DATA"
+NOT_READ = "/PACKAUDIT_DATA-is-not-read-on-a-Ray-worker:the-driver-passes-every-data-root"
 
 
-def import_ray():
-    """The ray module, or one line naming the extra to install."""
+def driver_env() -> dict:
+    return {k: os.environ.get(k) for k in CARRIED}
+
+
+@contextlib.contextmanager
+def as_driver(env):
+    """The project's environment variables as the driver had them (CARRIED) for the block, PACKAUDIT_DATA
+    pointing nowhere; the worker's own afterwards."""
+    keys = (*env, DATA_ENV)
+    saved = {k: os.environ.get(k) for k in keys}
+    for k, v in {**env, DATA_ENV: NOT_READ}.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     try:
-        # late: an optional dependency (the 'ray' extra); the local engine and --help never load it
-        import ray
-    except ImportError:
-        raise DataError(f"--engine ray needs Ray, which is not installed: install the 'ray' extra ({EXTRA})") from None
-    return ray
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
-def check_address(address, flag="--ray-address"):
-    """HOST:PORT answers within CONNECT_S + ANSWER_S seconds and speaks gRPC, as a Ray cluster's GCS does, or one line
-    saying what is wrong ('auto' and 'local' are Ray's own words and are left to it). ray.init itself waits
-    a minute or more where nothing listens, and on a port that is no GCS (the dashboard's) for ever."""
-    if address in ("auto", "local"):
-        return
-    host, sep, port = address.split("://", 1)[-1].rpartition(":")
-    if not (sep and host and port.isdigit()):
-        raise DataError(f"{flag} {address}: expected HOST:PORT, the address `ray start --head` prints, or auto")
+def ray_batch(tasks, env):
+    """Tasks on a Ray worker, one after another: the paths each reads checked on this node, a shared argument
+    fetched once for the batch, then the calls; their results in order."""
+    with as_driver(env):
+        fetched = {}
+
+        def value(a):
+            if isinstance(a, SharedRef):
+                key = a.ref.hex()
+                if key not in fetched:
+                    fetched[key] = a.get()
+                return fetched[key]
+            return a.get() if isinstance(a, Shared) else a
+
+        out = []
+        for t in tasks:
+            check_reads(t)
+            out.append(t.fn(*map(value, t.args)))
+        return out
+
+
+def probe_nodes(ray, needs, wait):
+    """The probe on every node that can run a task, before the first task: one line naming a node that sees
+    otherwise than the driver (probe.py). wait(ref, deadline) returns when ref is ready, or raises TimeoutError."""
+    # late: a part of Ray, the optional 'ray' extra
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [n for n in ray.nodes() if n["Alive"] and (n["Resources"].get("CPU") or n["Resources"].get("GPU"))]
+    remote = ray.remote(node_report)
+    refs = [remote.options(num_cpus=0, max_retries=0, name="probe", scheduling_strategy=NodeAffinitySchedulingStrategy(
+        n["NodeID"], soft=False)).remote(needs, n["NodeID"]) for n in nodes]
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_S) as sock:
-            grpc = os.environ.get("RAY_USE_TLS", "0") not in ("0", "") or speaks_http2(sock)
-    except OSError as e:
-        why = e.strerror or type(e).__name__
-        raise DataError(f"{flag} {address}: no Ray cluster answers there ({why}); start its head with "
-                        "`ray start --head`, or leave the address out for a local Ray") from None
-    if not grpc:
-        raise DataError(f"{flag} {address}: something answers there but it is no Ray cluster (no gRPC); give the "
-                        "address `ray start --head` prints (port 6379 by default; the dashboard's 8265 is not it)")
+        check_reports(ray, needs, nodes, refs, wait)
+    finally:  # a refusal leaves no probe file behind: the other nodes' probes end (or get 5 s) first
+        if needs.writes:
+            ray.wait(refs, num_returns=len(refs), timeout=5)
+        for w in needs.writes:
+            for f in Path(w).glob(f"{token_name(needs, '')}*"):
+                f.unlink(missing_ok=True)
 
 
-# the HTTP/2 client preface and an empty SETTINGS frame: a gRPC server answers with its own SETTINGS frame
-HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
-
-
-def speaks_http2(sock) -> bool:
-    """The peer answers the HTTP/2 preface with a SETTINGS frame (frame type 4) within ANSWER_S seconds."""
-    sock.settimeout(ANSWER_S)
-    sock.sendall(HTTP2_HELLO)
-    head = b""
-    try:
-        while len(head) < 9:
-            chunk = sock.recv(9 - len(head))
-            if not chunk:
-                break
-            head += chunk
-    except socket.timeout:
-        return False
-    return len(head) == 9 and head[3] == 4
-
-
-def first_line(e) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
-
-
-def start(ray, address, flag):
-    """ray.init: join the cluster at `address`, or start a local Ray on this machine's cores."""
-    path = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    kw = {"runtime_env": {"env_vars": {"PYTHONPATH": os.pathsep.join(path)}}}
-    if address:
-        kw["address"] = address
-    else:
-        kw["include_dashboard"] = False
-    try:
-        ray.init(**kw)
-    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
-        where = f"{flag} {address}" if address else "a local Ray"
-        raise DataError(f"{where}: Ray could not start or connect ({type(e).__name__}: {first_line(e)})") from None
-
-
-def ray_task(task):
-    """A task on a Ray worker: the paths it reads checked on this node, then the call."""
-    check_reads(task)
-    return task()
+def check_reports(ray, needs, nodes, refs, wait):
+    """Each node's report against the driver's needs, in node order: the first problem in one line."""
+    deadline = time.monotonic() + PROBE_S
+    for n, ref in zip(nodes, refs):
+        node = f"node {n['NodeManagerAddress']} ({n['NodeID'][:8]})"
+        try:
+            wait(ref, deadline)
+            rep = ray.get(ref)
+        except TimeoutError:
+            raise DataError(f"{node}: its probe did not answer within {PROBE_S} s (a worker there could not start?): "
+                            "start Ray on every node from the project's venv") from None
+        except ray.exceptions.RayError as e:
+            cause = getattr(e, "cause", None) or e
+            raise DataError(f"{node}: the probe failed there ({type(cause).__name__}: {first_line(cause)}): start Ray "
+                            f"on every node from the project's venv, with the checkout at {needs.root}") from None
+        line = problem(needs, node, rep) or token_problem(needs, node, n["NodeID"])
+        if line:
+            raise DataError(line)
 
 
 class SharedRef(Shared):
@@ -108,10 +135,78 @@ class SharedRef(Shared):
         return import_ray().get(self.ref)
 
 
+def batches(tasks, cpus):
+    """Consecutive small tasks of one kind (the same CPUs and GPUs) in batches, about BATCHES_PER_CPU per CPU of
+    the cluster; any other task alone."""
+    small = sum(t.small for t in tasks)
+    size = max(1, math.ceil(small / max(1, cpus * BATCHES_PER_CPU)))
+    out = []
+    for t in tasks:
+        last = out[-1] if out else None
+        if (t.small and last and last[0].small and len(last) < size
+                and (last[0].cpus, last[0].gpus) == (t.cpus, t.gpus)):
+            last.append(t)
+        else:
+            out.append([t])
+    return out
+
+
+def batch_name(group):
+    names = [t.name or "task" for t in group]
+    return names[0] if len(names) == 1 else f"{names[0]} to {names[-1]} ({len(names)} tasks)"
+
+
+class ClusterWatch:
+    """Whether the cluster's head (its GCS, or a Ray Client server) still takes a connection: checked at most once
+    a POLL_S while a result is awaited; LOST_S without one is a lost cluster."""
+
+    def __init__(self, host, port):
+        self.host, self.port = host, port
+        self.silent_since = None
+        self.last = 0.0
+
+    def lost(self) -> bool:
+        now = time.monotonic()
+        if now - self.last < POLL_S:
+            return False
+        self.last = now
+        try:
+            socket.create_connection((self.host, self.port), timeout=POLL_S).close()
+            self.silent_since = None
+        except OSError:
+            self.silent_since = self.silent_since or now
+        return self.silent_since is not None and now - self.silent_since >= LOST_S
+
+
+def head_of(ray, address):
+    """(host, port) of the cluster's head: its GCS, or the Ray Client server a ray:// address names."""
+    if address and "://" in address:
+        host, port, _ = split_address(address)
+        return host, port
+    host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def lost_line(where, tasks, finished) -> str:
+    """The one line of a lost cluster: what had finished and is kept, and the command that resumes."""
+    kept = [t for t in finished if t.kept]
+    head = f"the Ray cluster at {where} was lost (its head has not answered for {LOST_S} s)"
+    if not tasks:
+        done = "before any task ran"
+    elif kept:
+        names = ", ".join(t.name for t in kept[:4]) + (f" and {len(kept) - 4} more" if len(kept) > 4 else "")
+        done = f"{len(finished)} of {len(tasks)} tasks had finished and are kept ({names}: {kept[0].kept})"
+    elif finished:
+        done = f"{len(finished)} of {len(tasks)} tasks had finished; their results were held here and are lost"
+    else:
+        done = f"none of {len(tasks)} tasks had finished"
+    return f"{head}: {done}; once the cluster is back, rerun `{shlex.join(sys.orig_argv)}` to resume"
+
+
 class RayEngine:
     name = "ray"
 
-    def __init__(self, address=None):
+    def __init__(self, address=None, verbose=False):
         self.ray = import_ray()
         flag = "--ray-address" if address else "RAY_ADDRESS"
         address = address or os.environ.get("RAY_ADDRESS") or None
@@ -119,8 +214,12 @@ class RayEngine:
             check_address(address, flag)
         self.owned = not self.ray.is_initialized()  # a caller's own ray.init (the tests') is used and left running
         if self.owned:
-            start(self.ray, address, flag)
-        self.remote = self.ray.remote(ray_task)
+            start(self.ray, address, flag, verbose)
+        self.where = address or "a local Ray started here"
+        self.watch = ClusterWatch(*head_of(self.ray, address))
+        self.remote = self.ray.remote(ray_batch)
+        self.env = driver_env()
+        self.probed = {"checkout": False, "reads": set(), "prepared": set(), "writes": set()}  # probed so far
 
     def in_process(self, n) -> bool:
         return False
@@ -130,29 +229,59 @@ class RayEngine:
         return SharedRef(self.ray.put(value))
 
     def run(self, tasks):
-        """Each task's result, in task order, as it is ready; all tasks are submitted at once and Ray runs as
-        many side by side as the cluster has room for. After a failed task the others are left to finish, not
-        cancelled: a finished study run is kept for the rerun, and ray.cancel of a task that is just
-        completing crashes the driver in Ray 2.60 (task_manager.cc: "Tried to complete task that was not
-        pending"); a Ray started here is stopped at the end anyway."""
+        """Each task's result, in task order, as it is ready; after the nodes' probe, all tasks (small ones in
+        batches) are submitted at once and Ray runs as many side by side as the cluster has room for. After a
+        failed task the others are left to finish, not cancelled: a finished study run is kept for the rerun,
+        and ray.cancel of a task that is just completing crashes the driver in Ray 2.60 (task_manager.cc:
+        "Tried to complete task that was not pending"); a Ray started here is stopped at the end anyway."""
         tasks = list(tasks)
-        refs = [self.remote.options(num_cpus=t.cpus, num_gpus=t.gpus, max_retries=RETRIES, name=t.name or "task")
-                .remote(t) for t in tasks]
-        for t, r in zip(tasks, refs):
-            yield self.result(t, r)
-
-    def result(self, task, ref):
-        errors = self.ray.exceptions
+        groups, refs = [], []
         try:
+            self.probe([p for t in tasks for p in t.reads], [p for t in tasks for p in t.prepared],
+                       [p for t in tasks for p in t.writes])
+            groups = batches(tasks, self.ray.cluster_resources().get("CPU", 1))
+            refs = [self.remote.options(num_cpus=g[0].cpus, num_gpus=g[0].gpus, max_retries=RETRIES,
+                                        name=batch_name(g)).remote(g, self.env) for g in groups]
+            for g, r in zip(groups, refs):
+                yield from self.result(g, r)
+        except ClusterLost:
+            ready = set(self.ray.wait(refs, num_returns=len(refs), timeout=0)[0]) if refs else set()
+            done = [t for g, r in zip(groups, refs) if r in ready for t in g]
+            raise ClusterLost(lost_line(self.where, tasks, done)) from None
+
+    def wait(self, ref, deadline=None):
+        """Until ref is ready: ClusterLost when the head stops answering, TimeoutError past the deadline."""
+        while not self.ray.wait([ref], timeout=POLL_S)[0]:
+            if self.watch.lost():
+                raise ClusterLost(lost_line(self.where, (), ()))  # run() says what had finished
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError
+
+    def result(self, group, ref):
+        errors = self.ray.exceptions
+        name = batch_name(group)
+        try:
+            self.wait(ref)
             return self.ray.get(ref)
         except errors.RayTaskError as e:  # the task's own exception, raised here as the local engine would
             cause = e.cause
             if isinstance(cause, Exception) and not isinstance(cause, errors.RayError):
                 raise cause from None
-            raise TaskFailed(f"{task.name or 'a task'}: {first_line(cause)}") from None
+            raise TaskFailed(f"{name}: {first_line(cause)}") from None
         except errors.RayError as e:  # its worker died past the retries, its node was lost, ...
-            raise TaskFailed(f"{task.name or 'a task'}: failed on Ray after {RETRIES} retries "
-                            f"({type(e).__name__}: {first_line(e)})") from None
+            raise TaskFailed(f"{name}: failed on Ray after {RETRIES} retries ({type(e).__name__}: {first_line(e)})") \
+                from None
+
+    def probe(self, reads=(), prepared=(), writes=()):
+        """The nodes' probe (probe_nodes) of what no earlier probe of this engine covered (the checkout always)."""
+        new = {k: sorted(set(v) - self.probed[k]) for k, v in (("reads", reads), ("prepared", prepared),
+                                                               ("writes", writes))}
+        if self.probed["checkout"] and not any(new.values()):
+            return
+        probe_nodes(self.ray, Needs.of(**new), self.wait)
+        for k, v in new.items():
+            self.probed[k].update(v)
+        self.probed["checkout"] = True
 
     def close(self):
         if self.owned:

@@ -2,7 +2,9 @@
 
 A Ray cluster places a task on any node with the CPUs and GPUs it asks for; the task can only work
 where that node sees the same checkout and prepared corpus as the driver. `reads` names those
-paths, so a node that lacks one fails in one line naming the node and the path, not deep in a run.
+paths, so a node that lacks one fails in one line naming the node and the path, not deep in a run;
+`prepared` and `writes` are what the Ray engine's probe checks on every node before the first task
+(probe.py). Every path is absolute: the driver resolves it, a worker's own folder or environment never does.
 """
 import os
 import socket
@@ -17,6 +19,10 @@ class TaskFailed(DataError):
     retries): the message names the task, unlike an error the task itself raised."""
 
 
+class ClusterLost(TaskFailed):
+    """The cluster's head stopped answering: the run ends in one line saying what had finished and is kept."""
+
+
 @dataclass(frozen=True)
 class Task:
     """fn(*args) on a worker; fn and args are pickled (fn a module-level function) unless the engine runs
@@ -26,7 +32,11 @@ class Task:
     name: str = ""
     cpus: float = 1
     gpus: float = 0
-    reads: tuple = ()
+    reads: tuple = ()  # absolute paths the task reads on its node
+    prepared: tuple = ()  # prepared corpus folders (DATA/SOURCE): every node must read the driver's build id there
+    writes: tuple = ()  # absolute folders the task writes into and the driver reads back: storage every node shares
+    kept: str = ""  # what a finished task leaves that a rerun reuses; "": its result lives in the driver only
+    small: bool = False  # milliseconds of work: an engine may send it in a batch with its neighbours
 
     def __call__(self):
         return self.fn(*(a.get() if isinstance(a, Shared) else a for a in self.args))

@@ -171,11 +171,14 @@ def check_calibrated(calibration_dir) -> dict:
     return calib
 
 
-def open_calibration(calibration_dir, device="cpu"):
-    """(cfg, world, pool, calibration record) of a calibration folder, verified."""
+def open_calibration(calibration_dir, device="cpu", data_dir=None):
+    """(cfg, world, pool, calibration record) of a calibration folder, verified. data_dir: the data root to read
+    the corpus from (a study's driver passes its own to every run), instead of the one config.json records."""
     d = Path(calibration_dir)
     calib = check_calibrated(d)
     cfg_d = json.loads((d / "config.json").read_text())
+    if data_dir:
+        cfg_d["data_dir"] = str(data_dir)
     cfg = resolve_config(None, [f"{k}={v}" for k, v in cfg_d.items()])
     pool = load_rotation(d / "pool.json")
     if pool["_sha256"] != calib["pool_sha256"]:

@@ -39,19 +39,20 @@ SUMMARY = "queue_summary.json"
 
 
 def run(out, calibration_dir=None, plan=RunPlan(), resume=False, fresh=False, device="cpu", log=print, report=True,
-        observers=(), add_sources=()) -> RunSummary:
+        observers=(), add_sources=(), data_dir=None) -> RunSummary:
     """One queue run (any policy) to the end, decay and scores included; returns its summary (also written
     to out/queue_summary.json). observers: of the runner's commits (the study's reference
-    branches); add_sources: NAME=PATH of new sources, entering at the next rotation boundary."""
+    branches); add_sources: NAME=PATH of new sources, entering at the next rotation boundary; data_dir: the
+    data root (default: the calibration's)."""
     with one_thread():
         return _run(Path(out), Path(calibration_dir or out), plan, resume, fresh, device, log, report, observers,
-                    add_sources)
+                    add_sources, data_dir)
 
 
-def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observers, add_sources):
+def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observers, add_sources, data_dir=None):
     log_path = out / "decisions.jsonl"
     _check_folder(out, resume, fresh, log)
-    cfg, world, pool, calib = open_calibration(calibration_dir, device)
+    cfg, world, pool, calib = open_calibration(calibration_dir, device, data_dir)
     # new sources (add_sources: NAME=PATH) enter at the next rotation boundary; earlier ones are rebuilt
     nxt = 1
     if resume and add_sources:

@@ -11,6 +11,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # would only oversubscribe the cores. Set before any test module imports torch; subprocesses inherit it.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# Ray reads RAY_AUTH_MODE once, when it is imported: token mode, as a cluster started with `ray start` on a machine
+# with ~/.ray/auth_token runs, so that this process can be the driver of tests/test_fanout.py's two-node cluster
+# (a local Ray turns token mode on by itself anyway). Set before any test module imports ray.
+os.environ.setdefault("RAY_AUTH_MODE", "token")
+
 ROOT = Path(__file__).resolve().parents[1]  # on sys.path through pyproject's pytest `pythonpath`
 
 import numpy as np  # noqa: E402

@@ -293,7 +293,7 @@ def test_two_workers_and_ray_data_give_one_workers_lengths_in_its_order(corpus, 
     assert "2 workers" in two.message
     with monkeypatch.context() as mp:
         mp.setenv("PYTHONPATH", str(ROOT))
-        ray.init(num_cpus=1, include_dashboard=False)
+        ray.init(address="local", num_cpus=1, include_dashboard=False)  # our own, never a Ray running on this machine
     (tmp_path / "latin.jsonl").write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
     try:
         on_ray = engine_corpus_lengths([shards], corpus.tok, engine="ray", progress=False)

@@ -1,35 +1,49 @@
 """The fan-out engines (fanout/): --engine ray gives the local engine's results value for value (the audit at
 2 ranks x 2 loader workers with its permutations, the micro queue study that test_queue_study_run checks), a task whose Ray
-worker dies is run again to the undisturbed result, and bad input is one line. The tests share one local Ray
-(seconds to start): the engine finds it running, uses it and leaves it running."""
+worker dies is run again to the undisturbed result, and bad input is one line.
+
+The Ray tests share one two-node cluster on this machine (tests/ray_cluster.py: `ray start --head` and a second
+raylet, one CPU each), started once for the module, with this process its driver: the engine finds Ray running,
+uses it and leaves it running. Its nodes' workers run in a folder of their own with a PACKAUDIT_DATA of their
+own, neither the driver's: a task that read a path relative to its folder or the project's environment fails.
+The test that loses the cluster comes last."""
 import errno
 import json
 import os
-import signal
 import shutil
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
+from argparse import Namespace
+from types import SimpleNamespace
 
 import numpy as np
+import psutil
 import pytest
 import ray
 from conftest import MICRO_STUDY as MICRO
-from conftest import ROOT, one_line_error, queue_script, run_micro_study
+from conftest import ROOT, one_line_error, queue_script
 from fanout_tasks import dies_once, fails_first
+from ray_cluster import RAY, TwoNodeRay
 from test_main_job import MICRO as SIX_MICRO
 
 import audit.compute as compute
 import audit.events as events
+import fanout.probe as probe
 from audit.__main__ import main as audit_main
 from audit.pipeline import StreamInput
 from audit.topology import share_counts, shares
 from comparison import run_six
 from corpus.errors import DataError
 from fanout import Task, TaskFailed, open_engine
+from fanout.task import check_reads
+from fanout.ray_engine import ClusterLost, as_driver, batches, lost_line
 from presets import six as six_runs
 from shardqueue.study import presets
+from shardqueue.study.run import run_study
 
 R, B = 65, 16
 # what differs between two runs of the same work: wall times, dates, the folders they ran in
@@ -38,15 +52,28 @@ TIMES = ("timing", "provenance", "folder", "date", "overhead_vs_kept_training", 
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    # tests/ on the workers' path too (the tasks of tests/fanout_tasks.py), through the environment the local Ray's
-    # workers inherit: a runtime_env would make Ray start workers of its own for it beside the one it starts anyway
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
-        # one Ray worker: the suite already runs a process per core, and each Ray worker pays its own torch import
-        ray.init(num_cpus=1, include_dashboard=False)
-    yield
-    ray.shutdown()
+def cluster(tmp_path_factory):
+    """The two-node cluster, and this process its driver (ray.init with its address, as the engine joins one)."""
+    nodes = tmp_path_factory.mktemp("raylets")  # the nodes' working folder: never the driver's
+    # tests/ on the workers' path too (the tasks of tests/fanout_tasks.py): the engine adds the checkout only to a Ray
+    # it starts itself, and here the test's own Ray is used
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+           "PACKAUDIT_DATA": str(nodes / "not-the-drivers-data")}
+    env.pop("RAY_ADDRESS", None)
+    if env.get("RAY_AUTH_MODE") == "token":  # the head reads ~/.ray/auth_token: made as a local Ray would make it
+        subprocess.run([RAY, "get-auth-token", "--generate"], capture_output=True, env=env, timeout=60)
+    c = TwoNodeRay()
+    try:
+        c.start(env, nodes)
+        ray.init(address=c.address, logging_level="WARNING", log_to_driver=False)
+        deadline = time.monotonic() + 90
+        while sum(n["Alive"] for n in ray.nodes()) < 2:  # the second raylet joins a few seconds after the head
+            assert time.monotonic() < deadline, c.log("node")
+            time.sleep(0.2)
+        yield SimpleNamespace(address=c.address, client_port=c.client_port, nodes_cwd=nodes, ray=c)
+    finally:
+        ray.shutdown()
+        c.stop()
 
 
 def timeless(v):
@@ -64,7 +91,7 @@ def _lengths(n=2000, seed=3):
     return np.maximum(1, rng.lognormal(3.0, 1.2, n).astype(np.int64))
 
 
-def test_the_audit_on_ray_equals_the_local_audit_at_two_ranks_by_two_workers(local_ray, tmp_path):
+def test_the_audit_on_ray_equals_the_local_audit_at_two_ranks_by_two_workers(cluster, tmp_path):
     f = tmp_path / "L.txt"
     f.write_text("\n".join(map(str, _lengths())) + "\n")
     argv = ["--lengths", str(f), "--row-capacity", str(R), "--buffer", str(B), "--targets", str(301 * (R - 1)),
@@ -83,17 +110,31 @@ def test_the_audit_on_ray_equals_the_local_audit_at_two_ranks_by_two_workers(loc
     assert not list(tmp_path.glob("ray/.*-work"))  # the workers' scratch is gone
 
 
-def test_the_queue_study_on_ray_equals_the_local_study(local_ray, micro_study, tmp_path, monkeypatch):
+def test_the_study_on_two_nodes_reads_the_drivers_data_root_writes_into_its_folder_and_equals_the_local_study(
+        cluster, micro_study, tmp_path, monkeypatch):
+    """As a researcher runs it: PACKAUDIT_DATA set on the driver (the nodes have another), a relative --out from
+    the driver's own working folder (the raylets work in another)."""
     monkeypatch.setitem(presets.PRESETS, "micro", MICRO)
-    # stage A runs in the driver under either engine: the Ray study starts from a copy of the local one's
-    shutil.copytree(micro_study["out"] / "stage_a", tmp_path / "ray" / "stage_a")
-    assert run_micro_study(tmp_path / "ray", micro_study["data"], engine="ray") == 0
-    on_ray = json.loads((tmp_path / "ray" / "summary.json").read_text())
+    driver = tmp_path / "driver"
+    out = driver / "rel" / "study"
+    # stage A runs in the driver under either engine: the Ray study starts from a copy of the local one's, as a
+    # stage A made with PACKAUDIT_DATA records it (no data root of its own): each run must be handed the driver's
+    shutil.copytree(micro_study["out"] / "stage_a", out / "stage_a")
+    cfg = json.loads((out / "stage_a" / "config.json").read_text())
+    (out / "stage_a" / "config.json").write_text(json.dumps({**cfg, "data_dir": ""}))
+    monkeypatch.setenv("PACKAUDIT_DATA", str(micro_study["data"]))
+    monkeypatch.chdir(driver)
+    args = Namespace(preset="micro", out="rel/study", data_dir=None, dry_run=False, curve=False, calibration=None,
+                     device="cpu", workers=1, engine="ray", ray_address=cluster.address, verbose=False)
+    assert run_study(args, log=lambda s: None) == 0
+    on_ray = json.loads((out / "summary.json").read_text())
     assert {r["name"] for r in on_ray["runs"]} == {f"{a}_s{s}" for a in "ABC" for s in (43, 44)}
     assert timeless(on_ray) == timeless(micro_study["summary"])
+    assert not list(cluster.nodes_cwd.iterdir())  # nothing written where the raylets work
+    assert not list(out.glob(".fanout-probe-*"))  # the probe's token files, read back and removed
 
 
-def test_run_six_on_ray_equals_run_six_in_this_process(local_ray, small_corpus, tmp_path, monkeypatch, capsys):
+def test_run_six_on_ray_equals_run_six_in_this_process(cluster, small_corpus, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(six_runs.PRESETS, "tiny", SIX_MICRO)  # the configs are resolved in the driver
     monkeypatch.setattr(six_runs, "SEEDS", (43,))
     for kind in ("local", "ray"):
@@ -105,7 +146,7 @@ def test_run_six_on_ray_equals_run_six_in_this_process(local_ray, small_corpus, 
     assert lines == [r["name"] for r in local] * 2, lines  # each run's result line, printed by the driver
 
 
-def test_a_task_whose_ray_worker_dies_is_run_again_to_the_undisturbed_result(local_ray, tmp_path):
+def test_a_task_whose_ray_worker_dies_is_run_again_to_the_undisturbed_result(cluster, tmp_path):
     L = _lengths(400)
     stream = StreamInput("s", "lengths", L, np.append(np.arange(0, len(L), 32), len(L)))
     (tmp_path / "work").mkdir()
@@ -117,7 +158,7 @@ def test_a_task_whose_ray_worker_dies_is_run_again_to_the_undisturbed_result(loc
     assert marker.exists() and got == [undisturbed] and undisturbed["sources_arrived"] > 0
 
 
-def test_a_task_error_comes_back_as_the_local_engine_raises_it_and_the_other_ray_tasks_finish(local_ray, tmp_path):
+def test_a_task_error_comes_back_as_the_local_engine_raises_it_and_the_other_ray_tasks_finish(cluster, tmp_path):
     for kind in ("local", "ray"):
         done = tmp_path / kind
         done.mkdir()
@@ -134,7 +175,7 @@ def test_a_task_error_comes_back_as_the_local_engine_raises_it_and_the_other_ray
         assert list(engine.run([Task(fails_first, (i,)) for i in (1, 2)])) == [1, 2]
 
 
-def test_a_shared_argument_is_one_object_in_rays_store_that_every_task_reads(local_ray):
+def test_a_shared_argument_is_one_object_in_rays_store_that_every_task_reads(cluster):
     with open_engine("ray") as engine:
         ref = engine.share(np.arange(5))
         assert isinstance(ref.ref, ray.ObjectRef)  # put once: the tasks below carry the reference, not the array
@@ -154,13 +195,39 @@ def test_a_shared_argument_of_a_local_pool_is_one_file_that_every_task_reads():
         assert engine.share(v) is v and engine.folder is None
 
 
-def test_a_node_that_cannot_read_the_corpus_fails_in_one_line_naming_node_and_path(local_ray, tmp_path):
+def _node_labels():
+    """How a line names each node of the cluster: its address and the start of its id."""
+    return [f"node {n['NodeManagerAddress']} ({n['NodeID'][:8]})" for n in ray.nodes() if n["Alive"]]
+
+
+def test_a_node_that_cannot_read_the_corpus_is_refused_in_one_line_naming_node_and_path(cluster, tmp_path):
     missing = tmp_path / "no-corpus"
-    with open_engine("ray") as engine, pytest.raises(TaskFailed) as e:
+    with open_engine("ray") as engine, pytest.raises(DataError) as e:
         list(engine.run([Task(os.getpid, name="arms_b_c seed 43", reads=(str(missing),))]))
     msg = str(e.value)
-    assert "\n" not in msg and msg.startswith("arms_b_c seed 43: node ") and socket.gethostname() in msg
-    assert f"cannot read {missing}" in msg
+    assert "\n" not in msg and any(msg.startswith(f"{node} cannot read") for node in _node_labels()), msg
+    assert f"cannot read {missing}" in msg  # by the probe, before the task: its name is not the subject
+    # on the node itself, each task checks its reads again (a node that joins after the probe)
+    with pytest.raises(TaskFailed) as e:
+        check_reads(Task(os.getpid, name="arms_b_c seed 43", reads=(str(missing),)))
+    assert str(e.value).startswith("arms_b_c seed 43: node ") and socket.gethostname() in str(e.value)
+
+
+def test_a_node_at_another_commit_is_refused_in_one_line_before_any_compute(cluster, small_corpus, tmp_path,
+                                                                            monkeypatch, capsys):
+    """The probe's comparison, with the driver's own commit made another (one checkout serves both nodes here)."""
+    monkeypatch.setitem(presets.PRESETS, "micro", MICRO)
+    real = probe.checkout_identity()
+    monkeypatch.setattr(probe, "checkout_identity", lambda root=None: {**real, "commit": "1" * 40})
+    out = tmp_path / "study"
+    rc = queue_script("study").main(["--preset", "micro", "--out", str(out), "--data-dir", str(small_corpus),
+                                     "--engine", "ray", "--ray-address", cluster.address])
+    line = _one_error_line(capsys.readouterr().err)
+    assert rc == 2 and any(line.startswith(f"error: {node}: its checkout {ROOT} is at commit {real['commit'][:12]}")
+                           for node in _node_labels()), line
+    assert f"is at {probe.described(real)}; the driver's is at {probe.described({**real, 'commit': '1' * 40})}: " \
+        "check out the driver's commit" in line
+    assert not list(out.iterdir())  # no stage A, no run, no file: nothing computed or written
 
 
 def _study_cli(out, *extra):
@@ -226,6 +293,123 @@ def test_an_address_that_answers_but_is_no_ray_cluster_is_one_line(tmp_path, cap
     srv.close()
 
 
+def _lengths_file(tmp_path, n=400):
+    f = tmp_path / "L.txt"
+    np.savetxt(f, _lengths(n), fmt="%d")
+    return f
+
+
+def _audit_process(tmp_path, *extra, env=None, out="o", docs=400):
+    """`python -m audit` in a process of its own (its own Ray state): a small audit whose permutations fan out."""
+    argv = [sys.executable, "-m", "audit", "--lengths", str(_lengths_file(tmp_path, docs)), "--row-capacity", str(R),
+            "--buffer", str(B), "--packers", "original", "--no-figures", "--no-fates", "--out", str(tmp_path / out),
+            *extra]
+    return subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _one_error_line(err):
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_the_ray_client_port_and_a_missing_token_mode_are_one_line_each_within_seconds(cluster, tmp_path, monkeypatch,
+                                                                                      capsys):
+    t0 = time.monotonic()
+    client = f"127.0.0.1:{cluster.client_port}"
+    one_line_error(capsys, _audit_cli(tmp_path, "--engine", "ray", "--ray-address", client),
+                   f"--ray-address {client}: this is a Ray Client port", f"ray://{client}")
+    one_line_error(capsys, _audit_cli(tmp_path, "--engine", "ray", "--ray-address", f"ray://{cluster.address}"),
+                   "a cluster's own address", f"give {cluster.address} without ray://")
+    monkeypatch.delenv("RAY_AUTH_MODE")  # a driver whose shell never exported it (Ray's own default)
+    one_line_error(capsys, _audit_cli(tmp_path, "--engine", "ray", "--ray-address", cluster.address),
+                   "the cluster asks for a token", "export RAY_AUTH_MODE=token", "~/.ray/auth_token")
+    assert time.monotonic() - t0 < 30 and not (tmp_path / "o").exists()
+
+
+def test_a_token_the_cluster_refuses_is_one_line_within_seconds(cluster, tmp_path):
+    # a process of its own: Ray reads the token once per process, and this one holds the right one
+    t0 = time.monotonic()
+    proc = _audit_process(tmp_path, "--permutations", "2", "--engine", "ray", "--ray-address", cluster.address,
+                          env={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "not-the-heads-token"})
+    _, err = proc.communicate(timeout=60)
+    line = _one_error_line(err)
+    assert proc.returncode == 2 and time.monotonic() - t0 < 30, (proc.returncode, err)
+    assert "the cluster refused this machine's token (RAY_AUTH_MODE=token, the token from RAY_AUTH_TOKEN)" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_engine_ray_without_an_address_starts_its_own_ray_beside_a_running_cluster_and_stops_it(cluster, tmp_path):
+    """In a process of its own, the engine every command's --engine ray opens (choose.open_engine). The cluster's
+    temporary folder is where a Ray started with RAY_TMPDIR=its parent looks for a running one (ray_current_cluster,
+    as `ray start` leaves it in /tmp/ray): a bare ray.init() would join it."""
+    temp = cluster.ray.temp
+    assert (temp / "ray_current_cluster").exists()
+    before = {p.name for p in temp.glob("session_2*")}
+    code = ("import os, ray\nfrom fanout import Task, open_engine\nwith open_engine('ray') as e:\n"
+            "    print(ray.get_runtime_context().gcs_address, *e.run([Task(os.getpid)]))")
+    got = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "RAY_TMPDIR": str(cluster.ray.root),
+                              "RAY_ADDRESS": ""})
+    assert got.returncode == 0, got.stderr
+    own = {p.name for p in temp.glob("session_2*")} - before
+    assert len(own) == 1, (before, own)  # a Ray of its own, in a session of its own
+    assert got.stdout.split()[0] != cluster.address and len(got.stdout.split()) == 2, got.stdout
+    session = own.pop()
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if any(session in a for a in p.info["cmdline"] or [])]
+    assert not left, left  # and stopped at the end: none of its processes is left
+
+
+def test_small_tasks_go_out_in_batches_sized_to_the_clusters_cpus():
+    small = [Task(os.getpid, name=f"permutation {i}", small=True) for i in range(201)]
+    big = Task(os.getpid, name="worker stream 0")
+    assert [len(g) for g in batches(small, 2)] == [26] * 7 + [19]  # 4 batches per CPU
+    assert [len(g) for g in batches(small[:3], 8)] == [1, 1, 1]
+    got = batches([big, *small[:10], big, *small[10:12]], 1)  # a large task alone, in its place
+    assert [len(g) for g in got] == [1, 3, 3, 3, 1, 1, 2] and got[5][0] is big
+
+
+def test_the_lost_cluster_line_says_what_finished_what_is_kept_and_the_command_that_resumes(monkeypatch):
+    monkeypatch.setattr(sys, "orig_argv", ["python", "queue/study.py", "--out", "my runs"])
+    runs = [Task(os.getpid, name=f"arms_b_c seed {s}", kept="their runs' study_run.json in --out") for s in (43, 44)]
+    line = lost_line("10.0.0.1:6379", runs, runs[:1])
+    assert line.startswith("the Ray cluster at 10.0.0.1:6379 was lost (its head has not answered for 3 s): ")
+    assert "1 of 2 tasks had finished and are kept (arms_b_c seed 43: their runs' study_run.json in --out)" in line
+    assert line.endswith("rerun `python queue/study.py --out 'my runs'` to resume")
+    perms = [Task(os.getpid, name=f"permutation {i}", small=True) for i in range(5)]
+    assert "3 of 5 tasks had finished; their results were held here and are lost" in lost_line("a", perms, perms[:3])
+    assert "none of 5 tasks had finished" in lost_line("a", perms, [])
+    assert "was lost (its head has not answered for 3 s): before any task ran; once" in lost_line("a", [], [])
+    assert issubclass(ClusterLost, DataError)
+
+
+def test_a_task_sees_the_drivers_project_variables_never_its_nodes(monkeypatch):
+    monkeypatch.setenv("PACKAUDIT_DATA", "/the/nodes/own")
+    monkeypatch.setenv("PACKAUDIT_SKIP_HASH", "1")
+    with as_driver({"PACKAUDIT_SKIP_HASH": None}):
+        assert "PACKAUDIT_SKIP_HASH" not in os.environ and "not-read-on-a-Ray-worker" in os.environ["PACKAUDIT_DATA"]
+    assert os.environ["PACKAUDIT_DATA"] == "/the/nodes/own" and os.environ["PACKAUDIT_SKIP_HASH"] == "1"
+
+
+def test_the_probes_comparison_names_the_node_and_what_differs(tmp_path):
+    me = {"commit": "a" * 40, "changes": "", "files": 0}
+    needs = probe.Needs(str(ROOT), me, (), ((str(tmp_path / "stdlib"), "b1"),), (str(tmp_path),), "t")
+    ok = {"root": str(ROOT), "checkout": me, "unreadable": [], "builds": {str(tmp_path / "stdlib"): "b1"},
+          "wrote": {str(tmp_path): "x"}}
+    assert probe.problem(needs, "node n", ok) is None
+    dirty = {**ok, "checkout": {**me, "changes": "d1", "files": 2}}
+    assert "at commit aaaaaaaaaaaa, 2 uncommitted changes (d1); the driver's is at commit aaaaaaaaaaaa, clean" in \
+        probe.problem(needs, "node n", dirty)
+    assert "records build b2, the driver's records b1" in probe.problem(
+        needs, "node n", {**ok, "builds": {str(tmp_path / "stdlib"): "b2"}})
+    assert "node n cannot write in" in probe.problem(needs, "node n", {**ok, "wrote": {str(tmp_path): "!Read-only"}})
+    assert probe.problem(needs, "node n", {**ok, "root": "/elsewhere"}).startswith(
+        "node n imports the project from /elsewhere")
+    # a token file the driver does not see: --out is no shared storage
+    assert "but the driver cannot see it" in probe.token_problem(needs, "node n", "abc")
+
+
 @pytest.mark.parametrize("cli", ["study", "audit", "run_six"])
 def test_an_unknown_engine_is_refused_by_argparse(cli, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
@@ -236,7 +420,7 @@ def test_an_unknown_engine_is_refused_by_argparse(cli, tmp_path, capsys):
 
 
 def test_an_audit_whose_tally_fails_mid_stream_in_a_ray_driver_ends_in_one_line_within_seconds(
-        local_ray, tmp_path, monkeypatch, capsys):
+        cluster, tmp_path, monkeypatch, capsys):
     # ray.init() made this process a driver whose SIGTERM handler raises SystemExit (the forked core that once
     # inherited it is gone, issue 51). The disk fills up at the second events chunk: one line, no output, no lock
     assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None), "Ray installed no SIGTERM handler here"
@@ -270,9 +454,62 @@ def test_every_engine_implements_the_engine_protocol():
     from fanout.ray_engine import RayEngine
 
     members = {m for m in vars(Engine) if not m.startswith("_")} | set(Engine.__annotations__)
-    assert members == {"name", "in_process", "share", "run", "close"}
+    assert members == {"name", "in_process", "share", "probe", "run", "close"}
     for cls in (LocalEngine, RayEngine):
         assert members <= set(dir(cls)), (cls, members - set(dir(cls)))
         for m in members - {"name"}:
             assert list(inspect.signature(getattr(cls, m)).parameters) == \
                 list(inspect.signature(getattr(Engine, m)).parameters), (cls, m)
+
+
+def test_an_audit_ended_by_sigterm_leaves_no_folder_and_no_lock(tmp_path, capsys):
+    """In this process, the signal sent by a thread of its own once the audit writes; SIGHUP takes the same way."""
+    def not_caught(signum, frame):  # what the default action would do, without ending the test's process
+        raise RuntimeError("SIGTERM not caught by the audit")
+
+    def send_once_writing():
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".o.new-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    saved = signal.signal(signal.SIGTERM, not_caught)
+    try:
+        th = threading.Thread(target=send_once_writing, daemon=True)
+        th.start()
+        rc = audit_main(["--lengths", str(_lengths_file(tmp_path, 150_000)), "--row-capacity", str(R), "--buffer",
+                         str(B), "--packers", "original", "--no-figures", "--no-fates", "--out", str(tmp_path / "o"),
+                         "--permutations", "3000"])
+        th.join(5)
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+    assert rc == 130 and "interrupted: nothing written" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]  # no output, no .new- folder, no lock
+
+
+def test_a_lost_cluster_ends_the_audit_within_15_s_in_one_line_with_no_folder_or_lock_and_a_rerun_runs(
+        cluster, tmp_path):
+    """Last in this file: the module's cluster is killed here (this process leaves it first, or Ray's core would end
+    this process a minute later)."""
+    ray.shutdown()
+    # a stream long enough that its permutations (batched) take the cluster tens of seconds: the kill comes first
+    proc = _audit_process(tmp_path, "--permutations", "3000", "--engine", "ray", "--ray-address", cluster.address,
+                          docs=150_000)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".o.new-*")):  # the audit has begun: its folder is being written
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(1)  # into the permutations
+    cluster.ray.kill()  # both nodes' every process, at once
+    t0 = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    took = time.monotonic() - t0
+    line = _one_error_line(err)
+    assert proc.returncode == 2 and took < 15, (took, err)
+    assert f"error: the Ray cluster at {cluster.address} was lost" in line and "rerun `" in line and "--permutations 3000" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]  # no output, no .new- folder, no lock
+    # the same audit, rerun here on the local engine: nothing is left in its way
+    assert audit_main(["--lengths", str(tmp_path / "L.txt"), "--row-capacity", str(R), "--buffer", str(B), "--packers",
+                       "original", "--no-figures", "--no-fates", "--out", str(tmp_path / "o"), "--permutations", "3"]) == 0
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["permutations"]["count"] == 3

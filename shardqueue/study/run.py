@@ -9,6 +9,7 @@ redone; an unfinished one is moved aside and redone from its start state. A fini
 rollback checkpoints are deleted: no decision can need them any more.
 """
 import json
+import os
 import shutil
 import sys
 import time
@@ -67,16 +68,40 @@ def mean(d):
     return sum(d.values()) / len(d)
 
 
-def stage_a(a, p, out, rq, log):
-    """The calibration folder, calibrated if needed; (cfg, world, pool, calib, folder)."""
+def calibration_dir(a, out) -> Path:
     cal = Path(a.calibration) if getattr(a, "calibration", None) else out / "stage_a"
     if getattr(a, "calibration", None) and not (cal / "calibration.json").exists():
         raise DataError(f"{cal / 'calibration.json'}: not found (--calibration names an existing stage-A folder)")
+    return cal
+
+
+def data_root(a, cal) -> str:
+    """The data root, absolute, as the driver resolves it: a calibration's own (its config.json), else --data-dir,
+    else the default ($PACKAUDIT_DATA here). Every run gets it: a Ray node's own environment is never read."""
+    recorded = None
+    if (cal / "config.json").exists():
+        recorded = json.loads((cal / "config.json").read_text()).get("data_dir")
+    return os.path.abspath(recorded or (None if (cal / "config.json").exists() else a.data_dir) or default_data_dir())
+
+
+def probed_data_root(a, p, out, engine) -> str:
+    """The data root (data_root), after the engine's probe of every node, before any compute (on Ray: the checkout,
+    the data root and a given stage A readable, the prepared corpus's build id, --out written and seen here)."""
+    cal = calibration_dir(a, out)
+    data = data_root(a, cal)
+    engine.probe(reads=[data] + ([str(cal)] if cal.exists() else []), prepared=[os.path.join(data, p.source)],
+                 writes=[str(out)])
+    return data
+
+
+def stage_a(a, p, out, rq, log, data=None):
+    """The calibration folder, calibrated if needed (on the data root `data`, by default data_root's); (cfg, world,
+    pool, calib, folder)."""
+    cal = calibration_dir(a, out)
+    data = data or data_root(a, cal)
     if not (cal / "calibration.json").exists():
         ov = [f"{k}={v}" for k, v in p.model().items()] + [f"source={p.source}", f"seed={p.seeds[0]}",
-                                                            "name=queue_study"]
-        if a.data_dir:
-            ov.append(f"data_dir={a.data_dir}")
+                                                            "name=queue_study", f"data_dir={data}"]
         log(f"stage A: calibrating into {cal}")
         settings = queue_settings(p)
         if getattr(a, "domains", None):  # control and selection domains from a file
@@ -86,7 +111,7 @@ def stage_a(a, p, out, rq, log):
             raise DataError(f"{cal / 'calibration.json'}: the calibration failed ({rec['reason']})")
     else:
         log(f"stage A: using the calibration in {cal}")
-    cfg, world, pool, calib = rq.open_calibration(cal, a.device)
+    cfg, world, pool, calib = rq.open_calibration(cal, a.device, data)
     if calib["seed"] != p.seeds[0]:
         raise DataError(f"{cal / 'calibration.json'}: calibrated at seed {calib['seed']}, the preset's first seed is "
                         f"{p.seeds[0]}")
@@ -112,10 +137,10 @@ def stage_a_curves(rq, world, pool, calib, cfg):
     return {d: check_identifiable(D, [s[d] for s in states]) for d in sorted(states[0])}, D
 
 
-def run_arm(rq, arm, out, cal, plan, log, device, observer=None, describe=None):
+def run_arm(rq, arm, out, cal, plan, log, device, observer=None, describe=None, data_dir=None):
     """One arm at one seed under its run plan; returns its study record (cached in RUN/study_run.json).
     observer: arm A's reference branches; `describe` replaces the policy's name in the line printed at the
-    arm's start."""
+    arm's start; data_dir: the driver's data root (default: the calibration's)."""
     d = out / f"{arm}_s{plan.seed}"
     done = d / "study_run.json"
     if done.exists():
@@ -126,7 +151,7 @@ def run_arm(rq, arm, out, cal, plan, log, device, observer=None, describe=None):
     t0 = time.time()
     # report=False: the study writes one report for all runs (a per-run report and figure cost more than a tiny run)
     summary = rq.run(d, cal, plan, fresh=fresh, device=device, log=log, report=False,
-                     observers=[observer] if observer else ())
+                     observers=[observer] if observer else (), data_dir=data_dir)
     wall = time.time() - t0
     recs = read_log(d / "decisions.jsonl", log=lambda s: None)
     acc = accounting(recs)
@@ -153,8 +178,9 @@ def run_arm(rq, arm, out, cal, plan, log, device, observer=None, describe=None):
 
 @dataclass(frozen=True)
 class SeedJob:
-    """What one seed's arms need (picklable: a worker process or a Ray worker runs it). `reads`: the
-    folders its runs read (stage A, the prepared corpus), checked on a Ray worker's node first."""
+    """What one seed's arms need (picklable: a worker process or a Ray worker runs it), every path absolute,
+    resolved by the driver. `reads`: the folders its runs read (stage A, the data root), checked on a Ray
+    worker's node first; `prepared`: the prepared corpus, whose build id every node must read as the driver."""
     seed: int
     out: Path
     cal: Path
@@ -170,20 +196,24 @@ class SeedJob:
     a_thresholds: tuple = ()  # arm A's reference thresholds of accepted targets
     a_cover_below: float | None = None  # the lowest final loss arm A's curve must reach
     a_budget: int = 0
+    data_dir: str | None = None  # the driver's data root; None: the calibration's (a local run)
     reads: tuple = ()
+    prepared: tuple = ()
 
 
 def arms_b_c(job, log):
     """Arm B at one seed, then arm C with as many rejections as B made: (B's record, C's record, C's plan)."""
     s, U = job.seed, job.decay_updates
-    rb = run_arm(rq, "B", job.out, job.cal, arm_b_plan(s, job.budget, job.rotation, U, job.curves), log, job.device)
+    rb = run_arm(rq, "B", job.out, job.cal, arm_b_plan(s, job.budget, job.rotation, U, job.curves), log, job.device,
+                 data_dir=job.data_dir)
     share_start_state(job.out, s, job.calib_seed)
     # C rejects as many times as B did, at positions every one of which C reaches
     cp = plan_c(rb["accounting"]["decisions"], s, job.budget, job.largest_shard, job.context, job.rows_per_update, U)
     rate = cp["count"] / cp["window"] if cp["window"] else 0.0  # recorded in C's start record, not used
     rc = run_arm(rq, "C", job.out, job.cal, arm_c_plan(s, job.budget, job.rotation, U, cp["positions"], rate), log,
                  job.device, describe=f"random rejection, as many as B made ({cp['count']})"
-                 + (f", at positions drawn among C's first {cp['window']} decisions" if cp["count"] else ""))
+                 + (f", at positions drawn among C's first {cp['window']} decisions" if cp["count"] else ""),
+                 data_dir=job.data_dir)
     return rb, rc, cp
 
 
@@ -191,7 +221,8 @@ def arm_a(job, log):
     """Arm A at one seed: plain order past the budget, its decay branches building the reference curve."""
     share_start_state(job.out, job.seed, job.calib_seed)
     return run_arm(rq, "A", job.out, job.cal, arm_a_plan(job.seed, job.a_budget, job.rotation, job.decay_updates),
-                   log, job.device, ReferenceBranches(job.a_thresholds, job.budget, job.a_cover_below))
+                   log, job.device, ReferenceBranches(job.a_thresholds, job.budget, job.a_cover_below),
+                   data_dir=job.data_dir)
 
 
 def map_seeds(fn, jobs, engine: Engine, log):
@@ -204,11 +235,16 @@ def map_seeds(fn, jobs, engine: Engine, log):
     if engine.in_process(len(jobs)):
         return [fn(j, log) for j in jobs]
     tasks = [Task(seed_worker, (fn, j, log is print), name=f"{fn.__name__} seed {j.seed}", cpus=1,
-                  gpus=gpus_for(j.device), reads=j.reads) for j in jobs]
-    got = list(engine.run(tasks))
-    for j, r in zip(jobs, got):
-        for rec in (r[:2] if isinstance(r, tuple) else (r,)):
+                  gpus=gpus_for(j.device), reads=j.reads, prepared=j.prepared, writes=(str(j.out),),
+                  kept="their runs' study_run.json in --out") for j in jobs]
+    got = []
+    for j, r in zip(jobs, engine.run(tasks)):
+        recs = r[:2] if isinstance(r, tuple) else (r,)
+        for rec in recs:
             check_visible(j.out, rec)
+        # the driver's own line as each seed's runs come back (a Ray worker's output is not forwarded by default)
+        log(f"seed {j.seed}: {', '.join(rec['name'] for rec in recs)} finished")
+        got.append(r)
     return got
 
 
@@ -275,14 +311,17 @@ def run_study(a, log=print):
     p = PRESETS[a.preset]
     if getattr(a, "source", None):  # your own prepared corpus (prepare.py --source parquet) in the preset's setting
         p = p.with_source(a.source)
-    out = Path(a.out)
+    # every path absolute here, on the driver: a run on a Ray node gets these, never its own folder's
+    out = Path(os.path.abspath(a.out))
+    if getattr(a, "calibration", None):
+        a.calibration = os.path.abspath(a.calibration)
     if getattr(a, "workers", 1) < 1:  # refused before anything is made
         print(f"error: --workers {a.workers}: must be at least 1", file=sys.stderr)
         return 2
     try:
         # the engine first: a bad --engine setup is one line before anything is made
-        with open_engine(getattr(a, "engine", "local"), getattr(a, "workers", 1), getattr(a, "ray_address", None)) \
-                as engine, folder_lock(out, "the queue study"):
+        with open_engine(getattr(a, "engine", "local"), getattr(a, "workers", 1), getattr(a, "ray_address", None),
+                         getattr(a, "verbose", False)) as engine, folder_lock(out, "the queue study"):
             return _run(a, p, out, rq, log, engine)
     except (DataError, FolderLocked) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -305,12 +344,12 @@ def _run(a, p, out, rq, log, engine):
     configure(a.device)
     rot = p.rotation_shards
     t_all = time.time()
+    data = probed_data_root(a, p, out, engine)
     prov = out / "provenance.json"  # the commit and machine the runs were made with (a rebuilt report keeps them)
     if not prov.exists():
         atomic_write_json(prov, provenance.study())
-    made_a = not (Path(a.calibration) if getattr(a, "calibration", None) else out / "stage_a").joinpath(
-        "calibration.json").exists()
-    cfg, world, pool, calib, cal = stage_a(a, p, out, rq, log)
+    made_a = not calibration_dir(a, out).joinpath("calibration.json").exists()
+    cfg, world, pool, calib, cal = stage_a(a, p, out, rq, log, data)
     t_a = time.time() - t_all
     curves, D_cal = stage_a_curves(rq, world, pool, calib, cfg)
     use_curve = bool(a.curve) and all(c["ok"] for c in curves.values())
@@ -330,8 +369,8 @@ def _run(a, p, out, rq, log, engine):
     b_curves = {d: {k: c[k] for k in ("a", "b", "c", "D0")} for d, c in curves.items()} if use_curve else None
     jobs = [SeedJob(seed=s, out=out, cal=cal, budget=budget, rotation=rot, device=a.device, decay_updates=U,
                     calib_seed=calib["seed"], curves=b_curves, largest_shard=max(cand_tokens), context=cfg.context,
-                    rows_per_update=cfg.micro_rows * cfg.accum,
-                    reads=(str(cal.resolve()), str(Path(cfg.data_dir or default_data_dir()).resolve()))) for s in seeds]
+                    rows_per_update=cfg.micro_rows * cfg.accum, data_dir=data, reads=(str(cal), data),
+                    prepared=(os.path.join(data, cfg.source),)) for s in seeds]
     # B then C at every seed first: arm A's reference must cover their final losses
     done_bc = map_seeds(arms_b_c, jobs, engine, log)
     runs = [r for rb, rc, _ in done_bc for r in (rb, rc)]
