@@ -403,6 +403,12 @@ def bench_corpus_tokens(folder, n=4_000_000, rounds=3):
     return rate
 
 
+def _cpu_seconds():
+    """User and system seconds of this process and of its finished children (the length pass's worker processes)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def bench_corpus_text(folder, n, rounds=3, files=8):
     """The pass over a text column (n documents in `files` parquet files, a byte-level BPE trained here) with
     1 worker against `tokenizers` encode_batch alone on the same texts in memory (one thread each: the pass turns
