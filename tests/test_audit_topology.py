@@ -14,9 +14,10 @@ from audit.__main__ import main as audit_main
 from audit.adapters import FIRST_ID, SPECS, Spec, installed, user_spec
 from audit.api import trace
 from audit.compute import trace_packer
+from audit.fate_table import DocumentIndex
 from audit.pipeline import StreamInput, audit_packer
 from audit.report import worker_stream_failures
-from audit.topology import SUMMED, audit_topology, merge, shares, topology_ok, worker_counts
+from audit.topology import SUMMED, audit_topology, merge, share_counts, shares, topology_ok, worker_counts
 from corpus.errors import DataError
 from findings.summary import Section, topology_rows
 from loaders.core import PACKERS
@@ -399,8 +400,6 @@ def test_the_command_line_exits_1_when_one_worker_stream_fails_a_check(tmp_path,
 
 def test_the_worker_streams_fates_are_one_table_in_corpus_order_naming_each_documents_stream(tmp_path):
     # each document's row is its share's one-stream fate (shares cut here by slicing), numbered in the corpus
-    from audit.fate_table import DocumentIndex
-
     base = _stream(2_000, seed=5)
     index = DocumentIndex.one_file("corpus.txt", base.lengths, base.labels)
     stream = StreamInput("s", "lengths", base.lengths, base.refills, base.labels, index)
@@ -422,3 +421,28 @@ def test_the_worker_streams_fates_are_one_table_in_corpus_order_naming_each_docu
         assert [r["row"] for r in got] == list(range(w, 2_000, W))
     assert merged["documents"] == 2_000 and sum(merged["by_fate"].values()) == 2_000
     assert merged["by_fate"] == {f: sum(r["fate"] == f for r in t) for f in merged["by_fate"]}
+
+
+def whole_docs(docs, R=5):
+    # one document a row, cut at R
+    for d in docs:
+        yield d[:R]
+
+
+def test_a_worker_stream_on_a_node_that_cannot_see_the_work_folder_keeps_its_counts(tmp_path):
+    # worker stream 0 of the small case worked by hand above (documents 0, 2, 4: lengths 3, 2, 6; 2 rows, R = 5,
+    # B = 2), audited as on a Ray node that does not see the audit's folder: in a temporary folder of its own
+    L = np.array([3, 8, 2, 9, 6, 1])
+    stream = StreamInput("hand", "lengths", L, np.array([0, 6]), index=DocumentIndex.one_file("hand.txt", L))
+    share = shares(stream, 2, refill_docs=1)[0]
+    away = tmp_path / "not-on-this-node"
+    c = share_counts(share, "original", 2, 5, 2, away, 0)
+    assert (c["sources_arrived"], c["tokens_arrived"], c["emitted"], c["discarded"], c["buffered"],
+            c["sources_never_started"]) == (5, 16, 10, 0, 6, 1)
+    # documents 0 and 2 fit whole each time they arrive, document 4 waits in the buffer: the document counts the
+    # merged table adds up are kept there too (only the fate table's file goes with the temporary folder)
+    assert c["documents"]["by_fate"] == {"whole": 2, "partial": 0, "waiting": 1, "dropped": 0, "not_arrived": 0}
+    assert "fates_file" not in c and not away.exists()
+    # a packer of your own (--trace) there too: a row each for the 3 and the 2
+    t = share_counts(share, "whole_docs", 2, 5, 2, away, 0, Spec("whole_docs", lambda R_, B_, w: whole_docs))
+    assert (t["sources_arrived"], t["emitted"], t["sources_started"]) == (2, 5, 2)
