@@ -170,7 +170,8 @@ def merge_exposure(tables):
 def share_counts(share, packer, rows, R, B, work, w, user=None):
     """One worker stream's audit of one packer, as summary.json keeps it. Its events are scratch (the
     one-stream events are kept): in work/.topology-W-work, which the audit removes with its other scratch,
-    or, on a Ray node that does not see `work`, in a temporary folder removed at once."""
+    or, on a Ray node that does not see `work`, in a temporary folder removed at once (its document counts are
+    kept; only its fate table is lost with the folder)."""
     if Path(work).is_dir():
         d = Path(work) / f".topology-{w}-work"
         d.mkdir(exist_ok=True)
@@ -179,7 +180,8 @@ def share_counts(share, packer, rows, R, B, work, w, user=None):
             out["fates_file"] = str(d / f"fates_{packer}.parquet")
         return out
     with tempfile.TemporaryDirectory(prefix=f"topology-{w}-") as d:
-        return worker_counts(audit_packer(share, packer, rows, R, B, Path(d), False, user, fates=False))
+        # the fate table is counted here too: the merged document counts must not depend on which node ran it
+        return worker_counts(audit_packer(share, packer, rows, R, B, Path(d), False, user))
 
 
 def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, refill_docs=128, user=None,

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from audit.__main__ import main as audit_main
+from audit.__main__ import main as audit_main, parse_args
+from audit.loader_presets import apply_pipeline
 
 R, B = 65, 16
 
@@ -74,3 +75,27 @@ def test_bad_pipeline_is_one_line_and_nothing_written(lengths_file, tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error: ") and msg in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, want", [
+    # no preset: the flags' own defaults, and every worker of every rank its own stream (2 x 3)
+    (["--ranks", "2", "--loader-workers", "3"], ("all", "document", 128, 2, 3)),
+    # a preset fills in what is left out and keeps what is given (--refill-docs here)
+    (["--pipeline", "nanochat", "--ranks", "2", "--refill-docs", "7"], ("original", "group:1024", 7, 2, 1)),
+    (["--pipeline", "torchtitan", "--ranks", "2", "--loader-workers", "3"], ("titan_concat", "document", 128, 2, 3)),
+    (["--pipeline", "torchtune", "--ranks", "8", "--loader-workers", "2"], ("torchtune_whole", "document", 128, 1, 1)),
+], ids=["no preset", "nanochat, refill given", "torchtitan", "torchtune"])
+def test_what_a_preset_fills_in_and_the_worker_streams_it_makes(argv, want):
+    args = parse_args(["--lengths", "L.txt", *argv])
+    apply_pipeline(args)
+    assert (args.packers, args.split_by, args.refill_docs, args.streams_ranks, args.streams_workers) == want
+
+
+def test_the_summary_records_the_preset_and_the_loader_args_it_set(lengths_file, tmp_path):
+    # axolotl deals its bins to the ranks: the preset sets world_size to --ranks, and summary.json says so
+    s, _ = _audit(lengths_file, tmp_path / "ax", "--pipeline", "axolotl", "--ranks", "3")
+    p = s["pipeline"]
+    assert (p["name"], p["owner"], p["ranks"], p["loader_workers"], p["worker_streams"]) == \
+        ("axolotl", "stream", 3, 1, 1)
+    assert (p["packers"], p["split_by"], p["refill_docs"]) == ("axolotl_multipack", "document", 128)
+    assert p["loader_args"] == {"world_size": 3} and s["packers"]["axolotl_multipack"]["loader"]["world_size"] == 3

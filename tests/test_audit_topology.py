@@ -4,6 +4,7 @@ Checked against one-stream audits of shares cut here by slicing (not by the modu
 small case worked by hand, for bad input on the command line, and with worker streams that fail the
 audit's checks (counts made by hand, or a traced packer that selects what the Proposition protects)."""
 import json
+from collections import Counter
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -14,9 +15,11 @@ from audit.__main__ import main as audit_main
 from audit.adapters import FIRST_ID, SPECS, Spec, installed, user_spec
 from audit.api import trace
 from audit.compute import trace_packer
+from audit.fate_table import FATES, DocumentIndex
 from audit.pipeline import StreamInput, audit_packer
 from audit.report import worker_stream_failures
-from audit.topology import SUMMED, audit_topology, merge, shares, topology_ok, worker_counts
+from audit.strata import stratum_labels, stratum_of
+from audit.topology import SUMMED, audit_topology, merge, share_counts, shares, topology_ok, worker_counts
 from corpus.errors import DataError
 from findings.summary import Section, topology_rows
 from loaders.core import PACKERS
@@ -78,7 +81,11 @@ def _check_against_slices(tmp_path, packers, ranks, workers, rows, expect_rows, 
             assert d["representation"] == pytest.approx((e / em) / (t / tok), rel=1e-12)
         assert [e["stratum"] for e in got["merged"]["position_exposure"]] == list(exposure)
         for e in got["merged"]["position_exposure"]:
-            assert [e["arrived_tokens"], e["emitted_tokens"]] == exposure[e["stratum"]].tolist()
+            arrived, emitted = exposure[e["stratum"]].tolist()
+            assert [e["arrived_tokens"], e["emitted_tokens"]] == [arrived, emitted]
+            # token counts stay integers in summary.json; the share emitted per tenth is recomputed from the sums
+            assert all(type(x) is int for x in e["arrived_tokens"] + e["emitted_tokens"])
+            assert e["emitted_share"] == [m / a if a else None for m, a in zip(emitted, arrived)]
 
 
 def test_two_ranks_two_workers_equal_four_one_stream_audits_of_the_shares(tmp_path):
@@ -145,6 +152,47 @@ def test_a_small_case_worked_by_hand(tmp_path):
     assert (m["sources_arrived"], m["sources_never_started"], m["sources_longer_than_R_arrived"],
             m["sources_longer_than_R_started"], m["rows"]) == (9, 2, 4, 2, 4)
     assert set(SUMMED) <= set(m) and m["partition_holds"] and m["proposition_held"]
+    assert topo["split_by"] == "document"
+
+
+def test_a_group_split_deals_whole_groups_round_robin(tmp_path):
+    # the same six documents in groups of 2 over 2 worker streams: groups 0 and 2 (documents 0, 1, 4, 5) to stream 0,
+    # group 1 (documents 2, 3) to stream 1; each document's stream as the streams' fate table records it
+    L = np.array([3, 8, 2, 9, 6, 1])
+    stream = StreamInput("hand", "lengths", L, np.array([0, 6]), index=DocumentIndex.one_file("hand.txt", L))
+    topo = audit_topology(stream, ["original"], 4, 5, 2, tmp_path, 1, 2, group=2, refill_docs=1)
+    assert topo["split_by"] == "group:2" and topo["documents_per_stream"] == [4, 2]
+    t = pq.read_table(tmp_path / topo["packers"]["original"]["fates_file"]).to_pylist()
+    assert [(r["doc"], r["worker_stream"]) for r in t] == [(0, 0), (1, 0), (2, 1), (3, 1), (4, 0), (5, 0)]
+    assert topology.parse_split("group:1") == topology.parse_split("document") == 1  # groups of one: documents
+
+
+def test_with_one_pass_no_worker_stream_reads_a_document_twice(tmp_path):
+    # --passes 1: the small case's budget (2 rows a stream) wants a second pass of each share, which is not given;
+    # each stream stops where its share ends, so every document arrives at most once
+    L = np.array([3, 8, 2, 9, 6, 1])
+    stream = StreamInput("hand", "lengths", L, np.array([0, 6]), index=DocumentIndex.one_file("hand.txt", L),
+                         passes=1)
+    topo = audit_topology(stream, ["original"], 4, 5, 2, tmp_path, 1, 2, refill_docs=1)
+    t = pq.read_table(tmp_path / topo["packers"]["original"]["fates_file"]).to_pylist()
+    assert max(r["arrivals"] for r in t) == 1
+    for w, c in enumerate(topo["packers"]["original"]["workers"]):
+        assert c["sources_arrived"] <= 3 and c["tokens_arrived"] <= L[w::2].sum(), w
+
+
+def test_one_document_and_one_row_per_worker_stream_is_enough_and_a_row_fewer_is_one_line(tmp_path, capsys):
+    f = tmp_path / "L.txt"
+    f.write_text("5\n9\n3\n")
+    argv = ["--lengths", str(f), "--row-capacity", "4", "--buffer", "2", "--packers", "original", "--permutations",
+            "0", "--no-figures", "--ranks", "3"]
+    assert audit_main(argv + ["--targets", "9", "--out", str(tmp_path / "o")]) == 0  # 3 rows of 3 targets
+    topo = json.loads((tmp_path / "o" / "summary.json").read_text())["topology"]
+    assert topo["documents_per_stream"] == [1, 1, 1] and topo["rows_per_stream"] == [1, 1, 1]
+    capsys.readouterr()
+    assert audit_main(argv + ["--targets", "6", "--out", str(tmp_path / "o2")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the one-stream audit's progress bar
+    assert err == "error: budget of 2 rows is fewer than the 3 worker streams: each needs a row"
+    assert not (tmp_path / "o2").exists()
 
 
 def test_the_command_line_writes_the_topology_into_summary_and_report(tmp_path):
@@ -179,6 +227,8 @@ def test_the_command_line_writes_the_topology_into_summary_and_report(tmp_path):
     (["--workers", "0"], "--workers 0: must be positive"),
     (["--split-by", "group:0"], "--split-by 'group:0': expected 'document' or 'group:G'"),
     (["--split-by", "file"], "--split-by 'file': expected"),
+    (["--split-by", "group:two"], "--split-by 'group:two': expected"),  # not a number: the same line, not a crash
+    (["--split-by", "file:2"], "--split-by 'file:2': expected"),  # a size needs the word 'group'
     (["--ranks", "2", "--loader-workers", "2"], "4 worker streams but only 3 documents"),
     (["--ranks", "3", "--split-by", "group:2"], "3 worker streams but only 2 groups of 2 documents"),
 ])
@@ -399,8 +449,6 @@ def test_the_command_line_exits_1_when_one_worker_stream_fails_a_check(tmp_path,
 
 def test_the_worker_streams_fates_are_one_table_in_corpus_order_naming_each_documents_stream(tmp_path):
     # each document's row is its share's one-stream fate (shares cut here by slicing), numbered in the corpus
-    from audit.fate_table import DocumentIndex
-
     base = _stream(2_000, seed=5)
     index = DocumentIndex.one_file("corpus.txt", base.lengths, base.labels)
     stream = StreamInput("s", "lengths", base.lengths, base.refills, base.labels, index)
@@ -422,3 +470,52 @@ def test_the_worker_streams_fates_are_one_table_in_corpus_order_naming_each_docu
         assert [r["row"] for r in got] == list(range(w, 2_000, W))
     assert merged["documents"] == 2_000 and sum(merged["by_fate"].values()) == 2_000
     assert merged["by_fate"] == {f: sum(r["fate"] == f for r in t) for f in merged["by_fate"]}
+    # per length stratum (in the strata's order, not the alphabet's) and per label: counted from the table's rows
+    names = stratum_labels()
+    for key, of in (("stratum", lambda r: names[int(stratum_of([r["length"]])[0])]), ("label", lambda r: r["label"])):
+        want = {}
+        for r in t:
+            want.setdefault(of(r), Counter())[r["fate"]] += 1
+        order = [n for n in names if n in want] if key == "stratum" else sorted(want)
+        assert len(want) >= 3 and merged[f"by_{key}"] == [{key: g, **{f: want[g][f] for f in FATES}} for g in order]
+
+
+def whole_docs(docs, R=5):
+    # one document a row, cut at R
+    for d in docs:
+        yield d[:R]
+
+
+def test_a_worker_stream_on_a_node_that_cannot_see_the_work_folder_keeps_its_counts(tmp_path):
+    # worker stream 0 of the small case worked by hand above (documents 0, 2, 4: lengths 3, 2, 6; 2 rows, R = 5,
+    # B = 2), audited as on a Ray node that does not see the audit's folder: in a temporary folder of its own
+    L = np.array([3, 8, 2, 9, 6, 1])
+    stream = StreamInput("hand", "lengths", L, np.array([0, 6]), index=DocumentIndex.one_file("hand.txt", L))
+    share = shares(stream, 2, refill_docs=1)[0]
+    away = tmp_path / "not-on-this-node"
+    c = share_counts(share, "original", 2, 5, 2, away, 0)
+    assert (c["sources_arrived"], c["tokens_arrived"], c["emitted"], c["discarded"], c["buffered"],
+            c["sources_never_started"]) == (5, 16, 10, 0, 6, 1)
+    # documents 0 and 2 fit whole each time they arrive, document 4 waits in the buffer: the document counts the
+    # merged table adds up are kept there too (only the fate table's file goes with the temporary folder)
+    assert c["documents"]["by_fate"] == {"whole": 2, "partial": 0, "waiting": 1, "dropped": 0, "not_arrived": 0}
+    assert "fates_file" not in c and not away.exists()
+    # a packer of your own (--trace) there too: a row each for the 3 and the 2
+    t = share_counts(share, "whole_docs", 2, 5, 2, away, 0, Spec("whole_docs", lambda R_, B_, w: whole_docs))
+    assert (t["sources_arrived"], t["emitted"], t["sources_started"]) == (2, 5, 2)
+
+
+def empty_rows(docs):
+    # a broken packer of your own: a row for each document read, with none of its tokens
+    for d in docs:
+        yield d[:0]
+
+
+def test_a_packer_that_emits_nothing_merges_to_zero_shares_emitted_not_a_crash():
+    # 2 worker streams, 4 rows each, a document a row: stream 0 reads the even documents (all 'a': 3 2 6 3, 14
+    # tokens), stream 1 the odd ones (all 'b': 8 9 1 8, 26 tokens); nothing is emitted, so no label has a share of it
+    L = np.array([3, 8, 2, 9, 6, 1] * 10)
+    out = trace(empty_rows, L, row_capacity=5, buffer=2, targets=8 * 4, labels=["a", "b"] * 30, ranks=2)
+    got = [(d["label"], d["tokens"], d["emitted"], d["share_of_arrived"], d["share_of_emitted"], d["representation"])
+           for d in out["topology"]["packers"]["empty_rows"]["merged"]["by_label"]]
+    assert got == [("a", 14, 0, 14 / 40, 0.0, 0.0), ("b", 26, 0, 26 / 40, 0.0, 0.0)]
