@@ -35,7 +35,7 @@ from audit.libraries.about import help_line as loaders_help
 from audit.libraries.args import help_line as keys_help
 from audit.loader_presets import help_lines
 from console.usage import prog_name
-from corpus.errors import DataError, check_out_folder, os_error_line
+from errors import DataError, check_out_folder, os_error_line
 from fanout import add_engine_args
 
 PREPARED_SOURCES = ("stdlib", "climbmix", "parquet")

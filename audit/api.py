@@ -20,7 +20,7 @@ from audit.pipeline import StreamInput, audit_packer, horizon
 from audit.replay import PAPER_TARGETS
 from audit.report import verdict
 from audit.topology import audit_topology, check_topology, parse_split
-from corpus.errors import DataError
+from errors import DataError
 
 PAPER_SHARE = PAPER_TARGETS / 631_241_817  # the paper's budget as a share of its corpus: one pass or less
 

@@ -8,7 +8,7 @@ read in that loader's code; TRL's pack_dataset is not here (a note in `LEFT_OUT`
 """
 from dataclasses import dataclass
 
-from corpus.errors import DataError
+from errors import DataError
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,10 @@ from audit.synthetic import paper_like_lengths
 from audit.topology import audit_topology, check_topology, parse_split, topology_ok
 from console.progress import bar
 from corpus.atomic import atomic_write_json, atomic_write_text
-from corpus.errors import DataError
 from corpus.layout import Layout, default_data_dir
 from corpus.pretokenize import TokenShard
 from corpus.runlock import FolderLocked, lock_file
+from errors import DataError
 from fanout import open_engine
 from loaders.core import PACKERS
 

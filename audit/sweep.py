@@ -40,7 +40,7 @@ from audit.fmt import table as md_table
 from audit.run import budget, check_args, load_stream
 from audit.topology import check_topology, rows_per_stream, shares
 from corpus.atomic import atomic_write_json, atomic_write_text
-from corpus.errors import DataError
+from errors import DataError
 from loaders.core import PACKERS
 
 KEYS = ("buffer", "packer", "row_capacity", "ranks")

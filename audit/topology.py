@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from audit.fate_table import FATES
 from audit.pipeline import StreamInput, audit_packer
 from audit.strata import stratum_labels
-from corpus.errors import DataError
+from errors import DataError
 from fanout import Task
 from fanout.local import LocalEngine
 

@@ -1,7 +1,7 @@
 """The audit's sections of the findings page (the paper's 3, 5.1 and 5.2, the regime indicators, any packer):
 computed from the audit's result files, read through audit_json alone (the audit's typed summary is being
 written on another branch; until it lands, this one function is where its JSON is read)."""
-from corpus.errors import DataError
+from errors import DataError
 from findings import PAPER, PAPER_REGIME
 from findings.section import NOT_COMPARABLE, Section, link, missing, n, pct, rel
 from records.json_record import read_json

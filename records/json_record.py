@@ -4,7 +4,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 
 
 def read_json(path):

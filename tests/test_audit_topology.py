@@ -17,7 +17,7 @@ from audit.compute import trace_packer
 from audit.pipeline import StreamInput, audit_packer
 from audit.report import worker_stream_failures
 from audit.topology import SUMMED, audit_topology, merge, shares, topology_ok, worker_counts
-from corpus.errors import DataError
+from errors import DataError
 from findings.summary import Section, topology_rows
 from loaders.core import PACKERS
 

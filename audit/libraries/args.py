@@ -7,7 +7,7 @@ report's `settings` states each value used.
 """
 from dataclasses import dataclass
 
-from corpus.errors import DataError
+from errors import DataError
 
 
 def _on_off(v):
