@@ -49,6 +49,12 @@ def worker_of(n, W, group=1):
     return (np.arange(n, dtype=np.int64) // group) % W
 
 
+def worker_streams(ranks, workers):
+    """The worker streams of N ranks x M loader workers when each runs a packer of its own: the one place the
+    product is taken (the plan's topology, the frontier's configurations, this module)."""
+    return ranks * workers
+
+
 def check_topology(n, W, group=1):
     """Every worker stream needs at least one document of the pass."""
     groups = -(-n // group)
@@ -187,8 +193,7 @@ def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, r
     """summary.json's 'topology': each worker stream's counts and the merged totals, per packer.
     engine: the fan-out engine (fanout/) the (packer, worker stream) audits go through; default, in this
     process one after another."""
-    W = ranks * workers
-    check_topology(stream.n, W, group)
+    W = worker_streams(ranks, workers)  # the stream was checked for W shares (check_topology) when it was read
     if rows < W:
         raise DataError(f"budget of {rows:,} rows is fewer than the {W} worker streams: each needs a row")
     parts, share_rows = shares(stream, W, group, refill_docs), rows_per_stream(rows, W)
