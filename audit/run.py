@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from audit import plots
-from audit.compare import COMPARISON_FILE, comparison
+from audit.compare import comparison
 from audit.fate_table import DocumentIndex
 from audit.lengths_file import prepared_labels, read_stream, write_stream_lengths
 from audit.libraries.args import check_datasets
@@ -33,6 +33,8 @@ from corpus.runlock import FolderLocked, lock_file
 from errors import DataError
 from fanout import open_engine
 from loaders.core import PACKERS
+from records.audit_comparison import Comparison
+from records.audit_summary import AuditSummary
 
 OFFICIAL_TARGETS = 160 * 64 * 2048  # 20,971,520
 COST_NOTICE_S = 600  # an audit expected to take longer says so first
@@ -226,16 +228,16 @@ def write_folder(summary, stream, work, figures=True):
     summary["figures"] = write_figures(summary, work) if figures else []
     for s in summary["packers"].values():
         s.pop("plot", None)  # bounded plot data: drawn, not kept in summary.json
-    atomic_write_json(work / COMPARISON_FILE, summary["comparison"])
+    Comparison.of(summary["comparison"]).write(work)
     if summary.get("regime"):
         atomic_write_json(work / "regime.json", summary["regime"])
     summary["folder_bytes"] = 0
-    atomic_write_json(work / "summary.json", summary)
+    AuditSummary.of(summary).write(work)
     atomic_write_text(work / "report.md", report_md(summary))
     # the size stated in the report is the folder's, report and summary included (two passes: they hold it)
     for _ in range(2):
         summary["folder_bytes"] = sum(p.stat().st_size for p in work.iterdir() if p.is_file())
-        atomic_write_json(work / "summary.json", summary)
+        AuditSummary.of(summary).write(work)
         atomic_write_text(work / "report.md", report_md(summary))
 
 

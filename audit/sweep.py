@@ -40,9 +40,10 @@ from audit.fmt import table as md_table
 from audit.plan import SWEEP_KEYS as KEYS
 from audit.run import budget, load_stream
 from audit.topology import check_topology, rows_per_stream, shares, worker_streams
-from corpus.atomic import atomic_write_json, atomic_write_text
+from corpus.atomic import atomic_write_text
 from errors import DataError
 from loaders.core import PACKERS
+from records.frontier import Frontier
 
 # a configuration: the four KEYS and the DataLoader workers of each rank (the command line's, not swept)
 PAPER = {"row_capacity": 2049, "buffer": 1000, "packer": "original", "ranks": 1, "loader_workers": 1}
@@ -189,7 +190,7 @@ def _pct(x):
 
 def write_frontier(summary, out):
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "frontier.json", summary)
+    Frontier.of(summary).write(out)
     plots.frontier(summary["points"], summary["pareto"], summary["reference_length"], out / "frontier.png")
     atomic_write_text(out / "frontier.md", frontier_md(summary))
 

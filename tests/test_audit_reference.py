@@ -39,7 +39,8 @@ FILES = ("summary.json", "comparison.json", "regime.json", "report.md", "frontie
 TIMES = ("seconds", "packer_seconds")
 SECONDS = "<seconds>"
 # {file: {key: value}}: a schema key each record gained after the references were written
-SCHEMA_ADDED = {}
+SCHEMA_ADDED = {"summary.json": {"schema": "audit-summary/1"}, "comparison.json": {"schema": "audit-comparison/1"},
+                "frontier.json": {"schema": "audit-frontier/1"}}
 R, B = 33, 6
 FIXED_TIME = 1_800_000_000.0
 
