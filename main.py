@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 from corpus.atomic import atomic_write_json
-from corpus.errors import DataError, check_out_folder
+from errors import DataError, check_out_folder
 from records.reexecution import Reexecution
 
 PAPER_RANKS = 8  # the paper's 8 GPUs (README: torchrun --nproc_per_node=8)
@@ -238,7 +238,7 @@ def run_queue_stage(qdir, data_dir, on_skip=lambda: None):
     start state, adds about 40 s of it (measured: 106 s of CPU for the whole stage, 78 of its
     190 s wall on a shared two-core machine).
     """
-    from corpus.errors import DataError
+    from errors import DataError
     from corpus.runlock import FolderLocked, folder_lock
     from presets.shapes import QUEUE_DEMO
     from presets.six import PRESETS

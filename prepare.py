@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from corpus.atomic import atomic_write_json, sha256_file
-from corpus.errors import DataError, os_error_line
 from corpus.layout import ENV_VAR, Layout, default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
+from errors import DataError, os_error_line
 
 # Late imports: each step's modules (numpy, pyarrow, the tokenizer, tqdm) load inside the functions that run
 # them: `--help` and a refused argument answer without them

@@ -73,11 +73,11 @@ import torch.distributed as dist  # noqa: E402
 
 from console.progress import bar as tqdm  # noqa: E402
 from corpus.atomic import atomic_write_json, sha256_file  # noqa: E402
-from corpus.errors import DataError, os_error_line  # noqa: E402
 from corpus.layout import Layout, default_data_dir  # noqa: E402
 from corpus.pretokenize import shard_paths  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from corpus.tokenizer import bos_id, load_encoding, load_token_bytes  # noqa: E402
+from errors import DataError, os_error_line  # noqa: E402
 from eval.official import row_statistics, score_fixed_shape, scores, write_stats  # noqa: E402
 from loaders.batches import MicrobatchLoader  # noqa: E402
 from loaders.packers import Packer  # noqa: E402

@@ -2,8 +2,9 @@
 keeps buffered or never starts, which positions of them it trains on, for the paper's four packers
 (replayed) and any other packer (traced). `python -m audit`; from Python, audit.api.
 
-    __main__.py      the command line: arguments, then run.py
-    run.py           what the command line does: read the stream, fix the budget, audit each packer, report
+    __main__.py      the command line: arguments, the plan, then run.py
+    plan.py          AuditPlan: what the command line asked for, built once and checked (each bad value one line)
+    run.py           what the command line does with its plan: read the stream, fix the budget, audit, report
     sweep.py         --sweep: the frontier of crop waste against long sources never started, one replay a setting
     api.py           the audit from Python: trace your own packer on your corpus's lengths
     pipeline.py      one audit: a stream, a budget and packers -> summary, events and figures in a folder

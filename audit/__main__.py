@@ -35,7 +35,7 @@ from audit.libraries.about import help_line as loaders_help
 from audit.libraries.args import help_line as keys_help
 from audit.loader_presets import help_lines
 from console.usage import prog_name
-from corpus.errors import DataError, check_out_folder, os_error_line
+from errors import DataError, check_out_folder, os_error_line
 from fanout import add_engine_args
 
 PREPARED_SOURCES = ("stdlib", "climbmix", "parquet")
@@ -151,18 +151,20 @@ def add_loader_args(ap):
 def main(argv=None, left_out=None):
     """The command line; left_out ({packer: why}) names packers a caller chose not to run, for the comparison."""
     args = parse_args(argv)
-    args.left_out = dict(left_out or {})
-    # the mechanism and the writers import numpy, pyarrow, matplotlib: after parsing, so --help is fast
+    # the plan's checks, the mechanism and the writers import numpy, pyarrow, matplotlib: after parsing, so --help
+    # is fast
+    from audit.plan import plan_of
     from audit.run import run_audit
 
     try:
         check_out_folder(args.out)  # before the stream is read: where the audit goes must be a folder it can make
-        if args.sweep:
+        plan = plan_of(args, left_out)  # every other bad value, one line, before anything is read or written
+        if plan.sweep is not None:
             # late, as run_audit above: --help stays fast
             from audit.sweep import run_sweep
 
-            return run_sweep(args)
-        return run_audit(args)
+            return run_sweep(plan)
+        return run_audit(plan)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

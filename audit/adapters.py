@@ -23,7 +23,7 @@ import numpy as np
 from audit.feed import StreamEnded
 from audit.libraries.common import BOS, EOS, EXTRA, FIRST_ID, PAD, Spec, require  # noqa: F401 - re-exported
 from audit.libraries.registry import LIBRARY_MODULES as LOADER_MODULES, loader_specs
-from corpus.errors import DataError
+from errors import DataError
 from loaders.core import PackerCore
 
 

@@ -55,7 +55,7 @@ from audit.synthetic import PAPER_SOURCES, PAPER_TOKENS, census_chunks, paper_li
 from audit.trace import TracerDocs, row_tokens  # noqa: E402
 from audit.tally import Tally  # noqa: E402
 from checkers import packing_checker  # noqa: E402
-from corpus.errors import DataError  # noqa: E402
+from errors import DataError  # noqa: E402
 from corpus.readers import corpus_lengths  # noqa: E402
 from corpus.readers.encoders import restore, single_threaded  # noqa: E402
 from fanout import open_engine  # noqa: E402

@@ -11,15 +11,12 @@ buffered, the padding share of the rows, sources never started (all, and longer 
 the least and most represented label, the exposure of the first and last tenth of long
 sources' positions, rows that start mid-document without a BOS, and the Proposition
 (held, violated, or why it cannot apply). `headline(folder)` reads it back from an audit
-folder as plain JSON numbers and one sentence, for a findings page.
+folder (records/audit_comparison.py) as plain JSON numbers and one sentence, for a findings page.
 """
-import json
-from pathlib import Path
-
 from audit.fate_table import NEVER_STARTED
 from audit.fmt import pct
-
-COMPARISON_FILE = "comparison.json"
+from errors import DataError
+from records.audit_comparison import FILE, Comparison
 
 
 def _long_exposure(s, R):
@@ -151,10 +148,12 @@ def comparison_table_md(comp) -> str:
 
 def headline(folder) -> dict:
     """The comparison of an audit folder as JSON-able numbers and one sentence (for a findings page)."""
-    comp = json.loads((Path(folder) / COMPARISON_FILE).read_text())
+    comp = Comparison.load(folder)
+    if comp is None:
+        raise DataError(f"{folder}: no {FILE} (the audit did not run there)")
     keep = ("emitted_share", "discarded_share", "buffered_share", "padding_share", "long_never_started",
             "long_arrived", "sources_never_started", "continuation_rows", "proposition")
-    return {"targets": comp["targets"], "row_capacity": comp["row_capacity"], "passes": comp["passes"],
-            "budget_reached": {n: r.get("budget_reached", True) for n, r in comp["packers"].items()},
-            "packers": {n: {k: r[k] for k in keep} for n, r in comp["packers"].items()},
-            "refused": comp.get("refused", {}), "sentence": comp["sentence"]}
+    return {"targets": comp.targets, "row_capacity": comp.row_capacity, "passes": comp.passes,
+            "budget_reached": {n: r.budget_reached for n, r in comp.packers.items()},
+            "packers": {n: {k: getattr(r, k) for k in keep} for n, r in comp.packers.items()},
+            "refused": comp.refused, "sentence": comp.sentence}

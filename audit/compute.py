@@ -25,6 +25,7 @@ PLOT_POINTS = 300  # samples of the buffer's mass over the replay
 NOT_IN_FAMILY = {
     "segment_first": "pre-segmentation to lengths at most R removes the hypothesis (section 3, Limits)",
 }
+NOT_THE_FAMILY = "its rule is not the paper's family"  # any other packer the Proposition does not cover
 
 
 def lead_flags(packer, lead):
@@ -127,9 +128,13 @@ def _columns(ev, R):
     return out
 
 
-def finish(tally, prot, packer, rows, R, B, passes, added_bos, buffered, curve, applies=None, budget_rows=None):
-    """Retire what is still buffered at the horizon and assemble the summary; prot: the Protected set. rows: the
-    rows made; budget_rows: the rows asked for (rows, unless the packer's input ended first)."""
+def finish(tally, prot, packer, rows, R, B, passes, added_bos, buffered, curve, applies=None, budget_rows=None,
+           discarded=None, why_not=None):
+    """Retire what is still buffered at the horizon and assemble the summary, whose mass partition is judged here
+    once (partition_holds); prot: the Protected set. rows: the rows made; budget_rows: the rows asked for (rows,
+    unless the packer's input ended first). discarded: the discarded tokens where the tally's events do not hold
+    them all (a trace: a source never emitted is discarded without an event); why_not: why the Proposition cannot
+    apply (default: NOT_IN_FAMILY's line for the packer, else NOT_THE_FAMILY)."""
     tally.retire(None)
     t = tally.tables()
     applies = (packer not in NOT_IN_FAMILY) if applies is None else applies
@@ -137,6 +142,8 @@ def finish(tally, prot, packer, rows, R, B, passes, added_bos, buffered, curve, 
     out = {"packer": packer, "row_capacity": R, "buffer": B, "rows": rows, "targets": rows * (R - 1),
            "budget_rows": budget_rows, "budget_reached": rows >= budget_rows, "passes_started": passes, **t,
            "bos_added": int(added_bos), "buffered": int(buffered)}
+    if discarded is not None:
+        out["discarded"] = discarded
     out["sources_overdrawn"] = tally.overdrawn
     out["partition_holds"] = partition_holds(out)
     out["protected"] = {
@@ -145,7 +152,7 @@ def finish(tally, prot, packer, rows, R, B, passes, added_bos, buffered, curve, 
         "share_of_buffered": prot.tokens / buffered if buffered else 0.0,
         "proposition_held": (prot.violation is None) if applies else None,
         "first_violation": prot.violation if applies else None, "applies": bool(applies),
-        "why_not": None if applies else NOT_IN_FAMILY.get(packer, "its rule is not the paper's family"),
+        "why_not": None if applies else (why_not or NOT_IN_FAMILY.get(packer, NOT_THE_FAMILY)),
     }
     if applies:
         out["protected"]["all_buffered_unstarted"] = prot.unstarted
@@ -192,10 +199,7 @@ def trace_packer(packer_fn, refills, name, rows, R, B, first_id, bos_id=None, pa
     buffered = tot.tokens + tot.added - tot.emitted - tot.discarded
     made = min(dec.n, rows)  # a packer whose input ended may make fewer rows than the budget's
     out = finish(tally, protected_of(watch, not tot.member_started), name, made, R, B, None, tot.added, buffered, [],
-                 applies=applies, budget_rows=rows)
-    out["discarded"] = tot.discarded  # never-emitted sources are discarded without an event
-    out["partition_holds"] = partition_holds(out)
-    out["protected"]["why_not"] = None if applies else (why_not or "its rule is not the paper's family")
+                 applies=applies, budget_rows=rows, discarded=tot.discarded, why_not=why_not or NOT_THE_FAMILY)
     out["trace"] = {"rows_yielded": dec.n, "stream_ended": bool(dec.ended), "rows_reached": made,
                     "padding": dec.counts["pad"], "other_inserted": dec.counts["other_inserted"],
                     "row_tokens": dec.counts["row_tokens"], "unresolved_sources": 0 if dec.ended else tot.never}

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus.atomic import atomic_write_text
-from corpus.errors import DataError
+from errors import DataError
 
 LENGTH_COLUMNS = ("length", "lengths", "num_tokens", "n_tokens")
 LABEL_COLUMNS = ("label", "source")

@@ -8,7 +8,7 @@ read in that loader's code; TRL's pack_dataset is not here (a note in `LEFT_OUT`
 """
 from dataclasses import dataclass
 
-from corpus.errors import DataError
+from errors import DataError
 
 
 @dataclass(frozen=True)
@@ -76,26 +76,38 @@ def help_lines() -> str:
     return "; ".join(f"{n}: {p.follows}" for n, p in PIPELINES.items())
 
 
-def apply_pipeline(args):
-    """Fill the preset's --packers, --split-by, --refill-docs where they were left out (None), else the defaults;
-    set args.streams_ranks / streams_workers: the topology the audit runs (1 x 1 where one packer serves the run)."""
-    p = PIPELINES.get(args.pipeline) if args.pipeline else None
-    if args.pipeline and p is None:
-        raise DataError(f"--pipeline {args.pipeline!r}: unknown (choose from {', '.join(PIPELINES)})")
-    args.packers = args.packers or (p.packer if p else "all")
-    args.split_by = args.split_by or (p.split_by if p else "document")
-    args.refill_docs = args.refill_docs if args.refill_docs is not None else (p.refill_docs if p else 128)
-    if p and p.owner == "rank" and args.loader_workers > 1:
-        raise DataError(f"--pipeline {args.pipeline}: the loader has no DataLoader workers; leave out --loader-workers")
-    own = p.owner if p else "worker"
-    args.streams_ranks = 1 if own == "stream" else args.ranks
-    args.streams_workers = args.loader_workers if own == "worker" else 1
-    return p
+@dataclass(frozen=True)
+class LoaderChoice:
+    """A --pipeline preset (or none) applied to the command line: the packers, the split and the refill it fills
+    in where they were left out, and who runs a packer of their own."""
+    preset: Pipeline | None
+    packers: str
+    split_by: str
+    refill_docs: int
+    owner: str  # "stream", "rank" or "worker", as Pipeline.owner; "worker" without a preset
+
+    def streams(self, ranks, loader_workers) -> tuple:
+        """(ranks, workers per rank) that each run a packer of their own: 1 x 1 where one packer serves the run."""
+        return 1 if self.owner == "stream" else ranks, loader_workers if self.owner == "worker" else 1
 
 
-def describe(args, p) -> dict:
-    """summary.json's 'pipeline': the preset, what it follows and the worker streams it makes of the ranks."""
-    return {"name": args.pipeline, "follows": p.follows, "owner": p.owner, "ranks": args.ranks,
-            "loader_args": dict(getattr(args, "loader_args", None) or {}),
-            "loader_workers": args.loader_workers, "worker_streams": args.streams_ranks * args.streams_workers,
-            "packers": args.packers, "split_by": args.split_by, "refill_docs": args.refill_docs}
+def apply_pipeline(name, packers, split_by, refill_docs, loader_workers) -> LoaderChoice:
+    """The preset's --packers, --split-by, --refill-docs where they were left out (None), else the defaults."""
+    p = PIPELINES.get(name) if name else None
+    if name and p is None:
+        raise DataError(f"--pipeline {name!r}: unknown (choose from {', '.join(PIPELINES)})")
+    if p and p.owner == "rank" and loader_workers > 1:
+        raise DataError(f"--pipeline {name}: the loader has no DataLoader workers; leave out --loader-workers")
+    return LoaderChoice(p, packers or (p.packer if p else "all"), split_by or (p.split_by if p else "document"),
+                        refill_docs if refill_docs is not None else (p.refill_docs if p else 128),
+                        p.owner if p else "worker")
+
+
+def describe(plan) -> dict:
+    """summary.json's 'pipeline': the preset of an AuditPlan (audit/plan.py), what it follows and the worker
+    streams it makes of the ranks."""
+    p, topo = plan.pipeline, plan.topology
+    return {"name": plan.pipeline_name, "follows": p.follows, "owner": p.owner, "ranks": topo.ranks,
+            "loader_args": dict(plan.loader_args), "loader_workers": topo.loader_workers,
+            "worker_streams": topo.worker_streams, "packers": plan.packers_arg, "split_by": topo.split_by,
+            "refill_docs": topo.refill_docs}

@@ -19,7 +19,7 @@ from audit.feed import PassRefills
 from audit.metrics import pass_bounds
 from audit.replay import first_long_emission
 from audit.spill import Folder
-from corpus.errors import DataError
+from errors import DataError
 from fanout import Task
 from fanout.local import LocalEngine
 from loaders.core import PACKERS

@@ -24,8 +24,8 @@ import numpy as np
 
 from audit.proposition import check_proposition
 from audit.replay import Replay, rows_for_targets
-from corpus.errors import DataError
 from corpus.layout import Layout, default_data_dir
+from errors import DataError
 from findings import PAPER as _P
 from findings import PAPER_REGIME as PAPER  # the paper's indicators, derived once from its published values
 from presets.six import PRESETS, TINY_REGIME

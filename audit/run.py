@@ -1,4 +1,4 @@
-"""What `python -m audit` does with its parsed arguments: read the stream, fix the budget,
+"""What `python -m audit` does with its plan (audit/plan.py): read the stream, fix the budget,
 audit each packer (audit/pipeline.py), write the folder (report: audit/report.py), swap it in.
 """
 import contextlib
@@ -14,26 +14,27 @@ from pathlib import Path
 import numpy as np
 
 from audit import plots
-from audit.adapters import SPECS, installed, user_spec
-from audit.compare import COMPARISON_FILE, comparison
+from audit.compare import comparison
 from audit.fate_table import DocumentIndex
 from audit.lengths_file import prepared_labels, read_stream, write_stream_lengths
-from audit.libraries.args import check_datasets, loader_settings
-from audit.loader_presets import apply_pipeline, describe
-from audit.pipeline import StreamInput, audit_packer, check_packers, horizon, permutation_delays, stream_pass_bounds
+from audit.libraries.args import check_datasets
+from audit.loader_presets import describe
+from audit.pipeline import StreamInput, audit_packer, horizon, permutation_delays, stream_pass_bounds
 from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from, tiny_training_column
 from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, rows_for_targets
 from audit.report import console_summary, report_md
 from audit.synthetic import paper_like_lengths
-from audit.topology import audit_topology, check_topology, parse_split, topology_ok
+from audit.topology import audit_topology, check_topology, topology_ok
 from console.progress import bar
 from corpus.atomic import atomic_write_json, atomic_write_text
-from corpus.errors import DataError
 from corpus.layout import Layout, default_data_dir
 from corpus.pretokenize import TokenShard
 from corpus.runlock import FolderLocked, lock_file
+from errors import DataError
 from fanout import open_engine
 from loaders.core import PACKERS
+from records.audit_comparison import Comparison
+from records.audit_summary import AuditSummary
 
 OFFICIAL_TARGETS = 160 * 64 * 2048  # 20,971,520
 COST_NOTICE_S = 600  # an audit expected to take longer says so first
@@ -42,54 +43,54 @@ TRACE_DOCS_PER_S = 100_000  # concatenate-and-chunk's trace at 10^7 (a library p
 PAPER_TOKEN_FRACTION = PAPER_TARGETS / 631_241_817  # the paper's budget as a share of its corpus
 
 
-def load_stream(args) -> StreamInput:
+def load_stream(plan) -> StreamInput:
     """The stream the audit reads, where each document comes from, and the passes it gives (--passes)."""
-    stream = _read_stream(args)
-    stream.passes = args.passes
-    stream.loader_args = getattr(args, "loader_args", None) or {}
-    check_lengths(stream, args.max_length)
+    stream = _read_stream(plan.stream, plan.engine)
+    stream.passes = plan.stream.passes
+    stream.loader_args = plan.loader_args
+    check_lengths(stream, plan.stream.max_length)
     return stream
 
 
-def _read_stream(args) -> StreamInput:
-    if args.corpus:
-        return corpus_stream(args)
-    if args.lengths:
-        L, refills, labels = read_stream(args.lengths, args.column, args.label_column)
+def _read_stream(choice, engine) -> StreamInput:
+    if choice.kind == "corpus":
+        return corpus_stream(choice.corpus, choice.refill_docs, engine)
+    if choice.kind == "lengths":
+        L, refills, labels = read_stream(choice.lengths, choice.column, choice.label_column)
         if refills is None:
-            refills = np.append(np.arange(0, len(L), args.refill_docs), len(L))
-        return StreamInput(f"lengths:{Path(args.lengths).name}", "lengths", L, refills, labels,
-                           DocumentIndex.one_file(Path(args.lengths).name, L, labels))
-    if args.synthetic:
+            refills = np.append(np.arange(0, len(L), choice.refill_docs), len(L))
+        return StreamInput(f"lengths:{Path(choice.lengths).name}", "lengths", L, refills, labels,
+                           DocumentIndex.one_file(Path(choice.lengths).name, L, labels))
+    if choice.kind == "synthetic":
         L = paper_like_lengths()
         return StreamInput("synthetic-paper-census", "synthetic", L, np.append(np.arange(0, len(L), 128), len(L)),
                            index=DocumentIndex.one_file("synthetic-paper-census", L))
 
-    lay = Layout(args.data_dir or default_data_dir(), args.source)
-    names = lay.shard_names(args.split)
+    lay = Layout(choice.data_dir or default_data_dir(), choice.source)
+    names = lay.shard_names(choice.split)
     lengths, refills = [], [0]
     for n in names:  # lengths only: the audit never touches tokens
         sh = TokenShard(lay.tokens, n)
         lengths.append(sh.lengths)
         refills.extend((refills[-1] + sh.refills[1:]).tolist())
-    labels = prepared_labels(lay, names, [len(x) for x in lengths]) if args.source != "climbmix" else None
+    labels = prepared_labels(lay, names, [len(x) for x in lengths]) if choice.source != "climbmix" else None
     L = np.concatenate(lengths)
     index = DocumentIndex([f"{n}.parquet" for n in names],
                           np.repeat(np.arange(len(names), dtype=np.int32), [len(x) for x in lengths]),
                           np.concatenate([np.arange(len(x), dtype=np.int64) for x in lengths]), L, labels)
-    return StreamInput(f"{args.source}:{args.split}", args.source, L, np.asarray(refills), labels, index)
+    return StreamInput(f"{choice.source}:{choice.split}", choice.source, L, np.asarray(refills), labels, index)
 
 
-def corpus_stream(args) -> StreamInput:
-    """--corpus: the corpus read where it lives (corpus/readers, on the engine asked for), its lengths cached."""
+def corpus_stream(c, refill_docs, engine) -> StreamInput:
+    """--corpus: the corpus read where it lives (corpus/readers, on the engine asked for), its lengths cached.
+    c: the plan's CorpusReading; engine: its EngineChoice."""
     # late: the readers load tokenizers, datasets and zstandard only when a corpus is read
     from fanout.corpus_data import corpus_lengths
 
-    res = corpus_lengths(args.corpus, args.tokenizer, engine=args.engine, workers=args.workers,
-                         ray_address=args.ray_address, ray_verbose=getattr(args, "verbose", False), format=args.format,
-                         column=args.column, label=args.label_column,
-                         bos=args.bos, bos_id=args.bos_id, separator=args.separator, token_dtype=args.token_dtype,
-                         cache_dir=args.cache_dir or f"{Path(args.out)}.lengths")
+    res = corpus_lengths(list(c.paths), c.tokenizer, engine=engine.name, workers=engine.workers,
+                         ray_address=engine.ray_address, ray_verbose=engine.verbose, format=c.format,
+                         column=c.column, label=c.label_column, bos=c.bos, bos_id=c.bos_id, separator=c.separator,
+                         token_dtype=c.token_dtype, cache_dir=c.cache_dir)
     print(res.message)
     empty = np.flatnonzero(res.lengths < 1)
     if len(empty):
@@ -97,7 +98,7 @@ def corpus_stream(args) -> StreamInput:
         raise DataError(f"{res.files[res.doc_file[i]]} row {res.doc_row[i]:,}: an empty document ({len(empty):,} in "
                         "all) has no token to pack; count a BOS with --bos add, or leave them out of the corpus")
     L = res.lengths.astype(np.int64)
-    refills = np.append(np.arange(0, len(L), args.refill_docs), len(L))
+    refills = np.append(np.arange(0, len(L), refill_docs), len(L))
     first = Path(res.files[0]).name + (f" and {len(res.files) - 1} more" if len(res.files) > 1 else "")
     stream = StreamInput(f"corpus:{first}", "corpus", L, refills, res.labels,
                          DocumentIndex(list(res.files), res.doc_file, res.doc_row, L, res.labels))
@@ -128,14 +129,16 @@ def announce_cost(stream, packers, rows, R):
     return seconds
 
 
-def budget(args, stream, R):
-    if args.updates is not None:
-        return args.updates * TARGETS_PER_UPDATE, f"{args.updates} updates"
-    if args.targets is not None:
-        return args.targets, "--targets"
-    if args.split == "val" and args.source == "climbmix" and not args.lengths:
+def budget(plan, stream, R):
+    """(targets, why): --updates or --targets as given, else the paper's or the official metric's budget where the
+    stream is theirs, else scaled to the stream."""
+    if plan.updates is not None:
+        return plan.updates * TARGETS_PER_UPDATE, f"{plan.updates} updates"
+    if plan.targets is not None:
+        return plan.targets, "--targets"
+    if plan.stream.split == "val" and plan.stream.prepared == "climbmix":
         return OFFICIAL_TARGETS, "the official metric's 160 batches of 64 rows"
-    if args.synthetic or (args.source == "climbmix" and not args.lengths):
+    if plan.stream.kind == "synthetic" or plan.stream.prepared == "climbmix":
         return PAPER_TARGETS, "the paper's 953 updates"
     # scale: the same share of the corpus's tokens as the paper's budget, whole rows: one pass or less
     t = int(PAPER_TOKEN_FRACTION * stream.tokens) // (R - 1) * (R - 1)
@@ -145,120 +148,53 @@ def budget(args, stream, R):
                f"in whole rows: {t / stream.tokens:.2%}")
 
 
-def check_args(args):
-    """Every bad value refused in one line before anything is read or written."""
-    args.preset = apply_pipeline(args)
-    for flag, v, lo in (("--row-capacity", args.row_capacity, 2), ("--buffer", args.buffer, 1),
-                        ("--targets", args.targets, 1), ("--updates", args.updates, 1),
-                        ("--refill-docs", args.refill_docs, 1), ("--permutations", args.permutations, 0),
-                        ("--ranks", args.ranks, 1), ("--loader-workers", args.loader_workers, 1),
-                        ("--workers", args.workers, 1)):
-        if v is not None and v < lo:
-            what = {2: "R must be at least 2 (one input and one target)", 1: "must be positive",
-                    0: "must be 0 or more"}[lo] if flag != "--buffer" else "B must be at least 1"
-            raise DataError(f"{flag} {v}: {what}")
-    if args.passes is not None and args.passes < 1:
-        raise DataError(f"--passes {args.passes}: must be positive (leave it out for a stream that wraps)")
-    if args.max_length < 1:
-        raise DataError(f"--max-length {args.max_length}: must be positive")
-    corpus_only = [f for f, v in (("--tokenizer", args.tokenizer), ("--bos-id", args.bos_id), ("--format", args.format),
-                                  ("--separator", args.separator), ("--token-dtype", args.token_dtype),
-                                  ("--cache-dir", args.cache_dir), ("--bos", args.bos != "auto" or None))
-                   if v is not None]
-    if corpus_only and not args.corpus:
-        raise DataError(f"{corpus_only[0]} applies to --corpus (your corpus where it lives) only")
-    if (args.lengths or args.corpus) and args.split != "train":
-        raise DataError("--split applies to a prepared corpus, not to a --lengths file")
-    if args.column is not None and not (args.corpus or (args.lengths or "").lower().endswith(".parquet")):
-        raise DataError("--column applies to a --lengths .parquet file or to --corpus only")
-    try:
-        thr = [int(t) for t in args.thresholds.split(",") if t.strip()]
-    except ValueError:
-        raise DataError(f"--thresholds {args.thresholds!r}: expected comma-separated integers") from None
-    if any(t < 1 for t in thr):
-        raise DataError(f"--thresholds {args.thresholds!r}: thresholds must be positive")
-    args.group = parse_split(args.split_by)
-    user = user_spec(args.trace, _trace_args(args.trace_arg)) if args.trace else None
-    names = {"all": list(PACKERS), "every": list(PACKERS) + [n for n, s in SPECS.items() if installed(s)]}.get(
-        args.packers, [p.strip() for p in args.packers.split(",") if p.strip()])
-    if user is not None and user.name not in names:
-        names.append(user.name)
-    args.loader_args = loader_settings(args, names)
-    return check_packers(names, user), thr, user
-
-
-def _trace_args(pairs):
-    out = {}
-    for kv in pairs:
-        k, sep, v = kv.partition("=")
-        if not sep or not k:
-            raise DataError(f"--trace-arg {kv!r}: expected KEY=VALUE")
-        for cast in (int, float):
-            try:
-                v = cast(v)
-                break
-            except ValueError:
-                pass
-        out[k] = v
-    return out
-
-
-def runs_permutations(args, packers) -> bool:
-    """The arrival-order permutations run (a fan-out) when asked for and the paper's own packer is audited."""
-    return bool(args.permutations) and "original" in packers
-
-
-def runs_worker_streams(args) -> bool:
-    """The topology's worker streams run (a fan-out) when there is more than one."""
-    return args.streams_ranks * args.streams_workers > 1
-
-
-def compute(args, stream, packers, thresholds, user, work, engine=None):
+def compute(plan, stream, work, engine=None):
     """Every packer's summary, the bounds, the permutations, the comparison, the regime: the summary."""
-    R, B = args.row_capacity, args.buffer
-    targets, reason = budget(args, stream, R)
+    R, B, packers, user = plan.row_capacity, plan.buffer, plan.packers, plan.user
+    targets, reason = budget(plan, stream, R)
     rows = rows_for_targets(targets, R)
     if rows < 1:
         raise DataError(f"budget of {targets} targets is less than one row of {R - 1}")
     passes, sentence = horizon(targets, stream)
-    print(f"audit of {stream.name}: {stream.n:,} documents per pass -> {args.out}")
+    print(f"audit of {stream.name}: {stream.n:,} documents per pass -> {plan.out}")
     print(f"budget: {targets:,} targets = {rows:,} rows ({reason})")
     print(sentence if passes <= 1 else f"note: {sentence}")
     announce_cost(stream, packers, rows, R)
     t0 = time.time()
     per = {}
     for p in bar(packers, desc="packers", unit="packer"):
-        per[p] = audit_packer(stream, p, rows, R, B, work, args.csv, user, fates=not args.no_fates)
+        per[p] = audit_packer(stream, p, rows, R, B, work, plan.csv, user, fates=plan.fates)
     started = max((s.get("passes_started") or 1 for s in per.values() if "refused" not in s), default=1)
     if started > 1 and passes <= 1:
         passes, sentence = horizon(targets, stream, started)
         print(f"note: {sentence}")
     summary = {"stream": stream.name, "source": stream.kind, "targets": targets, "rows": rows, "budget_reason": reason,
                "row_capacity": R, "buffer": B, "horizon": {"passes": passes, "sentence": sentence},
-               "labelled": stream.labels is not None, "csv": bool(args.csv), "packers": per,
+               "labelled": stream.labels is not None, "csv": plan.csv, "packers": per,
                "corpus": stream.provenance, "passes_limit": stream.passes,
                "packer_seconds": {p: s.pop("seconds", None) for p, s in per.items()}}
-    if runs_permutations(args, per):
-        summary["permutations"] = permutation_delays(stream, R, B, rows, args.permutations, bar, engine)
-    summary["pass_bounds"] = stream_pass_bounds(stream, thresholds, R, B)
-    summary["left_out"] = getattr(args, "left_out", {})  # packers the caller chose not to run, and why
+    if plan.runs_permutations:
+        summary["permutations"] = permutation_delays(stream, R, B, rows, plan.permutations, bar, engine)
+    summary["pass_bounds"] = stream_pass_bounds(stream, plan.thresholds, R, B)
+    summary["left_out"] = dict(plan.left_out)  # packers the caller chose not to run, and why
     summary["comparison"] = comparison(summary)
     if "original" in per:
-        summary["regime"] = regime(args, stream, R, B, targets, per)
-    if args.preset:
-        summary["pipeline"] = describe(args, args.preset)
-    if runs_worker_streams(args):
-        summary["topology"] = audit_topology(stream, packers, rows, R, B, work, args.streams_ranks,
-                                             args.streams_workers, args.group, args.refill_docs, user, engine)
+        summary["regime"] = regime(plan.stream.data_dir, stream, R, B, targets, per)
+    if plan.pipeline:
+        summary["pipeline"] = describe(plan)
+    if plan.runs_worker_streams:
+        t = plan.topology
+        summary["topology"] = audit_topology(stream, packers, rows, R, B, work, t.streams_ranks, t.streams_workers,
+                                             t.group, t.refill_docs, user, engine)
     summary["seconds"] = round(time.time() - t0, 2)
     return summary
 
 
-def regime(args, stream, R, B, targets, per):
+def regime(data_dir, stream, R, B, targets, per):
     """Indicators of this audit's setting and, for the offline corpus, the tiny training preset."""
     cols = {"this audit": indicators_from(stream, R, B, targets, per["original"], per.get("segment_first"))}
     if stream.kind == "stdlib" and stream.name.endswith(":train"):
-        cols["tiny training"] = tiny_training_column(args.data_dir)
+        cols["tiny training"] = tiny_training_column(data_dir)
     return {"columns": cols}
 
 
@@ -292,16 +228,16 @@ def write_folder(summary, stream, work, figures=True):
     summary["figures"] = write_figures(summary, work) if figures else []
     for s in summary["packers"].values():
         s.pop("plot", None)  # bounded plot data: drawn, not kept in summary.json
-    atomic_write_json(work / COMPARISON_FILE, summary["comparison"])
+    Comparison.of(summary["comparison"]).write(work)
     if summary.get("regime"):
         atomic_write_json(work / "regime.json", summary["regime"])
     summary["folder_bytes"] = 0
-    atomic_write_json(work / "summary.json", summary)
+    AuditSummary.of(summary).write(work)
     atomic_write_text(work / "report.md", report_md(summary))
     # the size stated in the report is the folder's, report and summary included (two passes: they hold it)
     for _ in range(2):
         summary["folder_bytes"] = sum(p.stat().st_size for p in work.iterdir() if p.is_file())
-        atomic_write_json(work / "summary.json", summary)
+        AuditSummary.of(summary).write(work)
         atomic_write_text(work / "report.md", report_md(summary))
 
 
@@ -326,13 +262,14 @@ def interrupts(fn):
 
 
 @interrupts
-def run_audit(args) -> int:
-    out = Path(args.out)
+def run_audit(plan) -> int:
+    """The audit of an AuditPlan (audit/plan.py) into its folder; the exit status (1: a partition that does not add
+    up or a Proposition violated, in a packer or a worker stream)."""
+    out = Path(plan.out)
     try:
-        packers, thresholds, user = check_args(args)
-        stream = load_stream(args)
-        check_datasets(stream, packers)
-        check_topology(stream.n, args.streams_ranks * args.streams_workers, args.group)
+        stream = load_stream(plan)
+        check_datasets(stream, plan.packers)
+        check_topology(stream.n, plan.topology.worker_streams, plan.topology.group)
         if out.exists() and not out.is_dir():
             raise DataError(f"--out {out}: is a file, not a folder")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -348,18 +285,18 @@ def run_audit(args) -> int:
         # the engine of the worker streams and the permutations first (a Ray started or joined): a bad --engine
         # setup is one line, nothing written. A --trace packer is the user's object, made to be called, not pickled:
         # with one, the local engine keeps every task in this process
-        engine, workers = None, 1 if user is not None else (args.workers or 1)
-        if runs_worker_streams(args) or runs_permutations(args, packers):
-            engine = stack.enter_context(open_engine(getattr(args, "engine", "local"), workers,
-                                                     getattr(args, "ray_address", None), getattr(args, "verbose", False)))
+        engine, workers = None, 1 if plan.user is not None else (plan.engine.workers or 1)
+        if plan.runs_worker_streams or plan.runs_permutations:
+            engine = stack.enter_context(open_engine(plan.engine.name, workers, plan.engine.ray_address,
+                                                     plan.engine.verbose))
             engine.probe()  # before any compute: on Ray, every node at the driver's checkout (the lengths travel)
         for stale in out.parent.glob(f".{out.name}.new-*"):
             shutil.rmtree(stale, ignore_errors=True)  # a killed audit's partial output (we hold the lock)
         # absolute: a worker stream's task on a Ray node writes its scratch there when it sees the folder
         work = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=os.path.abspath(out.parent)))
         work.chmod(0o755)  # mkdtemp makes 0700; the output folder gets the usual permissions
-        summary = compute(args, stream, packers, thresholds, user, work, engine)
-        write_folder(summary, stream, work, not args.no_figures)
+        summary = compute(plan, stream, work, engine)
+        write_folder(summary, stream, work, plan.figures)
         for tmp in work.glob(".*-work"):
             shutil.rmtree(tmp, ignore_errors=True)
         old = out.parent / f".{out.name}.old"

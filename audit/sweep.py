@@ -37,49 +37,17 @@ from audit import plots
 from audit.compute import replay_packer
 from audit.feed import PassRefills
 from audit.fmt import table as md_table
-from audit.run import budget, check_args, load_stream
-from audit.topology import check_topology, rows_per_stream, shares
-from corpus.atomic import atomic_write_json, atomic_write_text
-from corpus.errors import DataError
+from audit.plan import SWEEP_KEYS as KEYS
+from audit.run import budget, load_stream
+from audit.topology import check_topology, rows_per_stream, shares, worker_streams
+from corpus.atomic import atomic_write_text
+from errors import DataError
 from loaders.core import PACKERS
+from records.frontier import Frontier
 
-KEYS = ("buffer", "packer", "row_capacity", "ranks")
 # a configuration: the four KEYS and the DataLoader workers of each rank (the command line's, not swept)
 PAPER = {"row_capacity": 2049, "buffer": 1000, "packer": "original", "ranks": 1, "loader_workers": 1}
 FILES = ("frontier.md", "frontier.json", "frontier.png")
-
-
-def parse_sweeps(items):
-    """['buffer=1,10', 'packer=original'] -> {"buffer": [1, 10], "packer": ["original"]}, or one DataError line."""
-    grid = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or key not in KEYS:
-            raise DataError(f"--sweep {item!r}: expected KEY=V1,V2,... with KEY one of {', '.join(KEYS)}")
-        if key in grid:
-            raise DataError(f"--sweep {key}: given twice; list every value once (--sweep {key}=A,B,...)")
-        values = [v.strip() for v in text.split(",") if v.strip()]
-        if not values:
-            raise DataError(f"--sweep {key}=: no values; list at least one (--sweep {key}=A,B,...)")
-        grid[key] = [_value(key, v) for v in values]
-        if len(set(grid[key])) < len(grid[key]):
-            raise DataError(f"--sweep {key}={text}: a value listed twice")
-    return grid
-
-
-def _value(key, v):
-    if key == "packer":
-        if v not in PACKERS:
-            raise DataError(f"--sweep packer={v}: the frontier replays the paper's packers ({', '.join(PACKERS)})")
-        return v
-    lowest = {"buffer": 1, "row_capacity": 2, "ranks": 1}[key]
-    try:
-        n = int(v)
-    except ValueError:
-        raise DataError(f"--sweep {key}={v}: expected integers") from None
-    if n < lowest:
-        raise DataError(f"--sweep {key}={v}: {'B' if key == 'buffer' else key} must be at least {lowest}")
-    return n
 
 
 def configurations(grid, current):
@@ -98,7 +66,7 @@ def usable(cfgs, grid, current, targets, n_docs, group):
     the stream too few documents for them; the paper's, added beside the grid, is left out (with a note) instead."""
     out = []
     for cfg in cfgs:
-        W, rows = cfg["ranks"] * cfg["loader_workers"], targets // (cfg["row_capacity"] - 1)
+        W, rows = worker_streams(cfg["ranks"], cfg["loader_workers"]), targets // (cfg["row_capacity"] - 1)
         try:
             if rows < W:
                 raise DataError(f"--sweep: {describe(cfg)}: the budget of {targets:,} targets makes {rows:,} rows of "
@@ -117,7 +85,7 @@ def usable(cfgs, grid, current, targets, n_docs, group):
 
 def measure(stream, cfg, targets, ref, group, refill_docs):
     """One configuration's point: its measures at the horizon, summed over its worker streams."""
-    R, W = cfg["row_capacity"], cfg["ranks"] * cfg["loader_workers"]
+    R, W = cfg["row_capacity"], worker_streams(cfg["ranks"], cfg["loader_workers"])
     rows = targets // (R - 1)
     parts = shares(stream, W, group, refill_docs) if W > 1 else [stream]
     t0, tot = time.perf_counter(), dict.fromkeys(("tokens_arrived", "discarded", "bos_added"), 0)
@@ -179,29 +147,28 @@ def describe(cfg):
     return f"R {cfg['row_capacity']:,}, B {cfg['buffer']:,}, {cfg['packer']}, {cfg['ranks']} rank(s){workers}"
 
 
-def current_of(args):
+def current_of(plan):
     """The command line's configuration: its R, B, ranks and loader workers, and its packer when it names one of
     the paper's."""
-    named = [p for p in (args.packers or "").split(",") if p in PACKERS]
-    return {"row_capacity": args.row_capacity, "buffer": args.buffer, "packer": named[0] if len(named) == 1 else
-            "original", "ranks": args.ranks, "loader_workers": args.loader_workers}
+    named = [p for p in plan.packers_arg.split(",") if p in PACKERS]
+    return {"row_capacity": plan.row_capacity, "buffer": plan.buffer, "packer": named[0] if len(named) == 1 else
+            "original", "ranks": plan.topology.ranks, "loader_workers": plan.topology.loader_workers}
 
 
-def run_sweep(args) -> int:
-    """--sweep: every bad value refused in one line before the stream is read; then the points and the three files."""
-    grid = parse_sweeps(args.sweep)
-    check_args(args)
-    current, out = current_of(args), Path(args.out)
+def run_sweep(plan) -> int:
+    """--sweep, with the plan's grid (audit/plan.py: every bad value refused before the stream is read): the
+    points and the three files."""
+    grid, group = plan.sweep, plan.topology.group
+    current, out = current_of(plan), Path(plan.out)
     if out.exists() and not out.is_dir():
         raise DataError(f"--out {out}: is a file, not a folder")
-    stream = load_stream(args)
-    targets, reason = budget(args, stream, args.row_capacity)
-    ref, cfgs = args.row_capacity, usable(configurations(grid, current), grid, current, targets, stream.n,
-                                                   args.group)
+    stream = load_stream(plan)
+    targets, reason = budget(plan, stream, plan.row_capacity)
+    ref, cfgs = plan.row_capacity, usable(configurations(grid, current), grid, current, targets, stream.n, group)
     print(f"frontier of {stream.name}: {len(cfgs)} configurations, {targets:,} targets each ({reason}) -> {out}")
     points = []
     for cfg in cfgs:
-        points.append(measure(stream, cfg, targets, ref, args.group, args.refill_docs))
+        points.append(measure(stream, cfg, targets, ref, group, plan.topology.refill_docs))
         p = points[-1]
         print(f"  {describe(cfg)}: crop waste {p['crop_waste']:.2%}, never started {p['long_never_started']:,}, "
               f"last tenth {_pct(p['last_tenth_exposure'])} ({p['seconds']:.2f}s)")
@@ -223,7 +190,7 @@ def _pct(x):
 
 def write_frontier(summary, out):
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "frontier.json", summary)
+    Frontier.of(summary).write(out)
     plots.frontier(summary["points"], summary["pareto"], summary["reference_length"], out / "frontier.png")
     atomic_write_text(out / "frontier.md", frontier_md(summary))
 

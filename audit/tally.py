@@ -409,35 +409,15 @@ class Tally:
 
     def label_table(self) -> list:
         present = np.flatnonzero(self.by_label[:, 0])  # the labels some source had
-        rows = {lab: dict(zip(LABEL_COLS, self.by_label[lab].tolist())) for lab in present.tolist()}
-        tok = sum(d["tokens"] for d in rows.values())
-        em = sum(d["emitted"] for d in rows.values())
-        out = []
-        for lab, d in sorted(rows.items(), key=lambda kv: self.labels.names[kv[0]]):
-            arr_share = d["tokens"] / tok if tok else 0.0
-            em_share = d["emitted"] / em if em else 0.0
-            out.append({"label": self.labels.names[lab], **d, "never_started": d["docs"] - d["started"],
-                        "share_of_arrived": arr_share, "share_of_emitted": em_share,
-                        "representation": (em_share / arr_share) if arr_share else None,
-                        "longest_never_started": d["longest_never_started"] or None})
-        return out
+        return label_rows({self.labels.names[lab]: dict(zip(LABEL_COLS, self.by_label[lab].tolist()))
+                           for lab in present.tolist()})
 
     def exposure_table(self) -> list:
-        labels = stratum_labels()
         arrived = self.arrived_lengths.multiset().by_decile(self.S)
         whole = Multiset()
         whole.values = np.flatnonzero(self.whole_emitted)
         whole.counts = self.whole_emitted[whole.values]
-        emitted = self.dec_emitted + whole.by_decile(self.S)
-        out = []
-        for k in range(self.S):
-            arr = arrived[k]
-            if not arr.sum():
-                continue
-            share = [float(e / a) if a else None for e, a in zip(emitted[k].tolist(), arr.tolist())]
-            out.append({"stratum": labels[k], "arrived_tokens": arr.tolist(), "emitted_tokens": emitted[k].tolist(),
-                        "emitted_share": share})
-        return out
+        return exposure_rows(arrived, self.dec_emitted + whole.by_decile(self.S))
 
     def plot_data(self) -> dict:
         """Bounded data for the figures: start curves, arrived length counts."""
@@ -445,3 +425,36 @@ class Tally:
         return {"curve_edges": self.curve_edges.tolist(), "started": np.cumsum(self.curve_all).tolist(),
                 "started_long": np.cumsum(self.curve_long).tolist(),
                 "length_counts": list(zip(m.values.tolist(), m.counts.tolist()))}
+
+
+# ---- the label and exposure tables: one definition, for a packer's tally and a topology's merge (audit/topology.py)
+def label_rows(counts) -> list:
+    """The per-label coverage table from each label's counts ({label: LABEL_COLS}), in label order: its documents
+    never started, its shares of the arrived and of the emitted tokens, its representation (the emitted share over
+    the arrived share), and its longest document never started (None for none)."""
+    tok = sum(d["tokens"] for d in counts.values())
+    em = sum(d["emitted"] for d in counts.values())
+    out = []
+    for name in sorted(counts):
+        d = counts[name]
+        arr_share = d["tokens"] / tok if tok else 0.0
+        em_share = d["emitted"] / em if em else 0.0
+        out.append({"label": name, **d, "never_started": d["docs"] - d["started"],
+                    "share_of_arrived": arr_share, "share_of_emitted": em_share,
+                    "representation": (em_share / arr_share) if arr_share else None,
+                    "longest_never_started": d["longest_never_started"] or None})
+    return out
+
+
+def exposure_rows(arrived, emitted) -> list:
+    """The position-exposure table from each length stratum's arrived and emitted tokens per tenth of a source's
+    positions (row k of each: stratum k), with the emitted share of each tenth; a stratum where nothing arrived is
+    left out."""
+    labels, out = stratum_labels(), []
+    for k, (arr, emt) in enumerate(zip(arrived, emitted)):
+        arr, emt = np.asarray(arr).tolist(), np.asarray(emt).tolist()
+        if not sum(arr):
+            continue
+        out.append({"stratum": labels[k], "arrived_tokens": arr, "emitted_tokens": emt,
+                    "emitted_share": [float(e / a) if a else None for e, a in zip(emt, arr)]})
+    return out

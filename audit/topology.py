@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 from audit.fate_table import FATES
 from audit.pipeline import StreamInput, audit_packer
 from audit.strata import stratum_labels
-from corpus.errors import DataError
+from audit.tally import exposure_rows, label_rows
+from errors import DataError
 from fanout import Task
 from fanout.local import LocalEngine
 
@@ -47,6 +48,12 @@ def parse_split(text):
 def worker_of(n, W, group=1):
     """The worker stream of each of n documents: consecutive groups of `group` dealt round-robin."""
     return (np.arange(n, dtype=np.int64) // group) % W
+
+
+def worker_streams(ranks, workers):
+    """The worker streams of N ranks x M loader workers when each runs a packer of its own: the one place the
+    product is taken (the plan's topology, the frontier's configurations, this module)."""
+    return ranks * workers
 
 
 def check_topology(n, W, group=1):
@@ -109,7 +116,7 @@ def merge(per_worker):
     return out
 
 
-LABEL_COUNTS = ("docs", "tokens", "emitted", "discarded", "buffered", "started", "never_started")
+LABEL_COUNTS = ("docs", "tokens", "emitted", "discarded", "buffered", "started")  # a label's counts that add up
 
 
 def merge_documents(parts):
@@ -131,40 +138,29 @@ def merge_documents(parts):
 
 def merge_labels(tables):
     """Per-label coverage over the worker streams: counts summed by label, the longest never started the
-    largest, shares and representation recomputed from the sums (the one-stream table's definitions)."""
+    largest; the table made from the sums by the one-stream table's own definitions (audit/tally.py label_rows)."""
     by = {}
     for t in tables:
         for d in t:
-            m = by.setdefault(d["label"], {**{k: 0 for k in LABEL_COUNTS}, "longest_never_started": None})
+            m = by.setdefault(d["label"], {**{k: 0 for k in LABEL_COUNTS}, "longest_never_started": 0})
             for k in LABEL_COUNTS:
                 m[k] += d[k]
-            if d["longest_never_started"] is not None:
-                m["longest_never_started"] = max(m["longest_never_started"] or 0, d["longest_never_started"])
-    tok, em = sum(m["tokens"] for m in by.values()), sum(m["emitted"] for m in by.values())
-    out = []
-    for lab in sorted(by):
-        m = by[lab]
-        arr, emt = (m["tokens"] / tok if tok else 0.0), (m["emitted"] / em if em else 0.0)
-        out.append({"label": lab, **m, "share_of_arrived": arr, "share_of_emitted": emt,
-                    "representation": emt / arr if arr else None})
-    return out
+            m["longest_never_started"] = max(m["longest_never_started"], d["longest_never_started"] or 0)
+    return label_rows(by)
 
 
 def merge_exposure(tables):
-    """Position exposure over the worker streams: each stratum's arrived and emitted tokens per tenth summed."""
-    by = {}
+    """Position exposure over the worker streams: each stratum's arrived and emitted tokens per tenth summed; the
+    table made from the sums by the one-stream table's own definition (audit/tally.py exposure_rows)."""
+    strata, arrived, emitted = stratum_labels(), None, None
     for t in tables:
         for e in t:
-            n = len(e["arrived_tokens"])  # the tenths of a source, as the one-stream table has them
-            m = by.setdefault(e["stratum"], [np.zeros(n, np.int64), np.zeros(n, np.int64)])
-            m[0] += np.asarray(e["arrived_tokens"], np.int64)
-            m[1] += np.asarray(e["emitted_tokens"], np.int64)
-    out = []
-    for st in [st for st in stratum_labels() if st in by]:
-        arr, emt = by[st]
-        out.append({"stratum": st, "arrived_tokens": arr.tolist(), "emitted_tokens": emt.tolist(),
-                    "emitted_share": [float(e / a) if a else None for e, a in zip(emt.tolist(), arr.tolist())]})
-    return out
+            if arrived is None:  # the tenths of a source, as the one-stream tables have them
+                arrived, emitted = (np.zeros((len(strata), len(e["arrived_tokens"])), np.int64) for _ in range(2))
+            k = strata.index(e["stratum"])
+            arrived[k] += np.asarray(e["arrived_tokens"], np.int64)
+            emitted[k] += np.asarray(e["emitted_tokens"], np.int64)
+    return [] if arrived is None else exposure_rows(arrived, emitted)
 
 
 def share_counts(share, packer, rows, R, B, work, w, user=None):
@@ -189,8 +185,7 @@ def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, r
     """summary.json's 'topology': each worker stream's counts and the merged totals, per packer.
     engine: the fan-out engine (fanout/) the (packer, worker stream) audits go through; default, in this
     process one after another."""
-    W = ranks * workers
-    check_topology(stream.n, W, group)
+    W = worker_streams(ranks, workers)  # the stream was checked for W shares (check_topology) when it was read
     if rows < W:
         raise DataError(f"budget of {rows:,} rows is fewer than the {W} worker streams: each needs a row")
     parts, share_rows = shares(stream, W, group, refill_docs), rows_per_stream(rows, W)

@@ -14,8 +14,8 @@ import sys
 import time
 
 from console.usage import prog_name
-from corpus.errors import DataError, check_out_file
 from corpus.layout import Layout, default_data_dir
+from errors import DataError, check_out_file
 from presets.six import configs
 
 # Late imports: the training config, the streams, the evaluation plan and the protocol load torch, pyarrow or

@@ -22,8 +22,8 @@ from audit.regime import filter_counts, preset_setting, preset_stream, regime_in
 from console.terminal import for_terminal
 from console.usage import prog_name
 from corpus.atomic import atomic_write_json, atomic_write_text
-from corpus.errors import DataError
 from corpus.layout import default_data_dir
+from errors import DataError
 from fanout import Task, TaskFailed, add_engine_args, gpus_for, open_engine
 from findings import PAPER
 from presets.six import configs

@@ -2,7 +2,6 @@
 census. prepare.py is the command line; each step lives in its own module so tests and later stages
 import one thing at a time.
 
-    errors.py          one exception type for bad input; command lines print it as a single line
     layout.py          where prepared data lives: DATA_DIR/SOURCE/{raw,tokenizer,tokens,census}/ + prepared.json
     atomic.py          atomic writes: temp file in the same folder, fsync, rename
     runlock.py         one process per output folder (an advisory lock)

@@ -14,10 +14,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from corpus.errors import DataError  # noqa: E402
 from corpus.layout import Layout, default_data_dir  # noqa: E402
 from corpus.shards import iter_row_group_texts  # noqa: E402
 from corpus.tokenizer import load_encoding  # noqa: E402
+from errors import DataError  # noqa: E402
 
 
 def main(argv=None):

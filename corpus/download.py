@@ -15,8 +15,8 @@ import requests
 
 from console.progress import bar as tqdm
 from corpus.atomic import atomic_write_json, sha256_file
-from corpus.errors import DataError
 from corpus.shards import open_shard
+from errors import DataError
 
 BASE_URL = "https://huggingface.co/datasets/karpathy/climbmix-400b-shuffle/resolve/main"
 VAL_SHARD = "shard_06542.parquet"

@@ -3,7 +3,7 @@ import json
 import os
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 
 ENV_VAR = "PACKAUDIT_DATA"
 

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 
 from corpus.atomic import atomic_write_json, sha256_file
 from corpus.disjoint import first_of_each_text
-from corpus.errors import DataError
 from corpus.stdlib_corpus import write_parquet_shard
+from errors import DataError
 
 
 def read_documents(path, text_column="text", source_column=None):

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from corpus.atomic import atomic_write_bytes, atomic_write_json, sha256_file
-from corpus.errors import DataError
 from corpus.layout import prepared_record
 from corpus.shards import iter_row_group_texts
 from corpus.tokenizer import bos_id
 from corpus.verify import check_index, verified_file
+from errors import DataError
 
 REFILL_DOCS = 128
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpus.errors import DataError
+from errors import DataError
 
 
 def open_shard(path) -> pq.ParquetFile:

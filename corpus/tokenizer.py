@@ -22,9 +22,9 @@ import rustbpe
 import tiktoken
 
 from corpus.atomic import atomic_write_bytes, atomic_write_json
-from corpus.errors import DataError
 from corpus.layout import prepared_record
 from corpus.verify import file_record, verified_file
+from errors import DataError
 
 SPLIT_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from corpus.atomic import sha256_file
-from corpus.errors import DataError
 from corpus.layout import prepared_record
+from errors import DataError
 
 SKIP_ENV = "PACKAUDIT_SKIP_HASH"
 _hashed = {}  # (path, size, mtime_ns, inode) -> sha256

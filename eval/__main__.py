@@ -32,9 +32,9 @@ import numpy as np
 from console.terminal import for_terminal
 from console.usage import prog_name
 from corpus.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, sha256_file
-from corpus.errors import DataError, os_error_line
 from corpus.layout import Layout, default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
+from errors import DataError, os_error_line
 from eval.official import row_statistics, scores, write_stats
 from eval.rankings import prefix_rows, rankings, rankings_md
 from eval.stream_checks import audit_streams, require

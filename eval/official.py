@@ -17,8 +17,8 @@ import numpy as np
 
 from console.usage import prog_name
 from corpus.atomic import atomic_write_bytes, sha256_file
-from corpus.errors import DataError, os_error_line
 from corpus.layout import Layout, default_data_dir
+from errors import DataError, os_error_line
 from loaders.packers import Packer
 
 # Late imports: torch, the model, pyarrow and tqdm load inside the functions that use them: `--help` answers

@@ -10,7 +10,7 @@ or a checkpoint that no longer gives its own score is refused before any confirm
 import numpy as np
 import pyarrow.parquet as pq
 
-from corpus.errors import DataError
+from errors import DataError
 from eval.official import evaluate_checkpoint, scores
 
 

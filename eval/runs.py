@@ -8,7 +8,7 @@ is reported as absent with its reason, never silently dropped.
 import json
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 from presets.six import run_names
 from training.config import TrainConfig
 

@@ -12,7 +12,7 @@ import hashlib
 import numpy as np
 
 from audit.replay import Replay
-from corpus.errors import DataError
+from errors import DataError
 from loaders.packers import materialize
 
 

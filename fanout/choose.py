@@ -1,7 +1,7 @@
 """The engine a command line asked for: the --engine and --ray-address flags it shares, and open_engine()."""
 import contextlib
 
-from corpus.errors import DataError
+from errors import DataError
 from fanout.engine import Engine
 from fanout.local import LocalEngine
 from fanout.ray_engine import RayEngine

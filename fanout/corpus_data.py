@@ -14,10 +14,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from corpus.errors import DataError
 from corpus.readers import corpus_lengths as local_corpus_lengths
 from corpus.readers.encoders import cached_encoder, single_threaded
 from corpus.readers.units import LabelCodes, UnitResult, measure, read_unit
+from errors import DataError
 from fanout.choose import ENGINES
 from fanout.probe import Needs
 from fanout.ray_connect import check_address, first_line, import_ray, start

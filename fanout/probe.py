@@ -20,7 +20,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout this process imported the project from
 GIT_S = 20

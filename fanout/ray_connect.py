@@ -17,7 +17,7 @@ import os
 import socket
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 
 EXTRA = "pip install -e '.[ray]', or pip install -r requirements-ray.lock"
 CONNECT_S = 10  # an address must take a connection within this, and answer the gRPC hello within ANSWER_S:

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 from fanout.probe import Needs, node_report, problem, token_name, token_problem
 from fanout.ray_connect import check_address, first_line, import_ray, split_address, start
 from fanout.task import ClusterLost, Shared, TaskFailed, check_reads

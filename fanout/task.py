@@ -11,7 +11,7 @@ import socket
 from dataclasses import dataclass
 from typing import Callable
 
-from corpus.errors import DataError
+from errors import DataError
 
 
 class TaskFailed(DataError):

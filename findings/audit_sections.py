@@ -1,23 +1,16 @@
-"""The audit's sections of the findings page (the paper's 3, 5.1 and 5.2, the regime indicators, any packer):
-computed from the audit's result files, read through audit_json alone (the audit's typed summary is being
-written on another branch; until it lands, this one function is where its JSON is read)."""
-from corpus.errors import DataError
+"""The audit's sections of the findings page (the paper's 3, 5.1 and 5.2, the regime indicators, any packer, the
+frontier): computed from the audit's records (records/audit_summary.py, audit_comparison.py, frontier.py), each
+read through its own loader; a folder whose record is missing or unreadable is reported as not run."""
 from findings import PAPER, PAPER_REGIME
-from findings.section import NOT_COMPARABLE, Section, link, missing, n, pct, rel
-from records.json_record import read_json
-
-
-def audit_json(path):
-    """An audit result file (summary.json, regime.json, comparison.json), or None when missing or unreadable."""
-    try:
-        return read_json(path)
-    except DataError:
-        return None
+from findings.section import NOT_COMPARABLE, Section, link, loaded, missing, n, pct, rel
+from records.audit_comparison import Comparison
+from records.audit_summary import AuditSummary
+from records.frontier import Frontier
 
 
 def audit_sections(d, out):
     """Sections 3, 5.1 and 5.2 from the audit's summary.json."""
-    s = audit_json(d / "summary.json")
+    s = loaded(AuditSummary.load, d)
     if not s:
         return (missing("s3", "3 Exact source retention (the Proposition)", d),
                 missing("s5_1", "5.1 Coverage at the horizon", d), missing("s5_2", "5.2 Repeated-corpus bounds", d))
@@ -26,19 +19,19 @@ def audit_sections(d, out):
 
 
 def proposition_section(s, rel_to, out):
-    pk = s["packers"]
+    pk = s.packers
     o = pk["original"]
     P1 = PAPER["s5_1_coverage"]
     s3 = Section("s3", "3 Exact source retention (the Proposition)")
-    checked = {k: v["protected"] for k, v in pk.items() if v["protected"].get("applies")}
-    held = [k for k, v in checked.items() if v.get("proposition_held")]
+    checked = {k: v.protected for k, v in pk.items() if v.protected.applies}
+    held = [k for k, v in checked.items() if v.proposition_held]
     s3.headline = (f"The Proposition held at every selection for {len(held)} of {len(checked)} packers it covers "
-                   f"({', '.join(held) or 'none'}): the {n(o['protected']['size'])} longest long sources that had arrived "
+                   f"({', '.join(held) or 'none'}): the {n(o.protected.size)} longest long sources that had arrived "
                    f"stayed buffered and unstarted.") if checked else "No packer's replay covered the Proposition."
-    s3.row("protected sources (original)", n(o["protected"]["size"]), n(P1["protected_sources"]))
+    s3.row("protected sources (original)", n(o.protected.size), n(P1["protected_sources"]))
     s3.row("protected sources all buffered and unstarted",
-           "yes" if o["protected"].get("all_buffered_unstarted") else "no", "yes")
-    s3.row("buffer B / row capacity R", f"{s['buffer']:,} / {s['row_capacity']:,}",
+           "yes" if o.protected.all_buffered_unstarted else "no", "yes")
+    s3.row("buffer B / row capacity R", f"{s.buffer:,} / {s.row_capacity:,}",
            f"{PAPER['setup']['B']:,} / {PAPER['setup']['R']:,}")
     s3.links = [link(out, rel_to("report.md"), "audit/report.md")]
     if checked:
@@ -48,46 +41,46 @@ def proposition_section(s, rel_to, out):
 
 
 def coverage_section(s, rel_to, out):
-    pk = s["packers"]
+    pk = s.packers
     o = pk["original"]
     P1 = PAPER["s5_1_coverage"]
 
     s51 = Section("s5_1", "5.1 Coverage at the horizon")
-    share_arr = o["protected"]["share_of_arrived"]
-    s51.headline = (f"At {s['targets']:,} targets the original packer conserves mass exactly (arrived = emitted + discarded + "
-                    f"buffered: {'holds' if o['partition_holds'] else 'FAILS'}), yet {n(o['protected']['size'])} protected "
+    share_arr = o.protected.share_of_arrived
+    wrapped = (o.passes_started or 1) > 1
+    s51.headline = (f"At {s.targets:,} targets the original packer conserves mass exactly (arrived = emitted + discarded + "
+                    f"buffered: {'holds' if o.partition_holds else 'FAILS'}), yet {n(o.protected.size)} protected "
                     f"sources hold {pct(share_arr)} of arrived tokens (paper {P1['protected_pct_of_arrived']}%), and "
-                    f"{o['sources_longer_than_R_arrived'] - o['sources_longer_than_R_started']:,} of "
-                    f"{o['sources_longer_than_R_arrived']:,} arrivals of sources longer than R never started"
-                    + (f" (the stream wrapped: {o['passes_started']} passes started, so a document can arrive twice)."
-                       if o.get("passes_started", 1) > 1 else "."))
-    s51.row("sources arrived", n(o["sources_arrived"]), n(P1["sources_arrived"]))
+                    f"{o.long_never_started:,} of "
+                    f"{o.sources_longer_than_R_arrived:,} arrivals of sources longer than R never started"
+                    + (f" (the stream wrapped: {o.passes_started} passes started, so a document can arrive twice)."
+                       if wrapped else "."))
+    s51.row("sources arrived", n(o.sources_arrived), n(P1["sources_arrived"]))
     s51.row("tokens arrived = emitted + discarded + buffered",
-            f"{o['tokens_arrived']:,} = {o['emitted']:,} + {o['discarded']:,} + {o['buffered']:,}",
+            f"{o.tokens_arrived:,} = {o.emitted:,} + {o.discarded:,} + {o.buffered:,}",
             f"{P1['tokens_arrived']:,} = {P1['emitted']:,} + {P1['discarded']:,} + {P1['buffered']:,}")
     s51.row("crop events, median retained prefix, BOS-only crops",
-            f"{o['crop_events']:,}, {o['crop_median_emitted']:g}, {o['crops_emitting_only_bos']:,}",
+            f"{o.crop_events:,}, {o.crop_median_emitted:g}, {o.crops_emitting_only_bos:,}",
             f"{P1['crop_events']:,}, {P1['crop_median_emitted']}, {P1['crops_emitting_only_bos']:,}")
     s51.row("protected tokens (share of arrived / of buffered)",
-            f"{o['protected']['tokens']:,} ({pct(share_arr)} / {pct(o['protected']['share_of_buffered'])})",
+            f"{o.protected.tokens:,} ({pct(share_arr)} / {pct(o.protected.share_of_buffered)})",
             f"{P1['protected_tokens']:,} ({P1['protected_pct_of_arrived']}% / {P1['protected_pct_of_buffered']}%)")
-    perm = s.get("permutations")
+    perm = s.permutations
     if perm:
-        s51.row(f"first long emission over {perm['count']} permutations (targets)",
-                f"{perm['min']:,}–{perm['max']:,}",
+        s51.row(f"first long emission over {perm.count} permutations (targets)",
+                f"{perm.min:,}–{perm.max:,}",
                 f"{P1['startup_delay_min_targets'] / 1e6:.2f}–{P1['startup_delay_max_targets'] / 1e6:.2f} M")
     if "lossless" in pk:
         ll = pk["lossless"]
-        s51.row("lossless: discarded, buffered, in protected", f"{ll['discarded']:,}, {ll['buffered']:,}, {ll['protected']['tokens']:,}",
+        s51.row("lossless: discarded, buffered, in protected", f"{ll.discarded:,}, {ll.buffered:,}, {ll.protected.tokens:,}",
                 f"{P1['lossless_discarded']}, {P1['lossless_buffered']:,}, {P1['lossless_protected_tokens']:,}")
     if "segment_first" in pk:
         sf = pk["segment_first"]
-        s51.row("segment first: buffered, discarded, added BOS", f"{sf['buffered']:,}, {sf['discarded']:,}, {sf['bos_added']:,}",
+        s51.row("segment first: buffered, discarded, added BOS", f"{sf.buffered:,}, {sf.discarded:,}, {sf.bos_added:,}",
                 f"{P1['segment_first_buffered']:,}, {P1['segment_first_discarded']:,}, {P1['segment_first_added_bos']:,}")
         s51.row("share of emitted tokens from sources > R: original → segment first",
-                f"{pct(o['share_emitted_from_long_sources'])} → {pct(sf['share_emitted_from_long_sources'])}",
+                f"{pct(o.share_emitted_from_long_sources)} → {pct(sf.share_emitted_from_long_sources)}",
                 f"{P1['share_emitted_long_pct_original']}% → {P1['share_emitted_long_pct_segment_first']}%")
-    wrapped = o.get("passes_started", 1) > 1
     s51.score = ("protected share of arrived tokens (original packer)", pct(share_arr), f"{P1['protected_pct_of_arrived']}%",
                  "mass partition holds; share " + (NOT_COMPARABLE + " (the stream wrapped)" if wrapped else
                                                    "of the paper's order" if 0.01 <= share_arr <= 0.10 else NOT_COMPARABLE))
@@ -100,18 +93,18 @@ def coverage_section(s, rel_to, out):
 
 def pass_bounds_section(s, rel_to, out):
     s52 = Section("s5_2", "5.2 Repeated-corpus bounds")
-    pb = s.get("pass_bounds") or []
+    pb = s.pass_bounds
     if pb:
         last = pb[-1]
-        s52.headline = (f"In a corpus repeated without a buffer reset, the unique longest source ({last['length_at_least']:,} "
-                        f"tokens) cannot start before pass {last['earliest_possible_pass']:,} at B = {s['buffer']:,} "
+        s52.headline = (f"In a corpus repeated without a buffer reset, the unique longest source ({last.length_at_least:,} "
+                        f"tokens) cannot start before pass {last.earliest_possible_pass:,} at B = {s.buffer:,} "
                         f"(paper: {PAPER['s5_2_pass_bounds'][-1][0]:,} tokens, pass {PAPER['s5_2_pass_bounds'][-1][2]:,}).")
         paper = {r[0]: r for r in PAPER["s5_2_pass_bounds"]}
         for r in pb:
-            p = paper.get(r["length_at_least"])
-            s52.row(f"length ≥ {r['length_at_least']:,}: sources per pass, earliest pass",
-                    f"{r['sources_per_pass']:,}, {r['earliest_possible_pass']:,}", f"{p[1]:,}, {p[2]:,}" if p else "—")
-        s52.score = ("earliest possible pass of the longest source", f"{last['earliest_possible_pass']:,}",
+            p = paper.get(r.length_at_least)
+            s52.row(f"length ≥ {r.length_at_least:,}: sources per pass, earliest pass",
+                    f"{r.sources_per_pass:,}, {r.earliest_possible_pass:,}", f"{p[1]:,}, {p[2]:,}" if p else "—")
+        s52.score = ("earliest possible pass of the longest source", f"{last.earliest_possible_pass:,}",
                      f"{PAPER['s5_2_pass_bounds'][-1][2]:,}", NOT_COMPARABLE + " (set by the corpus's length census)")
     s52.links = [link(out, rel_to("report.md"), "audit/report.md"), link(out, rel_to("pass_bounds.png"), "pass bounds")]
     return s52
@@ -119,16 +112,16 @@ def pass_bounds_section(s, rel_to, out):
 
 def dev_stream_rows(sec, d, out):
     """The development (validation) stream's audit beside the paper's 20.86% and 13.9 M targets."""
-    s = audit_json(d / "summary.json")
+    s = loaded(AuditSummary.load, d)
     P1 = PAPER["s5_1_coverage"]
-    if not s or "original" not in s.get("packers", {}):
+    if not s or "original" not in s.packers:
         sec.row("development stream: protected share of arrived, first long emission", "not run",
                 f"{P1['val_protected_pct_of_arrived']}%, {P1['val_first_long_emission_targets']:,} targets")
         return
-    o = s["packers"]["original"]
+    o = s.packers["original"]
     sec.row("development stream (--split val): protected tokens (share of arrived), first emission of a source > R",
-            f"{o['protected']['tokens']:,} ({pct(o['protected']['share_of_arrived'])}), "
-            + (f"{o['startup_delay_targets']:,} targets" if o.get("startup_delay_targets") is not None
+            f"{o.protected.tokens:,} ({pct(o.protected.share_of_arrived)}), "
+            + (f"{o.startup_delay_targets:,} targets" if o.startup_delay_targets is not None
                else "none within the budget"),
             f"{P1['val_protected_tokens']:,} ({P1['val_protected_pct_of_arrived']}%), "
             f"{P1['val_first_long_emission_targets']:,} targets")
@@ -137,32 +130,28 @@ def dev_stream_rows(sec, d, out):
 
 def topology_rows(sec, d, out):
     """The paper's loader at several ranks (audit_ranks8): how the never-started set changes beside one stream."""
-    s = audit_json(d / "summary.json")
-    topo = (s or {}).get("topology")
-    if not topo or "original" not in topo["packers"] or "merged" not in topo["packers"]["original"] \
-            or "refused" in topo["packers"]["original"]["merged"]:
+    s = loaded(AuditSummary.load, d)
+    topo = s.topology if s else None
+    if not topo or "original" not in topo.packers or topo.packers["original"].merged is None \
+            or "original" not in s.packers:
         return  # the main job writes it; a page built from older folders simply has no such row
-    m, one = topo["packers"]["original"]["merged"], s["packers"]["original"]
-    never = m["sources_longer_than_R_arrived"] - m["sources_longer_than_R_started"]
-    one_never = one["sources_longer_than_R_arrived"] - one["sources_longer_than_R_started"]
-    M = topo["loader_workers"]
-    sec.row(f"{topo['ranks']} ranks x {M} worker{'s' * (M > 1)}, a packer per worker stream: sources > R never "
+    m, one = topo.packers["original"].merged, s.packers["original"]
+    M = topo.loader_workers
+    sec.row(f"{topo.ranks} ranks x {M} worker{'s' * (M > 1)}, a packer per worker stream: sources > R never "
             "started, merged, beside one stream at the same budget",
-            f"{never:,} of {m['sources_longer_than_R_arrived']:,} (one stream: {one_never:,} of "
-            f"{one['sources_longer_than_R_arrived']:,})", "—")
-    sec.links.append(link(out, rel(d / "report.md", out), f"{topo['ranks']}-rank audit"))
+            f"{m.long_never_started:,} of {m.sources_longer_than_R_arrived:,} (one stream: {one.long_never_started:,} of "
+            f"{one.sources_longer_than_R_arrived:,})", "—")
+    sec.links.append(link(out, rel(d / "report.md", out), f"{topo.ranks}-rank audit"))
 
 
 def regime_section(d, out):
-    r = audit_json(d / "regime.json")
+    """The regime indicators the audit wrote (summary.json's regime, which regime.json repeats)."""
+    s = loaded(AuditSummary.load, d)
     sec = Section("regime", "Regime: where this run differs from the paper's scale")
-    if not r:
+    if not s or not s.regime:
         sec.text = ["No regime indicators were written (audit/regime.json is missing)."]
         return sec
-    cols = r.get("columns", r)  # regime.json: {"columns": {name: indicators}, ...} or one set of indicators
-    if isinstance(cols, dict) and "buffer" in cols:
-        cols = {"this run": cols}
-    cols = {n: c for n, c in cols.items() if isinstance(c, dict)}
+    cols = s.regime
     sec.columns = ("indicator", *cols, "paper")
     sec.text = ["The paper's effects depend on ratios, not sizes; this table says which ratios the run shares with "
                 "the paper."]
@@ -171,7 +160,7 @@ def regime_section(d, out):
                             ("passes_started", "stream passes started", str),
                             ("arrived_over_B", "sources arrived / B", lambda x: f"{x:,.1f}"),
                             ("share_emitted_from_long_sources", "emitted share from sources > R", pct)):
-        sec.row(label, *(fmt(c[key]) if key in c else "n/a" for c in cols.values()),
+        sec.row(label, *(fmt(getattr(c, key)) if getattr(c, key) is not None else "n/a" for c in cols.values()),
                 fmt(PAPER_REGIME[key]) if PAPER_REGIME.get(key) is not None else "—")
     return sec
 
@@ -179,28 +168,28 @@ def regime_section(d, out):
 def frontier_section(d, out):
     """The frontier of the offline corpus (frontier/frontier.json): what to change so every long source starts, and
     at what crop waste and last-tenth exposure."""
-    f = audit_json(d / "frontier.json")
+    f = loaded(Frontier.load, d)
     sec = Section("frontier", "What to change so every long source starts: the frontier of buffer and packer",
                   columns=("configuration", "crop waste / longer than R never started / their last tenth exposed",
                            "on the Pareto set"), prose=True)
     if not f:
         sec.headline = f"Not run: no results under {d}."
         return sec
-    sec.headline = f["cheapest_change"]
-    sec.text = [f"Every listed configuration replayed at one budget ({f['targets']:,} targets): crop waste is the "
-                f"share of arrived tokens discarded; long sources are those longer than {f['reference_length']:,} "
+    sec.headline = f.cheapest_change
+    sec.text = [f"Every listed configuration replayed at one budget ({f.targets:,} targets): crop waste is the "
+                f"share of arrived tokens discarded; long sources are those longer than {f.reference_length:,} "
                 f"tokens. ![frontier]({rel(d / 'frontier.png', out)})"]
-    for i, p in enumerate(f["points"]):
-        name = f"R {p['row_capacity']:,}, B {p['buffer']:,}, {p['packer']}, {p['ranks']} rank(s)" + (
-            " (current)" if p.get("current") else "") + (" (the paper's)" if p.get("paper") else "")
-        sec.row(name, f"{pct(p['crop_waste'])} / {p['long_never_started']:,} of {p['long_arrived']:,} / "
-                      f"{pct(p['last_tenth_exposure'], 1)}", "yes" if i in f["pareto"] else "")
+    for i, p in enumerate(f.points):
+        name = f"R {p.row_capacity:,}, B {p.buffer:,}, {p.packer}, {p.ranks} rank(s)" + (
+            " (current)" if p.current else "") + (" (the paper's)" if p.paper else "")
+        sec.row(name, f"{pct(p.crop_waste)} / {p.long_never_started:,} of {p.long_arrived:,} / "
+                      f"{pct(p.last_tenth_exposure, 1)}", "yes" if i in f.pareto else "")
     sec.links = [link(out, rel(d / "frontier.md", out), "frontier/frontier.md")]
-    now = next((p for p in f["points"] if p.get("current")), None)
-    starts_all = sum(1 for p in f["points"] if p["long_never_started"] == 0)
+    now = next((p for p in f.points if p.current), None)
+    starts_all = sum(1 for p in f.points if p.long_never_started == 0)
     sec.score = ("listed configurations that start every source longer than R",
-                 f"{starts_all} of {len(f['points'])}" + (f"; the paper's leaves {now['long_never_started']:,}"
-                                                          if now and now.get("paper") else ""),
+                 f"{starts_all} of {len(f.points)}" + (f"; the paper's leaves {now.long_never_started:,}"
+                                                       if now and now.paper else ""),
                  "B - 1 longest never start (section 3)", "extends the paper's audit (no paper value for the grid)")
     return sec
 
@@ -209,41 +198,41 @@ def packers_section(d, out):
     """The cross-packer audit (audit_packers/comparison.json): one budget through the paper's four, our
     concatenate-and-chunk and the installed libraries' packers and loaders, each run on tracer documents (or, where
     a library cannot be installed beside this project, a rule written from its code); who stopped short is said."""
-    c = audit_json(d / "comparison.json")
+    c = loaded(Comparison.load, d)
     sec = Section("packers", "Any packer: which sources each packer starts, and which positions it trains on",
                   columns=("packer", "what it did with the arrived tokens and sources", "how"), prose=True)
     if not c:
         sec.headline = f"Not run: no results under {d}."
         return sec
-    sec.headline = c["sentence"]
-    passes = "" if c["passes"] <= 1 else f" ({c['passes']:,} passes over the corpus)"
-    sec.text = [f"Every packer with a budget of {c['targets']:,} targets, R = {c['row_capacity']:,}{passes}: shares of the arrived "
+    sec.headline = c.sentence
+    passes = "" if c.passes <= 1 else f" ({c.passes:,} passes over the corpus)"
+    sec.text = [f"Every packer with a budget of {c.targets:,} targets, R = {c.row_capacity:,}{passes}: shares of the arrived "
                 "tokens emitted / discarded / still buffered, padding of the rows, sources longer than R never started, "
                 "the emitted share of the first and last tenth of those sources' positions, the least represented label "
                 "(emitted share over arrived share), and the Proposition."]
-    for name, r in c["packers"].items():
-        lab = r.get("least_represented_label")
-        short = "" if r.get("budget_reached", True) else f"stopped short: {r['rows']:,} of {r['budget_rows']:,} rows; "
-        sec.row(name, short + f"{pct(r['emitted_share'])} / {pct(r['discarded_share'])} / {pct(r['buffered_share'])}; "
-                      f"padding {pct(r['padding_share'])}; > R never started {r['long_never_started']:,} of "
-                      f"{r['long_arrived']:,}; first / last tenth {pct(r['long_first_tenth_exposed'], 1)} / "
-                      f"{pct(r['long_last_tenth_exposed'], 1)}; least represented "
+    for name, r in c.packers.items():
+        lab = r.least_represented_label
+        short = "" if r.budget_reached else f"stopped short: {r.rows:,} of {r.budget_rows:,} rows; "
+        sec.row(name, short + f"{pct(r.emitted_share)} / {pct(r.discarded_share)} / {pct(r.buffered_share)}; "
+                      f"padding {pct(r.padding_share)}; > R never started {r.long_never_started:,} of "
+                      f"{r.long_arrived:,}; first / last tenth {pct(r.long_first_tenth_exposed, 1)} / "
+                      f"{pct(r.long_last_tenth_exposed, 1)}; least represented "
                       + (f"{lab[0]} ({lab[1]:.2f})" if lab and lab[1] is not None else "n/a")
-                      + f"; Proposition {r['proposition']}",
-                r["how"])
-    for name, why in c.get("refused", {}).items():
+                      + f"; Proposition {r.proposition}",
+                r.how)
+    for name, why in c.refused.items():
         sec.row(name, f"refused: {why}", "—")
-    for name, why in c.get("left_out", {}).items():
+    for name, why in c.left_out.items():
         sec.row(name, f"left out of the main job: {why}; audit it alone with --packers {name}", "—")
-    traced = sum(1 for r in c["packers"].values() if r["how"] == "traced")
-    rules = sum(1 for r in c["packers"].values() if r["how"].startswith("rule"))
-    short = [n for n, r in c["packers"].items() if not r.get("budget_reached", True)]
+    traced = sum(1 for r in c.packers.values() if r.how == "traced")
+    rules = sum(1 for r in c.packers.values() if r.how.startswith("rule"))
+    short = [n for n, r in c.packers.items() if not r.budget_reached]
     if short:
         sec.text.append(f"Not every packer reached the budget: {', '.join(short)} made fewer rows (their input ended "
                         "first) and are read at what they made.")
-    orig = c["packers"].get("original")
-    ours = f"{len(c['packers'])} packers ({traced} traced, {rules} as rules from their code)" + (
-        f"; original leaves {orig['long_never_started']:,} of {orig['long_arrived']:,} unstarted" if orig else "")
+    orig = c.packers.get("original")
+    ours = f"{len(c.packers)} packers ({traced} traced, {rules} as rules from their code)" + (
+        f"; original leaves {orig.long_never_started:,} of {orig.long_arrived:,} unstarted" if orig else "")
     sec.score = ("packers audited by running them: sources > R never started", ours, "the paper's loader family only",
                  "extends the paper's audit (no paper value for the libraries)")
     sec.links = [link(out, rel(d / "report.md", out), "audit_packers/report.md"),

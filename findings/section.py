@@ -2,7 +2,7 @@
 row), and the small formats every section module shares. summary.py renders the sections."""
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 
 NOT_COMPARABLE = "not comparable at this scale"
 

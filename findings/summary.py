@@ -3,9 +3,10 @@
   python -m findings.summary --out runs/main
   python -m findings.summary --audit runs/audit_climbmix --train runs/six_paper --eval runs/eval_paper --out runs/paper
 
-Every number on the page is read from a result file of the run (audit/summary.json,
-audit/regime.json, train/*/summary.json, train/regime.json, eval/*.json, queue/queue_summary.json,
-queue_study/summary.json) or computed here from such numbers; the paper's values come from
+Every number on the page is read from a result file of the run (audit*/summary.json,
+audit_packers/comparison.json, frontier/frontier.json, train/*/summary.json, train/regime.json, eval/*.json,
+queue/queue_summary.json, queue_study/summary.json), each through its record's loader (records/), or computed
+here from such numbers; the paper's values come from
 findings/paper_values.json, the one place the repository keeps them. A stage whose results
 are missing is reported as not run, never filled in. The same facts go to findings.json,
 and the headline of each section is printed.

@@ -39,7 +39,7 @@ from pathlib import Path
 import prepare
 from console.usage import prog_name
 from corpus.atomic import atomic_write_json, atomic_write_text
-from corpus.errors import DataError
+from errors import DataError
 from corpus.layout import Layout
 from presets.shapes import CHECK_TINY
 

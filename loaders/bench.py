@@ -17,8 +17,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from corpus.errors import DataError  # noqa: E402
 from corpus.layout import default_data_dir  # noqa: E402
+from errors import DataError  # noqa: E402
 from loaders.core import PACKERS  # noqa: E402
 from loaders.packers import Packer  # noqa: E402
 from loaders.reference import ReferencePacker  # noqa: E402

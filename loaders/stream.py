@@ -10,10 +10,10 @@ and `doc_tokens` when they materialize rows.
 
 import numpy as np
 
-from corpus.errors import DataError
 from corpus.layout import Layout
 from corpus.pretokenize import TokenShard
 from corpus.tokenizer import bos_id, load_encoding
+from errors import DataError
 
 
 class DocumentStream:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from console.usage import prog_name
 from corpus.atomic import atomic_write_text, sha256_file
-from corpus.errors import os_error_line
+from errors import os_error_line
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Settings shared across the house, typed and defined once (the ground floor: imports only corpus.errors).
+"""Settings shared across the house, typed and defined once (the ground floor: imports only errors/).
 
     typed.py    dataclasses built from key: value mappings; an unknown key or a bad value is named in one line
     shapes.py   the model shapes (the paper's, tiny, the queue demo's, the GPU check's, the 64M proxy)

@@ -8,7 +8,7 @@ import dataclasses
 import types
 import typing
 
-from corpus.errors import DataError
+from errors import DataError
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 

@@ -17,7 +17,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a file: the repository root
 
 from corpus.atomic import atomic_write_json  # noqa: E402
-from corpus.errors import DataError, check_out_folder, os_error_line  # noqa: E402
+from errors import DataError, check_out_folder, os_error_line  # noqa: E402
 from presets.six import PRESETS, configs  # noqa: E402
 
 

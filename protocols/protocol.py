@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from corpus.atomic import atomic_write_text, sha256_file
-from corpus.errors import DataError
 from corpus.verify import verify_prepared
+from errors import DataError
 from training.checkpoint import code_sha256
 from training.config import TrainConfig
 

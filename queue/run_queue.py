@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: shardqueue, corpus, training
 
-from corpus.errors import DataError, os_error_line  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
+from errors import DataError, os_error_line  # noqa: E402
 from shardqueue.settings import BRANCH_CHECKS, DEFAULT_TOLERANCE, POLICIES, QueueSettings  # noqa: E402
 
 DEFAULT_FOLDER = "runs/queue"  # a queue's folder, and where dose looks for a calibration unless told

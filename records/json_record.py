@@ -1,10 +1,11 @@
-"""A record in a JSON file, read back whole: its schema (name/version, the first thing checked), its keys
-exactly those its dataclass declares, and a one-line refusal naming the file otherwise."""
+"""A record in a JSON file, read back: its schema (name/version, the first thing checked), its keys exactly those
+its dataclass declares (from_mapping) or at least those (picked: a table that holds more than its readers read),
+and a one-line refusal naming the file otherwise."""
 import dataclasses
 import json
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 
 
 def read_json(path):
@@ -18,16 +19,38 @@ def read_json(path):
         raise DataError(f"{path}: not readable as JSON") from None
 
 
+def check_schema(d, where, schema):
+    """d is an object whose "schema" is `schema`; else one line naming the file."""
+    if not isinstance(d, dict):
+        raise DataError(f"{where}: expected a JSON object, found {type(d).__name__}")
+    if d.get("schema") != schema:
+        raise DataError(f"{where}: schema {d.get('schema')!r}, expected {schema!r} (written by another version: "
+                        "run its stage again)")
+
+
 def from_mapping(cls, d, where, schema=None):
     """cls(**d) when d is an object holding exactly cls's fields (and, given a schema, d["schema"] == schema)."""
     if not isinstance(d, dict):
         raise DataError(f"{where}: expected a JSON object, found {type(d).__name__}")
-    if schema is not None and d.get("schema") != schema:
-        raise DataError(f"{where}: schema {d.get('schema')!r}, expected {schema!r} (written by another version: "
-                        "run its stage again)")
+    if schema is not None:
+        check_schema(d, where, schema)
     names = {f.name for f in dataclasses.fields(cls)}
     missing, extra = sorted(names - set(d)), sorted(set(d) - names)
     if missing or extra:
         raise DataError(f"{where}: " + "; ".join(x for x in (f"missing {', '.join(missing)}" if missing else "",
                                                             f"unknown {', '.join(extra)}" if extra else "") if x))
     return cls(**d)
+
+
+def picked(cls, d, where):
+    """cls from those keys of object d that are its fields: a file's table that holds more than its readers read
+    (the rest stays in the file). A field without a default that d lacks is one line naming the file and the key."""
+    if not isinstance(d, dict):
+        raise DataError(f"{where}: expected a JSON object, found {type(d).__name__}")
+    kw = {}
+    for f in dataclasses.fields(cls):
+        if f.name in d:
+            kw[f.name] = d[f.name]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise DataError(f"{where}: missing {f.name}")
+    return cls(**kw)

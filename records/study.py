@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from corpus.atomic import atomic_write_json
-from corpus.errors import DataError
+from errors import DataError
 from records.json_record import read_json
 
 VERSION = "queue-study/4"

@@ -60,7 +60,7 @@ TESTS = {
                             "--deselect", "tests/test_summary_scorecard.py::test_provenance_fields"]
        for m in ("summary", "audit_sections", "training_section", "evaluation_sections", "queue_sections")},
 }
-PACKAGES = ["audit", "checkers", "comparison", "console", "corpus", "eval", "fanout", "findings", "gpu_check", "loaders",
+PACKAGES = ["audit", "checkers", "comparison", "console", "corpus", "errors", "eval", "fanout", "findings", "gpu_check", "loaders",
             "manifests", "presets", "protocols", "queue", "records", "shardqueue",
             "training", "tests", "main.py", "prepare.py", "train.py"]
 

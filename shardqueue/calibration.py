@@ -9,7 +9,7 @@ from pathlib import Path
 
 from console.progress import bar as progress_bar
 from corpus.atomic import atomic_write_json
-from corpus.errors import DataError
+from errors import DataError
 from shardqueue.engine.packing import shard_rows, shard_tokens, update_batches
 from shardqueue.engine.run_folder import (
     START_KEY,

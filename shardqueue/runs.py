@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 from records.queue_run import RuleCalibration, RunSummary, Scores, ScreenAgreement
 from shardqueue.calibration import open_calibration, start_state
 from shardqueue.checks.report import screen_agreement, write_report

@@ -7,7 +7,7 @@ Built from a mapping (a test's dict, the command line's options, a calibration r
 presets.typed.build: an unknown key or a value of the wrong type is named in one line."""
 from dataclasses import asdict, dataclass, fields
 
-from corpus.errors import DataError
+from errors import DataError
 from presets.typed import at_least, build
 
 WHAT = "queue setting"

@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 from audit.topology import share_counts
-from corpus.errors import DataError
+from errors import DataError
 
 
 def dies_once(marker, *args):

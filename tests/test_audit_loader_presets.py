@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from audit.__main__ import main as audit_main, parse_args
-from audit.loader_presets import apply_pipeline
+from audit.plan import plan_of
 
 R, B = 65, 16
 
@@ -85,10 +85,10 @@ def test_bad_pipeline_is_one_line_and_nothing_written(lengths_file, tmp_path, ca
     (["--pipeline", "torchtitan", "--ranks", "2", "--loader-workers", "3"], ("titan_concat", "document", 128, 2, 3)),
     (["--pipeline", "torchtune", "--ranks", "8", "--loader-workers", "2"], ("torchtune_whole", "document", 128, 1, 1)),
 ], ids=["no preset", "nanochat, refill given", "torchtitan", "torchtune"])
-def test_what_a_preset_fills_in_and_the_worker_streams_it_makes(argv, want):
-    args = parse_args(["--lengths", "L.txt", *argv])
-    apply_pipeline(args)
-    assert (args.packers, args.split_by, args.refill_docs, args.streams_ranks, args.streams_workers) == want
+def test_what_a_preset_fills_in_and_the_worker_streams_it_makes(lengths_file, argv, want):
+    plan = plan_of(parse_args(["--lengths", str(lengths_file), *argv]))
+    t = plan.topology
+    assert (plan.packers_arg, t.split_by, t.refill_docs, t.streams_ranks, t.streams_workers) == want
 
 
 def test_the_summary_records_the_preset_and_the_loader_args_it_set(lengths_file, tmp_path):

@@ -20,7 +20,7 @@ from audit.pipeline import StreamInput, audit_packer
 from audit.report import worker_stream_failures
 from audit.strata import stratum_labels, stratum_of
 from audit.topology import SUMMED, audit_topology, merge, share_counts, shares, topology_ok, worker_counts
-from corpus.errors import DataError
+from errors import DataError
 from findings.summary import Section, topology_rows
 from loaders.core import PACKERS
 

@@ -29,10 +29,10 @@ import zstandard
 from conftest import ROOT
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from corpus.errors import DataError
 from corpus.readers import cache as cache_module
 from corpus.readers import corpus_lengths, jsonl, parallel
 from corpus.tokenizer import bos_id, save_encoding, train_encoding
+from errors import DataError
 from fanout.corpus_data import corpus_lengths as engine_corpus_lengths
 
 BOS = 0  # the trained BPE's first special token

@@ -156,7 +156,7 @@ def test_a_training_update_has_no_integer_matmul():
 @pytest.mark.parametrize("spec, says", [("cuda:abc", "is not auto, cpu, cuda or cuda:N"), ("gpu", "is not auto"),
                                         ("cuda", "has no CUDA"), ("cuda:1", "has no CUDA")])
 def test_device_strings_resolve_or_fail_in_one_line(spec, says, monkeypatch):
-    from corpus.errors import DataError
+    from errors import DataError
     from training.device import resolve_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -167,7 +167,7 @@ def test_device_strings_resolve_or_fail_in_one_line(spec, says, monkeypatch):
 
 
 def test_device_index_past_the_visible_gpus(monkeypatch):
-    from corpus.errors import DataError
+    from errors import DataError
     from training.device import resolve_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -214,7 +214,7 @@ def test_paper_config_resolves_for_the_world_size(world, micro_rows, accum):
 
 
 def test_world_size_that_cannot_keep_the_rows_is_refused():
-    from corpus.errors import DataError
+    from errors import DataError
     from training.config import for_world_size
 
     with pytest.raises(DataError, match="cannot be split over 3 ranks"):
@@ -443,7 +443,7 @@ def test_uncompiled_cuda_training_takes_sdpa(compile_, attention, flex):
 
 
 def test_explicit_flex_without_compile_on_cuda_is_refused_in_one_line():
-    from corpus.errors import DataError
+    from errors import DataError
     from training.trainer import Trainer
 
     cfg = resolve_config(None, SMALL + ["compile=off", "attention=flex"])

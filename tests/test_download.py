@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from corpus.download import download_all, download_file
-from corpus.errors import DataError
+from errors import DataError
 
 
 def _parquet_bytes(texts):

@@ -37,7 +37,7 @@ from audit.__main__ import main as audit_main
 from audit.pipeline import StreamInput
 from audit.topology import share_counts, shares
 from comparison import run_six
-from corpus.errors import DataError
+from errors import DataError
 from fanout import Task, TaskFailed, open_engine
 from fanout.task import check_reads
 from fanout.ray_engine import ClusterLost, as_driver, batches, lost_line

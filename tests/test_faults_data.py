@@ -14,7 +14,7 @@ import pytest
 import prepare
 from audit.__main__ import main as audit_main
 from conftest import ROOT
-from corpus.errors import DataError
+from errors import DataError
 from corpus.layout import Layout
 import corpus.runlock
 from corpus.runlock import FolderLocked, folder_lock, lock_file

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import ROOT
-from corpus.errors import DataError
 from corpus.layout import Layout
 from corpus.runlock import folder_lock
+from errors import DataError
 from eval.__main__ import main as eval_main
 from eval.confirmation import confirmation_fingerprint
 from eval.plan import evaluation_plan

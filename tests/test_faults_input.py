@@ -13,7 +13,7 @@ import audit.run as audit_run
 import train as train_cli
 from audit.__main__ import main as audit_main
 from audit.api import trace
-from corpus.errors import DataError
+from errors import DataError
 from eval.official import main as official_main
 from manifests.__main__ import main as manifest_main
 from train import train

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 import train as train_cli
-from corpus.errors import DataError
+from errors import DataError
 from corpus.runlock import folder_lock
 from train import train
 from training.checkpoint import newest_good_checkpoint

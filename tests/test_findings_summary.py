@@ -48,7 +48,7 @@ def _packer(rng, name, applies=True):
             "crop_events": rng.randrange(5000), "crop_median_emitted": float(rng.randrange(1, 30)),
             "crops_emitting_only_bos": rng.randrange(500), "bos_added": rng.randrange(900),
             "sources_longer_than_R_arrived": 900, "sources_longer_than_R_started": rng.randrange(900),
-            "share_emitted_from_long_sources": rng.random(),
+            "share_emitted_from_long_sources": rng.random(), "startup_delay_targets": rng.randrange(10**6),
             "protected": {"applies": applies, "proposition_held": True if applies else None, "size": rng.randrange(1, 999),
                           "tokens": rng.randrange(arrived), "share_of_arrived": rng.random(), "share_of_buffered": rng.random(),
                           "all_buffered_unstarted": True}}
@@ -57,7 +57,7 @@ def _packer(rng, name, applies=True):
 def fake_run(root, rng):
     pk = {n: _packer(rng, n, n != "segment_first") for n in ("original", "random_span", "lossless", "segment_first")}
     _write(root / "audit" / "summary.json", {
-        "packers": pk, "buffer": 20, "row_capacity": 129, "targets": 81920,
+        "schema": "audit-summary/1", "packers": pk, "buffer": 20, "row_capacity": 129, "targets": 81920,
         "permutations": {"count": 5, "min": 1234567, "max": 2345678},
         "pass_bounds": [{"length_at_least": 4096, "sources_per_pass": 7, "earliest_possible_pass": 3},
                         {"length_at_least": 39167, "sources_per_pass": 1, "earliest_possible_pass": 20}]})
@@ -208,8 +208,9 @@ def test_regime_table_has_a_column_per_run(tmp_path):
     fake_run(tmp_path, random.Random(3))
     ind = {"longest_chunks_share_of_B": 0.02, "protected_share_of_arrived": 0.4987, "passes_started": 2,
            "arrived_over_B": 23.21, "share_emitted_from_long_sources": 0.0697}
-    _write(tmp_path / "audit" / "regime.json",
-           {"columns": {"this audit": ind, "tiny training": {**ind, "passes_started": 1, "arrived_over_B": 64.0}}})
+    regime = {"columns": {"this audit": ind, "tiny training": {**ind, "passes_started": 1, "arrived_over_B": 64.0}}}
+    s = json.loads((tmp_path / "audit" / "summary.json").read_text())
+    _write(tmp_path / "audit" / "summary.json", {**s, "regime": regime})  # regime.json repeats it: read from here
     md = render(build(tmp_path), tmp_path)
     part = md.split("## Regime", 1)[1].split("\n## ", 1)[0]
     assert "| indicator | this audit | tiny training | paper |" in part

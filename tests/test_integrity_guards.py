@@ -12,8 +12,8 @@ import shutil
 import pytest
 
 from corpus.atomic import atomic_write_json
-from corpus.errors import DataError
 from corpus.layout import Layout
+from errors import DataError
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from conftest import ROOT
 # The levels, lowest first. A part (a top-level package, module or script folder) may import only parts
 # on lower levels; siblings on one level never import each other. README's "Layout" section draws it.
 LEVELS = (
-    ("checkers", "console"),  # checkers/ imports nothing of the project, at any level
+    ("checkers", "console", "errors"),  # checkers/ imports nothing of the project, at any level; errors/ the error type
     ("corpus",),
     ("presets", "loaders", "manifests", "prepare", "fanout", "records"),
     ("training", "findings"),

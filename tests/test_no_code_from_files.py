@@ -14,7 +14,7 @@ import torch
 from conftest import one_line_error
 
 import train as train_cli
-from corpus.errors import DataError
+from errors import DataError
 from corpus.layout import Layout
 from corpus.tokenizer import RECORD, load_encoding, load_token_bytes
 from corpus.verify import file_record

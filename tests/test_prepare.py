@@ -9,7 +9,7 @@ import pytest
 
 import prepare
 from corpus import bench as tokenizer_bench
-from corpus.errors import DataError
+from errors import DataError
 from corpus.layout import Layout
 from corpus.pretokenize import TokenShard, refill_boundaries
 from corpus.shards import iter_row_group_texts, open_shard

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from corpus.errors import DataError
+from errors import DataError
 from presets import shapes, six
 from presets.typed import at_least, build
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from corpus.errors import DataError
+from errors import DataError
 from corpus.layout import Layout
 from eval.runs import find_runs
 from eval.plan import evaluation_plan

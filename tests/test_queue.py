@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import QUEUE_CFG, QUEUE_SETTINGS, ROOT, one_line_error, queue_script
 
-from corpus.errors import DataError
+from errors import DataError
 from shardqueue import api as rq
 from shardqueue import calibration
 from shardqueue.engine import run_folder

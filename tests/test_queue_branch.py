@@ -7,7 +7,7 @@ runs on scripted control losses (training only counts targets), so each decision
 exactly where the rule puts it. The calibrated tiny world comes from tests/test_queue.py."""
 import pytest
 
-from corpus.errors import DataError
+from errors import DataError
 from shardqueue import api as rq
 from shardqueue.calibration import calibrated_state
 from shardqueue.checks.replay import check_branch, check_records_strictly

@@ -126,7 +126,7 @@ def test_add_source_refuses_bad_names_in_one_line(calibrated, tmp_path, capsys):
 
 
 def test_a_domains_file_with_a_bad_rule_is_one_line(tmp_path):
-    from corpus.errors import DataError
+    from errors import DataError
     from shardqueue.world.domains import load_domains
 
     p = tmp_path / "d.json"
@@ -199,7 +199,7 @@ def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, t
     before = [r for r in recs if r["event"] == "rotation" and r["seq"] < src["seq"]]
     assert len(before) == at  # not inside the rotation that was running, but at the boundary after it
     assert reconstruct_folder(out, out=lambda s: None) == 0
-    from corpus.errors import DataError
+    from errors import DataError
 
     with pytest.raises(DataError, match="has finished"):
         rq.run(out, calibrated["strict"], resume=True, log=lambda s: None, report=False,

@@ -24,7 +24,7 @@ import uuid
 import pytest
 from conftest import ROOT
 
-from corpus.errors import DataError
+from errors import DataError
 from records.provenance import machine
 from shardqueue import api as rq
 from shardqueue.engine.log import line_of, record_sha256, verify_chain

@@ -3,7 +3,7 @@ hand: a rotation, a flag, a deferral, a quarantine, a return, a new source, and 
 impossible record refused. Fast enough to be the mutation tests of shardqueue/engine/state.py."""
 import pytest
 
-from corpus.errors import DataError
+from errors import DataError
 from shardqueue.engine.state import apply, initial_state
 
 

@@ -926,7 +926,7 @@ def test_small_preset_meets_its_design_rules():
 def test_a_study_preset_names_its_bad_seed_settings():
     from dataclasses import replace
 
-    from corpus.errors import DataError
+    from errors import DataError
     from shardqueue.study.presets import PRESETS
 
     with pytest.raises(ValueError, match="seeds must be two or more"):

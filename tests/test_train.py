@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import ROOT
-from corpus.errors import DataError
+from errors import DataError
 from train import main as train_main
 from train import train
 from training.trainer import build_model

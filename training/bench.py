@@ -64,7 +64,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 sys.path.insert(0, str(ROOT))  # run as a script: the repository's packages
 
-from corpus.errors import DataError  # noqa: E402
+from errors import DataError  # noqa: E402
 from training.config import resolve_config  # noqa: E402
 from training.model import GPT, ModelConfig  # noqa: E402
 from training.optim import build_optimizers  # noqa: E402

@@ -23,10 +23,10 @@ import numpy as np
 import torch
 
 from corpus.atomic import atomic_write_bytes, atomic_write_json, sha256_file
-from corpus.errors import DataError
+from errors import DataError
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE_DIRS = ("training", "loaders", "eval", "corpus", "audit", "presets", "protocols", "comparison")
+CODE_DIRS = ("training", "loaders", "eval", "corpus", "errors", "audit", "presets", "protocols", "comparison")
 
 
 def code_sha256() -> dict:

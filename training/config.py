@@ -6,7 +6,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
-from corpus.errors import DataError
+from errors import DataError
 from loaders.core import PACKERS
 from presets.shapes import PAPER
 from presets.six import CONDITIONS  # a condition's name is accepted as its packer's (loader=segmented)

@@ -20,7 +20,7 @@ import re
 import numpy as np
 import torch
 
-from corpus.errors import DataError
+from errors import DataError
 
 _SPEC = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 

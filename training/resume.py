@@ -23,7 +23,7 @@ from pathlib import Path
 
 import training.checkpoint as files  # the module, so a test can stand in changed code for code_sha256
 from corpus.atomic import atomic_write_text
-from corpus.errors import DataError
+from errors import DataError
 from training.config import config_sha256, resume_differences
 
 RUN_FILES = ("train_log.jsonl", "summary.json", "official_rows.parquet")

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from corpus.errors import DataError
+from errors import DataError
 from training.config import TrainConfig
 from training.device import autocast, bf16_autocast
 from training.model import GPT, ModelConfig

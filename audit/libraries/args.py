@@ -7,7 +7,7 @@ report's `settings` states each value used.
 """
 from dataclasses import dataclass
 
-from corpus.errors import DataError
+from errors import DataError
 
 
 def _on_off(v):
@@ -116,21 +116,21 @@ def value(args, key):
 LOADERS = ("megatron_", "grain_", "foundry_", "llamafactory_", "axolotl_")  # this package's packers
 
 
-def loader_settings(args, packers) -> dict:
-    """--loader-arg parsed and checked against the packers audited; a --pipeline preset's ranks filled in (axolotl
-    deals its bins to the ranks). Every loader here needs seq_length = R - 1 of at least 2 (helpers.cpp:166)."""
-    out = parse_loader_args(getattr(args, "loader_arg", ()))
-    preset = getattr(args, "preset", None)
+def loader_settings(pairs, packers, row_capacity, preset=None, ranks=1) -> dict:
+    """--loader-arg pairs parsed and checked against the packers audited; a --pipeline preset's ranks filled in
+    (axolotl deals its bins to the ranks). Every loader here needs seq_length = R - 1 of at least 2
+    (helpers.cpp:166)."""
+    out = parse_loader_args(pairs)
     if getattr(preset, "ranks_arg", "") and any(reads(preset.ranks_arg, p) for p in packers):
-        out.setdefault(preset.ranks_arg, args.ranks)
+        out.setdefault(preset.ranks_arg, ranks)
     for k in out:
         if not any(reads(k, p) for p in packers):
             raise DataError(f"--loader-arg {k}: none of the audited packers reads it (it is for "
                             f"{', '.join(x.rstrip('_') for x in KEYS[k].loaders)})")
     ours = [p for p in packers if p.startswith(LOADERS)]
-    if ours and args.row_capacity - 1 < 2:
-        raise DataError(f"--row-capacity {args.row_capacity}: {ours[0]} packs seq_length = R - 1 = "
-                        f"{args.row_capacity - 1} tokens a row; it must be at least 2 (Megatron's build_sample_idx "
+    if ours and row_capacity - 1 < 2:
+        raise DataError(f"--row-capacity {row_capacity}: {ours[0]} packs seq_length = R - 1 = "
+                        f"{row_capacity - 1} tokens a row; it must be at least 2 (Megatron's build_sample_idx "
                         "asserts seq_length > 1)")
     if "weights" in out:
         check_weights(out["weights"], None)

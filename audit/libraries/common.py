@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from corpus.errors import DataError
+from errors import DataError
 
 PAD, BOS, EOS = 0, 1, 2
 FIRST_ID = 16

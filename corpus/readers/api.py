@@ -4,7 +4,6 @@ import time
 
 import numpy as np
 
-from corpus.errors import DataError
 from corpus.readers.cache import READER_VERSION, HashMemo, LengthCache, check_folder
 from corpus.readers.encoders import TokenizerSpec, restore, single_threaded, tokenizer_spec
 from corpus.readers.parallel import Progress, cores, local_runner
@@ -12,6 +11,7 @@ from corpus.readers.result import assemble
 from corpus.readers.settings import Settings
 from corpus.readers.sources import sources
 from corpus.readers.units import plan
+from errors import DataError
 
 
 def corpus_lengths(paths, tokenizer=None, *, format=None, column=None, label=None, bos="auto", bos_id=None,

@@ -18,9 +18,9 @@ import numpy as np
 
 from console.progress import bar
 from corpus.atomic import atomic_file, atomic_write_json, sha256_file
-from corpus.errors import DataError
 from corpus.readers.result import CorpusLengths
 from corpus.readers.units import UnitResult
+from errors import DataError
 
 READER_VERSION = 1  # raised when a reader's counting changes: older cached lengths are then not reused
 HASHES = "sha256.json"

@@ -30,8 +30,8 @@ import tiktoken_ext.openai_public as openai_public
 import tokenizers
 
 from corpus.atomic import sha256_file
-from corpus.errors import DataError
 from corpus.tokenizer import RECORD, TOKENIZER_FILE, bos_id, load_encoding
+from errors import DataError
 
 KINDS = ("tokenizers", "tiktoken", "packaudit")
 

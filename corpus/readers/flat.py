@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from corpus.errors import DataError
 from corpus.readers.settings import Batch, Unit
+from errors import DataError
 
 SCAN = 1 << 24  # tokens compared with the separator at a time: memory follows this, not the file
 NPY_MAGIC = b"\x93NUMPY"

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import zstandard
 
-from corpus.errors import DataError
 from corpus.readers.settings import LABEL_COLUMNS, TEXT_COLUMNS, TOKEN_COLUMNS, Batch, Unit
+from errors import DataError
 
 PART_BYTES = 64 << 20
 DAMAGED = (OSError, EOFError, zlib.error, zstandard.ZstdError)  # a truncated or corrupt stream

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from corpus.errors import DataError
 from corpus.readers.settings import Batch, Unit
+from errors import DataError
 
 HEADER = b"MMIDIDX\x00\x00"
 DTYPES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6: np.float64, 7: np.float32, 8: np.uint16}

@@ -13,9 +13,9 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolE
 from concurrent.futures.process import BrokenProcessPool
 
 from console.progress import bar
-from corpus.errors import DataError
 from corpus.readers.encoders import single_threaded
 from corpus.readers.units import count_unit
+from errors import DataError
 
 
 def cores() -> int:

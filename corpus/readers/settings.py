@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from corpus.errors import DataError
+from errors import DataError
 
 BOS_POLICIES = ("auto", "add", "none")
 TOKEN_DTYPES = ("uint16", "uint32")

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 
 FORMATS = ("datasets", "parquet", "arrow", "jsonl", "megatron", "tokens")
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz", ".json.gz", ".jsonl.zst", ".ndjson.zst", ".json.zst")

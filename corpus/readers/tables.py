@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus.errors import DataError
 from corpus.readers.settings import LABEL_COLUMNS, TEXT_COLUMNS, TOKEN_COLUMNS, Batch, Unit
+from errors import DataError
 
 PART_BYTES = 64 << 20  # a parquet unit: row groups up to this many uncompressed bytes (at least one)
 TOKEN_BATCH = 1 << 16  # rows per parquet read of a token column (only offsets are kept)

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from corpus.errors import DataError
 from corpus.readers import flat, jsonl, megatron, tables
 from corpus.readers.encoders import cached_encoder
+from errors import DataError
 
 READERS = {"parquet": tables, "arrow": tables, "datasets": tables, "jsonl": jsonl, "megatron": megatron,
            "tokens": flat}

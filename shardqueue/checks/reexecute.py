@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 from records.reexecution import FILE as RESULT
 from records.provenance import machine
 from records.reexecution import Reexecution

@@ -17,7 +17,7 @@ import math
 import sys
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 from shardqueue.calibration import open_calibration
 from shardqueue.engine.log import read_log, verify_chain
 from shardqueue.engine.run_folder import corpus_identity

@@ -19,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from corpus.errors import DataError
+from errors import DataError
 
 
 def read_log(path, repair=False, log=print):

@@ -3,7 +3,7 @@ for each arm): the policy and its parameters, the seed, the budget, the rotation
 the final decay inside the queue; and the policy the plan names, built on a calibration record."""
 from dataclasses import dataclass, replace
 
-from corpus.errors import DataError
+from errors import DataError
 from shardqueue.policy.measured import CurveResiduals, QueueRule
 from shardqueue.policy.unmeasured import FixedPositions, PlainOrder, RandomRejection
 from shardqueue.settings import POLICIES, branch_mode

@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 
 from corpus.atomic import atomic_write_bytes, sha256_file
-from corpus.errors import DataError
 from corpus.layout import Layout, default_data_dir
+from errors import DataError
 from shardqueue.engine.start_record import settings_differences
 from shardqueue.world.rotation import load_rotation, save_rotation
 from training.checkpoint import checkpoint_bytes, data_identity, newest_good_checkpoint

@@ -2,7 +2,7 @@
 parameters, the machine), resumed after a kill (from its log and its newest good checkpoint, the records the
 log lacks appended first), or continued at one checkpoint of a logged run (re-execution, checks/reexecute.py,
 into a scratch folder)."""
-from corpus.errors import DataError
+from errors import DataError
 from shardqueue.engine.log import DecisionLog, line_of, read_log, record_sha256, verify_chain
 from records.provenance import machine
 from shardqueue.engine.start_record import start_settings

@@ -17,7 +17,7 @@ back, so it is trained again only once every other reserve shard has been used.
 """
 import copy
 
-from corpus.errors import DataError
+from errors import DataError
 
 
 def initial_state(fresh, reserve=()):

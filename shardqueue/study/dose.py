@@ -28,8 +28,8 @@ import numpy as np
 
 from console.progress import bar as progress_bar
 from corpus.atomic import atomic_write_json, atomic_write_text
-from corpus.errors import DataError
 from corpus.shards import iter_row_group_texts
+from errors import DataError
 from shardqueue.calibration import calibrated_state, open_calibration
 from shardqueue.engine.packing import shard_rows, shard_tokens
 from shardqueue.engine.training import one_thread, train_rows

@@ -21,9 +21,9 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from corpus.atomic import atomic_write_json
-from corpus.errors import DataError, os_error_line
 from corpus.layout import default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
+from errors import DataError, os_error_line
 from fanout import Engine, Task, gpus_for, open_engine
 from records import provenance
 from records.study import StudySummary

@@ -17,7 +17,7 @@ import random
 import numpy as np
 import pyarrow.parquet as pq
 
-from corpus.errors import DataError
+from errors import DataError
 from loaders.stream import DocumentStream
 from shardqueue.world.damage import DAMAGES
 from shardqueue.world.rotation import shard_record

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpus.errors import DataError
+from errors import DataError
 from eval.official import score_fixed_shape
 from training.device import bf16_autocast
 

@@ -13,7 +13,7 @@ from collections import Counter
 
 import numpy as np
 
-from corpus.errors import DataError
+from errors import DataError
 from shardqueue.world.corpus_view import sha_key
 from shardqueue.world.damaged_pool import add_damaged_shards
 from shardqueue.world.domains import OVERLAP_SAMPLE_TOKENS, sampled_overlap

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 import pyarrow.parquet as pq
 
-from corpus.errors import DataError
+from errors import DataError
 from protocols.protocol import load_protocol, write_protocol
 from shardqueue.world.domains import register_of
 

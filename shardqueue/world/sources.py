@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from corpus.atomic import sha256_file
-from corpus.errors import DataError
 from corpus.parquet_corpus import read_documents
+from errors import DataError
 from protocols.protocol import load_protocol, write_protocol
 from shardqueue.world.damaged_pool import append_documents
 from shardqueue.world.domains import text_sha256

@@ -1,4 +1,7 @@
-"""One exception type for bad input; command lines print it as a single line."""
+"""The project's one error type, at the bottom of the house: bad or missing input (DataError), said in one line
+that names the file, which every command line prints as `error: ...` with exit status 2; the line for a failed
+read or write (os_error_line); and the output-path checks made before any work (check_out_folder, check_out_file).
+Imports nothing of the project, so every part may raise it (fanout's TaskFailed is one)."""
 import errno
 import os
 from pathlib import Path

@@ -1,0 +1,82 @@
+"""One audit's table across packers (comparison.json, schema "audit-comparison/1"): each packer's row at one
+budget (shares of the arrived tokens, sources never started, the long sources' first and last tenth exposed, the
+Proposition), who refused the stream, who was left out, and the sentence. audit/compare.py computes it,
+audit/run.py writes it through this record; the findings page and compare.headline read it."""
+from dataclasses import dataclass
+from pathlib import Path
+
+from corpus.atomic import atomic_write_json
+from records.json_record import check_schema, picked, read_json
+
+SCHEMA = "audit-comparison/1"
+FILE = "comparison.json"
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One packer's row (audit/compare.py packer_row; the file's row holds more)."""
+    how: str  # replayed, traced, or a rule's whole line (whose code it is from)
+    rows: int  # rows made
+    budget_rows: int  # rows asked for
+    budget_reached: bool
+    emitted_share: float
+    discarded_share: float
+    buffered_share: float
+    padding_share: float
+    sources_never_started: int
+    long_arrived: int
+    long_never_started: int
+    long_first_tenth_exposed: float | None
+    long_last_tenth_exposed: float | None
+    least_represented_label: list | None  # [label, representation]
+    continuation_rows: int
+    proposition: str  # held, VIOLATED, or n/a and why
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """comparison.json as one record; `values` is the file's content, key for key."""
+    values: dict
+    targets: int
+    row_capacity: int
+    buffer: int
+    passes: float
+    packers: dict  # {name: ComparisonRow}
+    refused: dict  # {name: why}
+    left_out: dict  # {name: why}: packers a caller chose not to run
+    sentence: str
+
+    @classmethod
+    def from_json(cls, d, where=FILE) -> "Comparison":
+        check_schema(d, where, SCHEMA)
+        top = picked(_ComparisonFile, d, where)
+        return cls(d, top.targets, top.row_capacity, top.buffer, top.passes,
+                   {n: picked(ComparisonRow, r, f"{where}: packers.{n}") for n, r in top.packers.items()},
+                   top.refused, top.left_out, top.sentence)
+
+    @classmethod
+    def of(cls, values) -> "Comparison":
+        """The record of a comparison the audit made (audit/compare.py), its schema added."""
+        return cls.from_json({**values, "schema": SCHEMA}, "the audit's comparison")
+
+    @classmethod
+    def load(cls, folder) -> "Comparison | None":
+        """The comparison of an audit folder; None when there is none."""
+        path = Path(folder) / FILE
+        d = read_json(path)
+        return None if d is None else cls.from_json(d, str(path))
+
+    def write(self, folder):
+        atomic_write_json(Path(folder) / FILE, self.values)
+
+
+@dataclass(frozen=True)
+class _ComparisonFile:
+    targets: int
+    row_capacity: int
+    buffer: int
+    passes: float
+    packers: dict
+    refused: dict
+    left_out: dict
+    sentence: str

@@ -1,0 +1,70 @@
+"""The frontier (frontier.json, schema "audit-frontier/1"): every configuration of a --sweep replayed to one
+budget, its crop waste, long sources never started and their last tenth's exposure, the Pareto set and the
+cheapest listed change that starts every long source. audit/sweep.py writes it through this record; the findings
+page reads it."""
+from dataclasses import dataclass
+from pathlib import Path
+
+from corpus.atomic import atomic_write_json
+from records.json_record import check_schema, picked, read_json
+
+SCHEMA = "audit-frontier/1"
+FILE = "frontier.json"
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    """One configuration's point (audit/sweep.py measure; the file's point holds more)."""
+    row_capacity: int
+    buffer: int
+    packer: str
+    ranks: int
+    crop_waste: float
+    long_arrived: int
+    long_never_started: int
+    last_tenth_exposure: float | None
+    current: bool  # the command line's configuration
+    paper: bool  # the paper's
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """frontier.json as one record; `values` is the file's content, key for key."""
+    values: dict
+    targets: int
+    reference_length: int  # long sources: longer than this (the command line's R, for every configuration)
+    points: list  # [FrontierPoint]
+    pareto: list  # indices of the points no other one beats on all three measures
+    cheapest_change: str
+
+    @classmethod
+    def from_json(cls, d, where=FILE) -> "Frontier":
+        check_schema(d, where, SCHEMA)
+        top = picked(_FrontierFile, d, where)
+        return cls(d, top.targets, top.reference_length,
+                   [picked(FrontierPoint, p, f"{where}: points[{i}]") for i, p in enumerate(top.points)],
+                   top.pareto, top.cheapest_change)
+
+    @classmethod
+    def of(cls, values) -> "Frontier":
+        """The record of a frontier the sweep made, its schema added."""
+        return cls.from_json({**values, "schema": SCHEMA}, "the frontier")
+
+    @classmethod
+    def load(cls, folder) -> "Frontier | None":
+        """The frontier of a sweep's folder; None when there is none."""
+        path = Path(folder) / FILE
+        d = read_json(path)
+        return None if d is None else cls.from_json(d, str(path))
+
+    def write(self, folder):
+        atomic_write_json(Path(folder) / FILE, self.values)
+
+
+@dataclass(frozen=True)
+class _FrontierFile:
+    targets: int
+    reference_length: int
+    points: list
+    pareto: list
+    cheapest_change: str

@@ -1,0 +1,95 @@
+"""The audit's records (records/audit_summary.py, audit_comparison.py, frontier.py): what an audit writes reads
+back through each loader with the file's numbers; a file of another version, or one that lacks a key its
+readers need, is one line naming the file; and the findings page reports such a folder as not run."""
+import json
+
+import numpy as np
+import pytest
+
+from audit.__main__ import main as audit_main
+from errors import DataError
+from findings.summary import build
+from records.audit_comparison import Comparison
+from records.audit_summary import AuditSummary
+from records.frontier import Frontier
+
+R, B = 33, 4
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    """An audit at 2 ranks (a topology) and a frontier, of one small length file."""
+    d = tmp_path_factory.mktemp("records")
+    rng = np.random.default_rng(5)
+    L = rng.integers(1, 24, size=900)
+    L[::13] = rng.integers(R + 1, 5 * R, size=len(L[::13]))
+    (d / "L.txt").write_text("\n".join(map(str, L)) + "\n")
+    base = ["--lengths", str(d / "L.txt"), "--row-capacity", str(R), "--buffer", str(B), "--targets",
+            str(200 * (R - 1)), "--permutations", "2", "--no-figures"]
+    assert audit_main(base + ["--packers", "original,segment_first,concat_chunk", "--ranks", "2",
+                              "--out", str(d / "audit")]) == 0
+    assert audit_main(base + ["--sweep", "buffer=2,4", "--out", str(d / "frontier")]) == 0
+    return d
+
+
+def test_each_record_reads_back_what_the_audit_wrote(audited):
+    raw = json.loads((audited / "audit" / "summary.json").read_text())
+    s = AuditSummary.load(audited / "audit")
+    assert s.values == raw and raw["schema"] == "audit-summary/1"
+    for name, p in s.packers.items():
+        f = raw["packers"][name]
+        assert (p.emitted, p.discarded, p.buffered, p.partition_holds) == \
+            (f["emitted"], f["discarded"], f["buffered"], f["partition_holds"])
+        assert p.protected.size == f["protected"]["size"] and p.protected.applies == f["protected"]["applies"]
+    assert s.permutations.count == 2 and [b.length_at_least for b in s.pass_bounds] == \
+        [b["length_at_least"] for b in raw["pass_bounds"]]
+    assert set(s.regime) == set(raw["regime"]["columns"])
+    t, ft = s.topology, raw["topology"]
+    assert (t.ranks, t.worker_streams, t.split_by) == (2, 2, "document")
+    m = ft["packers"]["original"]["merged"]
+    assert t.packers["original"].merged.long_never_started == \
+        m["sources_longer_than_R_arrived"] - m["sources_longer_than_R_started"]
+    assert [w.sources_arrived for w in t.packers["original"].workers] == \
+        [w["sources_arrived"] for w in ft["packers"]["original"]["workers"]]
+    c = Comparison.load(audited / "audit")
+    rawc = json.loads((audited / "audit" / "comparison.json").read_text())
+    assert c.values == rawc and rawc["schema"] == "audit-comparison/1"
+    assert {n: r.long_never_started for n, r in c.packers.items()} == \
+        {n: r["long_never_started"] for n, r in rawc["packers"].items()}
+    f = Frontier.load(audited / "frontier")
+    rawf = json.loads((audited / "frontier" / "frontier.json").read_text())
+    assert f.values == rawf and [p.crop_waste for p in f.points] == [p["crop_waste"] for p in rawf["points"]]
+    assert f.pareto == rawf["pareto"] and sum(p.current for p in f.points) == 1
+
+
+@pytest.mark.parametrize("load,folder,file", [
+    (AuditSummary.load, "audit", "summary.json"), (Comparison.load, "audit", "comparison.json"),
+    (Frontier.load, "frontier", "frontier.json")])
+def test_another_version_or_a_missing_key_is_one_line_naming_the_file(audited, tmp_path, load, folder, file):
+    raw = json.loads((audited / folder / file).read_text())
+    (tmp_path / file).write_text(json.dumps({**raw, "schema": raw["schema"][:-1] + "0"}))
+    with pytest.raises(DataError, match=f"{tmp_path / file}: schema .*expected '{raw['schema']}'"):
+        load(tmp_path)
+    (tmp_path / file).write_text(json.dumps({k: v for k, v in raw.items() if k != "targets"}))
+    with pytest.raises(DataError, match=f"^{tmp_path / file}: missing targets$"):
+        load(tmp_path)
+    assert load(tmp_path / "none") is None  # a stage that did not run
+
+
+def test_a_packers_record_names_the_key_it_lacks(audited, tmp_path):
+    raw = json.loads((audited / "audit" / "summary.json").read_text())
+    del raw["packers"]["segment_first"]["protected"]["tokens"]
+    (tmp_path / "summary.json").write_text(json.dumps(raw))
+    with pytest.raises(DataError, match="packers.segment_first: protected: missing tokens$"):
+        AuditSummary.load(tmp_path)
+
+
+def test_the_findings_page_reports_a_folder_of_an_older_audit_as_not_run(audited, tmp_path):
+    run = tmp_path / "run"
+    (run / "audit").mkdir(parents=True)
+    raw = json.loads((audited / "audit" / "summary.json").read_text())
+    del raw["schema"]  # as the audit wrote it before its records were versioned
+    (run / "audit" / "summary.json").write_text(json.dumps(raw))
+    secs = {s.key: s for s in build(run)}
+    assert secs["s3"].headline.startswith("Not run") and secs["s5_1"].headline.startswith("Not run")
+    assert secs["regime"].text == ["No regime indicators were written (audit/regime.json is missing)."]
