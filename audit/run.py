@@ -185,7 +185,7 @@ def compute(plan, stream, work, engine=None):
     if plan.runs_worker_streams:
         t = plan.topology
         summary["topology"] = audit_topology(stream, packers, rows, R, B, work, t.streams_ranks, t.streams_workers,
-                                             t.group, t.refill_docs, user, engine)
+                                             t.group, t.refill_docs, user, engine, plan.fates)
     summary["seconds"] = round(time.time() - t0, 2)
     return summary
 

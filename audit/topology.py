@@ -163,34 +163,35 @@ def merge_exposure(tables):
     return [] if arrived is None else exposure_rows(arrived, emitted)
 
 
-def share_counts(share, packer, rows, R, B, work, w, user=None):
+def share_counts(share, packer, rows, R, B, work, w, user=None, fates=True):
     """One worker stream's audit of one packer, as summary.json keeps it. Its events are scratch (the
     one-stream events are kept): in work/.topology-W-work, which the audit removes with its other scratch,
     or, on a Ray node that does not see `work`, in a temporary folder removed at once (its document counts are
-    kept; only its fate table is lost with the folder)."""
+    kept; only its fate table is lost with the folder). fates=False (--no-fates): no fate table is made, and
+    with it no document counts."""
     if Path(work).is_dir():
         d = Path(work) / f".topology-{w}-work"
         d.mkdir(exist_ok=True)
-        out = worker_counts(audit_packer(share, packer, rows, R, B, d, False, user))
+        out = worker_counts(audit_packer(share, packer, rows, R, B, d, False, user, fates=fates))
         if (d / f"fates_{packer}.parquet").exists():  # the driver gathers the worker streams' fates from here
             out["fates_file"] = str(d / f"fates_{packer}.parquet")
         return out
     with tempfile.TemporaryDirectory(prefix=f"topology-{w}-") as d:
         # the fate table is counted here too: the merged document counts must not depend on which node ran it
-        return worker_counts(audit_packer(share, packer, rows, R, B, Path(d), False, user))
+        return worker_counts(audit_packer(share, packer, rows, R, B, Path(d), False, user, fates=fates))
 
 
 def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, refill_docs=128, user=None,
-                   engine=None):
+                   engine=None, fates=True):
     """summary.json's 'topology': each worker stream's counts and the merged totals, per packer.
     engine: the fan-out engine (fanout/) the (packer, worker stream) audits go through; default, in this
-    process one after another."""
+    process one after another. fates=False (--no-fates): no worker stream makes a fate table."""
     W = worker_streams(ranks, workers)  # the stream was checked for W shares (check_topology) when it was read
     if rows < W:
         raise DataError(f"budget of {rows:,} rows is fewer than the {W} worker streams: each needs a row")
     parts, share_rows = shares(stream, W, group, refill_docs), rows_per_stream(rows, W)
     Path(work).mkdir(parents=True, exist_ok=True)
-    tasks = [Task(share_counts, (share, p, r, R, B, work, w, user), name=f"{p} worker stream {w}")
+    tasks = [Task(share_counts, (share, p, r, R, B, work, w, user, fates), name=f"{p} worker stream {w}")
              for p in packers for w, (share, r) in enumerate(zip(parts, share_rows))]
     got = iter((engine or LocalEngine()).run(tasks))
     per = {}

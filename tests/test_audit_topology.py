@@ -480,6 +480,20 @@ def test_the_worker_streams_fates_are_one_table_in_corpus_order_naming_each_docu
         assert len(want) >= 3 and merged[f"by_{key}"] == [{key: g, **{f: want[g][f] for f in FATES}} for g in order]
 
 
+def test_no_fates_reaches_every_worker_stream(tmp_path):
+    # --no-fates: no worker stream makes a fate table (none gathered, no document counts), its other counts as with
+    base = _stream(600, seed=6)
+    stream = StreamInput("s", "lengths", base.lengths, base.refills, base.labels,
+                         DocumentIndex.one_file("corpus.txt", base.lengths, base.labels))
+    on = audit_topology(stream, ["original"], 60, R, B, tmp_path / "on", 2, 1, refill_docs=REFILL)
+    off = audit_topology(stream, ["original"], 60, R, B, tmp_path / "off", 2, 1, refill_docs=REFILL, fates=False)
+    assert "fates_file" in on["packers"]["original"] and "fates_file" not in off["packers"]["original"]
+    assert not list((tmp_path / "off").rglob("fates_*.parquet")) and list((tmp_path / "on").rglob("fates_*.parquet"))
+    for a, b in zip(on["packers"]["original"]["workers"], off["packers"]["original"]["workers"]):
+        assert a["documents"] is not None and b["documents"] is None
+        assert {k: v for k, v in a.items() if k != "documents"} == {k: v for k, v in b.items() if k != "documents"}
+
+
 def whole_docs(docs, R=5):
     # one document a row, cut at R
     for d in docs:
