@@ -426,8 +426,8 @@ def test_the_command_line_exits_1_when_one_worker_stream_fails_a_check(tmp_path,
     # one is not checked); the merge, the final check, the report and the exit status are the real ones
     real = topology.share_counts
 
-    def counts(share, packer, rows, R_, B_, work, w, user=None):
-        c = real(share, packer, rows, R_, B_, work, w, user)
+    def counts(share, packer, rows, R_, B_, work, w, user=None, fates=True):
+        c = real(share, packer, rows, R_, B_, work, w, user, fates)
         return {**c, **hand} if (packer, w) == ("lossless", 2) else c
 
     monkeypatch.setattr(topology, "share_counts", counts)
