@@ -3,10 +3,8 @@ budget (shares of the arrived tokens, sources never started, the long sources' f
 Proposition), who refused the stream, who was left out, and the sentence. audit/compare.py computes it,
 audit/run.py writes it through this record; the findings page and compare.headline read it."""
 from dataclasses import dataclass
-from pathlib import Path
 
-from corpus.atomic import atomic_write_json
-from records.json_record import check_schema, picked, read_json
+from records.json_record import StageFile, check_schema, picked
 
 SCHEMA = "audit-comparison/1"
 FILE = "comparison.json"
@@ -34,8 +32,9 @@ class ComparisonRow:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(StageFile):
     """comparison.json as one record; `values` is the file's content, key for key."""
+    FILE, SCHEMA, WHAT = FILE, SCHEMA, "the audit's comparison"
     values: dict
     targets: int
     row_capacity: int
@@ -53,21 +52,6 @@ class Comparison:
         return cls(d, top.targets, top.row_capacity, top.buffer, top.passes,
                    {n: picked(ComparisonRow, r, f"{where}: packers.{n}") for n, r in top.packers.items()},
                    top.refused, top.left_out, top.sentence)
-
-    @classmethod
-    def of(cls, values) -> "Comparison":
-        """The record of a comparison the audit made (audit/compare.py), its schema added."""
-        return cls.from_json({**values, "schema": SCHEMA}, "the audit's comparison")
-
-    @classmethod
-    def load(cls, folder) -> "Comparison | None":
-        """The comparison of an audit folder; None when there is none."""
-        path = Path(folder) / FILE
-        d = read_json(path)
-        return None if d is None else cls.from_json(d, str(path))
-
-    def write(self, folder):
-        atomic_write_json(Path(folder) / FILE, self.values)
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,8 @@ regime indicators and, under a loader topology, each worker stream's counts and 
 The file holds more (the report's tables, the corpus, the figures): the whole of it is kept in `values`, typed
 where its readers look. audit/run.py writes it through this record; the findings page reads it."""
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from corpus.atomic import atomic_write_json
-from records.json_record import check_schema, picked, read_json
+from records.json_record import StageFile, check_schema, picked
 
 SCHEMA = "audit-summary/1"
 FILE = "summary.json"
@@ -145,8 +143,9 @@ class RegimeIndicators:
 
 
 @dataclass(frozen=True)
-class AuditSummary:
+class AuditSummary(StageFile):
     """summary.json as one record; `values` is the file's content, key for key."""
+    FILE, SCHEMA, WHAT = FILE, SCHEMA, "the audit's summary"
     values: dict
     targets: int
     row_capacity: int
@@ -173,21 +172,6 @@ class AuditSummary:
             None if not d.get("regime") else {n: picked(RegimeIndicators, c, f"{where}: regime.{n}")
                                               for n, c in d["regime"]["columns"].items()},
             None if not d.get("topology") else TopologySummary.from_json(d["topology"], f"{where}: topology"))
-
-    @classmethod
-    def of(cls, values) -> "AuditSummary":
-        """The record of a summary the audit made (audit/run.py), its schema added."""
-        return cls.from_json({**values, "schema": SCHEMA}, "the audit's summary")
-
-    @classmethod
-    def load(cls, folder) -> "AuditSummary | None":
-        """The summary of an audit folder; None when there is none (the audit did not run)."""
-        path = Path(folder) / FILE
-        d = read_json(path)
-        return None if d is None else cls.from_json(d, str(path))
-
-    def write(self, folder):
-        atomic_write_json(Path(folder) / FILE, self.values)
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,8 @@ budget, its crop waste, long sources never started and their last tenth's exposu
 cheapest listed change that starts every long source. audit/sweep.py writes it through this record; the findings
 page reads it."""
 from dataclasses import dataclass
-from pathlib import Path
 
-from corpus.atomic import atomic_write_json
-from records.json_record import check_schema, picked, read_json
+from records.json_record import StageFile, check_schema, picked
 
 SCHEMA = "audit-frontier/1"
 FILE = "frontier.json"
@@ -28,8 +26,9 @@ class FrontierPoint:
 
 
 @dataclass(frozen=True)
-class Frontier:
+class Frontier(StageFile):
     """frontier.json as one record; `values` is the file's content, key for key."""
+    FILE, SCHEMA, WHAT = FILE, SCHEMA, "the frontier"
     values: dict
     targets: int
     reference_length: int  # long sources: longer than this (the command line's R, for every configuration)
@@ -44,21 +43,6 @@ class Frontier:
         return cls(d, top.targets, top.reference_length,
                    [picked(FrontierPoint, p, f"{where}: points[{i}]") for i, p in enumerate(top.points)],
                    top.pareto, top.cheapest_change)
-
-    @classmethod
-    def of(cls, values) -> "Frontier":
-        """The record of a frontier the sweep made, its schema added."""
-        return cls.from_json({**values, "schema": SCHEMA}, "the frontier")
-
-    @classmethod
-    def load(cls, folder) -> "Frontier | None":
-        """The frontier of a sweep's folder; None when there is none."""
-        path = Path(folder) / FILE
-        d = read_json(path)
-        return None if d is None else cls.from_json(d, str(path))
-
-    def write(self, folder):
-        atomic_write_json(Path(folder) / FILE, self.values)
 
 
 @dataclass(frozen=True)

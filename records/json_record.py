@@ -1,10 +1,11 @@
 """A record in a JSON file, read back: its schema (name/version, the first thing checked), its keys exactly those
 its dataclass declares (from_mapping) or at least those (picked: a table that holds more than its readers read),
-and a one-line refusal naming the file otherwise."""
+and a one-line refusal naming the file otherwise. StageFile: a record kept as one JSON file in a stage's folder."""
 import dataclasses
 import json
 from pathlib import Path
 
+from corpus.atomic import atomic_write_json
 from errors import DataError
 
 
@@ -54,3 +55,25 @@ def picked(cls, d, where):
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise DataError(f"{where}: missing {f.name}")
     return cls(**kw)
+
+
+class StageFile:
+    """of, load and write for a record kept whole as one JSON file in a stage's folder. A subclass (a frozen
+    dataclass whose first field is `values`, the file's JSON) sets FILE, SCHEMA, WHAT (its name in a refusal of
+    a record made in memory) and from_json(d, where)."""
+    FILE = SCHEMA = WHAT = None
+
+    @classmethod
+    def of(cls, values):
+        """The record of values a stage made, its schema added."""
+        return cls.from_json({**values, "schema": cls.SCHEMA}, cls.WHAT)
+
+    @classmethod
+    def load(cls, folder):
+        """The record in a stage's folder; None when there is none (the stage did not run)."""
+        path = Path(folder) / cls.FILE
+        d = read_json(path)
+        return None if d is None else cls.from_json(d, str(path))
+
+    def write(self, folder):
+        atomic_write_json(Path(folder) / self.FILE, self.values)
