@@ -18,28 +18,35 @@ os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 ROOT = Path(__file__).resolve().parents[1]  # on sys.path through pyproject's pytest `pythonpath`
 
-import numpy as np  # noqa: E402
-
-from audit.compute import replay_packer  # noqa: E402
-from audit.feed import PassRefills  # noqa: E402
-from loaders.core import PackerCore  # noqa: E402
-from loaders.packers import Packer  # noqa: E402
-from loaders.stream import DocumentStream  # noqa: E402
 from presets.shapes import ModelShape  # noqa: E402
 from shardqueue.study import presets as study_presets  # noqa: E402
-from shardqueue.study.run import run_study  # noqa: E402
-from training.device import keep_freed_host_memory  # noqa: E402 - after OMP_NUM_THREADS, which torch reads once
 
-keep_freed_host_memory()  # as every command line does on CPU: the tests' in-process training runs take half the time
+# Late imports below (torch, the study, the packers): the process that only starts the two test processes
+# (xdist's controller) needs none of torch and the study, and imported them for ~3 s before either started.
 
 
 def pytest_configure(config):
-    """Once, in the process that starts the test processes (or the only one): the compiled loops loaded, or compiled
+    """In each process that runs tests: freed host memory kept (before any test module imports torch).
+    Once, in the process that starts the test processes (or the only one): the compiled loops loaded, or compiled
     and cached when this checkout has no cache yet (about 6 s of CPU), before any test process, Ray worker or
     command line the tests start needs them; else each compiles them on its own, side by side (a cold cache made the
     audit-on-Ray test take 67 s instead of 2)."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    worker = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+    controller = not worker and config.getoption("dist", "no") != "no"  # xdist's: it runs no test itself
+    if not controller:
+        from training.device import keep_freed_host_memory  # after OMP_NUM_THREADS, which torch reads once
+
+        keep_freed_host_memory()  # as every command line does on CPU: the in-process training runs take half the time
+    if worker:
         return
+    import numpy as np
+
+    from audit.compute import replay_packer
+    from audit.feed import PassRefills
+    from loaders.core import PackerCore
+    from loaders.packers import Packer
+    from loaders.stream import DocumentStream
+
     s = DocumentStream.from_lengths(np.arange(1, 40), refill_docs=4)
     core = PackerCore(s, "lossless", 17, 3)
     core.pack_rows(3)
@@ -177,6 +184,8 @@ MICRO_STUDY = study_presets.StudyPreset(
 
 def run_micro_study(out, data, engine="local"):
     """queue/study.py --preset micro (a preset the caller has put into the study's PRESETS)."""
+    from shardqueue.study.run import run_study
+
     return run_study(argparse.Namespace(preset="micro", out=str(out), data_dir=str(data), dry_run=False, curve=False,
                                         calibration=None, device="cpu", workers=1, engine=engine, ray_address=None),
                      log=lambda s: None)

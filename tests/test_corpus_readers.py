@@ -1,8 +1,8 @@
 """The corpus readers (corpus/readers, fanout/corpus_data.py): each format on a fixture its own library writes
 (datasets' save_to_disk and to_parquet, pyarrow, gzip and zstandard, megatron-core's IndexedDatasetBuilder, numpy's
 tofile and save), its lengths and labels against an independent count (the tokenizer's own encode_batch; len() of
-each token list); the same lengths in the same order from one worker, two and Ray Data; the cache reused and
-resumed; each bad input one line naming the file."""
+each token list); the same lengths in the same order from one worker, two and Ray Data (that test is in
+tests/test_fanout.py, on its cluster); the cache reused and resumed; each bad input one line naming the file."""
 import gzip
 import importlib.util
 import json
@@ -19,21 +19,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import ray
 import rustbpe
 import tiktoken
 import tiktoken.load
 import tiktoken_ext.openai_public as openai_public
 import torch
 import zstandard
-from conftest import ROOT
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from corpus.readers import cache as cache_module
 from corpus.readers import corpus_lengths, jsonl, parallel
 from corpus.tokenizer import bos_id, save_encoding, train_encoding
 from errors import DataError
-from fanout.corpus_data import corpus_lengths as engine_corpus_lengths
 
 BOS = 0  # the trained BPE's first special token
 WORDS = ("the", "packer", "buffer", "row", "longest", "document", "crop", "café", "naïve", "東京", "données",
@@ -284,28 +281,9 @@ def shards(corpus, tmp_path_factory):
     return d
 
 
-def test_two_workers_and_ray_data_give_one_workers_lengths_in_its_order(corpus, shards, monkeypatch, tmp_path):
-    k = len(corpus.texts) // 4
-    one = run([shards], corpus.tok)
-    assert one.lengths.tolist() == [c + 1 for c in corpus.counts[:4 * k]]
-    assert len(one.provenance["units"]) == 4  # one unit per file (small row groups run together)
-    two = run([shards], corpus.tok, workers=2)
-    assert "2 workers" in two.message
-    with monkeypatch.context() as mp:
-        mp.setenv("PYTHONPATH", str(ROOT))
-        ray.init(address="local", num_cpus=1, include_dashboard=False)  # our own, never a Ray running on this machine
-    (tmp_path / "latin.jsonl").write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
-    try:
-        on_ray = engine_corpus_lengths([shards], corpus.tok, engine="ray", progress=False)
-        with pytest.raises(DataError) as e:  # a Ray worker's bad-input error arrives as its one line
-            engine_corpus_lengths([tmp_path / "latin.jsonl"], corpus.tok, engine="ray", progress=False)
-        assert one_line(e, "latin.jsonl", "line 2", "not UTF-8").startswith(str(tmp_path))
-    finally:
-        ray.shutdown()
-    assert "Ray Data" in on_ray.message
-    for r in (two, on_ray):
-        for f in ("lengths", "labels", "doc_file", "doc_row"):
-            assert getattr(r, f).tolist() == getattr(one, f).tolist(), f
+# test_two_workers_and_ray_data_give_one_workers_lengths_in_its_order (one worker, two and Ray Data, on the fixtures
+# above) is in tests/test_fanout.py: its Ray Data runs on that file's two-node cluster, not on a local Ray started
+# and stopped here for it alone (~6 s of the suite's wall time)
 
 
 # ---- the cache

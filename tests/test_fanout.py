@@ -28,6 +28,7 @@ from conftest import MICRO_STUDY as MICRO
 from conftest import ROOT, one_line_error, queue_script
 from fanout_tasks import dies_once, fails_first
 from ray_cluster import RAY, TwoNodeRay
+from test_corpus_readers import corpus, one_line, run, shards  # noqa: F401 - corpus and shards: fixtures used below
 from test_main_job import MICRO as SIX_MICRO
 
 import audit.compute as compute
@@ -39,6 +40,7 @@ from audit.topology import share_counts, shares
 from comparison import run_six
 from errors import DataError
 from fanout import Task, TaskFailed, open_engine
+from fanout.corpus_data import corpus_lengths as engine_corpus_lengths
 from fanout.task import check_reads
 from fanout.ray_engine import ClusterLost, as_driver, batches, lost_line
 from presets import six as six_runs
@@ -144,6 +146,29 @@ def test_run_six_on_ray_equals_run_six_in_this_process(cluster, small_corpus, tm
     assert timeless(on_ray) == timeless(local)
     lines = [ln.split(":")[0] for ln in capsys.readouterr().out.splitlines() if ": official BPB " in ln]
     assert lines == [r["name"] for r in local] * 2, lines  # each run's result line, printed by the driver
+
+
+def test_two_workers_and_ray_data_give_one_workers_lengths_in_its_order(cluster, corpus, shards, tmp_path):
+    """tests/test_corpus_readers.py's corpus and shards: one worker, two, and Ray Data on this file's cluster (a Ray
+    the tests started, never one that happens to run on this machine; here rather than a local Ray of its own, which
+    cost ~6 s to start and stop for this test alone). Ray Data is used as the tests' ray.init left it."""
+    k = len(corpus.texts) // 4
+    one = run([shards], corpus.tok)
+    assert one.lengths.tolist() == [c + 1 for c in corpus.counts[:4 * k]]
+    assert len(one.provenance["units"]) == 4  # one unit per file (small row groups run together)
+    two = run([shards], corpus.tok, workers=2)
+    assert "2 workers" in two.message
+    (tmp_path / "latin.jsonl").write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
+    assert ray.is_initialized()
+    on_ray = engine_corpus_lengths([shards], corpus.tok, engine="ray", progress=False)
+    with pytest.raises(DataError) as e:  # a Ray worker's bad-input error arrives as its one line
+        engine_corpus_lengths([tmp_path / "latin.jsonl"], corpus.tok, engine="ray", progress=False)
+    assert one_line(e, "latin.jsonl", "line 2", "not UTF-8").startswith(str(tmp_path))
+    assert ray.is_initialized()  # the caller's own Ray is left running
+    assert "Ray Data" in on_ray.message
+    for r in (two, on_ray):
+        for f in ("lengths", "labels", "doc_file", "doc_row"):
+            assert getattr(r, f).tolist() == getattr(one, f).tolist(), f
 
 
 def test_a_task_whose_ray_worker_dies_is_run_again_to_the_undisturbed_result(cluster, tmp_path):
