@@ -15,6 +15,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # with ~/.ray/auth_token runs, so that this process can be the driver of tests/test_fanout.py's two-node cluster
 # (a local Ray turns token mode on by itself anyway). Set before any test module imports ray.
 os.environ.setdefault("RAY_AUTH_MODE", "token")
+# No Ray Data usage collection: its poller thread outlives the Ray Data test, keeps asking a Prometheus that is not
+# there and logs each failure with its traceback; pytest's log capture formats it, and Python 3.11 parses the
+# source line with `ast` to draw the carets, on that thread. Two threads building ASTs at once can fail the other
+# one's ast.parse with "SystemError: AST constructor recursion depth mismatch" (CPython gh-106905): it failed
+# prepare's parse of the offline corpus in a later test of the same process, once in four suite runs.
+os.environ.setdefault("RAY_DATA_USAGE_DISABLED", "1")
 
 ROOT = Path(__file__).resolve().parents[1]  # on sys.path through pyproject's pytest `pythonpath`
 
