@@ -68,7 +68,7 @@ def coverage_section(s, rel_to, out):
     perm = s.permutations
     if perm:
         s51.row(f"first long emission over {perm.count} permutations (targets)",
-                f"{perm.min:,}–{perm.max:,}",
+                "none within the budget" if perm.min is None else f"{perm.min:,}–{perm.max:,}",
                 f"{P1['startup_delay_min_targets'] / 1e6:.2f}–{P1['startup_delay_max_targets'] / 1e6:.2f} M")
     if "lossless" in pk:
         ll = pk["lossless"]

@@ -216,3 +216,13 @@ def test_regime_table_has_a_column_per_run(tmp_path):
     assert "| indicator | this audit | tiny training | paper |" in part
     assert "| stream passes started | 2 | 1 | 1 |" in part and "| sources arrived / B | 23.2 | 64.0 | 836.9 |" in part
     assert "| protected share of arrived tokens | 49.87% | 49.87% | 4.37% |" in part
+
+
+def test_permutations_that_emit_no_long_source_read_none_within_the_budget(tmp_path):
+    # a valid summary: no permutation emitted a source longer than R within the budget (min and max null)
+    pk, *_ = fake_run(tmp_path, random.Random(3))
+    s = json.loads((tmp_path / "audit" / "summary.json").read_text())
+    s["permutations"] = {"count": 4, "min": None, "max": None}
+    _write(tmp_path / "audit" / "summary.json", s)
+    rows51 = dict((q, ours) for q, ours, _ in _rows(render(build(tmp_path), tmp_path), "5.1 Coverage at the horizon"))
+    assert rows51["first long emission over 4 permutations (targets)"] == "none within the budget"
