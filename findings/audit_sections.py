@@ -12,8 +12,8 @@ def audit_sections(d, out):
     """Sections 3, 5.1 and 5.2 from the audit's summary.json."""
     s = loaded(AuditSummary.load, d)
     if not s:
-        return (missing("s3", "3 Exact source retention (the Proposition)", d),
-                missing("s5_1", "5.1 Coverage at the horizon", d), missing("s5_2", "5.2 Repeated-corpus bounds", d))
+        return (missing("s3", "3 Exact source retention (the Proposition)", d, s),
+                missing("s5_1", "5.1 Coverage at the horizon", d, s), missing("s5_2", "5.2 Repeated-corpus bounds", d, s))
     rel_to = lambda name: rel(d / name, out)  # noqa: E731
     return proposition_section(s, rel_to, out), coverage_section(s, rel_to, out), pass_bounds_section(s, rel_to, out)
 
@@ -173,8 +173,7 @@ def frontier_section(d, out):
                   columns=("configuration", "crop waste / longer than R never started / their last tenth exposed",
                            "on the Pareto set"), prose=True)
     if not f:
-        sec.headline = f"Not run: no results under {d}."
-        return sec
+        return missing(sec.key, sec.title, d, f)
     sec.headline = f.cheapest_change
     sec.text = [f"Every listed configuration replayed at one budget ({f.targets:,} targets): crop waste is the "
                 f"share of arrived tokens discarded; long sources are those longer than {f.reference_length:,} "
@@ -202,8 +201,7 @@ def packers_section(d, out):
     sec = Section("packers", "Any packer: which sources each packer starts, and which positions it trains on",
                   columns=("packer", "what it did with the arrived tokens and sources", "how"), prose=True)
     if not c:
-        sec.headline = f"Not run: no results under {d}."
-        return sec
+        return missing(sec.key, sec.title, d, c)
     sec.headline = c.sentence
     passes = "" if c.passes <= 1 else f" ({c.passes:,} passes over the corpus)"
     sec.text = [f"Every packer with a budget of {c.targets:,} targets, R = {c.row_capacity:,}{passes}: shares of the arrived "

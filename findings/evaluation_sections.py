@@ -39,7 +39,7 @@ def confirmation_section(d, out):
         if conf.status and conf.status != "confirmed":
             s54.notes.append(f"status: {conf.status}")
     else:
-        s54 = missing("s5_4", s54.title, d)
+        s54 = missing("s5_4", s54.title, d, conf)
     s54.links = [link(out, rel(d / "report.md", out), "eval/report.md")]
     return s54
 
@@ -50,7 +50,7 @@ def windows_section(d, out):
     if conf:
         confirmation_rows(s55, conf)
     else:
-        s55 = missing("s5_5", s55.title, d)
+        s55 = missing("s5_5", s55.title, d, conf)
     if dev:
         first, last = position_shares(dev.cells)
         if last:
@@ -122,7 +122,7 @@ def rankings_section(d, out):
                      ("agrees" if (rk.reversals == 0) == (P6["reversals"] == 0) else "DISAGREES")
                      + " (on a different ranked set)")
     else:
-        s56 = missing("s5_6", s56.title, d)
+        s56 = missing("s5_6", s56.title, d, rk)
     s56.links = [link(out, rel(d / "report.md", out), "eval/report.md")]
     return s56
 

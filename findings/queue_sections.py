@@ -11,7 +11,7 @@ def queue_section(d, out):
     s = loaded(RunSummary.load, d / "queue_summary.json")
     sec = Section("queue", "The shard queue (proposal: rollback, deferral, quarantine)", ref="proposal")
     if not s:
-        return missing("queue", sec.title, d)
+        return missing("queue", sec.title, d, s)
     outcome = (f"{len(s.accepted)} shards accepted, {sum(s.rejections.values())} rejections of {len(s.rejections)} "
                f"shard(s), quarantined: {', '.join(s.quarantined) or 'none'}")
     sec.headline = f"{outcome}; harmful shards accepted: {len(s.harmful_accepted)}."
@@ -77,7 +77,7 @@ def study_section(d, out):
     s = loaded(StudySummary.load, d / "summary.json")
     sec = Section("queue_study", "The queue study (arms A/B/C, adoption rule)", ref="proposal")
     if not s:
-        return missing("queue_study", sec.title, d)
+        return missing("queue_study", sec.title, d, s)
     ad = s.adoption
     fin = {(r.arm, r.seed): r.selection_mean for r in s.runs}
     raw = {(other, seed): fin[("B", seed)] - fin[(other, seed)] for seed in ad.seeds for other in ("A", "C")

@@ -28,12 +28,24 @@ def rel(path, out):
     return str(path.relative_to(out)) if path.is_relative_to(out) else str(path)
 
 
+class Unreadable:
+    """What loaded() gives for a file that is there but refused (another version's, malformed): as falsy as a
+    missing one, with the refusal's line, which the page prints instead of "not run"."""
+
+    def __init__(self, why):
+        self.why = why
+
+    def __bool__(self):
+        return False
+
+
 def loaded(load, *args):
-    """A record's load(*args), or None when its file is missing or unreadable (the stage is reported as not run)."""
+    """A record's load(*args); None when its file is missing (the stage did not run), an Unreadable when it is
+    there but refused."""
     try:
         return load(*args)
-    except DataError:
-        return None
+    except DataError as e:
+        return Unreadable(str(e))
 
 
 class Section:
@@ -64,7 +76,8 @@ def signs_agree(ours, paper):
     return f"direction agrees in {k} of {len(ours)}" if ours else "n/a"
 
 
-def missing(key, title, d):
+def missing(key, title, d, got=None):
+    """The section of a stage that did not run, or (got: loaded()'s Unreadable) whose file was refused."""
     sec = Section(key, title)
-    sec.headline = f"Not run: no results under {d}."
+    sec.headline = f"Not read: {got.why}" if isinstance(got, Unreadable) else f"Not run: no results under {d}."
     return sec

@@ -226,3 +226,15 @@ def test_permutations_that_emit_no_long_source_read_none_within_the_budget(tmp_p
     _write(tmp_path / "audit" / "summary.json", s)
     rows51 = dict((q, ours) for q, ours, _ in _rows(render(build(tmp_path), tmp_path), "5.1 Coverage at the horizon"))
     assert rows51["first long emission over 4 permutations (targets)"] == "none within the budget"
+
+
+def test_a_results_file_of_another_version_is_named_on_the_page_not_called_not_run(tmp_path):
+    # an audit folder whose summary.json another version wrote (no schema): its sections say why it was not read
+    fake_run(tmp_path, random.Random(5))
+    s = json.loads((tmp_path / "audit" / "summary.json").read_text())
+    del s["schema"]
+    _write(tmp_path / "audit" / "summary.json", s)
+    md = render(build(tmp_path), tmp_path)
+    part = md.split("## 5.1 Coverage at the horizon", 1)[1].split("\n## ", 1)[0]
+    assert "Not read: " in part and "summary.json: schema None, expected 'audit-summary/1'" in part
+    assert "Not run: no results under " + str(tmp_path / "audit") + "." not in md
