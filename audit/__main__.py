@@ -183,8 +183,8 @@ MAIN_JOB_SKIPS = {"titan_first_fit": "its scan-and-pick pass runs over a buffer 
 
 def audit_offline(data_dir=None, out="runs/main/audit_packers", extra_args=()) -> int:
     """The main job's cross-packer comparison on the offline corpus: the paper's four, concatenate-and-chunk and
-    every installed library packer (but MAIN_JOB_SKIPS), at the scaled budget. Returns the exit status;
-    audit.compare.headline(out) then gives the numbers and the sentence for SUMMARY.md."""
+    every installed library packer (but MAIN_JOB_SKIPS), at the scaled budget. Returns the exit status; the
+    findings page reads its comparison.json (records/audit_comparison.py) for SUMMARY.md."""
     # late, as in main(): --help stays fast
     from audit.adapters import SPECS, installed
     from loaders.core import PACKERS

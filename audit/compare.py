@@ -1,4 +1,4 @@
-"""One table across packers at one budget, and the headline another report can show.
+"""One table across packers at one budget.
 
 A packer whose input ends before the budget (a library that packs each document once, or
 --passes) makes fewer rows: its row says how many, the sentence names it, and no text here
@@ -10,13 +10,11 @@ shares of the arrived tokens (plus the markers a packer added) emitted, discarde
 buffered, the padding share of the rows, sources never started (all, and longer than R),
 the least and most represented label, the exposure of the first and last tenth of long
 sources' positions, rows that start mid-document without a BOS, and the Proposition
-(held, violated, or why it cannot apply). `headline(folder)` reads it back from an audit
-folder (records/audit_comparison.py) as plain JSON numbers and one sentence, for a findings page.
+(held, violated, or why it cannot apply). It is read back through its record (records/audit_comparison.py),
+as the findings page does.
 """
 from audit.fate_table import NEVER_STARTED
 from audit.fmt import pct
-from errors import DataError
-from records.audit_comparison import FILE, Comparison
 
 
 def _long_exposure(s, R):
@@ -144,16 +142,3 @@ def comparison_table_md(comp) -> str:
     return "\n".join(out) + "\n\n" + rows_note + "Shares of the arrived tokens (and the BOS markers a packer added); " \
         "padding as a share of the rows' capacity; documents are counted once, arrivals (sources) each time a " \
         "wrapped stream brings a document back; \"> R\": sources longer than the row capacity."
-
-
-def headline(folder) -> dict:
-    """The comparison of an audit folder as JSON-able numbers and one sentence (for a findings page)."""
-    comp = Comparison.load(folder)
-    if comp is None:
-        raise DataError(f"{folder}: no {FILE} (the audit did not run there)")
-    keep = ("emitted_share", "discarded_share", "buffered_share", "padding_share", "long_never_started",
-            "long_arrived", "sources_never_started", "continuation_rows", "proposition")
-    return {"targets": comp.targets, "row_capacity": comp.row_capacity, "passes": comp.passes,
-            "budget_reached": {n: r.budget_reached for n, r in comp.packers.items()},
-            "packers": {n: {k: getattr(r, k) for k in keep} for n, r in comp.packers.items()},
-            "refused": comp.refused, "sentence": comp.sentence}

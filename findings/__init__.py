@@ -3,7 +3,8 @@ findings page: each section computed from a run's result files, then rendered.
 
     summary.py              the page: its sections in order, the scorecard, SUMMARY.md and findings.json
     section.py              Section (one section, computed) and the formats the section modules share
-    audit_sections.py       3, 5.1, 5.2, the regime indicators, any packer: from the audit's files (audit_json)
+    audit_sections.py       3, 5.1, 5.2, the regime indicators, any packer, the frontier: from records/audit_summary.py,
+                            audit_comparison.py and frontier.py
     training_section.py     5.3, the matched training runs: from records/training.py
     evaluation_sections.py  5.4-5.6, confirmation, source windows, prefix rankings: from records/evaluation.py
     queue_sections.py       the shard queue and its study: from records/queue_run.py, reexecution.py, study.py

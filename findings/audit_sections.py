@@ -149,7 +149,7 @@ def regime_section(d, out):
     s = loaded(AuditSummary.load, d)
     sec = Section("regime", "Regime: where this run differs from the paper's scale")
     if not s or not s.regime:
-        sec.text = ["No regime indicators were written (audit/regime.json is missing)."]
+        sec.text = ["No regime indicators were written (the audit's summary.json has none, or was not read)."]
         return sec
     cols = s.regime
     sec.columns = ("indicator", *cols, "paper")

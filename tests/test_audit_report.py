@@ -1,7 +1,7 @@
 """What a researcher reads: per-label coverage of a labelled parquet corpus confirmed by a
 brute-force count (the standard-library checker's literal replay), the horizon in the first
 line, the verdict last, events as parquet unless CSV is asked for, the folder's size, the
-comparison across packers and its headline, and the README's own example auditing one pass."""
+comparison across packers read back through its record, and the README's own example auditing one pass."""
 import json
 import re
 from collections import Counter
@@ -14,13 +14,13 @@ import pytest
 import audit.__main__ as audit_cli
 from audit.__main__ import main as audit_main
 from audit.adapters import FIRST_ID
-from audit.compare import headline
 from audit.compute import trace_packer
 from audit.feed import PassRefills
 from audit.report import bounds_section, label_section, verdict
 from checkers.packing_checker import replay_literal
 from conftest import ROOT
 from findings.summary import packers_section
+from records.audit_comparison import Comparison
 
 LABELS = ("web", "code", "books", "papers")
 
@@ -95,11 +95,10 @@ def test_report_first_line_verdict_last_parquet_by_default_and_size(labelled):
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
     stated = float(re.search(r"This folder holds ([\d.,]+) MB", text).group(1).replace(",", ""))
     assert abs(stated - size / 1e6) < 0.05
-    h = headline(out)
-    assert set(h["packers"]) == {"original", "lossless", "concat_chunk"} and h["sentence"].startswith("Across 3")
-    assert h["packers"]["lossless"]["discarded_share"] == 0 and h["packers"]["concat_chunk"]["long_never_started"] <= \
-        h["packers"]["original"]["long_never_started"]
-    json.dumps(h)  # plain numbers and strings
+    c = Comparison.load(out)  # comparison.json read back through its record, as the findings page reads it
+    assert set(c.packers) == {"original", "lossless", "concat_chunk"} and c.sentence.startswith("Across 3")
+    assert c.packers["lossless"].discarded_share == 0 and c.packers["concat_chunk"].long_never_started <= \
+        c.packers["original"].long_never_started
 
 
 def test_a_budget_past_one_pass_is_said_first(tmp_path, capsys):
