@@ -5,6 +5,7 @@ The file holds more (the report's tables, the corpus, the figures): the whole of
 where its readers look. audit/run.py writes it through this record; the findings page reads it."""
 from dataclasses import dataclass, replace
 
+from errors import DataError
 from records.json_record import StageFile, check_schema, picked
 
 SCHEMA = "audit-summary/1"
@@ -170,7 +171,7 @@ class AuditSummary(StageFile):
             None if not perm else picked(Permutations, perm, f"{where}: permutations"),
             [picked(PassBound, b, f"{where}: pass_bounds") for b in d.get("pass_bounds") or []],
             None if not d.get("regime") else {n: picked(RegimeIndicators, c, f"{where}: regime.{n}")
-                                              for n, c in d["regime"]["columns"].items()},
+                                              for n, c in _regime_columns(d["regime"], where).items()},
             None if not d.get("topology") else TopologySummary.from_json(d["topology"], f"{where}: topology"))
 
 
@@ -180,6 +181,14 @@ class _SummaryFile:
     row_capacity: int
     buffer: int
     packers: dict
+
+
+def _regime_columns(regime, where):
+    """summary.json's regime: {"columns": {column: indicators}}; else one line."""
+    cols = regime.get("columns") if isinstance(regime, dict) else None
+    if not isinstance(cols, dict):
+        raise DataError(f"{where}: regime has no columns object")
+    return cols
 
 
 def _packer(s, where):

@@ -3,6 +3,7 @@ its dataclass declares (from_mapping) or at least those (picked: a table that ho
 and a one-line refusal naming the file otherwise. StageFile: a record kept as one JSON file in a stage's folder."""
 import dataclasses
 import json
+import types
 from pathlib import Path
 
 from corpus.atomic import atomic_write_json
@@ -40,6 +41,8 @@ def from_mapping(cls, d, where, schema=None):
     if missing or extra:
         raise DataError(f"{where}: " + "; ".join(x for x in (f"missing {', '.join(missing)}" if missing else "",
                                                             f"unknown {', '.join(extra)}" if extra else "") if x))
+    for f in dataclasses.fields(cls):
+        check_type(d[f.name], f, where)
     return cls(**d)
 
 
@@ -51,10 +54,34 @@ def picked(cls, d, where):
     kw = {}
     for f in dataclasses.fields(cls):
         if f.name in d:
-            kw[f.name] = d[f.name]
+            kw[f.name] = check_type(d[f.name], f, where)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise DataError(f"{where}: missing {f.name}")
     return cls(**kw)
+
+
+def _fits(value, tp) -> bool:
+    """value is of the annotation tp as JSON holds it: an int is no bool, a float may be written as an int, X | None
+    takes null; a record type (a nested record, read by its own picked) and `object` take anything here."""
+    if isinstance(tp, types.UnionType):
+        return any(_fits(value, t) for t in tp.__args__)
+    if tp is type(None):
+        return value is None
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp in (bool, str, dict, list):
+        return isinstance(value, tp)
+    return True
+
+
+def check_type(value, field, where):
+    """value, when it fits its field's declared type; else one line naming the file and the key."""
+    if not _fits(value, field.type):
+        shown = "null" if value is None else type(value).__name__
+        raise DataError(f"{where}: {field.name} is {shown}, expected {getattr(field.type, '__name__', field.type)}")
+    return value
 
 
 class StageFile:

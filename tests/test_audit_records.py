@@ -84,12 +84,56 @@ def test_a_packers_record_names_the_key_it_lacks(audited, tmp_path):
         AuditSummary.load(tmp_path)
 
 
-def test_the_findings_page_reports_a_folder_of_an_older_audit_as_not_run(audited, tmp_path):
+def test_the_findings_page_names_a_folder_of_an_older_audit_and_why_it_was_not_read(audited, tmp_path):
     run = tmp_path / "run"
     (run / "audit").mkdir(parents=True)
     raw = json.loads((audited / "audit" / "summary.json").read_text())
     del raw["schema"]  # as the audit wrote it before its records were versioned
     (run / "audit" / "summary.json").write_text(json.dumps(raw))
     secs = {s.key: s for s in build(run)}
-    assert secs["s3"].headline.startswith("Not run") and secs["s5_1"].headline.startswith("Not run")
-    assert secs["regime"].text == ["No regime indicators were written (audit/regime.json is missing)."]
+    why = f"Not read: {run / 'audit' / 'summary.json'}: schema None, expected 'audit-summary/1'"
+    assert secs["s3"].headline.startswith(why) and secs["s5_1"].headline.startswith(why)
+    assert secs["regime"].text == ["No regime indicators were written (the audit's summary.json has none, or was not "
+                                   "read)."]
+
+
+def _set(path, value):
+    """A change of one key of a JSON object, at a path of keys."""
+    def change(raw):
+        d = raw
+        for k in path[:-1]:
+            d = d[k]
+        d[path[-1]] = value
+    return change
+
+
+@pytest.mark.parametrize("record, folder, change, line", [
+    (AuditSummary, "audit", _set(["targets"], "abc"), "summary.json: targets is str, expected int"),
+    (AuditSummary, "audit", _set(["targets"], True), "summary.json: targets is bool, expected int"),
+    (AuditSummary, "audit", _set(["packers", "original", "protected", "size"], "7"),
+     "packers.original: protected: size is str, expected int"),
+    (AuditSummary, "audit", _set(["packers"], []), "summary.json: packers is list, expected dict"),
+    (AuditSummary, "audit", _set(["regime"], {"rows": []}), "summary.json: regime has no columns object"),
+    (AuditSummary, "audit", _set(["topology", "packers"], ["original"]), "topology: packers is list, expected dict"),
+    (Comparison, "audit", _set(["refused"], []), "comparison.json: refused is list, expected dict"),
+    (Frontier, "frontier", _set(["pareto"], "0,1"), "frontier.json: pareto is str, expected list"),
+], ids=["string targets", "bool targets", "string protected size", "packers a list", "regime without columns",
+        "topology packers a list", "refused a list", "pareto a string"])
+def test_a_value_of_the_wrong_type_is_one_line_naming_the_file_and_the_key(audited, tmp_path, record, folder, change,
+                                                                          line):
+    raw = json.loads((audited / folder / record.FILE).read_text())
+    change(raw)
+    (tmp_path / record.FILE).write_text(json.dumps(raw))
+    with pytest.raises(DataError) as e:
+        record.load(tmp_path)
+    assert line in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_null_where_a_record_allows_it_and_ints_for_floats_read_back(audited, tmp_path):
+    raw = json.loads((audited / "audit" / "summary.json").read_text())
+    raw["permutations"].update({"min": None, "max": None})  # no permutation emitted a long source in the budget
+    first = next(iter(raw["packers"].values()))
+    first["share_emitted_from_long_sources"] = 0  # a float field written as an int
+    (tmp_path / "summary.json").write_text(json.dumps(raw))
+    s = AuditSummary.load(tmp_path)
+    assert (s.permutations.min, s.permutations.max) == (None, None)
