@@ -60,7 +60,8 @@ def coverage_section(s, rel_to, out):
             f"{o.tokens_arrived:,} = {o.emitted:,} + {o.discarded:,} + {o.buffered:,}",
             f"{P1['tokens_arrived']:,} = {P1['emitted']:,} + {P1['discarded']:,} + {P1['buffered']:,}")
     s51.row("crop events, median retained prefix, BOS-only crops",
-            f"{o.crop_events:,}, {o.crop_median_emitted:g}, {o.crops_emitting_only_bos:,}",
+            f"{o.crop_events:,}, {'n/a' if o.crop_median_emitted is None else f'{o.crop_median_emitted:g}'}, "
+            f"{o.crops_emitting_only_bos:,}",
             f"{P1['crop_events']:,}, {P1['crop_median_emitted']}, {P1['crops_emitting_only_bos']:,}")
     s51.row("protected tokens (share of arrived / of buffered)",
             f"{o.protected.tokens:,} ({pct(share_arr)} / {pct(o.protected.share_of_buffered)})",

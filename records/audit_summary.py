@@ -36,7 +36,7 @@ class PackerSummary:
     buffered: int
     partition_holds: bool  # arrived (and added markers) = emitted + discarded + buffered, nothing overdrawn
     crop_events: int
-    crop_median_emitted: float
+    crop_median_emitted: float | None  # None: no crop event
     crops_emitting_only_bos: int
     sources_longer_than_R_arrived: int
     sources_longer_than_R_started: int

@@ -137,3 +137,15 @@ def test_null_where_a_record_allows_it_and_ints_for_floats_read_back(audited, tm
     (tmp_path / "summary.json").write_text(json.dumps(raw))
     s = AuditSummary.load(tmp_path)
     assert (s.permutations.min, s.permutations.max) == (None, None)
+
+
+def test_an_audit_without_a_crop_reads_back_and_renders(tmp_path):
+    # three documents of 11 fill each row of 33 exactly: no crop event, so no median crop emission (null)
+    (tmp_path / "L.txt").write_text("\n".join(["11"] * 300) + "\n")
+    assert audit_main(["--lengths", str(tmp_path / "L.txt"), "--row-capacity", str(R), "--buffer", str(B), "--targets",
+                       str(20 * (R - 1)), "--packers", "original", "--permutations", "0", "--no-figures", "--no-fates",
+                       "--out", str(tmp_path / "run" / "audit")]) == 0
+    s = AuditSummary.load(tmp_path / "run" / "audit")
+    assert s.packers["original"].crop_events == 0 and s.packers["original"].crop_median_emitted is None
+    secs = {x.key: x for x in build(tmp_path / "run")}
+    assert ("crop events, median retained prefix, BOS-only crops", "0, n/a, 0") in [r[:2] for r in secs["s5_1"].rows]
