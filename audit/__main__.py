@@ -139,7 +139,8 @@ def parse_args(argv=None):
     ap.add_argument("--no-csv", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old callers
     ap.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
                     help="the frontier (audit/sweep.py): replay every combination of the listed buffer, packer, "
-                         "row_capacity and ranks values and write frontier.md, .json and .png to --out")
+                         "row_capacity and ranks values and write frontier.md, .json and .png to --out (in this "
+                         "process: not with --csv, --no-fates, --no-figures, --trace or --engine ray)")
     return ap.parse_args(argv)
 
 

@@ -121,6 +121,8 @@ def plan_of(args, left_out=None) -> AuditPlan:
     """The plan of the parsed command line: every bad value refused in one line (a --sweep's grid first), before
     anything is read or written."""
     grid = parse_sweeps(args.sweep) if args.sweep else None
+    if grid:
+        check_sweep_flags(args)
     loader = apply_pipeline(args.pipeline, args.packers, args.split_by, args.refill_docs, args.loader_workers)
     check_numbers(args)
     check_stream_flags(args)
@@ -211,6 +213,18 @@ def trace_args(pairs) -> dict:
                 pass
         out[k] = v
     return out
+
+
+def check_sweep_flags(args):
+    """A flag the frontier does not use, refused rather than ignored: it replays the paper's packers in this process
+    and writes frontier.md, .json and .png, with no events, fate tables or traced packer."""
+    unused = [flag for flag, given in (("--csv", args.csv), ("--no-fates", args.no_fates),
+                                       ("--no-figures", args.no_figures), ("--trace", args.trace),
+                                       ("--engine ray", args.engine != "local")) if given]
+    if unused:
+        raise DataError(f"--sweep: {', '.join(unused)} not used by the frontier (it replays the paper's packers here "
+                        "and writes frontier.md, .json and .png); leave {} out".format("it" if len(unused) == 1 else
+                                                                                     "them"))
 
 
 def parse_sweeps(items) -> dict:

@@ -118,6 +118,19 @@ def test_a_bad_sweep_is_one_line_and_writes_nothing(tmp_path, capsys, sweeps, ne
     assert not out.exists()
 
 
+@pytest.mark.parametrize("extra,needle", [
+    (["--csv"], "--sweep: --csv not used by the frontier"),
+    (["--no-fates", "--no-figures"], "--sweep: --no-fates, --no-figures not used by the frontier"),
+    (["--engine", "ray"], "--sweep: --engine ray not used by the frontier"),
+    (["--trace", "mypackers:pack"], "--sweep: --trace not used by the frontier"),
+])
+def test_a_flag_the_frontier_does_not_use_is_refused_not_ignored(tmp_path, capsys, extra, needle):
+    out = tmp_path / "never"
+    argv = ["--lengths", str(tmp_path / "missing.txt"), "--out", str(out), "--sweep", "buffer=1,2", *extra]
+    one_line_error(capsys, audit_cli.main(argv), needle)
+    assert not out.exists()
+
+
 def test_the_findings_page_shows_the_frontier_its_figure_and_the_cheapest_change(tmp_path):
     # what the main job writes to runs/main/frontier, read back by findings.summary: every point a row, the Pareto
     # marks and the headline as frontier.json has them, and the figure on the page
