@@ -24,7 +24,7 @@ from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from
 from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, rows_for_targets
 from audit.report import console_summary, report_md
 from audit.synthetic import paper_like_lengths
-from audit.topology import audit_topology, check_topology, topology_ok
+from audit.topology import audit_topology, check_rows, check_topology, topology_ok
 from console.progress import bar
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.layout import Layout, default_data_dir
@@ -155,6 +155,8 @@ def compute(plan, stream, work, engine=None):
     rows = rows_for_targets(targets, R)
     if rows < 1:
         raise DataError(f"budget of {targets} targets is less than one row of {R - 1}")
+    if plan.runs_worker_streams:  # before any packer runs (audit_topology asks again, for its other callers)
+        check_rows(rows, plan.topology.worker_streams)
     passes, sentence = horizon(targets, stream)
     print(f"audit of {stream.name}: {stream.n:,} documents per pass -> {plan.out}")
     print(f"budget: {targets:,} targets = {rows:,} rows ({reason})")

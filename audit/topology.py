@@ -181,14 +181,20 @@ def share_counts(share, packer, rows, R, B, work, w, user=None, fates=True):
         return worker_counts(audit_packer(share, packer, rows, R, B, Path(d), False, user, fates=fates))
 
 
+def check_rows(rows, W):
+    """Each worker stream needs a row of the budget: one line otherwise (the command line asks before any packer
+    runs)."""
+    if rows < W:
+        raise DataError(f"budget of {rows:,} rows is fewer than the {W} worker streams: each needs a row")
+
+
 def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, refill_docs=128, user=None,
                    engine=None, fates=True):
     """summary.json's 'topology': each worker stream's counts and the merged totals, per packer.
     engine: the fan-out engine (fanout/) the (packer, worker stream) audits go through; default, in this
     process one after another. fates=False (--no-fates): no worker stream makes a fate table."""
     W = worker_streams(ranks, workers)  # the stream was checked for W shares (check_topology) when it was read
-    if rows < W:
-        raise DataError(f"budget of {rows:,} rows is fewer than the {W} worker streams: each needs a row")
+    check_rows(rows, W)
     parts, share_rows = shares(stream, W, group, refill_docs), rows_per_stream(rows, W)
     Path(work).mkdir(parents=True, exist_ok=True)
     tasks = [Task(share_counts, (share, p, r, R, B, work, w, user, fates), name=f"{p} worker stream {w}")
