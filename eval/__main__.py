@@ -127,7 +127,7 @@ def prepare(a):
     if not runs:
         raise DataError(f"{a.runs}: no finished runs (folders with summary.json and their final checkpoint)")
     try:
-        cfg0 = TrainConfig(**runs[0][1]["config"])
+        cfg0 = TrainConfig(**runs[0][1].config)
     except TypeError as e:
         raise DataError(f"{runs[0][0] / 'summary.json'}: config is not a training config ({e})") from None
     dd = a.data_dir or cfg0.data_dir or str(default_data_dir())
@@ -257,7 +257,7 @@ def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, devic
 
     conf = {}
     for run_dir, res, ckpt in tqdm(runs, desc="checkpoints"):
-        cfg = TrainConfig(**res["config"])
+        cfg = TrainConfig(**res.config)
         if cfg.context != cfg0.context or cfg.source != cfg0.source:
             raise DataError(f"{run_dir}: runs differ in context or corpus")
         cond, sha = condition_of(cfg.loader), sha256_file(ckpt)
@@ -298,8 +298,7 @@ def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, devic
 def fingerprints_agree(checks, conf, runs):
     """The replayed streams are the scored ones: confirmation rows of every checkpoint, each run's official rows."""
     return {"conf": all(s["fingerprint"] == checks["conf"]["fingerprint"] for s in conf.values()),
-            "dev": all(r[1].get("official", {}).get("fingerprint", checks["dev"]["fingerprint"]) == checks["dev"]["fingerprint"]
-                       for r in runs)}
+            "dev": all(r[1].fingerprint in (None, checks["dev"]["fingerprint"]) for r in runs)}
 
 
 def window_summaries(runs, wins, specs, pops, plan, dups, out, status):
@@ -387,7 +386,7 @@ def stream_check_md(checks, fp_ok, label):
 
 def confirmation_md(conf, runs, dups, targets, label, check):
     """Section 5.4: development (each run's official score) beside the confirmation score, deltas vs same-seed baseline."""
-    dev = {(condition_of(r[1]["config"]["loader"]), r[1]["config"]["seed"]): r[1].get("official", {}).get("bpb") for r in runs}
+    dev = {(condition_of(r[1].config["loader"]), r[1].config["seed"]): r[1].bpb for r in runs}
     out = [f"## 5.4 Untouched original-style confirmation{label}", "",
            f"{targets:,} confirmation targets; {len(dups)} exact duplicates excluded. As measured before scoring, this "
            f"stream emits no source whose original length exceeds R = {check['R']} (longest: {check['longest_emitted']}). "

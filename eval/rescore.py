@@ -26,7 +26,8 @@ def recorded_rows(path):
 
 def reproduction_problem(run_dir, summary, ckpt, got):
     """Why a re-scoring `got` (eval.official's row statistics) of ckpt does not reproduce the run's
-    recorded official rows and its summary's score bit for bit, in one line; None when it does.
+    recorded official rows and its summary's score (a records/training.py FinishedRun) bit for bit, in one line;
+    None when it does.
     The gate below refuses on it; the GPU check reports it."""
     want = recorded_rows(run_dir / "official_rows.parquet")
     for k in ("nats", "bytes", "count"):
@@ -36,10 +37,10 @@ def reproduction_problem(run_dir, summary, ckpt, got):
             return f"{run_dir}: re-scoring {ckpt.name} does not reproduce the recorded official {k} ({where})"
     if got["fingerprint"] != want["fingerprint"]:
         return f"{run_dir}: re-scoring {ckpt.name} read another official stream (fingerprint differs)"
-    rec, now = summary.get("official") or {}, scores(want)
+    rec, now = {"bpb": summary.bpb, "ce": summary.ce}, scores(want)
     for k in ("bpb", "ce"):
-        if rec.get(k) != now[k]:
-            return (f"{run_dir / 'summary.json'}: official {k} {rec.get(k)!r} is not the {now[k]!r} its rows give "
+        if rec[k] != now[k]:
+            return (f"{run_dir / 'summary.json'}: official {k} {rec[k]!r} is not the {now[k]!r} its rows give "
                     f"(edited?)")
     return None
 

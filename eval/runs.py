@@ -5,36 +5,28 @@ The configured runs are the six of the study (three conditions x seeds 43, 44, t
 names in every preset) plus any other run folder under --runs; whatever is not finished
 is reported as absent with its reason, never silently dropped.
 """
-import json
 from pathlib import Path
 
 from errors import DataError
 from presets.six import run_names
+from records.training import FinishedRun
 from training.config import TrainConfig
 
 RUN_MARKERS = ("summary.json", "train_log.jsonl", "config.json")
 
 
-def read_summary(path: Path) -> dict:
+def read_summary(path: Path) -> FinishedRun:
+    """A finished run's summary.json (records/training.py), its config checked as a training config."""
+    run = FinishedRun.read(path)
     try:
-        res = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataError(f"{path}: not a readable JSON summary ({type(e).__name__}: {str(e).splitlines()[0]})") from None
-    if not isinstance(res, dict):
-        raise DataError(f"{path}: a run summary must be a JSON object, not {type(res).__name__}")
-    for key, typ in (("updates", int), ("config", dict)):
-        if not isinstance(res.get(key), typ):
-            raise DataError(f"{path}: key '{key}' missing or not a {typ.__name__}")
-
-    try:
-        TrainConfig(**res["config"])
+        TrainConfig(**run.config)
     except (TypeError, ValueError) as e:
         raise DataError(f"{path}: 'config' is not a training config ({str(e).splitlines()[0]})") from None
-    return res
+    return run
 
 
 def survey_runs(runs_dir):
-    """([(run_dir, summary, final_ckpt)] finished, sorted by name; [(name, reason)] absent)."""
+    """([(run_dir, FinishedRun, final_ckpt)] finished, sorted by name; [(name, reason)] absent)."""
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise DataError(f"{runs_dir}: no such folder of runs")
@@ -46,7 +38,7 @@ def survey_runs(runs_dir):
             absent.append((d.name, "unfinished: no summary.json"))
             continue
         res = read_summary(d / "summary.json")
-        ckpt = d / f"ckpt_{res['updates']:06d}.pt"
+        ckpt = d / f"ckpt_{res.updates:06d}.pt"
         if ckpt.exists():
             finished.append((d, res, ckpt))
         else:

@@ -23,6 +23,7 @@ from eval.official import evaluate_checkpoint, score_fixed_shape, scores
 from eval.rescore import recorded_rows, reproduction_problem
 from loaders.packers import Packer
 from loaders.stream import open_split
+from records.training import FinishedRun
 from shardqueue.engine.runner import Runner
 from shardqueue.world.domains import measure
 from shardqueue.world.corpus_view import World
@@ -162,7 +163,7 @@ def scoring(ctx):
     cfg, device, run = ctx["cfg"], ctx["device"], ctx["run"]
     ckpt = run / f"ckpt_{cfg.updates:06d}.pt"
     stats, _ = evaluate_checkpoint(ckpt, ctx["data_dir"], device)
-    problem = reproduction_problem(run, ctx["summary"], ckpt, stats)
+    problem = reproduction_problem(run, FinishedRun.read(run / "summary.json"), ckpt, stats)
     own = recorded_rows(run / "official_rows.parquet")
     same_shape = own["nats"].shape == stats["nats"].shape
     rows = [row("official BPB of the final checkpoint (eval.official)", scores(stats)["bpb"]),

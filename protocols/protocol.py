@@ -89,7 +89,7 @@ def _comparable(cfg, where="") -> dict:
 
 
 def check_before_confirmation(proto, runs, layout, log=print):
-    """runs: [(run_dir, summary, final_ckpt)]. Raises DataError on the first broken condition."""
+    """runs: [(run_dir, FinishedRun, final_ckpt)] (eval/runs.py). Raises DataError on the first broken condition."""
     have = {r[0].name: r for r in runs}
     want = proto["runs"]
     if set(have) != set(want):
@@ -98,12 +98,12 @@ def check_before_confirmation(proto, runs, layout, log=print):
                         + (f"; missing or unfinished: {', '.join(missing)}" if missing else "")
                         + (f"; not in the protocol: {', '.join(extra)}" if extra else ""))
     for name, (run_dir, summary, ckpt) in sorted(have.items()):
-        got, exp = _comparable(summary["config"], run_dir / "summary.json"), _comparable(want[name], f"protocol run {name}")
+        got, exp = _comparable(summary.config, run_dir / "summary.json"), _comparable(want[name], f"protocol run {name}")
         if got != exp:
             diff = sorted(k for k in exp if got.get(k) != exp.get(k))
             raise DataError(f"{run_dir}: config differs from the protocol in {', '.join(diff)}")
         rows = run_dir / "official_rows.parquet"
-        if "official" not in summary or not rows.exists():
+        if summary.bpb is None or not rows.exists():
             raise DataError(f"{run_dir}: its official checkpoint check has not finished")
         meta = pq.read_schema(rows).metadata or {}
         if meta.get(b"checkpoint_sha256", b"").decode() != sha256_file(ckpt):

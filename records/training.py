@@ -1,9 +1,11 @@
 """A training run as the findings page reads it: train.py's summary.json (the official score, the model's
 shape, its times) and the train stage's regime.json (the demo's training-source filter). The files hold more;
 their loaders here are the one place their keys are read."""
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from errors import DataError
 from records.json_record import read_json
 
 
@@ -36,6 +38,37 @@ class TrainedRun:
                    bpb=o["bpb"], ce=o.get("ce"), perplexity=o.get("perplexity"),
                    training_seconds=s.get("training_seconds"), total_seconds=s.get("total_seconds"),
                    parameters=s.get("parameters"))
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A run's summary.json as the evaluation, the protocol's check and the training bench read it: its config (the
+    keys of a training/config.py TrainConfig, which the evaluation builds and checks: this level cannot import
+    training/), its updates (the final checkpoint's number), its official BPB, CE and the fingerprint of the rows it was
+    scored on (None before its score), and its peak host memory. Refused in one line naming the file when it is not that."""
+    config: dict
+    updates: int
+    bpb: float | None
+    ce: float | None
+    fingerprint: str | None  # of the official stream's rows the run was scored on
+    peak_memory_mib: float | None
+
+    @classmethod
+    def read(cls, path) -> "FinishedRun":
+        path = Path(path)
+        try:
+            s = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise DataError(f"{path}: not a readable JSON summary ({type(e).__name__}: {str(e).splitlines()[0]})") \
+                from None
+        if not isinstance(s, dict):
+            raise DataError(f"{path}: a run summary must be a JSON object, not {type(s).__name__}")
+        for key, typ in (("updates", int), ("config", dict)):
+            if not isinstance(s.get(key), typ) or isinstance(s.get(key), bool):
+                raise DataError(f"{path}: key '{key}' missing or not a {typ.__name__}")
+        official = s.get("official") if isinstance(s.get("official"), dict) else {}
+        return cls(s["config"], s["updates"], official.get("bpb"), official.get("ce"), official.get("fingerprint"),
+                   s.get("peak_memory_mib"))
 
 
 @dataclass(frozen=True)

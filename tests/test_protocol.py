@@ -34,7 +34,7 @@ def _protocol(small_corpus, runs_dir):
     runs = find_runs(runs_dir)
     rec = Layout(small_corpus, "stdlib").prepared()
     return {"name": "test", "frozen_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "runs": {r[0].name: r[1]["config"] for r in runs},
+            "runs": {r[0].name: r[1].config for r in runs},
             "evaluation": evaluation_plan("stdlib", 100, 32, 2, 2),
             "corpus": {"source": "stdlib", "shards_sha256": rec["shards_sha256"], "tokenizer_sha256": rec["tokenizer_sha256"]},
             "code_sha256": code_sha256()}

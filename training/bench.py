@@ -31,7 +31,6 @@ same fingerprints. REPRODUCE.md's 8-GPU estimate uses these counts.
 """
 import argparse
 import copy
-import json
 import os
 import resource
 import statistics
@@ -65,6 +64,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 sys.path.insert(0, str(ROOT))  # run as a script: the repository's packages
 
 from errors import DataError  # noqa: E402
+from records.training import FinishedRun  # noqa: E402
 from training.config import resolve_config  # noqa: E402
 from training.model import GPT, ModelConfig  # noqa: E402
 from training.optim import build_optimizers  # noqa: E402
@@ -89,9 +89,8 @@ def one_run(config, data_dir, out, side):
     if r.returncode:
         sys.exit(f"error: train.py failed: {r.stderr.strip().splitlines()[-1:]}")
     # ru_maxrss of children is the largest of any child so far: read the run's own peak instead
-    summary = json.loads((Path(out) / "summary.json").read_text())
-    return {"wall": wall, "sys": after.ru_stime - before.ru_stime, "peak_mib": summary["peak_memory_mib"],
-            "bpb": summary["official"]["bpb"]}
+    run = FinishedRun.read(Path(out) / "summary.json")
+    return {"wall": wall, "sys": after.ru_stime - before.ru_stime, "peak_mib": run.peak_memory_mib, "bpb": run.bpb}
 
 
 def host_memory(a):

@@ -26,7 +26,8 @@ from corpus.atomic import atomic_write_bytes, atomic_write_json, sha256_file
 from errors import DataError
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE_DIRS = ("training", "loaders", "eval", "corpus", "errors", "audit", "presets", "protocols", "comparison")
+CODE_DIRS = ("training", "loaders", "eval", "corpus", "errors", "audit", "presets", "protocols", "comparison",
+             "records")
 
 
 def code_sha256() -> dict:
