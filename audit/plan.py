@@ -222,9 +222,9 @@ def check_sweep_flags(args):
                                        ("--no-figures", args.no_figures), ("--trace", args.trace),
                                        ("--engine ray", args.engine != "local")) if given]
     if unused:
+        them = "it" if len(unused) == 1 else "them"
         raise DataError(f"--sweep: {', '.join(unused)} not used by the frontier (it replays the paper's packers here "
-                        "and writes frontier.md, .json and .png); leave {} out".format("it" if len(unused) == 1 else
-                                                                                     "them"))
+                        f"and writes frontier.md, .json and .png); leave {them} out")
 
 
 def parse_sweeps(items) -> dict:
