@@ -40,6 +40,20 @@ def _signal_all(pids, sig):
             pass
 
 
+def _await_stacks(err, before, limit_s=2.0, quiet_s=0.25):
+    """Until the stacks asked for are in err: its size has grown past `before` and then held still for quiet_s
+    (faulthandler writes from its signal handler at once), or limit_s has passed (no process printed any)."""
+    deadline = time.monotonic() + limit_s
+    size, still_since = before, time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = os.fstat(err.fileno()).st_size
+        if now != size:
+            size, still_since = now, time.monotonic()
+        elif size > before and time.monotonic() - still_since >= quiet_s:
+            return
+
+
 def run_group(cmd, timeout, env=None, **kw):
     """subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw), except that no
     process started under cmd survives it. On a timeout the processes are first asked for
@@ -52,9 +66,9 @@ def run_group(cmd, timeout, env=None, **kw):
         try:
             rc = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            pids = _marked(token)
-            _signal_all(pids, signal.SIGUSR1)  # only processes that registered a handler survive it to print
-            time.sleep(2)
+            before = os.fstat(err.fileno()).st_size
+            _signal_all(_marked(token), signal.SIGUSR1)  # only processes that registered a handler survive it to print
+            _await_stacks(err, before)
             _signal_all(_marked(token), signal.SIGKILL)
             p.wait()
             out.seek(0)
