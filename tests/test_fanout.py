@@ -220,6 +220,22 @@ def test_a_shared_argument_of_a_local_pool_is_one_file_that_every_task_reads():
         assert engine.share(v) is v and engine.folder is None
 
 
+def _pool_processes():
+    return {p.pid for p in psutil.Process().children() if any("spawn_main" in a for a in p.cmdline())}
+
+
+def test_a_local_pool_serves_every_run_of_its_engine_and_ends_with_it():
+    """An audit's worker streams and then its permutations go to the same processes: each imports the project once."""
+    before = _pool_processes()
+    with open_engine("local", 2) as engine:
+        assert len(list(engine.run([Task(os.getpid)] * 4))) == 4
+        pool = _pool_processes() - before
+        assert len(pool) == 2  # started at the first run, and still there after it
+        assert set(engine.run([Task(os.getpid)] * 4)) <= pool  # the second run: the same processes, none new
+        assert _pool_processes() - before == pool
+    assert not _pool_processes() - before  # ended with the engine
+
+
 def _node_labels():
     """How a line names each node of the cluster: its address and the start of its id."""
     return [f"node {n['NodeManagerAddress']} ({n['NodeID'][:8]})" for n in ray.nodes() if n["Alive"]]
