@@ -213,7 +213,9 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, c
     logs that many validation BPB points for the learning curves (the command line and run_six do).
     collect_garbage: collect the process's garbage before the first update's objects are frozen, as the
     baseline does (the command line, a torchrun rank, run_six's configs one after another: a run's leftovers,
-    GPU tensors among them, must not stay frozen through the next); a test's many short runs skip it."""
+    GPU tensors among them, must not stay frozen through the next); a library caller may skip it. A caller
+    that froze objects of its own (gc.freeze) keeps its collector as it set it: the run collects, freezes and
+    unfreezes nothing."""
     rank = int(os.environ.get("RANK", 0))
     out = Path(out_dir)
     if rank != 0:
@@ -281,10 +283,15 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=
         trim_log(log_path, progress.step)
     probe = curve_probe(cfg, data_dir, device, tr.autocast, curve_points) if rank == 0 and curve_points else None
     end = cfg.updates if stop_after is None else min(cfg.updates, stop_after)
+    # a caller that froze its own objects (gc.freeze: tests/conftest.py freezes the imported session) keeps them
+    # frozen: this run then neither freezes nor unfreezes, since gc.unfreeze would release the caller's too
+    freeze = gc.get_freeze_count() == 0
     run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, world,
-                lambda: checkpoint(out, cfg, ident, tr, loader, progress, rank, world, t_start), collect_garbage)
+                lambda: checkpoint(out, cfg, ident, tr, loader, progress, rank, world, t_start),
+                collect_garbage and freeze, freeze)
     loader.close()
-    gc.unfreeze()  # a library caller (the queue, tests) keeps collecting what this run left
+    if freeze:
+        gc.unfreeze()  # a library caller keeps collecting what this run left
     if progress.step < cfg.updates:
         return None
     if progress.train_loss is None:  # resumed at the final checkpoint of a run killed while scoring
@@ -344,8 +351,10 @@ def checkpoint(out, cfg, ident, tr, loader, progress, rank, world, t_start):
         save_run(out, cfg, ident, tr, states, progress, t_start)
 
 
-def run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, world, save, collect_garbage=False):
-    """The training loop: one update at a time to `end`, timed, logged, checkpointed."""
+def run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, world, save, collect_garbage=False,
+                freeze=True):
+    """The training loop: one update at a time to `end`, timed, logged, checkpointed. freeze: what exists after
+    the first update is frozen (gc.freeze), collected first if collect_garbage."""
     fpt = tr.model.flops_per_token()
     bar = tqdm(total=cfg.updates, initial=progress.step, desc=cfg.name, unit="upd", disable=rank != 0)
     done_here = 0
@@ -355,7 +364,7 @@ def run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, w
         progress.train_loss, lr_mult = tr.update(loader, progress.step, cfg.updates)
         dt = time.time() - t0
         done_here += 1
-        if done_here == 1:  # as the baseline: what the first update built is never scanned by the collector again
+        if done_here == 1 and freeze:  # as the baseline: what the first update built is never scanned again
             if collect_garbage:  # a test's full collection of its large heap took longer than its short run
                 gc.collect()  # (0.3 s a run with the audit's libraries loaded; 44 runs in the suite)
             gc.freeze()
