@@ -31,7 +31,7 @@ from fanout.task import ClusterLost, Shared, TaskFailed, check_reads
 
 RETRIES = 3
 BATCHES_PER_CPU = 4  # a few batches per CPU: one slow batch does not hold the rest back for long
-POLL_S = 1.0  # while a result is awaited, the cluster's head is checked this often
+POLL_S = 0.5  # while a result is awaited, the cluster's head is checked this often (a connect: cheap)
 LOST_S = 3  # the head's port closed this long: the cluster is lost (Ray itself waits 60 s, then exits)
 PROBE_S = 120  # a node's probe must answer within this (a worker's start and imports, on a busy node)
 CARRIED = ("PACKAUDIT_SKIP_HASH",)  # the project's variables a task sees as the driver has them

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from argparse import Namespace
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -62,7 +63,8 @@ def cluster(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
            "PACKAUDIT_DATA": str(nodes / "not-the-drivers-data")}
     env.pop("RAY_ADDRESS", None)
-    if env.get("RAY_AUTH_MODE") == "token":  # the head reads ~/.ray/auth_token: made as a local Ray would make it
+    token = Path.home() / ".ray" / "auth_token"  # what the head reads: made as a local Ray would make it (once)
+    if env.get("RAY_AUTH_MODE") == "token" and not token.exists():
         subprocess.run([RAY, "get-auth-token", "--generate"], capture_output=True, env=env, timeout=60)
     c = TwoNodeRay()
     try:
