@@ -38,8 +38,9 @@ def node_flags():
 
 
 class TwoNodeRay:
-    """start(env, cwd): the head and a second raylet, both with the environment `env` (what their workers
-    inherit) and the working folder `cwd`; address (HOST:PORT), client_port (its Ray Client server); stop()."""
+    """launch(env, cwd): the head and a second raylet started, both with the environment `env` (what their workers
+    inherit) and the working folder `cwd`, returning at once; wait(): until the head answers; address (HOST:PORT),
+    client_port (its Ray Client server); stop()."""
 
     def __init__(self):
         # short: Ray's socket paths under it must stay within the 107 bytes a Unix socket's name may have
@@ -52,12 +53,15 @@ class TwoNodeRay:
     def address(self):
         return f"127.0.0.1:{self.port}"
 
-    def start(self, env, cwd):
+    def launch(self, env, cwd):
         self.port, self.client_port = free_port(), free_port()
-        self.launch(["--head", "--port", str(self.port), "--ray-client-server-port", str(self.client_port),
-                     "--include-dashboard", "false", "--dashboard-port", str(free_port())], env, cwd, "head")
+        self.start_node(["--head", "--port", str(self.port), "--ray-client-server-port", str(self.client_port),
+                         "--include-dashboard", "false", "--dashboard-port", str(free_port())], env, cwd, "head")
         # at once: the second node's `ray start` retries the head's address until it answers
-        self.launch(["--address", self.address], env, cwd, "node")
+        self.start_node(["--address", self.address], env, cwd, "node")
+        return self
+
+    def wait(self):
         deadline = time.monotonic() + START_S
         while not self.answers():
             if time.monotonic() > deadline or self.nodes[0].poll() is not None:
@@ -65,7 +69,7 @@ class TwoNodeRay:
             time.sleep(0.2)
         return self
 
-    def launch(self, flags, env, cwd, name):
+    def start_node(self, flags, env, cwd, name):
         log = open(self.root / f"{name}.log", "w")
         self.nodes.append(subprocess.Popen([RAY, "start", "--temp-dir", str(self.temp), *flags, *node_flags()],
                                            env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,

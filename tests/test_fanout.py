@@ -55,8 +55,9 @@ TIMES = ("timing", "provenance", "folder", "date", "overhead_vs_kept_training", 
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """The two-node cluster, and this process its driver (ray.init with its address, as the engine joins one)."""
+def cluster(tmp_path_factory, request):
+    """The two-node cluster, and this process its driver (ray.init with its address, as the engine joins one). The
+    local micro study that the study test compares with runs here while the raylets start (each takes seconds)."""
     nodes = tmp_path_factory.mktemp("raylets")  # the nodes' working folder: never the driver's
     # tests/ on the workers' path too (the tasks of tests/fanout_tasks.py): the engine adds the checkout only to a Ray
     # it starts itself, and here the test's own Ray is used
@@ -68,7 +69,10 @@ def cluster(tmp_path_factory):
         subprocess.run([RAY, "get-auth-token", "--generate"], capture_output=True, env=env, timeout=60)
     c = TwoNodeRay()
     try:
-        c.start(env, nodes)
+        c.launch(env, nodes)
+        if any("micro_study" in item.fixturenames for item in request.session.items):  # a test of this run needs it
+            request.getfixturevalue("micro_study")
+        c.wait()
         ray.init(address=c.address, logging_level="WARNING", log_to_driver=False)
         deadline = time.monotonic() + 90
         while sum(n["Alive"] for n in ray.nodes()) < 2:  # the second raylet joins a few seconds after the head
