@@ -98,6 +98,16 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a file's last test and its module fixtures' teardown: what the file left alive (libraries its tests
+    imported, session fixtures) frozen too, so that the next files' full collections scan only their own objects."""
+    yield
+    if nextitem is None or nextitem.path != item.path:
+        gc.collect()
+        gc.freeze()
+
+
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     # stable: the rest keep pytest's order; a group's files right after its first
