@@ -3,11 +3,13 @@ import http.server
 import io
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import corpus.download
 from corpus.download import download_all, download_file
 from errors import DataError
 
@@ -132,11 +134,14 @@ def test_no_network_fails_at_once_naming_the_offline_corpus(tmp_path):
     assert "--source stdlib" in str(e.value)
 
 
-def test_prepare_climbmix_end_to_end_from_a_local_server(tmp_path):
+def test_prepare_climbmix_end_to_end_from_a_local_server(tmp_path, monkeypatch):
     """prepare.py --source climbmix against 127.0.0.1: download (with faults), tokenizer, tokens, census."""
     import random
 
     import prepare
+
+    waits = []  # the retries' backoff, recorded instead of slept
+    monkeypatch.setattr(corpus.download, "time", SimpleNamespace(sleep=waits.append))
 
     rng = random.Random(0)
     words = ["alpha", "beta", "gamma", "delta", "packing", "buffer", "source", "token", "row", "crop", "über", "naïve"]
@@ -154,7 +159,7 @@ def test_prepare_climbmix_end_to_end_from_a_local_server(tmp_path):
         assert prepare.main(args) == 0  # second run: nothing to do, no new requests
     finally:
         srv.close()
-    assert len(srv.requests) == 5
+    assert len(srv.requests) == 5 and waits == [1.0, 1.0]  # each faulty file retried once, after the first backoff
     from corpus.layout import Layout
 
     rec = Layout(tmp_path, "climbmix").prepared()
