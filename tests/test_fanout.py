@@ -540,9 +540,9 @@ def test_a_lost_cluster_ends_the_audit_within_15_s_in_one_line_with_no_folder_or
     """Last in this file: the module's cluster is killed here (this process leaves it first, or Ray's core would end
     this process a minute later)."""
     ray.shutdown()
-    # permutations enough (batched) to take the cluster several seconds: the kill comes first
-    proc = _audit_process(tmp_path, "--permutations", "15000", "--engine", "ray", "--ray-address", cluster.address,
-                          docs=30_000)
+    # a stream long enough that its permutations (batched) take the cluster tens of seconds: the kill comes first
+    proc = _audit_process(tmp_path, "--permutations", "3000", "--engine", "ray", "--ray-address", cluster.address,
+                          docs=150_000)
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob(".o.new-*")):  # the audit has begun: its folder is being written
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -554,7 +554,7 @@ def test_a_lost_cluster_ends_the_audit_within_15_s_in_one_line_with_no_folder_or
     took = time.monotonic() - t0
     line = _one_error_line(err)
     assert proc.returncode == 2 and took < 15, (took, err)
-    assert f"error: the Ray cluster at {cluster.address} was lost" in line and "rerun `" in line and "--permutations 15000" in line
+    assert f"error: the Ray cluster at {cluster.address} was lost" in line and "rerun `" in line and "--permutations 3000" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]  # no output, no .new- folder, no lock
     # the same audit, rerun here on the local engine: nothing is left in its way
     assert audit_main(["--lengths", str(tmp_path / "L.txt"), "--row-capacity", str(R), "--buffer", str(B), "--packers",
