@@ -365,8 +365,8 @@ def run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, w
         dt = time.time() - t0
         done_here += 1
         if done_here == 1 and freeze:  # as the baseline: what the first update built is never scanned again
-            if collect_garbage:  # a test's full collection of its large heap took longer than its short run
-                gc.collect()  # (0.3 s a run with the audit's libraries loaded; 44 runs in the suite)
+            if collect_garbage:  # a library caller may skip it: a full collection of a large heap (0.3-0.7 s
+                gc.collect()  # with the audit's libraries loaded) can take longer than a short run
             gc.freeze()
         count_time(progress.clock, dt, tr.last_wait, timed=done_here > WARMUP_UPDATES)
         progress.step += 1
