@@ -227,7 +227,14 @@ def test_a_shared_argument_of_a_local_pool_is_one_file_that_every_task_reads():
 
 
 def _pool_processes():
-    return {p.pid for p in psutil.Process().children() if any("spawn_main" in a for a in p.cmdline())}
+    pids = set()
+    for p in psutil.Process().children():
+        try:
+            if any("spawn_main" in a for a in p.cmdline()):
+                pids.add(p.pid)
+        except psutil.Error:  # a child of another kind that ended meanwhile
+            pass
+    return pids
 
 
 def test_a_local_pool_serves_every_run_of_its_engine_and_ends_with_it():
