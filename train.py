@@ -286,9 +286,8 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=
     # a caller that froze its own objects (gc.freeze: tests/conftest.py freezes the imported session) keeps them
     # frozen: this run then neither freezes nor unfreezes, since gc.unfreeze would release the caller's too
     freeze = gc.get_freeze_count() == 0
-    run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, world,
-                lambda: checkpoint(out, cfg, ident, tr, loader, progress, rank, world, t_start),
-                collect_garbage and freeze, freeze)
+    save = lambda: checkpoint(out, cfg, ident, tr, loader, progress, rank, world, t_start)  # noqa: E731
+    run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, world, save, collect_garbage, freeze)
     loader.close()
     if freeze:
         gc.unfreeze()  # a library caller keeps collecting what this run left

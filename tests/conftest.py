@@ -94,8 +94,7 @@ def pytest_collection_finish(session):
     is off while the modules import (pytest_configure): its full collections then scanned the growing heap over and
     over, about 0.9 s a process, for next to no garbage."""
     gc.enable()
-    gc.collect()  # nothing that is already garbage is frozen with the rest
-    gc.freeze()
+    freeze_survivors()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -104,8 +103,12 @@ def pytest_runtest_teardown(item, nextitem):
     imported, session fixtures) frozen too, so that the next files' full collections scan only their own objects."""
     yield
     if nextitem is None or nextitem.path != item.path:
-        gc.collect()
-        gc.freeze()
+        freeze_survivors()
+
+
+def freeze_survivors():
+    gc.collect()  # nothing that is already garbage is frozen with the rest
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(items):
