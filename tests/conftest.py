@@ -1,8 +1,11 @@
 import argparse
+import fcntl
 import gc
 import json
 import os
 import shutil
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -37,7 +40,8 @@ def pytest_configure(config):
     Once, in the process that starts the test processes (or the only one): the compiled loops loaded, or compiled
     and cached when this checkout has no cache yet (about 6 s of CPU), before any test process, Ray worker or
     command line the tests start needs them; else each compiles them on its own, side by side (a cold cache made the
-    audit-on-Ray test take 67 s instead of 2)."""
+    audit-on-Ray test take 67 s instead of 2). The process that starts the test processes does it on a thread while
+    they collect (compile_while_they_collect), and they wait for it before their first test."""
     worker = bool(os.environ.get("PYTEST_XDIST_WORKER"))
     controller = not worker and config.getoption("dist", "no") != "no"  # xdist's: it runs no test itself
     if not controller:
@@ -45,8 +49,52 @@ def pytest_configure(config):
         from training.device import keep_freed_host_memory  # after OMP_NUM_THREADS, which torch reads once
 
         keep_freed_host_memory()  # as every command line does on CPU: the in-process training runs take half the time
-    if worker:
-        return
+    if controller:
+        compile_while_they_collect(config)
+    elif not worker:
+        compile_loops()
+
+
+# The lock file the process that starts the test processes holds while it compiles the loops; they inherit its name.
+COMPILE_LOCK = "PACKAUDIT_TEST_COMPILE_LOCK"
+
+
+def compile_while_they_collect(config):
+    """compile_loops() on a thread of this process, under an exclusive lock taken before any test process starts.
+    Before, this process compiled first and started the test processes after: on a fresh clone one core did the
+    compile (about 6 s) while the other waited, and only then did both collect (about 5 s each)."""
+    fd, path = tempfile.mkstemp(prefix="packaudit-compile-", suffix=".lock")
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.environ[COMPILE_LOCK] = path
+
+    def compile_then_unlock():
+        try:
+            compile_loops()  # an error here is printed by the thread and met again by the tests that need the loops
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    thread = threading.Thread(target=compile_then_unlock, name="compile the loops", daemon=True)
+    thread.start()
+
+    def clean_up():
+        thread.join()
+        os.close(fd)
+        os.unlink(path)
+
+    config.add_cleanup(clean_up)
+
+
+def wait_for_compiled_loops():
+    """In a test process: until the process that started it has the loops compiled and cached."""
+    path = os.environ.get(COMPILE_LOCK)
+    if path and os.environ.get("PYTEST_XDIST_WORKER"):
+        with open(path) as f:
+            fcntl.flock(f, fcntl.LOCK_SH)
+
+
+def compile_loops():
+    """Every compiled loop the tests run, each signature once: the selection core and its state, the audit's tallies,
+    the packers' token copy over the tests' int64 token lists and a prepared corpus's read-only uint16 files."""
     import numpy as np
 
     from audit.compute import replay_packer
@@ -61,7 +109,7 @@ def pytest_configure(config):
     PackerCore(s, "lossless", 17, 3).load_state_dict(core.state_dict())
     replay_packer(PassRefills(s.lengths, s.refills), "original", 5, 17, 3, ref_length=17)
     docs = [[0] + [1] * (n - 1) for n in (3, 5, 2, 4)]
-    for dtype in (np.int64, np.uint16):  # the tests' token lists, and a prepared corpus's read-only token files
+    for dtype in (np.int64, np.uint16):
         stream = DocumentStream.from_token_lists(docs, 2)
         flat = stream.tokens[0][0].astype(dtype)
         flat.setflags(write=False)
@@ -92,9 +140,10 @@ def pytest_collection_finish(session):
     scanned them all again, 15 s in the two test processes of a suite run (measured with gc.callbacks,
     2026-12-06); now it scans only what the tests made. train() leaves a caller's freeze in place. The collector
     is off while the modules import (pytest_configure): its full collections then scanned the growing heap over and
-    over, about 0.9 s a process, for next to no garbage."""
+    over, about 0.9 s a process, for next to no garbage. Then, before the first test: the compiled loops ready."""
     gc.enable()
     freeze_survivors()
+    wait_for_compiled_loops()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -155,6 +204,15 @@ def cached_build(name, build, tmp_path_factory):
         build(d)
         done.touch()
     return d
+
+
+@pytest.fixture(scope="session")
+def hf_datasets():
+    """Hugging Face `datasets`, imported by the tests that write its folders rather than at collection: both test
+    processes collect every test file, one runs these, and the import (pandas with it) takes 0.8 s."""
+    import datasets
+
+    return datasets
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ import re
 import shlex
 from pathlib import Path
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -37,7 +36,7 @@ def readme_commands():
 
 
 @pytest.fixture(scope="module")
-def fixtures(tmp_path_factory):
+def fixtures(tmp_path_factory, hf_datasets):
     """Every file the README's commands name, each written by its format's own library, and for each command the
     lengths and labels counted independently (a BOS counted as the command's --bos says)."""
     d = tmp_path_factory.mktemp("corpus")
@@ -49,7 +48,7 @@ def fixtures(tmp_path_factory):
                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tok.save(str(d / "tokenizer.json"))
     text_lengths = [len(e.ids) + 1 for e in tok.encode_batch(texts, add_special_tokens=False)]
-    datasets.Dataset.from_dict({"text": texts, "source": labels}).save_to_disk(str(d / "my_dataset"))
+    hf_datasets.Dataset.from_dict({"text": texts, "source": labels}).save_to_disk(str(d / "my_dataset"))
     (d / "data").mkdir()
     lists = [x for x in token_lists(400, seed=8) if x]
     auto = [len(x) + (x[0] != BOS) for x in lists]

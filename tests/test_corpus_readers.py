@@ -14,7 +14,6 @@ import types
 from pathlib import Path
 from unittest import mock
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -95,8 +94,9 @@ def bos_auto(lists):
 # ---- each format, against an independent count
 
 
-def test_a_datasets_folder_of_text_counts_as_encode_batch_with_a_bos_and_labels_its_source(corpus, tmp_path):
-    ds = datasets.Dataset.from_dict({"text": corpus.texts, "source": corpus.labels})
+def test_a_datasets_folder_of_text_counts_as_encode_batch_with_a_bos_and_labels_its_source(corpus, tmp_path,
+                                                                                           hf_datasets):
+    ds = hf_datasets.Dataset.from_dict({"text": corpus.texts, "source": corpus.labels})
     ds.save_to_disk(str(tmp_path / "ds"), num_shards=3)
     r = run([tmp_path / "ds"], corpus.tok)
     assert r.lengths.tolist() == [c + 1 for c in corpus.counts]  # BOS auto: one per text document
@@ -108,9 +108,9 @@ def test_a_datasets_folder_of_text_counts_as_encode_batch_with_a_bos_and_labels_
     assert none.lengths.tolist() == corpus.counts
 
 
-def test_a_token_column_gives_the_list_lengths_and_auto_adds_a_bos_only_where_none_starts(tmp_path):
+def test_a_token_column_gives_the_list_lengths_and_auto_adds_a_bos_only_where_none_starts(tmp_path, hf_datasets):
     lists = token_lists(300, seed=2)
-    ds = datasets.Dataset.from_dict({"input_ids": lists, "source": ["a"] * 150 + ["b"] * 150})
+    ds = hf_datasets.Dataset.from_dict({"input_ids": lists, "source": ["a"] * 150 + ["b"] * 150})
     ds.save_to_disk(str(tmp_path / "ds"), num_shards=2)
     ds.to_parquet(str(tmp_path / "t.parquet"), batch_size=64)  # several row groups
     for p in (tmp_path / "ds", tmp_path / "t.parquet"):
@@ -120,9 +120,9 @@ def test_a_token_column_gives_the_list_lengths_and_auto_adds_a_bos_only_where_no
         assert run([p], bos="none").labels.tolist() == ["a"] * 150 + ["b"] * 150
 
 
-def test_parquet_and_arrow_files_in_the_order_given_labelled_by_their_names(corpus, tmp_path):
+def test_parquet_and_arrow_files_in_the_order_given_labelled_by_their_names(corpus, tmp_path, hf_datasets):
     half = len(corpus.texts) // 2
-    datasets.Dataset.from_dict({"text": corpus.texts[:half]}).to_parquet(str(tmp_path / "b.parquet"), batch_size=50)
+    hf_datasets.Dataset.from_dict({"text": corpus.texts[:half]}).to_parquet(str(tmp_path / "b.parquet"), batch_size=50)
     lists = token_lists(120, seed=3)
     table = pa.table({"ids": pa.array(lists, pa.large_list(pa.int64()))})
     with pa.OSFile(str(tmp_path / "a.arrow"), "wb") as f, pa.ipc.new_file(f, table.schema) as w:
@@ -251,14 +251,14 @@ def test_flat_token_files_cut_after_each_separator_with_a_trailing_piece_kept(tm
     one_line(e, "train.bin", "dtype")
 
 
-def test_tiktoken_from_a_rank_file_and_the_projects_own_tokenizer(corpus, tmp_path):
+def test_tiktoken_from_a_rank_file_and_the_projects_own_tokenizer(corpus, tmp_path, hf_datasets):
     bpe = rustbpe.Tokenizer()
     bpe.train_from_iterator(corpus.texts, 400, pattern=openai_public.r50k_pat_str)
     ranks = {bytes(k): v for k, v in bpe.get_mergeable_ranks()}
     tiktoken.load.dump_tiktoken_bpe(ranks, str(tmp_path / "mine.tiktoken"))
     with mock.patch.object(openai_public, "load_tiktoken_bpe", return_value=ranks):
         enc = tiktoken.Encoding(**openai_public.cl100k_base())  # cl100k_base's pattern and specials, these ranks
-    datasets.Dataset.from_dict({"text": corpus.texts}).to_parquet(str(tmp_path / "t.parquet"))
+    hf_datasets.Dataset.from_dict({"text": corpus.texts}).to_parquet(str(tmp_path / "t.parquet"))
     r = run([tmp_path / "t.parquet"], f"cl100k_base:{tmp_path / 'mine.tiktoken'}", bos="none")
     assert r.lengths.tolist() == [len(x) for x in enc.encode_ordinary_batch(corpus.texts)]
     assert r.provenance["tokenizer"]["kind"] == "tiktoken"
@@ -335,7 +335,7 @@ def test_a_rerun_reads_the_cache_and_an_interrupted_pass_resumes_by_unit(corpus,
 # ---- bad input: one line naming the file
 
 
-def test_each_bad_input_is_one_line_naming_the_file(corpus, tmp_path):
+def test_each_bad_input_is_one_line_naming_the_file(corpus, tmp_path, hf_datasets):
     def refused(paths, *words, tok=None, **kw):
         with pytest.raises(DataError) as e:
             run(paths, tok, **kw)
@@ -385,7 +385,8 @@ def test_each_bad_input_is_one_line_naming_the_file(corpus, tmp_path):
     refused([tmp_path / "nothing.parquet"], "nothing.parquet", "no such file")
     refused([tmp_path / "nothing*.parquet"], "nothing*.parquet", "no file matches")
     refused([good, good], "g.jsonl", "named twice", tok=corpus.tok)
-    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": ["a"]})}).save_to_disk(str(tmp_path / "dd"))
+    one_split = hf_datasets.DatasetDict({"train": hf_datasets.Dataset.from_dict({"text": ["a"]})})
+    one_split.save_to_disk(str(tmp_path / "dd"))
     refused([tmp_path / "dd"], "dd", "DatasetDict", "train")
     lists = pa.table({"input_ids": pa.array([[1, 2]], pa.list_(pa.int32()))})
     pq.write_table(lists, tmp_path / "ids.parquet")
