@@ -285,7 +285,7 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=
     end = cfg.updates if stop_after is None else min(cfg.updates, stop_after)
     # a caller that froze its own objects (gc.freeze: tests/conftest.py freezes the imported session) keeps them
     # frozen: this run then neither freezes nor unfreezes, since gc.unfreeze would release the caller's too
-    freeze = gc.get_freeze_count() == 0
+    freeze = not caller_froze_objects()
     save = lambda: checkpoint(out, cfg, ident, tr, loader, progress, rank, world, t_start)  # noqa: E731
     run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, world, save, collect_garbage, freeze)
     loader.close()
@@ -348,6 +348,19 @@ def checkpoint(out, cfg, ident, tr, loader, progress, rank, world, t_start):
         states = gathered
     if rank == 0:
         save_run(out, cfg, ident, tr, states, progress, t_start)
+
+
+_caller_froze = False  # kept once true (caller_froze_objects)
+
+
+def caller_froze_objects():
+    """Whether this process froze objects of its own (gc.freeze) before the run. Asked until the answer is yes, then
+    kept: gc.get_freeze_count() walks every frozen object (0.1 s over the 1.4 M a test process freezes, at each run),
+    and a process that froze its objects keeps them frozen. One that unfreezes them later costs its later runs only
+    their own freeze (slower collections), never a release of its objects."""
+    global _caller_froze
+    _caller_froze = _caller_froze or gc.get_freeze_count() > 0
+    return _caller_froze
 
 
 def run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, world, save, collect_garbage=False,

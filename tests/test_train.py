@@ -52,8 +52,9 @@ def test_tiny_model_loss_falls(small_corpus, tmp_path, monkeypatch):
     logged = lambda: len((tmp_path / "train_log.jsonl").read_text().splitlines())  # noqa: E731
     for call in ("collect", "freeze", "unfreeze"):
         monkeypatch.setattr(train_module.gc, call, lambda call=call: gc_calls.append((call, logged())))
-    frozen_by_caller = [0]  # as in a process that froze nothing of its own (this one did: tests/conftest.py)
-    monkeypatch.setattr(train_module.gc, "get_freeze_count", lambda: frozen_by_caller[0])
+    frozen_by_caller, asked = [0], []  # as in a process that froze nothing of its own (this one did: tests/conftest.py)
+    monkeypatch.setattr(train_module.gc, "get_freeze_count", lambda: asked.append(1) or frozen_by_caller[0])
+    monkeypatch.setattr(train_module, "_caller_froze", False)
     res = train(cfg, tmp_path, log=lambda m: None)
     assert gc_calls == [("freeze", 0), ("unfreeze", 30)]  # a library call: this process's heap is not collected
     losses = [json.loads(line)["loss"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
@@ -67,7 +68,9 @@ def test_tiny_model_loss_falls(small_corpus, tmp_path, monkeypatch):
     gc_calls.clear()  # a caller that froze objects of its own keeps them frozen: the run leaves the collector alone
     frozen_by_caller[0] = 12_345
     train(tiny(small_corpus, updates=2), tmp_path / "caller", log=lambda m: None, collect_garbage=True)
-    assert gc_calls == []
+    assert gc_calls == [] and len(asked) == 3
+    train(tiny(small_corpus, updates=2), tmp_path / "again", log=lambda m: None, collect_garbage=True)
+    assert gc_calls == [] and len(asked) == 3  # the frozen objects are not counted again (a walk of each of them)
     # timed as the baseline (`step > 10`): the first 11 updates (compilation, warm-up) are left out; all are in the total
     secs = [json.loads(line)["seconds"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     assert res["timed_updates"] == 19 and res["untimed_warmup_updates"] == 11
