@@ -11,6 +11,7 @@ duplicate texts are kept once, so training and validation share no document.
 import ast
 import functools
 import hashlib
+import os
 import random
 import sys
 import sysconfig
@@ -36,17 +37,21 @@ def stdlib_root() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
 
-@functools.lru_cache(maxsize=2)  # per process: a walk of the whole library (about 0.6 s), and it does not change
+INSTALLED = ("site-packages", "dist-packages")  # the library's top-level folders of installed packages: not walked
+
+
+@functools.lru_cache(maxsize=2)  # per process: a walk of the library, and it does not change
 def stdlib_files(root: Path):
-    """Sorted .py files of the standard library (site-packages excluded), as a tuple."""
+    """Sorted .py files of the standard library (site-packages excluded), as a tuple. The folders of installed
+    packages are never entered: a Python with packages installed beside its library (pyenv's) holds several times
+    its files there (11,563 of 13,353 here), and walking them took 1 s of the 1.2 s."""
     out = []
-    for f in root.rglob("*.py"):
-        rel = f.relative_to(root)
-        if rel.parts[0] in ("site-packages", "dist-packages"):
-            continue
-        if rel.as_posix() == "pydoc_data/topics.py":  # its topics are added whole, as prose
-            continue
-        out.append(rel)
+    for folder, subfolders, names in os.walk(root):  # symlinked folders are not entered, as Path.rglob's walk
+        rel = Path(folder).relative_to(root)
+        if folder == str(root):
+            subfolders[:] = [d for d in subfolders if d not in INSTALLED]
+        # pydoc_data/topics.py left out: its topics are added whole, as prose
+        out += [rel / n for n in names if n.endswith(".py") and (rel / n).as_posix() != "pydoc_data/topics.py"]
     return tuple(sorted(out, key=lambda p: p.as_posix()))
 
 

@@ -13,7 +13,7 @@ from errors import DataError
 from corpus.layout import Layout
 from corpus.pretokenize import TokenShard, refill_boundaries
 from corpus.shards import iter_row_group_texts, open_shard
-from corpus.stdlib_corpus import build_stdlib_corpus, split_module
+from corpus.stdlib_corpus import build_stdlib_corpus, split_module, stdlib_files
 from corpus.tokenizer import SPECIAL_TOKENS, bos_id, load_encoding, load_token_bytes
 from loaders.stream import open_split
 
@@ -95,6 +95,24 @@ def test_split_module_cuts_at_top_level_statements():
 def _write(path, table):
     pq.write_table(table, path)
     return path
+
+
+def test_the_library_walk_finds_what_rglob_finds_outside_the_installed_packages(tmp_path):
+    """stdlib_files never enters site-packages; against rglob, which walks everything, filtered afterwards."""
+    root = tmp_path / "lib"
+    for rel in ("os.py", "json/__init__.py", "json/tool.py", "json/x.pyc", "lib2to3/site-packages/inner.py",
+                "site-packages/pkg/mod.py", "dist-packages/mod.py", "pydoc_data/topics.py", "pydoc_data/other.py",
+                ".hidden.py", "README"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x = 1\n")
+    (root / "linked").symlink_to(root / "json", target_is_directory=True)  # not entered by either walk
+    (root / "alias.py").symlink_to(root / "os.py")
+    reference = sorted((f.relative_to(root) for f in root.rglob("*.py")
+                        if f.relative_to(root).parts[0] not in ("site-packages", "dist-packages")
+                        and f.relative_to(root).as_posix() != "pydoc_data/topics.py"), key=lambda p: p.as_posix())
+    assert [p.as_posix() for p in reference] == [".hidden.py", "alias.py", "json/__init__.py", "json/tool.py",
+                                                  "lib2to3/site-packages/inner.py", "os.py", "pydoc_data/other.py"]
+    assert list(stdlib_files(root)) == reference
 
 
 def test_bad_shards_give_one_line_errors(tmp_path):
