@@ -52,8 +52,33 @@ def read_stream(path, column=None, label_column=None):
     return arr.astype(np.int64), refills, labels
 
 
+PLAIN = b"0123456789\r\n"  # a plain file's bytes: one length a line
+HUGE = 10**18  # from here on _lines reads the file: numpy's parse saturates at int64's largest, silently
+
+
 def _text(path):
     """Lengths, and refill boundaries when some line holds several (every line is then one refill)."""
+    plain = _plain(path)
+    return (plain, None) if plain is not None else _lines(path)
+
+
+def _plain(path):
+    """A file of one length a line and nothing else, read at numpy's speed (0.02 s a million lines, against 0.7 s for
+    _lines); None for any other file, which _lines reads. Blank lines are skipped in both."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None  # _lines names the error
+    if raw.translate(None, PLAIN):
+        return None
+    if not raw or raw.isspace():
+        return np.zeros(0, np.int64)  # numpy's parse gives [0] for line ends alone
+    lengths = np.fromstring(raw.decode("ascii"), dtype=np.int64, sep=" ")  # text mode: any whitespace separates
+    return None if lengths.size and lengths.max() >= HUGE else lengths
+
+
+def _lines(path):
+    """_text, line by line: comments, several lengths a line, and every error named with its line."""
     out, sizes = [], []
     try:
         lines = path.read_text().splitlines()

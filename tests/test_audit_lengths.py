@@ -9,8 +9,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from audit import lengths_file
 from audit.__main__ import main as audit_main
+from errors import DataError
 
 ROOT = Path(__file__).resolve().parents[1]
 R, B = 33, 6
@@ -36,6 +40,31 @@ def own(tmp_path_factory):
     (d / "lengths.txt").write_text("# my corpus, one document per line\n" + "\n".join(map(str, L)) + "\n")
     assert audit_main(_args(d / "lengths.txt", d / "out", "--packers", "original,lossless")) == 0
     return d, L
+
+
+PLAIN_ENDS = ["\n", "\r\n", "\r", "\n\n"]  # a plain file's line ends (and a blank line)
+OTHER_ENDS = [" ", "\t", "\n# a comment\n", "\n \n", "x\n"]  # what _lines alone reads
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.integers(0, 10**6), st.integers(10**17, 2**64)), st.booleans(),
+                          st.sampled_from(PLAIN_ENDS + PLAIN_ENDS + OTHER_ENDS)), max_size=30), st.booleans())
+def test_a_plain_length_file_reads_as_the_line_by_line_reader_reads_it(tmp_path_factory, lines, lead):
+    """The plain files' fast reader (numpy's parse) against _lines, on files it reads and files it hands over."""
+    path = tmp_path_factory.getbasetemp() / "plain.txt"
+    text = ("\n" if lead else "") + "".join(f"{'00' if zeros else ''}{n}{end}" for n, zeros, end in lines)
+    path.write_text(text, newline="")
+
+    def read(how):
+        try:
+            lengths, refills = how(path)
+            return lengths.tolist(), None if refills is None else refills.tolist()
+        except DataError as e:
+            return str(e)
+
+    assert read(lengths_file._text) == read(lengths_file._lines)
+    if all(end in PLAIN_ENDS and n < 10**18 for n, _, end in lines):  # a plain file: the fast reader's
+        assert lengths_file._plain(path).tolist() == [n for n, _, _ in lines]
 
 
 def test_own_lengths_audit_report_and_checker(own):

@@ -349,7 +349,7 @@ def test_an_address_that_answers_but_is_no_ray_cluster_is_one_line(tmp_path, cap
 
 def _lengths_file(tmp_path, n=400):
     f = tmp_path / "L.txt"
-    np.savetxt(f, _lengths(n), fmt="%d")
+    f.write_text("\n".join(map(str, _lengths(n).tolist())) + "\n")  # as np.savetxt(fmt="%d") writes it, 6x as fast
     return f
 
 
@@ -489,7 +489,7 @@ def test_an_audit_whose_tally_fails_mid_stream_in_a_ray_driver_ends_in_one_line_
     real_write = events.EventSink.write
     monkeypatch.setattr(events.EventSink, "write", disk_fills_up)
     monkeypatch.setattr(compute, "CHUNK_EVENTS", 1 << 14)  # a few chunks of this stream's 250,000 events
-    np.savetxt(tmp_path / "lengths.txt", _lengths(200_000), fmt="%d")
+    (tmp_path / "lengths.txt").write_text("\n".join(map(str, _lengths(200_000).tolist())) + "\n")
     t0 = time.monotonic()
     rc = audit_main(["--lengths", str(tmp_path / "lengths.txt"), "--row-capacity", str(R), "--buffer", str(B),
                      "--packers", "original", "--permutations", "0", "--out", str(tmp_path / "out")])
