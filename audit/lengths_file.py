@@ -64,7 +64,8 @@ def _text(path):
 
 def _plain(path):
     """A file of one length a line and nothing else, read at numpy's speed (0.02 s a million lines, against 0.7 s for
-    _lines); None for any other file, which _lines reads. Blank lines are skipped in both."""
+    _lines); None for any other file, which _lines reads (the audit's own stream_lengths.txt, several lengths a line,
+    among them). Blank lines are skipped in both."""
     try:
         raw = path.read_bytes()
     except OSError:
@@ -92,7 +93,9 @@ def _lines(path):
         try:
             out.extend(int(x) for x in parts)
         except ValueError:
-            bad = next(x for x in parts if not x.lstrip("+-").isdigit())
+            bad = next((x for x in parts if not x.lstrip("+-").isdigit()), None)
+            if bad is None:  # digits only, more than int() reads (4,300)
+                raise DataError(f"--lengths {path}: line {i}: a length does not fit in 64 bits") from None
             raise DataError(f"--lengths {path}: line {i}: {bad[:40]!r} is not an integer") from None
         sizes.append(len(parts))
     try:

@@ -44,7 +44,8 @@ INSTALLED = ("site-packages", "dist-packages")  # the library's top-level folder
 def stdlib_files(root: Path):
     """Sorted .py files of the standard library (site-packages excluded), as a tuple. The folders of installed
     packages are never entered: a Python with packages installed beside its library (pyenv's) holds several times
-    its files there (11,563 of 13,353 here), and walking them took 1 s of the 1.2 s."""
+    its files there (11,563 of 13,353 here): walking them took 0.6 s, the rest 0.04 s. A folder named *.py (none in
+    the library) is not listed, where Path.rglob's would have been."""
     out = []
     for folder, subfolders, names in os.walk(root):  # symlinked folders are not entered, as Path.rglob's walk
         rel = Path(folder).relative_to(root)

@@ -1,7 +1,6 @@
 import argparse
 import fcntl
 import gc
-import hashlib
 import json
 import os
 import shutil
@@ -36,7 +35,6 @@ from shardqueue.study import presets as study_presets  # noqa: E402
 # (xdist's controller) needs none of torch and the study, and imported them for ~3 s before either started.
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest's own, which reads --basetemp once (temp_in_memory)
 def pytest_configure(config):
     """In each process that runs tests: freed host memory kept (before any test module imports torch).
     Once, in the process that starts the test processes (or the only one): the compiled loops loaded, or compiled
@@ -45,9 +43,11 @@ def pytest_configure(config):
     audit-on-Ray test take 67 s instead of 2). The process that starts the test processes does it on a thread while
     they collect (compile_while_they_collect), and they wait for it before their first test."""
     worker = bool(os.environ.get("PYTEST_XDIST_WORKER"))
-    controller = not worker and config.getoption("dist", "no") != "no"  # xdist's: it runs no test itself
+    # xdist's controller: it starts test processes (not with --collect-only) and runs no test itself
+    controller = (not worker and config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None))
+                  and not config.getoption("collectonly"))
     if not worker:
-        temp_in_memory(config)
+        temp_in_memory()
     if not controller:
         gc.disable()  # while the test modules import (see pytest_collection_finish): they leave next to no garbage
         from training.device import keep_freed_host_memory  # after OMP_NUM_THREADS, which torch reads once
@@ -64,25 +64,16 @@ def pytest_configure(config):
 # this VM's disk), which the tests then wait on. Less room than this (a container's 64 MB /dev/shm): pytest's default.
 MEMORY = Path("/dev/shm")
 MEMORY_ROOM = 1 << 30
-in_memory = []  # the folder chosen, removed after a run that passed
 
 
-def temp_in_memory(config):
-    """--basetemp, where not given: a folder of this checkout's in /dev/shm (pytest empties it at the start of a run).
-    A run that passed removes it (pytest_sessionfinish); a failed run's stays for a look, until the next run."""
-    if config.option.basetemp or not MEMORY.is_dir() or not os.access(MEMORY, os.W_OK):
+def temp_in_memory():
+    """pytest's folders under /dev/shm rather than /tmp (PYTEST_DEBUG_TEMPROOT, unless already set): its numbered,
+    locked folder per run, so two runs of one checkout never share one. pyproject's tmp_path_retention_* remove a
+    passed test's folder and a passed run's, and keep one failed run's for a look."""
+    if "PYTEST_DEBUG_TEMPROOT" in os.environ or not MEMORY.is_dir() or not os.access(MEMORY, os.W_OK):
         return
-    if shutil.disk_usage(MEMORY).free < MEMORY_ROOM:
-        return
-    checkout = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]  # two checkouts' runs side by side: two folders
-    config.option.basetemp = str(MEMORY / f"packaudit-tests-{os.getuid()}-{checkout}")
-    in_memory.append(Path(config.option.basetemp))
-
-
-def pytest_sessionfinish(session, exitstatus):
-    if exitstatus == 0:
-        for folder in in_memory:
-            shutil.rmtree(folder, ignore_errors=True)
+    if shutil.disk_usage(MEMORY).free >= MEMORY_ROOM:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(MEMORY)  # read when the folder is made, after this hook
 
 
 # The lock file the process that starts the test processes holds while it compiles the loops; they inherit its name.
@@ -116,10 +107,13 @@ def compile_while_they_collect(config):
 
 def wait_for_compiled_loops():
     """In a test process: until the process that started it has the loops compiled and cached."""
-    path = os.environ.get(COMPILE_LOCK)
+    path = os.environ.pop(COMPILE_LOCK, None)  # not passed on to the processes the tests start
     if path and os.environ.get("PYTEST_XDIST_WORKER"):
-        with open(path) as f:
-            fcntl.flock(f, fcntl.LOCK_SH)
+        try:
+            with open(path) as f:
+                fcntl.flock(f, fcntl.LOCK_SH)
+        except FileNotFoundError:  # a worker on another machine (--tx ssh=...), or the run is over
+            pass
 
 
 def compile_loops():

@@ -114,6 +114,8 @@ def test_npy_and_parquet_columns_give_the_same_audit(own, form):
     ("5\nseven\n", [], "line 2"),
     ("5\n0\n", [], "at least 1"),
     ("", [], "no lengths"),
+    ("5\n" + "9" * 5000 + "\n", [], "line 2: a length does not fit in 64 bits"),  # more digits than int() reads
+    ("5\n" + "9" * 30 + "\n", [], "a length does not fit in 64 bits"),
     ("5\n", ["--column", "x"], "--column"),
 ])
 def test_bad_length_file_is_one_line_and_status_2(tmp_path, capsys, content, extra, msg):
