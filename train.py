@@ -287,10 +287,12 @@ def _train(cfg, out, resume, stop_after, log, curve_points=0, allow_code_change=
     # frozen: this run then neither freezes nor unfreezes, since gc.unfreeze would release the caller's too
     freeze = not caller_froze_objects()
     save = lambda: checkpoint(out, cfg, ident, tr, loader, progress, rank, world, t_start)  # noqa: E731
-    run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, world, save, collect_garbage, freeze)
-    loader.close()
-    if freeze:
-        gc.unfreeze()  # a library caller keeps collecting what this run left
+    try:
+        run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, world, save, collect_garbage, freeze)
+        loader.close()
+    finally:  # a run that raised too (a library caller may go on to the next)
+        if freeze:
+            gc.unfreeze()  # a library caller keeps collecting what this run left
     if progress.step < cfg.updates:
         return None
     if progress.train_loss is None:  # resumed at the final checkpoint of a run killed while scoring

@@ -66,11 +66,18 @@ def test_tiny_model_loss_falls(small_corpus, tmp_path, monkeypatch):
     train(tiny(small_corpus, updates=2), tmp_path / "own", log=lambda m: None, collect_garbage=True)
     assert gc_calls == [("collect", 0), ("freeze", 0), ("unfreeze", 2)]
     gc_calls.clear()  # a caller that froze objects of its own keeps them frozen: the run leaves the collector alone
+    gc_calls.clear()  # a run that raises after its first update (its first checkpoint fails) unfreezes as well
+    logged = lambda: len((tmp_path / "fails" / "train_log.jsonl").read_text().splitlines())  # noqa: E731
+    with monkeypatch.context() as m, pytest.raises(OSError, match="disk full"):
+        m.setattr(train_module, "checkpoint", lambda *a: (_ for _ in ()).throw(OSError("disk full")))
+        train(tiny(small_corpus, updates=2), tmp_path / "fails", log=lambda m: None)
+    assert gc_calls == [("freeze", 0), ("unfreeze", 2)]
+    gc_calls.clear()
     frozen_by_caller[0] = 12_345
     train(tiny(small_corpus, updates=2), tmp_path / "caller", log=lambda m: None, collect_garbage=True)
-    assert gc_calls == [] and len(asked) == 3
+    assert gc_calls == [] and len(asked) == 4
     train(tiny(small_corpus, updates=2), tmp_path / "again", log=lambda m: None, collect_garbage=True)
-    assert gc_calls == [] and len(asked) == 3  # the frozen objects are not counted again (a walk of each of them)
+    assert gc_calls == [] and len(asked) == 4  # the frozen objects are not counted again (a walk of each of them)
     # timed as the baseline (`step > 10`): the first 11 updates (compilation, warm-up) are left out; all are in the total
     secs = [json.loads(line)["seconds"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     assert res["timed_updates"] == 19 and res["untimed_warmup_updates"] == 11
