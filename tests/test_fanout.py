@@ -542,10 +542,16 @@ def test_an_audit_ended_by_sigterm_leaves_no_folder_and_no_lock(tmp_path, capsys
     assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]  # no output, no .new- folder, no lock
 
 
-def test_a_lost_cluster_ends_the_audit_within_15_s_in_one_line_with_no_folder_or_lock_and_a_rerun_runs(
-        cluster, tmp_path):
+def test_a_lost_cluster_ends_the_audit_within_15_s_in_one_line_or_by_rays_own_exit_and_a_rerun_runs(cluster, tmp_path):
     """Last in this file: the module's cluster is killed here (this process leaves it first, or Ray's core would end
-    this process a minute later)."""
+    this process a minute later). Two endings, as a driver's own Ray node goes with the cluster or not:
+    - the engine's: its watch finds the head silent for 3 s; one line naming the cluster and the rerun, status 2,
+      no folder, no lock;
+    - Ray's own: the driver's core worker ends the process the moment it touches its node's object store once that
+      is gone (exit_on_connection_failure, set for every core worker's store client in Ray's core_worker_process.cc);
+      status 1, Ray's line in the driver's log, the lock and the unfinished folder left behind.
+    Which comes first depends on what the driver does at the kill (Ray's, once in about 15 suite runs on 2026-12-06).
+    Either way the rerun runs and leaves the output alone."""
     ray.shutdown()
     # a stream long enough that its permutations (batched) take the cluster tens of seconds: the kill comes first
     proc = _audit_process(tmp_path, "--permutations", "3000", "--engine", "ray", "--ray-address", cluster.address,
@@ -559,11 +565,17 @@ def test_a_lost_cluster_ends_the_audit_within_15_s_in_one_line_with_no_folder_or
     t0 = time.monotonic()
     out, err = proc.communicate(timeout=60)
     took = time.monotonic() - t0
-    line = _one_error_line(err)
-    assert proc.returncode == 2 and took < 15, (took, err)
-    assert f"error: the Ray cluster at {cluster.address} was lost" in line and "rerun `" in line and "--permutations 3000" in line
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]  # no output, no .new- folder, no lock
-    # the same audit, rerun here on the local engine: nothing is left in its way
+    assert took < 15, (took, err)
+    if proc.returncode == 1:  # Ray's own exit: its line goes to the driver's log (to stderr at times), ours never
+        assert "Traceback" not in err and "error:" not in err and not (tmp_path / "o").exists(), err
+    else:
+        line = _one_error_line(err)
+        assert proc.returncode == 2, (proc.returncode, err)
+        assert f"error: the Ray cluster at {cluster.address} was lost" in line and "rerun `" in line
+        assert "--permutations 3000" in line
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]  # no output, no .new- folder, no lock
+    # the same audit, rerun here on the local engine: nothing left is in its way, and nothing of it stays
     assert audit_main(["--lengths", str(tmp_path / "L.txt"), "--row-capacity", str(R), "--buffer", str(B), "--packers",
                        "original", "--no-figures", "--no-fates", "--out", str(tmp_path / "o"), "--permutations", "3"]) == 0
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["permutations"]["count"] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt", "o"]
