@@ -264,6 +264,17 @@ def interrupts(fn):
 
 
 @interrupts
+def clear_unfinished(out):
+    """An earlier audit's partial output beside OUT (its .OUT.new-* folders), removed, under the lock the caller holds,
+    and said: the audit that left it ended without a line of its own (killed, or ended by Ray when its node went)."""
+    stale = sorted(out.parent.glob(f".{out.name}.new-*"))
+    for folder in stale:
+        shutil.rmtree(folder, ignore_errors=True)
+    if stale:
+        print(f"note: removed {', '.join(p.name for p in stale)} beside {out}: the unfinished output of an earlier "
+              "audit that ended before finishing")
+
+
 def run_audit(plan) -> int:
     """The audit of an AuditPlan (audit/plan.py) into its folder; the exit status (1: a partition that does not add
     up or a Proposition violated, in a packer or a worker stream)."""
@@ -292,8 +303,7 @@ def run_audit(plan) -> int:
             engine = stack.enter_context(open_engine(plan.engine.name, workers, plan.engine.ray_address,
                                                      plan.engine.verbose))
             engine.probe()  # before any compute: on Ray, every node at the driver's checkout (the lengths travel)
-        for stale in out.parent.glob(f".{out.name}.new-*"):
-            shutil.rmtree(stale, ignore_errors=True)  # a killed audit's partial output (we hold the lock)
+        clear_unfinished(out)
         # absolute: a worker stream's task on a Ray node writes its scratch there when it sees the folder
         work = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=os.path.abspath(out.parent)))
         work.chmod(0o755)  # mkdtemp makes 0700; the output folder gets the usual permissions

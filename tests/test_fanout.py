@@ -542,7 +542,8 @@ def test_an_audit_ended_by_sigterm_leaves_no_folder_and_no_lock(tmp_path, capsys
     assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]  # no output, no .new- folder, no lock
 
 
-def test_a_lost_cluster_ends_the_audit_within_15_s_in_one_line_or_by_rays_own_exit_and_a_rerun_runs(cluster, tmp_path):
+def test_a_lost_cluster_ends_the_audit_within_15_s_in_one_line_or_by_rays_own_exit_and_a_rerun_runs(cluster, tmp_path,
+                                                                                                   capsys):
     """Last in this file: the module's cluster is killed here (this process leaves it first, or Ray's core would end
     this process a minute later). Two endings, as a driver's own Ray node goes with the cluster or not:
     - the engine's: its watch finds the head silent for 3 s; one line naming the cluster and the rerun, status 2,
@@ -574,8 +575,11 @@ def test_a_lost_cluster_ends_the_audit_within_15_s_in_one_line_or_by_rays_own_ex
         assert f"error: the Ray cluster at {cluster.address} was lost" in line and "rerun `" in line
         assert "--permutations 3000" in line
         assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]  # no output, no .new- folder, no lock
+    left = sorted(p.name for p in tmp_path.glob(".o.new-*"))  # Ray's ending leaves its unfinished folder
     # the same audit, rerun here on the local engine: nothing left is in its way, and nothing of it stays
     assert audit_main(["--lengths", str(tmp_path / "L.txt"), "--row-capacity", str(R), "--buffer", str(B), "--packers",
                        "original", "--no-figures", "--no-fates", "--out", str(tmp_path / "o"), "--permutations", "3"]) == 0
+    said = capsys.readouterr().out
+    assert all(f"note: removed {name}" in said for name in left)  # the rerun says what it cleared
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["permutations"]["count"] == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt", "o"]

@@ -132,3 +132,18 @@ def test_a_finished_audit_leaves_no_lock_beside_its_folder(tmp_path):
     common = _audit_inputs(tmp_path)
     assert audit_main(["--lengths", str(tmp_path / "ok.txt"), *common, "--out", str(tmp_path / "out")]) == 0
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_an_audit_clears_and_names_what_an_audit_killed_before_it_left(tmp_path, capsys):
+    """A kill -9 (or Ray ending the driver) leaves the lock file and the unfinished folder: the next audit takes the
+    lock, removes the folder and says so; an audit with nothing to clear says nothing of it."""
+    common = _audit_inputs(tmp_path)
+    (tmp_path / ".out.new-k1ll3d").mkdir()
+    (tmp_path / ".out.new-k1ll3d" / "events_original.parquet").write_bytes(b"partial")
+    (tmp_path / ".out.lock").write_text("pid 999999999: python -m audit ... (a process that is gone)\n")
+    argv = ["--lengths", str(tmp_path / "ok.txt"), *common, "--out", str(tmp_path / "out")]
+    assert audit_main(argv) == 0
+    assert f"note: removed .out.new-k1ll3d beside {tmp_path / 'out'}: the unfinished output of an earlier audit" in \
+        capsys.readouterr().out
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert audit_main(argv) == 0 and "note: removed" not in capsys.readouterr().out
