@@ -263,7 +263,6 @@ def interrupts(fn):
     return wrapped
 
 
-@interrupts
 def clear_unfinished(out):
     """An earlier audit's partial output beside OUT (its .OUT.new-* folders), removed, under the lock the caller holds,
     and said: the audit that left it ended without a line of its own (killed, or ended by Ray when its node went)."""
@@ -275,6 +274,7 @@ def clear_unfinished(out):
               "audit that ended before finishing")
 
 
+@interrupts
 def run_audit(plan) -> int:
     """The audit of an AuditPlan (audit/plan.py) into its folder; the exit status (1: a partition that does not add
     up or a Proposition violated, in a packer or a worker stream)."""
