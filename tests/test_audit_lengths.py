@@ -57,14 +57,14 @@ def test_a_plain_length_file_reads_as_the_line_by_line_reader_reads_it(tmp_path_
 
     def read(how):
         try:
-            lengths, refills = how(path)
+            lengths, refills = how()
             return lengths.tolist(), None if refills is None else refills.tolist()
         except DataError as e:
             return str(e)
 
-    assert read(lengths_file._text) == read(lengths_file._lines)
+    assert read(lambda: lengths_file._text(path)) == read(lambda: lengths_file._lines(path.read_bytes(), path))
     if all(end in PLAIN_ENDS and n < 10**18 for n, _, end in lines):  # a plain file: the fast reader's
-        assert lengths_file._plain(path).tolist() == [n for n, _, _ in lines]
+        assert lengths_file._plain(path.read_bytes()).tolist() == [n for n, _, _ in lines]
 
 
 def test_own_lengths_audit_report_and_checker(own):

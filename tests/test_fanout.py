@@ -489,13 +489,13 @@ def test_an_audit_whose_tally_fails_mid_stream_in_a_ray_driver_ends_in_one_line_
     real_write = events.EventSink.write
     monkeypatch.setattr(events.EventSink, "write", disk_fills_up)
     monkeypatch.setattr(compute, "CHUNK_EVENTS", 1 << 14)  # a few chunks of this stream's 250,000 events
-    (tmp_path / "lengths.txt").write_text("\n".join(map(str, _lengths(200_000).tolist())) + "\n")
+    lengths = _lengths_file(tmp_path, 200_000)
     t0 = time.monotonic()
-    rc = audit_main(["--lengths", str(tmp_path / "lengths.txt"), "--row-capacity", str(R), "--buffer", str(B),
+    rc = audit_main(["--lengths", str(lengths), "--row-capacity", str(R), "--buffer", str(B),
                      "--packers", "original", "--permutations", "0", "--out", str(tmp_path / "out")])
     assert time.monotonic() - t0 < 10 and len(written) == 2
     one_line_error(capsys, rc, "No space left on device", "needs free disk space")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["lengths.txt"]  # no output, no .new- folder, no lock
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]  # no output, no .new- folder, no lock
 
 
 def test_every_engine_implements_the_engine_protocol():
