@@ -86,10 +86,21 @@ def _parse(text):
     return ast.parse(text)
 
 
+def walked(path):
+    """Every node of a file's syntax tree (ast.walk's order), listed once per test process: ast.walk is a Python
+    generator, and the checks below walk every file several times (about 2 s a run, before this list)."""
+    return _walk(Path(path).read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def _walk(text):
+    return tuple(ast.walk(_parse(text)))
+
+
 def imported_names(path):
     """(line, dotted name) of every absolute import in a file, at any depth; `from a import b` gives a.b."""
     out = []
-    for node in ast.walk(parsed(path)):
+    for node in walked(path):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -164,7 +175,7 @@ def long_functions(path, limit=FUNCTION_LINES, kinds=(ast.FunctionDef, ast.Async
     """(name, lines) of every function (methods and nested ones included; with kinds=(ast.ClassDef,) every
     class) longer than limit lines."""
     out = []
-    for node in ast.walk(parsed(path)):
+    for node in walked(path):
         if isinstance(node, kinds):
             n = node.end_lineno - node.lineno + 1
             if n > limit:
@@ -179,10 +190,15 @@ def late_imports_without_a_reason(path):
     if any(ln.startswith(LATE_MARK) for ln in lines):
         return []
     tree = parsed(path)
-    import_lines = {i for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+    import_lines = {i for n in walked(path) if isinstance(n, (ast.Import, ast.ImportFrom))
                     for i in range(n.lineno, n.end_lineno + 1)}
-    late = {n for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-            for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    late, below = [], [(child, False) for child in ast.iter_child_nodes(tree)]  # (node, inside a function)
+    while below:
+        node, inside = below.pop()
+        if inside and isinstance(node, (ast.Import, ast.ImportFrom)):
+            late.append(node)
+        inside = inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        below += [(child, inside) for child in ast.iter_child_nodes(node)]
     bad = []
     for n in sorted(late, key=lambda n: n.lineno):
         above = n.lineno - 1  # 1-based: the nearest line above that is neither blank nor an import
@@ -282,7 +298,7 @@ def test_the_late_import_check_sees_an_import_with_no_reason(tmp_path):
 def _imports(path):
     """Every shardqueue module a file imports, lazily or not ("shardqueue.x.y")."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in walked(path):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("shardqueue")}
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("shardqueue"):
@@ -356,7 +372,7 @@ def test_no_module_imports_from_the_queue_folder_and_main_uses_no_runpy():
     assert not (ROOT / "queue" / "__init__.py").exists()
     scripts = {"run_queue", "study"}
     for p in python_files(ROOT, {".venv", "queue", ".git", "mutants"}):
-        for node in ast.walk(parsed(p)):
+        for node in walked(p):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not [n for n in names if n.split(".")[0] in scripts | {"runpy"}], (p, names)
