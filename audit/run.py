@@ -3,6 +3,7 @@ audit each packer (audit/pipeline.py), write the folder (report: audit/report.py
 """
 import contextlib
 import functools
+import json
 import os
 import shutil
 import signal
@@ -263,6 +264,44 @@ def interrupts(fn):
     return wrapped
 
 
+def inputs_of(choice):
+    """The files and folders the stream is read from (a --corpus glob by the folder it names)."""
+    given = [choice.lengths] if choice.lengths else []
+    if choice.corpus is not None:
+        given += [str(p).split("*")[0] or "." for p in choice.corpus.paths]
+        given += [choice.corpus.tokenizer] if choice.corpus.tokenizer and os.path.exists(choice.corpus.tokenizer) else []
+    return [Path(p) for p in given]
+
+
+def earlier_audit(folder):
+    """True when folder holds an audit's output (its summary.json, of the audit summary's schema)."""
+    try:
+        return str(json.loads((folder / "summary.json").read_text()).get("schema", "")).startswith("audit-summary/")
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check_out(out, choice):
+    """--out as the audit can replace it whole (a new folder swapped in for it at the end): a new folder, an empty
+    one or an earlier audit's output; never the working folder or one above it, one holding an input, or a folder
+    of other files (they would be deleted with it)."""
+    if out.exists() and not out.is_dir():
+        raise DataError(f"--out {out}: is a file, not a folder")
+    where, here = out.resolve(), Path.cwd().resolve()
+    if where == here or where in here.parents:
+        raise DataError(f"--out {out}: is the working folder or holds it; the audit replaces its --out folder whole, "
+                        f"so give a folder of its own (e.g. {out / 'audit'})")
+    for p in inputs_of(choice):
+        if where == p.resolve() or where in p.resolve().parents:
+            raise DataError(f"--out {out}: holds the input {p}, and the audit replaces its --out folder whole; give "
+                            "another folder")
+    if out.is_dir() and any(out.iterdir()) and not earlier_audit(out):
+        names = sorted(p.name for p in out.iterdir())
+        raise DataError(f"--out {out}: holds files that are not an earlier audit's output ({', '.join(names[:3])}"
+                        f"{', ...' if len(names) > 3 else ''}), and the audit replaces its --out folder whole; give a "
+                        "new or empty folder, or move them")
+
+
 def clear_unfinished(out):
     """An earlier audit's partial output beside OUT (its .OUT.new-* folders), removed, under the lock the caller holds,
     and said: the audit that left it ended without a line of its own (killed, or ended by Ray when its node went)."""
@@ -283,8 +322,7 @@ def run_audit(plan) -> int:
         stream = load_stream(plan)
         check_datasets(stream, plan.packers)
         check_topology(stream.n, plan.topology.worker_streams, plan.topology.group)
-        if out.exists() and not out.is_dir():
-            raise DataError(f"--out {out}: is a file, not a folder")
+        check_out(out, plan.stream)
         out.parent.mkdir(parents=True, exist_ok=True)
         stack = contextlib.ExitStack()
         stack.enter_context(lock_file(out.parent / f".{out.name}.lock", f"the audit output {out}"))

@@ -86,6 +86,9 @@ def _audit_inputs(tmp_path):
     (tmp_path / "huge.txt").write_text("5\n40\n1000000000000\n7\n")
     pq.write_table(pa.table({"doc_id": [1, 2, 3], "tokens": [5, 9, 4]}), tmp_path / "l.parquet")
     (tmp_path / "folder").mkdir()
+    (tmp_path / "mine").mkdir()  # a researcher's folder: their lengths and notes
+    (tmp_path / "mine" / "L.txt").write_text("5\n40\n3\n90\n7\n" * 4)
+    (tmp_path / "mine" / "notes.txt").write_text("keep me\n")
     return ["--row-capacity", "33", "--buffer", "4", "--packers", "original", "--permutations", "0", "--no-figures"]
 
 
@@ -97,6 +100,13 @@ def _audit_inputs(tmp_path):
     ("a folder", ["--lengths", "folder"], ["is a folder"]),
     ("an --out where nothing can be made", ["--lengths", "ok.txt", "--out", "/proc/x/audit"], ["--out /proc/x/audit"]),
     ("--passes 0", ["--lengths", "ok.txt", "--passes", "0"], ["--passes 0"]),
+    # the audit swaps a new folder in for --out: a folder of other files, the working folder or one holding the
+    # input would be deleted with it
+    ("an --out of other files", ["--lengths", "ok.txt", "--out", "mine"],
+     ["--out mine: holds files that are not an earlier audit's output (L.txt, notes.txt)", "new or empty folder"]),
+    ("the working folder as --out", ["--lengths", "ok.txt", "--out", "."], ["--out .: is the working folder"]),
+    ("an --out above the working folder", ["--lengths", "ok.txt", "--out", ".."], ["--out ..: is the working folder or holds it"]),
+    ("an --out holding the input", ["--lengths", "mine/L.txt", "--out", "mine"], ["--out mine: holds the input mine/L.txt"]),
 ])
 def test_the_audits_bad_inputs_are_one_line_writing_nothing_and_leaving_no_lock(tmp_path, capsys, monkeypatch,
                                                                                  case, args, needles):
@@ -106,6 +116,17 @@ def test_the_audits_bad_inputs_are_one_line_writing_nothing_and_leaving_no_lock(
     out = [] if "--out" in args else ["--out", "out"]
     one_line_error(capsys, audit_main(args + common + out), *needles)
     assert sorted(p.name for p in tmp_path.iterdir()) == before, case  # no output, no .new- folder, no lock
+
+
+def test_an_empty_folder_or_an_earlier_audits_output_is_replaced_and_a_refused_folder_keeps_its_files(tmp_path):
+    common = _audit_inputs(tmp_path)
+    lengths = ["--lengths", str(tmp_path / "ok.txt")]
+    assert audit_main(lengths + common + ["--out", str(tmp_path / "folder")]) == 0  # empty: used
+    (tmp_path / "folder" / "mine.txt").write_text("x")  # an earlier audit's output, with a file added: replaced whole
+    assert audit_main(lengths + common + ["--out", str(tmp_path / "folder")]) == 0
+    assert (tmp_path / "folder" / "summary.json").exists() and not (tmp_path / "folder" / "mine.txt").exists()
+    assert audit_main(lengths + common + ["--out", str(tmp_path / "mine")]) == 2
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me\n"
 
 
 def test_labels_of_the_wrong_length_are_one_line_not_a_refused_packer():
