@@ -215,6 +215,8 @@ class RowDecoder:
                 row = next(it)
             except StopIteration:
                 self.ended = True
+                if self.n < self.rows:  # the input ended before the budget: all the packer pulled arrived by then
+                    self.arrived = self.docs.pulled
                 break
             tok = row_tokens(row)
             if len(tok) > self.R:

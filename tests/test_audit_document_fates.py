@@ -81,6 +81,29 @@ def test_a_document_a_packer_drops_unseen_is_dropped(tmp_path):
     assert s["rows"] == 2 and s["budget_rows"] == 5 and not s["budget_reached"]  # the input ended after two rows
 
 
+def _concat_cut(R):
+    def pack(docs):  # the documents run together and cut into rows of R tokens; the last, shorter piece dropped
+        run = []
+        for d in docs:
+            run += list(d)
+            while len(run) >= R:
+                yield run[:R]
+                run = run[R:]
+    return pack
+
+
+def test_documents_a_packer_pulls_and_drops_at_the_end_of_its_input_are_dropped_not_never_reached(tmp_path):
+    # eight documents of 5 tokens, read once, cut into rows of R = 15: rows 0-1 hold documents 0-5 whole, and the
+    # last 10 tokens (documents 6 and 7) never fill a row. The packer pulled both before its input ended, short
+    # of the budget's 4 rows: they arrived and were dropped (their 10 tokens discarded), none is "never reached"
+    spec = Spec("concat_cut", lambda R, B, w: _concat_cut(R), why_not="a test packer")
+    s, t = _fates(tmp_path, _stream([5] * 8, passes=1), "concat_cut", 4, 15, 1, user=spec)
+    assert [r["fate"] for r in t] == ["whole"] * 6 + ["dropped"] * 2
+    assert [(r["arrivals"], r["discarded"]) for r in t[6:]] == [(1, 5), (1, 5)]
+    assert (s["rows"], s["sources_arrived"], s["tokens_arrived"], s["emitted"], s["discarded"]) == (2, 8, 40, 30, 10)
+    assert s["partition_holds"]
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.data())
 def test_the_fates_add_up_to_the_partition_and_the_never_started_counts(tmp_path_factory, data):
