@@ -5,6 +5,7 @@ other packer is traced by running it (audit/trace.py, audit/adapters.py). Both w
 in chunks and fill the same tables; the report is written from the summary by
 audit/report.py. No argument parsing here: the command line is audit/__main__.py.
 """
+import shutil
 import time
 from dataclasses import dataclass
 
@@ -78,17 +79,40 @@ def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=
     if spec is not None and spec.audit is not None and (user is None or user.name != name):
         # a loader whose audit is not one trace of the stream (megatron_blend: its datasets' epochs differ)
         return spec.audit(stream, name, rows, R, B, work, csv, progress, fates, run=audit_packer)
+    t0, passes, made = time.time(), None, -1
+    while True:
+        s = _audit_once(stream, name, rows, R, B, work, csv, user, progress, fates, passes)
+        more = more_passes(s, rows, made)
+        if more is None:
+            break
+        passes, made = more, s["rows"]
+        shutil.rmtree(work / f".{name}-work", ignore_errors=True)  # the library's own files, made afresh
+    s.pop("passes_cap", None)
+    s["seconds"] = round(time.time() - t0, 2)
+    return s
+
+
+def more_passes(s, rows, made_before):
+    """The passes to trace again with, or None: a traced packer on a stream that wraps gets as many passes as its
+    budget needs, first what a packer that loses nothing would need; one that loses tokens (crops, drops a tail)
+    ran out of input short of the budget and is traced again on more, for as long as it makes more rows."""
+    cap = s.get("passes_cap")
+    if cap is None or s["rows"] >= rows or s["rows"] <= made_before:
+        return None
+    return max(cap + 1, -(-cap * rows * 11 // (10 * max(s["rows"], 1))))  # 10 % over the rows' share, rounded up
+
+
+def _audit_once(stream, name, rows, R, B, work, csv, user, progress, fates, passes):
     sink = EventSink(work, name, csv)
     labelled = stream.labels is not None
     table = FateTable(Folder(work, f"{name}-fates"), stream.n) if fates and stream.index is not None else None
-    t0 = time.time()
     try:
         if name in PACKERS:
             s = replay_packer(stream.refill_source(), name, rows, R, B, sink, labelled, progress, fates=table)
             s["how"] = "replayed"  # the selection core that trains, on lengths
             s["padding_share"] = 0.0
         else:
-            s = _trace(stream, name, rows, R, B, work, user, sink, labelled, progress, table)
+            s = _trace(stream, name, rows, R, B, work, user, sink, labelled, progress, table, passes)
         if table is not None:
             s["documents"] = table.write(work / f"fates_{name}.parquet", stream.index, s["row_capacity"])
     except Exception as e:  # a library refusing this stream is a finding about it, not a crash of the audit
@@ -103,25 +127,29 @@ def audit_packer(stream, name, rows, R, B, work, csv=False, user=None, progress=
     s["events_files"] = [p.name for p in (sink.parquet_path, sink.csv_path) if p is not None]
     if table is not None:
         s["fates_file"] = f"fates_{name}.parquet"
-    s["seconds"] = round(time.time() - t0, 2)
     return s
 
 
-def _trace(stream, name, rows, R, B, work, user, sink, labelled, progress, table):
-    """A packer run on tracer documents (audit/trace.py): as many passes as its budget needs, or the stream's."""
+def _trace(stream, name, rows, R, B, work, user, sink, labelled, progress, table, passes=None):
+    """A packer run on tracer documents (audit/trace.py) on the stream's passes (--passes), else on `passes`, else
+    on as many as the budget needs if the packer loses nothing (audit_packer traces again on more where it does)."""
     spec = user if (user is not None and name == user.name) else SPECS[name]
     Rp = spec.row_capacity(R)
-    passes = max(1, -(-rows * Rp // stream.tokens))  # integer ceiling: no float rounding at 10^10 tokens
-    if stream.passes is not None:
-        passes = stream.passes
+    cap = None
+    if stream.passes is None and not spec.indexed:  # the stream wraps: a packer that reads it all must see an end
+        cap = passes or max(1, -(-rows * Rp // stream.tokens))  # integer ceiling: no float rounding at 10^10 tokens
     plan = Plan(rows, stream.lengths, stream.labels, stream.passes, stream.loader_args or {}) if spec.planned else None
     # a loader that builds an index of its epochs pulls the passes it builds, as many as --passes allows
-    refills = stream.refill_source() if spec.indexed else stream.refill_source(passes)
+    refills = stream.refill_source(cap)
     w = work / f".{name}-work"
     packer = spec.build(R, B, w, plan) if plan is not None else spec.build(R, B, w)
     s = trace_packer(packer, refills, name, rows, Rp, B, FIRST_ID, BOS, PAD, sink=sink, label_names=labelled,
                      why_not=spec.why_not, progress=progress, fates=table)
-    s["passes_started"] = refills.passes_started if spec.indexed else passes
+    # the passes begun by the horizon (the packer's read-ahead into its buffer included): what it pulled by the
+    # budget's last row, in passes; it may read on after (a drain, a library that reads its input in batches)
+    s["passes_started"] = -(-s["sources_arrived"] // stream.n)
+    if cap is not None and s["trace"]["stream_ended"]:
+        s["passes_cap"] = cap  # its input ended at the passes given it: more_passes decides on more
     s["how"] = spec.how or "traced"  # the packer itself run on tracer documents, or a rule written from its code
     if plan is not None:
         s["loader"] = plan.facts

@@ -104,6 +104,17 @@ def test_documents_a_packer_pulls_and_drops_at_the_end_of_its_input_are_dropped_
     assert s["partition_holds"]
 
 
+def test_a_traced_packer_that_loses_tokens_reads_a_wrapping_stream_until_it_makes_the_budget(tmp_path):
+    # documents of 3, 9 and 2 tokens, R = 4, the 9 dropped: 2 rows a pass. The budget's 7 rows need 4 passes;
+    # a packer that lost nothing would need ceil(7 * 4 / 14) = 2, where its input ran out after 4 rows. By row 7
+    # it has pulled 10 documents (the 3 of pass 4 the last): 4 passes begun, doc 0 arrived 4 times, the others 3
+    spec = Spec("drop_long", lambda R, B, w: _drop_long(R), why_not="a test packer")
+    s, t = _fates(tmp_path, _stream([3, 9, 2]), "drop_long", 7, 4, 1, user=spec)
+    assert (s["rows"], s["budget_reached"], s["passes_started"], s["sources_arrived"]) == (7, True, 4, 10)
+    assert [(r["fate"], r["arrivals"]) for r in t] == [("whole", 4), ("dropped", 3), ("whole", 3)]
+    assert "passes_cap" not in s
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.data())
 def test_the_fates_add_up_to_the_partition_and_the_never_started_counts(tmp_path_factory, data):
