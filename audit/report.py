@@ -260,9 +260,10 @@ def topology_sentence(topo, one, name, R):
     never = m["sources_longer_than_R_arrived"] - m["sources_longer_than_R_started"]
     one_never = one["sources_longer_than_R_arrived"] - one["sources_longer_than_R_started"]
     N, M = topo["ranks"], topo["loader_workers"]
+    R = one.get("row_capacity", R)  # the packer's own: a library's row may hold one token more or less
     return (f"With {N} rank{'s' * (N > 1)} x {M} worker{'s' * (M > 1)} ({topo['worker_streams']} worker streams, "
             f"split by {topo['split_by']}), {name} never starts {never:,} of its "
-            f"{m['sources_longer_than_R_arrived']:,} arrived documents longer than R = {R:,} "
+            f"{m['sources_longer_than_R_arrived']:,} arrived sources longer than R = {R:,} "
             f"({m['sources_never_started']:,} of {m['sources_arrived']:,} arrivals in all{_docs_never(m)}); one stream would leave "
             f"{one_never:,} of {one['sources_longer_than_R_arrived']:,} ({one['sources_never_started']:,} of "
             f"{one['sources_arrived']:,}).")
@@ -348,7 +349,7 @@ def verdict(summary) -> str:
                 f"{passes:.0%} of one pass asked for)")
     return (f"Verdict: {when}, {name} emits {pct(s['emitted'] / max(s['tokens_arrived'] + s['bos_added'], 1))} of "
             f"the arrived tokens and never starts {long_never:,} of the {s['sources_longer_than_R_arrived']:,} arrived "
-            f"sources longer than R = {summary['row_capacity']:,}{held}{lab}.{short}")
+            f"sources longer than R = {s.get('row_capacity', summary['row_capacity']):,}{held}{lab}.{short}")
 
 
 def report_md(summary) -> str:

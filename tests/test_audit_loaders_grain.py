@@ -1,6 +1,9 @@
 """MaxText's Grain packing, grain's own code (audit/libraries/grain.py): on a seeded stream of documents with long
 ones, every partition count, the never-started set and every document's fate against a reference written below
 from grain's documented rules and MaxText's tokenizer step, with truncation on (MaxText's default) and off."""
+import json
+import re
+
 import numpy as np
 import pytest
 
@@ -100,3 +103,19 @@ def test_grain_packs_as_its_rules_say(stream, tmp_path, packer, truncation):
     compare(s, fates, fate, counts)
     if truncation:  # each long document's tail is thrown away by the trim
         assert not (np.asarray(fates["fate"], object)[L > SEQ] == "whole").any()
+
+
+def test_the_report_names_the_packers_own_row_capacity_where_it_counts_against_it(stream, tmp_path):
+    """grain's rows hold R - 1 tokens: its sources "longer than R" are those longer than its own row, and the
+    topology sentence and the verdict say that length, not the audit's R (a new user's probe found R + 1 there)."""
+    L, f = stream
+    out = tmp_path / "o"
+    assert audit_main(["--lengths", str(f), "--row-capacity", str(R), "--pipeline", "grain", "--ranks", "2",
+                       "--permutations", "0", "--no-figures", "--no-fates", "--out", str(out)]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    own = s["packers"]["grain_first_fit"]["row_capacity"]
+    assert own == SEQ != s["row_capacity"]
+    report = (out / "report.md").read_text()
+    said = re.findall(r"arrived sources longer than R = ([0-9,]+)", report)
+    assert len(said) >= 2 and set(said) == {f"{own:,}"}, said  # the topology sentence and the verdict at least
+    assert "arrived documents longer than R = " not in report  # arrivals are sources, not documents
