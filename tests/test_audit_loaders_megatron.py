@@ -4,8 +4,11 @@ document's fate against a reference written below from Megatron's documented rul
 document shuffle and its 80% rule, windows of seq_length + 1, the dropped last sample, the sample shuffle, the
 blend's weights and 0.5% surplus); a real GPTDataset built here over a tracer indexed dataset gives its first 64
 samples, each checked against the (document, offset) the audit assigns their tokens; and bad input is one line."""
+import importlib.util
 import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -14,7 +17,7 @@ import pytest
 
 from audit.__main__ import main as audit_main
 from audit.events import read_events
-from audit.libraries.megatron import megatron
+from audit.libraries.megatron import installed_root, megatron
 from audit.topology import SUMMED
 from conftest import one_line_error
 from loader_fates import account, audit_run, compare
@@ -222,3 +225,18 @@ def test_a_megatron_prefix_without_its_bin_is_one_line_and_nothing_written(strea
                      "--out", str(out)])
     one_line_error(capsys, rc, "c_text_document.bin: missing")
     assert not out.exists() and not (tmp_path / "o.lengths").exists()
+
+
+def test_a_corpus_folder_named_megatron_in_the_working_folder_is_not_taken_for_the_library(tmp_path, monkeypatch):
+    """`python -m audit` puts the working folder first on the path, and megatron is a namespace package: the
+    README's `--corpus megatron/...` folder there is a portion of it, listed first. The installed portion (the one
+    with core/datasets) is the one loaded; with none, an ImportError naming megatron.core (refused in one line)."""
+    (tmp_path / "megatron").mkdir()
+    (tmp_path / "megatron" / "corpus_text_document.bin").write_bytes(b"")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "megatron", raising=False)  # found afresh, as in a new process
+    found = list(importlib.util.find_spec("megatron").submodule_search_locations)
+    assert found[0] == str(tmp_path / "megatron") and len(found) > 1  # the user's folder first
+    assert installed_root(found) == found[1] and (Path(found[1]) / "core" / "datasets").is_dir()
+    with pytest.raises(ImportError, match="megatron/core/datasets"):
+        installed_root(found[:1])

@@ -36,12 +36,21 @@ from audit.libraries.common import EOS, PAD, take
 SEPARATE_FINAL_EPOCH = 0.80  # gpt_dataset.py:477, quoted in the report's facts
 
 
+def installed_root(locations):
+    """The installed megatron package's folder among the namespace package's portions: a folder named megatron in
+    the working folder (where the README puts a Megatron corpus) is a portion too, and comes first on the path."""
+    root = next((p for p in locations if os.path.isdir(os.path.join(p, "core", "datasets"))), None)
+    if root is None:
+        raise ImportError("megatron-core's megatron/core/datasets is on no path", name="megatron.core")
+    return root
+
+
 def megatron():
     """megatron-core's dataset modules. megatron/core/__init__.py imports the model-parallel code (about 10 s,
     none of it used here), so when the package is not imported yet its two package modules are stand-ins that
     only give the path, and the dataset modules load alone; they stay (GPTDataset imports helpers late)."""
     if "megatron.core" not in sys.modules:
-        root = importlib.util.find_spec("megatron").submodule_search_locations[0]
+        root = installed_root(importlib.util.find_spec("megatron").submodule_search_locations)
         for name, path in (("megatron", root), ("megatron.core", os.path.join(root, "core"))):
             stub = types.ModuleType(name)
             stub.__path__ = [path]
