@@ -176,6 +176,10 @@ def main(argv=None, left_out=None):
     except KeyboardInterrupt:
         print(f"interrupted: nothing written; {args.out} is as it was", file=sys.stderr)
         return 130
+    except MemoryError:  # numpy's, for one: the buffer's bookkeeping is allocated for B documents up front
+        print(f"error: out of memory (--buffer {args.buffer:,}: the packer's buffer and its bookkeeping grow with B; "
+              f"a smaller --buffer, or fewer --workers); nothing written, {args.out} is as it was", file=sys.stderr)
+        return 2
 
 
 # left out of the main job's comparison (still audited with --packers NAME): too slow on the offline corpus

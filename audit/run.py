@@ -319,10 +319,10 @@ def run_audit(plan) -> int:
     up or a Proposition violated, in a packer or a worker stream)."""
     out = Path(plan.out)
     try:
+        check_out(out, plan.stream)  # before the stream is read: a refused --out costs nothing
         stream = load_stream(plan)
         check_datasets(stream, plan.packers)
         check_topology(stream.n, plan.topology.worker_streams, plan.topology.group)
-        check_out(out, plan.stream)
         out.parent.mkdir(parents=True, exist_ok=True)
         stack = contextlib.ExitStack()
         stack.enter_context(lock_file(out.parent / f".{out.name}.lock", f"the audit output {out}"))

@@ -129,6 +129,16 @@ def test_an_empty_folder_or_an_earlier_audits_output_is_replaced_and_a_refused_f
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me\n"
 
 
+def test_a_buffer_no_memory_holds_is_one_line_and_nothing_written(tmp_path, capsys, monkeypatch):
+    # 10^15 documents: the buffer's bookkeeping asks for more than any address space (no page is touched)
+    common = _audit_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    one_line_error(capsys, audit_main(["--lengths", "ok.txt", *common, "--buffer", str(10 ** 15), "--out", "out"]),
+                   "out of memory (--buffer 1,000,000,000,000,000", "nothing written, out is as it was")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 def test_labels_of_the_wrong_length_are_one_line_not_a_refused_packer():
     with pytest.raises(DataError, match="2 labels for 3 documents"):
         trace(lambda docs: (list(d) for d in docs), [3, 4, 5], row_capacity=8, labels=["a", "b"])
