@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -362,8 +363,13 @@ def run_audit(plan) -> int:
             shutil.rmtree(work, ignore_errors=True)
         stack.close()  # releases the lock
     print(console_summary(summary))
-    print(f"wrote {out}: summary.json, comparison.json, report.md, events_*.parquet, {len(summary['figures'])} figures, "
+    events = ", events_*.parquet" if any(out.glob("events_*.parquet")) else ""
+    print(f"wrote {out}: summary.json, comparison.json, report.md{events}, {len(summary['figures'])} figures, "
           f"{summary['folder_bytes'] / 1e6:,.1f} MB ({summary['seconds']}s)")
     ok = [s for s in summary["packers"].values() if "refused" not in s]
+    if not ok:  # an audit of nothing: the report says why each refused, and the status is not a success
+        why = "; ".join(f"{n}: {s['refused']}" for n, s in summary["packers"].items())
+        print(f"error: every packer refused this stream ({why}); see {out / 'report.md'}", file=sys.stderr)
+        return 1
     bad = [s for s in ok if not s["partition_holds"] or s["protected"]["proposition_held"] is False]
     return 1 if bad or not topology_ok(summary.get("topology")) else 0

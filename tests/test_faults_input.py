@@ -139,6 +139,18 @@ def test_a_buffer_no_memory_holds_is_one_line_and_nothing_written(tmp_path, caps
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+def test_an_audit_whose_every_packer_refused_fails_and_lists_only_what_it_wrote(tmp_path, capsys):
+    # a blend needs two datasets; a plain length file is one: the report says why, the status is no success
+    common = _audit_inputs(tmp_path)
+    rc = audit_main(["--lengths", str(tmp_path / "ok.txt"), *common, "--packers", "megatron_blend", "--out",
+                     str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert err.strip().splitlines()[-1].startswith("error: every packer refused this stream (megatron_blend:")
+    wrote = [ln for ln in out.splitlines() if ln.startswith("wrote ")]
+    assert wrote and "events" not in wrote[0] and not list((tmp_path / "out").glob("events_*"))
+
+
 def test_labels_of_the_wrong_length_are_one_line_not_a_refused_packer():
     with pytest.raises(DataError, match="2 labels for 3 documents"):
         trace(lambda docs: (list(d) for d in docs), [3, 4, 5], row_capacity=8, labels=["a", "b"])
