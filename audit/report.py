@@ -85,7 +85,7 @@ def documents_section(summary, per):
         never = sum(f[k] for k in NEVER_STARTED)
         made = f"{s['rows']:,}" + ("" if s.get("budget_reached", True) else f" of {s['budget_rows']:,}")
         rows.append([n, made, f"{f['whole']:,}", f"{f['partial']:,}", f"{never:,}", f"{f['not_arrived']:,}",
-                     f"{sum(lf[k] for k in NEVER_STARTED):,} of {sum(lf.values()):,}"])
+                     f"{sum(lf[k] for k in NEVER_STARTED):,} of {sum(lf.values()) - lf['not_arrived']:,} arrived"])
     out += table(header, rows) + ["", "Documents, each counted once however often the stream brought it back. "
                                   "One row per document, with its file, row and label: fates_<packer>.parquet.", ""]
     main = "original" if "original" in counted else next(iter(counted))
@@ -111,8 +111,10 @@ def documents_sentence(name, s, summary):
            f"its buffer at the end, {f['dropped']:,} dropped without a token trained, {f['not_arrived']:,} never reached).")
     long_total = sum(lf.values())
     if long_total:
+        long_never = sum(lf[k] for k in NEVER_STARTED)
         out += (f" Of the {long_total:,} documents longer than a row (R = {s['row_capacity']:,} tokens), "
-                f"{sum(lf[k] for k in NEVER_STARTED) + lf['not_arrived']:,} were not trained at all.")
+                f"{long_never + lf['not_arrived']:,} were not trained at all ({long_never:,} arrived and never "
+                f"started, {lf['not_arrived']:,} never reached).")
     if d["arrivals"] != d["documents"] - f["not_arrived"]:
         out += f" The stream wrapped: {d['arrivals']:,} arrivals of {d['documents'] - f['not_arrived']:,} documents."
     return out

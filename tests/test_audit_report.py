@@ -16,7 +16,7 @@ from audit.__main__ import main as audit_main
 from audit.adapters import FIRST_ID
 from audit.compute import trace_packer
 from audit.feed import PassRefills
-from audit.report import bounds_section, label_section, verdict
+from audit.report import bounds_section, documents_section, label_section, verdict
 from checkers.packing_checker import replay_literal
 from conftest import ROOT
 from findings.summary import packers_section
@@ -237,3 +237,17 @@ def test_the_verdict_names_the_label_of_lowest_representation():
     line = verdict({"packers": {"skip_two": s}, "horizon": {"passes": 1.0}, "targets": 36, "row_capacity": 10})
     assert line.endswith("; the most under-represented label is 'b' (15.79% of emitted tokens against 33.33% of "
                          "arrived).")
+
+
+def test_the_long_documents_sentence_and_table_count_the_same_documents():
+    """Worked by hand: 11 documents longer than R, 3 trained whole, 1 in part, 2 waiting and 1 dropped (3 arrived and
+    never started), 4 never reached: 7 not trained at all; the table's "> R never started" is 3 of the 7 arrived."""
+    long_fates = {"whole": 3, "partial": 1, "waiting": 2, "dropped": 1, "not_arrived": 4}
+    fates = {"whole": 20, "partial": 2, "waiting": 5, "dropped": 1, "not_arrived": 6}
+    d = {"documents": 34, "arrivals": 28, "by_fate": fates, "longer_than_R": long_fates, "by_label": [{}],
+         "by_stratum": []}
+    s = {"rows": 5, "budget_rows": 5, "budget_reached": True, "row_capacity": 9, "documents": d}
+    text = "\n".join(documents_section({}, {"original": s}))
+    assert ("Of the 11 documents longer than a row (R = 9 tokens), 7 were not trained at all (3 arrived and never "
+            "started, 4 never reached).") in text
+    assert "| original | 5 | 20 | 2 | 6 | 6 | 3 of 7 arrived |" in text
