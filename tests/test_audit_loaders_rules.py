@@ -140,6 +140,11 @@ def test_a_streaming_rule_gives_the_fates_its_library_lines_give(stream, tmp_pat
     assert s["rows"] == horizon and s["how"].startswith("rule from ")
     fate, counts = account(L, rows, horizon, _arrived(pulled, horizon))
     compare(s, fates, fate, counts)
+    # BinPackCollator re-pads every bin to max_seq_len (packing.py repad): the rest of each budget row is padding;
+    # the concatenating writers fill every row
+    pad = sum(SEQ - sum(b - a for _, a, b in row) for row in rows[:horizon]) if packer == "foundry_binpack" else 0
+    assert s["row_capacity"] == SEQ and s["trace"]["padding"] == pad and (pad > 0) == (packer == "foundry_binpack")
+    assert s["padding_share"] == pytest.approx(pad / (horizon * SEQ))
 
 
 @pytest.mark.parametrize("world", [1, 3])

@@ -12,14 +12,15 @@ bos_text is empty (the document's own first token is its BOS) and eos_text one E
 BinPackCollator (llmfoundry/data/packing.py:87-279; finetuning/dataloader.py:668-714), its on-the-fly packing:
 each collate call gets int(device_batch_size * packing_ratio) examples, each first cut to max_seq_len by the
 base collator (finetuning/collator.py:349-352), and packs them first-fit decreasing into the bins left over from
-the call before plus new ones; it returns the device_batch_size fullest bins and keeps the rest sorted by size,
+the call before plus new ones; it returns the device_batch_size fullest bins, each padded to max_seq_len (repad,
+packing.py; on the right, the usual tokenizer's padding_side), and keeps the rest sorted by size,
 at most max_leftover_bins_to_keep of them (None: all); the bins still left when the data ends are never
 trained. The DataLoader's last, smaller batch is collated too (drop_last False, dataloader.py:61).
 """
 import numpy as np
 
 from audit.libraries.args import value
-from audit.libraries.common import EOS, take
+from audit.libraries.common import EOS, PAD, take
 
 HOW = {"concat": "rule from llm-foundry 0.22.0 data.py:160-177, not its code",
        "binpack": "rule from llm-foundry 0.22.0 packing.py:87-279, not its code"}
@@ -79,6 +80,6 @@ def binpack(R, plan):
                 return
             out, left = first_fit_decreasing(examples, left, batch, max_seq_len)
             left = left if keep is None else left[:keep]
-            for _size, parts in out:
-                yield np.concatenate(parts)
+            for size, parts in out:  # re-padded to max_seq_len (packing.py repad), on the right: a batch is one shape
+                yield np.concatenate(parts + [np.full(max_seq_len - size, PAD, np.int64)])
     return run
