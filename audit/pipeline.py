@@ -190,6 +190,10 @@ def stream_pass_bounds(stream, thresholds, R, B):
 def horizon(targets, stream, started=1):
     """The budget against one pass: (passes, sentence); started: the most passes a packer began."""
     passes = targets / stream.tokens
+    if stream.passes is not None and passes > stream.passes:  # --passes: the stream ends before the budget
+        return passes, (f"The budget is {passes:,.2f} passes over this corpus ({targets:,} targets against "
+                        f"{stream.tokens:,} tokens per pass), but --passes {stream.passes} ends the stream first: no "
+                        f"packer can make the budget's rows.")
     if passes <= 1 and started > 1:
         return passes, (f"The budget is {passes:.1%} of one pass over this corpus, but the buffer reads ahead: "
                         f"{started} passes began, so some sources arrived twice.")

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from audit.adapters import Spec
 from audit.fate_table import FATES, NEVER_STARTED, DocumentIndex
-from audit.pipeline import StreamInput, audit_packer
+from audit.pipeline import StreamInput, audit_packer, horizon
 from loaders.core import PACKERS
 
 COLUMNS = ("fate", "arrivals", "first_arrival", "last_arrival", "emitted", "discarded", "buffered", "first_target",
@@ -151,3 +151,10 @@ def test_one_pass_ends_the_replay_at_the_last_row_it_could_fill(tmp_path):
         ("whole", 1, 2, 2, 1, 0, 0, 1, 0, 0),
         ("partial", 1, 3, 3, 1, 2, 0, 2, 0, 0)]
     assert s["partition_holds"] and s["buffered"] == 6
+
+
+def test_a_budget_past_the_passes_given_is_said_so_not_called_repeated_arrivals():
+    # 14 tokens a pass, 21 targets: 1.5 passes asked of a stream read once (--passes 1)
+    passes, said = horizon(21, _stream([3, 9, 2], passes=1))
+    assert passes == 1.5 and "but --passes 1 ends the stream first" in said and "repeatedly" not in said
+    assert "every source arrives repeatedly" in horizon(21, _stream([3, 9, 2]))[1]  # a stream that wraps
