@@ -85,6 +85,8 @@ def plain(obj):
         return {k: plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return type(obj)(plain(v) for v in obj)
+    if isinstance(obj, str) and type(obj) is not str:  # torch.__version__ (a TorchVersion): weights_only refuses it
+        return str(obj)
     return obj
 
 
