@@ -188,8 +188,8 @@ def test_the_strict_rule_walks_the_whole_path(calibrated, full_run):
 
 def test_resume_after_interruptions_gives_the_same_log_and_model(calibrated, full_run, tmp_path, monkeypatch):
     """One run killed at four kinds of place, resumed after each: at a log write (the checkpoint
-    holding the record exists, the log line does not), at a candidate's training and at a recovery
-    shard's. Every resume runs the rest of the queue, so one chain costs one run where three runs
+    holding the record exists, the log line does not), at the first training after a resume, at a candidate's
+    training and at a recovery shard's. Every resume runs the rest of the queue, so one chain costs one run where three runs
     cost three. Each stage's records are compared with the uninterrupted run's before the next kill
     (a stage commits several records first), so a resume that went wrong shows in the records it
     wrote and cannot be hidden by the next resume from a checkpoint."""
