@@ -113,7 +113,10 @@ def summarize(recs, calib, pool) -> RunSummary:
     decay = [r for r in recs if r["event"] == "decay"]
     trains = [r for r in recs if r["event"] == "train"]
     shards, roles = {s["id"]: s for s in pool["shards"]}, pool_roles(pool)
-    acc_targets = sum(r["targets"] for r in trains if r["shard"] in st["accepted"] and r["role"] != "branch")
+    # each accepted shard's targets from the training that was kept, its last: an earlier try of the same shard
+    # (rolled back, deferred, accepted later) is spent, not accepted
+    kept = {r["shard"]: r["targets"] for r in trains if r["shard"] in st["accepted"] and r["role"] != "branch"}
+    acc_targets = sum(kept.values())
     start = recs[0]
     return RunSummary(
         policy=start["policy"], seed=start["seed"], reject_rate=start["reject_rate"], run_id=start["run_id"],

@@ -159,6 +159,21 @@ def _strip(obj):
     return obj
 
 
+def test_the_accepted_targets_are_those_of_the_trainings_kept(full_run):
+    """Counted from the log another way: each `accept` takes the targets of its shard's training just before it.
+    The recovery shard here was trained five times and rolled back four: only the kept training counts."""
+    _, summary, recs, _ = full_run
+    last, kept = {}, 0
+    for r in recs:
+        if r["event"] == "train" and r["role"] != "branch":
+            last[r["shard"]] = r["targets"]
+        elif r["event"] == "accept":
+            kept += last[r["shard"]]
+    trained = [r for r in recs if r["event"] == "train" and r["shard"] in summary.accepted and r["role"] != "branch"]
+    assert len(trained) > len(summary.accepted)  # some accepted shard had a try rolled back: the case that differs
+    assert summary.accepted_records_targets == kept
+
+
 def test_the_strict_rule_walks_the_whole_path(calibrated, full_run):
     out, summary, recs, restored = full_run
     events = [(r["event"], r.get("outcome")) for r in recs]
