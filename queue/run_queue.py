@@ -54,7 +54,8 @@ def build_parser():
 
     cal = sub.add_parser("calibrate", parents=[common], help="stage A: freeze the pool, train warm-up and sigma "
                          "shards, choose k and the recovery fraction on transitions held out of sigma")
-    cal.add_argument("--config", default=None, help="training config JSON")
+    cal.add_argument("--config", default=None, help="training config JSON (needed: the model shape, data root and "
+                     "source stage A trains with)")
     cal.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     defaults = QueueSettings()
     for k in QueueSettings.counts():
@@ -141,6 +142,10 @@ def main(argv=None):
                 raise DataError(f"{out / 'decisions.jsonl'}: nothing to resume")
             for spec in a.add_source:
                 parse_source(spec)
+        if a.command == "calibrate" and a.config is None:
+            raise DataError("calibrate needs --config CFG.json, the training config (model shape, data root, source; "
+                            "the main job writes one, runs/main/queue/config.json): without it stage A would train "
+                            "the default, paper-scale model")
         if a.command == "dose":
             check_calibrated(a.calibration or DEFAULT_FOLDER)
         if a.command == "return" and not (out / "decisions.jsonl").exists():
@@ -182,6 +187,11 @@ def main(argv=None):
     except OSError as e:
         print(f"error: {os_error_line(e, out)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the log and checkpoints are written atomically: what is there stays usable
+        again = {"run": "; continue it with the same command and --resume", "calibrate": "; rerun it to finish stage A"}
+        print(f"interrupted: {a.command} stopped; {out} keeps what it had written{again.get(a.command, '')}",
+              file=sys.stderr)
+        return 130
 
 
 def check_arguments(a, extra):

@@ -729,6 +729,7 @@ def test_reconstruct_rehashes_shards_checks_relative_paths_and_malformed_records
 
 
 @pytest.mark.parametrize("argv,needle", [
+    (["calibrate"], "calibrate needs --config CFG.json"),  # not the default, paper-scale model on any machine
     (["run", "--rotation-shards", "0"], "--rotation-shards"),
     (["calibrate", "--per-domain", "0"], "--per-domain"),
     (["calibrate", "--sigma-shards", "0"], "--sigma-shards"),
@@ -743,6 +744,17 @@ def test_queue_counts_below_their_minimum_are_one_line(tmp_path, capsys, argv, n
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and needle in err[0], err
     assert not (tmp_path / "q").exists()
+
+
+def test_ctrl_c_on_the_queue_command_line_is_one_line_naming_how_to_go_on(calibrated, tmp_path, capsys, monkeypatch):
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rq, "run", interrupted)
+    rc = cli.main(["run", "--calibration", str(calibrated["strict"]), "--out", str(tmp_path / "q")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 130 and len(err) == 1, err
+    assert err[0].startswith("interrupted: run stopped;") and err[0].endswith("the same command and --resume"), err
 
 
 def test_a_stale_start_state_of_another_seed_is_not_reused(calibrated, tmp_path):
@@ -774,7 +786,8 @@ def test_an_unwritable_or_full_queue_folder_is_one_line_naming_it(calibrated, tm
 
     blocker = tmp_path / "a_file"
     blocker.write_text("")
-    for argv in (["run", "--calibration", str(calibrated["strict"])], ["calibrate", "--set", "vocab=400"]):
+    for argv in (["run", "--calibration", str(calibrated["strict"])],
+                 ["calibrate", "--config", str(tmp_path / "cfg.json"), "--set", "vocab=400"]):
         rc = cli.main(argv + ["--out", str(blocker / "q")])  # a folder cannot be made inside a file
         err = capsys.readouterr().err
         assert rc == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err

@@ -306,3 +306,16 @@ def test_the_micro_study_summary_equals_the_reference_value_for_value(micro):
     want = json.loads((STUDY_REFERENCE / "summary.json").read_text())
     assert comparable(want, micro["out"]) == want and "compute" in want  # the reference holds no wall time
     assert got == want
+
+
+def test_ctrl_c_during_the_study_is_one_line_saying_how_to_go_on(small_corpus, tmp_path, capsys, monkeypatch):
+    import shardqueue.study.run as study_run
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(presets.PRESETS, "micro", MICRO)
+    monkeypatch.setattr(study_run, "_run", interrupted)
+    assert study(tmp_path / "s", small_corpus) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("interrupted: the study stopped;") and "rerun the same command" in err[0]

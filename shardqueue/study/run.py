@@ -329,6 +329,10 @@ def run_study(a, log=print):
     except OSError as e:  # a full disk or an unwritable --out: one line naming the path, as the queue's own command
         print(f"error: {os_error_line(e, out)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # each run's log and checkpoints are atomic: rerunning the command goes on from them
+        print(f"interrupted: the study stopped; {out} keeps what it had written; rerun the same command to go on",
+              file=sys.stderr)
+        return 130
 
 
 def earlier_attempts(out):
