@@ -4,6 +4,7 @@ shards of one homogeneous source, k and the recovery fraction chosen on transiti
 its world rebuilt identically, a seed's start state (the calibrated one, or another seed's trained on the
 same shards)."""
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -36,10 +37,15 @@ from training.trainer import Trainer
 
 
 def load_config(config=None, overrides=()):
+    """The training config of stage A, its data root absolute: a run, a reconstruct or a re-execution reads it
+    from any working folder (a relative one was read against the folder each was started from)."""
     for ov in overrides:
         if "=" not in ov:
             raise DataError(f"override {ov!r} is not of the form key=value")
-    return resolve_config(config, list(overrides))
+    cfg = resolve_config(config, list(overrides))
+    if cfg.data_dir and not os.path.isabs(cfg.data_dir):
+        cfg.data_dir = os.path.abspath(cfg.data_dir)
+    return cfg
 
 
 def calibrate(out, config=None, overrides=(), settings=None, device="cpu", fresh=False) -> dict:

@@ -757,6 +757,12 @@ def test_ctrl_c_on_the_queue_command_line_is_one_line_naming_how_to_go_on(calibr
     assert err[0].startswith("interrupted: run stopped;") and err[0].endswith("the same command and --resume"), err
 
 
+def test_stage_a_keeps_its_data_root_absolute_so_any_working_folder_reads_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert calibration.load_config(None, ["data_dir=../data"]).data_dir == str(tmp_path.parent / "data")
+    assert calibration.load_config(None, ["data_dir=/abs/data"]).data_dir == "/abs/data"
+
+
 def test_a_stale_start_state_of_another_seed_is_not_reused(calibrated, tmp_path):
     """start_state.pt is reused only under its own key (seed, config, pool, corpus) and SHA256."""
     cfg, _, _, calib = rq.open_calibration(calibrated["strict"])
