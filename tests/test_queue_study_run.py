@@ -319,3 +319,18 @@ def test_ctrl_c_during_the_study_is_one_line_saying_how_to_go_on(small_corpus, t
     assert study(tmp_path / "s", small_corpus) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("interrupted: the study stopped;") and "rerun the same command" in err[0]
+
+
+def test_stage_a_time_is_kept_when_stage_a_ends_not_when_the_study_does(small_corpus, tmp_path, monkeypatch):
+    """Interrupted right after stage A, a study finished by a later invocation must report stage A's own time, not
+    the few seconds that invocation took to open it: the time is written as stage A ends."""
+    import shardqueue.study.run as study_run
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(presets.PRESETS, "micro", MICRO)
+    monkeypatch.setattr(study_run, "stage_a_curves", interrupted)  # the first thing after stage A
+    assert study(tmp_path / "s", small_corpus) == 130
+    assert (tmp_path / "s" / "stage_a" / "calibration.json").exists()
+    assert json.loads((tmp_path / "s" / "stage_a_seconds.json").read_text())["seconds"] > 0

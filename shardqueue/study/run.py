@@ -354,7 +354,11 @@ def _run(a, p, out, rq, log, engine):
         atomic_write_json(prov, provenance.study())
     made_a = not calibration_dir(a, out).joinpath("calibration.json").exists()
     cfg, world, pool, calib, cal = stage_a(a, p, out, rq, log, data)
-    t_a = time.time() - t_all
+    # stage A's time, kept as soon as it is done: a study interrupted later and finished by another invocation
+    # must not take that invocation's few seconds of opening stage A for it
+    ta_file = out / "stage_a_seconds.json"
+    if not ta_file.exists() or made_a:
+        atomic_write_json(ta_file, {"seconds": round(time.time() - t_all, 1)})
     curves, D_cal = stage_a_curves(rq, world, pool, calib, cfg)
     use_curve = bool(a.curve) and all(c["ok"] for c in curves.values())
     curve_reason = ""
@@ -395,9 +399,6 @@ def _run(a, p, out, rq, log, engine):
                                  curve_reason=curve_reason, world=world))
     # wall times add up the parts (each run's own time is in its study_run.json), so a report rebuilt
     # from finished runs keeps the times they took
-    ta_file = out / "stage_a_seconds.json"
-    if not ta_file.exists() or made_a:
-        atomic_write_json(ta_file, {"seconds": round(t_a, 1)})
     t_a = json.loads(ta_file.read_text())["seconds"]
     t_runs = sum(r["wall_s"] for r in runs)
     summary["timing"] = {"stage_a": t_a, "runs": round(t_runs, 1), "total": round(t_a + t_runs, 1),
