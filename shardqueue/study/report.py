@@ -162,9 +162,20 @@ def runs_lines(s):
     bc = s["budget_check"]
     L += ["", "Arm A's D and losses are those of its decay branch at the budget; its decision counts cover its whole "
               "run (it continues to build the reference curve).", "",
-          f"Budget check ({bc['rule']}): " + (f"equal across all {len(s['runs'])} runs." if bc["equal"] else
-                                              "NOT equal: " + "; ".join(bc["problems"])), ""]
+          f"Budget check ({bc['rule']}): " + (budget_held(bc, len(s["runs"])) if bc["equal"] else
+                                              "NOT met: " + "; ".join(bc["problems"])), ""]
     return L
+
+
+def budget_held(bc, n):
+    """The check held: every run within one shard of the budget, which is not equal targets (a shard is whole)."""
+    stable = bc.get("stable") or {}
+    if not stable:
+        return f"holds in all {n} runs."
+    lo, hi = min(stable.values()), max(stable.values())
+    return (f"holds in all {n} runs, within a shard of the budget of {bc['budget_targets']:,} targets; not equal: "
+            f"their stable phases trained {lo:,} to {hi:,} targets ({(hi - lo) / lo:.0%} apart)." if hi > lo else
+            f"holds in all {n} runs, each with {lo:,} stable-phase targets (the budget {bc['budget_targets']:,}).")
 
 
 def per_domain_lines(s):
