@@ -73,10 +73,10 @@ def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observe
         if recs[-1]["event"] == "done":
             check_finished_log(out, recs)
             verify_chain(recs, log_path)
-            if (out / SUMMARY).exists():
+            if (out / SUMMARY).exists() and (not report or (out / "report.md").exists()):  # the report is last
                 log(f"{out}: this run has finished; nothing to resume")
                 return RunSummary.load(out / SUMMARY)
-            # killed after "done" but before its summary: the summary is written from the log, nothing reruns
+            # killed after "done" but before its summary or report: both are written from the log, nothing reruns
         else:
             resume_runner(runner)
     else:

@@ -264,6 +264,20 @@ def test_resume_after_interruptions_gives_the_same_log_and_model(calibrated, ful
     assert rx.comparison.difference is None and rx.made[resumed - 1]["event"] == "resumed"
 
 
+def test_a_run_killed_after_done_before_its_report_gets_it_on_resume_without_training(calibrated, full_run, tmp_path,
+                                                                                      monkeypatch):
+    out = tmp_path / "done"
+    shutil.copytree(full_run[0], out)
+    for name in ("report.md", "decisions.csv", "decisions.parquet", "control_curves.png"):
+        (out / name).unlink()  # killed after its summary, inside the report's writing
+    log_before = (out / "decisions.jsonl").read_bytes()
+    monkeypatch.setattr(Runner, "train_shard", lambda *a, **k: pytest.fail("a finished run trained again"))
+    _run(calibrated, out, resume=True, report=True)
+    assert (out / "decisions.jsonl").read_bytes() == log_before
+    assert all((out / n).exists() for n in ("report.md", "decisions.csv", "decisions.parquet", "control_curves.png"))
+    assert (out / "report.md").read_text() == (full_run[0] / "report.md").read_text()
+
+
 def test_torn_last_line_is_reported_saved_and_dropped(full_run, tmp_path):
     out = tmp_path / "torn"
     shutil.copytree(full_run[0], out)
