@@ -2,6 +2,7 @@
 against what its parts compute: the reference curve, efficiency points, the verdict, equal
 budgets, the in-queue decay on each arm's own accepted shards, the damaged pool."""
 import json
+import re
 import os
 
 import pytest
@@ -346,3 +347,22 @@ def test_a_budget_check_that_holds_says_how_far_apart_the_arms_trained_never_equ
     assert said == ("holds in all 3 runs, within a shard of the budget of 9,260 targets; not equal: their stable "
                     "phases trained 9,437 to 11,542 targets (22% apart).")
     assert "equal across" not in said
+
+
+def test_a_stage_a_of_another_setting_is_refused_naming_what_differs(micro):
+    """--calibration names a stage A; the arms train its model and shards. One made with another model, shard size
+    or source would be reported under this preset's setting (a new user's probe ran a depth-1 stage A as 'tiny')."""
+    from dataclasses import replace
+
+    from errors import DataError
+    from shardqueue import api as rq
+    from shardqueue.study.run import check_setting
+
+    cal = micro["out"] / "stage_a"
+    cfg, _, _, calib = rq.open_calibration(cal, "cpu", str(micro["data"]))
+    check_setting(cal, MICRO, cfg, calib)  # its own: accepted
+    for other, needle in ((replace(MICRO, shard_targets=512), "shard_tokens 256 (the preset's 512)"),
+                          (replace(MICRO, source="parquet"), "source stdlib (the preset's parquet)"),
+                          (replace(MICRO, micro_rows=8), "micro_rows 4 (the preset's 8)")):
+        with pytest.raises(DataError, match=re.escape(needle)):
+            check_setting(cal, other, cfg, calib)

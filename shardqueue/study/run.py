@@ -13,7 +13,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -112,10 +112,24 @@ def stage_a(a, p, out, rq, log, data=None):
     else:
         log(f"stage A: using the calibration in {cal}")
     cfg, world, pool, calib = rq.open_calibration(cal, a.device, data)
+    check_setting(cal, p, cfg, calib)
     if calib["seed"] != p.seeds[0]:
         raise DataError(f"{cal / 'calibration.json'}: calibrated at seed {calib['seed']}, the preset's first seed is "
                         f"{p.seeds[0]}")
     return cfg, world, pool, calib, cal
+
+
+def check_setting(cal, p, cfg, calib):
+    """A stage A (--calibration, or the study folder's own) of this preset's setting: its model, batch, source and
+    shards, else one line naming what differs (the arms would train the other setting under this preset's name)."""
+    have, settings = cfg.to_dict(), calib.get("plan", {}).get("settings", {})
+    want = {**{k: (have.get(k), v) for k, v in {**p.model(), "source": p.source}.items()},
+            **{k: (settings.get(k), v) for k, v in asdict(queue_settings(p)).items() if k in settings and k != "domains"}}
+    differ = [f"{k} {got} (the preset's {v})" for k, (got, v) in want.items() if str(got) != str(v)]
+    if differ:
+        raise DataError(f"{cal}: a stage A of another setting ({', '.join(differ[:4])}{', ...' if len(differ) > 4 else ''}); "
+                        f"give one made by this preset{' and --source' if p.source != 'stdlib' else ''}, or leave "
+                        "--calibration out")
 
 
 def stage_a_curves(rq, world, pool, calib, cfg):
