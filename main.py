@@ -88,8 +88,10 @@ def main(argv=None):
     clock.stop()
     from records.provenance import folder_bytes
 
+    summary = out / "SUMMARY.md"
+    read = f"read {summary}" if summary.exists() else "no SUMMARY.md yet (the summary stage makes it: --stages summary)"
     print(f"\nmain job done in {time.time() - t0:.0f}s; results under {out}/ ({folder_bytes(out) / 1e6:,.0f} MB); "
-          f"read {out / 'SUMMARY.md'}")
+          f"{read}")
     return 0
 
 

@@ -54,6 +54,7 @@ def test_interrupted_stage_resumes_and_a_rerun_skips_everything(small_corpus, mi
     assert main_job.main(argv) == 0
     text = capsys.readouterr().out
     assert "baseline_s43: already finished" in text and f"resumed from {out / 'train' / CUT}" in text
+    assert "no SUMMARY.md yet" in text and "read " not in text.splitlines()[-1]  # no summary stage: none to read
 
     # the resumed run equals one that was never interrupted
     ref = tmp_path / "ref"
