@@ -16,7 +16,9 @@ def os_error_line(e: OSError, where=None) -> str:
     the path and what is needed."""
     path = e.filename or where or "a file"
     need = {errno.ENOSPC: "free disk space", errno.EDQUOT: "free disk quota", errno.EROFS: "a writable file system",
-            errno.EACCES: "write permission", errno.EPERM: "write permission"}.get(e.errno, "a working file system")
+            errno.EACCES: "write permission", errno.EPERM: "write permission",
+            errno.EEXIST: "a folder there, not a file", errno.ENOTDIR: "a folder there, not a file"}.get(
+        e.errno, "a working file system")
     return f"{path}: {e.strerror or type(e).__name__}; needs {need}"
 
 

@@ -190,3 +190,13 @@ def test_an_audit_clears_and_names_what_an_audit_killed_before_it_left(tmp_path,
         capsys.readouterr().out
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
     assert audit_main(argv) == 0 and "note: removed" not in capsys.readouterr().out
+
+
+def test_a_file_where_a_folder_must_be_is_named_as_such():
+    import errno
+
+    from errors import os_error_line
+
+    assert os_error_line(OSError(errno.EEXIST, "File exists", "/x/q")) == "/x/q: File exists; needs a folder there, not a file"
+    assert os_error_line(OSError(errno.ENOTDIR, "Not a directory", "/f/q")).endswith("needs a folder there, not a file")
+    assert os_error_line(OSError(errno.EIO, "Input/output error", "/d")).endswith("needs a working file system")
