@@ -123,6 +123,7 @@ def main(argv=None):
     from shardqueue.api import (RunPlan, calibrate, check_calibrated, describe_calibration, describe_run,
                                 return_from_quarantine, run)
     from shardqueue.checks.reexecute import reexecute_folder
+    from shardqueue.calibration import load_config
     from shardqueue.checks.replay import reconstruct_folder
     from shardqueue.study.dose import dose_response
     from shardqueue.world.domains import load_domains
@@ -142,10 +143,12 @@ def main(argv=None):
                 raise DataError(f"{out / 'decisions.jsonl'}: nothing to resume")
             for spec in a.add_source:
                 parse_source(spec)
-        if a.command == "calibrate" and a.config is None:
-            raise DataError("calibrate needs --config CFG.json, the training config (model shape, data root, source; "
-                            "the main job writes one, runs/main/queue/config.json): without it stage A would train "
-                            "the default, paper-scale model")
+        if a.command == "calibrate":
+            if a.config is None:
+                raise DataError("calibrate needs --config CFG.json, the training config (model shape, data root, "
+                                "source; the main job writes one, runs/main/queue/config.json): without it stage A "
+                                "would train the default, paper-scale model")
+            load_config(a.config, a.set)  # a missing file, a bad --set: refused before the folder is made
         if a.command == "dose":
             check_calibrated(a.calibration or DEFAULT_FOLDER)
         if a.command == "return" and not (out / "decisions.jsonl").exists():

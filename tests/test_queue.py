@@ -744,6 +744,7 @@ def test_reconstruct_rehashes_shards_checks_relative_paths_and_malformed_records
 
 @pytest.mark.parametrize("argv,needle", [
     (["calibrate"], "calibrate needs --config CFG.json"),  # not the default, paper-scale model on any machine
+    (["calibrate", "--config", "no/such.json"], "no/such.json: config file not found"),  # and no folder left
     (["run", "--rotation-shards", "0"], "--rotation-shards"),
     (["calibrate", "--per-domain", "0"], "--per-domain"),
     (["calibrate", "--sigma-shards", "0"], "--sigma-shards"),
@@ -806,6 +807,7 @@ def test_an_unwritable_or_full_queue_folder_is_one_line_naming_it(calibrated, tm
 
     blocker = tmp_path / "a_file"
     blocker.write_text("")
+    (tmp_path / "cfg.json").write_text("{}")  # read before the folder is made: a config that loads
     for argv in (["run", "--calibration", str(calibrated["strict"])],
                  ["calibrate", "--config", str(tmp_path / "cfg.json"), "--set", "vocab=400"]):
         rc = cli.main(argv + ["--out", str(blocker / "q")])  # a folder cannot be made inside a file
