@@ -941,6 +941,24 @@ def test_an_untouched_log_is_reproduced_bitwise(full_run, reexecuted):
     assert hashed[0] == "start" and "rollback" in hashed[1:] and len(hashed) >= 3
 
 
+def test_a_read_only_run_folder_still_gets_the_reexecutions_verdict(full_run, reexecuted, capsys, monkeypatch):
+    import errno
+
+    from records.reexecution import Reexecution
+    from shardqueue.checks import reexecute as rx_module
+
+    def read_only(self, folder):
+        raise OSError(errno.EROFS, "Read-only file system", str(folder / "reexecution.json"))
+
+    # the re-execution already made (of a log with a forged train_loss): its verdict is a difference
+    monkeypatch.setattr(rx_module, "reexecute", lambda *a, **k: reexecuted[0])
+    monkeypatch.setattr(Reexecution, "write", read_only)
+    assert reexecute_folder(full_run[0]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "reexecution.json not written, the verdict follows" in err[0], err
+    assert "needs a writable file system" in err[0] and err[1].startswith("error: re-execution of records 1-"), err
+
+
 @pytest.mark.parametrize("name", sorted(FORGERIES))
 def test_each_forgery_passes_the_replay_but_not_the_reexecution(full_run, reexecuted, name):
     from shardqueue.checks.replay import check_records

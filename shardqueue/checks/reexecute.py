@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from errors import DataError
+from errors import DataError, os_error_line
 from records.reexecution import FILE as RESULT
 from records.provenance import machine
 from records.reexecution import Reexecution
@@ -280,12 +280,17 @@ def reexecute_folder(folder, device="cpu", from_checkpoint=None, to_record=None,
     cmp, seconds = rx.comparison, round(time.time() - t0, 1)
     mode = "bitwise" if rx.hashes else f"floats within {rx.tolerance:g}, parameter SHA256s not compared"
     span = f"records {rx.logged[0]['seq']}-{rx.logged[-1]['seq']} of the log"
-    Reexecution(held=cmp.difference is None, mode=mode, tolerance=rx.tolerance, same_machine=rx.same_machine,
-                parameter_hashes_compared=rx.hashes, first=rx.logged[0]["seq"], last=rx.logged[-1]["seq"],
-                records=len(rx.logged), from_checkpoint=from_checkpoint, seconds=seconds,
-                largest_float_difference=dict(zip(("value", "record", "field"), cmp.largest)),
-                difference=None if cmp.difference is None else {**cmp.difference.__dict__,
-                                                                "line": str(cmp.difference)}).write(folder)
+    record = Reexecution(held=cmp.difference is None, mode=mode, tolerance=rx.tolerance, same_machine=rx.same_machine,
+                         parameter_hashes_compared=rx.hashes, first=rx.logged[0]["seq"], last=rx.logged[-1]["seq"],
+                         records=len(rx.logged), from_checkpoint=from_checkpoint, seconds=seconds,
+                         largest_float_difference=dict(zip(("value", "record", "field"), cmp.largest)),
+                         difference=None if cmp.difference is None else {**cmp.difference.__dict__,
+                                                                         "line": str(cmp.difference)})
+    try:
+        record.write(folder)
+    except OSError as e:  # a read-only run folder: the verdict below is still the answer, only its file is missing
+        print(f"note: {os_error_line(e, folder)}; reexecution.json not written, the verdict follows",
+              file=sys.stderr)
     if cmp.difference is not None:
         print(f"error: re-execution of {span} differs at {cmp.difference}", file=sys.stderr)
         return 1
