@@ -120,39 +120,21 @@ def main(argv=None):
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from shardqueue.api import (RunPlan, calibrate, check_calibrated, describe_calibration, describe_run,
-                                return_from_quarantine, run)
+    from shardqueue.api import RunPlan, calibrate, describe_calibration, describe_run, return_from_quarantine, run
     from shardqueue.checks.reexecute import reexecute_folder
-    from shardqueue.calibration import load_config
     from shardqueue.checks.replay import reconstruct_folder
     from shardqueue.study.dose import dose_response
     from shardqueue.world.domains import load_domains
-    from shardqueue.world.sources import parse as parse_source
     from training.device import configure, resolve_device
 
     out = Path(a.out)
     try:
         a.device = resolve_device(a.device, "--device")
         configure(a.device)
-        # what the command reads must be there before its folder is made and locked (no .lock left by a refusal)
         if a.command == "run":
             plan = RunPlan(policy=a.policy, seed=a.seed, reject_rate=a.reject_rate, budget_targets=a.budget_targets,
                            rotation_shards=a.rotation_shards, branch_check=not a.no_branch_check)
-            check_calibrated(a.calibration or out)
-            if a.resume and not (out / "decisions.jsonl").exists():
-                raise DataError(f"{out / 'decisions.jsonl'}: nothing to resume")
-            for spec in a.add_source:
-                parse_source(spec)
-        if a.command == "calibrate":
-            if a.config is None:
-                raise DataError("calibrate needs --config CFG.json, the training config (model shape, data root, "
-                                "source; the main job writes one, runs/main/queue/config.json): without it stage A "
-                                "would train the default, paper-scale model")
-            load_config(a.config, a.set)  # a missing file, a bad --set: refused before the folder is made
-        if a.command == "dose":
-            check_calibrated(a.calibration or DEFAULT_FOLDER)
-        if a.command == "return" and not (out / "decisions.jsonl").exists():
-            raise DataError(f"{out / 'decisions.jsonl'}: no decision log")
+        check_reads(a, out)
         if a.command == "reconstruct":
             rc = reconstruct_folder(out)
             if rc or not (a.execute or a.from_checkpoint or a.to_record is not None):
@@ -195,6 +177,32 @@ def main(argv=None):
         print(f"interrupted: {a.command} stopped; {out} keeps what it had written{again.get(a.command, '')}",
               file=sys.stderr)
         return 130
+
+
+def check_reads(a, out):
+    """What the command reads, there and readable before its folder is made and locked (no .lock left by a
+    refusal, no empty folder)."""
+    # late, as main()'s: these load torch through the queue's modules, and the parser's refusals come first
+    from shardqueue.api import check_calibrated
+    from shardqueue.calibration import load_config
+    from shardqueue.world.sources import parse as parse_source
+
+    if a.command == "run":
+        check_calibrated(a.calibration or out)
+        if a.resume and not (out / "decisions.jsonl").exists():
+            raise DataError(f"{out / 'decisions.jsonl'}: nothing to resume")
+        for spec in a.add_source:
+            parse_source(spec)
+    if a.command == "calibrate":
+        if a.config is None:
+            raise DataError("calibrate needs --config CFG.json, the training config (model shape, data root, source; "
+                            "the main job writes one, runs/main/queue/config.json): without it stage A would train "
+                            "the default, paper-scale model")
+        load_config(a.config, a.set)  # a missing file, a bad --set
+    if a.command == "dose":
+        check_calibrated(a.calibration or DEFAULT_FOLDER)
+    if a.command == "return" and not (out / "decisions.jsonl").exists():
+        raise DataError(f"{out / 'decisions.jsonl'}: no decision log")
 
 
 def check_arguments(a, extra):
