@@ -97,9 +97,10 @@ def more_passes(s, rows, made_before):
     budget needs, first what a packer that loses nothing would need; one that loses tokens (crops, drops a tail)
     ran out of input short of the budget and is traced again on more, for as long as it makes more rows."""
     cap = s.get("passes_cap")
-    if cap is None or s["rows"] >= rows or s["rows"] <= made_before:
+    if cap is None or s["rows"] >= rows or s["rows"] <= max(made_before, 0):  # no rows, or no more: it never will
         return None
-    return max(cap + 1, -(-cap * rows * 11 // (10 * max(s["rows"], 1))))  # 10 % over the rows' share, rounded up
+    want = -(-cap * rows * 11 // (10 * s["rows"]))  # the rows' share, 10 % over, rounded up
+    return min(max(cap + 1, want), 8 * cap)  # at most 8 times the passes a try: a library may read all it is given
 
 
 def _audit_once(stream, name, rows, R, B, work, csv, user, progress, fates, passes):
@@ -192,8 +193,9 @@ def horizon(targets, stream, started=1):
     passes = targets / stream.tokens
     if stream.passes is not None and passes > stream.passes:  # --passes: the stream ends before the budget
         return passes, (f"The budget is {passes:,.2f} passes over this corpus ({targets:,} targets against "
-                        f"{stream.tokens:,} tokens per pass), but --passes {stream.passes} ends the stream first: no "
-                        f"packer can make the budget's rows.")
+                        f"{stream.tokens:,} tokens per pass), but --passes {stream.passes} ends the stream first: a "
+                        f"packer makes the budget's rows only with padding or rows cut short (the report says which "
+                        f"did).")
     if passes <= 1 and started > 1:
         return passes, (f"The budget is {passes:.1%} of one pass over this corpus, but the buffer reads ahead: "
                         f"{started} passes began, so some sources arrived twice.")

@@ -275,9 +275,12 @@ def inputs_of(choice):
 
 
 def earlier_audit(folder):
-    """True when folder holds an audit's output (its summary.json, of the audit summary's schema)."""
+    """True when folder holds an audit's output: its summary.json, of the audit summary's schema, or of an audit
+    from before the schema was written (its packers, R and B)."""
     try:
-        return str(json.loads((folder / "summary.json").read_text()).get("schema", "")).startswith("audit-summary/")
+        d = json.loads((folder / "summary.json").read_text())
+        return str(d.get("schema", "")).startswith("audit-summary/") or (
+            "schema" not in d and {"packers", "row_capacity", "buffer"} <= d.keys())
     except (OSError, ValueError, AttributeError):
         return False
 

@@ -106,6 +106,19 @@ def _check_folder(out, resume, fresh, log):
         log(f"moved the earlier run ({len(moved)} files) to {dest}")
 
 
+def accepted_targets(recs) -> int:
+    """The targets of the trainings that were kept: each `accept` takes its shard's training just before it. An
+    earlier try of the shard (rolled back, deferred, accepted later) is spent, not accepted; a recovery shard
+    accepted twice (it goes back to the reserve) counts twice, as it trained twice."""
+    last, total = {}, 0
+    for r in recs:
+        if r["event"] == "train" and r["role"] != "branch":
+            last[r["shard"]] = r["targets"]
+        elif r["event"] == "accept":
+            total += last.get(r["shard"], 0)
+    return total
+
+
 def summarize(recs, calib, pool) -> RunSummary:
     """The run's summary from its decision log, its calibration and its pool (whose roles say which shards
     were harmful)."""
@@ -113,10 +126,7 @@ def summarize(recs, calib, pool) -> RunSummary:
     decay = [r for r in recs if r["event"] == "decay"]
     trains = [r for r in recs if r["event"] == "train"]
     shards, roles = {s["id"]: s for s in pool["shards"]}, pool_roles(pool)
-    # each accepted shard's targets from the training that was kept, its last: an earlier try of the same shard
-    # (rolled back, deferred, accepted later) is spent, not accepted
-    kept = {r["shard"]: r["targets"] for r in trains if r["shard"] in st["accepted"] and r["role"] != "branch"}
-    acc_targets = sum(kept.values())
+    acc_targets = accepted_targets(recs)
     start = recs[0]
     return RunSummary(
         policy=start["policy"], seed=start["seed"], reject_rate=start["reject_rate"], run_id=start["run_id"],

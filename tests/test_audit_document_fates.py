@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from audit.adapters import Spec
 from audit.fate_table import FATES, NEVER_STARTED, DocumentIndex
-from audit.pipeline import StreamInput, audit_packer, horizon
+from audit.pipeline import StreamInput, audit_packer, horizon, more_passes
 from loaders.core import PACKERS
 
 COLUMNS = ("fate", "arrivals", "first_arrival", "last_arrival", "emitted", "discarded", "buffered", "first_target",
@@ -157,4 +157,14 @@ def test_a_budget_past_the_passes_given_is_said_so_not_called_repeated_arrivals(
     # 14 tokens a pass, 21 targets: 1.5 passes asked of a stream read once (--passes 1)
     passes, said = horizon(21, _stream([3, 9, 2], passes=1))
     assert passes == 1.5 and "but --passes 1 ends the stream first" in said and "repeatedly" not in said
+    assert "only with padding or rows cut short" in said  # a padding packer still makes them (foundry_binpack)
     assert "every source arrives repeatedly" in horizon(21, _stream([3, 9, 2]))[1]  # a stream that wraps
+
+
+def test_a_packer_traced_again_on_more_passes_only_while_it_makes_rows_and_at_most_8_times_as_many():
+    ended = {"passes_cap": 2, "rows": 4}
+    assert more_passes(ended, 7, -1) == 4  # ceil(2 * 7 * 1.1 / 4) = 4: the rows' share, 10 % over
+    assert more_passes({"passes_cap": 2, "rows": 1}, 5000, -1) == 16  # not 11,000 passes: 8 times the try's at most
+    assert more_passes({"passes_cap": 2, "rows": 0}, 7, -1) is None  # no row from its first try: none will come
+    assert more_passes({"passes_cap": 4, "rows": 4}, 7, 4) is None  # no more rows than the try before
+    assert more_passes({"passes_cap": 2, "rows": 7}, 7, -1) is None and more_passes({"rows": 4}, 7, -1) is None

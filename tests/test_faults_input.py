@@ -3,11 +3,12 @@ cannot build, a boolean where a number belongs, a read-only output folder; and k
 overrides are accepted wherever they stand among train.py's options. The audit's bad inputs
 (issue 50): each one line, nothing written, no lock left; Ctrl-C one line."""
 import json
+import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import one_line_error
+from conftest import ROOT, one_line_error
 
 import audit.run as audit_run
 import train as train_cli
@@ -127,6 +128,10 @@ def test_an_empty_folder_or_an_earlier_audits_output_is_replaced_and_a_refused_f
     assert (tmp_path / "folder" / "summary.json").exists() and not (tmp_path / "folder" / "mine.txt").exists()
     assert audit_main(lengths + common + ["--out", str(tmp_path / "mine")]) == 2
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me\n"
+    # an audit's output from before its summary carried a schema (the committed references are kept so): replaced
+    shutil.copytree(ROOT / "tests" / "reference" / "audit" / "topology", tmp_path / "old")
+    assert "schema" not in json.loads((tmp_path / "old" / "summary.json").read_text())
+    assert audit_main(lengths + common + ["--out", str(tmp_path / "old")]) == 0
 
 
 def test_a_buffer_no_memory_holds_is_one_line_and_nothing_written(tmp_path, capsys, monkeypatch):

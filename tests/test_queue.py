@@ -174,6 +174,23 @@ def test_the_accepted_targets_are_those_of_the_trainings_kept(full_run):
     assert summary.accepted_records_targets == kept
 
 
+def test_accepted_targets_count_each_accept_once_with_its_shards_training_just_before_it():
+    """Worked by hand: c1 flagged, r0 recovers it (both accepted); c2 flagged, r0 (back in the reserve) recovers it
+    again (accepted twice: it trained twice); s5 tried, rolled back, tried again and accepted; a branch never counts."""
+    from shardqueue.runs import accepted_targets
+
+    def t(shard, n, role="candidate"):
+        return {"event": "train", "shard": shard, "targets": n, "role": role}
+
+    def acc(shard):
+        return {"event": "accept", "shard": shard}
+
+    recs = [t("c1", 100), t("r0", 50, "recovery"), acc("c1"), acc("r0"), t("c2", 100), t("r0", 50, "recovery"),
+            acc("c2"), acc("r0"), t("s5", 70), {"event": "rollback", "shard": "s5"}, t("b9", 40, "branch"),
+            t("s5", 80), acc("s5")]
+    assert accepted_targets(recs) == 100 + 50 + 100 + 50 + 80
+
+
 def test_the_strict_rule_walks_the_whole_path(calibrated, full_run):
     out, summary, recs, restored = full_run
     events = [(r["event"], r.get("outcome")) for r in recs]
