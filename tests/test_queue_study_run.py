@@ -366,3 +366,12 @@ def test_a_stage_a_of_another_setting_is_refused_naming_what_differs(micro):
                           (replace(MICRO, micro_rows=8), "micro_rows 4 (the preset's 8)")):
         with pytest.raises(DataError, match=re.escape(needle)):
             check_setting(cal, other, cfg, calib)
+
+
+def test_a_study_on_a_data_root_with_no_prepared_corpus_is_one_line_and_makes_no_folder(tmp_path, capsys,
+                                                                                       monkeypatch):
+    monkeypatch.setitem(presets.PRESETS, "micro", MICRO)
+    assert study(tmp_path / "s", tmp_path / "no-data") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "corpus not prepared" in err[0] and str(tmp_path / "no-data") in err[0], err
+    assert not (tmp_path / "s").exists()  # no folder holding only provenance.json

@@ -21,7 +21,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from corpus.atomic import atomic_write_json
-from corpus.layout import default_data_dir
+from corpus.layout import Layout, default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
 from errors import DataError, os_error_line
 from fanout import Engine, Task, gpus_for, open_engine
@@ -333,7 +333,10 @@ def run_study(a, log=print):
         print(f"error: --workers {a.workers}: must be at least 1", file=sys.stderr)
         return 2
     try:
-        # the engine first: a bad --engine setup is one line before anything is made
+        # the prepared corpus first, where this machine reads it: a missing data root leaves no --out behind
+        if getattr(a, "engine", "local") == "local":
+            Layout(data_root(a, calibration_dir(a, out)), p.source).prepared()
+        # then the engine: a bad --engine setup is one line before anything is made
         with open_engine(getattr(a, "engine", "local"), getattr(a, "workers", 1), getattr(a, "ray_address", None),
                          getattr(a, "verbose", False)) as engine, folder_lock(out, "the queue study"):
             return _run(a, p, out, rq, log, engine)
