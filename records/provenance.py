@@ -126,5 +126,5 @@ def machine(device) -> dict:
     import torch
 
     dev = torch.device(device)
-    return {"python": platform.python_version(), "torch": str(torch.__version__), "numpy": np.__version__,
+    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
             "cpu": cpu_name(), "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else dev.type}
