@@ -78,7 +78,31 @@ def normuon_scale(O: torch.Tensor, second_moment: torch.Tensor, beta2_weight: fl
     return step * (norm / new_norm.clamp_min(1e-10))
 
 
-class Muon(torch.optim.Optimizer):
+class Optimizer(torch.optim.Optimizer):
+    """torch's Optimizer with add_param_group, zero_grad, state_dict and load_state_dict called undecorated. torch
+    wraps the four in torch._disable_dynamo, whose first call imports torch._dynamo: 1.6 s of CPU in every process
+    that builds an optimizer (a run, each torchrun rank, each Ray worker of a study), where nothing is compiled.
+    The wrapper only matters inside a compiled region, and no optimizer call runs in one: training/trainer.py
+    compiles the model alone."""
+
+    def add_param_group(self, param_group):
+        return _undecorated(torch.optim.Optimizer.add_param_group)(self, param_group)
+
+    def zero_grad(self, set_to_none=True):
+        return _undecorated(torch.optim.Optimizer.zero_grad)(self, set_to_none)
+
+    def state_dict(self):
+        return _undecorated(torch.optim.Optimizer.state_dict)(self)
+
+    def load_state_dict(self, state_dict):
+        return _undecorated(torch.optim.Optimizer.load_state_dict)(self, state_dict)
+
+
+def _undecorated(method):
+    return getattr(method, "__wrapped__", method)  # functools.wraps keeps the function it wraps there
+
+
+class Muon(Optimizer):
     """Muon over groups of same-shaped matrices (one stacked, batched update per group)."""
 
     def __init__(self, params, lr=0.04, momentum=0.95, ns_steps=5, beta2=0.95, weight_decay=0.0):
@@ -135,7 +159,7 @@ def adamw_scalars(lr, beta1, beta2, eps, step):
             "step_size": to_f32(to_f32(lr) / bias1)}
 
 
-class AdamW(torch.optim.Optimizer):
+class AdamW(Optimizer):
     """AdamW without weight decay (the baseline's groups have none), as the baseline's fused step:
     m <- lerp(m, g, 1-b1); v <- lerp(v, g^2, 1-b2); p <- p - lr/(1-b1^t) * m / (sqrt(v/(1-b2^t)) + eps),
     computed in float32 for every parameter; a bf16 parameter and its bf16 moments are read once
