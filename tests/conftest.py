@@ -141,12 +141,16 @@ def compile_loops():
         Packer(stream, "original", 4, 2).next_rows(2)
 
 
-# The files that take longest (their tests' seconds added up, 2 cores, 2026-12-04), first: `./run.sh test`
-# hands whole files to its two processes in this order (--no-loadscope-reorder). xdist's own order, by
-# number of tests, left files like the torchrun pair (2 tests, 18 s) for the end, one process waiting.
-SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_audit_topology.py", "test_train.py",
-                 "test_faults_data.py", "test_queue_study.py", "test_audit_lengths.py", "test_audit.py", "test_download.py",
-                 "test_eval.py", "test_faults_eval.py", "test_cuda_path.py")
+# The files that take longest (their tests' seconds added up, 2 cores, 2026-12-07; those of 2 s and more), first:
+# `./run.sh test` hands whole files to its two processes in this order (--no-loadscope-reorder), so that the run ends
+# on files of a second or less and neither process waits long for the other. xdist's own order, by number of tests,
+# left files like the torchrun pair (2 tests, 18 s) for the end, one process waiting; with only the 13 longest
+# listed, a 1.2 s file ran alone at the end (1.3 core-seconds idle).
+SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_train.py", "test_audit_topology.py",
+                 "test_host_memory.py", "test_cuda_path.py", "test_audit.py", "test_audit_lengths.py",
+                 "test_checkers_cost.py", "test_install.py", "test_eval.py", "test_gpu_check.py", "test_faults_data.py",
+                 "test_model_safety.py", "test_faults_eval.py", "test_audit_trace.py", "test_layout.py",
+                 "test_loaders.py", "test_compiled_cpu.py", "test_loader_core.py", "test_queue_study.py")
 # Files that share a costly start go to one process together, at the first file's place in the order above: the
 # queue's files one stage-A calibration (`calibrated`, ~4 s), the study's files one micro study (`micro_study`,
 # ~6 s) that the fan-out test reruns on Ray, the audit's library files one import of TRL, OLMo-core and
