@@ -4,7 +4,8 @@
   python queue/run_queue.py calibrate --config CFG.json [--set key=value ...] [--domains domains.json] --out runs/queue
   python queue/run_queue.py run --out runs/queue [--policy queue|plain|random] [--resume | --fresh] [--add-source NAME=PATH]
   python queue/run_queue.py dose --out runs/queue_dose --calibration runs/queue [--harm KIND | --harm parquet --harm-parquet BAD.parquet]
-  python queue/run_queue.py return SHARD --out runs/queue    # one return from quarantine (needs an inspection)
+  python queue/run_queue.py return SHARD --out runs/queue    # one return from quarantine (needs an inspection,
+                                                            # and a run stopped before its end: then --resume)
   python queue/run_queue.py reconstruct --out runs/queue     # replay the log and check every record
   python queue/run_queue.py reconstruct --execute --out runs/queue   # ... and re-run it: every logged number
 
@@ -94,7 +95,8 @@ def build_parser():
     dose.add_argument("--harm-parquet", default=None, help="--harm parquet: a parquet file of bad documents (text column)")
     dose.add_argument("--trials", type=int, default=4, help="ordinary shards per fraction (default 4)")
 
-    ret = sub.add_parser("return", parents=[common], help="one return from quarantine (needs an inspection)")
+    ret = sub.add_parser("return", parents=[common], help="one return from quarantine, to the next rotation (needs an "
+                         "inspection that found no cause, and a run stopped before its end: --resume it after)")
     ret.add_argument("shard", help="the quarantined shard")
     rec = sub.add_parser("reconstruct", parents=[common], help="replay the log and check every record; with "
                          "--execute, also run the queue again and check every logged number")

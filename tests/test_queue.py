@@ -357,25 +357,57 @@ def test_an_active_manifest_cannot_be_changed(calibrated, full_run, tmp_path):
     assert reconstruct_folder(out, out=lambda s: None) == 1
 
 
-def test_return_needs_an_inspection_without_a_cause_and_happens_once(calibrated, full_run, tmp_path):
-    out = tmp_path / "ret"
-    shutil.copytree(full_run[0], out)
-    shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)  # where the run names it
+def test_return_needs_a_stopped_run_and_an_inspection_without_a_cause_happens_once_and_trains_next(
+        calibrated, full_run, tmp_path, monkeypatch):
+    """Refused on the finished run (no rotation is left: the shard would never train, yet read as returned). On the
+    run stopped at its first training after a quarantine: refused without the inspection and with one that found a
+    cause; then once, and the resumed run trains the shard in its next rotation, not before."""
+    shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)  # where the runs name it
+    finished = tmp_path / "finished"
+    shutil.copytree(full_run[0], finished)
     q = full_run[1].quarantined[0]
-    (out / "inspection" / f"{q}.json").unlink()
+    found = json.loads((finished / "inspection" / f"{q}.json").read_text())
+    (finished / "inspection" / f"{q}.json").write_text(json.dumps({**found, "cause_found": False, "causes": []}))
+    with pytest.raises(DataError, match="this run has finished, so a returned shard would never train"):
+        rq.return_from_quarantine(finished, q, log=lambda s: None)
+    assert read_log(finished / "decisions.jsonl")[-1]["event"] == "done"  # nothing written
+
+    out, train = tmp_path / "ret", Runner.train_shard
+    trained = []
+
+    def stopping(stop):
+        def train_shard(self, sid, *a, **k):
+            trained.append((sid, self.state["rotation"]))
+            if stop(self, sid):
+                raise KeyboardInterrupt
+            return train(self, sid, *a, **k)
+        return train_shard
+
+    monkeypatch.setattr(Runner, "train_shard", stopping(lambda runner, sid: runner.state["quarantined"]))
+    with pytest.raises(KeyboardInterrupt):
+        _run(calibrated, out)
+    recs = read_log(out / "decisions.jsonl")
+    q, rotation = recs[-1]["shard"], recs[-1]["queue"]["rotation"]
+    assert recs[-1]["event"] == "inspect" and recs[-1]["queue"]["quarantined"] == [q]
+    (out / "inspection" / f"{q}.json").rename(tmp_path / "inspection.json")
     with pytest.raises(DataError, match="no inspection report"):
         rq.return_from_quarantine(out, q, log=lambda s: None)
-    shutil.copy(full_run[0] / "inspection" / f"{q}.json", out / "inspection" / f"{q}.json")
-    j = json.loads((out / "inspection" / f"{q}.json").read_text())
-    if j["cause_found"]:
-        with pytest.raises(DataError, match="found a cause"):
-            rq.return_from_quarantine(out, q, log=lambda s: None)
-        j.update(cause_found=False, causes=[])
-        (out / "inspection" / f"{q}.json").write_text(json.dumps(j))
+    j = json.loads((tmp_path / "inspection.json").read_text())
+    (out / "inspection" / f"{q}.json").write_text(json.dumps({**j, "cause_found": True, "causes": ["a cause"]}))
+    with pytest.raises(DataError, match="found a cause"):
+        rq.return_from_quarantine(out, q, log=lambda s: None)
+    (out / "inspection" / f"{q}.json").write_text(json.dumps({**j, "cause_found": False, "causes": []}))
     assert rq.return_from_quarantine(out, q, log=lambda s: None) == 0
     assert read_log(out / "decisions.jsonl")[-1]["event"] == "return"
     with pytest.raises(DataError, match="not in quarantine"):
         rq.return_from_quarantine(out, q, log=lambda s: None)
+    trained.clear()
+    monkeypatch.setattr(Runner, "train_shard", stopping(lambda runner, sid: sid == q))
+    with pytest.raises(KeyboardInterrupt):
+        _run(calibrated, out, resume=True)
+    assert trained[-1] == (q, rotation + 1) and [x for x in trained if x[0] == q] == [(q, rotation + 1)]
+    assert q in next(r["order"] for r in read_log(out / "decisions.jsonl") if r["event"] == "rotation"
+                     and r["queue"]["rotation"] == rotation + 1)
     assert reconstruct_folder(out, out=lambda s: None) == 0
 
 
