@@ -3,6 +3,7 @@ audit each packer (audit/pipeline.py), write the folder (report: audit/report.py
 """
 import contextlib
 import functools
+import math
 import os
 import shutil
 import signal
@@ -42,6 +43,7 @@ OFFICIAL_TARGETS = 160 * 64 * 2048  # 20,971,520
 COST_NOTICE_S = 600  # an audit expected to take longer says so first
 REPLAY_DOCS_PER_S = 700_000  # the replay's rate at 10^8 documents (README's scale table, 2026-12-06)
 TRACE_DOCS_PER_S = 100_000  # concatenate-and-chunk's trace at 10^7 (a library packer is often slower)
+BUFFERED_BYTES = 700  # memory per buffered document of a replay, its fates included (10^5 to 10^7, 2026-12-07)
 PAPER_TOKEN_FRACTION = PAPER_TARGETS / 631_241_817  # the paper's budget as a share of its corpus
 
 
@@ -120,15 +122,45 @@ def check_lengths(stream, bound):
                         "check the input, or raise --max-length if it is real")
 
 
-def announce_cost(stream, packers, rows, R):
+def announce_cost(stream, packers, rows, R, B):
     """An audit expected to take longer than COST_NOTICE_S says so before it starts (Ctrl-C ends it, writing
-    nothing). The rates were measured (README, "Audit your own packer"); a machine may be a few times slower."""
-    docs = min(rows * (R - 1) / max(stream.tokens / stream.n, 1), stream.n * (stream.passes or float("inf")))
-    seconds = sum(docs / (REPLAY_DOCS_PER_S if p in PACKERS else TRACE_DOCS_PER_S) for p in packers)
+    nothing). The rates were measured (README, "Audit your own packer"); a machine may be a few times slower.
+    The paper's packers fill their buffer to B documents before each row: a buffer larger than a pass of the stream
+    takes in B arrivals first, held in memory, which is said first, and refused where the machine cannot hold it."""
+    most = stream.n * (stream.passes or float("inf"))  # the arrivals the stream can give at all
+    docs = min(rows * (R - 1) / max(stream.tokens / stream.n, 1), most)
+    buffered = min(B, most) if any(p in PACKERS for p in packers) else 0
+    if buffered > stream.n:
+        need = buffered * BUFFERED_BYTES
+        line = (f"--buffer {B:,} holds more documents than a pass of the stream ({stream.n:,}): each of the paper's "
+                f"packers takes in {buffered:,} arrivals ({math.ceil(buffered / stream.n):,} passes) before its "
+                f"first row, about {size(need)} held in memory")
+        total = physical_memory()
+        if total and need > total:
+            raise DataError(f"{line}, more than this machine's {size(total)}; give a smaller --buffer")
+        print(f"note: {line}")
+    seconds = sum(max(docs, buffered) / REPLAY_DOCS_PER_S if p in PACKERS else docs / TRACE_DOCS_PER_S
+                  for p in packers)
     if seconds > COST_NOTICE_S:
-        print(f"note: this audit will take about {seconds / 60:,.0f} minutes ({docs:,.0f} documents through "
-              f"{len(packers)} packer{'s' * (len(packers) > 1)}); Ctrl-C stops it and writes nothing")
+        print(f"note: this audit will take about {seconds / 60:,.0f} minutes ({max(docs, buffered):,.0f} documents "
+              f"through {len(packers)} packer{'s' * (len(packers) > 1)}); Ctrl-C stops it and writes nothing")
     return seconds
+
+
+def size(n):
+    """Bytes as GB, MB or KB (of 1,024), one decimal."""
+    for unit, k in (("GB", 3), ("MB", 2)):
+        if n >= 1024 ** k:
+            return f"{n / 1024 ** k:,.1f} {unit}"
+    return f"{n / 1024:,.1f} KB"
+
+
+def physical_memory():
+    """This machine's memory in bytes, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def budget(plan, stream, R):
@@ -163,7 +195,7 @@ def compute(plan, stream, work, engine=None):
     print(f"audit of {stream.name}: {stream.n:,} documents per pass -> {plan.out}")
     print(f"budget: {targets:,} targets = {rows:,} rows ({reason})")
     print(sentence if passes <= 1 else f"note: {sentence}")
-    announce_cost(stream, packers, rows, R)
+    announce_cost(stream, packers, rows, R, B)
     t0 = time.time()
     per = {}
     for p in bar(packers, desc="packers", unit="packer"):

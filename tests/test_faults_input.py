@@ -134,10 +134,29 @@ def test_an_empty_folder_or_an_earlier_audits_output_is_replaced_and_a_refused_f
     assert audit_main(lengths + common + ["--out", str(tmp_path / "old")]) == 0
 
 
-def test_a_buffer_no_memory_holds_is_one_line_and_nothing_written(tmp_path, capsys, monkeypatch):
-    # 10^15 documents: the buffer's bookkeeping asks for more than any address space (no page is touched)
+def test_a_buffer_larger_than_a_pass_says_what_it_holds_and_one_the_memory_cannot_hold_is_refused(tmp_path, capsys,
+                                                                                                    monkeypatch):
+    # ok.txt: 20 documents a pass. --buffer 50: 50 arrivals, 3 passes begun, 50 x 700 bytes = 34.2 KB (of 1,024)
     common = _audit_inputs(tmp_path)
     monkeypatch.chdir(tmp_path)
+    assert audit_main(["--lengths", "ok.txt", *common, "--buffer", "50", "--out", "out"]) == 0
+    assert ("note: --buffer 50 holds more documents than a pass of the stream (20): each of the paper's packers "
+            "takes in 50 arrivals (3 passes) before its first row, about 34.2 KB held in memory\n") in capsys.readouterr().out
+    before = sorted(p.name for p in tmp_path.iterdir())
+    monkeypatch.setattr(audit_run, "physical_memory", lambda: 10 ** 6)  # 976.6 KB; 2,000 x 700 bytes = 1.3 MB
+    one_line_error(capsys, audit_main(["--lengths", "ok.txt", *common, "--buffer", "2000", "--out", "out2"]),
+                   "--buffer 2,000 holds more documents than a pass of the stream (20): each of the paper's packers "
+                   "takes in 2,000 arrivals (100 passes) before its first row, about 1.3 MB held in memory, more than "
+                   "this machine's 976.6 KB; give a smaller --buffer")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_buffer_no_memory_holds_is_one_line_and_nothing_written(tmp_path, capsys, monkeypatch):
+    # 10^15 documents, on a machine that does not say its memory: the buffer's bookkeeping asks for more than any
+    # address space (no page is touched)
+    common = _audit_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(audit_run, "physical_memory", lambda: None)
     before = sorted(p.name for p in tmp_path.iterdir())
     one_line_error(capsys, audit_main(["--lengths", "ok.txt", *common, "--buffer", str(10 ** 15), "--out", "out"]),
                    "out of memory (--buffer 1,000,000,000,000,000", "nothing written, out is as it was")
