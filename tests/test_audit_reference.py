@@ -13,9 +13,7 @@ frontier table's seconds column (perf_counter's), are replaced by a name before 
 files, whose bytes follow pyarrow's writer: the comparison runs where the reference was made (machine.json)
 and is skipped elsewhere.
 
-A record that gained a schema key since the references were written is compared with that key taken out and
-the folder's size less the bytes it adds (SCHEMA_ADDED): every other byte must be the reference's. To write the
-reference again (only with an intended change of behaviour, said in its commit and in tests/reference/README.md):
+To write the reference again (only with an intended change of behaviour, said in its commit and in tests/reference/README.md):
     PACKAUDIT_WRITE_REFERENCE=1 .venv/bin/python -m pytest tests/test_audit_reference.py
 """
 import json
@@ -38,9 +36,6 @@ WRITE = os.environ.get("PACKAUDIT_WRITE_REFERENCE") == "1"
 FILES = ("summary.json", "comparison.json", "regime.json", "report.md", "frontier.json", "frontier.md")
 TIMES = ("seconds", "packer_seconds")
 SECONDS = "<seconds>"
-# {file: {key: value}}: a schema key each record gained after the references were written
-SCHEMA_ADDED = {"summary.json": {"schema": "audit-summary/1"}, "comparison.json": {"schema": "audit-comparison/1"},
-                "frontier.json": {"schema": "audit-frontier/1"}}
 R, B = 33, 6
 FIXED_TIME = 1_800_000_000.0
 
@@ -120,28 +115,6 @@ def written(out, tmp):
     return got
 
 
-def without_added_schema(got):
-    """The files as the reference's code wrote them: each added schema key taken out, and summary.json's
-    folder size (and the report's, from it) less the bytes those keys added."""
-    out, added = dict(got), 0
-    for name, keys in SCHEMA_ADDED.items():
-        if name not in got:
-            continue
-        d = json.loads(got[name])
-        for k, v in keys.items():
-            assert d.pop(k) == v, f"{name}: {k}"
-        out[name] = json.dumps(d, indent=2, sort_keys=True) + "\n"
-        added += len(got[name].encode()) - len(out[name].encode())
-    if added and "summary.json" in out:
-        d = json.loads(out["summary.json"])
-        size = d["folder_bytes"]
-        d["folder_bytes"] = size - added
-        out["summary.json"] = json.dumps(d, indent=2, sort_keys=True) + "\n"
-        out["report.md"] = out["report.md"].replace(f"This folder holds {size / 1e6:,.1f} MB",
-                                                    f"This folder holds {(size - added) / 1e6:,.1f} MB")
-    return out
-
-
 def here():
     return {"python": platform.python_version(), "numpy": np.__version__, "pyarrow": pa.__version__}
 
@@ -172,10 +145,10 @@ def test_an_audit_writes_the_reference_files_byte_for_byte(audited):
     for name, text in audited.items():
         a, _, f = name.partition("/")
         by_audit.setdefault(a, {})[f] = text
-    if WRITE:  # as the comparison below reads them: without the schema keys added since (SCHEMA_ADDED)
+    if WRITE:
         shutil.rmtree(REFERENCE, ignore_errors=True)
         for a, files in by_audit.items():
-            for f, text in without_added_schema(files).items():
+            for f, text in files.items():
                 (REFERENCE / a / f).parent.mkdir(parents=True, exist_ok=True)
                 (REFERENCE / a / f).write_text(text)
         (REFERENCE / "machine.json").write_text(json.dumps(here(), indent=1, sort_keys=True) + "\n")
@@ -186,7 +159,7 @@ def test_an_audit_writes_the_reference_files_byte_for_byte(audited):
             if p.is_file() and p.name != "machine.json"}
     assert sorted(audited) == sorted(want)
     for a, files in by_audit.items():
-        for f, text in without_added_schema(files).items():
+        for f, text in files.items():
             assert text == want[f"{a}/{f}"], f"{a}/{f} differs from the reference"
 
 
