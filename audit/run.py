@@ -43,7 +43,9 @@ OFFICIAL_TARGETS = 160 * 64 * 2048  # 20,971,520
 COST_NOTICE_S = 600  # an audit expected to take longer says so first
 REPLAY_DOCS_PER_S = 700_000  # the replay's rate at 10^8 documents (README's scale table, 2026-12-06)
 TRACE_DOCS_PER_S = 100_000  # concatenate-and-chunk's trace at 10^7 (a library packer is often slower)
-BUFFERED_BYTES = 700  # memory per buffered document of a replay, its fates included (10^5 to 10^7, 2026-12-07)
+# a replay's memory for each place of its buffer, and for each document that arrives in it, fates included
+# (3,000 documents a pass, --buffer 10^7 with --passes 1 and without: 3.1 GB and 6.2 GB more than at 10^3, 2026-12-07)
+SLOT_BYTES, ARRIVAL_BYTES = 310, 320
 PAPER_TOKEN_FRACTION = PAPER_TARGETS / 631_241_817  # the paper's budget as a share of its corpus
 
 
@@ -122,34 +124,49 @@ def check_lengths(stream, bound):
                         "check the input, or raise --max-length if it is real")
 
 
+def check_buffer(plan, stream):
+    """Before anything is written: the memory the paper's packers' buffers take, refused in one line where the machine
+    cannot hold it, and said where the buffer holds more documents than a pass of its stream (each worker stream's
+    share under a topology). A replay holds SLOT_BYTES for each of the B places of its buffer, whatever arrives, and
+    ARRIVAL_BYTES for each document that arrives in it; the local engine runs --workers replays at once."""
+    if not any(p in PACKERS for p in plan.packers):
+        return
+    B, streams = plan.buffer, plan.topology.worker_streams if plan.runs_worker_streams else 1
+    share = max(stream.n // streams, 1)
+    arrivals = min(B, share * stream.passes) if stream.passes else B  # the fill: B documents, or all the stream gives
+    fanned = plan.runs_worker_streams or plan.runs_permutations
+    at_once = (plan.engine.workers or 1) if fanned and plan.engine.name == "local" else 1
+    need = (B * SLOT_BYTES + arrivals * ARRIVAL_BYTES) * at_once
+    what = "a pass of the stream" if streams == 1 else f"a pass of each of the {streams} worker streams"
+    total = physical_memory()
+    if total and need > total:
+        raise DataError(f"--buffer {B:,} needs about {size(need)} of memory"
+                        f"{f' ({at_once} replays at once)' if at_once > 1 else ''}, more than this machine's "
+                        f"{size(total)}; give a smaller --buffer")
+    if arrivals > share:
+        print(f"note: --buffer {B:,} holds more documents than {what} ({share:,}): the paper's packers take in up "
+              f"to {arrivals:,} arrivals, from {math.ceil(arrivals / share):,} passes, before their first row; about "
+              f"{size(need)} of memory")
+
+
 def announce_cost(stream, packers, rows, R, B):
     """An audit expected to take longer than COST_NOTICE_S says so before it starts (Ctrl-C ends it, writing
     nothing). The rates were measured (README, "Audit your own packer"); a machine may be a few times slower.
-    The paper's packers fill their buffer to B documents before each row: a buffer larger than a pass of the stream
-    takes in B arrivals first, held in memory, which is said first, and refused where the machine cannot hold it."""
+    The paper's packers fill their buffer (up to B documents) before their first row, on top of what the budget
+    takes."""
     most = stream.n * (stream.passes or float("inf"))  # the arrivals the stream can give at all
     docs = min(rows * (R - 1) / max(stream.tokens / stream.n, 1), most)
-    buffered = min(B, most) if any(p in PACKERS for p in packers) else 0
-    if buffered > stream.n:
-        need = buffered * BUFFERED_BYTES
-        line = (f"--buffer {B:,} holds more documents than a pass of the stream ({stream.n:,}): each of the paper's "
-                f"packers takes in {buffered:,} arrivals ({math.ceil(buffered / stream.n):,} passes) before its "
-                f"first row, about {size(need)} held in memory")
-        total = physical_memory()
-        if total and need > total:
-            raise DataError(f"{line}, more than this machine's {size(total)}; give a smaller --buffer")
-        print(f"note: {line}")
-    seconds = sum(max(docs, buffered) / REPLAY_DOCS_PER_S if p in PACKERS else docs / TRACE_DOCS_PER_S
-                  for p in packers)
+    filled = min(docs + B, most)
+    seconds = sum(filled / REPLAY_DOCS_PER_S if p in PACKERS else docs / TRACE_DOCS_PER_S for p in packers)
     if seconds > COST_NOTICE_S:
-        print(f"note: this audit will take about {seconds / 60:,.0f} minutes ({max(docs, buffered):,.0f} documents "
-              f"through {len(packers)} packer{'s' * (len(packers) > 1)}); Ctrl-C stops it and writes nothing")
+        print(f"note: this audit will take about {seconds / 60:,.0f} minutes ({filled:,.0f} documents through "
+              f"{len(packers)} packer{'s' * (len(packers) > 1)}); Ctrl-C stops it and writes nothing")
     return seconds
 
 
 def size(n):
-    """Bytes as GB, MB or KB (of 1,024), one decimal."""
-    for unit, k in (("GB", 3), ("MB", 2)):
+    """Bytes as TB, GB, MB or KB (of 1,024), one decimal."""
+    for unit, k in (("TB", 4), ("GB", 3), ("MB", 2)):
         if n >= 1024 ** k:
             return f"{n / 1024 ** k:,.1f} {unit}"
     return f"{n / 1024:,.1f} KB"
@@ -307,6 +324,7 @@ def run_audit(plan) -> int:
         stream = load_stream(plan)
         check_datasets(stream, plan.packers)
         check_topology(stream.n, plan.topology.worker_streams, plan.topology.group)
+        check_buffer(plan, stream)
         out.parent.mkdir(parents=True, exist_ok=True)
         stack = contextlib.ExitStack()
         stack.enter_context(lock_file(out.parent / f".{out.name}.lock", f"the audit output {out}"))

@@ -29,6 +29,7 @@ before anything is read or written.
 Writes to --out: frontier.md (the definitions, the table, the Pareto set, the cheapest change),
 frontier.json (the same) and frontier.png.
 """
+import dataclasses
 import itertools
 import time
 from pathlib import Path
@@ -38,7 +39,7 @@ from audit.compute import replay_packer
 from audit.feed import PassRefills
 from audit.fmt import table as md_table
 from audit.plan import SWEEP_KEYS as KEYS
-from audit.run import budget, load_stream
+from audit.run import budget, check_buffer, load_stream
 from audit.topology import check_topology, rows_per_stream, shares, worker_streams
 from corpus.atomic import atomic_write_text
 from errors import DataError
@@ -165,6 +166,9 @@ def run_sweep(plan) -> int:
     stream = load_stream(plan)
     targets, reason = budget(plan, stream, plan.row_capacity)
     ref, cfgs = plan.row_capacity, usable(configurations(grid, current), grid, current, targets, stream.n, group)
+    # its largest buffer, before anything is written; the points are replayed one at a time, in this process
+    check_buffer(dataclasses.replace(plan, buffer=max(c["buffer"] for c in cfgs), permutations=0,
+                                     engine=dataclasses.replace(plan.engine, workers=1)), stream)
     print(f"frontier of {stream.name}: {len(cfgs)} configurations, {targets:,} targets each ({reason}) -> {out}")
     points = []
     for cfg in cfgs:

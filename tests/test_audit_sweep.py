@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from audit import __main__ as audit_cli
+from audit import run as audit_run
 from audit import sweep
 from conftest import one_line_error
 
@@ -128,6 +129,18 @@ def test_a_flag_the_frontier_does_not_use_is_refused_not_ignored(tmp_path, capsy
     out = tmp_path / "never"
     argv = ["--lengths", str(tmp_path / "missing.txt"), "--out", str(out), "--sweep", "buffer=1,2", *extra]
     one_line_error(capsys, audit_cli.main(argv), needle)
+    assert not out.exists()
+
+
+def test_a_sweep_whose_largest_buffer_the_memory_cannot_hold_is_one_line_and_writes_nothing(tmp_path, capsys,
+                                                                                            monkeypatch):
+    # 20 documents; the largest buffer, 2,000 places of 310 bytes and 2,000 arrivals of 320: 1.2 MB
+    (tmp_path / "l.txt").write_text("5\n40\n3\n90\n7\n" * 4)
+    monkeypatch.setattr(audit_run, "physical_memory", lambda: 10 ** 6)
+    out = tmp_path / "never"
+    one_line_error(capsys, audit_cli.main(["--lengths", str(tmp_path / "l.txt"), "--row-capacity", "33", "--out",
+                                           str(out), "--sweep", "buffer=4,2000"]),
+                   "--buffer 2,000 needs about 1.2 MB of memory, more than this machine's 976.6 KB")
     assert not out.exists()
 
 

@@ -128,26 +128,38 @@ def test_an_empty_folder_or_an_earlier_audits_output_is_replaced_and_a_refused_f
     assert (tmp_path / "folder" / "summary.json").exists() and not (tmp_path / "folder" / "mine.txt").exists()
     assert audit_main(lengths + common + ["--out", str(tmp_path / "mine")]) == 2
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me\n"
-    # an audit's output from before its summary carried a schema (the committed references are kept so): replaced
+    # an audit's output from before its summary carried a schema: replaced
     shutil.copytree(ROOT / "tests" / "reference" / "audit" / "topology", tmp_path / "old")
-    assert "schema" not in json.loads((tmp_path / "old" / "summary.json").read_text())
+    for name in ("summary.json", "comparison.json"):
+        record = json.loads((tmp_path / "old" / name).read_text())
+        del record["schema"]
+        (tmp_path / "old" / name).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     assert audit_main(lengths + common + ["--out", str(tmp_path / "old")]) == 0
 
 
 def test_a_buffer_larger_than_a_pass_says_what_it_holds_and_one_the_memory_cannot_hold_is_refused(tmp_path, capsys,
                                                                                                     monkeypatch):
-    # ok.txt: 20 documents a pass. --buffer 50: 50 arrivals, 3 passes begun, 50 x 700 bytes = 34.2 KB (of 1,024)
+    # ok.txt: 20 documents a pass; 310 bytes a buffer place and 320 an arrival. --buffer 50: 50 arrivals from 3
+    # passes, 50 x 630 = 31,500 bytes = 30.8 KB (of 1,024)
     common = _audit_inputs(tmp_path)
     monkeypatch.chdir(tmp_path)
     assert audit_main(["--lengths", "ok.txt", *common, "--buffer", "50", "--out", "out"]) == 0
-    assert ("note: --buffer 50 holds more documents than a pass of the stream (20): each of the paper's packers "
-            "takes in 50 arrivals (3 passes) before its first row, about 34.2 KB held in memory\n") in capsys.readouterr().out
+    assert ("note: --buffer 50 holds more documents than a pass of the stream (20): the paper's packers take in up to "
+            "50 arrivals, from 3 passes, before their first row; about 30.8 KB of memory\n") in capsys.readouterr().out
+    # two ranks: worker streams of 10 documents, each filling its own buffer of 50
+    assert audit_main(["--lengths", "ok.txt", *common, "--buffer", "50", "--ranks", "2", "--out", "out"]) == 0
+    assert ("note: --buffer 50 holds more documents than a pass of each of the 2 worker streams (10): the paper's "
+            "packers take in up to 50 arrivals, from 5 passes,") in capsys.readouterr().out
     before = sorted(p.name for p in tmp_path.iterdir())
-    monkeypatch.setattr(audit_run, "physical_memory", lambda: 10 ** 6)  # 976.6 KB; 2,000 x 700 bytes = 1.3 MB
-    one_line_error(capsys, audit_main(["--lengths", "ok.txt", *common, "--buffer", "2000", "--out", "out2"]),
-                   "--buffer 2,000 holds more documents than a pass of the stream (20): each of the paper's packers "
-                   "takes in 2,000 arrivals (100 passes) before its first row, about 1.3 MB held in memory, more than "
-                   "this machine's 976.6 KB; give a smaller --buffer")
+    monkeypatch.setattr(audit_run, "physical_memory", lambda: 10 ** 6)  # 976.6 KB
+    # 2,000 x 630 bytes = 1.2 MB; refused before the folder above --out is made
+    one_line_error(capsys, audit_main(["--lengths", "ok.txt", *common, "--buffer", "2000", "--out", "new/out"]),
+                   "--buffer 2,000 needs about 1.2 MB of memory, more than this machine's 976.6 KB; give a smaller "
+                   "--buffer")
+    # one pass: 20 arrivals, but the 2,000 places still take theirs: 2,000 x 310 + 20 x 320 = 626,400 bytes
+    monkeypatch.setattr(audit_run, "physical_memory", lambda: 5 * 10 ** 5)
+    one_line_error(capsys, audit_main(["--lengths", "ok.txt", *common, "--buffer", "2000", "--passes", "1", "--out",
+                                       "new/out"]), "--buffer 2,000 needs about 611.7 KB of memory")
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
