@@ -184,13 +184,15 @@ def return_from_quarantine(out, shard, log=print):
 
 
 def _check_returnable(out, recs, shard):
-    """A return needs a run that has not finished, the shard in quarantine, no return before, and an inspection
-    that found no cause. A finished run has no rotation left for the shard: returned, it would never train, yet read
-    as no longer quarantined."""
+    """A return needs a run that has not finished, the shard in quarantine, no return before, and an inspection that
+    found no cause. A finished run has no rotation left: the shard would never train, yet read as no longer
+    quarantined. (A run stopped before its end may still spend its budget before the next rotation: the shard then
+    waits there, as a deferred one does, and the summary lists it among those pending.)"""
     st = recs[-1]["queue"]
-    if any(r["event"] == "done" for r in recs):
-        raise DataError(f"{out}: this run has finished, so a returned shard would never train; return a shard while "
-                        "the run is stopped before its end (interrupt it, return, then run it again with --resume)")
+    done = next((r for r in recs if r["event"] == "done"), None)
+    if done is not None:
+        raise DataError(f"{out}: this run has finished, so a returned shard would never train: no rotation follows "
+                        f"(record {done['seq']}); a return applies to a run stopped before its end, resumed after it")
     if shard not in st["quarantined"]:
         raise DataError(f"{shard} is not in quarantine (quarantined: {', '.join(st['quarantined']) or 'none'})")
     if st["returns"].get(shard, 0) >= 1:

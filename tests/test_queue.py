@@ -368,7 +368,8 @@ def test_return_needs_a_stopped_run_and_an_inspection_without_a_cause_happens_on
     q = full_run[1].quarantined[0]
     found = json.loads((finished / "inspection" / f"{q}.json").read_text())
     (finished / "inspection" / f"{q}.json").write_text(json.dumps({**found, "cause_found": False, "causes": []}))
-    with pytest.raises(DataError, match="this run has finished, so a returned shard would never train"):
+    with pytest.raises(DataError, match="this run has finished, so a returned shard would never train: no rotation "
+                                        "follows"):
         rq.return_from_quarantine(finished, q, log=lambda s: None)
     assert read_log(finished / "decisions.jsonl")[-1]["event"] == "done"  # nothing written
 
@@ -401,13 +402,15 @@ def test_return_needs_a_stopped_run_and_an_inspection_without_a_cause_happens_on
     assert read_log(out / "decisions.jsonl")[-1]["event"] == "return"
     with pytest.raises(DataError, match="not in quarantine"):
         rq.return_from_quarantine(out, q, log=lambda s: None)
-    trained.clear()
-    monkeypatch.setattr(Runner, "train_shard", stopping(lambda runner, sid: sid == q))
+    trained.clear()  # resumed, to the first training after the shard's own
+    monkeypatch.setattr(Runner, "train_shard", stopping(lambda runner, sid: (q, rotation + 1) in trained[:-1]))
     with pytest.raises(KeyboardInterrupt):
         _run(calibrated, out, resume=True)
-    assert trained[-1] == (q, rotation + 1) and [x for x in trained if x[0] == q] == [(q, rotation + 1)]
-    assert q in next(r["order"] for r in read_log(out / "decisions.jsonl") if r["event"] == "rotation"
-                     and r["queue"]["rotation"] == rotation + 1)
+    assert [x for x in trained if x[0] == q] == [(q, rotation + 1)]
+    recs = read_log(out / "decisions.jsonl")
+    returned = next(r["seq"] for r in recs if r["event"] == "return")
+    assert [(r["event"], r["queue"]["rotation"]) for r in recs if r.get("shard") == q and r["seq"] > returned] == \
+        [("train", rotation + 1)]  # trained in the next rotation (stopped at the training after it)
     assert reconstruct_folder(out, out=lambda s: None) == 0
 
 
