@@ -27,7 +27,7 @@ from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from
 from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, rows_for_targets
 from audit.report import console_summary, report_md
 from audit.synthetic import paper_like_lengths
-from audit.topology import audit_topology, check_rows, check_topology, topology_ok
+from audit.topology import audit_topology, check_rows, check_topology, share_sizes, topology_ok
 from console.progress import bar
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.layout import Layout, default_data_dir
@@ -126,27 +126,37 @@ def check_lengths(stream, bound):
 
 def check_buffer(plan, stream):
     """Before anything is written: the memory the paper's packers' buffers take, refused in one line where the machine
-    cannot hold it, and said where the buffer holds more documents than a pass of its stream (each worker stream's
-    share under a topology). A replay holds SLOT_BYTES for each of the B places of its buffer, whatever arrives, and
-    ARRIVAL_BYTES for each document that arrives in it; the local engine runs --workers replays at once."""
-    if not any(p in PACKERS for p in plan.packers):
+    cannot hold it, and said where the buffer holds more documents than a pass of its stream (the smallest worker
+    stream's share under a topology). A replay holds SLOT_BYTES for each of the B places of its buffer, whatever
+    arrives, and ARRIVAL_BYTES for each document that arrives in it; the local engine runs up to --workers replays
+    at once (one per task: a permutation, or a packer's worker stream)."""
+    paper = [p for p in plan.packers if p in PACKERS]
+    if not paper:
         return
     B, streams = plan.buffer, plan.topology.worker_streams if plan.runs_worker_streams else 1
-    share = max(stream.n // streams, 1)
-    arrivals = min(B, share * stream.passes) if stream.passes else B  # the fill: B documents, or all the stream gives
-    fanned = plan.runs_worker_streams or plan.runs_permutations
-    at_once = (plan.engine.workers or 1) if fanned and plan.engine.name == "local" else 1
+    share = min(share_sizes(stream.n, streams, plan.topology.group))
+    given = share * stream.passes if stream.passes else None  # all the smallest stream gives, --passes ending it
+    arrivals = min(B, given) if given else B  # the fill: B documents, or all the stream gives
+    tasks = max(plan.permutations if plan.runs_permutations else 0, len(paper) * streams if streams > 1 else 0)
+    local = plan.engine.name == "local" and plan.user is None  # a --trace packer keeps every task in this process
+    at_once = max(1, min(plan.engine.workers or 1, tasks)) if local else 1
     need = (B * SLOT_BYTES + arrivals * ARRIVAL_BYTES) * at_once
-    what = "a pass of the stream" if streams == 1 else f"a pass of each of the {streams} worker streams"
+    where = "the stream" if streams == 1 else f"the smallest of the {streams} worker streams"
     total = physical_memory()
     if total and need > total:
         raise DataError(f"--buffer {B:,} needs about {size(need)} of memory"
                         f"{f' ({at_once} replays at once)' if at_once > 1 else ''}, more than this machine's "
                         f"{size(total)}; give a smaller --buffer")
-    if arrivals > share:
-        print(f"note: --buffer {B:,} holds more documents than {what} ({share:,}): the paper's packers take in up "
-              f"to {arrivals:,} arrivals, from {math.ceil(arrivals / share):,} passes, before their first row; about "
-              f"{size(need)} of memory")
+    if B <= share:
+        return
+    if given and B > given:
+        print(f"note: --buffer {B:,} holds more documents than {where} gives in its {stream.passes:,} "
+              f"pass{'es' * (stream.passes > 1)} (--passes): {given:,}; the paper's packers never fill it and make "
+              f"no row; about {size(need)} of memory")
+    else:
+        print(f"note: --buffer {B:,} holds more documents than a pass of {where} ({share:,}): the paper's packers "
+              f"take in up to {arrivals:,} arrivals, from {math.ceil(arrivals / share):,} passes, before their first "
+              f"row; about {size(need)} of memory")
 
 
 def announce_cost(stream, packers, rows, R, B):

@@ -168,6 +168,7 @@ def run_sweep(plan) -> int:
     ref, cfgs = plan.row_capacity, usable(configurations(grid, current), grid, current, targets, stream.n, group)
     # its largest buffer, before anything is written; the points are replayed one at a time, in this process
     check_buffer(dataclasses.replace(plan, buffer=max(c["buffer"] for c in cfgs), permutations=0,
+                                     packers=tuple(dict.fromkeys(c["packer"] for c in cfgs)),
                                      engine=dataclasses.replace(plan.engine, workers=1)), stream)
     print(f"frontier of {stream.name}: {len(cfgs)} configurations, {targets:,} targets each ({reason}) -> {out}")
     points = []

@@ -50,6 +50,13 @@ def worker_of(n, W, group=1):
     return (np.arange(n, dtype=np.int64) // group) % W
 
 
+def share_sizes(n, W, group=1):
+    """The documents of each worker stream's share, as worker_of deals them, without a value per document: the full
+    groups round-robin, then the last, partial one to the next stream."""
+    full, rest = divmod(n, group)
+    return [full // W * group + group * (w < full % W) + rest * (w == full % W) for w in range(W)]
+
+
 def worker_streams(ranks, workers):
     """The worker streams of N ranks x M loader workers when each runs a packer of its own: the one place the
     product is taken (the plan's topology, the frontier's configurations, this module)."""

@@ -9,6 +9,8 @@ from collections import Counter
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from audit import topology
 from audit.__main__ import main as audit_main
@@ -19,7 +21,8 @@ from audit.fate_table import FATES, DocumentIndex
 from audit.pipeline import StreamInput, audit_packer
 from audit.report import worker_stream_failures
 from audit.strata import stratum_labels, stratum_of
-from audit.topology import SUMMED, audit_topology, merge, share_counts, shares, topology_ok, worker_counts
+from audit.topology import (SUMMED, audit_topology, merge, share_counts, share_sizes, shares, topology_ok,
+                            worker_counts, worker_of)
 from errors import DataError
 from findings.summary import Section, topology_rows
 from loaders.core import PACKERS
@@ -535,3 +538,10 @@ def test_a_packer_that_emits_nothing_merges_to_zero_shares_emitted_not_a_crash()
     got = [(d["label"], d["tokens"], d["emitted"], d["share_of_arrived"], d["share_of_emitted"], d["representation"])
            for d in out["topology"]["packers"]["empty_rows"]["merged"]["by_label"]]
     assert got == [("a", 14, 0, 14 / 40, 0.0, 0.0), ("b", 26, 0, 26 / 40, 0.0, 0.0)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 500), W=st.integers(1, 9), group=st.integers(1, 40))
+def test_share_sizes_count_what_worker_of_deals(n, W, group):
+    """The sizes the buffer check reads without a value per document, against worker_of's deal counted."""
+    assert share_sizes(n, W, group) == np.bincount(worker_of(n, W, group), minlength=W).tolist()

@@ -146,16 +146,25 @@ def test_a_buffer_larger_than_a_pass_says_what_it_holds_and_one_the_memory_canno
     assert audit_main(["--lengths", "ok.txt", *common, "--buffer", "50", "--out", "out"]) == 0
     assert ("note: --buffer 50 holds more documents than a pass of the stream (20): the paper's packers take in up to "
             "50 arrivals, from 3 passes, before their first row; about 30.8 KB of memory\n") in capsys.readouterr().out
-    # two ranks: worker streams of 10 documents, each filling its own buffer of 50
-    assert audit_main(["--lengths", "ok.txt", *common, "--buffer", "50", "--ranks", "2", "--out", "out"]) == 0
-    assert ("note: --buffer 50 holds more documents than a pass of each of the 2 worker streams (10): the paper's "
-            "packers take in up to 50 arrivals, from 5 passes,") in capsys.readouterr().out
+    # two ranks, groups of 3 dealt round-robin: worker streams of 11 and 9 documents, each filling its own buffer
+    assert audit_main(["--lengths", "ok.txt", *common, "--buffer", "50", "--ranks", "2", "--split-by", "group:3",
+                       "--out", "out"]) == 0
+    assert ("note: --buffer 50 holds more documents than a pass of the smallest of the 2 worker streams (9): the "
+            "paper's packers take in up to 50 arrivals, from 6 passes,") in capsys.readouterr().out
+    # one pass: 20 arrivals never fill 50 places; 50 x 310 + 20 x 320 = 21,900 bytes = 21.4 KB
+    audit_main(["--lengths", "ok.txt", *common, "--buffer", "50", "--passes", "1", "--out", "out"])
+    assert ("note: --buffer 50 holds more documents than the stream gives in its 1 pass (--passes): 20; the paper's "
+            "packers never fill it and make no row; about 21.4 KB of memory\n") in capsys.readouterr().out
     before = sorted(p.name for p in tmp_path.iterdir())
     monkeypatch.setattr(audit_run, "physical_memory", lambda: 10 ** 6)  # 976.6 KB
     # 2,000 x 630 bytes = 1.2 MB; refused before the folder above --out is made
     one_line_error(capsys, audit_main(["--lengths", "ok.txt", *common, "--buffer", "2000", "--out", "new/out"]),
                    "--buffer 2,000 needs about 1.2 MB of memory, more than this machine's 976.6 KB; give a smaller "
                    "--buffer")
+    # two permutations on 8 local workers: 2 replays at once, not 8; 2 x 1,000 x 630 bytes = 1.2 MB
+    one_line_error(capsys, audit_main(["--lengths", "ok.txt", *common, "--buffer", "1000", "--permutations", "2",
+                                       "--workers", "8", "--out", "new/out"]),
+                   "--buffer 1,000 needs about 1.2 MB of memory (2 replays at once), more than this machine's 976.6 KB")
     # one pass: 20 arrivals, but the 2,000 places still take theirs: 2,000 x 310 + 20 x 320 = 626,400 bytes
     monkeypatch.setattr(audit_run, "physical_memory", lambda: 5 * 10 ** 5)
     one_line_error(capsys, audit_main(["--lengths", "ok.txt", *common, "--buffer", "2000", "--passes", "1", "--out",
