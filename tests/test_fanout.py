@@ -561,12 +561,19 @@ def test_a_lost_cluster_ends_the_audit_within_15_s_in_one_line_or_by_rays_own_ex
                           docs=150_000)
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob(".o.new-*")):  # the audit has begun: its folder is being written
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()  # a late start is not waited out: its 3,000 permutations would run for minutes
+            raise AssertionError(f"the audit ended or had not begun after 120 s: {proc.communicate()}")
         time.sleep(0.1)
     time.sleep(1)  # into the permutations
     cluster.ray.kill()  # both nodes' every process, at once
     t0 = time.monotonic()
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # ended here, with what it said, rather than left running beside later tests
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the audit still ran 60 s after its cluster was lost; its stderr ends:\n{err[-3000:]}")
     took = time.monotonic() - t0
     assert took < 15, (took, err)
     if proc.returncode == 1:  # Ray's own exit: its line goes to the driver's log (to stderr at times), ours never
