@@ -192,8 +192,8 @@ def _check_returnable(out, recs, shard):
     done = next((r for r in recs if r["event"] == "done"), None)
     if done is not None:
         raise DataError(f"{out}: this run has finished, so a returned shard would never train: no rotation follows "
-                        f"(record {done['seq']}); a return applies to a run stopped before its end: interrupt a run, return the "
-                        "shard, then run it again with --resume")
+                        f"(record {done['seq']}); a return applies to a run stopped before its end: interrupt a run, "
+                        "return the shard, then run it again with --resume")
     if shard not in st["quarantined"]:
         raise DataError(f"{shard} is not in quarantine (quarantined: {', '.join(st['quarantined']) or 'none'})")
     if st["returns"].get(shard, 0) >= 1:
