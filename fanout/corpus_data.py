@@ -72,7 +72,7 @@ class RayDataRunner:
         # every node reads the units at the driver's absolute paths (a relative one would be the worker's folder's),
         # and first the probe: the checkout and every file, on every node
         units = [absolute(u) for u in units]
-        probe_nodes(self.ray, Needs.of(reads=[u.path for u in units]), self.wait)
+        probe_nodes(self.ray, Needs.of(reads=[u.path for u in units]), self.ray.nodes(), self.wait)
         # late: Ray Data is a part of the optional 'ray' extra that only this engine loads
         import ray.data
         ctx = ray.data.DataContext.get_current()

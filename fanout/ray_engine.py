@@ -21,6 +21,7 @@ import os
 import shlex
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -85,13 +86,14 @@ def ray_batch(tasks, env):
         return out
 
 
-def probe_nodes(ray, needs, wait):
-    """The probe on every node that can run a task, before the first task: one line naming a node that sees
-    otherwise than the driver (probe.py). wait(ref, deadline) returns when ref is ready, or raises TimeoutError."""
+def probe_nodes(ray, needs, nodes, wait):
+    """The probe on every node that can run a task (of `nodes`, ray.nodes()), before the first task: one line naming
+    a node that sees otherwise than the driver (probe.py). wait(ref, deadline) returns when ref is ready, or raises
+    TimeoutError."""
     # late: a part of Ray, the optional 'ray' extra
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    nodes = [n for n in ray.nodes() if n["Alive"] and (n["Resources"].get("CPU") or n["Resources"].get("GPU"))]
+    nodes = [n for n in nodes if n["Alive"] and (n["Resources"].get("CPU") or n["Resources"].get("GPU"))]
     remote = ray.remote(node_report)
     refs = [remote.options(num_cpus=0, max_retries=0, name="probe", scheduling_strategy=NodeAffinitySchedulingStrategy(
         n["NodeID"], soft=False)).remote(needs, n["NodeID"]) for n in nodes]
@@ -239,7 +241,7 @@ class RayEngine:
         try:
             self.probe([p for t in tasks for p in t.reads], [p for t in tasks for p in t.prepared],
                        [p for t in tasks for p in t.writes])
-            groups = batches(tasks, self.ray.cluster_resources().get("CPU", 1))
+            groups = batches(tasks, self.ask_head(self.ray.cluster_resources).get("CPU", 1))
             refs = [self.remote.options(num_cpus=g[0].cpus, num_gpus=g[0].gpus, max_retries=RETRIES,
                                         name=batch_name(g)).remote(g, self.env) for g in groups]
             for g, r in zip(groups, refs):
@@ -256,6 +258,29 @@ class RayEngine:
                 raise ClusterLost(lost_line(self.where, (), ()))  # run() says what had finished
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError
+
+    def ask_head(self, call):
+        """call() (one that waits on the cluster's head: ray.nodes, ray.cluster_resources) on a thread of its own,
+        watched as a result is. Where the head is gone, Ray's own call waits out its minute of reconnects (both
+        hung past 30 s after the test cluster was killed, 2026-12-07); this ends in ClusterLost within LOST_S."""
+        box = {}
+
+        def ask():
+            try:
+                box["value"] = call()
+            except BaseException as e:  # noqa: BLE001 - raised again below, in the caller's thread
+                box["error"] = e
+
+        # a daemon: one still waiting on a lost head does not keep the process from ending with its one line
+        thread = threading.Thread(target=ask, name="a call to the Ray head", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(POLL_S)
+            if thread.is_alive() and self.watch.lost():
+                raise ClusterLost(lost_line(self.where, (), ()))  # run() says what had finished
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     def result(self, group, ref):
         errors = self.ray.exceptions
@@ -278,7 +303,7 @@ class RayEngine:
                                                                ("writes", writes))}
         if self.probed["checkout"] and not any(new.values()):
             return
-        probe_nodes(self.ray, Needs.of(**new), self.wait)
+        probe_nodes(self.ray, Needs.of(**new), self.ask_head(self.ray.nodes), self.wait)
         for k, v in new.items():
             self.probed[k].update(v)
         self.probed["checkout"] = True
