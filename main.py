@@ -43,6 +43,7 @@ import sys
 import time
 from pathlib import Path
 
+from console.shutdown import skip_final_collections
 from corpus.atomic import atomic_write_json
 from errors import DataError, check_out_folder
 from records.reexecution import Reexecution
@@ -54,6 +55,7 @@ STAGES = ("prepare", "audit", "train", "freeze", "eval", "queue", "queue_study",
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
     ap.add_argument("--out", default="runs/main", help="results folder (default runs/main)")

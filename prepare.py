@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from console.shutdown import skip_final_collections
 from corpus.atomic import atomic_write_json, sha256_file
 from corpus.layout import ENV_VAR, Layout, default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
@@ -317,6 +318,7 @@ def print_summary(summary):
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     args = parse_args(argv)
 
     try:

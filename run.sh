@@ -45,7 +45,8 @@ fi
 cmd=${1:-}
 shift || true
 case "$cmd" in
-  setup) echo "ready: .venv has the locks and $("$PWD/.venv/bin/python" -c 'import torch; print("torch", torch.__version__)'); source .venv/bin/activate to use the command lines" ;;
+  # torch's version from its installed metadata: importing torch to ask would take a second or two
+  setup) echo "ready: .venv has the locks and $("$PWD/.venv/bin/python" -c 'from importlib.metadata import version; print("torch", version("torch"))'); source .venv/bin/activate to use the command lines" ;;
   main) exec .venv/bin/python main.py "$@" ;;
   # two test processes, one per core (PACKAUDIT_TEST_WORKERS=0: one process); whole files per process,
   # so a file's session fixtures (a prepared corpus, a calibrated queue) are built once; the slowest files

@@ -72,6 +72,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from console.progress import bar as tqdm  # noqa: E402
+from console.shutdown import skip_final_collections  # noqa: E402
 from corpus.atomic import atomic_write_json, sha256_file  # noqa: E402
 from corpus.layout import Layout, default_data_dir  # noqa: E402
 from corpus.pretokenize import shard_paths  # noqa: E402
@@ -463,6 +464,7 @@ def end_process(tr):
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     try:  # `kill -USR1 PID` prints where a run is (a stuck DDP rank: training/launch.py), to the process's own stderr
         faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
     except (AttributeError, ValueError, OSError):  # no SIGUSR1 (Windows), or no stderr file to write to

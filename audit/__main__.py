@@ -34,6 +34,7 @@ import sys
 from audit.libraries.about import help_line as loaders_help
 from audit.libraries.args import help_line as keys_help
 from audit.loader_presets import help_lines
+from console.shutdown import skip_final_collections
 from console.usage import prog_name
 from errors import DataError, check_out_folder, os_error_line
 from fanout import add_engine_args
@@ -152,6 +153,7 @@ def add_loader_args(ap):
 
 def main(argv=None, left_out=None):
     """The command line; left_out ({packer: why}) names packers a caller chose not to run, for the comparison."""
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     args = parse_args(argv)
     # the plan's checks, the mechanism and the writers import numpy, pyarrow, matplotlib: after parsing, so --help
     # is fast

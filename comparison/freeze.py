@@ -13,6 +13,7 @@ import argparse
 import sys
 import time
 
+from console.shutdown import skip_final_collections
 from console.usage import prog_name
 from corpus.layout import Layout, default_data_dir
 from errors import DataError, check_out_file
@@ -23,6 +24,7 @@ from presets.six import configs
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     ap = argparse.ArgumentParser(prog=prog_name("python -m comparison.freeze"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"],

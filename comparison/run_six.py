@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from audit.regime import filter_counts, preset_setting, preset_stream, regime_indicators, regime_table_md
+from console.shutdown import skip_final_collections
 from console.terminal import for_terminal
 from console.usage import prog_name
 from corpus.atomic import atomic_write_json, atomic_write_text
@@ -151,6 +152,7 @@ def train_all(a, out):
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     ap = argparse.ArgumentParser(prog=prog_name("python -m comparison.run_six"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="tiny", choices=["tiny", "paper"], help="config sizes (default tiny)")

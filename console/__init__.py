@@ -1,6 +1,7 @@
-"""What the command lines print.
+"""What the command lines print, and how their processes end.
 
     progress.py  one progress-bar helper that suits a terminal and a log file alike
     usage.py     the program name a usage line shows: its own, as a console script or a module
     terminal.py  a markdown report as a terminal prints it (figure links named, not drawn)
+    shutdown.py  a process's exit without the interpreter's last scans of every object
 """

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from console.shutdown import skip_final_collections
 from console.terminal import for_terminal
 from console.usage import prog_name
 from corpus.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, sha256_file
@@ -82,6 +83,7 @@ def parse_args(argv):
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     a = parse_args(argv)
     if a.protocol and a.exploratory:
         print("error: --protocol makes a confirmation pass and --exploratory an unconfirmed one; choose one", file=sys.stderr)

@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 
+from console.shutdown import skip_final_collections
 from console.usage import prog_name
 from corpus.atomic import atomic_write_bytes, sha256_file
 from corpus.layout import Layout, default_data_dir
@@ -110,6 +111,7 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu", progress=False):
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     ap = argparse.ArgumentParser(prog=prog_name("python -m eval.official"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoint", help="a training checkpoint (ckpt_<updates>.pt); its config names the corpus")

@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from console.shutdown import skip_final_collections
 from console.usage import prog_name
 from corpus.atomic import atomic_write_json, atomic_write_text
 from findings.audit_sections import (audit_sections, dev_stream_rows, frontier_section, packers_section, regime_section,
@@ -92,6 +93,7 @@ def render(sections, out, provenance=None):
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     ap = argparse.ArgumentParser(prog=prog_name("python -m findings.summary"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/main", help="run folder; SUMMARY.md and findings.json are written here (default runs/main)")

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 import prepare
+from console.shutdown import skip_final_collections
 from console.usage import prog_name
 from corpus.atomic import atomic_write_json, atomic_write_text
 from errors import DataError
@@ -122,6 +123,7 @@ def parse(argv):
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     a = parse(argv)
     import torch
 

@@ -22,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from console.shutdown import skip_final_collections
 from console.usage import prog_name
 from corpus.atomic import atomic_write_text, sha256_file
 from errors import os_error_line
@@ -134,6 +135,7 @@ def verify_manifest(path: Path, log=print, allow_extra=False):
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     ap = argparse.ArgumentParser(prog=prog_name("python -m manifests"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -16,12 +16,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a file: the repository root
 
+from console.shutdown import skip_final_collections  # noqa: E402
 from corpus.atomic import atomic_write_json  # noqa: E402
 from errors import DataError, check_out_folder, os_error_line  # noqa: E402
 from presets.six import PRESETS, configs  # noqa: E402
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=sorted(PRESETS), default="paper")
     ap.add_argument("--out", default=None, help="folder (default protocols/configs/<preset>)")

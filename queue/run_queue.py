@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: shardqueue, corpus, training
 
+from console.shutdown import skip_final_collections  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from errors import DataError, os_error_line  # noqa: E402
 from shardqueue.settings import BRANCH_CHECKS, DEFAULT_TOLERANCE, POLICIES, QueueSettings  # noqa: E402
@@ -116,6 +117,7 @@ def build_parser():
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     a, extra = build_parser().parse_known_args(argv)
     try:  # what needs no torch is refused before the imports below load it (seconds)
         check_arguments(a, extra)

@@ -42,6 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: shardqueue, corpus, training
 
+from console.shutdown import skip_final_collections  # noqa: E402
 from fanout import add_engine_args  # noqa: E402
 from shardqueue.study.presets import PRESETS, format_plan, plan  # noqa: E402
 
@@ -73,6 +74,7 @@ def parse(argv):
 
 
 def main(argv=None):
+    skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     a = parse(argv)
     if a.dry_run:
         pl = plan(a.preset)

@@ -112,9 +112,10 @@ class Trainer:
         self.ddp = None
         if world > 1:
             dev = torch.device(device)
-            # cos/sin are constants: no buffer broadcast each forward
+            # cos/sin are constants: no buffer broadcast each forward (forward_sync_buffers: torch 2.13's name for
+            # broadcast_buffers, which now warns; the buffers are still synced once at init, equal on every rank)
             self.ddp = DDP(self.model, device_ids=[dev.index] if dev.type == "cuda" else None,
-                           broadcast_buffers=False)
+                           forward_sync_buffers=False)
         self.fwd = maybe_compile(self.ddp or self.model, cfg, device)
         # scoring runs on rank 0 alone: through the bare model, since a DDP forward may join collectives
         # that the other ranks (waiting at the final barrier) never enter
