@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from console.shutdown import skip_final_collections
 from fanout.task import Shared
 
 
@@ -59,7 +60,10 @@ class LocalEngine:
                 yield t()
             return
         if self.pool is None:
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+            # each process ends as a command line does: no last scans of the objects its imports made (about
+            # 0.4 s of CPU each, once torch is imported)
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                            initializer=skip_final_collections)
         futures = [self.pool.submit(t) for t in tasks]
         try:
             for f in futures:

@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 
 from audit.topology import share_counts
+from console import shutdown
 from errors import DataError
 
 
@@ -25,3 +26,8 @@ def fails_first(i, done=None):
     if done:
         Path(done, str(i)).touch()
     return i
+
+
+def ends_without_final_collections():
+    """Whether this process's exit will freeze its heap first (console/shutdown.py), and its pid."""
+    return shutdown._registered, os.getpid()

@@ -27,7 +27,7 @@ import pytest
 import ray
 from conftest import MICRO_STUDY as MICRO
 from conftest import ROOT, one_line_error, queue_script
-from fanout_tasks import dies_once, fails_first
+from fanout_tasks import dies_once, ends_without_final_collections, fails_first
 from ray_cluster import RAY, TwoNodeRay
 from test_corpus_readers import corpus, one_line, run, shards  # noqa: F401 - corpus and shards: fixtures used below
 from test_main_job import MICRO as SIX_MICRO
@@ -241,13 +241,15 @@ def _pool_processes():
 
 
 def test_a_local_pool_serves_every_run_of_its_engine_and_ends_with_it():
-    """An audit's worker streams and then its permutations go to the same processes: each imports the project once."""
+    """An audit's worker streams and then its permutations go to the same processes: each imports the project once,
+    and ends as a command line does (no last scans of its objects at exit)."""
     before = _pool_processes()
     with open_engine("local", 2) as engine:
         assert len(list(engine.run([Task(os.getpid)] * 4))) == 4
         pool = _pool_processes() - before
         assert len(pool) == 2  # started at the first run, and still there after it
-        assert set(engine.run([Task(os.getpid)] * 4)) <= pool  # the second run: the same processes, none new
+        ends = list(engine.run([Task(ends_without_final_collections)] * 4))
+        assert all(registered for registered, _ in ends) and {pid for _, pid in ends} <= pool  # the same processes
         assert _pool_processes() - before == pool
     assert not _pool_processes() - before  # ended with the engine
 
