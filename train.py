@@ -97,7 +97,7 @@ from training.resume import (  # noqa: E402
     start_guard,
     trim_log,
 )
-from training.trainer import Trainer, TrainingDiverged, build_model  # noqa: E402
+from training.trainer import Trainer, TrainingDiverged, model_config  # noqa: E402
 
 WARMUP_UPDATES = 11  # as the baseline's training time (`step > 10`): updates 1-11 (compile, warm-up) are not timed
 CURVE_POINTS = 10  # validation points per run for the learning curves (command line and run_six)
@@ -105,9 +105,8 @@ CURVE_BATCHES = 2  # official-stream batches per point: the same fixed rows ever
 
 
 def dry_run(cfg: TrainConfig):
-    m = build_model(cfg, "meta", meta=True)
-    n = sum(p.numel() for p in m.parameters())
-    fpt = m.flops_per_token()
+    mc = model_config(cfg)  # counted from the model's shapes: nothing is built
+    n, fpt = mc.parameter_counts()[0], mc.flops_per_token()
     targets = cfg.updates * cfg.targets_per_update
     info = {"parameters": n, "flops_per_token": fpt, "targets": targets, "updates": cfg.updates,
             "flops_per_run": fpt * targets, "config": cfg.to_dict()}

@@ -101,7 +101,7 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu", progress=False):
         raise DataError(f"{ckpt_path}: no usable training config in the checkpoint") from None
     dd = data_dir or cfg.data_dir or default_data_dir()
     check_same_corpus(ckpt_path, payload, Layout(dd, cfg.source))
-    model = build_model(cfg, device, meta=False)
+    model = build_model(cfg, device)
     model.load_state_dict(payload["model"])
     stream = open_split(dd, cfg.source, "val")
     tb = load_token_bytes(Layout(dd, cfg.source).tokenizer)

@@ -1,11 +1,17 @@
 """GPT is safe by construction: a model built by hand and moved with .to() has its context's
 masks, and a compiled forward on a length nobody prepared stays one graph (counted by dynamo
-on CPU) with the eager numbers."""
+on CPU) with the eager numbers. Its parameters and FLOPs counted from the config's shapes alone
+(what --dry-run and a study's plan print) are those of the built model."""
 import warnings
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import train
+from shardqueue.study import presets
+from training import model
 from training.model import GPT, ModelConfig
 
 CFG = ModelConfig(sequence_len=64, vocab_size=64, n_layer=2, n_embd=32, n_head=2, n_kv_head=2, short_window=16)
@@ -79,3 +85,32 @@ def test_moving_a_model_prepares_its_masks_on_the_new_device():
         meta = GPT(CFG)
     meta.to("meta")  # a meta model (parameter counts) builds nothing
     assert meta.attend._masks == {}
+
+
+@settings(max_examples=30, deadline=None)
+@given(layers=st.integers(1, 5), heads=st.sampled_from([1, 2, 4]), kv_share=st.sampled_from([1, 2, 4]),
+       head_dim=st.sampled_from([2, 4, 8]), vocab=st.integers(2, 300), gate=st.integers(1, 8),
+       context=st.integers(4, 64), short=st.integers(1, 64), pattern=st.sampled_from(["SSSL", "L", "S", "SL"]))
+def test_the_counts_from_the_shapes_are_the_built_models(layers, heads, kv_share, head_dim, vocab, gate, context,
+                                                         short, pattern):
+    kv_heads = max(1, heads // kv_share)
+    d = heads * head_dim
+    mc = ModelConfig(sequence_len=context, vocab_size=vocab, n_layer=layers, n_embd=d, n_head=heads,
+                     n_kv_head=kv_heads, window_pattern=pattern, short_window=short, ve_gate_channels=min(gate, d))
+    built = GPT(mc)
+    assert mc.parameter_counts() == built.param_groups_counts()
+    assert mc.parameter_counts()[0] == sum(p.numel() for p in built.parameters())
+    assert mc.flops_per_token() == built.flops_per_token()
+
+
+def test_a_dry_run_and_a_study_plan_build_no_model(monkeypatch, capsys):
+    """Neither builds the model to count it (a meta-device build imports torch._dynamo: 1.6 s of CPU)."""
+    def no_build(self, *a, **k):
+        raise AssertionError("a model was built")
+
+    monkeypatch.setattr(model.GPT, "__init__", no_build)
+    assert presets.model_size("tiny")[0] > 0
+    info = train.dry_run(train.resolve_config(None, ["depth=2", "width=32", "heads=2", "kv_heads=2", "vocab=400"]))
+    # by hand: d = 32, vocab 400, 2 layers, value embeddings on layer 1: token, value and head matrices 3 x 12,800,
+    # attention 4 x 1,024 and MLP 2 x 4,096 a layer (24,576), the gate 32 x 2, 4 scalars
+    assert info["parameters"] == 63_044 and "parameters      63,044" in capsys.readouterr().out

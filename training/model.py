@@ -43,6 +43,29 @@ class ModelConfig:
     def has_ve(self, i):
         return i % 2 == (self.n_layer - 1) % 2
 
+    def parameter_counts(self):
+        """(all, token embedding, value embeddings, scalars): GPT(self).param_groups_counts() from the shapes its
+        modules take, without building it. A model built on the meta device to count them imports torch._dynamo
+        (nn.Embedding's initialisation goes through torch._refs there): 1.6 s of CPU for a count, each
+        `--dry-run` and each study plan."""
+        d, vocab, layers = self.n_embd, self.vocab_size, self.n_layer
+        hd = d // self.n_head
+        q, kv = self.n_head * hd, self.n_kv_head * hd
+        ve_layers = sum(self.has_ve(i) for i in range(layers))
+        attention = d * q + 2 * d * kv + q * d  # c_q, c_k, c_v, c_proj
+        mlp = 2 * d * 4 * d  # c_fc, c_proj
+        gates = ve_layers * self.ve_gate_channels * self.n_kv_head
+        wte, ve, scalars = vocab * d, ve_layers * vocab * kv, 2 * layers  # resid and x0 lambdas
+        return wte + layers * (attention + mlp) + gates + ve + d * vocab + scalars, wte, ve, scalars
+
+    def flops_per_token(self, counts=None):
+        """6 x (params - token emb - value embs - scalars) + sum_layers 12 * heads * head_dim * min(window, T);
+        counts: param_groups_counts() of a built model (default: parameter_counts())."""
+        n_all, n_wte, n_ve, n_scalar = counts or self.parameter_counts()
+        hd = self.n_embd // self.n_head
+        attn = sum(12 * self.n_head * hd * min(w, self.sequence_len) for w in self.windows())
+        return 6 * (n_all - n_wte - n_ve - n_scalar) + attn
+
     def to_dict(self):
         return asdict(self)
 
@@ -273,9 +296,4 @@ class GPT(nn.Module):
         return n_all, n_wte, n_ve, n_scalar
 
     def flops_per_token(self):
-        """6 x (params - token emb - value embs - scalars) + sum_layers 12 * heads * head_dim * min(window, T)."""
-        n_all, n_wte, n_ve, n_scalar = self.param_groups_counts()
-        c = self.cfg
-        hd = c.n_embd // c.n_head
-        attn = sum(12 * c.n_head * hd * min(w, c.sequence_len) for w in self.windows)
-        return 6 * (n_all - n_wte - n_ve - n_scalar) + attn
+        return self.cfg.flops_per_token(self.param_groups_counts())

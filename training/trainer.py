@@ -46,11 +46,8 @@ def flex_enabled(cfg, device):
     return cfg.attention == "flex" or (cfg.attention == "auto" and cuda and compile_enabled(cfg, device))
 
 
-def build_model(cfg: TrainConfig, device, meta=False, seed=None):
+def build_model(cfg: TrainConfig, device, seed=None):
     mc = model_config(cfg)
-    if meta:
-        with torch.device("meta"):
-            return GPT(mc)
     if seed is not None:
         torch.manual_seed(seed)
         if torch.cuda.is_available():

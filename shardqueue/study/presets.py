@@ -161,12 +161,12 @@ def train_config(preset, seed, data_dir="", name="study"):
 
 
 def model_size(preset):
-    """(parameters, training FLOPs per target) of the preset's model, counted on the meta device."""
+    """(parameters, training FLOPs per target) of the preset's model, counted from its shapes."""
     # late: queue/study.py reads this module before parsing, and its --help needs no torch
-    from training.trainer import build_model
+    from training.trainer import model_config
 
-    m = build_model(train_config(preset, 0), "cpu", meta=True)
-    return m.param_groups_counts()[0], m.flops_per_token()
+    mc = model_config(train_config(preset, 0))
+    return mc.parameter_counts()[0], mc.flops_per_token()
 
 
 def candidate_shards(p):
