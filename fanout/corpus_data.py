@@ -9,6 +9,8 @@ lengths in the same order. Every node must see the corpus at the driver's paths.
 import contextlib
 import logging
 import os
+import shlex
+import sys
 import time
 from dataclasses import replace
 
@@ -21,7 +23,8 @@ from errors import DataError
 from fanout.choose import ENGINES
 from fanout.probe import Needs
 from fanout.ray_connect import check_address, first_line, import_ray, start
-from fanout.ray_engine import probe_nodes
+from fanout.ray_engine import LOST_S, POLL_S, ClusterWatch, head_of, probe_nodes
+from fanout.task import ClusterLost
 
 LOG = logging.getLogger("ray.data")
 
@@ -53,18 +56,26 @@ def ray_data_runner(address=None, verbose=False):
     if owned:
         start(ray, address, flag, verbose)
     try:
-        yield RayDataRunner(ray)
+        yield RayDataRunner(ray, address)
     finally:
         if owned:
             ray.shutdown()
 
 
 class RayDataRunner:
+    """Ray Data under the cluster's watch: a head silent for LOST_S while the nodes are asked for or a batch is
+    awaited ends the pass in one line (ClusterLost), where Ray Data would wait (past 30 s, 2026-12-07)."""
     engine = "Ray Data"
     workers = None
 
-    def __init__(self, ray):
+    def __init__(self, ray, address=None):
         self.ray = ray
+        self.where = address or "a local Ray started here"
+        self.watch = ClusterWatch(*head_of(ray, address))
+
+    def lost(self):
+        return (f"the Ray cluster at {self.where} was lost (its head has not answered for {LOST_S} s) while Ray Data "
+                f"read the corpus; once the cluster is back, rerun `{shlex.join(sys.orig_argv)}`")
 
     def __call__(self, units, settings, todo):
         if not todo:
@@ -72,29 +83,51 @@ class RayDataRunner:
         # every node reads the units at the driver's absolute paths (a relative one would be the worker's folder's),
         # and first the probe: the checkout and every file, on every node
         units = [absolute(u) for u in units]
-        probe_nodes(self.ray, Needs.of(reads=[u.path for u in units]), self.ray.nodes(), self.wait)
-        # late: Ray Data is a part of the optional 'ray' extra that only this engine loads
-        import ray.data
-        ctx = ray.data.DataContext.get_current()
-        saved = ctx.execution_options.preserve_order, ctx.enable_progress_bars, LOG.level
-        ctx.execution_options.preserve_order = True  # arrival order: the corpus's order, unit after unit
-        ctx.enable_progress_bars = False  # the pass has its own bar
-        LOG.setLevel(logging.CRITICAL)  # a worker's bad-input error is ours to say, in one line, not a traceback
+        nodes = self.watch.call(self.ray.nodes, self.lost)
+        probe_nodes(self.ray, Needs.of(reads=[u.path for u in units]), nodes, self.wait)
         try:
-            ds = ray.data.from_items([{"unit": i} for i in todo], override_num_blocks=len(todo))
-            ds = ds.map_batches(read_stage, batch_size=1, fn_kwargs={"units": units, "settings": settings})
-            ds = ds.map_batches(tokenize_stage, batch_size=settings.text_batch,
-                                fn_kwargs={"units": units, "settings": settings})
-            yield from _collect(ds.iter_batches(batch_size=None, batch_format="numpy"), todo)
+            with ray_data_settings():
+                yield from _collect(self.watch.iterate(self.read(units, settings, todo), self.lost), todo)
+        except ClusterLost:
+            raise
         except Exception as e:
             raise _data_error(e) from None
-        finally:
-            ctx.execution_options.preserve_order, ctx.enable_progress_bars, level = saved
-            LOG.setLevel(level)
+
+    @staticmethod
+    def read(units, settings, todo):
+        """Ray Data's batches of the units in todo: each read on a Ray worker, then tokenized, in arrival order."""
+        import ray.data  # late: Ray Data is a part of the optional 'ray' extra that only this engine loads
+
+        ds = ray.data.from_items([{"unit": i} for i in todo], override_num_blocks=len(todo))
+        ds = ds.map_batches(read_stage, batch_size=1, fn_kwargs={"units": units, "settings": settings})
+        ds = ds.map_batches(tokenize_stage, batch_size=settings.text_batch,
+                            fn_kwargs={"units": units, "settings": settings})
+        return ds.iter_batches(batch_size=None, batch_format="numpy")
 
     def wait(self, ref, deadline):
-        if not self.ray.wait([ref], timeout=max(0.0, deadline - time.monotonic()))[0]:
-            raise TimeoutError
+        """Until ref is ready: ClusterLost when the head stops answering, TimeoutError past the deadline."""
+        while not self.ray.wait([ref], timeout=min(POLL_S, max(0.0, deadline - time.monotonic())))[0]:
+            if self.watch.lost():
+                raise ClusterLost(self.lost())
+            if time.monotonic() > deadline:
+                raise TimeoutError
+
+
+@contextlib.contextmanager
+def ray_data_settings():
+    """Ray Data's settings for the pass, and its logger quiet, for the block; as they were afterwards."""
+    import ray.data  # late: Ray Data is a part of the optional 'ray' extra that only this engine loads
+
+    ctx = ray.data.DataContext.get_current()
+    saved = ctx.execution_options.preserve_order, ctx.enable_progress_bars, LOG.level
+    ctx.execution_options.preserve_order = True  # arrival order: the corpus's order, unit after unit
+    ctx.enable_progress_bars = False  # the pass has its own bar
+    LOG.setLevel(logging.CRITICAL)  # a worker's bad-input error is ours to say, in one line, not a traceback
+    try:
+        yield
+    finally:
+        ctx.execution_options.preserve_order, ctx.enable_progress_bars, level = saved
+        LOG.setLevel(level)
 
 
 def absolute(unit):

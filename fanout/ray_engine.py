@@ -18,6 +18,7 @@ PACKAUDIT_DATA is set to a path that names the mistake: the driver passes every 
 import contextlib
 import math
 import os
+import queue
 import shlex
 import socket
 import sys
@@ -160,12 +161,65 @@ def batch_name(group):
 
 class ClusterWatch:
     """Whether the cluster's head (its GCS, or a Ray Client server) still takes a connection: checked at most once
-    a POLL_S while a result is awaited; LOST_S without one is a lost cluster."""
+    a POLL_S while a result is awaited; LOST_S without one is a lost cluster.
+
+    call() and iterate() watch what would otherwise wait on a lost head with no end of its own: Ray's calls to the
+    head (ray.nodes, ray.cluster_resources) wait out a minute of reconnects, and Ray Data's iterator waited on (both
+    past 30 s after the test cluster was killed, 2026-12-07). Each runs on a daemon thread, so one still waiting on
+    a lost head does not keep the process from ending with its one line."""
 
     def __init__(self, host, port):
         self.host, self.port = host, port
         self.silent_since = None
         self.last = 0.0
+
+    def call(self, fn, line):
+        """fn(), or ClusterLost(line()) once the head has been silent LOST_S while it runs."""
+        box = {}
+
+        def ask():
+            try:
+                box["value"] = fn()
+            except BaseException as e:  # noqa: BLE001 - raised again below, in the caller's thread
+                box["error"] = e
+
+        thread = threading.Thread(target=ask, name="a call to the Ray head", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(POLL_S)
+            if thread.is_alive() and self.lost():
+                raise ClusterLost(line())
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def iterate(self, items, line):
+        """items' elements in order, pulled on a thread of their own (into an unbounded queue: the thread finishes
+        the iterable even where the caller stops early), or ClusterLost(line()) once the head has been silent
+        LOST_S while the next is awaited. An error of the iterable is raised here, in the caller's thread."""
+        pulled, end = queue.Queue(), object()
+
+        def pull():
+            try:
+                for x in items:
+                    pulled.put((None, x))
+                pulled.put((None, end))
+            except BaseException as e:  # noqa: BLE001 - raised again below, in the caller's thread
+                pulled.put((e, None))
+
+        threading.Thread(target=pull, name="a read from the Ray cluster", daemon=True).start()
+        while True:
+            try:
+                error, x = pulled.get(timeout=POLL_S)
+            except queue.Empty:
+                if self.lost():
+                    raise ClusterLost(line()) from None
+                continue
+            if error is not None:
+                raise error
+            if x is end:
+                return
+            yield x
 
     def lost(self) -> bool:
         now = time.monotonic()
@@ -260,27 +314,9 @@ class RayEngine:
                 raise TimeoutError
 
     def ask_head(self, call):
-        """call() (one that waits on the cluster's head: ray.nodes, ray.cluster_resources) on a thread of its own,
-        watched as a result is. Where the head is gone, Ray's own call waits out its minute of reconnects (both
-        hung past 30 s after the test cluster was killed, 2026-12-07); this ends in ClusterLost within LOST_S."""
-        box = {}
-
-        def ask():
-            try:
-                box["value"] = call()
-            except BaseException as e:  # noqa: BLE001 - raised again below, in the caller's thread
-                box["error"] = e
-
-        # a daemon: one still waiting on a lost head does not keep the process from ending with its one line
-        thread = threading.Thread(target=ask, name="a call to the Ray head", daemon=True)
-        thread.start()
-        while thread.is_alive():
-            thread.join(POLL_S)
-            if thread.is_alive() and self.watch.lost():
-                raise ClusterLost(lost_line(self.where, (), ()))  # run() says what had finished
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        """call() (one that waits on the cluster's head: ray.nodes, ray.cluster_resources), watched as a result is
+        (ClusterWatch.call)."""
+        return self.watch.call(call, lambda: lost_line(self.where, (), ()))  # run() says what had finished
 
     def result(self, group, ref):
         errors = self.ray.exceptions

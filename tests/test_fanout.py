@@ -7,6 +7,7 @@ raylet, one CPU each), started once for the module, with this process its driver
 uses it and leaves it running. Its nodes' workers run in a folder of their own with a PACKAUDIT_DATA of their
 own, neither the driver's: a task that read a path relative to its folder or the project's environment fails.
 The test that loses the cluster comes last."""
+import contextlib
 import errno
 import json
 import os
@@ -41,6 +42,9 @@ from audit.topology import share_counts, shares
 from comparison import run_six
 from errors import DataError
 from fanout import Task, TaskFailed, open_engine
+import fanout.corpus_data as corpus_data
+from corpus.readers.settings import Unit
+from fanout.corpus_data import RayDataRunner
 from fanout.corpus_data import corpus_lengths as engine_corpus_lengths
 from fanout.task import check_reads
 import fanout.ray_engine as ray_engine
@@ -474,10 +478,57 @@ def test_a_head_that_stops_answering_during_a_call_to_it_is_a_lost_cluster_not_r
     finally:
         never.set()
     # a head that answers: the call's value, or its own error, as if called here
-    engine.watch = SimpleNamespace(lost=lambda: False)
+    monkeypatch.setattr(ClusterWatch, "lost", lambda self: False)
     assert engine.ask_head(lambda: {"CPU": 2.0}) == {"CPU": 2.0}
     with pytest.raises(KeyError, match="no such node"):
         engine.ask_head(lambda: {}["no such node"])
+
+
+def test_a_head_that_stops_answering_while_ray_data_reads_the_corpus_is_a_lost_cluster(monkeypatch, tmp_path):
+    """The corpus length pass on Ray Data under the same watch: asking for the nodes, and awaiting each batch of the
+    read. Ray Data's own iterator waited past 30 s after the test cluster was killed mid-read (2026-12-07); a batch
+    that does come is passed on, and the read's own error is raised as it was."""
+    monkeypatch.setattr(ray_engine, "POLL_S", 0.05)
+    monkeypatch.setattr(ray_engine, "LOST_S", 0.3)
+    monkeypatch.setattr(corpus_data, "ray_data_settings", contextlib.nullcontext)
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "audit", "--engine", "ray"])
+    never = threading.Event()
+    closed = SimpleNamespace(gcs_address=f"127.0.0.1:{_free_port()}")  # a head that does not answer
+    units = [Unit(0, 0, "jsonl", str(tmp_path / "a.jsonl"))]
+
+    def pass_of(nodes, read):
+        fake = SimpleNamespace(get_runtime_context=lambda: closed, nodes=nodes, remote=lambda fn: None)
+        runner = RayDataRunner(fake, "10.0.0.1:6379")
+        monkeypatch.setattr(runner, "read", read)
+        return runner(units, None, [0])
+
+    def waits(*a):  # Ray's wait, as long as the test lets it (a call made without the watch fails the test)
+        never.wait(10)
+        return []
+
+    def batches_then_waits(*a):
+        yield {"unit": np.zeros(2, np.int64), "length": np.array([3, 4]), "label": np.array(["", ""], dtype=object),
+               "has_label": np.zeros(2, bool)}
+        waits()
+
+    def fails(*a):
+        raise DataError("a.jsonl: line 2: not UTF-8")
+        yield
+
+    try:
+        for nodes, read in ((waits, fails), (lambda: [], batches_then_waits)):
+            t0 = time.monotonic()
+            with pytest.raises(ClusterLost) as e:
+                list(pass_of(nodes, read))
+            assert time.monotonic() - t0 < 3, time.monotonic() - t0
+            assert str(e.value) == ("the Ray cluster at 10.0.0.1:6379 was lost (its head has not answered for 3 s) "
+                                    "while Ray Data read the corpus; once the cluster is back, rerun "
+                                    "`python -m audit --engine ray`")
+    finally:
+        never.set()
+    monkeypatch.setattr(ray_engine.ClusterWatch, "lost", lambda self: False)  # a head that answers
+    with pytest.raises(DataError, match="^a.jsonl: line 2: not UTF-8$"):
+        list(pass_of(lambda: [], fails))
 
 
 def test_a_task_sees_the_drivers_project_variables_never_its_nodes(monkeypatch):
