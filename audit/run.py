@@ -124,12 +124,13 @@ def check_lengths(stream, bound):
                         "check the input, or raise --max-length if it is real")
 
 
-def check_buffer(plan, stream):
+def check_buffer(plan, stream, flag="--buffer", smaller="a smaller --buffer"):
     """Before anything is written: the memory the paper's packers' buffers take, refused in one line where the machine
     cannot hold it, and said where the buffer holds more documents than a pass of its stream (the smallest worker
     stream's share under a topology). A replay holds SLOT_BYTES for each of the B places of its buffer, whatever
     arrives, and ARRIVAL_BYTES for each document that arrives in it; the local engine runs up to --workers replays
-    at once (one per task: a permutation, or a packer's worker stream)."""
+    at once (one per task: a permutation, or a packer's worker stream). flag names the buffer in the lines, smaller
+    is the advice (the sweep's: its largest buffer, smaller buffers in --sweep)."""
     paper = [p for p in plan.packers if p in PACKERS]
     if not paper:
         return
@@ -144,17 +145,17 @@ def check_buffer(plan, stream):
     where = "the stream" if streams == 1 else f"the smallest of the {streams} worker streams"
     total = physical_memory()
     if total and need > total:
-        raise DataError(f"--buffer {B:,} needs about {size(need)} of memory"
+        raise DataError(f"{flag} {B:,} needs about {size(need)} of memory"
                         f"{f' ({at_once} replays at once)' if at_once > 1 else ''}, more than this machine's "
-                        f"{size(total)}; give a smaller --buffer")
+                        f"{size(total)}; give {smaller}")
     if B <= share:
         return
     if given and B > given:
-        print(f"note: --buffer {B:,} holds more documents than {where} gives in its {stream.passes:,} "
+        print(f"note: {flag} {B:,} holds more documents than {where} gives in its {stream.passes:,} "
               f"pass{'es' * (stream.passes > 1)} (--passes): {given:,}; the paper's packers never fill it and make "
               f"no row; about {size(need)} of memory")
     else:
-        print(f"note: --buffer {B:,} holds more documents than a pass of {where} ({share:,}): the paper's packers "
+        print(f"note: {flag} {B:,} holds more documents than a pass of {where} ({share:,}): the paper's packers "
               f"take in up to {arrivals:,} arrivals, from {math.ceil(arrivals / share):,} passes, before their first "
               f"row; about {size(need)} of memory")
 

@@ -169,11 +169,16 @@ def run_sweep(plan) -> int:
     # its largest buffer, before anything is written; the points are replayed one at a time, in this process
     check_buffer(dataclasses.replace(plan, buffer=max(c["buffer"] for c in cfgs), permutations=0,
                                      packers=tuple(dict.fromkeys(c["packer"] for c in cfgs)),
-                                     engine=dataclasses.replace(plan.engine, workers=1)), stream)
+                                     engine=dataclasses.replace(plan.engine, workers=1)), stream,
+                 flag="--sweep's largest buffer", smaller="smaller buffers in --sweep")
     print(f"frontier of {stream.name}: {len(cfgs)} configurations, {targets:,} targets each ({reason}) -> {out}")
     points = []
     for cfg in cfgs:
-        points.append(measure(stream, cfg, targets, ref, group, plan.topology.refill_docs))
+        try:
+            points.append(measure(stream, cfg, targets, ref, group, plan.topology.refill_docs))
+        except MemoryError:  # numpy's, for one: a buffer's bookkeeping is allocated for B documents up front
+            raise DataError(f"out of memory at {describe(cfg)} (the packer's buffer and its bookkeeping grow with B): "
+                            f"smaller buffers in --sweep; nothing written, {out} is as it was") from None
         p = points[-1]
         print(f"  {describe(cfg)}: crop waste {p['crop_waste']:.2%}, never started {p['long_never_started']:,}, "
               f"last tenth {_pct(p['last_tenth_exposure'])} ({p['seconds']:.2f}s)")

@@ -140,7 +140,27 @@ def test_a_sweep_whose_largest_buffer_the_memory_cannot_hold_is_one_line_and_wri
     out = tmp_path / "never"
     one_line_error(capsys, audit_cli.main(["--lengths", str(tmp_path / "l.txt"), "--row-capacity", "33", "--out",
                                            str(out), "--sweep", "buffer=4,2000"]),
-                   "--buffer 2,000 needs about 1.2 MB of memory, more than this machine's 976.6 KB")
+                   "--sweep's largest buffer 2,000 needs about 1.2 MB of memory, more than this machine's 976.6 KB; "
+                   "give smaller buffers in --sweep")
+    assert not out.exists()
+
+
+def test_a_sweep_point_that_runs_out_of_memory_is_named_in_one_line_and_nothing_is_written(tmp_path, capsys,
+                                                                                           monkeypatch):
+    (tmp_path / "l.txt").write_text("5\n40\n3\n90\n7\n" * 4)
+    replay = sweep.measure
+
+    def runs_out_at_b_8(stream, cfg, *a):
+        if cfg["buffer"] == 8:
+            raise MemoryError
+        return replay(stream, cfg, *a)
+
+    monkeypatch.setattr(sweep, "measure", runs_out_at_b_8)
+    out = tmp_path / "never"
+    one_line_error(capsys, audit_cli.main(["--lengths", str(tmp_path / "l.txt"), "--row-capacity", "33", "--out",
+                                           str(out), "--sweep", "buffer=4,8"]),
+                   "out of memory at R 33, B 8, original, 1 rank(s) (the packer's buffer",
+                   f"smaller buffers in --sweep; nothing written, {out} is as it was")
     assert not out.exists()
 
 
