@@ -96,7 +96,8 @@ class RayDataRunner:
     @staticmethod
     def read(units, settings, todo):
         """Ray Data's batches of the units in todo: each read on a Ray worker, then tokenized, in arrival order."""
-        import ray.data  # late: Ray Data is a part of the optional 'ray' extra that only this engine loads
+        # late: Ray Data is a part of the optional 'ray' extra that only this engine loads
+        import ray.data
 
         ds = ray.data.from_items([{"unit": i} for i in todo], override_num_blocks=len(todo))
         ds = ds.map_batches(read_stage, batch_size=1, fn_kwargs={"units": units, "settings": settings})
@@ -116,7 +117,8 @@ class RayDataRunner:
 @contextlib.contextmanager
 def ray_data_settings():
     """Ray Data's settings for the pass, and its logger quiet, for the block; as they were afterwards."""
-    import ray.data  # late: Ray Data is a part of the optional 'ray' extra that only this engine loads
+    # late: Ray Data is a part of the optional 'ray' extra that only this engine loads
+    import ray.data
 
     ctx = ray.data.DataContext.get_current()
     saved = ctx.execution_options.preserve_order, ctx.enable_progress_bars, LOG.level
