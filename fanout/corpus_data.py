@@ -83,8 +83,8 @@ class RayDataRunner:
         # every node reads the units at the driver's absolute paths (a relative one would be the worker's folder's),
         # and first the probe: the checkout and every file, on every node
         units = [absolute(u) for u in units]
-        nodes = self.watch.call(self.ray.nodes, self.lost)
-        probe_nodes(self.ray, Needs.of(reads=[u.path for u in units]), nodes, self.wait)
+        probe_nodes(self.ray, Needs.of(reads=[u.path for u in units]), lambda call: self.watch.call(call, self.lost),
+                    self.wait)
         try:
             with ray_data_settings():
                 yield from _collect(self.watch.iterate(self.read(units, settings, todo), self.lost), todo)

@@ -87,17 +87,18 @@ def ray_batch(tasks, env):
         return out
 
 
-def probe_nodes(ray, needs, nodes, wait):
-    """The probe on every node that can run a task (of `nodes`, ray.nodes()), before the first task: one line naming
-    a node that sees otherwise than the driver (probe.py). wait(ref, deadline) returns when ref is ready, or raises
-    TimeoutError."""
+def probe_nodes(ray, needs, ask, wait):
+    """The probe on every node that can run a task, before the first task: one line naming a node that sees
+    otherwise than the driver (probe.py). ask(fn) calls fn, a call that waits on the head (ray.nodes, and the first
+    submission of a remote function, which stores its definition there), under the cluster's watch; wait(ref,
+    deadline) returns when ref is ready, or raises TimeoutError."""
     # late: a part of Ray, the optional 'ray' extra
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    nodes = [n for n in nodes if n["Alive"] and (n["Resources"].get("CPU") or n["Resources"].get("GPU"))]
+    nodes = [n for n in ask(ray.nodes) if n["Alive"] and (n["Resources"].get("CPU") or n["Resources"].get("GPU"))]
     remote = ray.remote(node_report)
-    refs = [remote.options(num_cpus=0, max_retries=0, name="probe", scheduling_strategy=NodeAffinitySchedulingStrategy(
-        n["NodeID"], soft=False)).remote(needs, n["NodeID"]) for n in nodes]
+    refs = ask(lambda: [remote.options(num_cpus=0, max_retries=0, name="probe", scheduling_strategy=(
+        NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))).remote(needs, n["NodeID"]) for n in nodes])
     try:
         check_reports(ray, needs, nodes, refs, wait)
     finally:  # a refusal leaves no probe file behind: the other nodes' probes end (or get 5 s) first
@@ -296,14 +297,18 @@ class RayEngine:
             self.probe([p for t in tasks for p in t.reads], [p for t in tasks for p in t.prepared],
                        [p for t in tasks for p in t.writes])
             groups = batches(tasks, self.ask_head(self.ray.cluster_resources).get("CPU", 1))
-            refs = [self.remote.options(num_cpus=g[0].cpus, num_gpus=g[0].gpus, max_retries=RETRIES,
-                                        name=batch_name(g)).remote(g, self.env) for g in groups]
+            # the first submission stores ray_batch's definition on the head: watched too
+            refs = self.ask_head(lambda: [self.submit(g) for g in groups])
             for g, r in zip(groups, refs):
                 yield from self.result(g, r)
         except ClusterLost:
             ready = set(self.ray.wait(refs, num_returns=len(refs), timeout=0)[0]) if refs else set()
             done = [t for g, r in zip(groups, refs) if r in ready for t in g]
             raise ClusterLost(lost_line(self.where, tasks, done)) from None
+
+    def submit(self, group):
+        return self.remote.options(num_cpus=group[0].cpus, num_gpus=group[0].gpus, max_retries=RETRIES,
+                                   name=batch_name(group)).remote(group, self.env)
 
     def wait(self, ref, deadline=None):
         """Until ref is ready: ClusterLost when the head stops answering, TimeoutError past the deadline."""
@@ -314,8 +319,8 @@ class RayEngine:
                 raise TimeoutError
 
     def ask_head(self, call):
-        """call() (one that waits on the cluster's head: ray.nodes, ray.cluster_resources), watched as a result is
-        (ClusterWatch.call)."""
+        """call() (one that waits on the cluster's head: ray.nodes, ray.cluster_resources, a remote function's first
+        submission), watched as a result is (ClusterWatch.call)."""
         return self.watch.call(call, lambda: lost_line(self.where, (), ()))  # run() says what had finished
 
     def result(self, group, ref):
@@ -339,7 +344,7 @@ class RayEngine:
                                                                ("writes", writes))}
         if self.probed["checkout"] and not any(new.values()):
             return
-        probe_nodes(self.ray, Needs.of(**new), self.ask_head(self.ray.nodes), self.wait)
+        probe_nodes(self.ray, Needs.of(**new), self.ask_head, self.wait)
         for k, v in new.items():
             self.probed[k].update(v)
         self.probed["checkout"] = True

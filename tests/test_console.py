@@ -1,5 +1,6 @@
 """The console: every command line answers --help without importing torch, and train.py refuses a
-missing --config without it; progress bars stay quiet off a terminal; the main job's stage times."""
+missing --config without it; progress bars stay quiet off a terminal; the main job's stage times; every
+command line's process ends without the interpreter's last scans of every object (console/shutdown.py)."""
 import ast
 import io
 import json

@@ -448,33 +448,46 @@ def test_the_lost_cluster_line_says_what_finished_what_is_kept_and_the_command_t
 
 
 def test_a_head_that_stops_answering_during_a_call_to_it_is_a_lost_cluster_not_rays_minute(monkeypatch):
-    """ray.nodes() and ray.cluster_resources() wait out Ray's minute of reconnects once the head is gone (the lost
-    cluster test met it, once in several suite runs: a kill between the packers and the permutations' probe). Each goes
-    through RayEngine.ask_head, watched as a result is. Here on an engine whose head's port is closed and whose Ray
-    never answers those calls; the watch's seconds are shortened."""
+    """ray.nodes(), ray.cluster_resources() and a remote function's first submission (which stores its definition on
+    the head) wait out Ray's minute of reconnects once the head is gone: the lost cluster test met it, once in several
+    suite runs, a kill between the packers and the permutations' probe. Each goes through RayEngine.ask_head, watched
+    as a result is. Here on an engine whose head's port is closed and whose Ray never answers the call the case
+    names; the watch's seconds are shortened."""
     monkeypatch.setattr(ray_engine, "POLL_S", 0.05)
     monkeypatch.setattr(ray_engine, "LOST_S", 0.3)
     never = threading.Event()
     asked = []
 
-    def no_answer(name):
-        def call():  # Ray's call, as long as the test lets it wait (a call made without the watch fails the test)
+    def no_answer(name, answer=None):
+        def call(*a, **k):  # Ray's call, waiting as long as the test lets it
             asked.append(name)
-            never.wait(10)
-            return {}
+            if not never.wait(10):
+                pytest.fail(f"{name} was called without the watch")  # the engine waited on it 10 s
+            return answer
         return call
 
+    def remote(answers):  # ray.remote(fn) and Engine.remote: .options(...).remote(...)
+        return SimpleNamespace(options=lambda **k: SimpleNamespace(remote=answers))
+
+    node = {"Alive": True, "Resources": {"CPU": 1.0}, "NodeID": "ab" * 28, "NodeManagerAddress": "10.0.0.2"}
+    cases = {"ray.nodes()": (False, dict(nodes=no_answer("ray.nodes()"))),
+             "the probe's submission": (False, dict(nodes=lambda: [node], remote=lambda fn: remote(
+                 no_answer("the probe's submission")))),
+             "ray.cluster_resources()": (True, dict(cluster_resources=no_answer("ray.cluster_resources()"))),
+             "the tasks' submission": (True, dict(cluster_resources=lambda: {"CPU": 1.0}))}
     engine = RayEngine.__new__(RayEngine)  # no ray.init: only what run() and probe() touch
-    engine.ray = SimpleNamespace(nodes=no_answer("nodes"), cluster_resources=no_answer("cluster_resources"))
     engine.where, engine.watch, engine.env = "10.0.0.1:6379", ClusterWatch("127.0.0.1", _free_port()), {}
+    engine.remote = remote(no_answer("the tasks' submission"))
     try:
-        for checkout_probed, call in ((False, "nodes"), (True, "cluster_resources")):
+        for call, (checkout_probed, fake) in cases.items():
+            engine.ray = SimpleNamespace(**fake)
             engine.probed = {"checkout": checkout_probed, "reads": set(), "prepared": set(), "writes": set()}
             t0 = time.monotonic()
             with pytest.raises(ClusterLost) as e:
                 list(engine.run([Task(os.getpid, name="t")]))
             assert time.monotonic() - t0 < 3 and asked[-1] == call, (time.monotonic() - t0, asked)
-            assert str(e.value).startswith("the Ray cluster at 10.0.0.1:6379 was lost") and "none of 1 tasks" in str(e.value)
+            line = str(e.value)
+            assert line.startswith("the Ray cluster at 10.0.0.1:6379 was lost") and "none of 1 tasks" in line, line
     finally:
         never.set()
     # a head that answers: the call's value, or its own error, as if called here
@@ -662,7 +675,7 @@ def test_a_lost_cluster_ends_the_audit_within_15_s_in_one_line_or_by_rays_own_ex
     t0 = time.monotonic()
     try:
         out, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:  # ended here, with its threads' stacks, rather than left running beside later tests
+    except subprocess.TimeoutExpired:  # ended here, with its threads' stacks, not left running beside later tests
         proc.send_signal(signal.SIGABRT)
         try:
             out, err = proc.communicate(timeout=10)

@@ -88,7 +88,7 @@ def test_moving_a_model_prepares_its_masks_on_the_new_device():
 
 
 @settings(max_examples=30, deadline=None)
-@given(layers=st.integers(1, 5), heads=st.sampled_from([1, 2, 4]), kv_share=st.sampled_from([1, 2, 4]),
+@given(layers=st.integers(1, 9), heads=st.sampled_from([1, 2, 4]), kv_share=st.sampled_from([1, 2, 4]),
        head_dim=st.sampled_from([2, 4, 8]), vocab=st.integers(2, 300), gate=st.integers(1, 8),
        context=st.integers(4, 64), short=st.integers(1, 64), pattern=st.sampled_from(["SSSL", "L", "S", "SL"]))
 def test_the_counts_from_the_shapes_are_the_built_models(layers, heads, kv_share, head_dim, vocab, gate, context,

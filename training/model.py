@@ -250,7 +250,7 @@ class GPT(nn.Module):
     def prepare_masks(self, T=None, device=None):
         """Attention masks for length-T inputs (default: the context) on device (default: the model's)."""
         device = device or self.lm_head.weight.device
-        if torch.device(device).type != "meta":  # a meta model only counts parameters
+        if torch.device(device).type != "meta":  # a meta model (training/bench.py counts its ops) needs none
             self.attend.prepare(T or self.cfg.sequence_len, self.windows, device)
 
     def _apply(self, fn, *args, **kwargs):
