@@ -156,6 +156,17 @@ def current_of(plan):
             "original", "ranks": plan.topology.ranks, "loader_workers": plan.topology.loader_workers}
 
 
+def largest_buffer(cfgs, grid, current):
+    """(B, how a line names it, what to give instead): the largest buffer of the sweep's configurations, named where
+    it comes from: the grid, the command line's --buffer, or the paper's configuration (a point of every sweep)."""
+    B = max(c["buffer"] for c in cfgs)
+    if B in grid.get("buffer", ()):
+        return B, "--sweep's largest buffer", "smaller buffers in --sweep"
+    if B == current["buffer"]:
+        return B, "--buffer", "a smaller --buffer"
+    return B, "the paper's buffer (its configuration is a point of every sweep)", "a machine with more memory"
+
+
 def run_sweep(plan) -> int:
     """--sweep, with the plan's grid (audit/plan.py: every bad value refused before the stream is read): the
     points and the three files."""
@@ -167,10 +178,11 @@ def run_sweep(plan) -> int:
     targets, reason = budget(plan, stream, plan.row_capacity)
     ref, cfgs = plan.row_capacity, usable(configurations(grid, current), grid, current, targets, stream.n, group)
     # its largest buffer, before anything is written; the points are replayed one at a time, in this process
-    check_buffer(dataclasses.replace(plan, buffer=max(c["buffer"] for c in cfgs), permutations=0,
+    B, flag, smaller = largest_buffer(cfgs, grid, current)
+    check_buffer(dataclasses.replace(plan, buffer=B, permutations=0,
                                      packers=tuple(dict.fromkeys(c["packer"] for c in cfgs)),
                                      engine=dataclasses.replace(plan.engine, workers=1)), stream,
-                 flag="--sweep's largest buffer", smaller="smaller buffers in --sweep")
+                 flag=flag, smaller=smaller)
     print(f"frontier of {stream.name}: {len(cfgs)} configurations, {targets:,} targets each ({reason}) -> {out}")
     points = []
     for cfg in cfgs:

@@ -87,7 +87,9 @@ class RayDataRunner:
                     self.wait)
         try:
             with ray_data_settings():
-                yield from _collect(self.watch.iterate(self.read(units, settings, todo), self.lost), todo)
+                # the dataset's making puts each unit into the object store: a call to the head under Ray Client
+                batches = self.watch.call(lambda: self.read(units, settings, todo), self.lost)
+                yield from _collect(self.watch.iterate(batches, self.lost), todo)
         except ClusterLost:
             raise
         except Exception as e:

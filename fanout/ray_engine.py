@@ -35,6 +35,7 @@ RETRIES = 3
 BATCHES_PER_CPU = 4  # a few batches per CPU: one slow batch does not hold the rest back for long
 POLL_S = 0.5  # while a result is awaited, the cluster's head is checked this often (a connect: cheap)
 LOST_S = 3  # the head's port closed this long: the cluster is lost (Ray itself waits 60 s, then exits)
+PULLED_AHEAD = 2  # elements ClusterWatch.iterate's thread holds ready beyond the one its caller has
 PROBE_S = 120  # a node's probe must answer within this (a worker's start and imports, on a busy node)
 CARRIED = ("PACKAUDIT_SKIP_HASH",)  # the project's variables a task sees as the driver has them
 DATA_ENV = "PACKAUDIT_DATA"
@@ -195,32 +196,50 @@ class ClusterWatch:
         return box["value"]
 
     def iterate(self, items, line):
-        """items' elements in order, pulled on a thread of their own (into an unbounded queue: the thread finishes
-        the iterable even where the caller stops early), or ClusterLost(line()) once the head has been silent
-        LOST_S while the next is awaited. An error of the iterable is raised here, in the caller's thread."""
-        pulled, end = queue.Queue(), object()
+        """items' elements in order, pulled on a thread of their own, or ClusterLost(line()) once the head has been
+        silent LOST_S while the next is awaited. An error of the iterable is raised here, in the caller's thread.
+        The thread keeps at most PULLED_AHEAD elements waiting (a Ray Data batch pins its block in the object store:
+        an unbounded queue let a stalled caller's reader fill the store, a review found), and when the caller stops,
+        however it stops, the thread closes the iterable and ends."""
+        pulled, stop, end = queue.Queue(maxsize=PULLED_AHEAD), threading.Event(), object()
+
+        def hand_over(item):  # False once the caller has stopped
+            while not stop.is_set():
+                try:
+                    pulled.put(item, timeout=POLL_S)
+                    return True
+                except queue.Full:
+                    pass
+            return False
 
         def pull():
             try:
                 for x in items:
-                    pulled.put((None, x))
-                pulled.put((None, end))
+                    if not hand_over((None, x)):
+                        break
+                else:
+                    hand_over((None, end))
             except BaseException as e:  # noqa: BLE001 - raised again below, in the caller's thread
-                pulled.put((e, None))
+                hand_over((e, None))
+            finally:
+                getattr(items, "close", lambda: None)()
 
         threading.Thread(target=pull, name="a read from the Ray cluster", daemon=True).start()
-        while True:
-            try:
-                error, x = pulled.get(timeout=POLL_S)
-            except queue.Empty:
-                if self.lost():
-                    raise ClusterLost(line()) from None
-                continue
-            if error is not None:
-                raise error
-            if x is end:
-                return
-            yield x
+        try:
+            while True:
+                try:
+                    error, x = pulled.get(timeout=POLL_S)
+                except queue.Empty:
+                    if self.lost():
+                        raise ClusterLost(line()) from None
+                    continue
+                if error is not None:
+                    raise error
+                if x is end:
+                    return
+                yield x
+        finally:
+            stop.set()
 
     def lost(self) -> bool:
         now = time.monotonic()

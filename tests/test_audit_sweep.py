@@ -143,6 +143,22 @@ def test_a_sweep_whose_largest_buffer_the_memory_cannot_hold_is_one_line_and_wri
                    "--sweep's largest buffer 2,000 needs about 1.2 MB of memory, more than this machine's 976.6 KB; "
                    "give smaller buffers in --sweep")
     assert not out.exists()
+    # a sweep of other keys: the largest buffer is the command line's own
+    one_line_error(capsys, audit_cli.main(["--lengths", str(tmp_path / "l.txt"), "--row-capacity", "33", "--buffer",
+                                           "2000", "--out", str(out), "--sweep", "row_capacity=33,40"]),
+                   "--buffer 2,000 needs about 1.2 MB of memory", "give a smaller --buffer")
+    assert not out.exists()
+
+
+def test_the_sweeps_largest_buffer_is_named_where_it_comes_from():
+    current = {"row_capacity": 33, "buffer": 40, "packer": "original", "ranks": 1, "loader_workers": 1}
+    assert sweep.largest_buffer(sweep.configurations({"buffer": [4, 2000]}, current), {"buffer": [4, 2000]},
+                                current)[:2] == (2000, "--sweep's largest buffer")
+    big = {**current, "buffer": 5000}
+    assert sweep.largest_buffer(sweep.configurations({"ranks": [1, 2]}, big), {"ranks": [1, 2]}, big)[:2] == \
+        (5000, "--buffer")
+    assert sweep.largest_buffer(sweep.configurations({"ranks": [1, 2]}, current), {"ranks": [1, 2]},
+                                current)[0:2] == (1000, "the paper's buffer (its configuration is a point of every sweep)")
 
 
 def test_a_sweep_point_that_runs_out_of_memory_is_named_in_one_line_and_nothing_is_written(tmp_path, capsys,

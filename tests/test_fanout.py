@@ -543,6 +543,40 @@ def test_a_head_that_stops_answering_while_ray_data_reads_the_corpus_is_a_lost_c
     with pytest.raises(DataError, match="^a.jsonl: line 2: not UTF-8$"):
         list(pass_of(lambda: [], fails))
 
+    def slow_batches(*a):  # slower than the watch's polls: each is waited for and handed on, in order
+        for lengths in ([3, 4], [5]):
+            time.sleep(0.12)
+            n = len(lengths)
+            yield {"unit": np.zeros(n, np.int64), "length": np.array(lengths), "has_label": np.zeros(n, bool),
+                   "label": np.array([""] * n, dtype=object)}
+
+    (unit, result), = pass_of(lambda: [], slow_batches)
+    assert unit == 0 and result.lengths.tolist() == [3, 4, 5]
+
+
+def test_a_watched_iterator_reads_ahead_a_little_and_is_closed_when_its_caller_stops(monkeypatch):
+    """ClusterWatch.iterate's thread holds at most PULLED_AHEAD elements ready (a Ray Data batch pins its block in
+    the object store), and closes the iterable once the caller stops."""
+    monkeypatch.setattr(ray_engine, "POLL_S", 0.02)
+    pulled, closed = [], threading.Event()
+
+    def endless():
+        try:
+            while True:
+                pulled.append(len(pulled))
+                yield pulled[-1]
+        finally:
+            closed.set()
+
+    watch = ClusterWatch("127.0.0.1", _free_port())
+    monkeypatch.setattr(ClusterWatch, "lost", lambda self: False)
+    read = watch.iterate(endless(), lambda: "lost")
+    assert next(read) == 0 and next(read) == 1
+    time.sleep(0.3)
+    assert len(pulled) <= 2 + ray_engine.PULLED_AHEAD + 1, len(pulled)  # taken, queued, and one in the thread's hand
+    read.close()
+    assert closed.wait(2)  # the thread saw the caller stop, closed the iterable and ended
+
 
 def test_a_task_sees_the_drivers_project_variables_never_its_nodes(monkeypatch):
     monkeypatch.setenv("PACKAUDIT_DATA", "/the/nodes/own")
