@@ -11,7 +11,6 @@ import logging
 import os
 import shlex
 import sys
-import time
 from dataclasses import replace
 
 import numpy as np
@@ -23,7 +22,7 @@ from errors import DataError
 from fanout.choose import ENGINES
 from fanout.probe import Needs
 from fanout.ray_connect import check_address, first_line, import_ray, start
-from fanout.ray_engine import LOST_S, POLL_S, ClusterWatch, head_of, probe_nodes
+from fanout.ray_engine import LOST_S, ClusterWatch, head_of, probe_nodes
 from fanout.task import ClusterLost
 
 LOG = logging.getLogger("ray.data")
@@ -108,12 +107,8 @@ class RayDataRunner:
         return ds.iter_batches(batch_size=None, batch_format="numpy")
 
     def wait(self, ref, deadline):
-        """Until ref is ready: ClusterLost when the head stops answering, TimeoutError past the deadline."""
-        while not self.ray.wait([ref], timeout=min(POLL_S, max(0.0, deadline - time.monotonic())))[0]:
-            if self.watch.lost():
-                raise ClusterLost(self.lost())
-            if time.monotonic() > deadline:
-                raise TimeoutError
+        """Until ref is ready (ClusterWatch.wait)."""
+        self.watch.wait(self.ray, ref, self.lost, deadline)
 
 
 @contextlib.contextmanager

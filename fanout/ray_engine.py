@@ -195,6 +195,15 @@ class ClusterWatch:
             raise box["error"]
         return box["value"]
 
+    def wait(self, ray, ref, line, deadline=None):
+        """Until ref is ready: ClusterLost(line()) when the head stops answering, TimeoutError past the deadline."""
+        while not ray.wait([ref], timeout=POLL_S if deadline is None else
+                           min(POLL_S, max(0.0, deadline - time.monotonic())))[0]:
+            if self.lost():
+                raise ClusterLost(line())
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError
+
     def iterate(self, items, line):
         """items' elements in order, pulled on a thread of their own, or ClusterLost(line()) once the head has been
         silent LOST_S while the next is awaited. An error of the iterable is raised here, in the caller's thread.
@@ -330,12 +339,8 @@ class RayEngine:
                                    name=batch_name(group)).remote(group, self.env)
 
     def wait(self, ref, deadline=None):
-        """Until ref is ready: ClusterLost when the head stops answering, TimeoutError past the deadline."""
-        while not self.ray.wait([ref], timeout=POLL_S)[0]:
-            if self.watch.lost():
-                raise ClusterLost(lost_line(self.where, (), ()))  # run() says what had finished
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError
+        """Until ref is ready (ClusterWatch.wait); run() says what had finished."""
+        self.watch.wait(self.ray, ref, lambda: lost_line(self.where, (), ()), deadline)
 
     def ask_head(self, call):
         """call() (one that waits on the cluster's head: ray.nodes, ray.cluster_resources, a remote function's first
