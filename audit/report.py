@@ -10,8 +10,32 @@ figures, the folder's size, and last the one-sentence verdict.
 from audit.compare import comparison_table_md, shortfall
 from audit.fate_table import NEVER_STARTED
 from audit.fmt import fmt, pct, table
-from audit.plots import FIGURE_NOTES
 from audit.regime import regime_table_md
+
+# The note under each figure in report.md: what to read in it (here, not beside the figures: a report written
+# without figures, as --no-figures writes it, imports no matplotlib)
+FIGURE_NOTES = {
+    "retention_by_stratum.png": "How much of each length stratum's loaded tokens each packer emitted; compare the "
+                                "packers within a stratum (retention is not monotone in length).",
+    "sources_started.png": "Sources started against targets: the right panel shows how late, and how few, sources "
+                           "longer than R start under each packer (or says in words that the count never moves).",
+    "buffer_mass.png": "The buffer's token mass over the replay: the blue band is the protected set (the largest "
+                       "B - 1 long sources arrived so far), which no selection touches; orange is everything else.",
+    "length_histogram.png": "Arrived lengths by group; every protected source (red) is among the longest, right of the "
+                            "R line.",
+    "label_coverage.png": "Each label's share of the emitted tokens over its share of the arrived ones, per packer: "
+                          "below the dashed line a packer under-represents that label.",
+    "position_exposure.png": "For each length stratum (rows) and tenth of the source's positions (columns), the share "
+                             "of those tokens the rows contain: a dark right side is prefix bias.",
+    "comparison.png": "Every packer at the audit's budget: where the arrived tokens went, the padding, and how many "
+                      "sources longer than R never started; a packer whose input ended before the budget is named in "
+                      "the title and its rows made are written in red above its bar.",
+    "startup_delay.png": "Where the first long source is emitted under each arrival-order permutation: the spread is "
+                         "the order's effect, the red line the corpus order (when none is emitted within the budget, "
+                         "the figure says so in words).",
+    "pass_bounds.png": "The earliest pass in which a source of at least that length can start in a repeated corpus; "
+                       "the bound grows as the longest sources become rarer.",
+}
 
 PAPER_SOURCES = 846_848
 

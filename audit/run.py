@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from audit import plots
 from audit.compare import comparison
 from audit.fate_table import DocumentIndex
 from audit.lengths_file import prepared_labels, read_stream, write_stream_lengths
@@ -263,6 +262,9 @@ def regime(data_dir, stream, R, B, targets, per):
 
 
 def write_figures(summary, work):
+    # late: matplotlib (0.4 s) only for an audit that draws its figures, not one run with --no-figures
+    from audit import plots
+
     per = [s for s in summary["packers"].values() if "refused" not in s]
     R, figs = summary["row_capacity"], []
 

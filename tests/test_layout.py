@@ -387,3 +387,47 @@ def test_every_package_map_names_each_of_its_modules():
         missing += [str(p.relative_to(ROOT)) for p in sorted(init.parent.glob("*.py"))
                     if p.name != "__init__.py" and not re.search(rf"(?<![\w/]){re.escape(p.name)}", doc)]
     assert not missing, f"not in their package's map: {missing}"
+
+
+def imports_at_start(path):
+    """The dotted names a file imports when it is imported: module-level imports (in `if`, `try` and class bodies
+    too), not those inside functions nor under `if TYPE_CHECKING:`; `from a import b` gives a and a.b."""
+    out, below = [], list(ast.iter_child_nodes(parsed(path)))
+    while below:
+        node = below.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or (
+                isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+            continue
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        below += list(ast.iter_child_nodes(node))
+    return out
+
+
+def loaded_with(root, module):
+    """Every name importing `module` loads: the project's modules it reaches through imports_at_start (each with its
+    packages' __init__), and the first part of every other name (the libraries)."""
+    root = Path(root)
+    files = {module_name(f, root): f for f in source_files(root)}
+    ours = {m.split(".")[0] for m in files}
+    seen, todo = set(), [module]
+    while todo:
+        parts = todo.pop().split(".")
+        if parts[0] not in ours:
+            seen.add(parts[0])
+            continue
+        for name in (".".join(parts[:i]) for i in range(1, len(parts) + 1)):
+            if name in files and name not in seen:
+                seen.add(name)
+                todo += imports_at_start(files[name])
+    return seen
+
+
+def test_an_audit_without_figures_loads_no_matplotlib():
+    """`python -m audit --no-figures` (and every command line that only reports) pays nothing for matplotlib's 0.4 s:
+    audit.run draws through audit.plots, imported where the figures are drawn."""
+    assert "matplotlib" in loaded_with(ROOT, "audit.plots")  # the check sees it where it is
+    for cli in ("audit.__main__", "audit.run", "audit.report"):
+        assert "matplotlib" not in loaded_with(ROOT, cli), cli
