@@ -154,11 +154,14 @@ SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_train.p
 # Files that share a costly start go to one process together, at the first file's place in the order above: the
 # queue's files one stage-A calibration (`calibrated`, ~4 s), the study's files one micro study (`micro_study`,
 # ~6 s) that the fan-out test reruns on Ray, the audit's library files one import of TRL, OLMo-core and
-# torchtune (~8 s: TRL alone imports transformers).
+# torchtune (~8 s: TRL alone imports transformers), the files that compile or build flex attention's masks one
+# import of torch._dynamo (1.3 s).
 SAME_PROCESS = (("test_fanout.py", "test_queue_study_run.py"),
                 ("test_queue.py", "test_queue_owndata.py", "test_queue_measurements.py", "test_queue_branch.py",
                  "test_queue_memory.py", "test_queue_reference.py"),
-                ("test_audit_topology.py", "test_audit_libraries.py", "test_audit_loader_presets.py"))
+                ("test_audit_topology.py", "test_audit_libraries.py", "test_audit_loader_presets.py"),
+                ("test_train.py", "test_cuda_path.py", "test_gpu_check.py", "test_model_safety.py",
+                 "test_compiled_cpu.py"))
 UNIT_OF = {name: group[0] for group in SAME_PROCESS for name in group}
 
 

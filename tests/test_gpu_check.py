@@ -10,10 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_check import parts as gpu_parts
 from gpu_check.__main__ import main
 from training.config import resolve_config
 
+# Late imports: gpu_check.parts imports torch._dynamo (1.3 s of CPU), which only the test process that runs these
+# tests should pay, not each one that collects them (tests/conftest.py's SAME_PROCESS keeps its users together)
 PARTS = ["attention", "train", "scoring", "resume", "queue", "ddp"]
 
 
@@ -63,6 +64,8 @@ def test_gpu_check_tiny_on_cpu_runs_every_part(tmp_path, capsys, small_corpus):
     ctx = {"cfg": resolve_config(None, [f"{k}={v}" for k, v in res["config"].items()]), "device": "cpu",
            "run": tmp_path / "run", "summary": json.loads((tmp_path / "run" / "summary.json").read_text()),
            "data_dir": str(small_corpus)}
+    from gpu_check import parts as gpu_parts
+
     rows = {r["check"]: r for r in gpu_parts.scoring(ctx)}
     gate = rows["official rows: eval.official vs train.py's own, as the re-scoring gate judges"]
     assert gate["pass"] is False and "official nats (first at row 1)" in gate["value"]
