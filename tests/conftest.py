@@ -41,7 +41,8 @@ def pytest_configure(config):
     and cached when this checkout has no cache yet (about 6 s of CPU), before any test process, Ray worker or
     command line the tests start needs them; else each compiles them on its own, side by side (a cold cache made the
     audit-on-Ray test take 67 s instead of 2). The process that starts the test processes does it on a thread while
-    they collect (compile_while_they_collect), and they wait for it before their first test."""
+    they collect (compile_while_they_collect), and each waits for it at its first use of numba
+    (wait_for_compiled_loops)."""
     worker = bool(os.environ.get("PYTEST_XDIST_WORKER"))
     # xdist's controller: it starts test processes (not with --collect-only) and runs no test itself
     controller = (not worker and config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None))
@@ -106,14 +107,32 @@ def compile_while_they_collect(config):
 
 
 def wait_for_compiled_loops():
-    """In a test process: until the process that started it has the loops compiled and cached."""
+    """In a test process, at its first use of numba's compiler (a loop loaded from the cache, or compiled): until
+    the process that started it has the loops compiled and cached. Its tests run until then: on a fresh clone the
+    first ones start a Ray cluster or prepare a corpus while the loops compile, rather than both test processes
+    waiting for the compile, which runs on one core (about 4 core-seconds idle, measured 2026-12-07)."""
     path = os.environ.pop(COMPILE_LOCK, None)  # not passed on to the processes the tests start
-    if path and os.environ.get("PYTEST_XDIST_WORKER"):
-        try:
-            with open(path) as f:
-                fcntl.flock(f, fcntl.LOCK_SH)
-        except FileNotFoundError:  # a worker on another machine (--tx ssh=...), or the run is over
+    if not (path and os.environ.get("PYTEST_XDIST_WORKER")):
+        return
+    # late: numba's event API, which only a test process of xdist's uses, and only here
+    from numba.core import event
+
+    class FirstCompile(event.Listener):
+        """Numba announces each entry into its compiler lock (numba/core/compiler_lock.py): the first one waits."""
+        waiting = [path]
+
+        def on_start(self, ev):
+            if self.waiting:
+                try:
+                    with open(self.waiting.pop()) as f:
+                        fcntl.flock(f, fcntl.LOCK_SH)
+                except FileNotFoundError:  # a worker on another machine (--tx ssh=...), or the run is over
+                    pass
+
+        def on_end(self, ev):
             pass
+
+    event.register("numba:compiler_lock", FirstCompile())
 
 
 def compile_loops():
@@ -171,7 +190,8 @@ def pytest_collection_finish(session):
     scanned them all again, 15 s in the two test processes of a suite run (measured with gc.callbacks,
     2026-12-06); now it scans only what the tests made. train() leaves a caller's freeze in place. The collector
     is off while the modules import (pytest_configure): its full collections then scanned the growing heap over and
-    over, about 0.9 s a process, for next to no garbage. Then, before the first test: the compiled loops ready."""
+    over, about 0.9 s a process, for next to no garbage. Then: a wait for the compiled loops at the first use of
+    numba."""
     gc.enable()
     freeze_survivors()
     wait_for_compiled_loops()
