@@ -119,20 +119,25 @@ def wait_for_compiled_loops():
 
     class FirstCompile(event.Listener):
         """Numba announces each entry into its compiler lock (numba/core/compiler_lock.py): the first one waits."""
-        waiting = [path]
+        lock = path
 
         def on_start(self, ev):
-            if self.waiting:
-                try:
-                    with open(self.waiting.pop()) as f:
-                        fcntl.flock(f, fcntl.LOCK_SH)
-                except FileNotFoundError:  # a worker on another machine (--tx ssh=...), or the run is over
-                    pass
+            lock, self.lock = self.lock, None
+            if lock:
+                wait_for_unlock(lock)
 
         def on_end(self, ev):
             pass
 
     event.register("numba:compiler_lock", FirstCompile())
+
+
+def wait_for_unlock(path):
+    try:
+        with open(path) as f:
+            fcntl.flock(f, fcntl.LOCK_SH)
+    except FileNotFoundError:  # a worker on another machine (--tx ssh=...), or the run is over
+        pass
 
 
 def compile_loops():
