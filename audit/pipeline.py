@@ -160,12 +160,13 @@ def _trace(stream, name, rows, R, B, work, user, sink, labelled, progress, table
     return s
 
 
-def permutation_delays(stream, R, B, rows, count, bar=lambda x, **k: x, engine=None):
+def permutation_delays(stream, R, B, rows, count, bar=lambda x, **k: x, engine=None, memory=0):
     """First emission of a source longer than R under seeded arrival-order permutations (original). Each
-    permutation, and the stream as it is, is a task of the fan-out engine (fanout/: in this process by default)."""
+    permutation, and the stream as it is, is a task of the fan-out engine (fanout/: in this process by default),
+    holding `memory` bytes at most (a replay's: Task.memory)."""
     seeds, engine = list(range(count)), engine or LocalEngine()
     lengths, refills = engine.share(stream.lengths), engine.share(stream.refills)  # once, however many permutations
-    tasks = [Task(permuted_delay, (lengths, refills, R, B, rows, s), small=True,  # milliseconds each: batched on Ray
+    tasks = [Task(permuted_delay, (lengths, refills, R, B, rows, s), small=True, memory=memory,  # batched on Ray
                   name="stream as it is" if s is None else f"permutation {s}") for s in [None, *seeds]]
     got = iter(engine.run(tasks))
     unpermuted = next(got)

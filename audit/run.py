@@ -28,6 +28,7 @@ from audit.report import console_summary, report_md
 from audit.synthetic import paper_like_lengths
 from audit.topology import audit_topology, check_rows, check_topology, share_sizes, topology_ok
 from console.progress import bar
+from console.sizes import size
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.layout import Layout, default_data_dir
 from corpus.pretokenize import TokenShard
@@ -128,7 +129,8 @@ def check_buffer(plan, stream, flag="--buffer", smaller="a smaller --buffer"):
     cannot hold it, and said where the buffer holds more documents than a pass of its stream (the smallest worker
     stream's share under a topology). A replay holds SLOT_BYTES for each of the B places of its buffer, whatever
     arrives, and ARRIVAL_BYTES for each document that arrives in it; the local engine runs up to --workers replays
-    at once (one per task: a permutation, or a packer's worker stream). flag names the buffer in the lines, smaller
+    at once (one per task: a permutation, or a packer's worker stream). On Ray each such task asks its node for a
+    replay's memory (replay_bytes), and check_node_memory checks the nodes. flag names the buffer in the lines, smaller
     is the advice (the sweep's: its largest buffer, smaller buffers in --sweep)."""
     paper = [p for p in plan.packers if p in PACKERS]
     if not paper:
@@ -159,6 +161,25 @@ def check_buffer(plan, stream, flag="--buffer", smaller="a smaller --buffer"):
               f"row; about {size(need)} of memory")
 
 
+def replay_bytes(B, stream):
+    """The most memory one replay of the paper's packers holds on this stream: its B places, and up to B arrivals
+    (fewer where --passes ends the stream first). What a permutation's or a worker stream's task asks of a Ray node."""
+    given = stream.n * stream.passes if stream.passes else B
+    return B * SLOT_BYTES + min(B, given) * ARRIVAL_BYTES
+
+
+def check_node_memory(plan, stream, engine):
+    """On Ray, before any compute: a replay that no node's memory holds, refused in one line (Ray would wait for such
+    a node forever). This machine's memory is check_buffer's."""
+    if engine is None or engine.name != "ray" or not any(p in PACKERS for p in plan.packers):
+        return
+    need, most = replay_bytes(plan.buffer, stream), engine.most_memory()
+    if need > most:
+        raise DataError(f"--buffer {plan.buffer:,} needs about {size(need)} of memory a replay, more than any node of "
+                        f"{engine.cluster} has for Ray's tasks (at most {size(most)}, a node's `memory` resource); give "
+                        "a smaller --buffer, or nodes with more memory")
+
+
 def announce_cost(stream, packers, rows, R, B):
     """An audit expected to take longer than COST_NOTICE_S says so before it starts (Ctrl-C ends it, writing
     nothing). The rates were measured (README, "Audit your own packer"); a machine may be a few times slower.
@@ -172,14 +193,6 @@ def announce_cost(stream, packers, rows, R, B):
         print(f"note: this audit will take about {seconds / 60:,.0f} minutes ({filled:,.0f} documents through "
               f"{len(packers)} packer{'s' * (len(packers) > 1)}); Ctrl-C stops it and writes nothing")
     return seconds
-
-
-def size(n):
-    """Bytes as TB, GB, MB or KB (of 1,024), one decimal."""
-    for unit, k in (("TB", 4), ("GB", 3), ("MB", 2)):
-        if n >= 1024 ** k:
-            return f"{n / 1024 ** k:,.1f} {unit}"
-    return f"{n / 1024:,.1f} KB"
 
 
 def physical_memory():
@@ -237,7 +250,8 @@ def compute(plan, stream, work, engine=None):
                "corpus": stream.provenance, "passes_limit": stream.passes,
                "packer_seconds": {p: s.pop("seconds", None) for p, s in per.items()}}
     if plan.runs_permutations:
-        summary["permutations"] = permutation_delays(stream, R, B, rows, plan.permutations, bar, engine)
+        summary["permutations"] = permutation_delays(stream, R, B, rows, plan.permutations, bar, engine,
+                                                     replay_bytes(B, stream))
     summary["pass_bounds"] = stream_pass_bounds(stream, plan.thresholds, R, B)
     summary["left_out"] = dict(plan.left_out)  # packers the caller chose not to run, and why
     summary["comparison"] = comparison(summary)
@@ -248,7 +262,8 @@ def compute(plan, stream, work, engine=None):
     if plan.runs_worker_streams:
         t = plan.topology
         summary["topology"] = audit_topology(stream, packers, rows, R, B, work, t.streams_ranks, t.streams_workers,
-                                             t.group, t.refill_docs, user, engine, plan.fates)
+                                             t.group, t.refill_docs, user, engine, plan.fates,
+                                             replay_bytes(B, stream))
     summary["seconds"] = round(time.time() - t0, 2)
     return summary
 
@@ -356,6 +371,7 @@ def run_audit(plan) -> int:
             engine = stack.enter_context(open_engine(plan.engine.name, workers, plan.engine.ray_address,
                                                      plan.engine.verbose))
             engine.probe()  # before any compute: on Ray, every node at the driver's checkout (the lengths travel)
+            check_node_memory(plan, stream, engine)
         clear_unfinished(out)
         # absolute: a worker stream's task on a Ray node writes its scratch there when it sees the folder
         work = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=os.path.abspath(out.parent)))

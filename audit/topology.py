@@ -24,6 +24,7 @@ from audit.tally import exposure_rows, label_rows
 from errors import DataError
 from fanout import Task
 from fanout.local import LocalEngine
+from loaders.core import PACKERS
 
 # per-worker counts that add up across worker streams
 SUMMED = ("rows", "targets", "sources_arrived", "tokens_arrived", "bos_added", "emitted", "discarded", "buffered",
@@ -196,15 +197,17 @@ def check_rows(rows, W):
 
 
 def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, refill_docs=128, user=None,
-                   engine=None, fates=True):
+                   engine=None, fates=True, memory=0):
     """summary.json's 'topology': each worker stream's counts and the merged totals, per packer.
     engine: the fan-out engine (fanout/) the (packer, worker stream) audits go through; default, in this
-    process one after another. fates=False (--no-fates): no worker stream makes a fate table."""
+    process one after another. fates=False (--no-fates): no worker stream makes a fate table. memory: the bytes a
+    replay of the paper's packers holds at most (Task.memory; a library packer's are not known)."""
     W = worker_streams(ranks, workers)  # the stream was checked for W shares (check_topology) when it was read
     check_rows(rows, W)
     parts, share_rows = shares(stream, W, group, refill_docs), rows_per_stream(rows, W)
     Path(work).mkdir(parents=True, exist_ok=True)
-    tasks = [Task(share_counts, (share, p, r, R, B, work, w, user, fates), name=f"{p} worker stream {w}")
+    tasks = [Task(share_counts, (share, p, r, R, B, work, w, user, fates), name=f"{p} worker stream {w}",
+                  memory=memory if p in PACKERS else 0)
              for p in packers for w, (share, r) in enumerate(zip(parts, share_rows))]
     got = iter((engine or LocalEngine()).run(tasks))
     per = {}

@@ -1,4 +1,4 @@
-"""The Ray engine (--engine ray): each Task a Ray task holding the CPUs and GPUs it asks for, on a
+"""The Ray engine (--engine ray): each Task a Ray task holding the CPUs, GPUs and memory it asks for, on a
 running cluster (--ray-address or RAY_ADDRESS) or on a local Ray of its own, started here and stopped at the end.
 
 Before the first task, a probe on every node (probe.py) checks the checkout, the reads, the prepared corpus and
@@ -26,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 
+from console.sizes import size
 from errors import DataError
 from fanout.probe import Needs, node_report, problem, token_name, token_problem
 from fanout.ray_connect import check_address, first_line, import_ray, split_address, start
@@ -301,6 +302,7 @@ class RayEngine:
         if self.owned:
             start(self.ray, address, flag, verbose)
         self.where = address or "a local Ray started here"
+        self.cluster = f"the Ray cluster at {address}" if address else "the local Ray started here"  # for a line
         self.watch = ClusterWatch(*head_of(self.ray, address))
         self.remote = self.ray.remote(ray_batch)
         self.env = driver_env()
@@ -324,6 +326,7 @@ class RayEngine:
         try:
             self.probe([p for t in tasks for p in t.reads], [p for t in tasks for p in t.prepared],
                        [p for t in tasks for p in t.writes])
+            self.check_memory(tasks)
             groups = batches(tasks, self.ask_head(self.ray.cluster_resources).get("CPU", 1))
             # the first submission stores ray_batch's definition on the head: watched too
             refs = self.ask_head(lambda: [self.submit(g) for g in groups])
@@ -335,8 +338,25 @@ class RayEngine:
             raise ClusterLost(lost_line(self.where, tasks, done)) from None
 
     def submit(self, group):
+        # a batch's tasks run one after another in one worker: it holds the most any of them asks
+        memory = {"memory": most} if (most := max(t.memory for t in group)) else {}
         return self.remote.options(num_cpus=group[0].cpus, num_gpus=group[0].gpus, max_retries=RETRIES,
-                                   name=batch_name(group)).remote(group, self.env)
+                                   name=batch_name(group), **memory).remote(group, self.env)
+
+    def most_memory(self):
+        """The `memory` resource of the roomiest live node, in bytes: the most one task may ask of this cluster
+        (`ray start --memory`; by default what the node had free when it started, less its object store)."""
+        nodes = self.ask_head(self.ray.nodes)
+        return max((n["Resources"].get("memory", 0) for n in nodes if n["Alive"]), default=0)
+
+    def check_memory(self, tasks):
+        """One line for a task that asks more memory than any node has: Ray would wait for such a node forever."""
+        big = max(tasks, key=lambda t: t.memory, default=None)
+        if big is None or not big.memory or big.memory <= (most := self.most_memory()):
+            return
+        raise TaskFailed(f"{big.name or 'a task'}: asks for {size(big.memory)} of memory, more than any node of "
+                         f"{self.cluster} has for Ray's tasks (at most {size(most)}, a node's `memory` resource); Ray "
+                         "would wait for such a node forever")
 
     def wait(self, ref, deadline=None):
         """Until ref is ready (ClusterWatch.wait); run() says what had finished."""

@@ -26,12 +26,13 @@ class ClusterLost(TaskFailed):
 @dataclass(frozen=True)
 class Task:
     """fn(*args) on a worker; fn and args are pickled (fn a module-level function) unless the engine runs
-    the task in this very process. cpus and gpus are what the task holds while it runs."""
+    the task in this very process. cpus, gpus and memory are what the task holds while it runs."""
     fn: Callable
     args: tuple = ()
     name: str = ""
     cpus: float = 1
     gpus: float = 0
+    memory: int = 0  # bytes at its peak, where the caller knows them: on Ray a node runs only what its memory holds
     reads: tuple = ()  # absolute paths the task reads on its node
     prepared: tuple = ()  # prepared corpus folders (DATA/SOURCE): every node must read the driver's build id there
     writes: tuple = ()  # absolute folders the task writes into and the driver reads back: storage every node shares

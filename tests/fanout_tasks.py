@@ -31,3 +31,9 @@ def fails_first(i, done=None):
 def ends_without_final_collections():
     """Whether this process's exit will freeze its heap first (console/shutdown.py), and its pid."""
     return shutdown._registered, os.getpid()
+
+
+def assigned_memory():
+    """The `memory` resource Ray gave the task running this."""
+    import ray  # late: the other tasks here run on the local engine too
+    return ray.get_runtime_context().get_assigned_resources().get("memory")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 RAY = str(Path(sys.executable).with_name("ray"))  # the venv's own `ray` command
 START_S = 90  # both raylets up, on a machine busy with other test processes
+NODE_MEMORY = 256 * 1024 ** 2  # each node's `memory` resource, what its tasks may ask for in all (test_fanout's tests)
 
 
 def free_port():
@@ -27,10 +28,11 @@ def free_port():
 
 
 def node_flags():
-    """A node's own ports, all free now, and its small size: one CPU, the smallest object store."""
+    """A node's own ports, all free now, and its small size: one CPU, the smallest object store, NODE_MEMORY."""
     # no log monitor: the tests' driver takes no worker output (log_to_driver=False), and it is a process less to start
     flags = ["--block", "--num-cpus", "1", "--disable-usage-stats", "--node-ip-address", "127.0.0.1",
-             "--object-store-memory", str(80 * 1024 * 1024), "--include-log-monitor", "false"]
+             "--object-store-memory", str(80 * 1024 * 1024), "--include-log-monitor", "false",
+             "--memory", str(NODE_MEMORY)]
     for f in ("--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port",
               "--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port"):
         flags += [f, str(free_port())]

@@ -28,8 +28,8 @@ import pytest
 import ray
 from conftest import MICRO_STUDY as MICRO
 from conftest import ROOT, one_line_error, queue_script
-from fanout_tasks import dies_once, ends_without_final_collections, fails_first
-from ray_cluster import RAY, TwoNodeRay
+from fanout_tasks import assigned_memory, dies_once, ends_without_final_collections, fails_first
+from ray_cluster import NODE_MEMORY, RAY, TwoNodeRay
 from test_corpus_readers import corpus, one_line, run, shards  # noqa: F401 - corpus and shards: fixtures used below
 from test_main_job import MICRO as SIX_MICRO
 
@@ -45,6 +45,7 @@ from fanout import Task, TaskFailed, open_engine
 import fanout.corpus_data as corpus_data
 from corpus.readers.settings import Unit
 from fanout.corpus_data import RayDataRunner
+from fanout.local import LocalEngine
 from fanout.corpus_data import corpus_lengths as engine_corpus_lengths
 from fanout.task import check_reads
 import fanout.ray_engine as ray_engine
@@ -211,6 +212,46 @@ def test_a_task_error_comes_back_as_the_local_engine_raises_it_and_the_other_ray
     assert sorted(p.name for p in (tmp_path / "ray").iterdir()) == ["1", "2", "3", "4", "5"]
     with open_engine("ray") as engine:
         assert list(engine.run([Task(fails_first, (i,)) for i in (1, 2)])) == [1, 2]
+
+
+def test_a_task_asks_its_node_for_its_memory_and_one_no_node_holds_is_one_line_before_it_is_sent(cluster, tmp_path,
+                                                                                                    capsys):
+    mib = 1024 ** 2
+    with open_engine("ray", address=cluster.address) as engine:
+        assert engine.most_memory() == NODE_MEMORY
+        assert list(engine.run([Task(assigned_memory, name="m", memory=200 * mib)])) == [200 * mib]
+        with pytest.raises(TaskFailed) as e:  # Ray would wait for a node with room forever
+            list(engine.run([Task(assigned_memory, name="small"), Task(assigned_memory, name="big",
+                                                                         memory=300 * mib)]))
+    assert str(e.value) == (f"big: asks for 300.0 MB of memory, more than any node of the Ray cluster at "
+                            f"{cluster.address} has for Ray's tasks (at most 256.0 MB, a node's `memory` resource); "
+                            "Ray would wait for such a node forever")
+    # the audit's replays: 500,000 places and as many arrivals x 630 bytes = 315,000,000 bytes = 300.4 MB a replay
+    f = _lengths_file(tmp_path)
+    one_line_error(capsys, audit_main(["--lengths", str(f), "--row-capacity", str(R), "--buffer", "500000",
+                                       "--permutations", "2", "--no-figures", "--engine", "ray", "--ray-address",
+                                       cluster.address, "--out", str(tmp_path / "o")]),
+                   "--buffer 500,000 needs about 300.4 MB of memory a replay, more than any node of the Ray cluster at "
+                   f"{cluster.address} has for Ray's tasks (at most 256.0 MB")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]
+
+
+def test_the_audits_replays_ask_for_a_replays_memory_and_other_packers_for_none(tmp_path, monkeypatch):
+    asked, run = [], LocalEngine.run
+
+    def recording(self, tasks):
+        tasks = list(tasks)
+        asked.extend((t.name, t.memory) for t in tasks)
+        return run(self, tasks)
+
+    monkeypatch.setattr(LocalEngine, "run", recording)
+    # --passes 1 on 400 documents: 400 arrivals of the 1,000 places, 1,000 x 310 + 400 x 320 = 438,000 bytes
+    assert audit_main(["--lengths", str(_lengths_file(tmp_path)), "--row-capacity", str(R), "--buffer", "1000",
+                       "--passes", "1", "--packers", "original,concat_chunk", "--permutations", "1", "--ranks", "2",
+                       "--no-figures", "--no-fates", "--out", str(tmp_path / "o")]) == 0
+    assert sorted(asked) == sorted([("original worker stream 0", 438_000), ("original worker stream 1", 438_000),
+                                    ("concat_chunk worker stream 0", 0), ("concat_chunk worker stream 1", 0),
+                                    ("stream as it is", 438_000), ("permutation 0", 438_000)])
 
 
 def test_a_shared_argument_is_one_object_in_rays_store_that_every_task_reads(cluster):
