@@ -25,6 +25,9 @@ ANSWER_S = 5  # ray.init itself waits a minute or more where nothing listens
 ROOT = Path(__file__).resolve().parents[1]  # the checkout, put on every worker's import path
 CLIENT_PORT = 10001  # the Ray Client server's port that `ray start --head` opens by default
 FLUSH_ENV = "RAY_task_events_shutdown_flush_timeout_ms"  # read by ray.init
+# Ray Client retries a dropped connection inside each call for 30 s, where the engine's watch cannot step in: 3 s
+# here, then the call's ConnectionError is the watch's lost cluster (read by ray.init; a user's own setting is kept)
+CLIENT_GRACE_ENV, CLIENT_GRACE_S = "RAY_CLIENT_RECONNECT_GRACE_PERIOD", 3
 # Ray's loggers that speak at warning level where nothing is wrong: a local Ray started here turns token
 # authentication on and says so at every start; shown with --verbose
 NOISY = ("ray._private.authentication.authentication_token_setup",)
@@ -192,6 +195,8 @@ def start(ray, address, flag, verbose=False):
     # a driver's last task events (for Ray's state API) get 1 s to reach the cluster at ray.shutdown, not Ray's 5 s:
     # after a lost cluster they never arrive, and the line that says so should not wait for them
     os.environ.setdefault(FLUSH_ENV, "1000")
+    if address and address.startswith("ray://"):
+        os.environ.setdefault(CLIENT_GRACE_ENV, str(CLIENT_GRACE_S))
     try:
         with quiet(verbose):
             ray.init(**kw)

@@ -164,7 +164,8 @@ def batch_name(group):
 
 class ClusterWatch:
     """Whether the cluster's head (its GCS, or a Ray Client server) still takes a connection: checked at most once
-    a POLL_S while a result is awaited; LOST_S without one is a lost cluster.
+    a POLL_S while a result is awaited; LOST_S without one is a lost cluster. So is a ConnectionError from one of
+    Ray's calls: a Ray Client connection that stayed down past its grace period (ray_connect.CLIENT_GRACE_S).
 
     call() and iterate() watch what would otherwise wait on a lost head with no end of its own: Ray's calls to the
     head (ray.nodes, ray.cluster_resources) wait out a minute of reconnects, and Ray Data's iterator waited on (both
@@ -192,14 +193,21 @@ class ClusterWatch:
             thread.join(POLL_S)
             if thread.is_alive() and self.lost():
                 raise ClusterLost(line())
+        if isinstance(box.get("error"), ConnectionError):
+            raise ClusterLost(line()) from None
         if "error" in box:
             raise box["error"]
         return box["value"]
 
     def wait(self, ray, ref, line, deadline=None):
         """Until ref is ready: ClusterLost(line()) when the head stops answering, TimeoutError past the deadline."""
-        while not ray.wait([ref], timeout=POLL_S if deadline is None else
-                           min(POLL_S, max(0.0, deadline - time.monotonic())))[0]:
+        while True:
+            try:
+                if ray.wait([ref], timeout=POLL_S if deadline is None else
+                            min(POLL_S, max(0.0, deadline - time.monotonic())))[0]:
+                    return
+            except ConnectionError:
+                raise ClusterLost(line()) from None
             if self.lost():
                 raise ClusterLost(line())
             if deadline is not None and time.monotonic() > deadline:
@@ -243,6 +251,8 @@ class ClusterWatch:
                     if self.lost():
                         raise ClusterLost(line()) from None
                     continue
+                if isinstance(error, ConnectionError):
+                    raise ClusterLost(line()) from None
                 if error is not None:
                     raise error
                 if x is end:
@@ -322,7 +332,7 @@ class RayEngine:
         and ray.cancel of a task that is just completing crashes the driver in Ray 2.60 (task_manager.cc:
         "Tried to complete task that was not pending"); a Ray started here is stopped at the end anyway."""
         tasks = list(tasks)
-        groups, refs = [], []
+        groups, refs, received = [], [], set()
         try:
             self.probe([p for t in tasks for p in t.reads], [p for t in tasks for p in t.prepared],
                        [p for t in tasks for p in t.writes])
@@ -331,10 +341,15 @@ class RayEngine:
             # the first submission stores ray_batch's definition on the head: watched too
             refs = self.ask_head(lambda: [self.submit(g) for g in groups])
             for g, r in zip(groups, refs):
-                yield from self.result(g, r)
+                results = self.result(g, r)
+                received.add(r)
+                yield from results
         except ClusterLost:
-            ready = set(self.ray.wait(refs, num_returns=len(refs), timeout=0)[0]) if refs else set()
-            done = [t for g, r in zip(groups, refs) if r in ready for t in g]
+            # what had finished: the results received here, and what the cluster still says is ready; a Ray Client
+            # that gave up is no longer initialized, and a call now would start a local Ray (Ray's auto-init)
+            if refs and self.ray.is_initialized():
+                received.update(self.ray.wait(refs, num_returns=len(refs), timeout=0)[0])
+            done = [t for g, r in zip(groups, refs) if r in received for t in g]
             raise ClusterLost(lost_line(self.where, tasks, done)) from None
 
     def submit(self, group):

@@ -48,6 +48,7 @@ from fanout.corpus_data import RayDataRunner
 from fanout.local import LocalEngine
 from fanout.corpus_data import corpus_lengths as engine_corpus_lengths
 from fanout.task import check_reads
+import fanout.ray_connect as ray_connect
 import fanout.ray_engine as ray_engine
 from fanout.ray_engine import ClusterLost, ClusterWatch, RayEngine, as_driver, batches, lost_line
 from presets import six as six_runs
@@ -536,6 +537,63 @@ def test_a_head_that_stops_answering_during_a_call_to_it_is_a_lost_cluster_not_r
     assert engine.ask_head(lambda: {"CPU": 2.0}) == {"CPU": 2.0}
     with pytest.raises(KeyError, match="no such node"):
         engine.ask_head(lambda: {}["no such node"])
+
+
+def test_a_ray_client_that_gives_up_is_a_lost_cluster_in_seconds_and_starts_no_local_ray(monkeypatch):
+    """Through Ray Client (ray://) a dropped connection is retried inside each of Ray's calls, for 30 s by default,
+    and then the call raises ConnectionError ("Client is shutting down."), which the audit's command line took for a
+    failed file (2026-12-07, the test cluster killed under a ray:// audit: 30 s, then `error: a file: ConnectionError;
+    needs a working file system`). The engine gives the client 3 s and calls the ConnectionError a lost cluster; the
+    client, no longer initialized, is asked nothing more (Ray's auto-init would start a local Ray), and what had come
+    back is what had finished. Measured the same day on the test cluster: the line 5.7 s after the kill, status 2."""
+    def init(**kw):
+        seen.append(os.environ.get(ray_connect.CLIENT_GRACE_ENV))
+
+    seen, fake = [], SimpleNamespace(init=init)
+    monkeypatch.delenv(ray_connect.FLUSH_ENV, raising=False)  # start() sets it: put back as it was after the test
+    monkeypatch.delenv(ray_connect.CLIENT_GRACE_ENV, raising=False)
+    ray_connect.start(fake, "127.0.0.1:6379", "--ray-address")  # a driver of the cluster: Ray's own reconnects
+    monkeypatch.delenv(ray_connect.CLIENT_GRACE_ENV, raising=False)
+    ray_connect.start(fake, "ray://127.0.0.1:10001", "--ray-address")
+    monkeypatch.setenv(ray_connect.CLIENT_GRACE_ENV, "20")  # the user's own choice is kept
+    ray_connect.start(fake, "ray://127.0.0.1:10001", "--ray-address")
+    assert seen == [None, "3", "20"]
+
+    def wait(refs, timeout=None, num_returns=1):
+        assert num_returns == 1, "the client that gave up was asked again"
+        if refs == ["t1"]:
+            raise ConnectionError("Client is shutting down.")
+        return refs, []
+
+    engine = RayEngine.__new__(RayEngine)  # no ray.init: only what run() touches
+    engine.where, engine.watch, engine.env = "ray://10.0.0.1:10001", ClusterWatch("127.0.0.1", _free_port()), {}
+    engine.probed = {"checkout": True, "reads": set(), "prepared": set(), "writes": set()}
+    engine.remote = SimpleNamespace(options=lambda **k: SimpleNamespace(remote=lambda group, env: group[0].name))
+    engine.ray = SimpleNamespace(cluster_resources=lambda: {"CPU": 1.0}, wait=wait, get=lambda ref: [f"{ref} done"],
+                                 is_initialized=lambda: False, exceptions=ray.exceptions)
+    got = []
+    with pytest.raises(ClusterLost) as e:
+        for x in engine.run([Task(os.getpid, name=f"t{i}", kept="its study_run.json") for i in range(3)]):
+            got.append(x)
+    assert got == ["t0 done"]
+    assert str(e.value).startswith("the Ray cluster at ray://10.0.0.1:10001 was lost (its head has not answered for "
+                                   "3 s): 1 of 3 tasks had finished and are kept (t0: its study_run.json)"), str(e.value)
+    # the head's calls and Ray Data's reads: the same ConnectionError, the same lost cluster
+    watch, line = ClusterWatch("127.0.0.1", _free_port()), lambda: "lost"
+
+    def gave_up():
+        raise ConnectionError("Client is shutting down.")
+
+    def batches_then_gave_up():
+        yield 1
+        gave_up()
+
+    with pytest.raises(ClusterLost, match="^lost$"):
+        watch.call(gave_up, line)
+    got = []
+    with pytest.raises(ClusterLost, match="^lost$"):
+        got.extend(watch.iterate(batches_then_gave_up(), line))
+    assert got == [1]
 
 
 def test_a_head_that_stops_answering_while_ray_data_reads_the_corpus_is_a_lost_cluster(monkeypatch, tmp_path):
