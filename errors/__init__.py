@@ -13,7 +13,11 @@ class DataError(Exception):
 
 def os_error_line(e: OSError, where=None) -> str:
     """One line for a failed read or write (full disk, read-only folder, no permission), naming
-    the path and what is needed."""
+    the path and what is needed; a lost connection (ConnectionError is an OSError) as one."""
+    if isinstance(e, ConnectionError) and not e.filename:
+        text = str(e).strip()
+        said = e.strerror or (text.splitlines()[0] if text else "no reason given")
+        return f"a connection failed ({type(e).__name__}: {said}); check that what it connects to is up and reachable"
     path = e.filename or where or "a file"
     need = {errno.ENOSPC: "free disk space", errno.EDQUOT: "free disk quota", errno.EROFS: "a writable file system",
             errno.EACCES: "write permission", errno.EPERM: "write permission",

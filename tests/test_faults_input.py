@@ -245,3 +245,10 @@ def test_a_file_where_a_folder_must_be_is_named_as_such():
     assert os_error_line(OSError(errno.EEXIST, "File exists", "/x/q")) == "/x/q: File exists; needs a folder there, not a file"
     assert os_error_line(OSError(errno.ENOTDIR, "Not a directory", "/f/q")).endswith("needs a folder there, not a file")
     assert os_error_line(OSError(errno.EIO, "Input/output error", "/d")).endswith("needs a working file system")
+    # a connection's error is an OSError too, with no file: said as what it is
+    assert os_error_line(ConnectionError("Client is shutting down.")) == (
+        "a connection failed (ConnectionError: Client is shutting down.); check that what it connects to is up and "
+        "reachable")
+    assert os_error_line(ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")) == (
+        "a connection failed (ConnectionResetError: Connection reset by peer); check that what it connects to is up "
+        "and reachable")
