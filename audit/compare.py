@@ -48,6 +48,8 @@ def packer_row(s, R):
         "documents_never_started": None if docs is None else sum(docs["by_fate"][f] for f in NEVER_STARTED),
         "documents_not_arrived": None if docs is None else docs["by_fate"]["not_arrived"],
         "long_documents_never_started": None if docs is None else sum(docs["longer_than_R"][f] for f in NEVER_STARTED),
+        "long_documents_arrived": None if docs is None else sum(docs["longer_than_R"].values())
+        - docs["longer_than_R"]["not_arrived"],
         "emitted_share": s["emitted"] / whole if whole else 0.0, "discarded_share": s["discarded"] / whole if whole else 0.0,
         "buffered_share": s["buffered"] / whole if whole else 0.0, "padding_share": s.get("padding_share", 0.0),
         "sources_arrived": s["sources_arrived"], "sources_never_started": s["sources_never_started"],
@@ -74,26 +76,61 @@ def comparison(summary) -> dict:
             "sentence": sentence(rows, summary)}
 
 
+def long_unstarted(r):
+    """(never started, arrived, what is counted) for sources longer than R: documents, each counted once, where the
+    packer has a fate table; else arrivals (a wrapped stream brings a document back as a new arrival, so arrival
+    counts of two packers that read different numbers of passes do not compare)."""
+    if r.get("long_documents_never_started") is not None and r.get("long_documents_arrived") is not None:
+        return r["long_documents_never_started"], r["long_documents_arrived"], "documents"
+    return r["long_never_started"], r["long_arrived"], "arrived sources"
+
+
+def names(ns):
+    ns = list(ns)
+    return ns[0] if len(ns) == 1 else ", ".join(ns[:-1]) + f" and {ns[-1]}"
+
+
 def sentence(rows, summary) -> str:
     if not rows:
         return "No packer produced rows for this stream."
-    most = max(rows, key=lambda n: (rows[n]["long_never_started"], rows[n]["sources_never_started"]))
-    disc = max(rows, key=lambda n: rows[n]["discarded_share"])
-    cont = sorted((n for n in rows if rows[n]["continuation_rows"]), key=lambda n: -rows[n]["continuation_rows"])
-    m = rows[most]
     if len(rows) == 1:  # nothing to compare: say what the one packer did
+        (name, m), = rows.items()
+        never, arrived, what = long_unstarted(m)
         when = f"{summary['targets']:,} targets" if m["budget_reached"] else _made(m)
-        return (f"At {when}, {most} leaves {m['long_never_started']:,} of {m['long_arrived']:,} "
-                f"arrived sources longer than R unstarted and discards {pct(m['discarded_share'])} of arrived tokens"
+        return (f"At {when}, {name} leaves {never:,} of {arrived:,} arrived {what} longer than R unstarted and "
+                f"discards {pct(m['discarded_share'])} of arrived tokens"
                 + (f"; {m['continuation_rows']:,} rows start mid-document without a BOS" if m["continuation_rows"] else "")
                 + ".")
+    counted = {n: long_unstarted(r) for n, r in rows.items()}
+    what = "documents" if all(c[2] == "documents" for c in counted.values()) else "arrived sources"
+    if what != "documents":  # one packer without a fate table: every packer is ranked by its arrivals
+        counted = {n: (r["long_never_started"], r["long_arrived"], what) for n, r in rows.items()}
+    top = max(c[0] for c in counted.values())
+    most = [n for n, c in counted.items() if c[0] == top]
+    each = " each" if len(most) > 1 and len({counted[n][1] for n in most}) == 1 else ""
+    of = f"{top:,} of {counted[most[0]][1]:,}{each}" if each or len(most) == 1 else \
+        "; ".join(f"{n}: {top:,} of {counted[n][1]:,}" for n in most)
+    disc = max(rows, key=lambda n: rows[n]["discarded_share"])
+    cont = sorted((n for n in rows if rows[n]["continuation_rows"]), key=lambda n: -rows[n]["continuation_rows"])
     budget = next(iter(rows.values()))["budget_rows"]
-    out = (f"Across {len(rows)} packers with a budget of {budget:,} rows, {most} leaves the most sources longer than "
-           f"R unstarted ({m['long_never_started']:,} of {m['long_arrived']:,}), {disc} discards the most "
-           f"({pct(rows[disc]['discarded_share'])} of arrived tokens)")
+    out = (f"Across {len(rows)} packers asked for {budget:,} rows, {names(most)} "
+           f"{'leave' if len(most) > 1 else 'leaves'} the most {what} longer than R unstarted ({of}), {disc} discards "
+           f"the most ({pct(rows[disc]['discarded_share'])} of arrived tokens)")
     if cont:
         out += f", and {cont[0]} starts the most rows mid-document without a BOS ({rows[cont[0]]['continuation_rows']:,})"
-    return out + "." + shortfall(rows)
+    return out + "." + shortfall(rows) + unequal_tokens(rows)
+
+
+def unequal_tokens(rows) -> str:
+    """A sentence where the rows, equal or not, hold different numbers of tokens (padding, another row capacity, a
+    packer that makes short rows): equal rows are not an equal training budget."""
+    lo = min(rows, key=lambda n: rows[n]["emitted_tokens"])
+    hi = max(rows, key=lambda n: rows[n]["emitted_tokens"])
+    if rows[hi]["emitted_tokens"] <= rows[lo]["emitted_tokens"] * 1.01:
+        return ""
+    return (f" The rows do not hold equal tokens: {lo} emitted {rows[lo]['emitted_tokens']:,} "
+            f"(padding {pct(rows[lo]['padding_share'])}, rows of R = {rows[lo]['row_capacity']:,}), {hi} "
+            f"{rows[hi]['emitted_tokens']:,}; compare shares, not counts, across them.")
 
 
 def _made(r):
@@ -126,6 +163,19 @@ COLUMNS = (("how", "how", str), ("R", "row_capacity", "{:,}".format), ("rows mad
            ("rows mid-document, no BOS", "continuation_rows", "{:,}".format))
 
 
+def rows_made_note(comp) -> str:
+    """Whether every packer made the budget's rows: a refused packer made none, and one whose input ended made fewer."""
+    refused, made = list(comp.get("refused", {})), comp["packers"].values()
+    if not refused and all(r["budget_reached"] for r in made):
+        return "Every packer made the budget's rows. "
+    out = "**Not every packer made the budget's rows:** "
+    if refused:
+        out += f"{names(refused)} refused this stream and made none (its row says why)"
+    if not all(r["budget_reached"] for r in made):
+        out += ("; " if refused else "") + "the input of some ended first (see \"rows made\"): each is read at what it made"
+    return out + ". "
+
+
 def comparison_table_md(comp) -> str:
     out = ["| packer | " + " | ".join(c[0] for c in COLUMNS) + " | least represented label | Proposition |",
            "|---|" + "---:|" * len(COLUMNS) + "---|---|"]
@@ -136,9 +186,7 @@ def comparison_table_md(comp) -> str:
         out.append(f"| {n} | " + " | ".join(cells) + f" | {labtxt} | {r['proposition']} |")
     for n, why in comp.get("refused", {}).items():
         out.append(f"| {n} | refused: {why} |" + " |" * (len(COLUMNS) + 1))
-    rows_note = ("Every packer made the budget's rows. " if all(r["budget_reached"] for r in comp["packers"].values())
-                 else "**Not every packer made the budget's rows** (the input of some ended first; see \"rows made\"): "
-                      "each is read at what it made. ")
+    rows_note = rows_made_note(comp)
     return "\n".join(out) + "\n\n" + rows_note + "Shares of the arrived tokens (and the BOS markers a packer added); " \
         "padding as a share of the rows' capacity; documents are counted once, arrivals (sources) each time a " \
         "wrapped stream brings a document back; \"> R\": sources longer than the row capacity."

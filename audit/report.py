@@ -93,9 +93,38 @@ def corpus_lines(c):
             + (" Lengths from the cache: the inputs were unchanged." if c.get("cached") else ""), ""]
 
 
+def asked_counts(summary, per):
+    """Each packer's counts for the loader the audit was asked about: under a loader topology, merged over its worker
+    streams (what that run trains on); else the one stream's. A packer that refused under the topology keeps its
+    one-stream counts, said where they are shown."""
+    topo = summary.get("topology")
+    if not topo:
+        return per
+    out = {}
+    for n, s in per.items():
+        t = topo["packers"].get(n) or {}
+        m = t.get("merged")
+        if not m or "refused" in m:
+            out[n] = {**s, "one_stream_only": True}
+            continue
+        out[n] = {**m, "row_capacity": s["row_capacity"], "budget_rows": s.get("budget_rows", summary["rows"]),
+                  "budget_reached": all(c.get("budget_reached", True) for c in t["workers"])}
+    return out
+
+
+def topology_words(topo) -> str:
+    N, M = topo["ranks"], topo["loader_workers"]
+    return (f"{N} rank{'s' * (N > 1)} x {M} loader worker{'s' * (M > 1)} ({topo['worker_streams']} worker streams, "
+            f"split by {topo['split_by']})")
+
+
 def documents_section(summary, per):
-    """The first screen: what each packer did with the researcher's documents, in plain words."""
+    """The first screen: what each packer did with the researcher's documents, in plain words (per: asked_counts)."""
     out = ["## What happened to your documents", ""]
+    if summary.get("topology"):
+        out += [f"Under the loader topology asked for, {topology_words(summary['topology'])}: each packer's counts "
+                "merged over its worker streams, each of which packs its own share with a buffer of its own. One "
+                "stream of the same budget is in \"Loader topology\" and the sections after it.", ""]
     counted = {n: s for n, s in per.items() if s.get("documents")}
     for n, s in per.items():
         out += [documents_sentence(n, s, summary), ""]
@@ -110,8 +139,10 @@ def documents_section(summary, per):
         made = f"{s['rows']:,}" + ("" if s.get("budget_reached", True) else f" of {s['budget_rows']:,}")
         rows.append([n, made, f"{f['whole']:,}", f"{f['partial']:,}", f"{never:,}", f"{f['not_arrived']:,}",
                      f"{sum(lf[k] for k in NEVER_STARTED):,} of {sum(lf.values()) - lf['not_arrived']:,} arrived"])
+    files = ("fates_<packer>_streams.parquet (with its worker stream; one stream's: fates_<packer>.parquet)"
+             if summary.get("topology") else "fates_<packer>.parquet")
     out += table(header, rows) + ["", "Documents, each counted once however often the stream brought it back. "
-                                  "One row per document, with its file, row and label: fates_<packer>.parquet.", ""]
+                                  f"One row per document, with its file, row and label: {files}.", ""]
     main = "original" if "original" in counted else next(iter(counted))
     d = counted[main]["documents"]
     if len(d["by_label"]) > 1:
@@ -124,6 +155,8 @@ def documents_sentence(name, s, summary):
     """One packer's horizon in words: rows made against the budget, documents whole / in part / not at all."""
     made = (f"made all {s['rows']:,} rows of the budget" if s.get("budget_reached", True) else
             f"stopped after {s['rows']:,} of the {s['budget_rows']:,} rows the budget asks for: its input ended first")
+    if s.get("one_stream_only"):
+        made += " (one stream: it refused a worker stream's share)"
     d = s.get("documents")
     if not d:
         return (f"**{name}** {made}; it started {s['sources_started']:,} of {s['sources_arrived']:,} arrived sources "
@@ -264,10 +297,13 @@ def regime_section(reg):
     return out
 
 
-def comparison_section(comp):
+def comparison_section(comp, one_stream=False):
+    """The table across packers; one_stream: under a topology, whose counts the table is not (it is one stream's)."""
     left = [f"- {n}: not run here ({why}); audit it alone with --packers {n}" for n, why in comp.get("left_out", {}).items()]
-    return ["## One table across packers", "", comparison_table_md(comp), "", comp["sentence"], ""] + (
-        left + [""] if left else [])
+    head = ["## One table across packers", ""] + (
+        ["One stream of the same budget; the topology's merged counts are under \"What happened to your documents\" "
+         "and \"Loader topology\".", ""] if one_stream else [])
+    return head + [comparison_table_md(comp), "", comp["sentence"], ""] + (left + [""] if left else [])
 
 
 def pipeline_lines(pl):
@@ -285,10 +321,8 @@ def topology_sentence(topo, one, name, R):
     m = topo["packers"][name]["merged"]
     never = m["sources_longer_than_R_arrived"] - m["sources_longer_than_R_started"]
     one_never = one["sources_longer_than_R_arrived"] - one["sources_longer_than_R_started"]
-    N, M = topo["ranks"], topo["loader_workers"]
     R = one.get("row_capacity", R)  # the packer's own: a library's row may hold one token more or less
-    return (f"With {N} rank{'s' * (N > 1)} x {M} worker{'s' * (M > 1)} ({topo['worker_streams']} worker streams, "
-            f"split by {topo['split_by']}), {name} never starts {never:,} of its "
+    return (f"With {topology_words(topo)}, {name} never starts {never:,} of its "
             f"{m['sources_longer_than_R_arrived']:,} arrived sources longer than R = {R:,} "
             f"({m['sources_never_started']:,} of {m['sources_arrived']:,} arrivals in all{_docs_never(m)}); one stream would leave "
             f"{one_never:,} of {one['sources_longer_than_R_arrived']:,} ({one['sources_never_started']:,} of "
@@ -355,14 +389,19 @@ def verdict(summary) -> str:
     if not per:
         return "Verdict: every packer refused this stream."
     name = "original" if "original" in per else next(iter(per))
-    s = per[name]
+    one = per[name]
+    s = asked_counts(summary, {name: one})[name]
     long_never = s["sources_longer_than_R_arrived"] - s["sources_longer_than_R_started"]
     passes = summary["horizon"]["passes"]
     when = (f"over {passes:,.1f} passes" if passes > 1 else f"at {summary['targets']:,} targets "
             f"({passes:.0%} of one pass)")
-    prot = s["protected"]
+    merged = summary.get("topology") and not s.get("one_stream_only")
+    if merged:
+        when += f", with {topology_words(summary['topology'])}"
+    prot = one["protected"]
     held = (f", the {prot['size']:,} longest of them buffered and unstarted as the Proposition says"
-            if prot["applies"] and prot["proposition_held"] and prot["size"] else "")
+            if not merged and prot["applies"] and prot["proposition_held"] and prot["size"] else
+            f", the Proposition holding in each worker stream" if merged and s.get("proposition_held") else "")
     labs = [d for d in s["by_label"] if d["representation"] is not None]
     lab = ""
     if len(labs) > 1:
@@ -373,9 +412,14 @@ def verdict(summary) -> str:
     if not s.get("budget_reached", True):
         when = (f"after {s['rows']:,} of the budget's {s['budget_rows']:,} rows (its input ended first; "
                 f"{passes:.0%} of one pass asked for)")
+    alone = ""
+    if merged:
+        alone = (f" (one stream of the same budget would leave "
+                 f"{one['sources_longer_than_R_arrived'] - one['sources_longer_than_R_started']:,} of "
+                 f"{one['sources_longer_than_R_arrived']:,})")
     return (f"Verdict: {when}, {name} emits {pct(s['emitted'] / max(s['tokens_arrived'] + s['bos_added'], 1))} of "
             f"the arrived tokens and never starts {long_never:,} of the {s['sources_longer_than_R_arrived']:,} arrived "
-            f"sources longer than R = {s.get('row_capacity', summary['row_capacity']):,}{held}{lab}.{short}")
+            f"sources longer than R = {s.get('row_capacity', summary['row_capacity']):,}{alone}{held}{lab}.{short}")
 
 
 def report_md(summary) -> str:
@@ -387,7 +431,7 @@ def report_md(summary) -> str:
     if summary.get("corpus"):
         out += corpus_lines(summary["corpus"])
     if per:
-        out += documents_section(summary, per) + TERMS
+        out += documents_section(summary, asked_counts(summary, per)) + TERMS
     if summary.get("pipeline"):
         out += pipeline_lines(summary["pipeline"])
     if summary.get("topology") and per:
@@ -401,7 +445,7 @@ def report_md(summary) -> str:
     if per:
         out += label_section(per) + exposure_section(per)
     if summary.get("comparison"):
-        out += comparison_section(summary["comparison"])
+        out += comparison_section(summary["comparison"], bool(summary.get("topology")))
     if summary.get("regime"):
         out += regime_section(summary["regime"])
     out += ["## Figures", ""]

@@ -344,8 +344,7 @@ def interrupts(fn):
 
 @interrupts
 def run_audit(plan) -> int:
-    """The audit of an AuditPlan (audit/plan.py) into its folder; the exit status (1: a partition that does not add
-    up or a Proposition violated, in a packer or a worker stream)."""
+    """The audit of an AuditPlan (audit/plan.py) into its folder; the exit status (exit_status)."""
     out = Path(plan.out)
     try:
         check_out(out, plan.stream)  # before the stream is read: a refused --out costs nothing
@@ -396,10 +395,22 @@ def run_audit(plan) -> int:
     events = ", events_*.parquet" if any(out.glob("events_*.parquet")) else ""
     print(f"wrote {out}: summary.json, comparison.json, report.md{events}, {len(summary['figures'])} figures, "
           f"{summary['folder_bytes'] / 1e6:,.1f} MB ({summary['seconds']}s)")
+    return exit_status(summary, plan, out)
+
+
+def exit_status(summary, plan, out) -> int:
+    """1, with a line saying why where the report alone would: every packer refused the stream, or the researcher's own
+    --trace packer failed on it (their code, not a finding about a library, whose refusal the report states); or a
+    partition that does not add up or a Proposition violated, in a packer or a worker stream. Else 0."""
     ok = [s for s in summary["packers"].values() if "refused" not in s]
     if not ok:  # an audit of nothing: the report says why each refused, and the status is not a success
         why = "; ".join(f"{n}: {s['refused']}" for n, s in summary["packers"].items())
         print(f"error: every packer refused this stream ({why}); see {out / 'report.md'}", file=sys.stderr)
+        return 1
+    mine = summary["packers"].get(plan.user.name, {}) if plan.user is not None else {}
+    if "refused" in mine:
+        print(f"error: your packer {plan.user.name} failed on this stream ({mine['refused']}); see "
+              f"{out / 'report.md'}", file=sys.stderr)
         return 1
     bad = [s for s in ok if not s["partition_holds"] or s["protected"]["proposition_held"] is False]
     return 1 if bad or not topology_ok(summary.get("topology")) else 0

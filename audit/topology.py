@@ -100,6 +100,7 @@ def worker_counts(s):
     out = {k: s[k] for k in SUMMED}
     out["by_label"], out["position_exposure"] = s["by_label"], s["position_exposure"]
     out["partition_holds"] = s["partition_holds"]
+    out["budget_reached"] = s.get("budget_reached", True)  # its share of the rows, or its input ended first
     out["proposition_held"] = s["protected"]["proposition_held"]
     out["protected_size"] = s["protected"]["size"]
     out["documents"] = s.get("documents")

@@ -205,7 +205,9 @@ def packers_section(d, out):
         return missing(sec.key, sec.title, d, c)
     sec.headline = c.sentence
     passes = "" if c.passes <= 1 else f" ({c.passes:,} passes over the corpus)"
-    sec.text = [f"Every packer with a budget of {c.targets:,} targets, R = {c.row_capacity:,}{passes}: shares of the arrived "
+    sec.text = [f"Every packer asked for the same budget, {c.targets:,} targets in rows of R = {c.row_capacity:,}{passes} "
+                "(a library may pack to a capacity of its own, and padding or an input that ends first leaves fewer "
+                "tokens: the rows below say where): shares of the arrived "
                 "tokens emitted / discarded / still buffered, padding of the rows, sources longer than R never started, "
                 "the emitted share of the first and last tenth of those sources' positions, the least represented label "
                 "(emitted share over arrived share), and the Proposition."]
@@ -213,8 +215,7 @@ def packers_section(d, out):
         lab = r.least_represented_label
         short = "" if r.budget_reached else f"stopped short: {r.rows:,} of {r.budget_rows:,} rows; "
         sec.row(name, short + f"{pct(r.emitted_share)} / {pct(r.discarded_share)} / {pct(r.buffered_share)}; "
-                      f"padding {pct(r.padding_share)}; > R never started {r.long_never_started:,} of "
-                      f"{r.long_arrived:,}; first / last tenth {pct(r.long_first_tenth_exposed, 1)} / "
+                      f"padding {pct(r.padding_share)}; > R never started {r.long_unstarted()}; first / last tenth {pct(r.long_first_tenth_exposed, 1)} / "
                       f"{pct(r.long_last_tenth_exposed, 1)}; least represented "
                       + (f"{lab[0]} ({lab[1]:.2f})" if lab and lab[1] is not None else "n/a")
                       + f"; Proposition {r.proposition}",
@@ -231,7 +232,7 @@ def packers_section(d, out):
                         "first) and are read at what they made.")
     orig = c.packers.get("original")
     ours = f"{len(c.packers)} packers ({traced} traced, {rules} as rules from their code)" + (
-        f"; original leaves {orig.long_never_started:,} of {orig.long_arrived:,} unstarted" if orig else "")
+        f"; original leaves {orig.long_unstarted()} longer than R unstarted" if orig else "")
     sec.score = ("packers audited by running them: sources > R never started", ours, "the paper's loader family only",
                  "extends the paper's audit (no paper value for the libraries)")
     sec.links = [link(out, rel(d / "report.md", out), "audit_packers/report.md"),

@@ -29,6 +29,15 @@ class ComparisonRow:
     least_represented_label: list | None  # [label, representation]
     continuation_rows: int
     proposition: str  # held, VIOLATED, or n/a and why
+    # documents, each counted once (None: the packer has no fate table, or a file written before they were kept)
+    long_documents_never_started: int | None = None
+    long_documents_arrived: int | None = None
+
+    def long_unstarted(self) -> str:
+        """Sources longer than R never started, in documents where counted, else in arrivals."""
+        if self.long_documents_never_started is not None and self.long_documents_arrived is not None:
+            return f"{self.long_documents_never_started:,} of {self.long_documents_arrived:,} documents"
+        return f"{self.long_never_started:,} of {self.long_arrived:,} arrivals"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import pytest
 
 import audit.__main__ as audit_cli
 from audit.__main__ import main as audit_main
+from audit.compare import rows_made_note, sentence
 from audit.adapters import FIRST_ID
 from audit.compute import trace_packer
 from audit.feed import PassRefills
@@ -251,3 +252,53 @@ def test_the_long_documents_sentence_and_table_count_the_same_documents():
     assert ("Of the 11 documents longer than a row (R = 9 tokens), 7 were not trained at all (3 arrived and never "
             "started, 4 never reached).") in text
     assert "| original | 5 | 20 | 2 | 6 | 6 | 3 of 7 arrived |" in text
+
+
+def _row(long_never, long_arrived, docs_never=None, docs_arrived=None, emitted=1000, padding=0.0, R=9, reached=True):
+    return {"long_never_started": long_never, "long_arrived": long_arrived, "long_documents_never_started": docs_never,
+            "long_documents_arrived": docs_arrived, "sources_never_started": long_never, "emitted_tokens": emitted,
+            "padding_share": padding, "row_capacity": R, "discarded_share": 0.1, "continuation_rows": 0,
+            "rows": 10 if reached else 5, "budget_rows": 10, "budget_reached": reached}
+
+
+def test_the_comparison_ranks_by_documents_names_a_tie_and_says_the_rows_hold_unequal_tokens():
+    """Hand-worked: one packer's stream wrapped, bringing its 106 long documents back as 212 arrivals; another read
+    one pass, 106 arrivals. Both never start any of the 106: a tie in documents, where arrivals would rank the
+    wrapped one first. The padded packer emits 468 tokens against 1,130: equal rows, unequal tokens."""
+    rows = {"original": _row(106, 106, 106, 106, emitted=1130),
+            "axolotl_multipack": _row(212, 212, 106, 106, emitted=1130),
+            "foundry_binpack": _row(40, 106, 40, 106, emitted=468, padding=0.5877, R=9)}
+    said = sentence(rows, {"targets": 80})
+    assert said.startswith("Across 3 packers asked for 10 rows, original and axolotl_multipack leave the most "
+                           "documents longer than R unstarted (106 of 106 each), original discards the most")
+    assert said.endswith(" The rows do not hold equal tokens: foundry_binpack emitted 468 (padding 58.77%, rows of "
+                         "R = 9), original 1,130; compare shares, not counts, across them.")
+    # one packer without a fate table: every packer is ranked by its arrivals, and said to be
+    rows["original"]["long_documents_never_started"] = None
+    assert "axolotl_multipack leaves the most arrived sources longer than R unstarted (212 of 212)" in sentence(
+        rows, {"targets": 80})
+
+
+def test_a_refused_packer_is_named_where_the_rows_are_said_to_be_made():
+    made = {"original": _row(1, 2)}
+    assert rows_made_note({"packers": made}) == "Every packer made the budget's rows. "
+    assert rows_made_note({"packers": made, "refused": {"bad": "ValueError: too long"}}) == (
+        "**Not every packer made the budget's rows:** bad refused this stream and made none (its row says why). ")
+    made["short"] = _row(1, 2, reached=False)
+    assert rows_made_note({"packers": made, "refused": {"bad": "x", "worse": "y"}}) == (
+        "**Not every packer made the budget's rows:** bad and worse refused this stream and made none (its row says "
+        "why); the input of some ended first (see \"rows made\"): each is read at what it made. ")
+
+
+def test_your_own_packer_that_fails_on_the_stream_fails_the_audit_in_one_line(tmp_path, monkeypatch, capsys):
+    # rows longer than R: the researcher's code is wrong, which a library's refusal (a finding) is not
+    (tmp_path / "brokenpackers.py").write_text("def bad(docs):\n    for d in docs:\n        yield list(d) * 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    f = tmp_path / "l.txt"
+    f.write_text("\n".join(map(str, [5, 12, 3, 20] * 10)) + "\n")
+    assert audit_main(["--lengths", str(f), "--row-capacity", "9", "--buffer", "2", "--targets", "80", "--packers",
+                       "original", "--trace", "brokenpackers:bad", "--permutations", "0", "--no-figures", "--out",
+                       str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: your packer bad failed on this stream (ValueError: the packer yielded a row of ")
+    assert "**Not every packer made the budget's rows:** bad refused this stream" in (tmp_path / "o" / "report.md").read_text()

@@ -214,8 +214,23 @@ def test_the_command_line_writes_the_topology_into_summary_and_report(tmp_path):
     m = topo["packers"]["original"]["merged"]
     md = (out / "report.md").read_text()
     never = m["sources_longer_than_R_arrived"] - m["sources_longer_than_R_started"]
-    assert f"With 2 ranks x 2 workers (4 worker streams, split by group:10), original never starts {never:,} of" in md
+    one = s["packers"]["original"]
+    one_never = one["sources_longer_than_R_arrived"] - one["sources_longer_than_R_started"]
+    assert never != one_never  # else the checks below could not tell the two apart
+    assert (f"With 2 ranks x 2 loader workers (4 worker streams, split by group:10), original never starts {never:,} "
+            "of") in md
     assert md.index("## Loader topology") < md.index("## 5.1 Coverage")
+    # the lead and the verdict are the loader asked for (merged), not one stream of the same budget
+    docs, d = md.split("## What happened to your documents")[1].split("## ")[0], m["documents"]
+    assert "Under the loader topology asked for, 2 ranks x 2 loader workers (4 worker streams" in docs
+    whole = d["by_fate"]["whole"]
+    assert f"it trained {whole:,} whole" in docs and f"| original | {m['rows']:,} | {whole:,} |" in docs, docs
+    assert one["documents"]["by_fate"]["whole"] != whole
+    assert md.rstrip().splitlines()[-1].startswith("Verdict: ") and (
+        f"with 2 ranks x 2 loader workers (4 worker streams, split by group:10), original emits "
+        f"{m['emitted'] / (m['tokens_arrived'] + m['bos_added']):.2%} of the arrived tokens and never starts {never:,} of "
+        f"the {m['sources_longer_than_R_arrived']:,} arrived sources longer than R = {R} (one stream of the same budget "
+        f"would leave {one_never:,} of {one['sources_longer_than_R_arrived']:,})") in md.rstrip().splitlines()[-1]
     # side by side in two processes (--workers 2): the same counts, worker stream for worker stream, and the same
     # permutations, which go through the same pool
     assert audit_main(argv + ["--ranks", "2", "--loader-workers", "2", "--split-by", "group:10", "--workers", "2"]) == 0
