@@ -59,6 +59,9 @@ def _of_path(p, fmt):
         if os.path.lexists(p):
             raise DataError(f"{p}: a broken link")
         if Path(p + ".idx").is_file() or Path(p + ".bin").is_file():
+            if fmt not in (None, "megatron"):  # a prefix names no file whose format a named one could override
+                raise DataError(f"{p}: format {fmt} given, but this is a Megatron .bin/.idx prefix ({Path(p).name}"
+                                f".bin and .idx); name the format megatron, or leave it out")
             return [megatron_source(p)]
         raise DataError(f"{p}: no such file or folder")
     return [_of_file(path, fmt)]
