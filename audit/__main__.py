@@ -46,8 +46,10 @@ MAX_LENGTH = 2 ** 31  # --max-length's default: far above any real document, far
 def add_corpus_args(ap):
     """How --corpus is read (and --lengths's parquet columns)."""
     ap.add_argument("--format", default=None, metavar="NAME",
-                    help="--corpus: the format when detection from the files is not what you want "
-                         "(datasets, parquet, arrow, jsonl, megatron, tokens)")
+                    help="--corpus: the format of a file whose name and first bytes do not say it, or say it wrongly "
+                         "(datasets, parquet, arrow, jsonl, megatron, tokens); in a folder, only that format's files "
+                         "are read. A Megatron prefix takes only megatron, a datasets folder only datasets or arrow "
+                         "(each shard a file of its own): another format there is refused")
     ap.add_argument("--column", default=None, help="the length column of a --lengths .parquet file; with --corpus, "
                     "the text or token column (default: text, or input_ids / token_ids / tokens)")
     ap.add_argument("--label-column", default=None, help="the label column of a --lengths .parquet file (default: a "

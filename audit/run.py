@@ -218,8 +218,23 @@ def budget(plan, stream, R):
     t = int(PAPER_TOKEN_FRACTION * stream.tokens) // (R - 1) * (R - 1)
     where = {"lengths": "this length file", "corpus": "this corpus", "stdlib": "the offline corpus",
              "parquet": "this prepared parquet corpus"}.get(stream.kind, "this corpus")
+    if t < R - 1:
+        raise DataError(no_whole_row(stream, R, where))
     return t, (f"scaled to {where}: the paper's share ({PAPER_TOKEN_FRACTION:.2%}) of its {stream.tokens:,} tokens, "
                f"in whole rows: {t / stream.tokens:.2%}")
+
+
+def no_whole_row(stream, R, where) -> str:
+    """The scaled budget's line where the stream's share is less than one row: what to give instead."""
+    share = int(PAPER_TOKEN_FRACTION * stream.tokens)  # the most targets a row can hold for the budget to keep one
+    fixes = [f"--targets {R - 1} (the stream wraps to reach it)"] if stream.passes is None else []
+    if share >= 1:  # R >= 2: a row needs a target
+        fixes.append(f"a --row-capacity of {share + 1} or less")
+    fixes.append("a corpus with more tokens")
+    fixes[-1] = ("or " if len(fixes) > 1 else "") + fixes[-1]
+    return (f"budget of 0 targets is less than one row of {R - 1:,}: the paper's share ({PAPER_TOKEN_FRACTION:.2%}) "
+            f"of {where}'s {stream.tokens:,} token{'s' * (stream.tokens != 1)}; give "
+            f"{(', ' if len(fixes) > 2 else ' ').join(fixes)}")
 
 
 def compute(plan, stream, work, engine=None):

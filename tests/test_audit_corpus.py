@@ -96,3 +96,35 @@ def test_the_readmes_corpus_command_equals_the_audit_of_its_lengths_file(fixture
             p.pop("seconds", None)
     assert got == want
     assert "Corpus: " in (out / "report.md").read_text()
+
+
+# a Megatron prefix names no file, so --format has nothing to override there: another format is refused, not ignored
+PREFIX_REFUSED = ("error: megatron/corpus_text_document: format {} given, but this is a Megatron .bin/.idx prefix "
+                  "(corpus_text_document.bin and .idx); name the format megatron, or leave it out")
+
+DATASETS_REFUSED = ("error: my_dataset: a Hugging Face datasets folder (save_to_disk: its rows in .arrow files), which "
+                    "format {} cannot read; name the format datasets, or leave it out")
+
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--corpus", "megatron/corpus_text_document", "--format", "jsonl", "--bos-id", "0"],
+     PREFIX_REFUSED.format("jsonl")),
+    (["--corpus", "megatron/corpus_text_document", "--format", "parquet", "--bos-id", "0"],
+     PREFIX_REFUSED.format("parquet")),
+    (["--corpus", "my_dataset", "--format", "megatron", "--bos-id", "0"], DATASETS_REFUSED.format("megatron")),
+    # its state.json and dataset_info.json open with "{": read as the corpus before
+    (["--corpus", "my_dataset", "--format", "jsonl", "--tokenizer", "tokenizer.json"],
+     DATASETS_REFUSED.format("jsonl")),
+    (["--corpus", "megatron", "--format", "jsonl", "--tokenizer", "tokenizer.json"],
+     "error: megatron: no jsonl file in this folder, which holds megatron data; name the format megatron, or leave "
+     "it out"),
+], ids=["megatron-as-jsonl", "megatron-as-parquet", "datasets-as-megatron", "datasets-as-jsonl", "folder-as-jsonl"])
+def test_a_format_the_corpus_path_contradicts_is_one_line_and_nothing_written(fixtures, monkeypatch, capsys, args,
+                                                                               line):
+    folder, _ = fixtures
+    monkeypatch.chdir(folder)
+    before = sorted(folder.rglob("*"))
+    assert audit_main(args + ["--out", "runs/contradicted"] + FAST) == 2
+    assert capsys.readouterr().err == line + "\n"
+    assert sorted(folder.rglob("*")) == before  # no output, no lengths cache

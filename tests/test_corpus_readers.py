@@ -151,6 +151,17 @@ def test_parquet_and_arrow_files_in_the_order_given_labelled_by_their_names(corp
     assert named.lengths.tolist() == [c + 1 for c in corpus.counts[:9]] and named.provenance["format"] == "jsonl"
 
 
+def test_a_format_named_for_a_folder_leaves_out_a_datasets_folder_inside_it(corpus, tmp_path, hf_datasets):
+    write_dolma(tmp_path / "a.jsonl", corpus.texts[:5], corpus.labels[:5], lambda p: open(p, "w", encoding="utf-8"))
+    hf_datasets.Dataset.from_dict({"text": corpus.texts[5:9]}).save_to_disk(str(tmp_path / "ds"))
+    assert run([tmp_path], corpus.tok).files == [str(tmp_path / "a.jsonl"), str(tmp_path / "ds")]
+    named = run([tmp_path], corpus.tok, format="jsonl")  # the datasets folder is of another format: not read
+    assert named.files == [str(tmp_path / "a.jsonl")] and named.lengths.tolist() == [c + 1 for c in corpus.counts[:5]]
+    shards = run([tmp_path / "ds"], corpus.tok, format="arrow")  # the one other reading of a datasets folder
+    assert shards.files == [str(tmp_path / "ds" / "data-00000-of-00001.arrow")]
+    assert shards.lengths.tolist() == [c + 1 for c in corpus.counts[5:9]]
+
+
 def write_dolma(path, texts, labels, opener):
     with opener(path) as f:
         for i, (t, s) in enumerate(zip(texts, labels)):

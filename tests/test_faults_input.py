@@ -172,6 +172,25 @@ def test_a_buffer_larger_than_a_pass_says_what_it_holds_and_one_the_memory_canno
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+SHORT_OF_A_ROW = ("error: budget of 0 targets is less than one row of 32: the paper's share (79.15%) of this length "
+                  "file's 3 tokens; give ")
+
+
+@pytest.mark.parametrize("extra, fixes", [
+    (["--no-figures"], "--targets 32 (the stream wraps to reach it), a --row-capacity of 3 or less, or a corpus with "
+                       "more tokens"),
+    (["--no-figures", "--passes", "1"], "a --row-capacity of 3 or less or a corpus with more tokens"),
+    (["--sweep", "buffer=1,2"], "--targets 32 (the stream wraps to reach it), a --row-capacity of 3 or less, or a "
+                                "corpus with more tokens"),
+], ids=["wraps", "one-pass", "sweep"])
+def test_a_stream_whose_scaled_budget_is_short_of_one_row_says_what_to_give(tmp_path, capsys, monkeypatch, extra,
+                                                                             fixes):
+    (tmp_path / "L.txt").write_text("1\n1\n1\n")  # 3 tokens: 79.15% of them is 2 targets, a row of R=3 at most
+    monkeypatch.chdir(tmp_path)
+    rc = audit_main(["--lengths", "L.txt", "--row-capacity", "33", "--permutations", "0", "--out", "out", *extra])
+    one_line_error(capsys, rc, SHORT_OF_A_ROW + fixes)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.txt"]
+
 def test_a_buffer_no_memory_holds_is_one_line_and_nothing_written(tmp_path, capsys, monkeypatch):
     # 10^15 documents, on a machine that does not say its memory: the buffer's bookkeeping asks for more than any
     # address space (no page is touched)

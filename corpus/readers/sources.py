@@ -59,6 +59,9 @@ def _of_path(p, fmt):
         if os.path.lexists(p):
             raise DataError(f"{p}: a broken link")
         if Path(p + ".idx").is_file() or Path(p + ".bin").is_file():
+            if fmt not in (None, "megatron"):  # a prefix names no file whose format a named one could override
+                raise DataError(f"{p}: format {fmt} given, but this is a Megatron .bin/.idx prefix ({Path(p).name}"
+                                f".bin and .idx); name the format megatron, or leave it out")
             return [megatron_source(p)]
         raise DataError(f"{p}: no such file or folder")
     return [_of_file(path, fmt)]
@@ -107,16 +110,29 @@ def detect(path):
 def _of_folder(path, fmt):
     if (path / "dataset_dict.json").is_file():
         raise DataError(f"{path}: a DatasetDict of splits ({', '.join(_splits(path))}): give one split's folder")
-    if (path / "state.json").is_file() and fmt in (None, "datasets"):
-        return [datasets_source(path)]
+    if (path / "state.json").is_file():
+        if fmt in (None, "datasets"):
+            return [datasets_source(path)]
+        if fmt != "arrow":  # its shards read one by one is its only other reading; jsonl would read its metadata
+            raise DataError(f"{path}: a Hugging Face datasets folder (save_to_disk: its rows in .arrow files), "
+                            f"which format {fmt} cannot read; name the format datasets, or leave it out")
     if fmt == "datasets":
         raise DataError(f"{path}: no state.json: not a folder written by datasets' save_to_disk")
+    out = _folder_sources(path, fmt)
+    if not out:
+        raise DataError(_no_corpus_file(path, fmt))
+    return out
+
+
+def _folder_sources(path, fmt):
+    """The sources in a folder and its subfolders, sorted; with a format named, only that format's."""
     out, prefixes = [], set()
     for folder, subs, files in os.walk(path):
         subs[:] = sorted(d for d in subs if not d.startswith("."))
         if (Path(folder) / "state.json").is_file() and Path(folder) != path:
-            out.append(datasets_source(Path(folder)))
-            subs[:] = []
+            if fmt in (None, "arrow"):
+                out.append(datasets_source(Path(folder)))
+            subs[:] = []  # a datasets folder is one source, or none of the format named
             continue
         for name in sorted(f for f in files if not f.startswith(".")):
             s = _of_file(Path(folder) / name, fmt, in_folder=True)
@@ -124,9 +140,16 @@ def _of_folder(path, fmt):
                 continue  # a file of no corpus format (a README, metadata); a prefix's second file
             prefixes.add(s.path)
             out.append(s)
-    if not out:
-        raise DataError(f"{path}: a folder with no corpus file in it (parquet, arrow, jsonl, .bin/.idx, .npy)")
     return out
+
+
+def _no_corpus_file(path, fmt):
+    """Why a folder gave no source: none of the format named (then what it holds), or no corpus file at all."""
+    held = sorted({s.fmt for s in _folder_sources(path, None)}) if fmt else []
+    if held:
+        return (f"{path}: no {fmt} file in this folder, which holds {', '.join(held)} data; name the format "
+                f"{held[0] if len(held) == 1 else 'of the files to read'}, or leave it out")
+    return f"{path}: a folder with no corpus file in it (parquet, arrow, jsonl, .bin/.idx, .npy)"
 
 
 def _splits(path):
