@@ -26,11 +26,13 @@ waste (ties: the fewest settings changed from the current one, then the smaller 
 that says none does. Bad input (an unknown key or value, an empty list, a buffer under 1) is one line,
 before anything is read or written.
 
-Writes to --out: frontier.md (the definitions, the table, the Pareto set, the cheapest change),
-frontier.json (the same) and frontier.png.
+Writes frontier.md (the definitions, the table, the Pareto set, the cheapest change), frontier.json (the same)
+and frontier.png into a fresh folder swapped in for --out, which the audit's checks hold to (audit/out_folder.py):
+new, empty or an earlier frontier's, never an audit's output, the working folder or one holding an input.
 """
 import dataclasses
 import itertools
+import shutil
 import time
 from pathlib import Path
 
@@ -38,6 +40,7 @@ from audit import plots
 from audit.compute import replay_packer
 from audit.feed import PassRefills
 from audit.fmt import table as md_table
+from audit.out_folder import FRONTIER_FILES as FILES, check_out, new_folder, replace_whole
 from audit.plan import SWEEP_KEYS as KEYS
 from audit.run import budget, check_buffer, load_stream
 from audit.topology import check_topology, rows_per_stream, shares, worker_streams
@@ -48,7 +51,6 @@ from records.frontier import Frontier
 
 # a configuration: the four KEYS and the DataLoader workers of each rank (the command line's, not swept)
 PAPER = {"row_capacity": 2049, "buffer": 1000, "packer": "original", "ranks": 1, "loader_workers": 1}
-FILES = ("frontier.md", "frontier.json", "frontier.png")
 
 
 def configurations(grid, current):
@@ -172,8 +174,7 @@ def run_sweep(plan) -> int:
     points and the three files."""
     grid, group = plan.sweep, plan.topology.group
     current, out = current_of(plan), Path(plan.out)
-    if out.exists() and not out.is_dir():
-        raise DataError(f"--out {out}: is a file, not a folder")
+    check_out(out, plan.stream, frontier=True)  # the audit's checks, before the stream is read
     stream = load_stream(plan)
     targets, reason = budget(plan, stream, plan.row_capacity)
     ref, cfgs = plan.row_capacity, usable(configurations(grid, current), grid, current, targets, stream.n, group)
@@ -211,10 +212,16 @@ def _pct(x):
 
 
 def write_frontier(summary, out):
-    out.mkdir(parents=True, exist_ok=True)
-    Frontier.of(summary).write(out)
-    plots.frontier(summary["points"], summary["pareto"], summary["reference_length"], out / "frontier.png")
-    atomic_write_text(out / "frontier.md", frontier_md(summary))
+    """The three files, written into a fresh folder beside out and swapped in whole, as the audit writes its own."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = new_folder(out)
+    try:
+        Frontier.of(summary).write(work)
+        plots.frontier(summary["points"], summary["pareto"], summary["reference_length"], work / "frontier.png")
+        atomic_write_text(work / "frontier.md", frontier_md(summary))
+        replace_whole(out, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def frontier_md(s) -> str:

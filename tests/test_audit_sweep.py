@@ -197,3 +197,50 @@ def test_the_findings_page_shows_the_frontier_its_figure_and_the_cheapest_change
         assert r[0].startswith(f"R {p['row_capacity']:,}, B {p['buffer']:,}, {p['packer']},")
         assert f"/ {p['long_never_started']:,} of {p['long_arrived']:,} /" in r[1]
     assert "![frontier](frontier/frontier.png)" in render(build(run), run)
+
+
+def _tree(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize("out,needle", [
+    ("data", "--out data: holds the input data/l.txt"),
+    (".", "--out .: is the working folder"),
+    ("audited", "--out audited: holds an audit's output (comparison.json, events_original.parquet, "
+                "fates_original.parquet, ...); the frontier goes to a folder of its own"),
+    ("mine", "--out mine: holds files that are not an earlier frontier's output (notes.txt)"),
+])
+def test_a_sweeps_out_is_held_to_the_audits_checks(tmp_path, capsys, monkeypatch, out, needle):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "l.txt").write_text("5\n40\n3\n90\n7\n" * 4)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me\n")
+    monkeypatch.chdir(tmp_path)
+    common = ["--lengths", "data/l.txt", "--row-capacity", "33", "--permutations", "0"]
+    assert audit_cli.main(common + ["--packers", "original", "--no-figures", "--out", "audited"]) == 0
+    before = _tree(tmp_path)
+    one_line_error(capsys, audit_cli.main(common + ["--sweep", "buffer=2,4", "--out", out]), needle)
+    assert _tree(tmp_path) == before  # nothing written, nothing removed
+
+
+def test_an_audit_and_a_frontier_each_refuse_the_others_folder_and_replace_their_own(tmp_path, capsys):
+    # the frontier is not the audit's to delete: a folder holding one (alone, or beside an audit's output written by
+    # an earlier version) is refused by the audit, in one line naming it, and kept; a frontier replaces its own
+    (tmp_path / "l.txt").write_text("5\n40\n3\n90\n7\n" * 4)
+    common = ["--lengths", str(tmp_path / "l.txt"), "--row-capacity", "33", "--permutations", "0"]
+    audit = common + ["--packers", "original", "--no-figures", "--out"]
+    front, both = tmp_path / "front", tmp_path / "both"
+    assert audit_cli.main(common + ["--sweep", "buffer=2,4", "--out", str(front)]) == 0
+    assert audit_cli.main(audit + [str(both)]) == 0
+    for name in sweep.FILES:
+        (both / name).write_bytes((front / name).read_bytes())
+    for folder in (front, both):
+        before = _tree(folder)
+        one_line_error(capsys, audit_cli.main(audit + [str(folder)]),
+                       f"--out {folder}: holds a --sweep's frontier (frontier.json, frontier.md, frontier.png), which "
+                       "the audit would delete with the folder it replaces whole")
+        assert _tree(folder) == before
+    (front / "added.txt").write_text("x")  # an earlier frontier's folder, a file added: replaced whole, as an audit's
+    assert audit_cli.main(common + ["--sweep", "buffer=2,4", "--out", str(front)]) == 0
+    assert sorted(p.name for p in front.iterdir()) == sorted(sweep.FILES)
+    assert not list(tmp_path.glob(".front.*"))  # no folder of the swap left beside it
