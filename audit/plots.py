@@ -326,18 +326,19 @@ def pass_bounds(ours, paper, B, path):
 
 
 def frontier(points, front, ref, path):
-    """The frontier (audit/sweep.py): crop waste against sources longer than ref never started (left, symlog) and
+    """The frontier (audit/sweep.py): crop waste against documents longer than ref never started (left, symlog) and
     against their last tenth's exposure (right), one point per configuration in its packer's colour (a packer
     listed earlier drawn larger, so points that coincide show as rings), the Pareto set outlined in black, the
     paper's configuration a star and the current one a hollow diamond; points at one place share one label."""
     order = list(dict.fromkeys(p["packer"] for p in points))
     styles = packer_styles(order)
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), layout="constrained")
-    for ax, key, ylabel in ((axes[0], "long_never_started", f"sources longer than {ref:,} never started (symlog)"),
-                            (axes[1], "last_tenth_exposure", "last tenth of those sources emitted (%)")):
+    for ax, key, ylabel in ((axes[0], "long_documents_never_started",
+                             f"documents longer than {ref:,} never started (symlog)"),
+                            (axes[1], "last_tenth_exposure", "last tenth of those documents emitted (%)")):
         labels = {}
         for i, p in enumerate(points):
-            xy = (100 * p["crop_waste"], p[key] if key == "long_never_started" else 100 * (p[key] or 0.0))
+            xy = (100 * p["crop_waste"], p[key] if key == "long_documents_never_started" else 100 * (p[key] or 0.0))
             size = 150 - 30 * order.index(p["packer"])
             ax.scatter(*xy, s=2.2 * size if p["paper"] else size, marker="*" if p["paper"] else "o",
                        color=styles[p["packer"]]["color"], edgecolor="black" if i in front else "none", linewidth=1.4,
@@ -347,7 +348,7 @@ def frontier(points, front, ref, path):
             labels.setdefault((round(xy[0], 1), round(xy[1], 1)), []).append(_frontier_label(p, ref))
         for (x, y), names in labels.items():
             ax.annotate(" / ".join(dict.fromkeys(names)), (x, y), fontsize=7, xytext=(5, 4), textcoords="offset points")
-        if key == "long_never_started":
+        if key == "long_documents_never_started":
             ax.set_yscale("symlog", linthresh=1)
         ax.set_xlabel("crop waste: tokens discarded / arrived (%)")
         ax.set_ylabel(ylabel)
@@ -357,7 +358,7 @@ def frontier(points, front, ref, path):
     axes[1].scatter([], [], marker="*", s=120, color="gray", label="the paper's configuration")
     axes[1].scatter([], [], marker="D", facecolor="none", edgecolor="black", label="the current configuration")
     axes[1].scatter([], [], color="white", edgecolor="black", label="Pareto set (outlined)")
-    fig.suptitle(_wrap("The frontier: what each configuration discards, against the long sources it never starts and "
+    fig.suptitle(_wrap("The frontier: what each configuration discards, against the long documents it never starts and "
                        "how much of their last tenth it trains on", fig))
     _legend_outside(axes[1])
     _write(fig, path)

@@ -14,13 +14,17 @@ Each configuration is replayed to the same budget of targets (the audit's: --tar
 default), in whole rows of its own R (rounded down). Its measures, at that horizon:
 
   crop waste           tokens discarded / tokens arrived
-  never started        sources longer than REF that arrived and were never started, where REF is the
-                       command line's --row-capacity whatever R the configuration packs to, so that every
-                       configuration is judged on the same documents
-  last-tenth exposure  tokens of the last tenth of those sources emitted / arrived
+  never started        documents longer than REF that arrived by the horizon and of which no arrival was
+                       started, of those that arrived; REF is the command line's --row-capacity whatever R the
+                       configuration packs to, so that every configuration is judged by one length. Which of
+                       those documents arrive by the horizon depends on the configuration (a larger buffer
+                       pulls in more, over more passes), so each point has its own count, beside the stream's
+                       documents longer than REF. Their arrivals (a document arrives again in each pass the
+                       stream wraps into) and those never started are kept apart (long_arrivals...)
+  last-tenth exposure  tokens of the last tenth of those documents' arrivals emitted / arrived
 
 The Pareto set: the configurations that no other one beats on all three at once (as little waste, as
-few never started, as much exposure, and better on one). The cheapest change: among the listed
+few documents never started, as much exposure, and better on one). The cheapest change: among the listed
 configurations that start every source longer than REF by the horizon, the one with the least crop
 waste (ties: the fewest settings changed from the current one, then the smaller buffer), or a line
 that says none does. Bad input (an unknown key or value, an empty list, a buffer under 1) is one line,
@@ -35,6 +39,8 @@ import itertools
 import shutil
 import time
 from pathlib import Path
+
+import numpy as np
 
 from audit import plots
 from audit.compute import replay_packer
@@ -86,24 +92,50 @@ def usable(cfgs, grid, current, targets, n_docs, group):
     return out
 
 
+class LongDocuments:
+    """Which documents of one worker stream longer than ref arrived by the horizon, and which of them had an arrival
+    started, from the tally's retired sources (replay_packer calls add as it would a fate table's): an arrival's
+    id modulo the stream's documents is its document, as in audit/fate_table.py."""
+
+    def __init__(self, n, ref):
+        self.n, self.ref = n, ref
+        self.arrived, self.started = np.zeros(n, bool), np.zeros(n, bool)
+
+    def add(self, s):
+        long = s["len"] > self.ref
+        doc = s["id"][long] % self.n
+        self.arrived[doc] = True
+        self.started[doc[s["nev"][long] > 0]] = True
+
+    def counts(self):
+        return int(self.arrived.sum()), int((self.arrived & ~self.started).sum())
+
+
 def measure(stream, cfg, targets, ref, group, refill_docs):
-    """One configuration's point: its measures at the horizon, summed over its worker streams."""
+    """One configuration's point: its measures at the horizon, summed over its worker streams (whose documents are
+    disjoint, so their long documents add up too)."""
     R, W = cfg["row_capacity"], worker_streams(cfg["ranks"], cfg["loader_workers"])
     rows = targets // (R - 1)
     parts = shares(stream, W, group, refill_docs) if W > 1 else [stream]
     t0, tot = time.perf_counter(), dict.fromkeys(("tokens_arrived", "discarded", "bos_added"), 0)
     ref_tot = dict.fromkeys(("arrived", "started", "last_tenth_arrived", "last_tenth_emitted"), 0)
+    docs = [0, 0]
     for part, r in zip(parts, rows_per_stream(rows, W)):
-        s = replay_packer(PassRefills(part.lengths, part.refills), cfg["packer"], r, R, cfg["buffer"], ref_length=ref)
+        long_docs = LongDocuments(len(part.lengths), ref)
+        s = replay_packer(PassRefills(part.lengths, part.refills), cfg["packer"], r, R, cfg["buffer"], ref_length=ref,
+                          fates=long_docs)
         for k in tot:
             tot[k] += s[k]
         for k in ref_tot:
             ref_tot[k] += s["longer_than_ref"][k]
+        docs = [a + b for a, b in zip(docs, long_docs.counts())]
     return {**cfg, "worker_streams": W, "rows": rows, "targets": rows * (R - 1), **tot,
             "crop_waste": tot["discarded"] / tot["tokens_arrived"] if tot["tokens_arrived"] else 0.0,
-            "long_arrived": ref_tot["arrived"], "long_never_started": ref_tot["arrived"] - ref_tot["started"],
+            "long_documents": docs[0], "long_documents_never_started": docs[1],
+            "long_arrivals": ref_tot["arrived"], "long_arrivals_never_started": ref_tot["arrived"] - ref_tot["started"],
             "last_tenth_exposure": (ref_tot["last_tenth_emitted"] / ref_tot["last_tenth_arrived"]
                                     if ref_tot["last_tenth_arrived"] else None),
+            "documents_per_pass": min(len(part.lengths) for part in parts),
             "seconds": round(time.perf_counter() - t0, 3)}
 
 
@@ -111,7 +143,7 @@ def pareto(points):
     """Indices of the points that no other point beats: at most its waste and never-started count, at least its
     exposure, and better on one of the three."""
     def key(p):
-        return p["crop_waste"], p["long_never_started"], -(p["last_tenth_exposure"] or 0.0)
+        return p["crop_waste"], p["long_documents_never_started"], -(p["last_tenth_exposure"] or 0.0)
 
     keys = [key(p) for p in points]
     return [i for i, a in enumerate(keys)
@@ -123,22 +155,23 @@ def changed(cfg, current):
 
 
 def cheapest_change(points, current, ref):
-    """The one line: the cheapest listed change that starts every source longer than ref by the horizon."""
+    """The one line: the cheapest listed change that starts every document longer than ref by the horizon."""
     now = next(p for p in points if _cfg(p) == current)
-    if now["long_never_started"] == 0:
-        return (f"The current configuration ({describe(current)}) already starts every source longer than {ref:,} "
+    if now["long_documents_never_started"] == 0:
+        return (f"The current configuration ({describe(current)}) already starts every document longer than {ref:,} "
                 f"tokens by the horizon (crop waste {now['crop_waste']:.2%}).")
-    ok = [p for p in points if p["long_never_started"] == 0]
+    ok = [p for p in points if p["long_documents_never_started"] == 0]
     if not ok:
-        best = min(points, key=lambda p: (p["long_never_started"], p["crop_waste"]))
-        return (f"None of the {len(points)} listed configurations starts every source longer than {ref:,} tokens by "
-                f"the horizon: the fewest never started is {best['long_never_started']:,} of {best['long_arrived']:,} "
-                f"({describe(_cfg(best))}); the current configuration leaves {now['long_never_started']:,}.")
+        best = min(points, key=lambda p: (p["long_documents_never_started"], p["crop_waste"]))
+        return (f"None of the {len(points)} listed configurations starts every document longer than {ref:,} tokens by "
+                f"the horizon: the fewest never started is {best['long_documents_never_started']:,} of "
+                f"{best['long_documents']:,} arrived ({describe(_cfg(best))}); the current configuration leaves "
+                f"{now['long_documents_never_started']:,}.")
     best = min(ok, key=lambda p: (p["crop_waste"], len(changed(_cfg(p), current)), p["buffer"]))
     change = ", ".join(f"{k} {current[k]} -> {best[k]}" for k in changed(_cfg(best), current))
-    return (f"Cheapest listed change that starts every source longer than {ref:,} tokens by the horizon: {change} "
+    return (f"Cheapest listed change that starts every document longer than {ref:,} tokens by the horizon: {change} "
             f"(crop waste {now['crop_waste']:.2%} -> {best['crop_waste']:.2%}; never started "
-            f"{now['long_never_started']:,} -> 0).")
+            f"{now['long_documents_never_started']:,} -> 0).")
 
 
 def _cfg(p):
@@ -193,13 +226,13 @@ def run_sweep(plan) -> int:
             raise DataError(f"out of memory at {describe(cfg)} (the packer's buffer and its bookkeeping grow with B): "
                             f"smaller buffers in --sweep; nothing written, {out} is as it was") from None
         p = points[-1]
-        print(f"  {describe(cfg)}: crop waste {p['crop_waste']:.2%}, never started {p['long_never_started']:,}, "
-              f"last tenth {_pct(p['last_tenth_exposure'])} ({p['seconds']:.2f}s)")
+        print(f"  {describe(cfg)}: crop waste {p['crop_waste']:.2%}, never started {_never(p)}, last tenth "
+              f"{_pct(p['last_tenth_exposure'])} ({p['seconds']:.2f}s)")
     for p in points:
         p["paper"], p["current"] = _cfg(p) == PAPER, _cfg(p) == current
     front, line = pareto(points), cheapest_change(points, current, ref)
     summary = {"stream": stream.name, "targets": targets, "budget_reason": reason, "reference_length": ref,
-               "grid": grid, "current": current, "paper": PAPER, "points": points, "pareto": front,
+               "long_documents_in_stream": int((stream.lengths > ref).sum()), "grid": grid, "current": current, "paper": PAPER, "points": points, "pareto": front,
                "cheapest_change": line}
     write_frontier(summary, out)
     print(line)
@@ -209,6 +242,14 @@ def run_sweep(plan) -> int:
 
 def _pct(x):
     return "n/a" if x is None else f"{x:.2%}"
+
+
+def _never(p):
+    return f"{p['long_documents_never_started']:,} of {p['long_documents']:,} documents"
+
+
+def _arrivals(p):
+    return f"{p['long_arrivals_never_started']:,} of {p['long_arrivals']:,}"
 
 
 def write_frontier(summary, out):
@@ -228,16 +269,20 @@ def frontier_md(s) -> str:
     ref, front = s["reference_length"], set(s["pareto"])
     rows = [[("**" if i in front else "") + describe(_cfg(p)) + ("**" if i in front else ""),
              "paper" if p["paper"] else "", "current" if p["current"] else "", f"{p['crop_waste']:.2%}",
-             f"{p['long_never_started']:,} of {p['long_arrived']:,}", _pct(p["last_tenth_exposure"]),
+             _never(p), _arrivals(p), _pct(p["last_tenth_exposure"]),
              f"{p['rows']:,}", f"{p['seconds']:.2f}"] for i, p in enumerate(s["points"])]
-    table = "\n".join(md_table(["configuration", "", "", "crop waste", f"never started (longer than {ref:,})",
-                      "last-tenth exposure", "rows", "seconds"], rows))
+    table = "\n".join(md_table(["configuration", "", "", "crop waste", f"never started (longer than {ref:,}, of those "
+                                 "arrived)", "their arrivals never started", "last-tenth exposure", "rows", "seconds"],
+                                rows))
     return "\n".join([
         f"# The frontier of {s['stream']}", "",
         f"Every configuration replayed to {s['targets']:,} targets ({s['budget_reason']}), in whole rows of its own R. "
-        f"Crop waste: tokens discarded over tokens arrived. Never started: sources longer than {ref:,} tokens (the "
-        f"command line's R, for every configuration) that arrived and were never started by the horizon. Last-tenth "
-        f"exposure: the tokens of those sources' last tenth emitted, over those arrived.", "",
+        f"Crop waste: tokens discarded over tokens arrived. Never started: documents longer than {ref:,} tokens (the "
+        f"command line's R, for every configuration) that arrived by the horizon and of which no arrival was started, "
+        f"of those that arrived; the stream holds {s['long_documents_in_stream']:,}, and which of them arrive by the "
+        f"horizon depends on the configuration (a larger buffer pulls in more, over more passes). Their arrivals: a "
+        f"document arrives again in each pass the stream wraps into. Last-tenth exposure: the tokens of the last tenth "
+        f"of those documents' arrivals emitted, over those arrived.", "",
         table, "",
         f"Pareto set (bold): {len(front)} of {len(s['points'])} configurations, those no other one beats on all three "
         f"measures at once.", "",

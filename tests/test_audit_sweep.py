@@ -4,6 +4,7 @@ in its other two forms; the Pareto set; bad input refused in one line with nothi
 import json
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from audit import __main__ as audit_cli
@@ -49,13 +50,20 @@ def test_a_frontier_point_is_the_single_audit_of_its_configuration(tmp_path):
     one = _single(tmp_path, lengths, "one", "--buffer", "40", "--packers", "lossless")["packers"]["lossless"]
     got = point[40, "lossless", 1]
     assert got["crop_waste"] == one["discarded"] / one["tokens_arrived"] and got["tokens_arrived"] == one["tokens_arrived"]
-    assert got["long_arrived"] == one["sources_longer_than_R_arrived"] > 0
-    assert got["long_never_started"] == one["sources_longer_than_R_arrived"] - one["sources_longer_than_R_started"]
+    assert got["long_arrivals"] == one["sources_longer_than_R_arrived"] > 0
+    assert got["long_arrivals_never_started"] == \
+        one["sources_longer_than_R_arrived"] - one["sources_longer_than_R_started"]
     assert got["last_tenth_exposure"] == pytest.approx(_last_tenth(one["position_exposure"]), rel=1e-12)
+    # documents, as the single audit's fate table has them (one row a document, its arrivals added up)
+    fates = pq.read_table(tmp_path / "one" / "fates_lossless.parquet").to_pandas()
+    long = fates[fates["length"] > R]
+    assert got["long_documents"] == (long["fate"] != "not_arrived").sum() > 0
+    assert got["long_documents_never_started"] == long["fate"].isin(["waiting", "dropped"]).sum()
     two = _single(tmp_path, lengths, "two", "--buffer", "3", "--packers", "original", "--ranks", "2")
     merged, got = two["topology"]["packers"]["original"]["merged"], point[3, "original", 2]
     assert (got["discarded"], got["tokens_arrived"]) == (merged["discarded"], merged["tokens_arrived"])
-    assert got["long_never_started"] == merged["sources_longer_than_R_arrived"] - merged["sources_longer_than_R_started"]
+    assert got["long_arrivals_never_started"] == \
+        merged["sources_longer_than_R_arrived"] - merged["sources_longer_than_R_started"]
     assert got["last_tenth_exposure"] == pytest.approx(_last_tenth(merged["position_exposure"]), rel=1e-12)
 
 
@@ -72,29 +80,48 @@ def test_the_cheapest_change_on_a_stream_worked_by_hand(tmp_path, capsys):
                            "--targets", "9", "--sweep", "buffer=1,2", "--sweep", "packer=original,segment_first",
                            "--out", str(out)]) == 0
     front = json.loads((out / "frontier.json").read_text())
-    got = {(p["buffer"], p["packer"]): (p["crop_waste"], p["long_never_started"]) for p in front["points"]}
+    got = {(p["buffer"], p["packer"]): (p["crop_waste"], p["long_documents_never_started"]) for p in front["points"]}
     assert got == {(1, "original"): (1 / 13, 0), (1, "segment_first"): (0.0, 0), (2, "original"): (0.0, 1),
                    (2, "segment_first"): (0.0, 0)}
-    want = ("Cheapest listed change that starts every source longer than 4 tokens by the horizon: packer original -> "
+    want = ("Cheapest listed change that starts every document longer than 4 tokens by the horizon: packer original -> "
             "segment_first (crop waste 0.00% -> 0.00%; never started 1 -> 0).")
     assert front["cheapest_change"] == want and want in (out / "frontier.md").read_text()
     assert "left out: this budget gives it no row" in capsys.readouterr().out
 
 
+def test_never_started_counts_documents_not_their_arrivals_worked_by_hand(tmp_path):
+    # R = 4, one document a refill, a pass of three: a 5, then two 2s; 2 rows (6 targets). B = 3 original: the buffer
+    # {5, 2, 2} gives row 1 a 2, then (refilled with the 5's second arrival) the other 2; row 2 the 2s of the
+    # second pass. Six arrivals, two of them the 5, neither started: 1 document of 1 never started, 2 arrivals of 2.
+    # B = 1: the buffer {5} has nothing that fits, so row 1 crops the 5 (started); row 2 the two 2s: 0 of 1, 0 of 1
+    path = tmp_path / "l.txt"
+    path.write_text("5\n2\n2\n")
+    out = tmp_path / "f"
+    assert audit_cli.main(["--lengths", str(path), "--row-capacity", "4", "--buffer", "3", "--refill-docs", "1",
+                           "--targets", "6", "--sweep", "buffer=1,3", "--out", str(out)]) == 0
+    front = json.loads((out / "frontier.json").read_text())
+    keys = ("long_documents", "long_documents_never_started", "long_arrivals", "long_arrivals_never_started")
+    assert {p["buffer"]: tuple(p[k] for k in keys) for p in front["points"]} == {3: (1, 1, 2, 2), 1: (1, 0, 1, 0)}
+    assert front["long_documents_in_stream"] == 1
+    md = (out / "frontier.md").read_text()
+    assert "| 1 of 1 documents | 2 of 2 |" in md and "| 0 of 1 documents | 0 of 1 |" in md
+
+
 def _point(buffer, packer, waste, never, exposure=0.5):
     return {"row_capacity": 9, "buffer": buffer, "packer": packer, "ranks": 1, "loader_workers": 1,
-            "crop_waste": waste, "long_never_started": never, "long_arrived": 7, "last_tenth_exposure": exposure}
+            "crop_waste": waste, "long_documents_never_started": never, "long_documents": 7,
+            "last_tenth_exposure": exposure}
 
 
 def test_the_cheapest_change_line_when_the_current_one_starts_everything_and_when_none_does():
     cur = {"row_capacity": 9, "buffer": 5, "packer": "original", "ranks": 1, "loader_workers": 1}
     pts = [_point(5, "original", 0.2, 3), _point(50, "original", 0.1, 2), _point(5, "lossless", 0.0, 1)]
     line = sweep.cheapest_change(pts, cur, 9)
-    assert line.startswith("None of the 3 listed configurations starts every source longer than 9 tokens") \
-        and "the fewest never started is 1 of 7 (R 9, B 5, lossless, 1 rank(s))" in line and line.endswith("leaves 3.")
-    pts[0]["long_never_started"] = 0
+    assert line.startswith("None of the 3 listed configurations starts every document longer than 9 tokens") \
+        and "the fewest never started is 1 of 7 arrived (R 9, B 5, lossless, 1 rank(s))" in line and line.endswith("leaves 3.")
+    pts[0]["long_documents_never_started"] = 0
     assert sweep.cheapest_change(pts, cur, 9).startswith("The current configuration (R 9, B 5, original, 1 rank(s)) "
-                                                         "already starts every source longer than 9 tokens")
+                                                         "already starts every document longer than 9 tokens")
 
 
 def test_the_pareto_set_is_every_point_no_other_beats_on_all_three():
@@ -195,7 +222,7 @@ def test_the_findings_page_shows_the_frontier_its_figure_and_the_cheapest_change
     assert [i for i, r in enumerate(sec.rows) if r[2] == "yes"] == f["pareto"]
     for r, p in zip(sec.rows, f["points"]):
         assert r[0].startswith(f"R {p['row_capacity']:,}, B {p['buffer']:,}, {p['packer']},")
-        assert f"/ {p['long_never_started']:,} of {p['long_arrived']:,} /" in r[1]
+        assert f"/ {p['long_documents_never_started']:,} of {p['long_documents']:,} /" in r[1]
     assert "![frontier](frontier/frontier.png)" in render(build(run), run)
 
 
