@@ -71,8 +71,10 @@ def test_the_cheapest_change_on_a_stream_worked_by_hand(tmp_path, capsys):
     # R = 4, one document a refill: a source of 5 tokens, then eleven of 2; 3 rows (9 targets). The current
     # configuration, B = 2 original, always has a 2 that fits and never starts the 5 (waste 0). B = 1 original
     # crops the 5 in row 1 (4 emitted, 1 discarded; docs 0-4 arrive: 13 tokens, waste 1/13). Segment-first cuts the
-    # 5 into chunks of 4 and 2 (BOS + 1), which fit: started, waste 0, at B = 1 and at B = 2. Cheapest: no waste,
-    # then the fewest settings changed: the packer alone. The paper's configuration gets no row of 2,048 targets.
+    # 5 into chunks of 4 and 2 (BOS + 1), which fit: started, waste 0, at B = 1 and at B = 2. Cheapest: the fewest
+    # settings changed (one: B = 1 original and B = 2 segment-first), then the least waste: the packer alone. The
+    # 5's last tenth has no token (5 - (9 * 5 + 9) // 10 = 0): exposure n/a. The paper's configuration gets no row
+    # of 2,048 targets.
     path = tmp_path / "l.txt"
     path.write_text("\n".join(map(str, [5] + [2] * 11)) + "\n")
     out = tmp_path / "f"
@@ -83,8 +85,9 @@ def test_the_cheapest_change_on_a_stream_worked_by_hand(tmp_path, capsys):
     got = {(p["buffer"], p["packer"]): (p["crop_waste"], p["long_documents_never_started"]) for p in front["points"]}
     assert got == {(1, "original"): (1 / 13, 0), (1, "segment_first"): (0.0, 0), (2, "original"): (0.0, 1),
                    (2, "segment_first"): (0.0, 0)}
-    want = ("Cheapest listed change that starts every document longer than 4 tokens by the horizon: packer original -> "
-            "segment_first (crop waste 0.00% -> 0.00%; never started 1 -> 0).")
+    want = ("Cheapest listed change that starts every document longer than 4 tokens by the horizon (cheapest: fewest "
+            "settings changed, then least crop waste, then most last-tenth exposure): packer original -> "
+            "segment_first (crop waste 0.00% -> 0.00%; never started 1 -> 0; last-tenth exposure n/a -> n/a).")
     assert front["cheapest_change"] == want and want in (out / "frontier.md").read_text()
     assert "left out: this budget gives it no row" in capsys.readouterr().out
 
@@ -107,10 +110,40 @@ def test_never_started_counts_documents_not_their_arrivals_worked_by_hand(tmp_pa
     assert "| 1 of 1 documents | 2 of 2 |" in md and "| 0 of 1 documents | 0 of 1 |" in md
 
 
-def _point(buffer, packer, waste, never, exposure=0.5):
+def _point(buffer, packer, waste, never, exposure=0.5, per_pass=3000):
     return {"row_capacity": 9, "buffer": buffer, "packer": packer, "ranks": 1, "loader_workers": 1,
             "crop_waste": waste, "long_documents_never_started": never, "long_documents": 7,
-            "last_tenth_exposure": exposure}
+            "last_tenth_exposure": exposure, "worker_streams": 1, "documents_per_pass": per_pass}
+
+
+PAPERS = {"row_capacity": 9, "buffer": 1000, "packer": "original", "ranks": 1, "loader_workers": 1}
+
+
+def test_the_cheapest_change_is_one_setting_before_two_even_at_more_waste():
+    # the reviewer's corpus (3,000 documents a pass): segment-first alone starts every long document at 0.37% waste
+    # and 88.54% exposure; with B = 10,000 as well it wastes 0.01% at 93.0%. One change beats two, whatever the waste
+    pts = [_point(1000, "original", 0.0083, 106, 0.0), _point(1000, "segment_first", 0.0037, 0, 0.8854),
+           _point(10000, "segment_first", 0.0001, 0, 0.93), _point(10000, "original", 0.0005, 106, 0.0)]
+    assert sweep.cheapest_change(pts, PAPERS, 2049) == (
+        "Cheapest listed change that starts every document longer than 2,049 tokens by the horizon (cheapest: fewest "
+        "settings changed, then least crop waste, then most last-tenth exposure): packer original -> segment_first "
+        "(crop waste 0.83% -> 0.37%; never started 106 -> 0; last-tenth exposure 0.00% -> 88.54%).")
+
+
+def test_the_cheapest_change_among_single_changes_is_the_least_waste_then_the_most_exposure_and_a_big_buffer_is_said():
+    now = _point(1000, "original", 0.0083, 5, 0.0)
+    # two single changes at 1.00% and one at 2.00%: the least waste ties, the more exposed (90% to 80%) wins over
+    # the smaller buffer
+    pts = [now, _point(1000, "segment_first", 0.01, 0, 0.9), _point(100, "original", 0.01, 0, 0.8),
+           _point(1000, "lossless", 0.02, 0, 1.0)]
+    assert sweep.cheapest_change(pts, PAPERS, 9).endswith(
+        "exposure): packer original -> segment_first (crop waste 0.83% -> 1.00%; never started 5 -> 0; last-tenth "
+        "exposure 0.00% -> 90.00%).")
+    # the only change that starts them all: a buffer of 10,000 on a stream of 3,000 documents a pass
+    pts = [now, _point(10000, "original", 0.001, 0, 0.5), _point(1000, "lossless", 0.0, 3, 1.0)]
+    assert sweep.cheapest_change(pts, PAPERS, 9).endswith(
+        "exposure): buffer 1000 -> 10000 (crop waste 0.83% -> 0.10%; never started 5 -> 0; last-tenth exposure 0.00% "
+        "-> 50.00%; B 10,000 holds more documents than a pass of the stream (3,000)).")
 
 
 def test_the_cheapest_change_line_when_the_current_one_starts_everything_and_when_none_does():
