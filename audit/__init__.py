@@ -32,6 +32,7 @@ keeps buffered or never starts, which positions of them it trains on, for the pa
     report.py        report.md, written from the summary (nothing computed there)
     compare.py       one table across packers at one budget (and who stopped short of it), and its headline
     plots.py         the figures (matplotlib, PNG)
+    frontier_figure.py  frontier.png: the --sweep's points, numbered, labels placed where they cover no other, a key
     fmt.py           number formats and Markdown tables shared by the report and the comparison
     bench.py         benchmarks: paper-scale replay, trace decoding against each library, scale, checker
 """

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audit import plots
+from audit import frontier_figure
 from audit.compute import replay_packer
 from audit.feed import PassRefills
 from audit.fmt import table as md_table
@@ -246,8 +246,8 @@ def run_sweep(plan) -> int:
         p["paper"], p["current"] = _cfg(p) == PAPER, _cfg(p) == current
     front, line = pareto(points), cheapest_change(points, current, ref)
     summary = {"stream": stream.name, "targets": targets, "budget_reason": reason, "reference_length": ref,
-               "long_documents_in_stream": int((stream.lengths > ref).sum()), "grid": grid, "current": current, "paper": PAPER, "points": points, "pareto": front,
-               "cheapest_change": line}
+               "long_documents_in_stream": int((stream.lengths > ref).sum()), "grid": grid, "current": current,
+               "paper": PAPER, "points": points, "pareto": front, "cheapest_change": line}
     write_frontier(summary, out)
     print(line)
     print(f"wrote {out}: {', '.join(FILES)}")
@@ -272,7 +272,8 @@ def write_frontier(summary, out):
     work = new_folder(out)
     try:
         Frontier.of(summary).write(work)
-        plots.frontier(summary["points"], summary["pareto"], summary["reference_length"], work / "frontier.png")
+        frontier_figure.frontier(summary["points"], summary["pareto"], summary["reference_length"],
+                                 work / "frontier.png")
         atomic_write_text(work / "frontier.md", frontier_md(summary))
         replace_whole(out, work)
     finally:
@@ -281,13 +282,13 @@ def write_frontier(summary, out):
 
 def frontier_md(s) -> str:
     ref, front = s["reference_length"], set(s["pareto"])
-    rows = [[("**" if i in front else "") + describe(_cfg(p)) + ("**" if i in front else ""),
-             "paper" if p["paper"] else "", "current" if p["current"] else "", f"{p['crop_waste']:.2%}",
+    rows = [[str(i + 1), ("**" if i in front else "") + describe(_cfg(p)) + ("**" if i in front else ""),
+             "yes" if p["paper"] else "", "yes" if p["current"] else "", f"{p['crop_waste']:.2%}",
              _never(p), _arrivals(p), _pct(p["last_tenth_exposure"]),
              f"{p['rows']:,}", f"{p['seconds']:.2f}"] for i, p in enumerate(s["points"])]
-    table = "\n".join(md_table(["configuration", "", "", "crop waste", f"never started (longer than {ref:,}, of those "
-                                 "arrived)", "their arrivals never started", "last-tenth exposure", "rows", "seconds"],
-                                rows))
+    table = "\n".join(md_table(["#", "configuration", "the paper's", "current", "crop waste",
+                                 f"never started (longer than {ref:,}, of those arrived)",
+                                 "their arrivals never started", "last-tenth exposure", "rows", "seconds"], rows))
     return "\n".join([
         f"# The frontier of {s['stream']}", "",
         f"Every configuration replayed to {s['targets']:,} targets ({s['budget_reason']}), in whole rows of its own R. "
@@ -299,6 +300,7 @@ def frontier_md(s) -> str:
         f"of those documents' arrivals emitted, over those arrived.", "",
         table, "",
         f"Pareto set (bold): {len(front)} of {len(s['points'])} configurations, those no other one beats on all three "
-        f"measures at once.", "",
+        f"measures at once. The figure numbers its points as the rows here (#) and names the Pareto set, the paper's "
+        f"and the current configuration.", "",
         s["cheapest_change"], "", "![frontier](frontier.png)", ""])
 

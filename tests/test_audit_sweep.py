@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from audit import __main__ as audit_cli
+from audit import frontier_figure
 from audit import run as audit_run
 from audit import sweep
 from conftest import one_line_error
@@ -108,6 +109,10 @@ def test_never_started_counts_documents_not_their_arrivals_worked_by_hand(tmp_pa
     assert front["long_documents_in_stream"] == 1
     md = (out / "frontier.md").read_text()
     assert "| 1 of 1 documents | 2 of 2 |" in md and "| 0 of 1 documents | 0 of 1 |" in md
+    # every column named, the rows numbered as the figure's points
+    assert ("| # | configuration | the paper's | current | crop waste | never started (longer than 4, of those "
+            "arrived) | their arrivals never started | last-tenth exposure | rows | seconds |") in md
+    assert [ln.split(" | ")[0] for ln in md.splitlines() if ln.startswith("| ") and "R 4," in ln] == ["| 1", "| 2"]
 
 
 def _point(buffer, packer, waste, never, exposure=0.5, per_pass=3000):
@@ -304,3 +309,45 @@ def test_an_audit_and_a_frontier_each_refuse_the_others_folder_and_replace_their
     assert audit_cli.main(common + ["--sweep", "buffer=2,4", "--out", str(front)]) == 0
     assert sorted(p.name for p in front.iterdir()) == sorted(sweep.FILES)
     assert not list(tmp_path.glob(".front.*"))  # no folder of the swap left beside it
+
+
+def test_the_figure_names_only_the_pareto_set_the_papers_and_the_current_and_joins_points_at_one_place():
+    pts = [{**_point(1, "lossless", 0.0, 1), "paper": False, "current": False},
+           {**_point(1000, "original", 0.0083, 5), "paper": True, "current": True},
+           {**_point(10000, "original", 0.0005, 5, 0.0), "paper": False, "current": False, "ranks": 8},
+           {**_point(10, "lossless", 0.0, 12), "paper": False, "current": False, "row_capacity": 4097}]
+    names = frontier_figure.frontier_names(pts, [0], 9)
+    assert names == [("1", "B=1 lossless"), ("2", "B=1,000 original"), ("3", None), ("4", None)]
+    # 1 and 3 drawn 3 pixels apart share a label; 2 and 4 are alone
+    xy = [(10, 10), (50, 50), (13, 10), (90, 10)]
+    assert frontier_figure.same_place(xy, names) == [(10, 10, "1: B=1 lossless; 3"), (50, 50, "2: B=1,000 original"),
+                                                     (90, 10, "4")]
+    assert frontier_figure.key_lines(pts, 9)[2:] == ["  3  B=10,000 N=8 original", "  4  B=10 R=4,097 lossless"]
+
+
+def test_the_figures_labels_never_cover_each_other_in_a_cluster_at_zero_waste(tmp_path, monkeypatch):
+    # the reviewer's x = 0 clusters: lossless at every buffer, a buffer so large it crops nothing, the Pareto set
+    # at 0 never started a hair apart; every label (text, not its leader line) apart from every other, in its panel
+    from matplotlib.text import Text
+    pts = []
+    for k, (b, packer, waste, never, exp) in enumerate(
+            [(1, "lossless", 0.0, 1, 0.99), (10, "lossless", 0.0, 12, 0.75), (100, "lossless", 0.0, 103, 0.0),
+             (1000, "lossless", 0.0, 103, 0.0), (10000, "lossless", 0.0, 103, 0.0),
+             (10000, "original", 0.0005, 103, 0.0), (10000, "random_span", 0.0005, 103, 0.0),
+             (1000, "original", 0.0083, 103, 0.0), (1000, "random_span", 0.0083, 103, 0.0),
+             (10000, "segment_first", 0.0, 0, 0.27), (1000, "segment_first", 0.0068, 0, 0.865),
+             (100, "segment_first", 0.0197, 0, 0.936), (10, "segment_first", 0.0214, 3, 0.943),
+             (1, "segment_first", 0.0224, 3, 0.941), (1, "original", 0.1128, 2, 0.034)]):
+        pts.append({**_point(b, packer, waste, never, exp), "paper": k == 7, "current": k == 7})
+    figures = []
+    monkeypatch.setattr(frontier_figure, "_write", lambda fig, path: figures.append(fig))
+    frontier_figure.frontier(pts, sweep.pareto(pts), 9, tmp_path / "frontier.png")
+    fig = figures[0]
+    fig.canvas.draw()  # as saving it would: the annotations take their places
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes[:2]:
+        frame = ax.get_window_extent(renderer)
+        boxes = [Text.get_window_extent(t, renderer) for t in ax.texts]
+        assert len(boxes) >= 8
+        assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
+        assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
