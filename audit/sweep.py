@@ -286,9 +286,12 @@ def frontier_md(s) -> str:
              "yes" if p["paper"] else "", "yes" if p["current"] else "", f"{p['crop_waste']:.2%}",
              _never(p), _arrivals(p), _pct(p["last_tenth_exposure"]),
              f"{p['rows']:,}", f"{p['seconds']:.2f}"] for i, p in enumerate(s["points"])]
-    table = "\n".join(md_table(["#", "configuration", "the paper's", "current", "crop waste",
-                                 f"never started (longer than {ref:,}, of those arrived)",
-                                 "their arrivals never started", "last-tenth exposure", "rows", "seconds"], rows))
+    header = ["#", "configuration", "the paper's", "current", "crop waste",
+              f"never started (longer than {ref:,}, of those arrived)", "their arrivals never started",
+              "last-tenth exposure", "rows", "seconds"]
+    lines = md_table(header, rows)
+    lines[1] = "|---:|---|" + "---:|" * (len(header) - 2)  # the number right-aligned, the configuration left
+    table = "\n".join(lines)
     return "\n".join([
         f"# The frontier of {s['stream']}", "",
         f"Every configuration replayed to {s['targets']:,} targets ({s['budget_reason']}), in whole rows of its own R. "
