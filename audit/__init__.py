@@ -6,7 +6,7 @@ keeps buffered or never starts, which positions of them it trains on, for the pa
     plan.py          AuditPlan: what the command line asked for, built once and checked (each bad value one line)
     run.py           what the command line does with its plan: read the stream, fix the budget, audit, report
     out_folder.py    what --out may be (it is replaced whole), and what an audit that ended early left beside it
-    sweep.py         --sweep: the frontier of crop waste against long sources never started, one replay a setting
+    sweep.py         --sweep: the frontier of crop waste against long documents never started, one replay a setting
     api.py           the audit from Python: trace your own packer on your corpus's lengths
     pipeline.py      one audit: a stream, a budget and packers -> summary, events and figures in a folder
     compute.py       the mechanism: one packer over one stream at one budget -> its summary
