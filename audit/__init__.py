@@ -6,7 +6,7 @@ keeps buffered or never starts, which positions of them it trains on, for the pa
     plan.py          AuditPlan: what the command line asked for, built once and checked (each bad value one line)
     run.py           what the command line does with its plan: read the stream, fix the budget, audit, report
     out_folder.py    what --out may be (it is replaced whole), and what an audit that ended early left beside it
-    sweep.py         --sweep: the frontier of crop waste against long sources never started, one replay a setting
+    sweep.py         --sweep: the frontier of crop waste against long documents never started, one replay a setting
     api.py           the audit from Python: trace your own packer on your corpus's lengths
     pipeline.py      one audit: a stream, a budget and packers -> summary, events and figures in a folder
     compute.py       the mechanism: one packer over one stream at one budget -> its summary
@@ -32,6 +32,7 @@ keeps buffered or never starts, which positions of them it trains on, for the pa
     report.py        report.md, written from the summary (nothing computed there)
     compare.py       one table across packers at one budget (and who stopped short of it), and its headline
     plots.py         the figures (matplotlib, PNG)
+    frontier_figure.py  frontier.png: the --sweep's points, numbered, labels placed where they cover no other, a key
     fmt.py           number formats and Markdown tables shared by the report and the comparison
     bench.py         benchmarks: paper-scale replay, trace decoding against each library, scale, checker
 """

@@ -137,7 +137,8 @@ def parse_args(argv=None):
                     help="skip fates_<packer>.parquet, the one row per input document of what became of it "
                          "(written by default: a pass over the documents on disk after each packer)")
     ap.add_argument("--out", default="runs/audit", help="output folder (default runs/audit), replaced whole at the "
-                    "end: new, empty, or an earlier audit's output (a folder of other files is refused)")
+                    "end: new, empty, or an earlier audit's output (with --sweep: an earlier frontier's; a folder of other "
+                    "files, or of the other's output, is refused)")
     ap.add_argument("--no-figures", action="store_true", help="tables only (report.md without figures): faster")
     ap.add_argument("--csv", action="store_true", help="also write the events as CSV (the standard-library checker's input)")
     ap.add_argument("--no-csv", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old callers

@@ -1,12 +1,19 @@
 """What --out may be, and what an audit that ended early left beside it. The audit writes into a fresh sibling folder
 and swaps it in for --out at the end, so --out is replaced whole: it must be new, empty or an earlier audit's
-output, never a folder of other files, the working folder or one holding an input."""
+output, never a folder of other files, the working folder or one holding an input. A --sweep's frontier
+(frontier.md, .json, .png) is written and checked the same way, in a folder of its own: an audit's --out holding a
+frontier is refused (replacing the folder would delete the frontier unsaid), and a frontier's --out holding an
+audit's output too (a later audit there would then delete the frontier); an earlier frontier's folder takes a new
+frontier."""
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from errors import DataError
+
+FRONTIER_FILES = ("frontier.md", "frontier.json", "frontier.png")  # what a --sweep writes (audit/sweep.py)
 
 
 def inputs_of(choice):
@@ -29,10 +36,46 @@ def earlier_audit(folder):
         return False
 
 
-def check_out(out, choice):
+def earlier_frontier(folder):
+    """True when folder holds a --sweep's frontier: its frontier.json, of the frontier's schema."""
+    try:
+        d = json.loads((folder / "frontier.json").read_text())
+        return str(d.get("schema", "")).startswith("audit-frontier/")
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _names(folder, only=None):
+    names = sorted(p.name for p in folder.iterdir() if only is None or p.name in only)
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
+def check_out(out, choice, frontier=False):
     """--out as the audit can replace it whole (a new folder swapped in for it at the end): a new folder, an empty
     one or an earlier audit's output; never the working folder or one above it, one holding an input, or a folder
-    of other files (they would be deleted with it)."""
+    of other files (they would be deleted with it). frontier: --out of a --sweep, whose own output is an earlier
+    frontier's; each refuses a folder holding the other's output, so neither ever deletes the other's unsaid."""
+    _check_place(out, choice)
+    if not (out.is_dir() and any(out.iterdir())):
+        return
+    if frontier:
+        if earlier_audit(out):
+            raise DataError(f"--out {out}: holds an audit's output ({_names(out)}); the frontier goes to a folder of "
+                            "its own (an audit run there again replaces the folder whole); give another folder")
+        if not earlier_frontier(out):
+            raise DataError(f"--out {out}: holds files that are not an earlier frontier's output ({_names(out)}), and "
+                            "the frontier replaces its --out folder whole; give a new or empty folder, or move them")
+        return
+    if any((out / name).exists() for name in FRONTIER_FILES):
+        raise DataError(f"--out {out}: holds a --sweep's frontier ({_names(out, FRONTIER_FILES)}), which the audit "
+                        "would delete with the folder it replaces whole; give another folder, or move them")
+    if not earlier_audit(out):
+        raise DataError(f"--out {out}: holds files that are not an earlier audit's output ({_names(out)}), and the "
+                        "audit replaces its --out folder whole; give a new or empty folder, or move them")
+
+
+def _check_place(out, choice):
+    """--out is a folder (or none yet), not the working folder or one above it, and holds no input."""
     if out.exists() and not out.is_dir():
         raise DataError(f"--out {out}: is a file, not a folder")
     where, here = out.resolve(), Path.cwd().resolve()
@@ -43,11 +86,25 @@ def check_out(out, choice):
         if where == p.resolve() or where in p.resolve().parents:
             raise DataError(f"--out {out}: holds the input {p}, and the audit replaces its --out folder whole; give "
                             "another folder")
-    if out.is_dir() and any(out.iterdir()) and not earlier_audit(out):
-        names = sorted(p.name for p in out.iterdir())
-        raise DataError(f"--out {out}: holds files that are not an earlier audit's output ({', '.join(names[:3])}"
-                        f"{', ...' if len(names) > 3 else ''}), and the audit replaces its --out folder whole; give a "
-                        "new or empty folder, or move them")
+
+
+def new_folder(out):
+    """A fresh folder beside out to write into (swapped in by replace_whole); absolute, so that a Ray node's task
+    that is handed it writes there."""
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=os.path.abspath(out.parent)))
+    work.chmod(0o755)  # mkdtemp makes 0700; the output folder gets the usual permissions
+    return work
+
+
+def replace_whole(out, work):
+    """work, complete, swapped in for out: a failure before this leaves the previous output untouched, never a mix
+    of old and new files."""
+    old = out.parent / f".{out.name}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        os.replace(out, old)
+    os.replace(work, out)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def clear_unfinished(out):

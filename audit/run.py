@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from audit.fate_table import DocumentIndex
 from audit.lengths_file import prepared_labels, read_stream, write_stream_lengths
 from audit.libraries.args import check_datasets
 from audit.loader_presets import describe
-from audit.out_folder import check_out, clear_unfinished
+from audit.out_folder import check_out, clear_unfinished, new_folder, replace_whole
 from audit.pipeline import StreamInput, audit_packer, horizon, permutation_delays, stream_pass_bounds
 from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from, tiny_training_column
 from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, rows_for_targets
@@ -387,19 +386,12 @@ def run_audit(plan) -> int:
             engine.probe()  # before any compute: on Ray, every node at the driver's checkout (the lengths travel)
             check_node_memory(plan, stream, engine)
         clear_unfinished(out)
-        # absolute: a worker stream's task on a Ray node writes its scratch there when it sees the folder
-        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=os.path.abspath(out.parent)))
-        work.chmod(0o755)  # mkdtemp makes 0700; the output folder gets the usual permissions
+        work = new_folder(out)
         summary = compute(plan, stream, work, engine)
         write_folder(summary, stream, work, plan.figures)
         for tmp in work.glob(".*-work"):
             shutil.rmtree(tmp, ignore_errors=True)
-        old = out.parent / f".{out.name}.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if out.exists():
-            os.replace(out, old)
-        os.replace(work, out)
-        shutil.rmtree(old, ignore_errors=True)
+        replace_whole(out, work)
     except ValueError as e:
         raise DataError(str(e)) from None
     finally:

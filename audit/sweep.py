@@ -14,30 +14,41 @@ Each configuration is replayed to the same budget of targets (the audit's: --tar
 default), in whole rows of its own R (rounded down). Its measures, at that horizon:
 
   crop waste           tokens discarded / tokens arrived
-  never started        sources longer than REF that arrived and were never started, where REF is the
-                       command line's --row-capacity whatever R the configuration packs to, so that every
-                       configuration is judged on the same documents
-  last-tenth exposure  tokens of the last tenth of those sources emitted / arrived
+  never started        documents longer than REF that arrived by the horizon and of which no arrival was
+                       started, of those that arrived; REF is the command line's --row-capacity whatever R the
+                       configuration packs to, so that every configuration is judged by one length. Which of
+                       those documents arrive by the horizon depends on the configuration (a larger buffer
+                       pulls in more, over more passes), so each point has its own count, beside the stream's
+                       documents longer than REF. Their arrivals (a document arrives again in each pass the
+                       stream wraps into) and those never started are kept apart (long_arrivals...)
+  last-tenth exposure  tokens of the last tenth of those documents' arrivals emitted / arrived
 
 The Pareto set: the configurations that no other one beats on all three at once (as little waste, as
-few never started, as much exposure, and better on one). The cheapest change: among the listed
-configurations that start every source longer than REF by the horizon, the one with the least crop
-waste (ties: the fewest settings changed from the current one, then the smaller buffer), or a line
-that says none does. Bad input (an unknown key or value, an empty list, a buffer under 1) is one line,
+few documents never started, as much exposure, and better on one). The cheapest change (cheapest_change): among
+the listed configurations that start every document longer than REF that arrived by the horizon, the one with
+the fewest settings changed from the current one, then the least crop waste, then the most last-tenth exposure,
+then the smaller buffer; a researcher changes one setting before two, and a buffer larger than a pass of the
+stream is said as such in the line (it holds documents of several passes at once); or a line that says none
+does. Bad input (an unknown key or value, an empty list, a buffer under 1) is one line,
 before anything is read or written.
 
-Writes to --out: frontier.md (the definitions, the table, the Pareto set, the cheapest change),
-frontier.json (the same) and frontier.png.
+Writes frontier.md (the definitions, the table, the Pareto set, the cheapest change), frontier.json (the same)
+and frontier.png into a fresh folder swapped in for --out, which the audit's checks hold to (audit/out_folder.py):
+new, empty or an earlier frontier's, never an audit's output, the working folder or one holding an input.
 """
 import dataclasses
 import itertools
+import shutil
 import time
 from pathlib import Path
 
-from audit import plots
+import numpy as np
+
+from audit import frontier_figure
 from audit.compute import replay_packer
 from audit.feed import PassRefills
 from audit.fmt import table as md_table
+from audit.out_folder import FRONTIER_FILES as FILES, check_out, new_folder, replace_whole
 from audit.plan import SWEEP_KEYS as KEYS
 from audit.run import budget, check_buffer, load_stream
 from audit.topology import check_topology, rows_per_stream, shares, worker_streams
@@ -48,7 +59,7 @@ from records.frontier import Frontier
 
 # a configuration: the four KEYS and the DataLoader workers of each rank (the command line's, not swept)
 PAPER = {"row_capacity": 2049, "buffer": 1000, "packer": "original", "ranks": 1, "loader_workers": 1}
-FILES = ("frontier.md", "frontier.json", "frontier.png")
+CHEAPEST = "fewest settings changed, then least crop waste, then most last-tenth exposure"  # cheapest_change's order
 
 
 def configurations(grid, current):
@@ -84,24 +95,50 @@ def usable(cfgs, grid, current, targets, n_docs, group):
     return out
 
 
+class LongDocuments:
+    """Which documents of one worker stream longer than ref arrived by the horizon, and which of them had an arrival
+    started, from the tally's retired sources (replay_packer calls add as it would a fate table's): an arrival's
+    id modulo the stream's documents is its document, as in audit/fate_table.py."""
+
+    def __init__(self, n, ref):
+        self.n, self.ref = n, ref
+        self.arrived, self.started = np.zeros(n, bool), np.zeros(n, bool)
+
+    def add(self, s):
+        long = s["len"] > self.ref
+        doc = s["id"][long] % self.n
+        self.arrived[doc] = True
+        self.started[doc[s["nev"][long] > 0]] = True
+
+    def counts(self):
+        return int(self.arrived.sum()), int((self.arrived & ~self.started).sum())
+
+
 def measure(stream, cfg, targets, ref, group, refill_docs):
-    """One configuration's point: its measures at the horizon, summed over its worker streams."""
+    """One configuration's point: its measures at the horizon, summed over its worker streams (whose documents are
+    disjoint, so their long documents add up too)."""
     R, W = cfg["row_capacity"], worker_streams(cfg["ranks"], cfg["loader_workers"])
     rows = targets // (R - 1)
     parts = shares(stream, W, group, refill_docs) if W > 1 else [stream]
     t0, tot = time.perf_counter(), dict.fromkeys(("tokens_arrived", "discarded", "bos_added"), 0)
     ref_tot = dict.fromkeys(("arrived", "started", "last_tenth_arrived", "last_tenth_emitted"), 0)
+    docs = [0, 0]
     for part, r in zip(parts, rows_per_stream(rows, W)):
-        s = replay_packer(PassRefills(part.lengths, part.refills), cfg["packer"], r, R, cfg["buffer"], ref_length=ref)
+        long_docs = LongDocuments(len(part.lengths), ref)
+        s = replay_packer(PassRefills(part.lengths, part.refills), cfg["packer"], r, R, cfg["buffer"], ref_length=ref,
+                          fates=long_docs)
         for k in tot:
             tot[k] += s[k]
         for k in ref_tot:
             ref_tot[k] += s["longer_than_ref"][k]
+        docs = [a + b for a, b in zip(docs, long_docs.counts())]
     return {**cfg, "worker_streams": W, "rows": rows, "targets": rows * (R - 1), **tot,
             "crop_waste": tot["discarded"] / tot["tokens_arrived"] if tot["tokens_arrived"] else 0.0,
-            "long_arrived": ref_tot["arrived"], "long_never_started": ref_tot["arrived"] - ref_tot["started"],
+            "long_documents": docs[0], "long_documents_never_started": docs[1],
+            "long_arrivals": ref_tot["arrived"], "long_arrivals_never_started": ref_tot["arrived"] - ref_tot["started"],
             "last_tenth_exposure": (ref_tot["last_tenth_emitted"] / ref_tot["last_tenth_arrived"]
                                     if ref_tot["last_tenth_arrived"] else None),
+            "documents_per_pass": min(len(part.lengths) for part in parts),
             "seconds": round(time.perf_counter() - t0, 3)}
 
 
@@ -109,7 +146,7 @@ def pareto(points):
     """Indices of the points that no other point beats: at most its waste and never-started count, at least its
     exposure, and better on one of the three."""
     def key(p):
-        return p["crop_waste"], p["long_never_started"], -(p["last_tenth_exposure"] or 0.0)
+        return p["crop_waste"], p["long_documents_never_started"], -(p["last_tenth_exposure"] or 0.0)
 
     keys = [key(p) for p in points]
     return [i for i, a in enumerate(keys)
@@ -121,22 +158,34 @@ def changed(cfg, current):
 
 
 def cheapest_change(points, current, ref):
-    """The one line: the cheapest listed change that starts every source longer than ref by the horizon."""
+    """The one line: the cheapest listed change that starts every document longer than ref that arrived by the
+    horizon. Cheapest: the fewest settings changed from the current configuration, then the least crop waste, then
+    the most last-tenth exposure, then the smaller buffer (CHEAPEST, said in the line). Changes come first because
+    each is one more thing a researcher must justify and check; a lower waste that only a second change buys is a
+    trade the table and the Pareto set show. A chosen buffer larger than a pass of its (smallest) worker stream is
+    said so: it holds documents of several passes at once."""
     now = next(p for p in points if _cfg(p) == current)
-    if now["long_never_started"] == 0:
-        return (f"The current configuration ({describe(current)}) already starts every source longer than {ref:,} "
+    if now["long_documents_never_started"] == 0:
+        return (f"The current configuration ({describe(current)}) already starts every document longer than {ref:,} "
                 f"tokens by the horizon (crop waste {now['crop_waste']:.2%}).")
-    ok = [p for p in points if p["long_never_started"] == 0]
+    ok = [p for p in points if p["long_documents_never_started"] == 0]
     if not ok:
-        best = min(points, key=lambda p: (p["long_never_started"], p["crop_waste"]))
-        return (f"None of the {len(points)} listed configurations starts every source longer than {ref:,} tokens by "
-                f"the horizon: the fewest never started is {best['long_never_started']:,} of {best['long_arrived']:,} "
-                f"({describe(_cfg(best))}); the current configuration leaves {now['long_never_started']:,}.")
-    best = min(ok, key=lambda p: (p["crop_waste"], len(changed(_cfg(p), current)), p["buffer"]))
+        best = min(points, key=lambda p: (p["long_documents_never_started"], p["crop_waste"]))
+        return (f"None of the {len(points)} listed configurations starts every document longer than {ref:,} tokens by "
+                f"the horizon: the fewest never started is {best['long_documents_never_started']:,} of "
+                f"{best['long_documents']:,} arrived ({describe(_cfg(best))}); the current configuration leaves "
+                f"{now['long_documents_never_started']:,}.")
+    best = min(ok, key=lambda p: (len(changed(_cfg(p), current)), p["crop_waste"],
+                                  -(p["last_tenth_exposure"] or 0.0), p["buffer"]))
     change = ", ".join(f"{k} {current[k]} -> {best[k]}" for k in changed(_cfg(best), current))
-    return (f"Cheapest listed change that starts every source longer than {ref:,} tokens by the horizon: {change} "
-            f"(crop waste {now['crop_waste']:.2%} -> {best['crop_waste']:.2%}; never started "
-            f"{now['long_never_started']:,} -> 0).")
+    per_pass = best["documents_per_pass"]
+    big = "" if best["buffer"] <= per_pass else (
+        f"; B {best['buffer']:,} holds more documents than a pass of the "
+        f"{'stream' if best['worker_streams'] == 1 else 'smallest worker stream'} ({per_pass:,})")
+    return (f"Cheapest listed change that starts every document longer than {ref:,} tokens by the horizon "
+            f"(cheapest: {CHEAPEST}): {change} (crop waste {now['crop_waste']:.2%} -> {best['crop_waste']:.2%}; "
+            f"never started {now['long_documents_never_started']:,} -> 0; last-tenth exposure "
+            f"{_pct(now['last_tenth_exposure'])} -> {_pct(best['last_tenth_exposure'])}{big}).")
 
 
 def _cfg(p):
@@ -172,8 +221,7 @@ def run_sweep(plan) -> int:
     points and the three files."""
     grid, group = plan.sweep, plan.topology.group
     current, out = current_of(plan), Path(plan.out)
-    if out.exists() and not out.is_dir():
-        raise DataError(f"--out {out}: is a file, not a folder")
+    check_out(out, plan.stream, frontier=True)  # the audit's checks, before the stream is read
     stream = load_stream(plan)
     targets, reason = budget(plan, stream, plan.row_capacity)
     ref, cfgs = plan.row_capacity, usable(configurations(grid, current), grid, current, targets, stream.n, group)
@@ -192,14 +240,14 @@ def run_sweep(plan) -> int:
             raise DataError(f"out of memory at {describe(cfg)} (the packer's buffer and its bookkeeping grow with B): "
                             f"smaller buffers in --sweep; nothing written, {out} is as it was") from None
         p = points[-1]
-        print(f"  {describe(cfg)}: crop waste {p['crop_waste']:.2%}, never started {p['long_never_started']:,}, "
-              f"last tenth {_pct(p['last_tenth_exposure'])} ({p['seconds']:.2f}s)")
+        print(f"  {describe(cfg)}: crop waste {p['crop_waste']:.2%}, never started {_never(p)}, last tenth "
+              f"{_pct(p['last_tenth_exposure'])} ({p['seconds']:.2f}s)")
     for p in points:
         p["paper"], p["current"] = _cfg(p) == PAPER, _cfg(p) == current
     front, line = pareto(points), cheapest_change(points, current, ref)
     summary = {"stream": stream.name, "targets": targets, "budget_reason": reason, "reference_length": ref,
-               "grid": grid, "current": current, "paper": PAPER, "points": points, "pareto": front,
-               "cheapest_change": line}
+               "long_documents_in_stream": int((stream.lengths > ref).sum()), "grid": grid, "current": current,
+               "paper": PAPER, "points": points, "pareto": front, "cheapest_change": line}
     write_frontier(summary, out)
     print(line)
     print(f"wrote {out}: {', '.join(FILES)}")
@@ -210,29 +258,52 @@ def _pct(x):
     return "n/a" if x is None else f"{x:.2%}"
 
 
+def _never(p):
+    return f"{p['long_documents_never_started']:,} of {p['long_documents']:,} documents"
+
+
+def _arrivals(p):
+    return f"{p['long_arrivals_never_started']:,} of {p['long_arrivals']:,}"
+
+
 def write_frontier(summary, out):
-    out.mkdir(parents=True, exist_ok=True)
-    Frontier.of(summary).write(out)
-    plots.frontier(summary["points"], summary["pareto"], summary["reference_length"], out / "frontier.png")
-    atomic_write_text(out / "frontier.md", frontier_md(summary))
+    """The three files, written into a fresh folder beside out and swapped in whole, as the audit writes its own."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = new_folder(out)
+    try:
+        Frontier.of(summary).write(work)
+        frontier_figure.frontier(summary["points"], summary["pareto"], summary["reference_length"],
+                                 work / "frontier.png")
+        atomic_write_text(work / "frontier.md", frontier_md(summary))
+        replace_whole(out, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def frontier_md(s) -> str:
     ref, front = s["reference_length"], set(s["pareto"])
-    rows = [[("**" if i in front else "") + describe(_cfg(p)) + ("**" if i in front else ""),
-             "paper" if p["paper"] else "", "current" if p["current"] else "", f"{p['crop_waste']:.2%}",
-             f"{p['long_never_started']:,} of {p['long_arrived']:,}", _pct(p["last_tenth_exposure"]),
+    rows = [[str(i + 1), ("**" if i in front else "") + describe(_cfg(p)) + ("**" if i in front else ""),
+             "yes" if p["paper"] else "", "yes" if p["current"] else "", f"{p['crop_waste']:.2%}",
+             _never(p), _arrivals(p), _pct(p["last_tenth_exposure"]),
              f"{p['rows']:,}", f"{p['seconds']:.2f}"] for i, p in enumerate(s["points"])]
-    table = "\n".join(md_table(["configuration", "", "", "crop waste", f"never started (longer than {ref:,})",
-                      "last-tenth exposure", "rows", "seconds"], rows))
+    header = ["#", "configuration", "the paper's", "current", "crop waste",
+              f"never started (longer than {ref:,}, of those arrived)", "their arrivals never started",
+              "last-tenth exposure", "rows", "seconds"]
+    lines = md_table(header, rows)
+    lines[1] = "|---:|---|" + "---:|" * (len(header) - 2)  # the number right-aligned, the configuration left
+    table = "\n".join(lines)
     return "\n".join([
         f"# The frontier of {s['stream']}", "",
         f"Every configuration replayed to {s['targets']:,} targets ({s['budget_reason']}), in whole rows of its own R. "
-        f"Crop waste: tokens discarded over tokens arrived. Never started: sources longer than {ref:,} tokens (the "
-        f"command line's R, for every configuration) that arrived and were never started by the horizon. Last-tenth "
-        f"exposure: the tokens of those sources' last tenth emitted, over those arrived.", "",
+        f"Crop waste: tokens discarded over tokens arrived. Never started: documents longer than {ref:,} tokens (the "
+        f"command line's R, for every configuration) that arrived by the horizon and of which no arrival was started, "
+        f"of those that arrived; the stream holds {s['long_documents_in_stream']:,}, and which of them arrive by the "
+        f"horizon depends on the configuration (a larger buffer pulls in more, over more passes). Their arrivals: a "
+        f"document arrives again in each pass the stream wraps into. Last-tenth exposure: the tokens of the last tenth "
+        f"of those documents' arrivals emitted, over those arrived.", "",
         table, "",
         f"Pareto set (bold): {len(front)} of {len(s['points'])} configurations, those no other one beats on all three "
-        f"measures at once.", "",
+        f"measures at once. The figure numbers its points as the rows here (#) and names the Pareto set, the paper's "
+        f"and the current configuration.", "",
         s["cheapest_change"], "", "![frontier](frontier.png)", ""])
 

@@ -167,28 +167,30 @@ def regime_section(d, out):
 
 
 def frontier_section(d, out):
-    """The frontier of the offline corpus (frontier/frontier.json): what to change so every long source starts, and
-    at what crop waste and last-tenth exposure."""
+    """The frontier of the offline corpus (frontier/frontier.json): what to change so every long document starts,
+    and at what crop waste and last-tenth exposure."""
     f = loaded(Frontier.load, d)
-    sec = Section("frontier", "What to change so every long source starts: the frontier of buffer and packer",
-                  columns=("configuration", "crop waste / longer than R never started / their last tenth exposed",
+    sec = Section("frontier", "What to change so every long document starts: the frontier of buffer and packer",
+                  columns=("configuration", "crop waste / documents longer than R never started, of those arrived / "
+                           "their last tenth exposed",
                            "on the Pareto set"), prose=True)
     if not f:
         return missing(sec.key, sec.title, d, f)
     sec.headline = f.cheapest_change
     sec.text = [f"Every listed configuration replayed at one budget ({f.targets:,} targets): crop waste is the "
-                f"share of arrived tokens discarded; long sources are those longer than {f.reference_length:,} "
-                f"tokens. ![frontier]({rel(d / 'frontier.png', out)})"]
+                f"share of arrived tokens discarded; long documents are those longer than {f.reference_length:,} "
+                f"tokens ({f.long_documents_in_stream:,} in the corpus; which of them arrive by the horizon depends on "
+                f"the configuration). ![frontier]({rel(d / 'frontier.png', out)})"]
     for i, p in enumerate(f.points):
         name = f"R {p.row_capacity:,}, B {p.buffer:,}, {p.packer}, {p.ranks} rank(s)" + (
             " (current)" if p.current else "") + (" (the paper's)" if p.paper else "")
-        sec.row(name, f"{pct(p.crop_waste)} / {p.long_never_started:,} of {p.long_arrived:,} / "
+        sec.row(name, f"{pct(p.crop_waste)} / {p.long_documents_never_started:,} of {p.long_documents:,} / "
                       f"{pct(p.last_tenth_exposure, 1)}", "yes" if i in f.pareto else "")
     sec.links = [link(out, rel(d / "frontier.md", out), "frontier/frontier.md")]
     now = next((p for p in f.points if p.current), None)
-    starts_all = sum(1 for p in f.points if p.long_never_started == 0)
-    sec.score = ("listed configurations that start every source longer than R",
-                 f"{starts_all} of {len(f.points)}" + (f"; the paper's leaves {now.long_never_started:,}"
+    starts_all = sum(1 for p in f.points if p.long_documents_never_started == 0)
+    sec.score = ("listed configurations that start every document longer than R",
+                 f"{starts_all} of {len(f.points)}" + (f"; the paper's leaves {now.long_documents_never_started:,}"
                                                        if now and now.paper else ""),
                  "B - 1 longest never start (section 3)", "extends the paper's audit (no paper value for the grid)")
     return sec

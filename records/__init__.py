@@ -10,6 +10,6 @@ its keys. A record with a schema refuses another version in one line naming the 
     evaluation.py   Confirmation, WindowSummary, Rankings: the evaluation's results, as read
     audit_summary.py  AuditSummary: an audit's summary.json (audit-summary/1), each packer's and a topology's
     audit_comparison.py  Comparison: an audit's table across packers, comparison.json (audit-comparison/1)
-    frontier.py     Frontier: a --sweep's frontier.json (audit-frontier/1)
+    frontier.py     Frontier: a --sweep's frontier.json (audit-frontier/2)
     provenance.py   what ran (code, software, hardware, corpus, date, times, size): the one place it is collected
 """

@@ -4,9 +4,11 @@ in its other two forms; the Pareto set; bad input refused in one line with nothi
 import json
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from audit import __main__ as audit_cli
+from audit import frontier_figure
 from audit import run as audit_run
 from audit import sweep
 from conftest import one_line_error
@@ -49,13 +51,20 @@ def test_a_frontier_point_is_the_single_audit_of_its_configuration(tmp_path):
     one = _single(tmp_path, lengths, "one", "--buffer", "40", "--packers", "lossless")["packers"]["lossless"]
     got = point[40, "lossless", 1]
     assert got["crop_waste"] == one["discarded"] / one["tokens_arrived"] and got["tokens_arrived"] == one["tokens_arrived"]
-    assert got["long_arrived"] == one["sources_longer_than_R_arrived"] > 0
-    assert got["long_never_started"] == one["sources_longer_than_R_arrived"] - one["sources_longer_than_R_started"]
+    assert got["long_arrivals"] == one["sources_longer_than_R_arrived"] > 0
+    assert got["long_arrivals_never_started"] == \
+        one["sources_longer_than_R_arrived"] - one["sources_longer_than_R_started"]
     assert got["last_tenth_exposure"] == pytest.approx(_last_tenth(one["position_exposure"]), rel=1e-12)
+    # documents, as the single audit's fate table has them (one row a document, its arrivals added up)
+    fates = pq.read_table(tmp_path / "one" / "fates_lossless.parquet").to_pandas()
+    long = fates[fates["length"] > R]
+    assert got["long_documents"] == (long["fate"] != "not_arrived").sum() > 0
+    assert got["long_documents_never_started"] == long["fate"].isin(["waiting", "dropped"]).sum()
     two = _single(tmp_path, lengths, "two", "--buffer", "3", "--packers", "original", "--ranks", "2")
     merged, got = two["topology"]["packers"]["original"]["merged"], point[3, "original", 2]
     assert (got["discarded"], got["tokens_arrived"]) == (merged["discarded"], merged["tokens_arrived"])
-    assert got["long_never_started"] == merged["sources_longer_than_R_arrived"] - merged["sources_longer_than_R_started"]
+    assert got["long_arrivals_never_started"] == \
+        merged["sources_longer_than_R_arrived"] - merged["sources_longer_than_R_started"]
     assert got["last_tenth_exposure"] == pytest.approx(_last_tenth(merged["position_exposure"]), rel=1e-12)
 
 
@@ -63,8 +72,10 @@ def test_the_cheapest_change_on_a_stream_worked_by_hand(tmp_path, capsys):
     # R = 4, one document a refill: a source of 5 tokens, then eleven of 2; 3 rows (9 targets). The current
     # configuration, B = 2 original, always has a 2 that fits and never starts the 5 (waste 0). B = 1 original
     # crops the 5 in row 1 (4 emitted, 1 discarded; docs 0-4 arrive: 13 tokens, waste 1/13). Segment-first cuts the
-    # 5 into chunks of 4 and 2 (BOS + 1), which fit: started, waste 0, at B = 1 and at B = 2. Cheapest: no waste,
-    # then the fewest settings changed: the packer alone. The paper's configuration gets no row of 2,048 targets.
+    # 5 into chunks of 4 and 2 (BOS + 1), which fit: started, waste 0, at B = 1 and at B = 2. Cheapest: the fewest
+    # settings changed (one: B = 1 original and B = 2 segment-first), then the least waste: the packer alone. The
+    # 5's last tenth has no token (5 - (9 * 5 + 9) // 10 = 0): exposure n/a. The paper's configuration gets no row
+    # of 2,048 targets.
     path = tmp_path / "l.txt"
     path.write_text("\n".join(map(str, [5] + [2] * 11)) + "\n")
     out = tmp_path / "f"
@@ -72,29 +83,83 @@ def test_the_cheapest_change_on_a_stream_worked_by_hand(tmp_path, capsys):
                            "--targets", "9", "--sweep", "buffer=1,2", "--sweep", "packer=original,segment_first",
                            "--out", str(out)]) == 0
     front = json.loads((out / "frontier.json").read_text())
-    got = {(p["buffer"], p["packer"]): (p["crop_waste"], p["long_never_started"]) for p in front["points"]}
+    got = {(p["buffer"], p["packer"]): (p["crop_waste"], p["long_documents_never_started"]) for p in front["points"]}
     assert got == {(1, "original"): (1 / 13, 0), (1, "segment_first"): (0.0, 0), (2, "original"): (0.0, 1),
                    (2, "segment_first"): (0.0, 0)}
-    want = ("Cheapest listed change that starts every source longer than 4 tokens by the horizon: packer original -> "
-            "segment_first (crop waste 0.00% -> 0.00%; never started 1 -> 0).")
+    want = ("Cheapest listed change that starts every document longer than 4 tokens by the horizon (cheapest: fewest "
+            "settings changed, then least crop waste, then most last-tenth exposure): packer original -> "
+            "segment_first (crop waste 0.00% -> 0.00%; never started 1 -> 0; last-tenth exposure n/a -> n/a).")
     assert front["cheapest_change"] == want and want in (out / "frontier.md").read_text()
     assert "left out: this budget gives it no row" in capsys.readouterr().out
 
 
-def _point(buffer, packer, waste, never, exposure=0.5):
+def test_never_started_counts_documents_not_their_arrivals_worked_by_hand(tmp_path):
+    # R = 4, one document a refill, a pass of three: a 5, then two 2s; 2 rows (6 targets). B = 3 original: the buffer
+    # {5, 2, 2} gives row 1 a 2, then (refilled with the 5's second arrival) the other 2; row 2 the 2s of the
+    # second pass. Six arrivals, two of them the 5, neither started: 1 document of 1 never started, 2 arrivals of 2.
+    # B = 1: the buffer {5} has nothing that fits, so row 1 crops the 5 (started); row 2 the two 2s: 0 of 1, 0 of 1
+    path = tmp_path / "l.txt"
+    path.write_text("5\n2\n2\n")
+    out = tmp_path / "f"
+    assert audit_cli.main(["--lengths", str(path), "--row-capacity", "4", "--buffer", "3", "--refill-docs", "1",
+                           "--targets", "6", "--sweep", "buffer=1,3", "--out", str(out)]) == 0
+    front = json.loads((out / "frontier.json").read_text())
+    keys = ("long_documents", "long_documents_never_started", "long_arrivals", "long_arrivals_never_started")
+    assert {p["buffer"]: tuple(p[k] for k in keys) for p in front["points"]} == {3: (1, 1, 2, 2), 1: (1, 0, 1, 0)}
+    assert front["long_documents_in_stream"] == 1
+    md = (out / "frontier.md").read_text()
+    assert "| 1 of 1 documents | 2 of 2 |" in md and "| 0 of 1 documents | 0 of 1 |" in md
+    # every column named, the rows numbered as the figure's points
+    assert ("| # | configuration | the paper's | current | crop waste | never started (longer than 4, of those "
+            "arrived) | their arrivals never started | last-tenth exposure | rows | seconds |") in md
+    assert [ln.split(" | ")[0] for ln in md.splitlines() if ln.startswith("| ") and "R 4," in ln] == ["| 1", "| 2"]
+
+
+def _point(buffer, packer, waste, never, exposure=0.5, per_pass=3000):
     return {"row_capacity": 9, "buffer": buffer, "packer": packer, "ranks": 1, "loader_workers": 1,
-            "crop_waste": waste, "long_never_started": never, "long_arrived": 7, "last_tenth_exposure": exposure}
+            "crop_waste": waste, "long_documents_never_started": never, "long_documents": 7,
+            "last_tenth_exposure": exposure, "worker_streams": 1, "documents_per_pass": per_pass}
+
+
+PAPERS = {"row_capacity": 9, "buffer": 1000, "packer": "original", "ranks": 1, "loader_workers": 1}
+
+
+def test_the_cheapest_change_is_one_setting_before_two_even_at_more_waste():
+    # the reviewer's corpus (3,000 documents a pass): segment-first alone starts every long document at 0.37% waste
+    # and 88.54% exposure; with B = 10,000 as well it wastes 0.01% at 93.0%. One change beats two, whatever the waste
+    pts = [_point(1000, "original", 0.0083, 106, 0.0), _point(1000, "segment_first", 0.0037, 0, 0.8854),
+           _point(10000, "segment_first", 0.0001, 0, 0.93), _point(10000, "original", 0.0005, 106, 0.0)]
+    assert sweep.cheapest_change(pts, PAPERS, 2049) == (
+        "Cheapest listed change that starts every document longer than 2,049 tokens by the horizon (cheapest: fewest "
+        "settings changed, then least crop waste, then most last-tenth exposure): packer original -> segment_first "
+        "(crop waste 0.83% -> 0.37%; never started 106 -> 0; last-tenth exposure 0.00% -> 88.54%).")
+
+
+def test_the_cheapest_change_among_single_changes_is_the_least_waste_then_the_most_exposure_and_a_big_buffer_is_said():
+    now = _point(1000, "original", 0.0083, 5, 0.0)
+    # two single changes at 1.00% and one at 2.00%: the least waste ties, the more exposed (90% to 80%) wins over
+    # the smaller buffer
+    pts = [now, _point(1000, "segment_first", 0.01, 0, 0.9), _point(100, "original", 0.01, 0, 0.8),
+           _point(1000, "lossless", 0.02, 0, 1.0)]
+    assert sweep.cheapest_change(pts, PAPERS, 9).endswith(
+        "exposure): packer original -> segment_first (crop waste 0.83% -> 1.00%; never started 5 -> 0; last-tenth "
+        "exposure 0.00% -> 90.00%).")
+    # the only change that starts them all: a buffer of 10,000 on a stream of 3,000 documents a pass
+    pts = [now, _point(10000, "original", 0.001, 0, 0.5), _point(1000, "lossless", 0.0, 3, 1.0)]
+    assert sweep.cheapest_change(pts, PAPERS, 9).endswith(
+        "exposure): buffer 1000 -> 10000 (crop waste 0.83% -> 0.10%; never started 5 -> 0; last-tenth exposure 0.00% "
+        "-> 50.00%; B 10,000 holds more documents than a pass of the stream (3,000)).")
 
 
 def test_the_cheapest_change_line_when_the_current_one_starts_everything_and_when_none_does():
     cur = {"row_capacity": 9, "buffer": 5, "packer": "original", "ranks": 1, "loader_workers": 1}
     pts = [_point(5, "original", 0.2, 3), _point(50, "original", 0.1, 2), _point(5, "lossless", 0.0, 1)]
     line = sweep.cheapest_change(pts, cur, 9)
-    assert line.startswith("None of the 3 listed configurations starts every source longer than 9 tokens") \
-        and "the fewest never started is 1 of 7 (R 9, B 5, lossless, 1 rank(s))" in line and line.endswith("leaves 3.")
-    pts[0]["long_never_started"] = 0
+    assert line.startswith("None of the 3 listed configurations starts every document longer than 9 tokens") \
+        and "the fewest never started is 1 of 7 arrived (R 9, B 5, lossless, 1 rank(s))" in line and line.endswith("leaves 3.")
+    pts[0]["long_documents_never_started"] = 0
     assert sweep.cheapest_change(pts, cur, 9).startswith("The current configuration (R 9, B 5, original, 1 rank(s)) "
-                                                         "already starts every source longer than 9 tokens")
+                                                         "already starts every document longer than 9 tokens")
 
 
 def test_the_pareto_set_is_every_point_no_other_beats_on_all_three():
@@ -195,5 +260,94 @@ def test_the_findings_page_shows_the_frontier_its_figure_and_the_cheapest_change
     assert [i for i, r in enumerate(sec.rows) if r[2] == "yes"] == f["pareto"]
     for r, p in zip(sec.rows, f["points"]):
         assert r[0].startswith(f"R {p['row_capacity']:,}, B {p['buffer']:,}, {p['packer']},")
-        assert f"/ {p['long_never_started']:,} of {p['long_arrived']:,} /" in r[1]
+        assert f"/ {p['long_documents_never_started']:,} of {p['long_documents']:,} /" in r[1]
     assert "![frontier](frontier/frontier.png)" in render(build(run), run)
+
+
+def _tree(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize("out,needle", [
+    ("data", "--out data: holds the input data/l.txt"),
+    (".", "--out .: is the working folder"),
+    ("audited", "--out audited: holds an audit's output (comparison.json, events_original.parquet, "
+                "fates_original.parquet, ...); the frontier goes to a folder of its own"),
+    ("mine", "--out mine: holds files that are not an earlier frontier's output (notes.txt)"),
+])
+def test_a_sweeps_out_is_held_to_the_audits_checks(tmp_path, capsys, monkeypatch, out, needle):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "l.txt").write_text("5\n40\n3\n90\n7\n" * 4)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me\n")
+    monkeypatch.chdir(tmp_path)
+    common = ["--lengths", "data/l.txt", "--row-capacity", "33", "--permutations", "0"]
+    assert audit_cli.main(common + ["--packers", "original", "--no-figures", "--out", "audited"]) == 0
+    before = _tree(tmp_path)
+    one_line_error(capsys, audit_cli.main(common + ["--sweep", "buffer=2,4", "--out", out]), needle)
+    assert _tree(tmp_path) == before  # nothing written, nothing removed
+
+
+def test_an_audit_and_a_frontier_each_refuse_the_others_folder_and_replace_their_own(tmp_path, capsys):
+    # the frontier is not the audit's to delete: a folder holding one (alone, or beside an audit's output written by
+    # an earlier version) is refused by the audit, in one line naming it, and kept; a frontier replaces its own
+    (tmp_path / "l.txt").write_text("5\n40\n3\n90\n7\n" * 4)
+    common = ["--lengths", str(tmp_path / "l.txt"), "--row-capacity", "33", "--permutations", "0"]
+    audit = common + ["--packers", "original", "--no-figures", "--out"]
+    front, both = tmp_path / "front", tmp_path / "both"
+    assert audit_cli.main(common + ["--sweep", "buffer=2,4", "--out", str(front)]) == 0
+    assert audit_cli.main(audit + [str(both)]) == 0
+    for name in sweep.FILES:
+        (both / name).write_bytes((front / name).read_bytes())
+    for folder in (front, both):
+        before = _tree(folder)
+        one_line_error(capsys, audit_cli.main(audit + [str(folder)]),
+                       f"--out {folder}: holds a --sweep's frontier (frontier.json, frontier.md, frontier.png), which "
+                       "the audit would delete with the folder it replaces whole")
+        assert _tree(folder) == before
+    (front / "added.txt").write_text("x")  # an earlier frontier's folder, a file added: replaced whole, as an audit's
+    assert audit_cli.main(common + ["--sweep", "buffer=2,4", "--out", str(front)]) == 0
+    assert sorted(p.name for p in front.iterdir()) == sorted(sweep.FILES)
+    assert not list(tmp_path.glob(".front.*"))  # no folder of the swap left beside it
+
+
+def test_the_figure_names_only_the_pareto_set_the_papers_and_the_current_and_joins_points_at_one_place():
+    pts = [{**_point(1, "lossless", 0.0, 1), "paper": False, "current": False},
+           {**_point(1000, "original", 0.0083, 5), "paper": True, "current": True},
+           {**_point(10000, "original", 0.0005, 5, 0.0), "paper": False, "current": False, "ranks": 8},
+           {**_point(10, "lossless", 0.0, 12), "paper": False, "current": False, "row_capacity": 4097}]
+    names = frontier_figure.frontier_names(pts, [0], 9)
+    assert names == [("1", "B=1 lossless"), ("2", "B=1,000 original"), ("3", None), ("4", None)]
+    # 1 and 3 drawn 3 pixels apart share a label; 2 and 4 are alone
+    xy = [(10, 10), (50, 50), (13, 10), (90, 10)]
+    assert frontier_figure.same_place(xy, names) == [(10, 10, "1: B=1 lossless; 3"), (50, 50, "2: B=1,000 original"),
+                                                     (90, 10, "4")]
+    assert frontier_figure.key_lines(pts, 9)[2:] == ["  3  B=10,000 N=8 original", "  4  B=10 R=4,097 lossless"]
+
+
+def test_the_figures_labels_never_cover_each_other_in_a_cluster_at_zero_waste(tmp_path, monkeypatch):
+    # the reviewer's x = 0 clusters: lossless at every buffer, a buffer so large it crops nothing, the Pareto set
+    # at 0 never started a hair apart; every label (text, not its leader line) apart from every other, in its panel
+    from matplotlib.text import Text
+    pts = []
+    for k, (b, packer, waste, never, exp) in enumerate(
+            [(1, "lossless", 0.0, 1, 0.99), (10, "lossless", 0.0, 12, 0.75), (100, "lossless", 0.0, 103, 0.0),
+             (1000, "lossless", 0.0, 103, 0.0), (10000, "lossless", 0.0, 103, 0.0),
+             (10000, "original", 0.0005, 103, 0.0), (10000, "random_span", 0.0005, 103, 0.0),
+             (1000, "original", 0.0083, 103, 0.0), (1000, "random_span", 0.0083, 103, 0.0),
+             (10000, "segment_first", 0.0, 0, 0.27), (1000, "segment_first", 0.0068, 0, 0.865),
+             (100, "segment_first", 0.0197, 0, 0.936), (10, "segment_first", 0.0214, 3, 0.943),
+             (1, "segment_first", 0.0224, 3, 0.941), (1, "original", 0.1128, 2, 0.034)]):
+        pts.append({**_point(b, packer, waste, never, exp), "paper": k == 7, "current": k == 7})
+    figures = []
+    monkeypatch.setattr(frontier_figure, "_write", lambda fig, path: figures.append(fig))
+    frontier_figure.frontier(pts, sweep.pareto(pts), 9, tmp_path / "frontier.png")
+    fig = figures[0]
+    fig.canvas.draw()  # as saving it would: the annotations take their places
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes[:2]:
+        frame = ax.get_window_extent(renderer)
+        boxes = [Text.get_window_extent(t, renderer) for t in ax.texts]
+        assert len(boxes) >= 8
+        assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
+        assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
