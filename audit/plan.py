@@ -216,15 +216,18 @@ def trace_args(pairs) -> dict:
 
 
 def check_sweep_flags(args):
-    """A flag the frontier does not use, refused rather than ignored: it replays the paper's packers in this process
-    and writes frontier.md, .json and .png, with no events, fate tables or traced packer."""
+    """A flag the frontier does not use, refused rather than ignored: it replays the paper's packers in this process,
+    each configuration to the whole budget with the stream wrapping (a configuration whose stream ended first would
+    be compared at fewer rows), and writes frontier.md, .json and .png, with no events, fate tables or traced packer."""
     unused = [flag for flag, given in (("--csv", args.csv), ("--no-fates", args.no_fates),
                                        ("--no-figures", args.no_figures), ("--trace", args.trace),
-                                       ("--engine ray", args.engine != "local")) if given]
+                                       ("--engine ray", args.engine != "local"), ("--passes", args.passes is not None))
+              if given]
     if unused:
         them = "it" if len(unused) == 1 else "them"
-        raise DataError(f"--sweep: {', '.join(unused)} not used by the frontier (it replays the paper's packers here "
-                        f"and writes frontier.md, .json and .png); leave {them} out")
+        raise DataError(f"--sweep: {', '.join(unused)} not used by the frontier (it replays the paper's packers here, "
+                        f"each to the whole budget with the stream wrapping, and writes frontier.md, .json and .png); "
+                        f"leave {them} out")
 
 
 def parse_sweeps(items) -> dict:

@@ -189,6 +189,8 @@ def test_a_bad_sweep_is_one_line_and_writes_nothing(tmp_path, capsys, sweeps, ne
     (["--no-fates", "--no-figures"], "--sweep: --no-fates, --no-figures not used by the frontier"),
     (["--engine", "ray"], "--sweep: --engine ray not used by the frontier"),
     (["--trace", "mypackers:pack"], "--sweep: --trace not used by the frontier"),
+    (["--passes", "1"], "--sweep: --passes not used by the frontier (it replays the paper's packers here, each to the "
+                        "whole budget with the stream wrapping"),
 ])
 def test_a_flag_the_frontier_does_not_use_is_refused_not_ignored(tmp_path, capsys, extra, needle):
     out = tmp_path / "never"
