@@ -45,13 +45,21 @@ DEFAULT_FOLDER = "runs/queue"  # a queue's folder, and where dose looks for a ca
 # load torch; main() imports them after parsing, so `--help` answers without it (torch takes seconds to import)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose refusals are one `error:` line and status 2, as every other refusal of this command line
+    (argparse's own error prints the usage first)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {self.prog}: {message}\n")
+
+
 def build_parser():
     """One parser per command, each with its own options and --help; --out and --device on all."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--out", default=DEFAULT_FOLDER, help=f"queue folder (default {DEFAULT_FOLDER})")
     common.add_argument("--device", default="auto",
                         help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True, metavar="{calibrate,run,dose,return,reconstruct}")
 
     cal = sub.add_parser("calibrate", parents=[common], help="stage A: freeze the pool, train warm-up and sigma "
@@ -84,8 +92,9 @@ def build_parser():
     run_.add_argument("--budget-targets", type=int, default=None, help="stop after this many accepted targets")
     run_.add_argument("--rotation-shards", type=int, default=6, help="a rotation boundary every N shards")
     run_.add_argument("--no-branch-check", action="store_true", help="skip the branch check of first-rotation rejections")
-    run_.add_argument("--resume", action="store_true", help="continue an interrupted run")
-    run_.add_argument("--fresh", action="store_true", help="move an earlier run in --out aside first")
+    start = run_.add_mutually_exclusive_group()  # each names what to do with an earlier run: never both
+    start.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    start.add_argument("--fresh", action="store_true", help="move an earlier run in --out aside first")
 
     dose = sub.add_parser("dose", parents=[common], help="dose-response: flag and reject rates against the exact "
                           "harmful share of a shard")

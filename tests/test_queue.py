@@ -496,6 +496,20 @@ def test_cli_one_line_errors(tmp_path, capsys, argv, needle):
     assert rc != 0 and len(lines) == 1 and needle in lines[0], lines
 
 
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--fresh", "--resume"], "argument --resume: not allowed with argument --fresh"),
+    (["run", "--resume", "--fresh"], "argument --fresh: not allowed with argument --resume"),
+    (["run", "--policy", "bogus"], "argument --policy: invalid choice: 'bogus'"),  # argparse's own refusals too
+])
+def test_resume_and_fresh_are_refused_together_in_one_line(tmp_path, capsys, argv, needle):
+    """--resume continues the earlier run, --fresh moves it aside: given both, neither silently wins."""
+    with pytest.raises(SystemExit) as e:
+        cli.main([*argv, "--out", str(tmp_path / "q")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and err[0].startswith("error: ") and needle in err[0], err
+    assert not (tmp_path / "q").exists()
+
+
 def test_the_script_run_as_a_process_refuses_in_one_line(tmp_path):
     """One refusal through a real `python queue/run_queue.py` (its exit status, and no import-time
     warning beside the line); the other messages are checked in-process above (each process pays
