@@ -375,3 +375,22 @@ def test_a_study_on_a_data_root_with_no_prepared_corpus_is_one_line_and_makes_no
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "corpus not prepared" in err[0] and str(tmp_path / "no-data") in err[0], err
     assert not (tmp_path / "s").exists()  # no folder holding only provenance.json
+
+
+def test_the_prepare_command_a_missing_corpus_suggests_names_the_data_root_it_was_looked_for_in(tmp_path, capsys,
+                                                                                             monkeypatch):
+    """The suggested command prepares the corpus where the study looks: with the --data-dir given (and the input a
+    parquet corpus needs); on the default data root, where prepare.py writes anyway, without it."""
+    from dataclasses import replace
+
+    from corpus.layout import ENV_VAR, Layout
+    from errors import DataError
+
+    monkeypatch.setitem(presets.PRESETS, "micro", replace(MICRO, source="parquet"))
+    assert study(tmp_path / "s", tmp_path / "no data") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    want = f"(run `python prepare.py --source parquet --input FILE.parquet --data-dir '{tmp_path / 'no data'}'`)"
+    assert len(err) == 1 and err[0].endswith(want), err
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "default"))
+    with pytest.raises(DataError, match=re.escape("(run `python prepare.py --source stdlib`)")):
+        Layout(tmp_path / "default", "stdlib").prepared()
