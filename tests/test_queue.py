@@ -873,9 +873,10 @@ def test_an_unwritable_or_full_queue_folder_is_one_line_naming_it(calibrated, tm
 
     blocker = tmp_path / "a_file"
     blocker.write_text("")
-    (tmp_path / "cfg.json").write_text("{}")  # read before the folder is made: a config that loads
+    (tmp_path / "cfg.json").write_text("{}")  # read before the folder is made: a config that loads, on a corpus it fits
     for argv in (["run", "--calibration", str(calibrated["strict"])],
-                 ["calibrate", "--config", str(tmp_path / "cfg.json"), "--set", "vocab=400"]):
+                 ["calibrate", "--config", str(tmp_path / "cfg.json"), "--set", "vocab=400",
+                  f"data_dir={calibrated['data']}"]):
         rc = cli.main(argv + ["--out", str(blocker / "q")])  # a folder cannot be made inside a file
         err = capsys.readouterr().err
         assert rc == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err

@@ -359,13 +359,17 @@ def test_a_stage_a_of_another_setting_is_refused_naming_what_differs(micro):
     from shardqueue.study.run import check_setting
 
     cal = micro["out"] / "stage_a"
-    cfg, _, _, calib = rq.open_calibration(cal, "cpu", str(micro["data"]))
+    cfg, calib = json.loads((cal / "config.json").read_text()), rq.check_calibrated(cal)
     check_setting(cal, MICRO, cfg, calib)  # its own: accepted
     for other, needle in ((replace(MICRO, shard_targets=512), "shard_tokens 256 (the preset's 512)"),
                           (replace(MICRO, source="parquet"), "source stdlib (the preset's parquet)"),
-                          (replace(MICRO, micro_rows=8), "micro_rows 4 (the preset's 8)")):
-        with pytest.raises(DataError, match=re.escape(needle)):
+                          (replace(MICRO, micro_rows=8), "micro_rows 4 (the preset's 8)"),
+                          (MICRO.with_vocab(300), "vocab 400 (the preset's 300)")):
+        with pytest.raises(DataError, match=re.escape(needle) + ".*leave --calibration out"):
             check_setting(cal, other, cfg, calib)
+    # the study folder's own stage A, made by an earlier run of another setting: moved aside, not --calibration
+    with pytest.raises(DataError, match="move it aside \\(or give another --out\\) to calibrate again"):
+        check_setting(cal, MICRO.with_vocab(300), cfg, calib, given=False)
 
 
 def test_a_study_on_a_data_root_with_no_prepared_corpus_is_one_line_and_makes_no_folder(tmp_path, capsys,
