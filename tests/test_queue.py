@@ -191,6 +191,48 @@ def test_accepted_targets_count_each_accept_once_with_its_shards_training_just_b
     assert accepted_targets(recs) == 100 + 50 + 100 + 50 + 80
 
 
+def test_the_candidate_that_reaches_the_budget_is_accepted_without_its_recovery_shard(calibrated, full_run, tmp_path):
+    """A candidate flagged and recovered keeps its recovery shard in the model's history, except the one whose
+    acceptance reaches the budget: kept there, the recovery shard would end the stable phase up to two shards past
+    the budget (a study found 13,603 targets for 8,843), where a run whose last candidate was not flagged ends less
+    than one shard past it. It is undone once it has judged the candidate, back to the reserve's front, and counted
+    as wasted recovery work; the replay accepts such an undo only at the budget."""
+    from shardqueue.checks.replay import check_records
+    from shardqueue.checks.report import compute_lines
+    from shardqueue.study.accounting import accounting
+    from shardqueue.world.rotation import load_rotation
+
+    pool = json.loads((calibrated["strict"] / "pool.json").read_text())
+    tokens = {s["id"]: s["tokens"] for s in pool["shards"]}
+    # in the strict run: the first candidate recovered, and the tokens accepted before it
+    i = next(i for i, r in enumerate(full_run[2]) if r["event"] == "accept" and r.get("note") == "recovered")
+    sid, before = full_run[2][i]["shard"], sum(tokens[s] for s in full_run[2][i - 1]["queue"]["accepted"])
+    budget = before + 1  # the same run up to it, where its acceptance now reaches the budget
+    out = tmp_path / "b"
+    _run(calibrated, out, budget_targets=budget, decay_updates=2)  # as a study's arm: the decay inside the queue
+    recs = read_log(out / "decisions.jsonl")
+    j = next(j for j, r in enumerate(recs) if r["event"] == "accept" and r["shard"] == sid)
+    undo, trained = recs[j - 1], recs[j - 2]
+    assert recs[j]["note"] == "recovered" and trained["role"] == "recovery" and trained["tested"] == sid
+    assert (undo["event"], undo["shard"], undo["to"]) == ("return_front", trained["shard"], "reserve")
+    assert recs[j]["queue"]["reserve"][0] == trained["shard"] not in recs[j]["queue"]["accepted"]
+    start = next(r for r in recs if r["event"] == "decay_start")
+    candidate = next(r for r in reversed(recs[:j]) if r["event"] == "train" and r["shard"] == sid)
+    # the stable phase ends with the candidate: its history, less than one shard past the budget
+    assert start["history_targets"] == candidate["history_targets"]
+    assert 0 <= before + tokens[sid] - budget < tokens[sid]
+    # the work kept is the stable phase's history, the undone recovery shard's counted as wasted
+    acc = accounting(recs)
+    assert acc["accepted_targets"] == start["history_targets"] - recs[0]["start_targets"]
+    wasted = f"| wasted: recovery shards rolled back | {acc['wasted_updates']['recovery']} |"
+    assert any(ln.startswith(wasted) for ln in compute_lines(recs))  # report.md's compute table counts it so too
+    assert reconstruct_folder(out, out=lambda s: None) == 0
+    far = [dict(recs[0], budget_targets=budget + 10 ** 6)] + recs[1:]  # the same undo, far below the budget
+    with pytest.raises(DataError, match=f"a recovery shard undone, but accepting {sid} does not reach the budget"):
+        check_records(_rechained(far), load_rotation(calibrated["strict"] / "pool.json"),
+                      json.loads((calibrated["strict"] / "calibration.json").read_text()), out)
+
+
 def test_the_strict_rule_walks_the_whole_path(calibrated, full_run):
     out, summary, recs, restored = full_run
     events = [(r["event"], r.get("outcome")) for r in recs]

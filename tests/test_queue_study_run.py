@@ -155,6 +155,11 @@ def test_unequal_budgets_are_refused_in_one_line(micro, tmp_path, capsys):
         mp.undo()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: the arms did not train equal budgets: C_s44:")
+    # how far past the budget, and what to do: a rerun in the same folder would read the same runs back
+    assert re.search(r"C_s44: [\d,]+ stable-phase targets for a budget of [\d,]+ \([\d,]+ past it, the largest "
+                     r"candidate shard [\d,]+\)", err[0]), err
+    assert err[0].endswith(f"no report written: train the runs again in another --out (--calibration "
+                           f"{out / 'stage_a'} keeps stage A)"), err
 
 
 def _files(folder):

@@ -336,8 +336,17 @@ def compute_lines(recs):
     # a trained shard's work is kept when no rollback followed it before its acceptance
     wasted = {"rejected shards": 0, "recovery shards rolled back": 0, "branch checks": 0}
     wsec = dict.fromkeys(wasted, 0.0)
+    rolled_back = False
     for r in recs:
+        if r["event"] == "train" and r["role"] == "candidate":
+            rolled_back = False
+        if r["event"] == "return_front" and r.get("to") == "reserve" and not rolled_back:
+            # the recovery shard of the candidate that reached the budget, undone without a rollback
+            rc = next(t for t in reversed(kept) if t["shard"] == r["shard"] and t["seq"] < r["seq"])
+            wasted["recovery shards rolled back"] += rc["updates"]
+            wsec["recovery shards rolled back"] += rc["seconds"]
         if r["event"] == "rollback":
+            rolled_back = True
             c = next(t for t in reversed(kept) if t["shard"] == r["shard"] and t["seq"] < r["seq"])
             rc = next((t for t in reversed(kept) if t["role"] == "recovery" and t.get("tested") == r["shard"]
                        and t["seq"] < r["seq"]), None)

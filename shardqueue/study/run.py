@@ -324,8 +324,12 @@ def budget_check(runs, budget, shard_max):
         stable[r["name"]] = D - dec
     problems = []
     for n, s in stable.items():
-        if s < budget * 0.98 or s >= budget + shard_max:  # 0.98: a shard's token count includes BOS tokens that are no target
-            problems.append(f"{n}: {s:,} stable-phase targets for a budget of {budget:,}")
+        if s < budget * 0.98:  # 0.98: a shard's token count includes BOS tokens that are no target
+            problems.append(f"{n}: {s:,} stable-phase targets for a budget of {budget:,} (short of it: its queue ran "
+                            "out of shards)")
+        elif s >= budget + shard_max:
+            problems.append(f"{n}: {s:,} stable-phase targets for a budget of {budget:,} ({s - budget:,} past it, the "
+                            f"largest candidate shard {shard_max:,})")
     if len(set(dec_u.values())) != 1:
         problems.append("decay lengths differ: " + ", ".join(f"{n} {v:,} updates" for n, v in dec_u.items()))
     rule = ("from each run's decision log: stable-phase trained targets reach the budget with less than one shard "
@@ -334,6 +338,16 @@ def budget_check(runs, budget, shard_max):
             "the masked padding of each shard's last row)")
     return {"targets": targets, "stable": stable, "decay": decay, "decay_updates": dec_u, "equal": not problems,
             "problems": problems, "rule": rule, "budget_targets": budget}
+
+
+def checked_budgets(runs, budget, shard_max, cal):
+    """budget_check's record when the arms trained equal budgets, else one line naming each run that did not and
+    what to do (the same folder would read the same runs back)."""
+    bc = budget_check(runs, budget, shard_max)
+    if not bc["equal"]:
+        raise DataError("the arms did not train equal budgets: " + "; ".join(bc["problems"]) + "; no report written: "
+                        f"train the runs again in another --out (--calibration {cal} keeps stage A)")
+    return bc
 
 
 def run_study(a, log=print):
@@ -576,10 +590,8 @@ def assemble(res: StudyRuns) -> dict:
     per_seed = a_curves(runs)
     refD, refL = curve_from_seeds(per_seed)
     loo = leave_one_out(per_seed)  # the curve each seed's runs are measured on
-    shard_max = max(s["tokens"] for s in pool["shards"] if s["id"] in pool["order"])
-    bc = budget_check(runs, budget, shard_max)
-    if not bc["equal"]:
-        raise DataError("the arms did not train equal budgets: " + "; ".join(bc["problems"]))
+    bc = checked_budgets(runs, budget, max(s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]),
+                         res.calibration_dir)
     records, points, refusals, finals = [], {"A": {}, "B": {}, "C": {}}, {}, {}
     for r in runs:
         D, sel, ctrl, dec_t, dec_u = arm_result(r, budget)
