@@ -552,6 +552,49 @@ def test_resume_and_fresh_are_refused_together_in_one_line(tmp_path, capsys, arg
     assert not (tmp_path / "q").exists()
 
 
+def test_a_harmful_shard_the_queue_accepted_is_the_runs_result_not_an_error(calibrated, tmp_path, capsys,
+                                                                            monkeypatch):
+    """A finished run that let the planted cipher shard through exits 0: it says so on a `result:` line and in
+    report.md's first section, and queue_summary.json lists the shard (before: an `error:` line and status 1,
+    after the report was written, as if the input were at fault)."""
+    from shardqueue.policy.measured import QueueRule
+
+    monkeypatch.setattr(QueueRule, "flag", lambda self, position, ref, after: [])  # a rule that flags nothing
+    out = tmp_path / "q"
+    rc = cli.main(["run", "--calibration", str(calibrated["dir"]), "--out", str(out)])
+    printed, err = capsys.readouterr()
+    harmful = json.loads((out / "queue_summary.json").read_text())["harmful_accepted"]
+    assert rc == 0 and harmful and "error" not in err, err
+    assert f"\nresult: harmful shard(s) {', '.join(harmful)} ended accepted without a return: the queue let a " \
+           "planted harmful shard through" in printed
+    report = (out / "report.md").read_text()
+    first = report.index("\n## ")
+    assert report[first:].startswith("\n## Outcome: a harmful shard got through\n\n**The queue ended with "
+                                     f"{len(harmful)} of the {len(harmful)} planted harmful shard(s) accepted")
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    helped = " ".join(capsys.readouterr().out.split())
+    assert "Exit status: 0 when the run finished, whatever the queue decided." in helped
+
+
+def test_the_report_opens_with_what_became_of_the_planted_harmful_shards(full_run):
+    """Caught, the planted shards are named with their fate; accepted by the plain or random policy, by design;
+    a pool with none planted gets no such section."""
+    from dataclasses import replace
+
+    from shardqueue.checks.report import harmful_lines
+
+    summary = full_run[1]
+    pool = {"roles": {"h0000": "harmful", "h0001": "harmful", "s0001": "candidate"}}
+    caught = replace(summary, policy="queue", harmful_accepted=[], harmful_quarantined=["h0000"])
+    assert harmful_lines(caught, pool) == [
+        "## Outcome", "", "Planted harmful shards h0000, h0001: accepted without a return: none; quarantined: h0000; "
+        "neither: h0001.", ""]
+    plain = replace(summary, policy="plain", harmful_accepted=["h0000", "h0001"], harmful_quarantined=[])
+    assert harmful_lines(plain, pool)[2].endswith("quarantined: none (policy plain accepts harm by design).")
+    assert harmful_lines(caught, {**pool, "roles": {"s0001": "candidate"}}) == []
+
+
 def test_the_script_run_as_a_process_refuses_in_one_line(tmp_path):
     """One refusal through a real `python queue/run_queue.py` (its exit status, and no import-time
     warning beside the line); the other messages are checked in-process above (each process pays
