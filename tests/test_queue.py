@@ -591,7 +591,8 @@ def test_the_report_opens_with_what_became_of_the_planted_harmful_shards(full_ru
         "## Outcome", "", "Planted harmful shards h0000, h0001: accepted without a return: none; quarantined: h0000; "
         "neither: h0001.", ""]
     plain = replace(summary, policy="plain", harmful_accepted=["h0000", "h0001"], harmful_quarantined=[])
-    assert harmful_lines(plain, pool)[2].endswith("quarantined: none (policy plain accepts harm by design).")
+    assert harmful_lines(plain, pool)[2].endswith("quarantined: none (policy plain does not judge shards by their "
+                                                  "losses: it accepts harm by design).")
     assert harmful_lines(caught, {**pool, "roles": {"s0001": "candidate"}}) == []
 
 

@@ -239,7 +239,7 @@ def harmful_lines(summary, pool):
                 f"{', '.join(acc)}.** Their rise on the control domains was under the calibrated threshold, or "
                 f"recovered after one recovery shard (their records below say which). Planted harmful shards: "
                 f"{fates}.", ""]
-    why = "" if summary.policy == "queue" else f" (policy {summary.policy} accepts harm by design)"
+    why = f" (policy {summary.policy} does not judge shards by their losses: it accepts harm by design)" if acc else ""
     return ["## Outcome", "", f"Planted harmful shards {', '.join(planted)}: {fates}{why}.", ""]
 
 
