@@ -1,6 +1,7 @@
 """Where prepared data lives: DATA_DIR/SOURCE/{raw,tokenizer,tokens,census}/ + prepared.json."""
 import json
 import os
+import shlex
 from pathlib import Path
 
 from errors import DataError
@@ -31,7 +32,8 @@ def prepared_record(root) -> dict:
 
 class Layout:
     def __init__(self, data_dir, source):
-        self.root = Path(data_dir) / source
+        self.data_dir = Path(data_dir)
+        self.root = self.data_dir / source
         self.source = source
         self.raw = self.root / "raw"
         self.tokenizer = self.root / "tokenizer"
@@ -41,8 +43,18 @@ class Layout:
 
     def prepared(self) -> dict:
         if not self.record.exists():
-            raise DataError(f"{self.record}: corpus not prepared (run `python prepare.py --source {self.source}`)")
+            raise DataError(f"{self.record}: corpus not prepared (run `{self.prepare_command()}`)")
         return prepared_record(self.root)
+
+    def prepare_command(self) -> str:
+        """The prepare.py command that writes this corpus: it names the data root unless it is the default one,
+        where prepare.py would write anyway (a command without it would prepare a corpus the caller never reads)."""
+        cmd = ["python", "prepare.py", "--source", self.source]
+        if self.source == "parquet":  # prepare.py refuses parquet without its input files
+            cmd += ["--input", "FILE.parquet"]
+        if os.path.abspath(self.data_dir) != os.path.abspath(default_data_dir()):
+            cmd += ["--data-dir", str(self.data_dir)]
+        return shlex.join(cmd)
 
     def shard_names(self, split: str):
         rec = self.prepared()

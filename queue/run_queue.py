@@ -23,7 +23,9 @@ back bitwise, branch-checked in the first rotation (clean or literal, a calibrat
 setting), deferred to the next rotation (its own manifest), quarantined on a second
 rejection and inspected. At the end a linear decay to
 LR 0 runs on reserved fresh pool shards and the final model is scored (official metric,
-control and selection domains). Then report.md, decisions.parquet/.csv and a figure.
+control and selection domains). Then report.md, decisions.parquet/.csv and a figure. A
+finished `run` exits 0 whatever it decided: a planted harmful shard accepted is its result,
+stated first in report.md and on a 'result:' line (`run --help`).
 Config overrides are given to calibrate as `--set key=value` (never as bare words). Each
 command has its own options: `python queue/run_queue.py COMMAND --help`.
 """
@@ -40,9 +42,23 @@ from errors import DataError, os_error_line  # noqa: E402
 from shardqueue.settings import BRANCH_CHECKS, DEFAULT_TOLERANCE, POLICIES, QueueSettings  # noqa: E402
 
 DEFAULT_FOLDER = "runs/queue"  # a queue's folder, and where dose looks for a calibration unless told
+RUN_EXIT_STATUS = (
+    "Exit status: 0 when the run finished, whatever the queue decided. A planted harmful shard that ended "
+    "accepted is a result of the run, not an error: the console says so on a line of its own starting "
+    "'result:', report.md states it in its first section, and queue_summary.json lists it under "
+    "harmful_accepted (read that to act on it in a script). 2: an input refused, in one 'error:' line, "
+    "before anything is trained; 130: interrupted (the run keeps what it wrote: --resume goes on).")
 
 # Late imports: the queue's commands (shardqueue.api, dose, replay, reexecute, domains, sources) and the device policy
 # load torch; main() imports them after parsing, so `--help` answers without it (torch takes seconds to import)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose refusals are one `error:` line and status 2, as every other refusal of this command line
+    (argparse's own error prints the usage first)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {self.prog}: {message}\n")
 
 
 def build_parser():
@@ -51,7 +67,7 @@ def build_parser():
     common.add_argument("--out", default=DEFAULT_FOLDER, help=f"queue folder (default {DEFAULT_FOLDER})")
     common.add_argument("--device", default="auto",
                         help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True, metavar="{calibrate,run,dose,return,reconstruct}")
 
     cal = sub.add_parser("calibrate", parents=[common], help="stage A: freeze the pool, train warm-up and sigma "
@@ -73,7 +89,9 @@ def build_parser():
                      help="control and selection domains from a JSON file (names and rules; see shardqueue/world/domains.py)")
     cal.add_argument("--fresh", action="store_true", help="move an earlier calibration or run in --out aside first")
 
-    run_ = sub.add_parser("run", parents=[common], help="one queue run through the rotations, decay and scores")
+    run_ = sub.add_parser("run", parents=[common], help="one queue run through the rotations, decay and scores",
+                          description="One queue run through the rotations, the final decay and the scores.",
+                          epilog=RUN_EXIT_STATUS)
     run_.add_argument("--calibration", default=None, help="calibration folder (default: --out)")
     run_.add_argument("--add-source", action="append", default=[], metavar="NAME=PATH",
                       help="a new source (a parquet file of documents) that enters at the next rotation boundary, "
@@ -84,8 +102,9 @@ def build_parser():
     run_.add_argument("--budget-targets", type=int, default=None, help="stop after this many accepted targets")
     run_.add_argument("--rotation-shards", type=int, default=6, help="a rotation boundary every N shards")
     run_.add_argument("--no-branch-check", action="store_true", help="skip the branch check of first-rotation rejections")
-    run_.add_argument("--resume", action="store_true", help="continue an interrupted run")
-    run_.add_argument("--fresh", action="store_true", help="move an earlier run in --out aside first")
+    start = run_.add_mutually_exclusive_group()  # each names what to do with an earlier run: never both
+    start.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    start.add_argument("--fresh", action="store_true", help="move an earlier run in --out aside first")
 
     dose = sub.add_parser("dose", parents=[common], help="dose-response: flag and reject rates against the exact "
                           "harmful share of a shard")
@@ -164,11 +183,10 @@ def main(argv=None):
                               harm_parquet=a.harm_parquet)
                 return 0
             summary = run(out, a.calibration, plan, a.resume, a.fresh, a.device, add_sources=a.add_source)
-            line, err = describe_run(summary, out)
+            line, through = describe_run(summary, out)
             print(line)
-            if err:
-                print(f"error: {err}", file=sys.stderr)
-                return 1
+            if through:  # what the finished run found, on a line of its own; not a failure (EXIT_STATUS)
+                print(through)
             return 0
     except (DataError, FolderLocked) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -189,6 +207,7 @@ def check_reads(a, out):
     # late, as main()'s: these load torch through the queue's modules, and the parser's refusals come first
     from shardqueue.api import check_calibrated
     from shardqueue.calibration import load_config
+    from shardqueue.world.corpus_view import check_vocab
     from shardqueue.world.sources import parse as parse_source
 
     if a.command == "run":
@@ -202,7 +221,7 @@ def check_reads(a, out):
             raise DataError("calibrate needs --config CFG.json, the training config (model shape, data root, source; "
                             "the main job writes one, runs/main/queue/config.json): without it stage A would train "
                             "the default, paper-scale model")
-        load_config(a.config, a.set)  # a missing file, a bad --set
+        check_vocab(load_config(a.config, a.set))  # a missing file, a bad --set, a corpus the model does not fit
     if a.command == "dose":
         check_calibrated(a.calibration or DEFAULT_FOLDER)
     if a.command == "return" and not (out / "decisions.jsonl").exists():

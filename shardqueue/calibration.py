@@ -193,7 +193,7 @@ def open_calibration(calibration_dir, device="cpu", data_dir=None):
     world = World(cfg, device, settings.per_domain, domains=settings.domains)
     world.stream, world.labels_all, copies = with_harmful_copies(world.train, world.labels,
                                                                   pool["harmful"]["source_documents"], pool["seed"] + 7,
-                                                                  cfg.vocab)
+                                                                  world.vocab)
     if copies != pool["harmful"]["copies"]:
         raise DataError(f"{d / 'pool.json'}: the harmful source does not rebuild identically")
     reopen(world, pool)

@@ -217,11 +217,14 @@ def score_checkpoint(path, calibration_dir, device="cpu"):
 
 
 def describe_run(summary, out):
-    """The line `run` prints, and the error line (or None) when the queue policy ended with a
-    harmful shard accepted (the plain and random arms accept harm by design)."""
+    """The line `run` prints, and the result line (or None) when the queue policy ended with a planted harmful
+    shard accepted (the plain and random arms accept harm by design). That is what the finished run found, as
+    report.md states first, not an error in its input."""
     line = (f"accepted {len(summary.accepted)} shards ({summary.accepted_tokens} targets), quarantined "
             f"{summary.quarantined}, rejections {summary.rejections}; report: {Path(out) / 'report.md'}")
-    err = None
+    through = None
     if summary.harmful_accepted and summary.policy == "queue":
-        err = f"harmful shard(s) {summary.harmful_accepted} ended accepted without a return"
-    return line, err
+        through = (f"result: harmful shard(s) {', '.join(summary.harmful_accepted)} ended accepted without a return: "
+                   "the queue let a planted harmful shard through (report.md's first section; queue_summary.json "
+                   "harmful_accepted)")
+    return line, through

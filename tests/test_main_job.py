@@ -90,3 +90,23 @@ def test_an_out_folder_that_cannot_be_made_is_refused_before_any_stage(tmp_path,
     rc = main_job.main(["--out", str(blocker / "x"), "--stages", "prepare"])
     one_line_error(capsys, rc, str(blocker / "x"), f"{blocker} is not a folder")
     assert not ran
+
+
+def test_the_queue_stage_states_a_harmful_shard_let_through_and_goes_on(tmp_path, monkeypatch, capsys):
+    """The queue stage's run let its planted harmful shard through: a result, printed on its own line (SUMMARY.md's
+    queue headline counts it), after which the stage reconstructs and re-executes the run as always; not a failed
+    stage (before: an `error:` line and status 1, the run's checks skipped)."""
+    from shardqueue import api
+    from shardqueue.checks import reexecute, replay
+
+    checked = []
+    monkeypatch.setattr(api, "calibrate", lambda *a, **k: {"ok": True})
+    monkeypatch.setattr(api, "describe_calibration", lambda rec: "calibrated")
+    monkeypatch.setattr(api, "run", lambda *a, **k: "summary")
+    monkeypatch.setattr(api, "describe_run", lambda summary, out: ("accepted 6 shards", "result: h0000 got through"))
+    monkeypatch.setattr(replay, "reconstruct_folder", lambda q: checked.append("reconstruct") or 0)
+    monkeypatch.setattr(reexecute, "reexecute_folder", lambda q, device: checked.append("re-execute") or 0)
+    assert main_job.run_queue_stage(tmp_path / "queue", None) == 0
+    assert checked == ["reconstruct", "re-execute"]
+    printed = capsys.readouterr()
+    assert "\nresult: h0000 got through\n" in printed.out and "error" not in printed.err

@@ -191,6 +191,48 @@ def test_accepted_targets_count_each_accept_once_with_its_shards_training_just_b
     assert accepted_targets(recs) == 100 + 50 + 100 + 50 + 80
 
 
+def test_the_candidate_that_reaches_the_budget_is_accepted_without_its_recovery_shard(calibrated, full_run, tmp_path):
+    """A candidate flagged and recovered keeps its recovery shard in the model's history, except the one whose
+    acceptance reaches the budget: kept there, the recovery shard would end the stable phase up to two shards past
+    the budget (a study found 13,603 targets for 8,843), where a run whose last candidate was not flagged ends less
+    than one shard past it. It is undone once it has judged the candidate, back to the reserve's front, and counted
+    as wasted recovery work; the replay accepts such an undo only at the budget."""
+    from shardqueue.checks.replay import check_records
+    from shardqueue.checks.report import compute_lines
+    from shardqueue.study.accounting import accounting
+    from shardqueue.world.rotation import load_rotation
+
+    pool = json.loads((calibrated["strict"] / "pool.json").read_text())
+    tokens = {s["id"]: s["tokens"] for s in pool["shards"]}
+    # in the strict run: the first candidate recovered, and the tokens accepted before it
+    i = next(i for i, r in enumerate(full_run[2]) if r["event"] == "accept" and r.get("note") == "recovered")
+    sid, before = full_run[2][i]["shard"], sum(tokens[s] for s in full_run[2][i - 1]["queue"]["accepted"])
+    budget = before + 1  # the same run up to it, where its acceptance now reaches the budget
+    out = tmp_path / "b"
+    _run(calibrated, out, budget_targets=budget, decay_updates=2)  # as a study's arm: the decay inside the queue
+    recs = read_log(out / "decisions.jsonl")
+    j = next(j for j, r in enumerate(recs) if r["event"] == "accept" and r["shard"] == sid)
+    undo, trained = recs[j - 1], recs[j - 2]
+    assert recs[j]["note"] == "recovered" and trained["role"] == "recovery" and trained["tested"] == sid
+    assert (undo["event"], undo["shard"], undo["to"]) == ("return_front", trained["shard"], "reserve")
+    assert recs[j]["queue"]["reserve"][0] == trained["shard"] not in recs[j]["queue"]["accepted"]
+    start = next(r for r in recs if r["event"] == "decay_start")
+    candidate = next(r for r in reversed(recs[:j]) if r["event"] == "train" and r["shard"] == sid)
+    # the stable phase ends with the candidate: its history, less than one shard past the budget
+    assert start["history_targets"] == candidate["history_targets"]
+    assert 0 <= before + tokens[sid] - budget < tokens[sid]
+    # the work kept is the stable phase's history, the undone recovery shard's counted as wasted
+    acc = accounting(recs)
+    assert acc["accepted_targets"] == start["history_targets"] - recs[0]["start_targets"]
+    wasted = f"| wasted: recovery shards rolled back | {acc['wasted_updates']['recovery']} |"
+    assert any(ln.startswith(wasted) for ln in compute_lines(recs))  # report.md's compute table counts it so too
+    assert reconstruct_folder(out, out=lambda s: None) == 0
+    far = [dict(recs[0], budget_targets=budget + 10 ** 6)] + recs[1:]  # the same undo, far below the budget
+    with pytest.raises(DataError, match=f"a recovery shard undone, but accepting {sid} does not reach the budget"):
+        check_records(_rechained(far), load_rotation(calibrated["strict"] / "pool.json"),
+                      json.loads((calibrated["strict"] / "calibration.json").read_text()), out)
+
+
 def test_the_strict_rule_walks_the_whole_path(calibrated, full_run):
     out, summary, recs, restored = full_run
     events = [(r["event"], r.get("outcome")) for r in recs]
@@ -494,6 +536,64 @@ def test_cli_one_line_errors(tmp_path, capsys, argv, needle):
     rc = cli.main([*argv, "--out", str(tmp_path / "none")])  # in-process: the process itself is checked below
     lines = capsys.readouterr().err.strip().splitlines()
     assert rc != 0 and len(lines) == 1 and needle in lines[0], lines
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--fresh", "--resume"], "argument --resume: not allowed with argument --fresh"),
+    (["run", "--resume", "--fresh"], "argument --fresh: not allowed with argument --resume"),
+    (["run", "--policy", "bogus"], "argument --policy: invalid choice: 'bogus'"),  # argparse's own refusals too
+])
+def test_resume_and_fresh_are_refused_together_in_one_line(tmp_path, capsys, argv, needle):
+    """--resume continues the earlier run, --fresh moves it aside: given both, neither silently wins."""
+    with pytest.raises(SystemExit) as e:
+        cli.main([*argv, "--out", str(tmp_path / "q")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and err[0].startswith("error: ") and needle in err[0], err
+    assert not (tmp_path / "q").exists()
+
+
+def test_a_harmful_shard_the_queue_accepted_is_the_runs_result_not_an_error(calibrated, tmp_path, capsys,
+                                                                            monkeypatch):
+    """A finished run that let the planted cipher shard through exits 0: it says so on a `result:` line and in
+    report.md's first section, and queue_summary.json lists the shard (before: an `error:` line and status 1,
+    after the report was written, as if the input were at fault)."""
+    from shardqueue.policy.measured import QueueRule
+
+    monkeypatch.setattr(QueueRule, "flag", lambda self, position, ref, after: [])  # a rule that flags nothing
+    out = tmp_path / "q"
+    rc = cli.main(["run", "--calibration", str(calibrated["dir"]), "--out", str(out)])
+    printed, err = capsys.readouterr()
+    harmful = json.loads((out / "queue_summary.json").read_text())["harmful_accepted"]
+    assert rc == 0 and harmful and "error" not in err, err
+    assert f"\nresult: harmful shard(s) {', '.join(harmful)} ended accepted without a return: the queue let a " \
+           "planted harmful shard through" in printed
+    report = (out / "report.md").read_text()
+    first = report.index("\n## ")
+    assert report[first:].startswith("\n## Outcome: a harmful shard got through\n\n**The queue ended with "
+                                     f"{len(harmful)} of the {len(harmful)} planted harmful shard(s) accepted")
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    helped = " ".join(capsys.readouterr().out.split())
+    assert "Exit status: 0 when the run finished, whatever the queue decided." in helped
+
+
+def test_the_report_opens_with_what_became_of_the_planted_harmful_shards(full_run):
+    """Caught, the planted shards are named with their fate; accepted by the plain or random policy, by design;
+    a pool with none planted gets no such section."""
+    from dataclasses import replace
+
+    from shardqueue.checks.report import harmful_lines
+
+    summary = full_run[1]
+    pool = {"roles": {"h0000": "harmful", "h0001": "harmful", "s0001": "candidate"}}
+    caught = replace(summary, policy="queue", harmful_accepted=[], harmful_quarantined=["h0000"])
+    assert harmful_lines(caught, pool) == [
+        "## Outcome", "", "Planted harmful shards h0000, h0001: accepted without a return: none; quarantined: h0000; "
+        "neither: h0001.", ""]
+    plain = replace(summary, policy="plain", harmful_accepted=["h0000", "h0001"], harmful_quarantined=[])
+    assert harmful_lines(plain, pool)[2].endswith("quarantined: none (policy plain does not judge shards by their "
+                                                  "losses: it accepts harm by design).")
+    assert harmful_lines(caught, {**pool, "roles": {"s0001": "candidate"}}) == []
 
 
 def test_the_script_run_as_a_process_refuses_in_one_line(tmp_path):
@@ -859,9 +959,10 @@ def test_an_unwritable_or_full_queue_folder_is_one_line_naming_it(calibrated, tm
 
     blocker = tmp_path / "a_file"
     blocker.write_text("")
-    (tmp_path / "cfg.json").write_text("{}")  # read before the folder is made: a config that loads
+    (tmp_path / "cfg.json").write_text("{}")  # read before the folder is made: a config that loads, on a corpus it fits
     for argv in (["run", "--calibration", str(calibrated["strict"])],
-                 ["calibrate", "--config", str(tmp_path / "cfg.json"), "--set", "vocab=400"]):
+                 ["calibrate", "--config", str(tmp_path / "cfg.json"), "--set", "vocab=400",
+                  f"data_dir={calibrated['data']}"]):
         rc = cli.main(argv + ["--out", str(blocker / "q")])  # a folder cannot be made inside a file
         err = capsys.readouterr().err
         assert rc == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err

@@ -11,7 +11,7 @@ from errors import DataError
 from shardqueue import api as rq
 from shardqueue.calibration import calibrated_state
 from shardqueue.checks.replay import check_branch, check_records_strictly
-from shardqueue.engine import runner as queue_runner
+from shardqueue.engine import recovery as queue_recovery
 from shardqueue.engine.log import DecisionLog, read_log
 from shardqueue.engine.runner import Runner
 from shardqueue.engine.training import one_thread
@@ -402,7 +402,7 @@ def test_a_second_rejection_quarantines_the_shard_and_inspects_it(world, tmp_pat
     """One shard rises 2 x k * sigma_d whenever it is trained and never recovers: deferred in
     rotation 1, quarantined in rotation 2 (with its inspection record); nothing else is rejected.
     The inspection itself (tests/test_queue.py) is replaced by its answer: seconds of n-grams here."""
-    monkeypatch.setattr(queue_runner, "inspect_shard",
+    monkeypatch.setattr(queue_recovery, "inspect_shard",
                         lambda world, pool, rejections, out, sid: (f"inspect_{sid}.md", rejections.get(sid) == 2))
     bad = {}
 

@@ -219,3 +219,40 @@ def test_the_study_calibrates_on_own_data_and_domains(own, tmp_path):
     cfg, world, pool, calib, _ = stage_a(a, p, tmp_path, rq, lambda s: None)
     assert cfg.source == "parquet" and set(world.sets["control"]) == {"doc_pages", "test_pages"}
     assert set(world.labels) == {"docs", "tests"} and pool["calibration_source"] in {"docs", "tests"}
+
+
+def test_the_study_gives_its_model_and_harmful_shard_the_corpus_vocabulary(own, tmp_path):
+    """A corpus prepared with a small vocabulary (400) under a preset whose model has prepare.py's default 8,192:
+    the study's model takes the corpus's vocabulary, and the planted cipher shard permutes that vocabulary, so every
+    token of it has a byte length to score it with (before: ids up to 8,191, an IndexError at its first screen)."""
+    import argparse
+    from dataclasses import replace
+
+    from conftest import MICRO_STUDY as MICRO
+
+    from shardqueue.engine.packing import shard_tokens
+    from shardqueue.study.run import stage_a, with_corpus_vocab
+    from shardqueue.world.pool import pool_roles
+    from shardqueue.world.rotation import shard_docs
+
+    said = []
+    p = with_corpus_vocab(replace(MICRO, source="parquet", damaged_shards=0, train_overrides=(("muon_lr", 0.02),)),
+                          own["data"], said.append)
+    assert said == ["model vocabulary 400: the prepared corpus's tokenizer's (the preset's model has 8,192)"]
+    a = argparse.Namespace(calibration=None, data_dir=str(own["data"]), device="cpu", domains=None)
+    cfg, world, pool, _, _ = stage_a(a, p, tmp_path, rq, lambda s: None)
+    assert cfg.vocab == world.vocab == len(world.token_bytes) == 400
+    harmful = [s for s in pool["shards"] if pool_roles(pool).get(s["id"]) == "harmful"]
+    tokens = np.concatenate([shard_tokens(world.stream, shard_docs(s)) for s in harmful])
+    assert harmful and 0 <= tokens.min() and tokens.max() < 400
+
+
+def test_calibrate_refuses_a_model_vocabulary_other_than_the_corpus_in_one_line_and_makes_no_folder(own, tmp_path,
+                                                                                                  capsys):
+    from conftest import one_line_error
+
+    (tmp_path / "cfg.json").write_text(json.dumps(CFG))
+    rc = cli.main(["calibrate", "--config", str(tmp_path / "cfg.json"), "--set", "source=parquet",
+                   f"data_dir={own['data']}", "vocab=8192", "--out", str(tmp_path / "q")])
+    one_line_error(capsys, rc, "a vocabulary of 400, the model's config 8,192", "--set vocab=400")
+    assert not (tmp_path / "q").exists()

@@ -729,9 +729,11 @@ def test_budget_check_accepts_equal_budgets_and_names_an_unequal_run():
     ok = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4096), _run("C_s43", "C", 5000)], 4096, 1100)
     assert ok["equal"] and ok["stable"] == {"A_s43": 4200, "B_s43": 4096, "C_s43": 5000}
     short = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 3000)], 4096, 1100)
-    assert not short["equal"] and short["problems"] == ["B_s43: 3,000 stable-phase targets for a budget of 4,096"]
+    assert not short["equal"] and short["problems"] == ["B_s43: 3,000 stable-phase targets for a budget of 4,096 "
+                                                        "(short of it: its queue ran out of shards)"]
     over = budget_check([_run("A_s43", "A", 4200), _run("C_s43", "C", 5300)], 4096, 1100)
-    assert not over["equal"]
+    assert not over["equal"] and over["problems"] == ["C_s43: 5,300 stable-phase targets for a budget of 4,096 "
+                                                      "(1,204 past it, the largest candidate shard 1,100)"]
     # the decay's length is its updates (LR 1 -> 0); its targets may differ by the shards' masked padding
     pad = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4200, decay=600)], 4096, 1100)
     assert pad["equal"]

@@ -155,6 +155,11 @@ def test_unequal_budgets_are_refused_in_one_line(micro, tmp_path, capsys):
         mp.undo()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: the arms did not train equal budgets: C_s44:")
+    # how far past the budget, and what to do: a rerun in the same folder would read the same runs back
+    assert re.search(r"C_s44: [\d,]+ stable-phase targets for a budget of [\d,]+ \([\d,]+ past it, the largest "
+                     r"candidate shard [\d,]+\)", err[0]), err
+    assert err[0].endswith(f"no report written: train the runs again in another --out (--calibration "
+                           f"{out / 'stage_a'} keeps stage A)"), err
 
 
 def _files(folder):
@@ -359,13 +364,17 @@ def test_a_stage_a_of_another_setting_is_refused_naming_what_differs(micro):
     from shardqueue.study.run import check_setting
 
     cal = micro["out"] / "stage_a"
-    cfg, _, _, calib = rq.open_calibration(cal, "cpu", str(micro["data"]))
+    cfg, calib = json.loads((cal / "config.json").read_text()), rq.check_calibrated(cal)
     check_setting(cal, MICRO, cfg, calib)  # its own: accepted
     for other, needle in ((replace(MICRO, shard_targets=512), "shard_tokens 256 (the preset's 512)"),
                           (replace(MICRO, source="parquet"), "source stdlib (the preset's parquet)"),
-                          (replace(MICRO, micro_rows=8), "micro_rows 4 (the preset's 8)")):
-        with pytest.raises(DataError, match=re.escape(needle)):
+                          (replace(MICRO, micro_rows=8), "micro_rows 4 (the preset's 8)"),
+                          (MICRO.with_vocab(300), "vocab 400 (the preset's 300)")):
+        with pytest.raises(DataError, match=re.escape(needle) + ".*leave --calibration out"):
             check_setting(cal, other, cfg, calib)
+    # the study folder's own stage A, made by an earlier run of another setting: moved aside, not --calibration
+    with pytest.raises(DataError, match="move it aside \\(or give another --out\\) to calibrate again"):
+        check_setting(cal, MICRO.with_vocab(300), cfg, calib, given=False)
 
 
 def test_a_study_on_a_data_root_with_no_prepared_corpus_is_one_line_and_makes_no_folder(tmp_path, capsys,
@@ -375,3 +384,22 @@ def test_a_study_on_a_data_root_with_no_prepared_corpus_is_one_line_and_makes_no
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "corpus not prepared" in err[0] and str(tmp_path / "no-data") in err[0], err
     assert not (tmp_path / "s").exists()  # no folder holding only provenance.json
+
+
+def test_the_prepare_command_a_missing_corpus_suggests_names_the_data_root_it_was_looked_for_in(tmp_path, capsys,
+                                                                                             monkeypatch):
+    """The suggested command prepares the corpus where the study looks: with the --data-dir given (and the input a
+    parquet corpus needs); on the default data root, where prepare.py writes anyway, without it."""
+    from dataclasses import replace
+
+    from corpus.layout import ENV_VAR, Layout
+    from errors import DataError
+
+    monkeypatch.setitem(presets.PRESETS, "micro", replace(MICRO, source="parquet"))
+    assert study(tmp_path / "s", tmp_path / "no data") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    want = f"(run `python prepare.py --source parquet --input FILE.parquet --data-dir '{tmp_path / 'no data'}'`)"
+    assert len(err) == 1 and err[0].endswith(want), err
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "default"))
+    with pytest.raises(DataError, match=re.escape("(run `python prepare.py --source stdlib`)")):
+        Layout(tmp_path / "default", "stdlib").prepared()

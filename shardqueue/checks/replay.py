@@ -6,7 +6,8 @@ equal the pool's; a rotation's order, composition and manifest file (with its .s
 sidecar) agree; every measured record's deltas are its losses minus its reference, the
 reference is the losses of the last accepted state, its thresholds are k * sigma_d of the
 calibration, and the flag (policy queue) is what the rule gives; a recovery record's
-unrecovered domains are what the recovery criterion gives; a branch check's rises and
+unrecovered domains are what the recovery criterion gives, and a recovery shard is undone
+without a rollback only for the candidate whose acceptance reaches the budget; a branch check's rises and
 verdict are what the rule gives for the run's kind of check, and a shard is returned
 exactly when the verdict blames the phase; a rollback restores the parameters recorded
 at the last accepted state. Prints one line per failure (the first is enough to fail) or
@@ -50,7 +51,7 @@ def check_records_strictly(recs, pool, calib, folder):
         raise DataError("record 1 is not the start record")
     start = recs[0]
     sigma, k, frac = calib["sigma"], calib["k"], calib["frac"]
-    ref, flag_losses, verdict = None, None, None
+    ref, flag_losses, verdict, candidate, rolled_back = None, None, None, None, False
     for r in recs:
         where = f"record {r['seq']} ({r['event']})"
         if r.get("run_id") != run_id:
@@ -92,7 +93,7 @@ def check_records_strictly(recs, pool, calib, folder):
                         raise DataError(f"{where}: unrecovered {r['unrecovered']} is not what the criterion gives ({want})")
             if r["event"] == "train" and r["role"] == "candidate":
                 flag_losses = {"flagged": r["flagged"], "losses": r["losses"]}
-                last_train = r
+                last_train, candidate, rolled_back = r, r, False
             if r["event"] == "train" and r["role"] == "recovery":
                 last_train = r
         if r["event"] == "branch" and r.get("possible"):
@@ -101,6 +102,12 @@ def check_records_strictly(recs, pool, calib, folder):
             verdict = None
         if r["event"] == "reject" and (r["outcome"] == "returned") != (verdict == "phase"):
             raise DataError(f"{where}: outcome {r['outcome']} after a branch verdict {verdict}")
+        rolled_back = rolled_back or r["event"] == "rollback"
+        if r["event"] == "return_front" and r.get("to") == "reserve" and not rolled_back:
+            # no rollback before it: the recovery shard of the candidate that reaches the budget is undone, and the
+            # candidate's own state is the one its acceptance keeps
+            check_undone_at_budget(st, shards, start, candidate, where)
+            last_train = candidate
         if r["event"] == "accept":
             ref = last_train["losses"]
         st = apply(st, r)
@@ -109,6 +116,16 @@ def check_records_strictly(recs, pool, calib, folder):
             diff = sorted(x for x in set(q) | set(st) if q.get(x) != st.get(x))
             raise DataError(f"{where}: the logged queue state differs from the replay in {', '.join(diff)}")
     return st
+
+
+def check_undone_at_budget(st, shards, start, candidate, where):
+    """A recovery shard is undone without a rollback only for the flagged candidate whose acceptance reaches the
+    budget (runner.accept_recovered)."""
+    budget = start.get("budget_targets")
+    acc = sum(shards[s]["tokens"] for s in st["accepted"])
+    if candidate.get("phase") == "decay" or budget is None or acc + shards[st["flagged"]]["tokens"] < budget:
+        raise DataError(f"{where}: a recovery shard undone, but accepting {st['flagged']} does not reach the budget "
+                        f"({acc:,} accepted targets before it, budget {budget})")
 
 
 def check_branch(r, ref, sigma, k, flagged, mode, where):

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from corpus.atomic import atomic_write_bytes, atomic_write_text  # noqa: E402
 from shardqueue.policy.rule import rate_kind  # noqa: E402
+from shardqueue.world.pool import pool_roles  # noqa: E402
 
 
 def _flag_text(r, x):
@@ -192,6 +193,7 @@ def write_report(out, recs, calib, pool, summary):
     L = ["# Queue report", "",
          f"Policy **{start['policy']}**, seed {start['seed']}, run `{start['run_id']}`; budget {start['budget_targets']} "
          f"accepted targets; a rotation boundary every {start['rotation_shards']} shards. Losses are control-set BPB.", ""]
+    L += harmful_lines(summary, pool)
     if pool.get("reserve"):
         L += [f"A flag's recovery is tested on the reserve of calibration-source shards ({', '.join(pool['reserve'])}), "
               "never on a candidate. "
@@ -219,6 +221,26 @@ def write_report(out, recs, calib, pool, summary):
           "exceeded its threshold most, in that domain's colour; dotted red lines are rollbacks (the next point is "
           "the restored state's next shard).", ""]
     atomic_write_text(out / "report.md", "\n".join(L))
+
+
+def harmful_lines(summary, pool):
+    """What became of the pool's planted harmful shards, first in the report: the queue's own test. One that the
+    queue accepted is the run's headline; the plain and random policies accept harm by design."""
+    planted = sorted(s for s, role in pool_roles(pool).items() if role == "harmful")
+    if not planted:
+        return []
+    acc, quar = summary.harmful_accepted, summary.harmful_quarantined
+    rest = [s for s in planted if s not in acc and s not in quar]
+    fates = (f"accepted without a return: {', '.join(acc) or 'none'}; quarantined: {', '.join(quar) or 'none'}"
+             + (f"; neither: {', '.join(rest)}" if rest else ""))
+    if acc and summary.policy == "queue":
+        return ["## Outcome: a harmful shard got through", "",
+                f"**The queue ended with {len(acc)} of the {len(planted)} planted harmful shard(s) accepted: "
+                f"{', '.join(acc)}.** Their rise on the control domains was under the calibrated threshold, or "
+                f"recovered after one recovery shard (their records below say which). Planted harmful shards: "
+                f"{fates}.", ""]
+    why = f" (policy {summary.policy} does not judge shards by their losses: it accepts harm by design)" if acc else ""
+    return ["## Outcome", "", f"Planted harmful shards {', '.join(planted)}: {fates}{why}.", ""]
 
 
 def write_tables(out, rows):
@@ -336,8 +358,17 @@ def compute_lines(recs):
     # a trained shard's work is kept when no rollback followed it before its acceptance
     wasted = {"rejected shards": 0, "recovery shards rolled back": 0, "branch checks": 0}
     wsec = dict.fromkeys(wasted, 0.0)
+    rolled_back = False
     for r in recs:
+        if r["event"] == "train" and r["role"] == "candidate":
+            rolled_back = False
+        if r["event"] == "return_front" and r.get("to") == "reserve" and not rolled_back:
+            # the recovery shard of the candidate that reached the budget, undone without a rollback
+            rc = next(t for t in reversed(kept) if t["shard"] == r["shard"] and t["seq"] < r["seq"])
+            wasted["recovery shards rolled back"] += rc["updates"]
+            wsec["recovery shards rolled back"] += rc["seconds"]
         if r["event"] == "rollback":
+            rolled_back = True
             c = next(t for t in reversed(kept) if t["shard"] == r["shard"] and t["seq"] < r["seq"])
             rc = next((t for t in reversed(kept) if t["role"] == "recovery" and t.get("tested") == r["shard"]
                        and t["seq"] < r["seq"]), None)

@@ -9,8 +9,9 @@ reference branches, a re-execution's comparison).
 
 A flagged shard's recovery is tested on the front shard of the reserve (shards of the homogeneous
 calibration source, never a candidate): a harmful sibling cannot serve as recovery, and the recovery
-transition is of the kind the recovery criterion was calibrated on. A first-rotation rejection of a policy
-with a branch check gets it (branch_check.py). Around the runner: starts.py (a fresh start, a resume from the
+transition is of the kind the recovery criterion was calibrated on (recovery.py, which also rolls an
+unrecovered shard back and decides it). A first-rotation rejection of a policy with a branch check gets it
+(branch_check.py). Around the runner: starts.py (a fresh start, a resume from the
 log and the newest checkpoint, a re-execution's continuation), admission.py (a new source at a rotation
 boundary), final_decay.py (the final decay and its scores).
 """
@@ -22,10 +23,10 @@ from pathlib import Path
 from typing import Protocol
 
 from shardqueue.engine.admission import admit_sources
-from shardqueue.engine.branch_check import branch_check
 from shardqueue.engine.log import describe, record_sha256
 from shardqueue.engine.packing import StreamedShard
 from shardqueue.engine.plan import RunPlan
+from shardqueue.engine.recovery import recovery_step
 from shardqueue.engine.schedule import decay
 from shardqueue.engine.screen import Screen
 from shardqueue.engine.run_folder import freeze_rotation
@@ -34,7 +35,6 @@ from shardqueue.engine.state import apply, initial_state
 from shardqueue.engine.training import params_sha256, train_rows
 from shardqueue.settings import branch_mode
 from shardqueue.world.domains import measure
-from shardqueue.world.inspection import inspect_shard
 from shardqueue.world.rotation import next_rotation, shard_docs
 from training.checkpoint import save_checkpoint
 from training.resume import restore_trainer_state, trainer_state
@@ -189,9 +189,12 @@ class Runner:
         shard goes to its back."""
         return not self.policy.can_flag or bool(self.state["reserve"])
 
+    def accepted_tokens(self):
+        return sum(self.shards[s]["tokens"] for s in self.state["accepted"])
+
     def budget_left(self):
-        acc = sum(self.shards[s]["tokens"] for s in self.state["accepted"])
-        return not self.stable_ended and (self.plan.budget_targets is None or acc < self.plan.budget_targets)
+        return not self.stable_ended and (self.plan.budget_targets is None
+                                          or self.accepted_tokens() < self.plan.budget_targets)
 
     def measured(self, sid, role, info, after, **kw):
         ref = self.ref
@@ -219,42 +222,7 @@ class Runner:
         self.commit()
 
     def recovery_step(self):
-        sid = self.state["flagged"]
-        flagged = self.flag_info["flagged"]
-        rec_sid = (self.state["reserve"] or [None])[0]  # never a candidate (state.py)
-        if rec_sid is None:  # nothing to test recovery with
-            self.restore(self.rollback)
-            self.record("rollback", shard=sid, to_step=self.step, params_sha256=self.rollback["params_sha256"])
-            self.record("undecided", shard=sid, note="no shard left to test recovery with")
-            self.commit()
-            return
-        scr = self.screen(rec_sid)
-        info = self.train_shard(rec_sid)
-        after = self.measure()
-        still = self.policy.unrecovered(self.ref, self.flag_info["losses"], flagged, after)
-        frac, k = self.calib.get("frac", 0.0), self.calib.get("k", 0.0)
-        self.measured(rec_sid, "recovery", info, after, screen=scr, tested=sid, unrecovered=still, flagged=[],
-                      limits={d: frac * k * self.calib["sigma"][d] for d in flagged if d in self.calib.get("sigma", {})})
-        if not still:
-            self.ref = after
-            self.record("accept", shard=sid, note="recovered")
-            self.record("accept", shard=rec_sid, note="recovery shard", role="recovery")
-            self.commit()
-            return
-        got = self.restore(self.rollback)
-        self.record("rollback", shard=sid, to_step=self.step, params_sha256=got)
-        self.record("return_front", shard=rec_sid, to="reserve")
-        outcome = None
-        if (self.policy.branch_check and self.plan.branch_check and self.state["rotation"] == 1
-                and not self.state["rejections"].get(sid)):
-            outcome = branch_check(self, sid, flagged)
-        if outcome is None:
-            outcome = "deferred" if not self.state["rejections"].get(sid) else "quarantined"
-        self.record("reject", shard=sid, outcome=outcome, flagged=flagged, unrecovered=still)
-        if outcome == "quarantined":
-            path, cause = inspect_shard(self.world, self.pool, self.state["rejections"], self.out, sid)
-            self.record("inspect", shard=sid, report=path, cause_found=cause)
-        self.commit()
+        recovery_step(self)
 
     def branch_on(self, b, kind, flagged):
         """Train shard b from the rollback point, measure, restore bitwise: the branch's record."""

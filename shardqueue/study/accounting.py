@@ -1,8 +1,9 @@
 """What one queue run cost and decided, read from its decision log alone.
 
 Each `train` record carries updates, targets and seconds. A candidate shard that is later
-rolled back, the recovery shard trained to judge it, and a branch-check shard are wasted
-work (trained, then undone); everything else in the model's final history is accepted
+rolled back, the recovery shard trained to judge it (and the one that judged the candidate
+reaching the budget, undone once it had), and a branch-check shard are wasted work
+(trained, then undone); everything else in the model's final history is accepted
 work, plus the final decay. Screening passes are the forward-only screens before
 training (one per `train` record that holds a screen).
 
@@ -53,6 +54,12 @@ def accounting(recs):
                 if q["event"] == "train" and q.get("role") == "recovery" and q.get("tested") == sid:
                     undone.add(j)
                     _add(wasted_u, wasted_t, wasted_s, "recovery", q)
+        elif ev == "return_front" and r.get("to") == "reserve":
+            # a recovery shard undone without a rollback (the candidate that reached the budget kept alone)
+            j = last_train.get(r["shard"])
+            if j is not None and j not in undone and recs[j].get("role") == "recovery":
+                undone.add(j)
+                _add(wasted_u, wasted_t, wasted_s, "recovery", recs[j])
         elif ev == "accept":
             decisions["accept"] += 1
             if r.get("note") == "recovered":

@@ -124,7 +124,7 @@ def _dose(out, calibration_dir, trials, fractions, device, log, harm, harm_parqu
     clean = [s for s in pool["order"] if not shards[s]["sources"].get(pool["harmful"]["label"])]
     if len(clean) < trials + 2:
         raise DataError(f"the pool has {len(clean)} ordinary shards; {trials + 2} needed")
-    damage = harm_function(harm, world, pool["seed"] + 7, cfg.vocab, harm_parquet)
+    damage = harm_function(harm, world, pool["seed"] + 7, world.vocab, harm_parquet)
     if isinstance(damage, list):
         check_file_size(damage, [shards[clean[j]]["tokens"] for j in range(trials)], fractions, harm_parquet)
     doses = DoseTrials(cfg, world, pool, calib, calibrated_state(calibration_dir, calib), clean, damage, device)

@@ -94,6 +94,10 @@ class StudyPreset:
     def with_source(self, source) -> "StudyPreset":
         return replace(self, source=source)
 
+    def with_vocab(self, vocab) -> "StudyPreset":
+        """The preset with its model's vocabulary set to `vocab` (a prepared corpus's tokenizer's)."""
+        return replace(self, train_overrides=tuple({**dict(self.train_overrides), "vocab": vocab}.items()))
+
     def to_dict(self) -> dict:
         d = {"source": self.source, "model": self.model()}
         d.update({k: v for k, v in asdict(self).items()

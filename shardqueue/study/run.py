@@ -53,6 +53,7 @@ from shardqueue.study.reference_curve import coverage, curve_from_seeds, leave_o
 from shardqueue.study.report import write_report
 from shardqueue.world.domains import load_domains
 from shardqueue.world.rotation import shard_docs
+from training.config import TrainConfig
 from training.device import configure, resolve_device
 
 SEED_EFFECTS = (
@@ -94,6 +95,16 @@ def probed_data_root(a, p, out, engine) -> str:
     return data
 
 
+def with_corpus_vocab(p, data, log):
+    """The preset with the prepared corpus's vocabulary: the model embeds that corpus's tokens and the harmful
+    source permutes them (a preset's model is sized for the offline corpus at prepare.py's default vocabulary)."""
+    have = Layout(data, p.source).prepared()["vocab_size"]
+    want = p.model().get("vocab", TrainConfig.vocab)
+    if have != want:
+        log(f"model vocabulary {have:,}: the prepared corpus's tokenizer's (the preset's model has {want:,})")
+    return p.with_vocab(have)
+
+
 def stage_a(a, p, out, rq, log, data=None):
     """The calibration folder, calibrated if needed (on the data root `data`, by default data_root's); (cfg, world,
     pool, calib, folder)."""
@@ -111,25 +122,29 @@ def stage_a(a, p, out, rq, log, data=None):
             raise DataError(f"{cal / 'calibration.json'}: the calibration failed ({rec['reason']})")
     else:
         log(f"stage A: using the calibration in {cal}")
+        # before the corpus is opened with it: a stage A of another model (vocabulary included) is named as such
+        check_setting(cal, p, json.loads((cal / "config.json").read_text()), rq.check_calibrated(cal),
+                      given=bool(getattr(a, "calibration", None)))
     cfg, world, pool, calib = rq.open_calibration(cal, a.device, data)
-    check_setting(cal, p, cfg, calib)
     if calib["seed"] != p.seeds[0]:
         raise DataError(f"{cal / 'calibration.json'}: calibrated at seed {calib['seed']}, the preset's first seed is "
                         f"{p.seeds[0]}")
     return cfg, world, pool, calib, cal
 
 
-def check_setting(cal, p, cfg, calib):
+def check_setting(cal, p, have, calib, given=True):
     """A stage A (--calibration, or the study folder's own) of this preset's setting: its model, batch, source and
-    shards, else one line naming what differs (the arms would train the other setting under this preset's name)."""
-    have, settings = cfg.to_dict(), calib.get("plan", {}).get("settings", {})
+    shards, else one line naming what differs (the arms would train the other setting under this preset's name).
+    have: its config.json; given: named by --calibration (else the study folder's own, made by an earlier run)."""
+    settings = calib.get("plan", {}).get("settings", {})
     want = {**{k: (have.get(k), v) for k, v in {**p.model(), "source": p.source}.items()},
             **{k: (settings.get(k), v) for k, v in asdict(queue_settings(p)).items() if k in settings and k != "domains"}}
     differ = [f"{k} {got} (the preset's {v})" for k, (got, v) in want.items() if str(got) != str(v)]
     if differ:
+        todo = (f"give one made by this preset{' and --source' if p.source != 'stdlib' else ''}, or leave "
+                "--calibration out") if given else "move it aside (or give another --out) to calibrate again"
         raise DataError(f"{cal}: a stage A of another setting ({', '.join(differ[:4])}{', ...' if len(differ) > 4 else ''}); "
-                        f"give one made by this preset{' and --source' if p.source != 'stdlib' else ''}, or leave "
-                        "--calibration out")
+                        + todo)
 
 
 def stage_a_curves(rq, world, pool, calib, cfg):
@@ -309,8 +324,12 @@ def budget_check(runs, budget, shard_max):
         stable[r["name"]] = D - dec
     problems = []
     for n, s in stable.items():
-        if s < budget * 0.98 or s >= budget + shard_max:  # 0.98: a shard's token count includes BOS tokens that are no target
-            problems.append(f"{n}: {s:,} stable-phase targets for a budget of {budget:,}")
+        if s < budget * 0.98:  # 0.98: a shard's token count includes BOS tokens that are no target
+            problems.append(f"{n}: {s:,} stable-phase targets for a budget of {budget:,} (short of it: its queue ran "
+                            "out of shards)")
+        elif s >= budget + shard_max:
+            problems.append(f"{n}: {s:,} stable-phase targets for a budget of {budget:,} ({s - budget:,} past it, the "
+                            f"largest candidate shard {shard_max:,})")
     if len(set(dec_u.values())) != 1:
         problems.append("decay lengths differ: " + ", ".join(f"{n} {v:,} updates" for n, v in dec_u.items()))
     rule = ("from each run's decision log: stable-phase trained targets reach the budget with less than one shard "
@@ -319,6 +338,16 @@ def budget_check(runs, budget, shard_max):
             "the masked padding of each shard's last row)")
     return {"targets": targets, "stable": stable, "decay": decay, "decay_updates": dec_u, "equal": not problems,
             "problems": problems, "rule": rule, "budget_targets": budget}
+
+
+def checked_budgets(runs, budget, shard_max, cal):
+    """budget_check's record when the arms trained equal budgets, else one line naming each run that did not and
+    what to do (the same folder would read the same runs back)."""
+    bc = budget_check(runs, budget, shard_max)
+    if not bc["equal"]:
+        raise DataError("the arms did not train equal budgets: " + "; ".join(bc["problems"]) + "; no report written: "
+                        f"train the runs again in another --out (--calibration {cal} keeps stage A)")
+    return bc
 
 
 def run_study(a, log=print):
@@ -366,6 +395,7 @@ def _run(a, p, out, rq, log, engine):
     rot = p.rotation_shards
     t_all = time.time()
     data = probed_data_root(a, p, out, engine)
+    p = with_corpus_vocab(p, data, log)
     prov = out / "provenance.json"  # the commit and machine the runs were made with (a rebuilt report keeps them)
     if not prov.exists():
         atomic_write_json(prov, provenance.study())
@@ -560,10 +590,8 @@ def assemble(res: StudyRuns) -> dict:
     per_seed = a_curves(runs)
     refD, refL = curve_from_seeds(per_seed)
     loo = leave_one_out(per_seed)  # the curve each seed's runs are measured on
-    shard_max = max(s["tokens"] for s in pool["shards"] if s["id"] in pool["order"])
-    bc = budget_check(runs, budget, shard_max)
-    if not bc["equal"]:
-        raise DataError("the arms did not train equal budgets: " + "; ".join(bc["problems"]))
+    bc = checked_budgets(runs, budget, max(s["tokens"] for s in pool["shards"] if s["id"] in pool["order"]),
+                         res.calibration_dir)
     records, points, refusals, finals = [], {"A": {}, "B": {}, "C": {}}, {}, {}
     for r in runs:
         D, sel, ctrl, dec_t, dec_u = arm_result(r, budget)

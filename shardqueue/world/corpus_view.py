@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 from corpus.layout import Layout, default_data_dir
 from corpus.shards import iter_row_group_texts
 from corpus.tokenizer import bos_id, load_encoding, load_token_bytes
+from errors import DataError
 from loaders.stream import open_split
 from shardqueue.world.domains import build_sets, text_sha256, used_documents
 from shardqueue.world.rotation import source_labels
@@ -23,14 +24,29 @@ def sha_key(hex_digest):
     return int(hex_digest[:16], 16)
 
 
+def check_vocab(cfg) -> int:
+    """The prepared corpus's vocabulary size, which the model's must equal (as train.py requires): a smaller
+    model cannot embed the corpus's tokens, and the harmful source's cipher permutes the corpus's vocabulary,
+    whose ids a model or a byte table of another size would not hold. DataError naming both otherwise."""
+    lay = Layout(cfg.data_dir or str(default_data_dir()), cfg.source)
+    have = lay.prepared()["vocab_size"]
+    if cfg.vocab != have:
+        raise DataError(f"{lay.record}: the corpus's tokenizer has a vocabulary of {have:,}, the model's config "
+                        f"{cfg.vocab:,}: give the config vocab={have} (calibrate: --set vocab={have}), or prepare the "
+                        f"corpus with --vocab-size {cfg.vocab}")
+    return have
+
+
 class World:
-    """stream (train [+ harmful]), labels, sets {"control", "selection"}, token_bytes, val, bos, device."""
+    """stream (train [+ harmful]), labels, sets {"control", "selection"}, token_bytes, val, bos, device; vocab:
+    the prepared tokenizer's vocabulary size (the model's, check_vocab)."""
 
     def __init__(self, cfg, device="cpu", per_domain=16, domains=None):
         self.cfg, self.device = cfg, device
         self.data_dir = cfg.data_dir or str(default_data_dir())
         lay = Layout(self.data_dir, cfg.source)
         rec = lay.prepared()
+        self.vocab = check_vocab(cfg)
         self.enc = load_encoding(lay.tokenizer)
         self.bos = bos_id(self.enc)
         self.token_bytes = load_token_bytes(lay.tokenizer)

@@ -55,7 +55,7 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
                           n_reserve)
     # fresh documents for the damaged shards (damaged_pool.py): mixed kinds and doses of realistic damage
     dmg_src = draw.rest() if n_damaged else []
-    stream, lab, harm = with_harmful_copies(world.train, world.labels, docs["harmful"], seed + 7, world.cfg.vocab)
+    stream, lab, harm = with_harmful_copies(world.train, world.labels, docs["harmful"], seed + 7, world.vocab)
     damage, dshards = None, []
     if n_damaged:
         stream, lab, damage, dshards = add_damaged_shards(world, stream, lab, dmg_src, n_damaged, shard_tokens,
