@@ -1212,6 +1212,20 @@ def test_reconstruct_execute_from_a_checkpoint_inside_the_in_queue_decay(decay_r
     assert f"re-executed records {C + 1}-{len(recs)} of the log" in capsys.readouterr().out
 
 
+def test_a_flagged_candidate_that_took_the_decays_last_update_is_undecided_not_judged_on_no_training(decay_runs):
+    """Its recovery shard would train 0 updates and leave the model as the candidate did: every flagged domain
+    still risen, the shard rejected on no measurement. It is rolled back undecided, and the decay goes on."""
+    recs = read_log(decay_runs["positions"] / "decisions.jsonl")
+    i = next(i for i, r in enumerate(recs) if r["event"] == "train" and r.get("position") == 2)
+    assert recs[i]["phase"] == "decay" and recs[i]["flagged"] == ["random"] and recs[i]["updates"] == 1
+    assert [r["event"] for r in recs[i + 1: i + 3]] == ["rollback", "undecided"]
+    assert recs[i + 2]["note"] == "no decay update left to test recovery with"
+    assert recs[i + 2]["queue"]["undecided"] == [recs[i]["shard"]] and not recs[i + 2]["queue"]["rejections"]
+    assert all(r["updates"] >= 1 for r in recs if r["event"] == "train")
+    assert recs[-2]["event"] == "decay" and recs[-2]["updates"] == 1  # the next candidate, accepted, decays
+    assert reconstruct_folder(decay_runs["positions"], out=lambda s: None) == 0
+
+
 def test_a_log_whose_start_record_does_not_size_its_in_queue_decay_is_refused_in_one_line(decay_runs, tmp_path,
                                                                                            capsys):
     recs = read_log(decay_runs["positions"] / "decisions.jsonl")
