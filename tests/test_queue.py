@@ -1165,6 +1165,99 @@ def test_reconstruct_execute_from_a_checkpoint(calibrated, full_run, tmp_path, c
     one_line_error(capsys, reexecute_folder(run, from_checkpoint=oldest.name), "does not anchor this log")
 
 
+# runs whose final decay ran inside the queue, as the study's arms do (RunPlan.decay_updates), on the strict calibration
+IN_QUEUE_DECAY = {
+    # the rule on reference-curve residuals (arm B's variant); the decay begins at 700 accepted targets
+    "rule": dict(budget_targets=700, decay_updates=7,
+                 curves={"test_code": {"a": 0.0, "b": 0.01, "c": 0.5, "D0": 1000.0}}),
+    # fixed positions (arm C): candidates 0 and 1 reach the budget (a shard holds at least 300 targets), so 2 is
+    # the decay's first, flagged, and its training takes the decay's one update
+    "positions": dict(policy="random", reject_rate=0.5, rejected_positions=frozenset({2}), budget_targets=600,
+                      decay_updates=1),
+}
+
+
+@pytest.fixture(scope="session")
+def decay_runs(calibrated, tmp_path_factory):
+    """{name: run folder} of the IN_QUEUE_DECAY runs."""
+    runs = {}
+    for name, plan in IN_QUEUE_DECAY.items():
+        runs[name] = tmp_path_factory.mktemp(f"qdecay_{name}")
+        _run(calibrated, runs[name], **plan)
+    return runs
+
+
+@pytest.mark.parametrize("name", sorted(IN_QUEUE_DECAY))
+def test_a_run_whose_decay_ran_inside_the_queue_is_reexecuted_bitwise(decay_runs, name, capsys):
+    """The re-execution rebuilds the plan from the start record: the decay's length, the fixed positions and the
+    curves included (before, it ran the decay after the queue and differed at the decay_start record)."""
+    recs = read_log(decay_runs[name] / "decisions.jsonl")
+    assert any(r["event"] == "decay_start" for r in recs) and recs[-2]["in_queue"]
+    plan = IN_QUEUE_DECAY[name]
+    assert {k: recs[0][k] for k in plan} == {k: sorted(v) if isinstance(v, frozenset) else v for k, v in plan.items()}
+    assert reexecute_folder(decay_runs[name]) == 0
+    assert f"re-executed records 1-{len(recs)} of the log" in capsys.readouterr().out
+    res = json.loads((decay_runs[name] / "reexecution.json").read_text())
+    assert res["held"] and res["mode"] == "bitwise" and res["parameter_hashes_compared"]
+
+
+def test_reconstruct_execute_from_a_checkpoint_inside_the_in_queue_decay(decay_runs, capsys):
+    """A stretch that starts after decay_start continues the decay (before, it began a second one)."""
+    run = decay_runs["rule"]
+    recs = read_log(run / "decisions.jsonl")
+    begun = next(r["seq"] for r in recs if r["event"] == "decay_start")
+    seqs = [torch.load(p, weights_only=True)["log_seq"] for p in sorted(run.glob("ckpt_*.pt"))]
+    C = next(c for c in seqs if begun < c < len(recs))
+    assert reexecute_folder(run, from_checkpoint=f"ckpt_{C:06d}.pt") == 0
+    assert f"re-executed records {C + 1}-{len(recs)} of the log" in capsys.readouterr().out
+
+
+def test_a_flagged_candidate_that_took_the_decays_last_update_is_undecided_not_judged_on_no_training(decay_runs):
+    """Its recovery shard would train 0 updates and leave the model as the candidate did: every flagged domain
+    still risen, the shard rejected on no measurement. It is rolled back undecided, and the decay goes on."""
+    recs = read_log(decay_runs["positions"] / "decisions.jsonl")
+    i = next(i for i, r in enumerate(recs) if r["event"] == "train" and r.get("position") == 2)
+    assert recs[i]["phase"] == "decay" and recs[i]["flagged"] == ["random"] and recs[i]["updates"] == 1
+    assert [r["event"] for r in recs[i + 1: i + 3]] == ["rollback", "undecided"]
+    assert recs[i + 2]["note"] == "no decay update left to test recovery with"
+    assert recs[i + 2]["queue"]["undecided"] == [recs[i]["shard"]] and not recs[i + 2]["queue"]["rejections"]
+    assert all(r["updates"] >= 1 for r in recs if r["event"] == "train")
+    assert recs[-2]["event"] == "decay" and recs[-2]["updates"] == 1  # the next candidate, accepted, decays
+    assert reconstruct_folder(decay_runs["positions"], out=lambda s: None) == 0
+
+
+def test_a_log_whose_start_record_does_not_size_its_in_queue_decay_is_refused_in_one_line(decay_runs, tmp_path,
+                                                                                           capsys):
+    recs = read_log(decay_runs["positions"] / "decisions.jsonl")
+    start = {k: v for k, v in recs[0].items() if k != "decay_updates"}  # as a version before it was recorded
+    _write_log(tmp_path, _rechained([start] + recs[1:]))
+    begun = next(r["seq"] for r in recs if r["event"] == "decay_start")
+    one_line_error(capsys, reexecute_folder(tmp_path), f"record {begun} (decay_start)", "decay_updates")
+
+
+def test_a_stable_phase_an_observer_ended_is_taken_from_the_log_and_said_in_one_line(calibrated, tmp_path, capsys):
+    """Arm A ends its stable phase once its reference curve covers (study/arms.py): a decision on its reference
+    branches, which the log does not hold. The decay_start record names it, and the re-execution takes it from
+    there, saying so, rather than training past it and differing."""
+    from shardqueue.study.arms import ReferenceBranches
+
+    branches = ReferenceBranches([300, 600], 300, cover_below=1e9)  # covered at its first branch, ended past 300
+    _run(calibrated, tmp_path / "a", policy="plain", budget_targets=10 ** 6, decay_updates=2, observers=[branches])
+    recs = read_log(tmp_path / "a" / "decisions.jsonl")
+    begun = next(r for r in recs if r["event"] == "decay_start")
+    assert branches.stopped and begun["stable_ended_by"].startswith("arm A's reference branches")
+    assert reexecute_folder(tmp_path / "a") == 0
+    notes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("note:")]
+    assert len(notes) == 1 and notes[0].startswith(f"note: record {begun['seq']} (decay_start): where the stable "
+                                                   f"phase ended is taken from the log")
+    assert notes[0][len("note: "):] in json.loads((tmp_path / "a" / "reexecution.json").read_text())["mode"]
+    # continued inside the decay, where the observer's end is not in the checkpoint: the decay goes on, no candidate
+    # of the stable phase trains
+    C = max(c for c in (torch.load(p, weights_only=True)["log_seq"] for p in (tmp_path / "a").glob("ckpt_*.pt"))
+            if c < len(recs))
+    assert C >= begun["seq"] and reexecute_folder(tmp_path / "a", from_checkpoint=f"ckpt_{C:06d}.pt") == 0
+
+
 EDITS = {"micro_rows": 2, "eval_rows": 8, "muon_lr": 0.03}  # CFG's are 4, 4 and 0.02
 
 

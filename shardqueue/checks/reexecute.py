@@ -23,9 +23,16 @@ logged record of the same seq:
 
 The first differing record is named with its field and both values. Records that a resume or a
 return from quarantine wrote are outside training: they are taken from the log at their place
-(a return changes the queue state as it did in the run). `--from-checkpoint` re-executes the
-stretch after one of the run's checkpoints (ckpt_<seq>.pt), whose records must equal the log's
-(the checkpoint is anchored in the hash chain); `--to-record` ends the stretch early.
+(a return changes the queue state as it did in the run). So is the end of a stable phase that an
+observer of the run ended before its budget (arm A's reference branches, once its curve covers:
+the branches are the study's, not the log's): its decay_start record names the observer's reason,
+and the verdict says, in one line, that this record's place was taken from the log. `--from-checkpoint`
+re-executes the stretch after one of the run's checkpoints (ckpt_<seq>.pt), whose records must equal
+the log's (the checkpoint is anchored in the hash chain); `--to-record` ends the stretch early.
+
+The run plan is the start record's (RunPlan.from_record), the in-queue decay's length, arm C's fixed
+positions and arm B's reference curves included; a log whose in-queue decay its start record does not
+size (written before the start record held decay_updates) is refused in one line naming its decay_start.
 """
 import json
 import sys
@@ -41,7 +48,7 @@ from records.reexecution import Reexecution
 from shardqueue.calibration import open_calibration, start_state
 from shardqueue.engine.final_decay import final_decay
 from shardqueue.engine.log import line_of, read_log, verify_chain
-from shardqueue.engine.plan import RunPlan
+from shardqueue.engine.plan import RECORDED, RunPlan
 from shardqueue.engine.starts import continue_from
 from shardqueue.engine.run_folder import check_start_record, corpus_identity
 from shardqueue.engine.runner import Runner
@@ -143,10 +150,11 @@ class _Stop(Exception):
 class LogComparison:
     """An observer of a re-executing runner's commits: each record, as the log holds it (floats through JSON,
     lists), is kept in `made`; the stretch ends at stop_seq, or at the first record that differs when given
-    `differs`. A record written outside training (OUTSIDE_TRAINING) is taken from the log at its place."""
+    `differs`. A record written outside training (OUTSIDE_TRAINING) is taken from the log at its place, and so
+    is a stable phase's end that an observer of the run decided (`taken`: one line each, for the verdict)."""
 
     def __init__(self, logged, stop_seq, differs=None):
-        self.logged, self.stop_seq, self.differs, self.made = logged, stop_seq, differs, []
+        self.logged, self.stop_seq, self.differs, self.made, self.taken = logged, stop_seq, differs, [], []
 
     def committed(self, runner, records):
         for rec in records:
@@ -158,6 +166,11 @@ class LogComparison:
         if nxt and nxt["event"] in OUTSIDE_TRAINING:
             runner.record(nxt["event"], **{k: v for k, v in nxt.items() if k not in DERIVED})
             runner.commit()
+        elif nxt and nxt["event"] == "decay_start" and nxt.get("stable_ended_by"):
+            runner.stable_ended = nxt["stable_ended_by"]
+            self.taken.append(f"record {nxt['seq']} (decay_start): where the stable phase ended is taken from the "
+                              f"log, not re-executed: an observer of the run ended it ({nxt['stable_ended_by']}), "
+                              f"and the log does not hold what it measured")
 
 
 def anchored_checkpoint(path, logged, log_path):
@@ -185,7 +198,7 @@ def _anchored(path, p, logged, log_path):
 
 
 # the start record's fields that build the runner (a log written before branch_check was recorded lacks it)
-START_ARGUMENTS = ("policy", "seed", "reject_rate", "rotation_shards", "budget_targets", "branch_check", "run_id")
+START_ARGUMENTS = RECORDED + ("run_id",)
 
 
 def _runner(folder, logged, device, scratch, observer):
@@ -194,13 +207,16 @@ def _runner(folder, logged, device, scratch, observer):
     missing = [k for k in START_ARGUMENTS if k not in start]
     if missing:
         raise DataError(f"{folder / 'decisions.jsonl'}: the start record lacks {', '.join(missing)}")
+    unsized = next((r for r in logged if r["event"] == "decay_start"), None) if "decay_updates" not in start else None
+    if unsized:
+        raise DataError(f"{folder / 'decisions.jsonl'}: record {unsized['seq']} (decay_start) begins a decay inside "
+                        f"the queue, but the start record does not hold its length (decay_updates: an older version "
+                        f"wrote it); the run cannot be re-executed")
     rel = str(start.get("calibration_dir", "."))
     cfg, world, pool, calib = open_calibration(folder / rel, device)
     pool = sources.prepare(folder, world, pool, (), 1, log=lambda s: None)  # sources the run added
     cfg = type(cfg)(**{**cfg.to_dict(), "seed": start["seed"]})
-    plan = RunPlan(policy=start["policy"], seed=start["seed"], reject_rate=start["reject_rate"],
-                   rotation_shards=start["rotation_shards"], budget_targets=start["budget_targets"],
-                   branch_check=start["branch_check"], checkpoints=False)
+    plan = RunPlan.from_record(start, checkpoints=False)
     runner = Runner(cfg, world, pool, calib, scratch, plan, observers=[observer], log=lambda s: None,
                     run_id=start["run_id"], calibration_dir=rel, corpus=corpus_identity(cfg))
     check_start_record(start, runner, folder / "decisions.jsonl")
@@ -215,6 +231,7 @@ class Reexecuted:
     same_machine: bool
     tolerance: float
     comparison: Comparison
+    taken: list  # one line per decision taken from the log rather than re-executed (LogComparison)
 
     @property
     def hashes(self):
@@ -262,7 +279,8 @@ def reexecute(folder, device="cpu", from_checkpoint=None, to_record=None, tolera
         except _Stop:
             pass
     stretch = logged[first - 1: stop]
-    return Reexecuted(stretch, seen.made, same, tol, compare_records(stretch, seen.made, tol, same and tol == 0.0))
+    return Reexecuted(stretch, seen.made, same, tol, compare_records(stretch, seen.made, tol, same and tol == 0.0),
+                      seen.taken)
 
 
 def reexecute_folder(folder, device="cpu", from_checkpoint=None, to_record=None, tolerance=None, out=print):
@@ -280,9 +298,11 @@ def reexecute_folder(folder, device="cpu", from_checkpoint=None, to_record=None,
     cmp, seconds = rx.comparison, round(time.time() - t0, 1)
     mode = "bitwise" if rx.hashes else f"floats within {rx.tolerance:g}, parameter SHA256s not compared"
     span = f"records {rx.logged[0]['seq']}-{rx.logged[-1]['seq']} of the log"
-    record = Reexecution(held=cmp.difference is None, mode=mode, tolerance=rx.tolerance, same_machine=rx.same_machine,
-                         parameter_hashes_compared=rx.hashes, first=rx.logged[0]["seq"], last=rx.logged[-1]["seq"],
-                         records=len(rx.logged), from_checkpoint=from_checkpoint, seconds=seconds,
+    taken = "".join(f"; {line}" for line in rx.taken)  # not re-executed: in the record, and as note lines below
+    record = Reexecution(held=cmp.difference is None, mode=mode + taken, tolerance=rx.tolerance,
+                         same_machine=rx.same_machine, parameter_hashes_compared=rx.hashes,
+                         first=rx.logged[0]["seq"], last=rx.logged[-1]["seq"], records=len(rx.logged),
+                         from_checkpoint=from_checkpoint, seconds=seconds,
                          largest_float_difference=dict(zip(("value", "record", "field"), cmp.largest)),
                          difference=None if cmp.difference is None else {**cmp.difference.__dict__,
                                                                          "line": str(cmp.difference)})
@@ -291,6 +311,8 @@ def reexecute_folder(folder, device="cpu", from_checkpoint=None, to_record=None,
     except OSError as e:  # a read-only run folder: the verdict below is still the answer, only its file is missing
         print(f"note: {os_error_line(e, folder)}; reexecution.json not written, the verdict follows",
               file=sys.stderr)
+    for line in rx.taken:
+        out(f"note: {line}")
     if cmp.difference is not None:
         print(f"error: re-execution of {span} differs at {cmp.difference}", file=sys.stderr)
         return 1

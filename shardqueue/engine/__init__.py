@@ -1,9 +1,11 @@
 """The queue's mechanism, the same under every policy: train a whole shard, measure, commit, roll back, resume.
 
-    plan.py          RunPlan: what one run needs (policy, seed, budget, rotation length, ...), checked where built
+    plan.py          RunPlan: what one run needs (policy, seed, budget, rotation length, ...), checked where built;
+                     the plan as the start record holds it, and back (a re-execution's)
     runner.py        Runner: candidate and recovery steps, records, commits, rollbacks; observers of its commits
     recovery.py      a flagged shard's recovery test and its decision: accepted, or rolled back and deferred or
-                     quarantined (the candidate that reaches the budget is accepted without its recovery shard)
+                     quarantined (the candidate that reaches the budget is accepted without its recovery shard);
+                     undecided where no recovery shard can train (no reserve, no decay update left)
     branch_check.py  the branch check of a first-rotation rejection, on the policy's branch judge
     admission.py     a new source at a rotation boundary: input checks and its own calibration on a branch
     final_decay.py   the final decay (LR to 0) and the scores of the model it leaves (final.pt)

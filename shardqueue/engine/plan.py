@@ -9,6 +9,10 @@ from shardqueue.policy.unmeasured import FixedPositions, PlainOrder, RandomRejec
 from shardqueue.settings import POLICIES, branch_mode
 
 WHAT = "run plan"
+# the plan's fields the start record holds: these always, and those after them only when set, so a run without
+# them writes the start record it wrote before they were recorded (the committed references, tests/reference/)
+RECORDED = ("policy", "seed", "reject_rate", "budget_targets", "rotation_shards", "branch_check")
+RECORDED_WHEN_SET = ("decay_updates", "rejected_positions", "curves")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,23 @@ class RunPlan:
         """The plan with its seed and budget given where it left them to the calibration."""
         return replace(self, seed=seed if self.seed is None else self.seed,
                        budget_targets=budget_targets if self.budget_targets is None else self.budget_targets)
+
+    def recorded(self) -> dict:
+        """The plan as the start record holds it (JSON values): what a re-execution rebuilds it from."""
+        out = {k: getattr(self, k) for k in RECORDED}
+        for k in RECORDED_WHEN_SET:
+            v = getattr(self, k)
+            if v is not None:
+                out[k] = sorted(v) if k == "rejected_positions" else v
+        return out
+
+    @classmethod
+    def from_record(cls, start: dict, **kw) -> "RunPlan":
+        """The plan a start record holds (recorded()); kw: the fields not recorded (checkpoints)."""
+        got = {k: start[k] for k in RECORDED + RECORDED_WHEN_SET if k in start}
+        if got.get("rejected_positions") is not None:
+            got["rejected_positions"] = frozenset(got["rejected_positions"])
+        return cls(**got, **kw)
 
     def policy_on(self, calib) -> object:
         """The policy (policy/protocol.py) this plan names, on a calibration record."""

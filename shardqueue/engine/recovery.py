@@ -1,7 +1,8 @@
 """A flagged shard's recovery step: the reserve's front shard trained after it, measured and judged by the
 policy. Recovered, the shard is accepted with its recovery shard, except the candidate whose acceptance reaches
 the budget, accepted alone (accept_recovered). Unrecovered, it is rolled back bitwise, branch-checked in the
-first rotation (branch_check.py), deferred or quarantined (and then inspected)."""
+first rotation (branch_check.py), deferred or quarantined (and then inspected). Where no recovery shard can be
+trained (the reserve is empty, or the in-queue decay has no update left), it is rolled back undecided."""
 from shardqueue.engine.branch_check import branch_check
 from shardqueue.world.inspection import inspect_shard
 
@@ -13,17 +14,29 @@ def reaches_budget(runner, sid):
             and runner.accepted_tokens() + runner.shards[sid]["tokens"] >= budget)
 
 
+def untestable(runner):
+    """Why the flagged shard's recovery cannot be tested, or None. In the in-queue decay a candidate that took
+    the decay's last updates leaves its recovery shard none: trained 0 updates, the model unchanged, it would
+    find every flagged domain still risen and reject the shard on no measurement at all."""
+    if not runner.state["reserve"]:
+        return "no shard left to test recovery with"
+    if runner.decay_start is not None and runner.decay_left() <= 0:
+        return "no decay update left to test recovery with"
+    return None
+
+
 def recovery_step(runner):
     """The recovery test of the flagged shard and its decision, committed."""
     r, sid = runner, runner.state["flagged"]
     flagged = r.flag_info["flagged"]
-    rec_sid = (r.state["reserve"] or [None])[0]  # never a candidate (state.py)
-    if rec_sid is None:  # nothing to test recovery with
+    why = untestable(r)
+    if why:  # neither kept nor rejected: rolled back, and decided by no test
         r.restore(r.rollback)
         r.record("rollback", shard=sid, to_step=r.step, params_sha256=r.rollback["params_sha256"])
-        r.record("undecided", shard=sid, note="no shard left to test recovery with")
+        r.record("undecided", shard=sid, note=why)
         r.commit()
         return
+    rec_sid = r.state["reserve"][0]  # never a candidate (state.py)
     # kept for the candidate that reaches the budget: accepted, it ends the stable phase without its recovery shard
     candidate_state = r.snapshot() if reaches_budget(r, sid) else None
     scr = r.screen(rec_sid)

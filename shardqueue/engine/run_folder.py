@@ -13,6 +13,7 @@ import torch
 from corpus.atomic import atomic_write_bytes, sha256_file
 from corpus.layout import Layout, default_data_dir
 from errors import DataError
+from shardqueue.engine.plan import RECORDED_WHEN_SET
 from shardqueue.engine.start_record import settings_differences
 from shardqueue.world.rotation import load_rotation, save_rotation
 from training.checkpoint import checkpoint_bytes, data_identity, newest_good_checkpoint
@@ -22,8 +23,6 @@ RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*",
              "decisions.parquet", "decisions.csv", "queue_summary.json", "control_curves.png", "inspection",
              "start_state.pt", "start_state.json", "added_sources.json*", "reexecution.json")
 START_KEY = "start_state.json"
-# what --resume must find unchanged in the start record (fields of the run plan)
-START_FIELDS = ("seed", "policy", "reject_rate", "budget_targets", "rotation_shards", "branch_check")
 
 
 def write_state(path, payload):
@@ -96,10 +95,10 @@ def freeze_rotation(out, r, manifest):
 
 
 def check_start_record(start, runner, log_path):
-    """Resume refuses any difference from the run's start record: seed, policy, rate, budget,
-    rotation length, branch check, calibration, pool, corpus, and each key of the calibration
-    folder's config.json and calibration.json (named)."""
-    now = {k: getattr(runner.plan, k) for k in START_FIELDS}
+    """Resume refuses any difference from the run's start record: the run plan (seed, policy, rate, budget,
+    rotation length, branch check, and the in-queue decay, fixed positions and curves where set), calibration,
+    pool, corpus, and each key of the calibration folder's config.json and calibration.json (named)."""
+    now = dict.fromkeys(RECORDED_WHEN_SET) | runner.plan.recorded()  # a field not set is absent from the record
     now["calibration"] = {k: runner.calib.get(k) for k in ("k", "frac", "sigma")}
     now["pool_sha256"] = runner.pool["_sha256"]
     now["corpus"] = runner.corpus

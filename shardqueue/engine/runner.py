@@ -74,7 +74,8 @@ class Runner:
         self.prev_sha256 = None  # the newest record's hash: the chain an edited earlier record breaks
         self.dlog, self._owed, self.flag_info = None, [], None  # the decision log, records it is owed, a flag's losses
         self.decay_start = None  # the step at which the in-queue decay began
-        self.stable_ended = False  # an observer ended the stable phase before the budget (arm A, covered)
+        # why an observer ended the stable phase before the budget (arm A, covered), or None: the budget ends it
+        self.stable_ended = None
 
     def start_from(self, state):
         """Start from a saved state (the calibrated one, or another seed's start): trainer, RNG, step, targets."""
@@ -233,6 +234,15 @@ class Runner:
         return {"kind": kind, "shard": b, "sources": self.shards[b]["sources"], **info, "losses": after,
                 "deltas": {d: after[d] - self.ref[d] for d in after}, "rose": rose}
 
+    def begin_decay(self):
+        """The in-queue decay's start, recorded; with the observer's reason when one ended the stable phase
+        before the budget (a re-execution, which has no such observer, takes that end from the log)."""
+        self.decay_start = self.step
+        ended = {"stable_ended_by": self.stable_ended} if self.stable_ended else {}
+        self.record("decay_start", step=self.step, history_targets=self.targets, updates=self.plan.decay_updates,
+                    **ended)
+        self.commit()
+
     # ---- a run ---------------------------------------------------------------------------
     def run(self):
         """A fresh run through rotations until the budget of accepted targets is reached or nothing is left."""
@@ -247,7 +257,7 @@ class Runner:
             if self.state["flagged"]:
                 self.recovery_step()
                 continue
-            if self.budget_left():
+            if self.decay_start is None and self.budget_left():
                 if self.next_front() is None or not self.recovery_possible():
                     break
                 self.candidate_step()
@@ -255,10 +265,7 @@ class Runner:
             if not self.plan.decay_updates:
                 break
             if self.decay_start is None:
-                self.decay_start = self.step
-                self.record("decay_start", step=self.step, history_targets=self.targets,
-                            updates=self.plan.decay_updates)
-                self.commit()
+                self.begin_decay()
             if self.decay_left() <= 0 or self.next_front() is None or not self.recovery_possible():
                 break
             self.candidate_step()

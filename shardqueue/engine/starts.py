@@ -28,13 +28,12 @@ def start(runner):
     runner.dlog = DecisionLog(log_path)
     runner.ref = runner.measure()
     plan, calib = runner.plan, runner.calib
-    runner.record("start", losses=runner.ref, policy=plan.policy, seed=plan.seed, reject_rate=plan.reject_rate,
+    # the plan (whether first-rotation rejections are branch-checked included; how is the calibration's
+    # branch_mode): what a re-execution rebuilds the run from
+    runner.record("start", losses=runner.ref, **plan.recorded(),
                   calibration={k: calib.get(k) for k in ("k", "frac", "sigma")},
-                  pool_sha256=runner.pool["_sha256"], budget_targets=plan.budget_targets,
-                  rotation_shards=plan.rotation_shards, start_step=runner.step, start_targets=runner.targets,
-                  calibration_dir=runner.calibration_dir, corpus=runner.corpus,
-                  # whether first-rotation rejections are branch-checked (the plan's), and how (calibration's)
-                  branch_check=plan.branch_check, branch_mode=runner.branch_mode,
+                  pool_sha256=runner.pool["_sha256"], start_step=runner.step, start_targets=runner.targets,
+                  calibration_dir=runner.calibration_dir, corpus=runner.corpus, branch_mode=runner.branch_mode,
                   params_sha256=params_sha256(runner.trainer.model),
                   **start_settings(runner.cfg, calib, runner.world.device))
     runner.commit()
@@ -66,10 +65,13 @@ def resume(runner):
     take_checkpoint(runner, p)
     runner.record("resumed", checkpoint=path.name, log_seq=p["log_seq"], machine=machine(runner.world.device))
     runner.commit()
-    if runner.plan.decay_updates:
-        runner.decay_start = next((r["step"] for r in read_log(log_path, log=lambda s: None)
-                                   if r["event"] == "decay_start"), None)
+    runner.decay_start = decay_start_of(full)
     return runner.work()
+
+
+def decay_start_of(records):
+    """The step at which the in-queue decay began in these records, or None (not begun)."""
+    return next((r["step"] for r in records if r["event"] == "decay_start"), None)
 
 
 def _owed_appended(recs, p, path, log_path):
@@ -100,6 +102,7 @@ def continue_from(runner, checkpoint, logged):
     runner.dlog = DecisionLog(log_path, seq=C)
     runner.prev_sha256 = record_sha256(logged[C - 1])
     take_checkpoint(runner, checkpoint)
+    runner.decay_start = decay_start_of(logged[:C])
     return runner.work()
 
 

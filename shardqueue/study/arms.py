@@ -61,7 +61,9 @@ class ReferenceBranches:
             t = self.thresholds[len(self.branches)]
             if self.covered and self.budget_threshold is not None and t > self.budget_threshold:
                 # covered: end the stable phase here; the in-queue decay gives the last point
-                self.stopped = runner.stable_ended = True
+                self.stopped = True
+                runner.stable_ended = (f"arm A's reference branches: its curve covers {self.cover_below:.4f}, the "
+                                       f"lowest loss it must reach")
                 runner.log(f"  reference curve covers {self.cover_below:.4f}: arm A ends its stable phase at {acc:,} "
                            f"accepted targets")
                 return
