@@ -170,7 +170,7 @@ def eval_stage(out, data_dir, clock):
     rc = eval_main(["--runs", str(out / "train"), *data_dir_args(data_dir), "--out", str(out / "eval"), *proto])
     if rc:
         return rc
-    for chk in ("verify_window_evidence.py", "verify_evaluation_summary.py"):
+    for chk in ("verify_window_evidence.py", "verify_evaluation_summary.py", "verify_confirmation.py"):
         rc = subprocess.call([sys.executable, str(Path(__file__).parent / "checkers" / chk), str(out / "eval")])
         if rc:
             return rc

@@ -4,6 +4,7 @@
 def to_md(p) -> list:
     dirty = {True: " (working tree had uncommitted changes)", False: " (clean)", None: ""}[p["git_dirty"]]
     stages = ", ".join(f"{k} {v:,.0f} s" for k, v in p["stage_seconds"]) or "not recorded (no stage_times.json)"
+    folders = ", ".join(f"`{f}`" for f in p["run_folders"])  # the run folder and result folders outside it
     rows = [("code", f"git {p['git_commit']}{dirty}"),
             ("software", f"Python {p['python']}, torch {p['torch']}, numpy {p['numpy']} ({p['platform']})"),
             ("hardware", f"CPU: {p['cpu']}; GPU: {', '.join(p['gpus']) or 'none'}"),
@@ -12,5 +13,5 @@ def to_md(p) -> list:
                           if p["corpus_source"] == "stdlib" else "")),
             ("date", p["date_utc"]),
             ("wall time per stage", stages),
-            ("run folder size", f"{p['run_folder_bytes'] / 1e6:,.1f} MB")]
+            ("run folder size", f"{p['run_folder_bytes'] / 1e6:,.1f} MB (of {folders})")]
     return ["## Provenance: what ran", "", "| | |", "|---|---|", *[f"| {a} | {b} |" for a, b in rows], ""]

@@ -111,7 +111,8 @@ def main(argv=None):
         return 2
     secs = build(out, a.audit, a.train, a.eval, a.queue, a.study, a.audit_val, a.audit_packers, a.audit_ranks,
                  a.frontier)
-    prov = collect(out, a.data_dir, a.corpus_source)
+    given = (a.audit, a.train, a.eval, a.queue, a.study, a.audit_val, a.audit_packers, a.audit_ranks, a.frontier)
+    prov = collect(out, a.data_dir, a.corpus_source, [f for f in given if f])  # sized with the run: what the page reads
     atomic_write_text(out / "SUMMARY.md", render(secs, out, prov) + "\n")
     atomic_write_json(out / "findings.json", {"provenance": prov, "sections": [s.to_json() for s in secs],
                                               "scorecard": [{"section": s.key, **s.to_json()["score"]} for s in secs if s.score]})

@@ -78,13 +78,27 @@ def corpus_id(data_dir, source):
     return rec.get("build_id")
 
 
-def folder_bytes(path):
-    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+def folder_bytes(*paths):
+    """The bytes of every file under the folders, each file once (a folder may lie inside another)."""
+    files = {f.resolve() for p in paths for f in Path(p).rglob("*") if f.is_file()}
+    return sum(f.stat().st_size for f in files)
 
 
-def collect(out, data_dir=None, source="stdlib"):
-    """A run folder's provenance (SUMMARY.md's table, findings.json's `provenance`)."""
+def measured_folders(out, folders):
+    """The run folder and every result folder outside it that exists: what the page describes."""
     out = Path(out)
+    keep = [out]
+    for f in map(Path, folders):
+        if f.is_dir() and not any(f.resolve().is_relative_to(k.resolve()) for k in keep):
+            keep.append(f)
+    return keep
+
+
+def collect(out, data_dir=None, source="stdlib", folders=()):
+    """A run's provenance (SUMMARY.md's table, findings.json's `provenance`); folders: its result folders,
+    measured with the run folder when they lie outside it (--train runs/six_paper --out runs/paper)."""
+    out = Path(out)
+    measured = measured_folders(out, folders)
     if data_dir is None:
         data_dir = default_data_dir()
     commit, dirty = git_state()
@@ -107,7 +121,8 @@ def collect(out, data_dir=None, source="stdlib"):
         # [stage, seconds] pairs in the main job's order (JSON objects are written with sorted keys)
         "stage_seconds": [[k, times[k]] for k in sorted(times, key=lambda k: (
             STAGE_ORDER.index(k) if k in STAGE_ORDER else len(STAGE_ORDER), k))],
-        "run_folder_bytes": folder_bytes(out),
+        "run_folder_bytes": folder_bytes(*measured),
+        "run_folders": [str(f) for f in measured],
     }
 
 

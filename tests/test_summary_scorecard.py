@@ -101,6 +101,22 @@ def test_queue_section_says_whether_the_reexecution_held(tmp_path):
     assert "FAILED at record 12 (train_loss)" in cell and f"did NOT reproduce the log: {line}." in md
 
 
+def test_the_size_is_of_the_folders_the_page_reads(tmp_path):
+    """--train and --eval outside --out: their files are counted, each once, and the line names the folders."""
+    run, train, evald = tmp_path / "paper", tmp_path / "six", tmp_path / "ev"
+    for d, n in ((run, 10), (train / "r1", 200_000), (evald, 500)):
+        d.mkdir(parents=True)
+        (d / "f.bin").write_bytes(b"x" * n)
+    (run / "audit").mkdir()
+    (run / "audit" / "a.bin").write_bytes(b"x" * 7)  # --audit inside --out: counted once, not twice
+    assert main(["--out", str(run), "--train", str(train), "--eval", str(evald), "--audit", str(run / "audit"),
+                 "--data-dir", str(tmp_path / "data")]) == 0
+    p = json.loads((run / "findings.json").read_text())["provenance"]
+    assert p["run_folder_bytes"] == 10 + 7 + 200_000 + 500  # 0.2 MB
+    assert p["run_folders"] == [str(run), str(train), str(evald)]
+    assert f"| run folder size | 0.2 MB (of `{run}`, `{train}`, `{evald}`) |" in (run / "SUMMARY.md").read_text()
+
+
 def test_provenance_fields(tmp_path):
     run, data = tmp_path / "run", tmp_path / "data"
     run.mkdir()
