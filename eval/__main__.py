@@ -8,7 +8,10 @@ corpus and every checkpoint's official check are verified before any forward pas
 parameters (populations, seeds, contrasts, the ranked set, the stream checks) are used.
 Without one, only an exploratory pass runs (--exploratory); it evaluates exactly the
 finished runs present, names the configured runs that are absent, and labels every file,
-table and figure as unconfirmed.
+table and figure as unconfirmed. Its runs are matched by their recorded configs: a folder
+named as one of the six must hold that run (loader and seed), and runs that differ in
+anything but loader and seed (budget, model, evaluation population) are refused, since
+their deltas would not be the packer's.
 
 Before scoring, the evaluation streams are replayed on CPU (the audit's packer replay):
 the confirmation stream must emit no source longer than R (section 5.4) and the official
@@ -121,7 +124,7 @@ def prepare(a):
     from corpus.tokenizer import load_token_bytes
     from eval.confirmation import confirmation_stream
     from eval.plan import complete_plan, evaluation_plan
-    from eval.runs import survey_runs
+    from eval.runs import check_matched, survey_runs
     from loaders.stream import open_split
     from training.config import TrainConfig
 
@@ -148,6 +151,7 @@ def prepare(a):
         status = f"confirmation under protocol {proto['name']} (SHA256 {proto['_sha256']}, frozen {proto['frozen_at_utc']})"
         absent = []  # the protocol's runs are all present, or check_before_confirmation refused
     else:
+        check_matched(runs)
         names = sorted(set(run_names()) | {r[0].name for r in runs})
         plan = evaluation_plan(cfg0.source, n_val, cfg0.context, cfg0.eval_rows, cfg0.eval_batches,
                                a.per_stratum, a.replicates, run_names=names, buffer=cfg0.eval_buffer)

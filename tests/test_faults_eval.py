@@ -272,3 +272,26 @@ def test_an_unwritable_or_full_output_folder_is_one_line_and_changes_nothing(par
     assert sorted(p.name for p in out.iterdir()) == ["report.md"]  # no half-written or temporary file, no lock file
     assert (out / "report.md").read_text() == "an earlier report"
     assert {p: p.read_bytes() for p in partial_runs.rglob("*") if p.is_file() and p.name != ".lock"} == runs_before
+
+
+def test_exploratory_runs_are_matched_by_their_configs_not_their_folder_names(partial_runs, tmp_path, capsys):
+    """A folder whose run is not what its name says, two folders of one run, or runs that differ in budget,
+    model or evaluation population are refused before anything is scored or written."""
+    runs, out = tmp_path / "runs", tmp_path / "ev"
+    shutil.copytree(partial_runs, runs)
+    argv = ["--runs", str(runs), "--out", str(out), "--exploratory", *FAST]
+    shutil.copytree(runs / "baseline_s43", runs / "segmented_s44")
+    rc = eval_main(argv)
+    _one_line_error(capsys, rc, "segmented_s44: holds a baseline_s43 run (loader original, seed 43), not segmented_s44")
+    shutil.move(runs / "segmented_s44", runs / "extra")
+    rc = eval_main(argv)
+    _one_line_error(capsys, rc, "both hold a baseline_s43 run")
+    shutil.rmtree(runs / "extra")
+    summary = runs / "baseline_s44" / "summary.json"
+    s = json.loads(summary.read_text())
+    s["config"].update(updates=20, width=64)
+    summary.write_text(json.dumps(s))
+    rc = eval_main(argv)
+    _one_line_error(capsys, rc, "baseline_s44: differs from baseline_s43 in updates (20 vs 2), width (64 vs 32)",
+                    "differ only in loader and seed")
+    assert not out.exists()
