@@ -6,7 +6,8 @@ Writes canonical JSON with the six run configs, every evaluation parameter (popu
 seeds, sampling, contrasts, bootstrap, confirmation size and the fingerprint of the
 confirmation stream's rows, the stream checks made before scoring, and the section 5.6 ranked set: the seed-43 runs with baseline_s43 as the
 reference, unless --rank names another set), the corpus and
-tokenizer SHA256s, the SHA256 of every code file and the UTC time, plus a
+tokenizer SHA256s, the SHA256 of every code file and of the rest of the fixed judge (checkers,
+the paper's values, the queue's and study's rules) and the UTC time, plus a
 `protocol.json.sha256` sidecar; prints the protocol's SHA256.
 """
 import argparse
@@ -52,7 +53,7 @@ def main(argv=None):
     from eval.confirmation import confirmation_fingerprint
     from eval.plan import evaluation_plan
     from loaders.stream import open_split
-    from protocols.protocol import write_protocol
+    from protocols.protocol import judge_sha256, write_protocol
     from training.checkpoint import code_sha256
     from training.config import resolve_config
 
@@ -81,6 +82,7 @@ def main(argv=None):
         "corpus": {"source": first["source"], "shards_sha256": rec["shards_sha256"],
                    "tokenizer_sha256": rec["tokenizer_sha256"], "files": rec["files"], "build_id": rec["build_id"]},
         "code_sha256": code_sha256(),
+        "judge_sha256": judge_sha256(),
     }
     if a.rank:
         names = [n.strip() for n in a.rank.split(",") if n.strip()]

@@ -6,6 +6,8 @@
 A confirmation pass needs a frozen protocol (python -m comparison.freeze): its hash, runs,
 corpus and every checkpoint's official check are verified before any forward pass, and its
 parameters (populations, seeds, contrasts, the ranked set, the stream checks) are used.
+Code or judge files changed since the freeze are allowed (a fix must stay possible) but
+named in eval_status.json and in every file's status: not a clean confirmation.
 Without one, only an exploratory pass runs (--exploratory); it evaluates exactly the
 finished runs present, names the configured runs that are absent, and labels every file,
 table and figure as unconfirmed. Its runs are matched by their recorded configs: a folder
@@ -145,10 +147,13 @@ def prepare(a):
 
         proto = load_protocol(a.protocol)
         require_keys(proto, a.protocol)
-        check_before_confirmation(proto, runs, lay, log=print)
+        changed = check_before_confirmation(proto, runs, lay, log=print)
         plan, notes = complete_plan(proto["evaluation"], list(proto["runs"]), cfg0.eval_rows, cfg0.eval_batches,
                                     cfg0.eval_buffer)
         status = f"confirmation under protocol {proto['name']} (SHA256 {proto['_sha256']}, frozen {proto['frozen_at_utc']})"
+        if changed:  # the judge changed after the freeze: allowed (a fix must stay possible), never clean
+            status += (f"; NOT A CLEAN CONFIRMATION: {len(changed)} hashed files changed since the freeze "
+                       f"({', '.join(changed)})")
         absent = []  # the protocol's runs are all present, or check_before_confirmation refused
     else:
         check_matched(runs)
@@ -166,7 +171,7 @@ def prepare(a):
         from eval.rescore import check_all_reproduce
 
         check_all_reproduce(runs, dd, a.device)
-    return {"runs": runs, "absent": absent, "cfg0": cfg0, "dd": dd, "tb": tb, "plan": plan, "notes": notes,
+    return {"runs": runs, "absent": absent, "cfg0": cfg0, "changed": changed if a.protocol else [], "dd": dd, "tb": tb, "plan": plan, "notes": notes,
             "status": status, "dups": dups, "streams": streams, "checks": checks,
             "protocol_sha256": proto["_sha256"] if a.protocol else None}
 
@@ -190,7 +195,7 @@ def claim_folder(out, ctx):
     """One kind of pass per folder: confirmed and unconfirmed results never mix, nor two protocols."""
     path = out / "eval_status.json"
     want = {"mode": "confirmation" if ctx["protocol_sha256"] else "exploratory", "status": ctx["status"],
-            "protocol_sha256": ctx["protocol_sha256"]}
+            "protocol_sha256": ctx["protocol_sha256"], "code_changed_since_freeze": ctx["changed"]}
     if path.exists():
         try:
             have = json.loads(path.read_text())

@@ -295,3 +295,32 @@ def test_exploratory_runs_are_matched_by_their_configs_not_their_folder_names(pa
     _one_line_error(capsys, rc, "baseline_s44: differs from baseline_s43 in updates (20 vs 2), width (64 vs 32)",
                     "differ only in loader and seed")
     assert not out.exists()
+
+
+def test_code_or_judge_changed_since_the_freeze_is_recorded_as_not_a_clean_confirmation(partial_runs, small_corpus,
+                                                                                        tmp_path):
+    from protocols.protocol import judge_sha256
+
+    p = _protocol(small_corpus, partial_runs)
+    p["code_sha256"]["eval/official.py"] = "0" * 64
+    p["judge_sha256"] = {**judge_sha256(), "checkers/packing_checker.py": "0" * 64}
+    write_protocol(tmp_path / "protocol.json", p)
+    out = tmp_path / "ev"
+    assert eval_main(["--runs", str(partial_runs), "--out", str(out), "--protocol", str(tmp_path / "protocol.json"),
+                      "--device", "cpu", "--no-figures"]) == 0
+    st = json.loads((out / "eval_status.json").read_text())
+    assert st["code_changed_since_freeze"] == ["checkers/packing_checker.py", "eval/official.py"]
+    assert st["status"].endswith("; NOT A CLEAN CONFIRMATION: 2 hashed files changed since the freeze "
+                                 "(checkers/packing_checker.py, eval/official.py)")
+    assert (out / "report.md").read_text().splitlines()[2] == f"Status: **{st['status']}**."
+    assert json.loads((out / "confirmation.json").read_text())["status"] == st["status"]
+
+
+def test_the_frozen_judge_covers_what_the_readme_calls_the_fixed_judge():
+    from protocols.protocol import judge_sha256
+
+    files = set(code_sha256()) | set(judge_sha256())
+    for f in ("checkers/packing_checker.py", "checkers/verify_window_evidence.py", "findings/paper_values.json",
+              "shardqueue/policy/rule.py", "shardqueue/study/adoption.py", "eval/official.py", "eval/rescore.py",
+              "protocols/protocol.py", "comparison/freeze.py"):
+        assert f in files, f
