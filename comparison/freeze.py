@@ -1,6 +1,6 @@
 """Freeze the comparison protocol before any confirmation pass.
 
-  python -m comparison.freeze --preset tiny [--data-dir DIR] --out runs/main/protocol.json
+  python -m comparison.freeze --preset tiny [--data-dir DIR] --out runs/main/protocol.json [--overwrite]
 
 Writes canonical JSON with the six run configs, every evaluation parameter (populations,
 seeds, sampling, contrasts, bootstrap, confirmation size and the fingerprint of the
@@ -13,6 +13,7 @@ the paper's values, the queue's and study's rules) and the UTC time, plus a
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from console.shutdown import skip_final_collections
 from console.usage import prog_name
@@ -39,11 +40,17 @@ def main(argv=None):
     ap.add_argument("--rank", default=None,
                     help="comma list of run names for the section 5.6 ranking, the first is the reference "
                          "(default: the seed-43 runs, baseline_s43 first)")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace a protocol already at --out (refused without it: a pass may have been confirmed under it)")
     a = ap.parse_args(argv)
     for name, v in (("--replicates", a.replicates), ("--per-stratum", a.per_stratum)):
         if v is not None and v < 1:
             print(f"error: {name} must be >= 1, got {v}", file=sys.stderr)
             return 2
+    if not a.overwrite and Path(a.out).exists():  # a confirmation pass may cite it by its SHA256
+        print(f"error: {a.out}: a protocol is already frozen there; pass --overwrite to replace it, "
+              "or choose another --out", file=sys.stderr)
+        return 2
     try:
         check_out_file(a.out)  # before the corpus is hashed (seconds): where the protocol goes must be writable
     except DataError as e:

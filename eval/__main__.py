@@ -107,8 +107,8 @@ def main(argv=None):
     try:
         a.device = resolve_device(a.device, "--device")
         configure(a.device)
-        ctx = prepare(a)
         out = Path(a.out or Path(a.runs).parent / "eval")
+        ctx = prepare(a, out)
         with folder_lock(out, "an evaluation"):
             rc = evaluate(a, ctx, out)
     except (DataError, FolderLocked) as e:
@@ -121,7 +121,7 @@ def main(argv=None):
     return rc
 
 
-def prepare(a):
+def prepare(a, out):
     """Everything checked before an output folder is touched: runs, protocol, data, streams."""
     from corpus.tokenizer import load_token_bytes
     from eval.confirmation import confirmation_stream
@@ -130,6 +130,8 @@ def prepare(a):
     from loaders.stream import open_split
     from training.config import TrainConfig
 
+    if not a.protocol:
+        check_folder_free(out, None)
     runs, absent = survey_runs(a.runs)
     if not runs:
         raise DataError(f"{a.runs}: no finished runs (folders with summary.json and their final checkpoint)")
@@ -147,6 +149,7 @@ def prepare(a):
 
         proto = load_protocol(a.protocol)
         require_keys(proto, a.protocol)
+        check_folder_free(out, proto["_sha256"])  # before the corpus is hashed and every checkpoint re-scored
         changed = check_before_confirmation(proto, runs, lay, log=print)
         plan, notes = complete_plan(proto["evaluation"], list(proto["runs"]), cfg0.eval_rows, cfg0.eval_batches,
                                     cfg0.eval_buffer)
@@ -171,7 +174,8 @@ def prepare(a):
         from eval.rescore import check_all_reproduce
 
         check_all_reproduce(runs, dd, a.device)
-    return {"runs": runs, "absent": absent, "cfg0": cfg0, "changed": changed if a.protocol else [], "dd": dd, "tb": tb, "plan": plan, "notes": notes,
+    return {"runs": runs, "absent": absent, "cfg0": cfg0, "changed": changed if a.protocol else [], "dd": dd, "tb": tb,
+            "plan": plan, "notes": notes,
             "status": status, "dups": dups, "streams": streams, "checks": checks,
             "protocol_sha256": proto["_sha256"] if a.protocol else None}
 
@@ -191,19 +195,24 @@ def check_frozen_stream(plan, checks, conf_stream):
                         f"differ from the protocol's); refusing to confirm")
 
 
-def claim_folder(out, ctx):
+def check_folder_free(out, protocol_sha256):
     """One kind of pass per folder: confirmed and unconfirmed results never mix, nor two protocols."""
     path = out / "eval_status.json"
-    want = {"mode": "confirmation" if ctx["protocol_sha256"] else "exploratory", "status": ctx["status"],
-            "protocol_sha256": ctx["protocol_sha256"], "code_changed_since_freeze": ctx["changed"]}
     if path.exists():
         try:
             have = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             raise DataError(f"{path}: unreadable; this folder's earlier pass is unknown, use a fresh --out") from None
-        if have.get("protocol_sha256") != want["protocol_sha256"]:
+        if have.get("protocol_sha256") != protocol_sha256:
             raise DataError(f"{out} holds results of another pass ({have.get('status')}); use a fresh --out")
-    atomic_write_json(path, want)
+
+
+def claim_folder(out, ctx):
+    """Checked again under the folder's lock (another pass may have claimed it since prepare), then claimed."""
+    check_folder_free(out, ctx["protocol_sha256"])
+    atomic_write_json(out / "eval_status.json", {
+        "mode": "confirmation" if ctx["protocol_sha256"] else "exploratory", "status": ctx["status"],
+        "protocol_sha256": ctx["protocol_sha256"], "code_changed_since_freeze": ctx["changed"]})
 
 
 def evaluate(a, ctx, out):

@@ -324,3 +324,22 @@ def test_the_frozen_judge_covers_what_the_readme_calls_the_fixed_judge():
               "shardqueue/policy/rule.py", "shardqueue/study/adoption.py", "eval/official.py", "eval/rescore.py",
               "protocols/protocol.py", "comparison/freeze.py"):
         assert f in files, f
+
+
+def test_a_folder_of_another_pass_is_refused_before_any_checkpoint_is_rescored(partial_runs, small_corpus, tmp_path,
+                                                                               capsys, monkeypatch):
+    import eval.rescore
+
+    def no_rescoring(*args, **kw):
+        raise AssertionError("re-scored before the output folder was checked")
+
+    monkeypatch.setattr(eval.rescore, "check_all_reproduce", no_rescoring)
+    write_protocol(tmp_path / "protocol.json", _protocol(small_corpus, partial_runs))
+    out = tmp_path / "ev"
+    out.mkdir()
+    (out / "eval_status.json").write_text(json.dumps({"mode": "exploratory", "status": "EXPLORATORY, UNCONFIRMED",
+                                                      "protocol_sha256": None}))
+    rc = eval_main(["--runs", str(partial_runs), "--out", str(out), "--protocol", str(tmp_path / "protocol.json"),
+                    "--device", "cpu"])
+    _one_line_error(capsys, rc, f"{out} holds results of another pass (EXPLORATORY, UNCONFIRMED); use a fresh --out")
+    assert [p.name for p in out.iterdir()] == ["eval_status.json"]
