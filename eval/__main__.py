@@ -21,7 +21,8 @@ development stream none longer than 4096 scaled with the context (section 5.6), 
 is scored. Then, for every run: windows_dev.parquet, windows_conf.parquet (per-window,
 per-bin sufficient statistics) and confirmation_rows.parquet; across runs: the
 confirmation table (5.4), window comparisons (5.5), prefix rankings (5.6), each as JSON +
-Markdown in report.md, three figures, and evidence files (.npz) that the numpy checkers
+Markdown in report.md, four figures (three of section 5.5; the prefix rankings' when a
+ranking is made; none with --no-figures), and evidence files (.npz) that the numpy checkers
 verify offline. Populations: validation rows 0:38016 (dev) and 49152:84992 (conf) for
 climbmix; the two halves of the validation shard for the offline corpus.
 """
@@ -77,12 +78,12 @@ def parse_args(argv):
                          "checkpoint's official check are verified before any forward pass, and its parameters are used")
     ap.add_argument("--exploratory", action="store_true",
                     help="evaluate without a protocol; every output is labelled unconfirmed")
-    ap.add_argument("--replicates", type=int, default=10000, help="bootstrap replicates, exploratory only (default 10000)")
+    ap.add_argument("--replicates", type=int, default=None, help="bootstrap replicates, exploratory only (default 10000)")
     ap.add_argument("--per-stratum", type=int, default=None,
                     help="sources sampled per stratum, exploratory only (default 256 for climbmix as the paper; 64 for "
                          "the offline corpus, whose CPU scoring with an 8192-token head costs about 10 ms per window)")
     ap.add_argument("--no-figures", action="store_true",
-                    help="skip the three PNGs (about 3 s of matplotlib on a small machine); JSON and Markdown are unchanged")
+                    help="skip the four PNGs (about 3 s of matplotlib on a small machine); JSON and Markdown are unchanged")
     ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     return ap.parse_args(argv)
 
@@ -96,6 +97,11 @@ def main(argv=None):
     if not a.protocol and not a.exploratory:
         print("error: a confirmation pass needs a frozen protocol (--protocol FILE, written by python -m comparison.freeze); "
               "pass --exploratory for an unconfirmed look", file=sys.stderr)
+        return 2
+    fixed = [n for n, v in (("--replicates", a.replicates), ("--per-stratum", a.per_stratum)) if v is not None]
+    if a.protocol and fixed:  # the protocol froze them: a pass under it with others would not be its pass
+        print(f"error: {' and '.join(fixed)}: fixed by the protocol for a confirmation pass; drop "
+              f"{'them' if len(fixed) > 1 else 'it'} (or pass --exploratory without --protocol)", file=sys.stderr)
         return 2
     for name, v in (("--replicates", a.replicates), ("--per-stratum", a.per_stratum)):
         if v is not None and v < 1:
@@ -162,7 +168,7 @@ def prepare(a, out):
         check_matched(runs)
         names = sorted(set(run_names()) | {r[0].name for r in runs})
         plan = evaluation_plan(cfg0.source, n_val, cfg0.context, cfg0.eval_rows, cfg0.eval_batches,
-                               a.per_stratum, a.replicates, run_names=names, buffer=cfg0.eval_buffer)
+                               a.per_stratum, a.replicates or 10000, run_names=names, buffer=cfg0.eval_buffer)
         status = UNCONFIRMED
     pops = plan["populations"]
     streams = {p: open_split(dd, cfg0.source, "val", row_range=tuple(v["rows"])) for p, v in pops.items() if p != "conf"}
@@ -232,8 +238,7 @@ def evaluate(a, ctx, out):
     atomic_write_json(out / "stream_checks.json", {"status": status, "checks": ctx["checks"], "fingerprints": fp_ok})
     summaries = window_summaries(runs, wins, specs, pops, plan, ctx["dups"], out, status)
     rk = rankings_of(runs, cfg0.context, plan, out, status)
-    if not a.no_figures:
-        figures(summaries, rk, cfg0.context, out, label)
+    drawn = [] if a.no_figures else figures(summaries, rk, cfg0.context, out, label)
     report = header(runs, ctx, label) + stream_check_md(ctx["checks"], fp_ok, label)
     report += confirmation_md(conf, runs, ctx["dups"], plan["confirmation_batches"] * cfg0.eval_rows * cfg0.context, label,
                               ctx["checks"]["conf"])
@@ -246,7 +251,8 @@ def evaluate(a, ctx, out):
     atomic_write_text(out / "report.md", "\n".join(report))
     print(for_terminal("\n".join(report)))
     print(f"wrote {out}/report.md, stream_checks.json, window_summary_*.json, confirmation.json, rankings.json, "
-          f"three figures and evidence files")
+          + (f"{len(drawn)} figures ({', '.join(drawn)})" if drawn else "no figures (--no-figures)")
+          + " and evidence files")
     if not all(fp_ok.values()):
         bad = [k for k, v in fp_ok.items() if not v]
         print(f"error: the CPU replay's input/target fingerprint differs from the scored stream's ({', '.join(bad)})",
@@ -359,7 +365,10 @@ def rankings_of(runs, context, plan, out, status):
     nats, nbytes = np.stack(nats), np.stack(nbytes)
     pre = prefix_rows(nats.shape[1], context, tuple(decl["prefix_targets"]))
     rk = rankings(nats, nbytes, names, decl["reference"], pre, subsets=plan["ranking_subsets"], seed=plan["ranking_seed"])
-    rk.update({"status": status, "declared": decl, "missing": missing})
+    # the prefixes used, in targets (the paper's scaled to this stream's length), beside the paper's own
+    rk.update({"status": status, "missing": missing,
+               "declared": {**decl, "prefix_targets": [r * context for r in pre],
+                            "paper_prefix_targets": decl["prefix_targets"]}})
     atomic_write_json(out / "rankings.json", rk)
     buf = io.BytesIO()
     np.savez(buf, nats=nats, bytes=nbytes, names=np.asarray(names), reference=np.asarray(decl["reference"]),
@@ -373,6 +382,7 @@ FIGURES = {"contrasts": "contrasts_forest.png", "strata": "begin_tail_deltas.png
 
 
 def figures(summaries, rk, context, out, label):
+    """Draws the figures; returns the file names written."""
     from eval import figures as fg
 
     fg.contrasts_forest(summaries, out / FIGURES["contrasts"], label)
@@ -380,6 +390,7 @@ def figures(summaries, rk, context, out, label):
     fg.bin_contributions(summaries, out / FIGURES["bins"], label)
     if not rk.get("skipped"):
         fg.prefix_rankings(rk, context, out / FIGURES["rankings"], label)
+    return [f for k, f in FIGURES.items() if k != "rankings" or not rk.get("skipped")]
 
 
 def header(runs, ctx, label):

@@ -343,3 +343,32 @@ def test_a_folder_of_another_pass_is_refused_before_any_checkpoint_is_rescored(p
                     "--device", "cpu"])
     _one_line_error(capsys, rc, f"{out} holds results of another pass (EXPLORATORY, UNCONFIRMED); use a fresh --out")
     assert [p.name for p in out.iterdir()] == ["eval_status.json"]
+
+
+def test_official_names_the_checkpoint_to_pass_for_a_run_folder_or_its_sidecar(partial_runs, capsys):
+    from eval.official import main as official_main
+
+    run = partial_runs / "baseline_s43"
+    rc = official_main([str(run), "--device", "cpu"])
+    _one_line_error(capsys, rc, f"error: {run}: a folder; pass the checkpoint inside it, e.g. {run / 'ckpt_000002.pt'}")
+    rc = official_main([str(run / "ckpt_000002.json"), "--device", "cpu"])
+    _one_line_error(capsys, rc,
+                    f"error: {run / 'ckpt_000002.json'}: a checkpoint's sidecar; pass the checkpoint {run / 'ckpt_000002.pt'}")
+
+
+def test_protocol_fixed_parameters_are_refused_and_the_last_line_counts_the_figures(partial_runs, small_corpus, tmp_path,
+                                                                                   capsys):
+    write_protocol(tmp_path / "protocol.json", _protocol(small_corpus, partial_runs))
+    rc = eval_main(["--runs", str(partial_runs), "--out", str(tmp_path / "e1"), "--protocol",
+                    str(tmp_path / "protocol.json"), "--replicates", "50"])
+    _one_line_error(capsys, rc, "error: --replicates: fixed by the protocol for a confirmation pass; drop it")
+    assert not (tmp_path / "e1").exists()
+    out = tmp_path / "e2"
+    assert eval_main(["--runs", str(partial_runs), "--out", str(out), "--exploratory", *FAST, "--no-figures"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2] == (f"wrote {out}/report.md, stream_checks.json, window_summary_*.json, confirmation.json, "
+                         "rankings.json, no figures (--no-figures) and evidence files")
+    rk = json.loads((out / "rankings.json").read_text())
+    pre = [p["rows"] * 32 for p in rk["prefixes"]]
+    assert rk["declared"]["prefix_targets"] == pre and pre != [262144, 2097152, 10485760]
+    assert rk["declared"]["paper_prefix_targets"] == [262144, 2097152, 10485760]
