@@ -1,17 +1,19 @@
 """Freeze the comparison protocol before any confirmation pass.
 
-  python -m comparison.freeze --preset tiny [--data-dir DIR] --out runs/main/protocol.json
+  python -m comparison.freeze --preset tiny [--data-dir DIR] --out runs/main/protocol.json [--overwrite]
 
 Writes canonical JSON with the six run configs, every evaluation parameter (populations,
 seeds, sampling, contrasts, bootstrap, confirmation size and the fingerprint of the
 confirmation stream's rows, the stream checks made before scoring, and the section 5.6 ranked set: the seed-43 runs with baseline_s43 as the
 reference, unless --rank names another set), the corpus and
-tokenizer SHA256s, the SHA256 of every code file and the UTC time, plus a
+tokenizer SHA256s, the SHA256 of every code file and of the rest of the fixed judge (checkers,
+the paper's values, the queue's and study's rules) and the UTC time, plus a
 `protocol.json.sha256` sidecar; prints the protocol's SHA256.
 """
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from console.shutdown import skip_final_collections
 from console.usage import prog_name
@@ -38,11 +40,17 @@ def main(argv=None):
     ap.add_argument("--rank", default=None,
                     help="comma list of run names for the section 5.6 ranking, the first is the reference "
                          "(default: the seed-43 runs, baseline_s43 first)")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace a protocol already at --out (refused without it: a pass may have been confirmed under it)")
     a = ap.parse_args(argv)
     for name, v in (("--replicates", a.replicates), ("--per-stratum", a.per_stratum)):
         if v is not None and v < 1:
             print(f"error: {name} must be >= 1, got {v}", file=sys.stderr)
             return 2
+    if not a.overwrite and Path(a.out).exists():  # a confirmation pass may cite it by its SHA256
+        print(f"error: {a.out}: a protocol is already frozen there; pass --overwrite to replace it, "
+              "or choose another --out", file=sys.stderr)
+        return 2
     try:
         check_out_file(a.out)  # before the corpus is hashed (seconds): where the protocol goes must be writable
     except DataError as e:
@@ -52,7 +60,7 @@ def main(argv=None):
     from eval.confirmation import confirmation_fingerprint
     from eval.plan import evaluation_plan
     from loaders.stream import open_split
-    from protocols.protocol import write_protocol
+    from protocols.protocol import judge_sha256, write_protocol
     from training.checkpoint import code_sha256
     from training.config import resolve_config
 
@@ -81,6 +89,7 @@ def main(argv=None):
         "corpus": {"source": first["source"], "shards_sha256": rec["shards_sha256"],
                    "tokenizer_sha256": rec["tokenizer_sha256"], "files": rec["files"], "build_id": rec["build_id"]},
         "code_sha256": code_sha256(),
+        "judge_sha256": judge_sha256(),
     }
     if a.rank:
         names = [n.strip() for n in a.rank.split(",") if n.strip()]

@@ -6,9 +6,14 @@
 A confirmation pass needs a frozen protocol (python -m comparison.freeze): its hash, runs,
 corpus and every checkpoint's official check are verified before any forward pass, and its
 parameters (populations, seeds, contrasts, the ranked set, the stream checks) are used.
+Code or judge files changed since the freeze are allowed (a fix must stay possible) but
+named in eval_status.json and in every file's status: not a clean confirmation.
 Without one, only an exploratory pass runs (--exploratory); it evaluates exactly the
 finished runs present, names the configured runs that are absent, and labels every file,
-table and figure as unconfirmed.
+table and figure as unconfirmed. Its runs are matched by their recorded configs: a folder
+named as one of the six must hold that run (loader and seed), and runs that differ in
+anything but loader and seed (budget, model, evaluation population) are refused, since
+their deltas would not be the packer's.
 
 Before scoring, the evaluation streams are replayed on CPU (the audit's packer replay):
 the confirmation stream must emit no source longer than R (section 5.4) and the official
@@ -16,7 +21,8 @@ development stream none longer than 4096 scaled with the context (section 5.6), 
 is scored. Then, for every run: windows_dev.parquet, windows_conf.parquet (per-window,
 per-bin sufficient statistics) and confirmation_rows.parquet; across runs: the
 confirmation table (5.4), window comparisons (5.5), prefix rankings (5.6), each as JSON +
-Markdown in report.md, three figures, and evidence files (.npz) that the numpy checkers
+Markdown in report.md, four figures (three of section 5.5; the prefix rankings' when a
+ranking is made; none with --no-figures), and evidence files (.npz) that the numpy checkers
 verify offline. Populations: validation rows 0:38016 (dev) and 49152:84992 (conf) for
 climbmix; the two halves of the validation shard for the offline corpus.
 """
@@ -72,12 +78,12 @@ def parse_args(argv):
                          "checkpoint's official check are verified before any forward pass, and its parameters are used")
     ap.add_argument("--exploratory", action="store_true",
                     help="evaluate without a protocol; every output is labelled unconfirmed")
-    ap.add_argument("--replicates", type=int, default=10000, help="bootstrap replicates, exploratory only (default 10000)")
+    ap.add_argument("--replicates", type=int, default=None, help="bootstrap replicates, exploratory only (default 10000)")
     ap.add_argument("--per-stratum", type=int, default=None,
                     help="sources sampled per stratum, exploratory only (default 256 for climbmix as the paper; 64 for "
                          "the offline corpus, whose CPU scoring with an 8192-token head costs about 10 ms per window)")
     ap.add_argument("--no-figures", action="store_true",
-                    help="skip the three PNGs (about 3 s of matplotlib on a small machine); JSON and Markdown are unchanged")
+                    help="skip the four PNGs (about 3 s of matplotlib on a small machine); JSON and Markdown are unchanged")
     ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     return ap.parse_args(argv)
 
@@ -92,6 +98,11 @@ def main(argv=None):
         print("error: a confirmation pass needs a frozen protocol (--protocol FILE, written by python -m comparison.freeze); "
               "pass --exploratory for an unconfirmed look", file=sys.stderr)
         return 2
+    fixed = [n for n, v in (("--replicates", a.replicates), ("--per-stratum", a.per_stratum)) if v is not None]
+    if a.protocol and fixed:  # the protocol froze them: a pass under it with others would not be its pass
+        print(f"error: {' and '.join(fixed)}: fixed by the protocol for a confirmation pass; drop "
+              f"{'them' if len(fixed) > 1 else 'it'} (or pass --exploratory without --protocol)", file=sys.stderr)
+        return 2
     for name, v in (("--replicates", a.replicates), ("--per-stratum", a.per_stratum)):
         if v is not None and v < 1:
             print(f"error: {name} must be >= 1, got {v}", file=sys.stderr)
@@ -102,8 +113,8 @@ def main(argv=None):
     try:
         a.device = resolve_device(a.device, "--device")
         configure(a.device)
-        ctx = prepare(a)
         out = Path(a.out or Path(a.runs).parent / "eval")
+        ctx = prepare(a, out)
         with folder_lock(out, "an evaluation"):
             rc = evaluate(a, ctx, out)
     except (DataError, FolderLocked) as e:
@@ -116,15 +127,17 @@ def main(argv=None):
     return rc
 
 
-def prepare(a):
+def prepare(a, out):
     """Everything checked before an output folder is touched: runs, protocol, data, streams."""
     from corpus.tokenizer import load_token_bytes
     from eval.confirmation import confirmation_stream
     from eval.plan import complete_plan, evaluation_plan
-    from eval.runs import survey_runs
+    from eval.runs import check_matched, survey_runs
     from loaders.stream import open_split
     from training.config import TrainConfig
 
+    if not a.protocol:
+        check_folder_free(out, None)
     runs, absent = survey_runs(a.runs)
     if not runs:
         raise DataError(f"{a.runs}: no finished runs (folders with summary.json and their final checkpoint)")
@@ -142,15 +155,20 @@ def prepare(a):
 
         proto = load_protocol(a.protocol)
         require_keys(proto, a.protocol)
-        check_before_confirmation(proto, runs, lay, log=print)
+        check_folder_free(out, proto["_sha256"])  # before the corpus is hashed and every checkpoint re-scored
+        changed = check_before_confirmation(proto, runs, lay, log=print)
         plan, notes = complete_plan(proto["evaluation"], list(proto["runs"]), cfg0.eval_rows, cfg0.eval_batches,
                                     cfg0.eval_buffer)
         status = f"confirmation under protocol {proto['name']} (SHA256 {proto['_sha256']}, frozen {proto['frozen_at_utc']})"
+        if changed:  # the judge changed after the freeze: allowed (a fix must stay possible), never clean
+            status += (f"; NOT A CLEAN CONFIRMATION: {len(changed)} hashed files changed since the freeze "
+                       f"({', '.join(changed)})")
         absent = []  # the protocol's runs are all present, or check_before_confirmation refused
     else:
+        check_matched(runs)
         names = sorted(set(run_names()) | {r[0].name for r in runs})
         plan = evaluation_plan(cfg0.source, n_val, cfg0.context, cfg0.eval_rows, cfg0.eval_batches,
-                               a.per_stratum, a.replicates, run_names=names, buffer=cfg0.eval_buffer)
+                               a.per_stratum, a.replicates or 10000, run_names=names, buffer=cfg0.eval_buffer)
         status = UNCONFIRMED
     pops = plan["populations"]
     streams = {p: open_split(dd, cfg0.source, "val", row_range=tuple(v["rows"])) for p, v in pops.items() if p != "conf"}
@@ -162,7 +180,8 @@ def prepare(a):
         from eval.rescore import check_all_reproduce
 
         check_all_reproduce(runs, dd, a.device)
-    return {"runs": runs, "absent": absent, "cfg0": cfg0, "dd": dd, "tb": tb, "plan": plan, "notes": notes,
+    return {"runs": runs, "absent": absent, "cfg0": cfg0, "changed": changed if a.protocol else [], "dd": dd, "tb": tb,
+            "plan": plan, "notes": notes,
             "status": status, "dups": dups, "streams": streams, "checks": checks,
             "protocol_sha256": proto["_sha256"] if a.protocol else None}
 
@@ -182,19 +201,24 @@ def check_frozen_stream(plan, checks, conf_stream):
                         f"differ from the protocol's); refusing to confirm")
 
 
-def claim_folder(out, ctx):
+def check_folder_free(out, protocol_sha256):
     """One kind of pass per folder: confirmed and unconfirmed results never mix, nor two protocols."""
     path = out / "eval_status.json"
-    want = {"mode": "confirmation" if ctx["protocol_sha256"] else "exploratory", "status": ctx["status"],
-            "protocol_sha256": ctx["protocol_sha256"]}
     if path.exists():
         try:
             have = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             raise DataError(f"{path}: unreadable; this folder's earlier pass is unknown, use a fresh --out") from None
-        if have.get("protocol_sha256") != want["protocol_sha256"]:
+        if have.get("protocol_sha256") != protocol_sha256:
             raise DataError(f"{out} holds results of another pass ({have.get('status')}); use a fresh --out")
-    atomic_write_json(path, want)
+
+
+def claim_folder(out, ctx):
+    """Checked again under the folder's lock (another pass may have claimed it since prepare), then claimed."""
+    check_folder_free(out, ctx["protocol_sha256"])
+    atomic_write_json(out / "eval_status.json", {
+        "mode": "confirmation" if ctx["protocol_sha256"] else "exploratory", "status": ctx["status"],
+        "protocol_sha256": ctx["protocol_sha256"], "code_changed_since_freeze": ctx["changed"]})
 
 
 def evaluate(a, ctx, out):
@@ -214,8 +238,7 @@ def evaluate(a, ctx, out):
     atomic_write_json(out / "stream_checks.json", {"status": status, "checks": ctx["checks"], "fingerprints": fp_ok})
     summaries = window_summaries(runs, wins, specs, pops, plan, ctx["dups"], out, status)
     rk = rankings_of(runs, cfg0.context, plan, out, status)
-    if not a.no_figures:
-        figures(summaries, rk, cfg0.context, out, label)
+    drawn = [] if a.no_figures else figures(summaries, rk, cfg0.context, out, label)
     report = header(runs, ctx, label) + stream_check_md(ctx["checks"], fp_ok, label)
     report += confirmation_md(conf, runs, ctx["dups"], plan["confirmation_batches"] * cfg0.eval_rows * cfg0.context, label,
                               ctx["checks"]["conf"])
@@ -228,7 +251,8 @@ def evaluate(a, ctx, out):
     atomic_write_text(out / "report.md", "\n".join(report))
     print(for_terminal("\n".join(report)))
     print(f"wrote {out}/report.md, stream_checks.json, window_summary_*.json, confirmation.json, rankings.json, "
-          f"three figures and evidence files")
+          + (f"{len(drawn)} figures ({', '.join(drawn)})" if drawn else "no figures (--no-figures)")
+          + " and evidence files")
     if not all(fp_ok.values()):
         bad = [k for k, v in fp_ok.items() if not v]
         print(f"error: the CPU replay's input/target fingerprint differs from the scored stream's ({', '.join(bad)})",
@@ -341,7 +365,10 @@ def rankings_of(runs, context, plan, out, status):
     nats, nbytes = np.stack(nats), np.stack(nbytes)
     pre = prefix_rows(nats.shape[1], context, tuple(decl["prefix_targets"]))
     rk = rankings(nats, nbytes, names, decl["reference"], pre, subsets=plan["ranking_subsets"], seed=plan["ranking_seed"])
-    rk.update({"status": status, "declared": decl, "missing": missing})
+    # the prefixes used, in targets (the paper's scaled to this stream's length), beside the paper's own
+    rk.update({"status": status, "missing": missing,
+               "declared": {**decl, "prefix_targets": [r * context for r in pre],
+                            "paper_prefix_targets": decl["prefix_targets"]}})
     atomic_write_json(out / "rankings.json", rk)
     buf = io.BytesIO()
     np.savez(buf, nats=nats, bytes=nbytes, names=np.asarray(names), reference=np.asarray(decl["reference"]),
@@ -355,6 +382,7 @@ FIGURES = {"contrasts": "contrasts_forest.png", "strata": "begin_tail_deltas.png
 
 
 def figures(summaries, rk, context, out, label):
+    """Draws the figures; returns the file names written."""
     from eval import figures as fg
 
     fg.contrasts_forest(summaries, out / FIGURES["contrasts"], label)
@@ -362,6 +390,7 @@ def figures(summaries, rk, context, out, label):
     fg.bin_contributions(summaries, out / FIGURES["bins"], label)
     if not rk.get("skipped"):
         fg.prefix_rankings(rk, context, out / FIGURES["rankings"], label)
+    return [f for k, f in FIGURES.items() if k != "rankings" or not rk.get("skipped")]
 
 
 def header(runs, ctx, label):

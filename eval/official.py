@@ -12,6 +12,7 @@ import argparse
 import hashlib
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -110,6 +111,18 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu", progress=False):
     return stats, cfg
 
 
+def checkpoint_argument_problem(path) -> str:
+    """'' for a checkpoint file; for a run folder or a checkpoint's .json sidecar, which checkpoint to pass."""
+    p = Path(path)
+    if p.is_dir():
+        found = sorted(p.glob("ckpt_*.pt"))
+        return (f"{p}: a folder; pass the checkpoint inside it"
+                + (f", e.g. {found[-1]}" if found else " (ckpt_<updates>.pt; none there)"))
+    if p.suffix == ".json" and p.with_suffix(".pt").exists():
+        return f"{p}: a checkpoint's sidecar; pass the checkpoint {p.with_suffix('.pt')}"
+    return ""
+
+
 def main(argv=None):
     skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     ap = argparse.ArgumentParser(prog=prog_name("python -m eval.official"), description=__doc__,
@@ -120,6 +133,9 @@ def main(argv=None):
     ap.add_argument("--device", default="auto", help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     ap.add_argument("--out", default=None, help="write per-row sufficient statistics (parquet) here")
     a = ap.parse_args(argv)
+    if why := checkpoint_argument_problem(a.checkpoint):
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     from training.device import configure, resolve_device
 
     try:

@@ -73,7 +73,9 @@ def rankings_md(res, context) -> str:
                                                              for p in res["prefixes"]) + " |")
     out += ["", "Reversals against the full ranking: " +
             "; ".join(f"{p['rows'] * context:,}: {len(p['reversals'])}" for p in res["prefixes"]), "",
-            f"| Contrast vs {res['reference']} | Prefix targets | Prefix delta | Full delta | 95% subset interval | Outside |",
+            # "stream-prefix": section 5.5's "prefix delta" is a source's beginning window, not the stream's first rows
+            f"| Contrast vs {res['reference']} | Prefix targets | Stream-prefix delta | Full delta | 95% subset interval | "
+            "Outside |",
             "|---|---:|---:|---:|---|---|"]
     for p in res["prefixes"]:
         for c in p["contrasts"]:

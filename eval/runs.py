@@ -8,11 +8,15 @@ is reported as absent with its reason, never silently dropped.
 from pathlib import Path
 
 from errors import DataError
-from presets.six import run_names
+from presets.six import condition_of, run_name, run_names
+from protocols.protocol import MACHINE_KEYS
 from records.training import FinishedRun
 from training.config import TrainConfig
 
 RUN_MARKERS = ("summary.json", "train_log.jsonl", "config.json")
+# what may differ between two runs an exploratory pass compares: the condition (loader), the seed, and settings
+# that change no number (a protocol's check allows the same, MACHINE_KEYS, and fixes loader and seed per run)
+MAY_DIFFER = MACHINE_KEYS | {"name", "loader", "seed"}
 
 
 def read_summary(path: Path) -> FinishedRun:
@@ -46,6 +50,33 @@ def survey_runs(runs_dir):
     seen = {d.name for d in folders}
     absent += [(n, "no run folder") for n in run_names() if n not in seen]
     return finished, sorted(absent)
+
+
+def _what_it_is(run_dir, res):
+    cfg = TrainConfig(**res.config).to_dict()  # keys added since a run was made take their defaults
+    return run_name(condition_of(cfg["loader"]), cfg["seed"]), cfg
+
+
+def check_matched(runs):
+    """Without a protocol, runs are matched by what they are: a folder named as one of the six must hold that
+    run (its recorded loader and seed), no two folders may hold the same condition and seed, and the runs may
+    differ in nothing but loader and seed, or their deltas would mix the packer with budget, model or
+    evaluation population. Raises DataError naming the first run that breaks this."""
+    seen, (ref_dir, ref) = {}, (runs[0][0], _what_it_is(*runs[0][:2])[1])
+    for run_dir, res, _ in runs:
+        kind, cfg = _what_it_is(run_dir, res)
+        if run_dir.name in run_names() and run_dir.name != kind:
+            raise DataError(f"{run_dir}: holds a {kind} run (loader {cfg['loader']}, seed {cfg['seed']}), "
+                            f"not {run_dir.name}; refusing to score it under that name")
+        if kind in seen:
+            raise DataError(f"{run_dir} and {seen[kind]} both hold a {kind} run; keep one")
+        seen[kind] = run_dir
+        diff = sorted(k for k in set(cfg) | set(ref) if k not in MAY_DIFFER and cfg.get(k) != ref.get(k))
+        if diff:
+            raise DataError(f"{run_dir}: differs from {ref_dir.name} in "
+                            + ", ".join(f"{k} ({cfg.get(k)} vs {ref.get(k)})" for k in diff[:4])
+                            + ("…" if len(diff) > 4 else "")
+                            + "; runs compared must differ only in loader and seed")
 
 
 def find_runs(runs_dir):

@@ -5,7 +5,11 @@ sha256sum format. Before any confirmation forward pass, `python -m eval --protoc
 verifies the hash, that the runs are exactly the protocol's (same configs up to machine
 settings), that every checkpoint's official check finished on that very checkpoint, and
 that the corpus and tokenizer are the protocol's. Code that changed since the freeze is
-reported, not refused: a fix must stay possible, and visible.
+reported, not refused: a fix must stay possible, and visible: the pass that follows is
+labelled, in every file it writes, as not a clean confirmation, and names the files.
+The code hashed is the code that trains and scores (code_sha256, as every checkpoint
+records it) and the rest of the README's fixed judge (judge_sha256: the checkers, the
+paper's values, the queue's and the study's rules).
 """
 import hashlib
 import json
@@ -16,10 +20,27 @@ import pyarrow.parquet as pq
 from corpus.atomic import atomic_write_text, sha256_file
 from corpus.verify import verify_prepared
 from errors import DataError
-from training.checkpoint import code_sha256
+from training.checkpoint import ROOT, code_sha256
 from training.config import TrainConfig
 
+# the README's fixed judge beyond code_sha256's folders (which a checkpoint records, so a resume is not refused
+# over a checker's edit): the numpy checkers, the paper's values, the queue's and the study's pre-registered rules
+JUDGE_FILES = ("checkers/*.py", "findings/paper_values.json", "shardqueue/policy/rule.py", "shardqueue/study/adoption.py")
 MACHINE_KEYS = {"data_dir", "device", "compile", "prefetch", "checkpoint_every", "keep_checkpoints"}
+
+
+def judge_sha256() -> dict:
+    return {str(p.relative_to(ROOT)): sha256_file(p) for g in JUDGE_FILES for p in sorted(ROOT.glob(g))}
+
+
+def changed_since_freeze(proto) -> list:
+    """The hashed files (code and judge) that differ from the protocol's, or are new or gone since it was frozen.
+    A protocol frozen before judge_sha256 was recorded is compared on its code alone."""
+    changed = []
+    for key, now in (("code_sha256", code_sha256()), ("judge_sha256", judge_sha256())):
+        if key in proto:
+            changed += [f for f in set(now) | set(proto[key]) if now.get(f) != proto[key].get(f)]
+    return sorted(changed)
 
 
 def canonical(obj) -> str:
@@ -89,7 +110,8 @@ def _comparable(cfg, where="") -> dict:
 
 
 def check_before_confirmation(proto, runs, layout, log=print):
-    """runs: [(run_dir, FinishedRun, final_ckpt)] (eval/runs.py). Raises DataError on the first broken condition."""
+    """runs: [(run_dir, FinishedRun, final_ckpt)] (eval/runs.py). Raises DataError on the first broken condition;
+    returns the hashed files changed since the freeze."""
     have = {r[0].name: r for r in runs}
     want = proto["runs"]
     if set(have) != set(want):
@@ -117,9 +139,9 @@ def check_before_confirmation(proto, runs, layout, log=print):
                       if rec["files"].get(f) != proto["corpus"]["files"].get(f))
         raise DataError(f"{layout.root}: token or tokenizer files differ from the protocol's: {', '.join(diff[:3])}")
     verify_prepared(layout.root, full=True)  # every token, offsets, refill and tokenizer file, hashed now
-    now = code_sha256()
-    changed = sorted(f for f in set(now) | set(proto["code_sha256"]) if now.get(f) != proto["code_sha256"].get(f))
+    changed = changed_since_freeze(proto)
     log(f"protocol {proto['name']} ({proto['_sha256'][:16]}…, frozen {proto['frozen_at_utc']}): "
         f"{len(have)} runs checked, official checks complete, corpus matches")
     if changed:
         log(f"note: {len(changed)} code files changed since the freeze: {', '.join(changed)}")
+    return changed

@@ -272,3 +272,103 @@ def test_an_unwritable_or_full_output_folder_is_one_line_and_changes_nothing(par
     assert sorted(p.name for p in out.iterdir()) == ["report.md"]  # no half-written or temporary file, no lock file
     assert (out / "report.md").read_text() == "an earlier report"
     assert {p: p.read_bytes() for p in partial_runs.rglob("*") if p.is_file() and p.name != ".lock"} == runs_before
+
+
+def test_exploratory_runs_are_matched_by_their_configs_not_their_folder_names(partial_runs, tmp_path, capsys):
+    """A folder whose run is not what its name says, two folders of one run, or runs that differ in budget,
+    model or evaluation population are refused before anything is scored or written."""
+    runs, out = tmp_path / "runs", tmp_path / "ev"
+    shutil.copytree(partial_runs, runs)
+    argv = ["--runs", str(runs), "--out", str(out), "--exploratory", *FAST]
+    shutil.copytree(runs / "baseline_s43", runs / "segmented_s44")
+    rc = eval_main(argv)
+    _one_line_error(capsys, rc, "segmented_s44: holds a baseline_s43 run (loader original, seed 43), not segmented_s44")
+    shutil.move(runs / "segmented_s44", runs / "extra")
+    rc = eval_main(argv)
+    _one_line_error(capsys, rc, "both hold a baseline_s43 run")
+    shutil.rmtree(runs / "extra")
+    summary = runs / "baseline_s44" / "summary.json"
+    s = json.loads(summary.read_text())
+    s["config"].update(updates=20, width=64)
+    summary.write_text(json.dumps(s))
+    rc = eval_main(argv)
+    _one_line_error(capsys, rc, "baseline_s44: differs from baseline_s43 in updates (20 vs 2), width (64 vs 32)",
+                    "differ only in loader and seed")
+    assert not out.exists()
+
+
+def test_code_or_judge_changed_since_the_freeze_is_recorded_as_not_a_clean_confirmation(partial_runs, small_corpus,
+                                                                                        tmp_path):
+    from protocols.protocol import judge_sha256
+
+    p = _protocol(small_corpus, partial_runs)
+    p["code_sha256"]["eval/official.py"] = "0" * 64
+    p["judge_sha256"] = {**judge_sha256(), "checkers/packing_checker.py": "0" * 64}
+    write_protocol(tmp_path / "protocol.json", p)
+    out = tmp_path / "ev"
+    assert eval_main(["--runs", str(partial_runs), "--out", str(out), "--protocol", str(tmp_path / "protocol.json"),
+                      "--device", "cpu", "--no-figures"]) == 0
+    st = json.loads((out / "eval_status.json").read_text())
+    assert st["code_changed_since_freeze"] == ["checkers/packing_checker.py", "eval/official.py"]
+    assert st["status"].endswith("; NOT A CLEAN CONFIRMATION: 2 hashed files changed since the freeze "
+                                 "(checkers/packing_checker.py, eval/official.py)")
+    assert (out / "report.md").read_text().splitlines()[2] == f"Status: **{st['status']}**."
+    assert json.loads((out / "confirmation.json").read_text())["status"] == st["status"]
+
+
+def test_the_frozen_judge_covers_what_the_readme_calls_the_fixed_judge():
+    from protocols.protocol import judge_sha256
+
+    files = set(code_sha256()) | set(judge_sha256())
+    for f in ("checkers/packing_checker.py", "checkers/verify_window_evidence.py", "findings/paper_values.json",
+              "shardqueue/policy/rule.py", "shardqueue/study/adoption.py", "eval/official.py", "eval/rescore.py",
+              "protocols/protocol.py", "comparison/freeze.py"):
+        assert f in files, f
+
+
+def test_a_folder_of_another_pass_is_refused_before_any_checkpoint_is_rescored(partial_runs, small_corpus, tmp_path,
+                                                                               capsys, monkeypatch):
+    import eval.rescore
+
+    def no_rescoring(*args, **kw):
+        raise AssertionError("re-scored before the output folder was checked")
+
+    monkeypatch.setattr(eval.rescore, "check_all_reproduce", no_rescoring)
+    write_protocol(tmp_path / "protocol.json", _protocol(small_corpus, partial_runs))
+    out = tmp_path / "ev"
+    out.mkdir()
+    (out / "eval_status.json").write_text(json.dumps({"mode": "exploratory", "status": "EXPLORATORY, UNCONFIRMED",
+                                                      "protocol_sha256": None}))
+    rc = eval_main(["--runs", str(partial_runs), "--out", str(out), "--protocol", str(tmp_path / "protocol.json"),
+                    "--device", "cpu"])
+    _one_line_error(capsys, rc, f"{out} holds results of another pass (EXPLORATORY, UNCONFIRMED); use a fresh --out")
+    assert [p.name for p in out.iterdir()] == ["eval_status.json"]
+
+
+def test_official_names_the_checkpoint_to_pass_for_a_run_folder_or_its_sidecar(partial_runs, capsys):
+    from eval.official import main as official_main
+
+    run = partial_runs / "baseline_s43"
+    rc = official_main([str(run), "--device", "cpu"])
+    _one_line_error(capsys, rc, f"error: {run}: a folder; pass the checkpoint inside it, e.g. {run / 'ckpt_000002.pt'}")
+    rc = official_main([str(run / "ckpt_000002.json"), "--device", "cpu"])
+    _one_line_error(capsys, rc,
+                    f"error: {run / 'ckpt_000002.json'}: a checkpoint's sidecar; pass the checkpoint {run / 'ckpt_000002.pt'}")
+
+
+def test_protocol_fixed_parameters_are_refused_and_the_last_line_counts_the_figures(partial_runs, small_corpus, tmp_path,
+                                                                                   capsys):
+    write_protocol(tmp_path / "protocol.json", _protocol(small_corpus, partial_runs))
+    rc = eval_main(["--runs", str(partial_runs), "--out", str(tmp_path / "e1"), "--protocol",
+                    str(tmp_path / "protocol.json"), "--replicates", "50"])
+    _one_line_error(capsys, rc, "error: --replicates: fixed by the protocol for a confirmation pass; drop it")
+    assert not (tmp_path / "e1").exists()
+    out = tmp_path / "e2"
+    assert eval_main(["--runs", str(partial_runs), "--out", str(out), "--exploratory", *FAST, "--no-figures"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2] == (f"wrote {out}/report.md, stream_checks.json, window_summary_*.json, confirmation.json, "
+                         "rankings.json, no figures (--no-figures) and evidence files")
+    rk = json.loads((out / "rankings.json").read_text())
+    pre = [p["rows"] * 32 for p in rk["prefixes"]]
+    assert rk["declared"]["prefix_targets"] == pre and pre != [262144, 2097152, 10485760]
+    assert rk["declared"]["paper_prefix_targets"] == [262144, 2097152, 10485760]

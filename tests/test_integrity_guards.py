@@ -95,6 +95,16 @@ def test_freeze_command_line_writes_a_protocol_that_verifies(small_corpus, tmp_p
     assert proto["evaluation"]["replicates"] == 7
     rec = Layout(small_corpus, "stdlib").prepared()
     assert proto["corpus"]["files"] == rec["files"] and proto["corpus"]["build_id"] == rec["build_id"]
+    # a frozen protocol (perhaps already cited by a confirmation) is replaced only when asked
+    frozen = out.read_bytes()
+    rc = freeze_main(["--preset", "tiny", "--data-dir", str(small_corpus), "--out", str(out), "--replicates", "8"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err == (f"error: {out}: a protocol is already frozen there; pass --overwrite to replace it, "
+                               "or choose another --out")
+    assert out.read_bytes() == frozen
+    assert freeze_main(["--preset", "tiny", "--data-dir", str(small_corpus), "--out", str(out), "--replicates", "8",
+                        "--overwrite"]) == 0
+    assert json.loads(out.read_text())["evaluation"]["replicates"] == 8
 
 
 @pytest.mark.parametrize("module,args,needle", [

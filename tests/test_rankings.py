@@ -111,7 +111,7 @@ def test_rankings_table_is_rendered_line_by_line():
         "\n"
         "Reversals against the full ranking: 2: 1; 8: 0\n"
         "\n"
-        "| Contrast vs ref | Prefix targets | Prefix delta | Full delta | 95% subset interval | Outside |\n"
+        "| Contrast vs ref | Prefix targets | Stream-prefix delta | Full delta | 95% subset interval | Outside |\n"
         "|---|---:|---:|---:|---|---|\n"
         "| a | 2 | -1.442695 | +0.721348 | [-1.442695, +1.442695] | no |\n"
         "| b | 2 | +2.885390 | +0.721348 | [+0.000000, +2.885390] | no |\n"
