@@ -44,6 +44,13 @@ def test_unknown_config_key_is_named(capsys):
     assert err.count("\n") == 1 and "unknown config key 'depht'" in err and "Traceback" not in err
 
 
+def test_unknown_config_key_suggests_the_closest_known_keys(capsys):
+    assert train_main(["lr=0.1", "--dry-run"]) == 2
+    assert capsys.readouterr().err == "error: unknown config key 'lr' (did you mean muon_lr, loader?)\n"
+    assert train_main(["depht=3", "--dry-run"]) == 2
+    assert capsys.readouterr().err == "error: unknown config key 'depht' (did you mean depth, width?)\n"
+
+
 def test_tiny_model_loss_falls(small_corpus, tmp_path, monkeypatch):
     import train as train_module
 
