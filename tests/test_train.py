@@ -51,6 +51,17 @@ def test_unknown_config_key_suggests_the_closest_known_keys(capsys):
     assert capsys.readouterr().err == "error: unknown config key 'depht' (did you mean depth, width?)\n"
 
 
+def test_a_refused_value_names_where_it_came_from(tmp_path, capsys):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text('{"updates": 0, "depth": 2}')
+    assert train_main(["--config", str(cfg), "--dry-run"]) == 2  # the file's 0
+    assert capsys.readouterr().err == f"error: {cfg} key 'updates': 0 must be at least 1\n"
+    cfg.write_text('{"updates": 40, "depth": 2}')
+    assert train_main(["--config", str(cfg), "updates=0", "--dry-run"]) == 2  # the command line's 0 over the file's 40
+    assert capsys.readouterr().err == "error: command line key 'updates': 0 must be at least 1\n"
+    assert train_main(["--config", str(cfg), "depth=two", "--dry-run"]) == 2
+    assert capsys.readouterr().err == "error: command line key 'depth': 'two' is not a valid int\n"
+
 def test_tiny_model_loss_falls(small_corpus, tmp_path, monkeypatch):
     import train as train_module
 
