@@ -15,7 +15,8 @@ holds and when a resume is refused: training/resume.py, shared with the queue.
 
 --resume continues from the newest checkpoint that verifies and gives bitwise the
 parameters of an uninterrupted run on CPU. It refuses a checkpoint written under another
-config (naming the keys; only run-time keys such as device, eval_batches may differ), on
+config (naming the keys; only run-time keys such as device, checkpoint_every may differ; the
+official score's eval_batches, eval_rows, eval_buffer may not), on
 another prepared corpus or tokenizer (build id and tokenizer SHA256 are in every
 checkpoint), or under changed code (unless --allow-code-change, which the run records),
 and on a finished run it says so and changes nothing. Without --resume a folder that

@@ -70,9 +70,12 @@ class TrainConfig:
         return asdict(self)
 
 
-# keys that change how a run is executed or evaluated, never what it trains
+# keys that change how a run is executed, never what it trains nor what its official score measures
 RESUME_MAY_DIFFER = ("name", "data_dir", "device", "compile", "attention", "prefetch", "checkpoint_every",
-                     "keep_checkpoints", "eval_batches", "eval_rows")
+                     "keep_checkpoints")
+# the official score's population (which validation rows, how many targets): a resume that changed them would
+# put a score on other rows beside the run's others under the same name, so they are refused like training keys
+SCORE_KEYS = ("eval_batches", "eval_rows", "eval_buffer")
 POSITIVE = ("depth", "width", "heads", "kv_heads", "context", "vocab", "short_window", "buffer", "updates",
             "micro_rows", "accum", "eval_batches", "eval_rows", "eval_buffer", "keep_checkpoints")
 CHOICES = {"device": None, "compile": ("auto", "on", "off"), "bf16": ("auto", "on", "off"),
