@@ -27,7 +27,7 @@ from corpus.layout import default_data_dir
 from errors import DataError
 from fanout import Task, TaskFailed, add_engine_args, gpus_for, open_engine
 from findings import PAPER
-from presets.six import configs
+from presets.six import configs, defining_keys
 
 # Late imports: train.py and the training core load torch, the figures matplotlib; the functions that use them
 # import them, so `--help` answers without them
@@ -105,10 +105,23 @@ def train_config(cfg, run_dir):
     return train.train(cfg, run_dir, resume=True, log=print, curve_points=train.CURVE_POINTS, collect_garbage=True)
 
 
+def check_overrides(preset, overrides):
+    """An override is applied to all six: one of the keys the six differ by would make them one run under six
+    names (loader=lossless: every row labelled baseline / random_crop / segmented trained lossless)."""
+    defining = defining_keys(preset)
+    for ov in overrides:
+        k = ov.split("=", 1)[0].strip()
+        if k in defining:
+            raise DataError(f"override {ov!r}: the six runs differ by {', '.join(defining)}, and an override applies "
+                            f"to all six; to train one run otherwise: python train.py --config "
+                            f"protocols/configs/{preset}/NAME.json {ov}")
+
+
 def config_tasks(a, out):
     """The six configs resolved here, each a task holding the GPU its world of one process trains on."""
     from training.config import resolve_config
 
+    check_overrides(a.preset, a.overrides)
     tasks = []
     # the data root resolved here, absolute, and passed with every config: a run on a Ray node reads the
     # driver's corpus, never its own PACKAUDIT_DATA or a path relative to its own folder
