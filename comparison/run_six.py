@@ -172,7 +172,8 @@ def main(argv=None):
     ap.add_argument("--data-dir", default=None, help="prepared data root (default: the usual data folder)")
     ap.add_argument("--out", default="runs/six", help="output folder, one subfolder per run (default runs/six)")
     add_engine_args(ap, "six runs")
-    ap.add_argument("overrides", nargs="*", help="key=value overrides applied to all six")
+    ap.add_argument("overrides", nargs="*", help="key=value overrides applied to all six (not name, loader or seed: "
+                                                 "what the six differ by)")
     a = ap.parse_args(argv)
     from comparison.figures import bpb_by_condition, learning_curves
 
