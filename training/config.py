@@ -188,5 +188,5 @@ def validate_model_shape(cfg: "TrainConfig", where="config", origins=None):
                         f"value-embedding gate's input channels)")
     head_dim = cfg.width // cfg.heads
     if head_dim % 2:
-        raise DataError(f"{origin(where, origins, 'width', 'heads')} keys 'width'/'heads': head dimension {cfg.width}/{cfg.heads} = {head_dim} must be "
-                        f"even (rotary embeddings rotate pairs of channels)")
+        raise DataError(f"{origin(where, origins, 'width', 'heads')} keys 'width'/'heads': head dimension "
+                        f"{cfg.width}/{cfg.heads} = {head_dim} must be even (rotary embeddings rotate pairs of channels)")
