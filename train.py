@@ -42,7 +42,9 @@ from pathlib import Path
 
 def build_parser():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", help="JSON config (keys: see training/config.py TrainConfig); required to train")
+    ap.add_argument("--config", help="JSON config (keys: see training/config.py TrainConfig). Without it the keys "
+                    "start from TrainConfig's defaults, the paper's 50M-parameter model, changed by the key=value "
+                    "pairs; the run then names the model it builds")
     ap.add_argument("overrides", nargs="*", help="key=value overrides, e.g. updates=20 seed=44 loader=lossless")
     ap.add_argument("--out", default=None, help="run folder (default runs/<name>)")
     ap.add_argument("--dry-run", action="store_true", help="print config, parameters, FLOPs and planned targets; touch no data")
@@ -484,6 +486,8 @@ def main(argv=None):
         if a.dry_run:
             dry_run(cfg)
             return 0
+        if not a.config and int(os.environ.get("RANK", 0)) == 0:
+            print(defaults_line(cfg, a.overrides))
         res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume, curve_points=CURVE_POINTS, overwrite=a.overwrite,
                     allow_code_change=a.allow_code_change, collect_garbage=True)
     except (DataError, TrainingDiverged) as e:
@@ -498,6 +502,16 @@ def main(argv=None):
     if res:
         print(result_line(res))
     return 0
+
+
+def defaults_line(cfg: TrainConfig, overrides) -> str:
+    """A run without --config is built from TrainConfig's defaults, the paper's model unless the pairs change it:
+    named before it starts, since on a CPU the paper's model trains for hours."""
+    n = model_config(cfg).parameter_counts()[0]
+    paper = " (the paper's model)" if model_config(cfg) == model_config(TrainConfig()) else ""
+    return (f"no --config: TrainConfig's defaults with {len(overrides)} key=value pair(s): depth {cfg.depth}, "
+            f"width {cfg.width}, {n:,} parameters{paper}, {cfg.updates:,} updates of "
+            f"{cfg.targets_per_update:,} targets, device={cfg.device}")
 
 
 def interrupted_line(argv, out) -> str:

@@ -62,6 +62,21 @@ def test_a_refused_value_names_where_it_came_from(tmp_path, capsys):
     assert train_main(["--config", str(cfg), "depth=two", "--dry-run"]) == 2
     assert capsys.readouterr().err == "error: command line key 'depth': 'two' is not a valid int\n"
 
+def test_a_run_without_config_names_the_model_it_builds(capsys, monkeypatch):
+    """--help says what a run without --config trains: the defaults, the paper's model unless the pairs change it."""
+    import train as train_module
+
+    monkeypatch.setattr(train_module, "train", lambda *a, **kw: None)  # the run itself is not this test's
+    assert train_main(["updates=5"]) == 0
+    assert capsys.readouterr().out == ("no --config: TrainConfig's defaults with 1 key=value pair(s): depth 8, width "
+                                       "512, 50,332,176 parameters (the paper's model), 5 updates of 524,288 targets, "
+                                       "device=auto\n")
+    assert train_main(["updates=5", "depth=2", "device=cpu"]) == 0
+    assert capsys.readouterr().out == ("no --config: TrainConfig's defaults with 3 key=value pair(s): depth 2, width "
+                                       "512, 18,874,500 parameters, 5 updates of 524,288 targets, device=cpu\n")
+    assert train_main(["--config", str(ROOT / "protocols/configs/tiny/baseline_s43.json")]) == 0
+    assert capsys.readouterr().out == ""  # a config file names its own model
+
 def test_tiny_model_loss_falls(small_corpus, tmp_path, monkeypatch):
     import train as train_module
 
