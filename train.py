@@ -15,7 +15,8 @@ holds and when a resume is refused: training/resume.py, shared with the queue.
 
 --resume continues from the newest checkpoint that verifies and gives bitwise the
 parameters of an uninterrupted run on CPU. It refuses a checkpoint written under another
-config (naming the keys; only run-time keys such as device, eval_batches may differ), on
+config (naming the keys; only run-time keys such as device, checkpoint_every may differ; the
+official score's eval_batches, eval_rows, eval_buffer may not), on
 another prepared corpus or tokenizer (build id and tokenizer SHA256 are in every
 checkpoint), or under changed code (unless --allow-code-change, which the run records),
 and on a finished run it says so and changes nothing. Without --resume a folder that
@@ -32,6 +33,7 @@ import json
 import math
 import os
 import resource
+import shlex
 import signal
 import sys
 import time
@@ -40,7 +42,9 @@ from pathlib import Path
 
 def build_parser():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", help="JSON config (keys: see training/config.py TrainConfig); required to train")
+    ap.add_argument("--config", help="JSON config (keys: see training/config.py TrainConfig). Without it the keys "
+                    "start from TrainConfig's defaults, the paper's 50M-parameter model, changed by the key=value "
+                    "pairs; the run then names the model it builds")
     ap.add_argument("overrides", nargs="*", help="key=value overrides, e.g. updates=20 seed=44 loader=lossless")
     ap.add_argument("--out", default=None, help="run folder (default runs/<name>)")
     ap.add_argument("--dry-run", action="store_true", help="print config, parameters, FLOPs and planned targets; touch no data")
@@ -372,31 +376,34 @@ def run_updates(cfg, tr, loader, progress, end, log_path, probe, device, rank, w
     fpt = tr.model.flops_per_token()
     bar = tqdm(total=cfg.updates, initial=progress.step, desc=cfg.name, unit="upd", disable=rank != 0)
     done_here = 0
-    while progress.step < end:
-        t0 = time.time()
-        # the update ends with its record's copy to the host, which waits for every kernel it queued
-        progress.train_loss, lr_mult = tr.update(loader, progress.step, cfg.updates)
-        dt = time.time() - t0
-        done_here += 1
-        if done_here == 1 and freeze:  # as the baseline: what the first update built is never scanned again
-            if collect_garbage:  # a library caller may skip it: a full collection of a large heap (0.3-0.7 s
-                gc.collect()  # with the audit's libraries loaded) can take longer than a short run
-            gc.freeze()
-        count_time(progress.clock, dt, tr.last_wait, timed=done_here > WARMUP_UPDATES)
-        progress.step += 1
-        checks = tr.last_checks_by_rank  # every rank's fingerprints came with the loss: no collective here
-        tps = cfg.targets_per_update / dt
-        post = {"loss": f"{progress.train_loss:.4f}", "tok/s": f"{tps:,.0f}"}
-        if peak_flops(device):
-            post["mfu"] = f"{100 * fpt * tps / (peak_flops(device) * world):.1f}%"
-        bar.set_postfix(post)
-        bar.update(1)
-        if rank == 0:
-            val_bpb = probe(tr.eval_fwd, progress.step) if probe else None  # after dt: the probe is not training time
-            log_update(log_path, cfg, progress, lr_mult, dt, checks, val_bpb)
-        if (cfg.checkpoint_every and progress.step % cfg.checkpoint_every == 0) or progress.step == cfg.updates:
-            save()
-    bar.close()
+    try:  # closed on a Ctrl-C too, so main's line about it stands below the bar
+        while progress.step < end:
+            t0 = time.time()
+            # the update ends with its record's copy to the host, which waits for every kernel it queued
+            progress.train_loss, lr_mult = tr.update(loader, progress.step, cfg.updates)
+            dt = time.time() - t0
+            done_here += 1
+            if done_here == 1 and freeze:  # as the baseline: what the first update built is never scanned again
+                if collect_garbage:  # a library caller may skip it: a full collection of a large heap (0.3-0.7 s
+                    gc.collect()  # with the audit's libraries loaded) can take longer than a short run
+                gc.freeze()
+            count_time(progress.clock, dt, tr.last_wait, timed=done_here > WARMUP_UPDATES)
+            progress.step += 1
+            checks = tr.last_checks_by_rank  # every rank's fingerprints came with the loss: no collective here
+            tps = cfg.targets_per_update / dt
+            post = {"loss": f"{progress.train_loss:.4f}", "tok/s": f"{tps:,.0f}"}
+            if peak_flops(device):
+                post["mfu"] = f"{100 * fpt * tps / (peak_flops(device) * world):.1f}%"
+            bar.set_postfix(post)
+            bar.update(1)
+            if rank == 0:
+                # after dt: the probe is not training time
+                val_bpb = probe(tr.eval_fwd, progress.step) if probe else None
+                log_update(log_path, cfg, progress, lr_mult, dt, checks, val_bpb)
+            if (cfg.checkpoint_every and progress.step % cfg.checkpoint_every == 0) or progress.step == cfg.updates:
+                save()
+    finally:
+        bar.close()
 
 
 def count_time(clock, dt, loader_wait, timed):
@@ -468,15 +475,19 @@ def main(argv=None):
         faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
     except (AttributeError, ValueError, OSError):  # no SIGUSR1 (Windows), or no stderr file to write to
         pass
+    argv = sys.argv[1:] if argv is None else list(argv)
     a = parse_arguments(build_parser(), argv)
     if missing_config(a):
         print(missing_config(a), file=sys.stderr)
         return 2
+    cfg = None
     try:
         cfg = resolve_config(a.config, a.overrides)
         if a.dry_run:
             dry_run(cfg)
             return 0
+        if not a.config and int(os.environ.get("RANK", 0)) == 0:
+            print(defaults_line(cfg, a.overrides))
         res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume, curve_points=CURVE_POINTS, overwrite=a.overwrite,
                     allow_code_change=a.allow_code_change, collect_garbage=True)
     except (DataError, TrainingDiverged) as e:
@@ -485,9 +496,33 @@ def main(argv=None):
     except OSError as e:
         print(f"error: {os_error_line(e, a.out)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: checkpoints are written atomically, so the newest one is whole
+        print(interrupted_line(argv, a.out or (cfg and f"runs/{cfg.name}")), file=sys.stderr)
+        return 130
     if res:
         print(result_line(res))
     return 0
+
+
+def defaults_line(cfg: TrainConfig, overrides) -> str:
+    """A run without --config is built from TrainConfig's defaults, the paper's model unless the pairs change it:
+    named before it starts, since on a CPU the paper's model trains for hours."""
+    n = model_config(cfg).parameter_counts()[0]
+    paper = " (the paper's model)" if model_config(cfg) == model_config(TrainConfig()) else ""
+    return (f"no --config: TrainConfig's defaults with {len(overrides)} key=value pair(s): depth {cfg.depth}, "
+            f"width {cfg.width}, {n:,} parameters{paper}, {cfg.updates:,} updates of "
+            f"{cfg.targets_per_update:,} targets, device={cfg.device}")
+
+
+def interrupted_line(argv, out) -> str:
+    """What a Ctrl-C leaves: the newest checkpoint in out, and the command that continues from it."""
+    if not out:
+        return "interrupted: stopped before the run started; nothing written"
+    ckpts = sorted(Path(out).glob("ckpt_*.pt"))
+    kept = (f"{out} keeps its log and checkpoints up to {ckpts[-1].name}" if ckpts else
+            f"{out} holds no checkpoint yet (checkpoint_every), a resume starts again at update 0")
+    again = [x for x in argv if x != "--overwrite"] + ([] if "--resume" in argv else ["--resume"])
+    return f"interrupted: training stopped; {kept}; continue with: python train.py {shlex.join(again)}"
 
 
 def parse_arguments(ap, argv):

@@ -14,10 +14,6 @@ COLORS = {"baseline": "tab:blue", "random_crop": "tab:orange", "segmented": "tab
 SEED_STYLE = {43: "-", 44: "--"}
 SEED_MARKER = {43: "o", 44: "s"}
 
-LEARNING_CURVES_NOTE = ("Learning curves: validation BPB on the same fixed official rows for every run (left; training "
-                        "losses sample different rows per condition and are not comparable) and each intervention's "
-                        "difference from its same-seed baseline (right): a curve above zero is worse than the baseline "
-                        "at that point of training.")
 BPB_NOTE = ("BPB by condition and seed: our official BPB (left) beside the paper's (right), each on its own scale; "
             "compare the ordering of the conditions, not the levels.")
 
@@ -38,8 +34,29 @@ def _val_points(run_dir):
     return {e["targets"]: e["val_bpb"] for e in log if "val_bpb" in e}
 
 
-def learning_curves(run_dirs, results, path):
-    fig, (ax, axd) = plt.subplots(1, 2, figsize=(12, 4.4))
+def curve_population(results, curve_batches) -> dict:
+    """What the curves measure: the official stream's first `curve_batches` batches (train.py curve_probe), a
+    part of the official score's rows, so their level is not the official BPB's."""
+    c = results[0]["config"]
+    k = min(c["eval_batches"], curve_batches)
+    return {"batches": k, "of": c["eval_batches"], "targets": k * c["eval_rows"] * c["context"],
+            "official_targets": results[0]["official"]["eval_targets"]}
+
+
+def learning_curves_note(results, curve_batches) -> str:
+    p = curve_population(results, curve_batches)
+    return (f"Learning curves: validation BPB on the first {p['batches']} of the {p['of']} official batches "
+            f"({p['targets']:,} of the official score's {p['official_targets']:,} validation targets), the same rows "
+            f"at every point for every run (left; training losses sample different rows per condition and are not "
+            f"comparable), and each intervention's difference from its same-seed baseline (right): a curve above "
+            f"zero is worse than the baseline at that point of training. A curve's last point is not the official "
+            f"BPB: that is on all {p['of']} batches, in the table.")
+
+
+def learning_curves(run_dirs, results, path, curve_batches):
+    """curve_batches: the official batches each validation point is on (train.py CURVE_BATCHES), named on the axes."""
+    on = curve_population(results, curve_batches)
+    fig, (ax, axd) = plt.subplots(1, 2, figsize=(12, 4.6))
     pts = {(_condition(r["name"]), r["seed"]): _val_points(d) for d, r in zip(run_dirs, results)}
     for (cond, seed), p in sorted(pts.items()):
         if p:
@@ -53,8 +70,9 @@ def learning_curves(run_dirs, results, path):
                      ls=SEED_STYLE.get(seed, ":"), marker=".", label=f"{cond} − baseline, seed {seed}")
     if not any(pts.values()):
         ax.text(0.5, 0.5, "no validation points in train_log.jsonl", transform=ax.transAxes, ha="center")
-    ax.set(title="Validation BPB on fixed official rows", xlabel="training targets (thousands)",
-           ylabel="validation BPB (bits per byte)")
+    ax.set(title=f"Validation BPB on the first {on['batches']} of {on['of']} official batches "
+                 f"({on['targets']:,} targets)", xlabel="training targets (thousands)",
+           ylabel=f"validation BPB on {on['targets']:,} targets (not the official score)")
     axd.axhline(0, color="black", lw=0.8)
     axd.set(title="Difference from the same-seed baseline", xlabel="training targets (thousands)",
             ylabel="Δ validation BPB (bits per byte)")

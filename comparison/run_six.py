@@ -10,7 +10,8 @@ it ends. A finished run (its summary.json exists) is not trained again; an inter
 resumes from its newest good checkpoint. Writes OUT/table.md (with the runs' model size,
 updates, targets and context in its header), OUT/results.json, OUT/regime.json (the runs'
 regime indicators and what the demo's source-length filter drops), OUT/learning_curves.png
-(validation BPB on fixed official rows from each run's train_log.jsonl, all runs on shared
+(validation BPB on the first 2 official batches, the same rows every time, from each run's
+train_log.jsonl: a part of the official score's rows, so not its level; all runs on shared
 axes, and the difference from the same-seed baseline) and OUT/bpb_by_condition.png.
 """
 import argparse
@@ -27,7 +28,7 @@ from corpus.layout import default_data_dir
 from errors import DataError
 from fanout import Task, TaskFailed, add_engine_args, gpus_for, open_engine
 from findings import PAPER
-from presets.six import configs
+from presets.six import configs, defining_keys
 
 # Late imports: train.py and the training core load torch, the figures matplotlib; the functions that use them
 # import them, so `--help` answers without them
@@ -46,7 +47,8 @@ def fmt_tps(r):
 
 
 def table(results) -> str:
-    from comparison.figures import BPB_NOTE, LEARNING_CURVES_NOTE
+    from comparison.figures import BPB_NOTE, learning_curves_note
+    from train import CURVE_BATCHES
 
     r0 = results[0]
     c = r0["config"]
@@ -60,7 +62,7 @@ def table(results) -> str:
             "Timed s: update time without the first 11 updates of each process (compilation and warm-up), "
             "as the baseline's training time; Total s: the whole run, evaluation included. Tokens/s: training "
             "targets per timed second (machine load shows here, not as a method effect).\n\n"
-            f"![learning curves]({CURVES})\n\n{LEARNING_CURVES_NOTE}\n\n"
+            f"![learning curves]({CURVES})\n\n{learning_curves_note(results, CURVE_BATCHES)}\n\n"
             f"![BPB by condition]({BPB_FIGURE})\n\n{BPB_NOTE}\n\n")
     lines = ["| Condition | Seed | Official BPB | CE | Perplexity | Timed s | Total s | Tokens/s | "
              "Peak MiB (GPU alloc. / CPU RSS) |",
@@ -105,10 +107,23 @@ def train_config(cfg, run_dir):
     return train.train(cfg, run_dir, resume=True, log=print, curve_points=train.CURVE_POINTS, collect_garbage=True)
 
 
+def check_overrides(preset, overrides):
+    """An override is applied to all six: one of the keys the six differ by would make them one run under six
+    names (loader=lossless: every row labelled baseline / random_crop / segmented trained lossless)."""
+    defining = defining_keys(preset)
+    for ov in overrides:
+        k = ov.split("=", 1)[0].strip()
+        if k in defining:
+            raise DataError(f"override {ov!r}: the six runs differ by {', '.join(defining)}, and an override applies "
+                            f"to all six; to train one run otherwise: python train.py --config "
+                            f"protocols/configs/{preset}/NAME.json {ov}")
+
+
 def config_tasks(a, out):
     """The six configs resolved here, each a task holding the GPU its world of one process trains on."""
     from training.config import resolve_config
 
+    check_overrides(a.preset, a.overrides)
     tasks = []
     # the data root resolved here, absolute, and passed with every config: a run on a Ray node reads the
     # driver's corpus, never its own PACKAUDIT_DATA or a path relative to its own folder
@@ -159,8 +174,10 @@ def main(argv=None):
     ap.add_argument("--data-dir", default=None, help="prepared data root (default: the usual data folder)")
     ap.add_argument("--out", default="runs/six", help="output folder, one subfolder per run (default runs/six)")
     add_engine_args(ap, "six runs")
-    ap.add_argument("overrides", nargs="*", help="key=value overrides applied to all six")
+    ap.add_argument("overrides", nargs="*", help="key=value overrides applied to all six (not name, loader or seed: "
+                                                 "what the six differ by)")
     a = ap.parse_args(argv)
+    import train
     from comparison.figures import bpb_by_condition, learning_curves
 
     out = Path(os.path.abspath(a.out))  # absolute: each run writes its folder there, on whichever node it runs
@@ -174,7 +191,7 @@ def main(argv=None):
     atomic_write_text(out / "table.md", md)
     atomic_write_json(out / "results.json", results)
     atomic_write_json(out / "regime.json", regime)
-    learning_curves(run_dirs, results, out / CURVES)
+    learning_curves(run_dirs, results, out / CURVES, train.CURVE_BATCHES)
     bpb_by_condition(results, PAPER["s5_3_official_bpb"], out / BPB_FIGURE)
     print("\n" + for_terminal(md))
     print(f"wrote {out}/table.md, results.json, regime.json, {CURVES} and {BPB_FIGURE}")

@@ -84,6 +84,13 @@ PRESETS = {
 }
 
 
+def defining_keys(preset: str) -> tuple:
+    """The keys the six runs of a preset differ by (name, loader, seed): what makes them six runs, so an
+    override applied to all six may not set one."""
+    runs = configs(preset)
+    return tuple(k for k in runs[0] if len({str(r[k]) for r in runs}) > 1)
+
+
 def configs(preset: str) -> list:
     """The six configs of a preset, as TrainConfig keys: name, loader and seed over the preset's sizes."""
     return [{"name": run_name(c, seed), "loader": packer, "seed": seed, **PRESETS[preset]}

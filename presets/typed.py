@@ -5,6 +5,7 @@ never adds a setting silently), a value is converted to the field's type or refu
 line is a float; `true` is not a number), and the message names the key and what it belongs to.
 """
 import dataclasses
+import difflib
 import types
 import typing
 
@@ -47,11 +48,21 @@ def field_types(cls) -> dict:
     return typing.get_type_hints(cls)
 
 
+def closest_keys(key, known, n=3) -> list:
+    """The known keys a mistyped one most likely meant: those holding it as a word ('lr' -> muon_lr), then
+    difflib's nearest spellings ('depht' -> depth)."""
+    words = [k for k in known if key in k.split("_")]
+    near = difflib.get_close_matches(key, list(known), n=n, cutoff=0.4)
+    return list(dict.fromkeys(words + near))[:n]
+
+
 def check_keys(cls, values, what="config"):
-    known = {f.name for f in dataclasses.fields(cls)}
+    known = [f.name for f in dataclasses.fields(cls)]
     for k in values:
         if k not in known:
-            raise DataError(f"unknown {what} key {k!r}")
+            close = closest_keys(k, known)
+            hint = f"did you mean {', '.join(close)}?" if close else f"known keys: {', '.join(sorted(known))}"
+            raise DataError(f"unknown {what} key {k!r} ({hint})")
 
 
 def build(cls, values, what="config"):

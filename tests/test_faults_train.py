@@ -63,12 +63,38 @@ def test_resume_under_another_config_is_refused_naming_the_keys(small_corpus, fi
                     ({"loader": "lossless"}, "loader")):
         rc, _, err = run_cli(capsys, args(small_corpus, **kw) + ["--out", str(run), "--resume"])
         one_line_error(rc, err, "refusing to resume", key)
-    # run-time keys may differ: eval_batches, device; the resumed run then finishes
-    rc, out, err = run_cli(capsys, args(small_corpus, eval_batches=1, device="cpu") + ["--out", str(run), "--resume"])
+    # the official score's population may not differ: its BPB would be on other rows than the run's others
+    for kw in ({"eval_batches": 1}, {"eval_rows": 2}):
+        rc, _, err = run_cli(capsys, args(small_corpus, **kw) + ["--out", str(run), "--resume"])
+        key = next(iter(kw))
+        assert rc == 2 and err == (f"error: {run / 'ckpt_000004.pt'}: written under another config; refusing to resume "
+                                   f"(differs in {key}); {key} set the rows the official score is on, and a resumed "
+                                   f"run keeps its own\n"), err
+    # run-time keys may differ: device, checkpoint_every; the resumed run then finishes
+    rc, out, err = run_cli(capsys, args(small_corpus, checkpoint_every=1, device="cpu") + ["--out", str(run), "--resume"])
     assert rc == 0, err
     summary = strict_json(run / "summary.json")
-    assert summary["config"]["eval_batches"] == 1 and summary["config_sha256"]
+    assert summary["config"]["checkpoint_every"] == 1 and summary["official"]["eval_targets"] == 2 * 4 * 32
 
+
+def test_ctrl_c_says_what_is_kept_and_how_to_resume(small_corpus, tmp_path, capsys, monkeypatch):
+    real = train_cli.checkpoint
+
+    def ctrl_c_after_the_first(out, cfg, ident, tr, loader, progress, *rest):  # Ctrl-C once update 2 is saved
+        real(out, cfg, ident, tr, loader, progress, *rest)
+        raise KeyboardInterrupt
+
+    run = tmp_path / "run"
+    argv = args(small_corpus) + ["--out", str(run), "--overwrite"]
+    with monkeypatch.context() as m:
+        m.setattr(train_cli, "checkpoint", ctrl_c_after_the_first)
+        rc, _, err = run_cli(capsys, argv)
+    again = " ".join(args(small_corpus)) + f" --out {run} --resume"
+    assert rc == 130 and "Traceback" not in err
+    assert err.splitlines()[-1] == (f"interrupted: training stopped; {run} keeps its log and checkpoints up to "
+                                    f"ckpt_000002.pt; continue with: python train.py {again}")
+    rc, out, err = run_cli(capsys, again.split())  # the command it gives continues the run
+    assert rc == 0 and f"resumed from {run / 'ckpt_000002.pt'} at update 2" in out, err
 
 def test_second_process_on_the_same_folder_is_refused(small_corpus, tmp_path, capsys):
     with folder_lock(tmp_path / "busy", "a test"):

@@ -129,3 +129,17 @@ def test_protocol_command_lines_refuse_in_one_line(small_corpus, tmp_path, capsy
     needle = needle.replace("BLOCKER", str(tmp_path / "blocker"))
     assert rc == 2 and "\n" not in err and err.startswith("error: ") and needle in err, (rc, err)
     assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize("override", ["loader=lossless", "seed=45", "name=x", "loader=baseline"])
+def test_run_six_refuses_an_override_of_what_the_six_differ_by(tmp_path, capsys, override):
+    """loader=lossless trained all six on lossless under the names baseline / random_crop / segmented."""
+    from comparison import run_six
+
+    # no corpus there: without the refusal the runs would stop at once, naming the missing corpus instead
+    rc = run_six.main(["--out", str(tmp_path / "six"), "--data-dir", str(tmp_path / "none"), override])
+    assert rc == 2
+    assert capsys.readouterr().err == (
+        f"error: override '{override}': the six runs differ by name, loader, seed, and an override applies to all "
+        f"six; to train one run otherwise: python train.py --config protocols/configs/tiny/NAME.json {override}\n")
+    assert not (tmp_path / "six").exists()  # refused before any run folder, let alone training

@@ -44,6 +44,39 @@ def test_unknown_config_key_is_named(capsys):
     assert err.count("\n") == 1 and "unknown config key 'depht'" in err and "Traceback" not in err
 
 
+def test_unknown_config_key_suggests_the_closest_known_keys(capsys):
+    assert train_main(["lr=0.1", "--dry-run"]) == 2
+    assert capsys.readouterr().err == "error: unknown config key 'lr' (did you mean muon_lr, loader?)\n"
+    assert train_main(["depht=3", "--dry-run"]) == 2
+    assert capsys.readouterr().err == "error: unknown config key 'depht' (did you mean depth, width?)\n"
+
+
+def test_a_refused_value_names_where_it_came_from(tmp_path, capsys):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text('{"updates": 0, "depth": 2}')
+    assert train_main(["--config", str(cfg), "--dry-run"]) == 2  # the file's 0
+    assert capsys.readouterr().err == f"error: {cfg} key 'updates': 0 must be at least 1\n"
+    cfg.write_text('{"updates": 40, "depth": 2}')
+    assert train_main(["--config", str(cfg), "updates=0", "--dry-run"]) == 2  # the command line's 0 over the file's 40
+    assert capsys.readouterr().err == "error: command line key 'updates': 0 must be at least 1\n"
+    assert train_main(["--config", str(cfg), "depth=two", "--dry-run"]) == 2
+    assert capsys.readouterr().err == "error: command line key 'depth': 'two' is not a valid int\n"
+
+def test_a_run_without_config_names_the_model_it_builds(capsys, monkeypatch):
+    """--help says what a run without --config trains: the defaults, the paper's model unless the pairs change it."""
+    import train as train_module
+
+    monkeypatch.setattr(train_module, "train", lambda *a, **kw: None)  # the run itself is not this test's
+    assert train_main(["updates=5"]) == 0
+    assert capsys.readouterr().out == ("no --config: TrainConfig's defaults with 1 key=value pair(s): depth 8, width "
+                                       "512, 50,332,176 parameters (the paper's model), 5 updates of 524,288 targets, "
+                                       "device=auto\n")
+    assert train_main(["updates=5", "depth=2", "device=cpu"]) == 0
+    assert capsys.readouterr().out == ("no --config: TrainConfig's defaults with 3 key=value pair(s): depth 2, width "
+                                       "512, 18,874,500 parameters, 5 updates of 524,288 targets, device=cpu\n")
+    assert train_main(["--config", str(ROOT / "protocols/configs/tiny/baseline_s43.json")]) == 0
+    assert capsys.readouterr().out == ""  # a config file names its own model
+
 def test_tiny_model_loss_falls(small_corpus, tmp_path, monkeypatch):
     import train as train_module
 

@@ -70,9 +70,12 @@ class TrainConfig:
         return asdict(self)
 
 
-# keys that change how a run is executed or evaluated, never what it trains
+# keys that change how a run is executed, never what it trains nor what its official score measures
 RESUME_MAY_DIFFER = ("name", "data_dir", "device", "compile", "attention", "prefetch", "checkpoint_every",
-                     "keep_checkpoints", "eval_batches", "eval_rows")
+                     "keep_checkpoints")
+# the official score's population (which validation rows, how many targets): a resume that changed them would
+# put a score on other rows beside the run's others under the same name, so they are refused like training keys
+SCORE_KEYS = ("eval_batches", "eval_rows", "eval_buffer")
 POSITIVE = ("depth", "width", "heads", "kv_heads", "context", "vocab", "short_window", "buffer", "updates",
             "micro_rows", "accum", "eval_batches", "eval_rows", "eval_buffer", "keep_checkpoints")
 CHOICES = {"device": None, "compile": ("auto", "on", "off"), "bf16": ("auto", "on", "off"),
@@ -106,32 +109,41 @@ def for_world_size(cfg: "TrainConfig", world: int) -> "TrainConfig":
     return replace(cfg, accum=accum, micro_rows=cfg.micro_rows // factor)
 
 
-def validate(cfg: "TrainConfig", where="config"):
+def origin(where, origins, *keys) -> str:
+    """Where the named keys' values came from ("CFG.json", "command line"), for an error line: a value
+    refused must be looked for where it was given."""
+    return " and ".join(dict.fromkeys((origins or {}).get(k, where) for k in keys))
+
+
+def validate(cfg: "TrainConfig", where="config", origins=None):
+    """origins: key -> where its value came from (keys not in it: `where`)."""
+    at = lambda *keys: origin(where, origins, *keys)  # noqa: E731
     for k in POSITIVE:
         if getattr(cfg, k) < 1:
-            raise DataError(f"{where} key {k!r}: {getattr(cfg, k)} must be at least 1")
+            raise DataError(f"{at(k)} key {k!r}: {getattr(cfg, k)} must be at least 1")
     for k in ("muon_lr", "weight_decay"):
         v = getattr(cfg, k)
         if not math.isfinite(v) or v < 0:
-            raise DataError(f"{where} key {k!r}: {v} must be a finite number >= 0")
-    if cfg.checkpoint_every < 0 or cfg.prefetch < 0:
-        raise DataError(f"{where} keys 'checkpoint_every' and 'prefetch' must be >= 0")
+            raise DataError(f"{at(k)} key {k!r}: {v} must be a finite number >= 0")
+    for k in ("checkpoint_every", "prefetch"):
+        if getattr(cfg, k) < 0:
+            raise DataError(f"{at(k)} key {k!r}: {getattr(cfg, k)} must be >= 0")
     if cfg.max_source_len and cfg.max_source_len <= cfg.row_capacity:
-        raise DataError(f"{where} key 'max_source_len': {cfg.max_source_len} must be 0 (no cap) or longer than a row "
-                        f"({cfg.row_capacity}), or no source would be long")
+        raise DataError(f"{at('max_source_len')} key 'max_source_len': {cfg.max_source_len} must be 0 (no cap) or "
+                        f"longer than a row ({cfg.row_capacity}), or no source would be long")
     if not cfg.window_pattern or set(cfg.window_pattern) - {"S", "L"}:
-        raise DataError(f"{where} key 'window_pattern': {cfg.window_pattern!r} must be letters S and L")
+        raise DataError(f"{at('window_pattern')} key 'window_pattern': {cfg.window_pattern!r} must be letters S and L")
     for k, allowed in CHOICES.items():
         v = getattr(cfg, k)
         if allowed and v not in allowed:
-            raise DataError(f"{where} key {k!r}: {v!r} is not one of {', '.join(allowed)}")
-    check_device_string(cfg.device, f"{where} key 'device'")
+            raise DataError(f"{at(k)} key {k!r}: {v!r} is not one of {', '.join(allowed)}")
+    check_device_string(cfg.device, f"{at('device')} key 'device'")
 
 
 def resolve_config(path=None, overrides=()):
     """TrainConfig from a JSON file and 'key=value' overrides, validated."""
     types = {f.name: f.type for f in fields(TrainConfig)}
-    values = {}
+    values, origins = {}, {}
     if path:
         try:
             with open(path) as f:
@@ -145,32 +157,36 @@ def resolve_config(path=None, overrides=()):
         if not isinstance(loaded, dict):
             raise DataError(f"{path}: a config must be a JSON object of key: value, not a {type(loaded).__name__}")
         values.update(loaded)
+        origins = dict.fromkeys(loaded, str(path))
     for ov in overrides:
         if "=" not in ov:
             raise DataError(f"override {ov!r} is not of the form key=value")
         k, v = ov.split("=", 1)
         values[k.strip()] = v
+        if path:  # beside a file, a key=value pair is named as the command line's, not the file's
+            origins[k.strip()] = "command line"
     check_keys(TrainConfig, values)
-    cfg = TrainConfig(**{k: coerce(k, v, types[k]) for k, v in values.items()})
+    cfg = TrainConfig(**{k: coerce(k, v, types[k], origin("config", origins, k)) for k, v in values.items()})
     if cfg.loader in CONDITIONS:
         cfg.loader = CONDITIONS[cfg.loader]
     if cfg.loader not in PACKERS:
-        raise DataError(f"config key 'loader': {cfg.loader!r} is not one of {', '.join(PACKERS)}")
-    validate(cfg, where=str(path) if path else "config")
+        raise DataError(f"{origin('config', origins, 'loader')} key 'loader': {cfg.loader!r} is not one of "
+                        f"{', '.join(PACKERS)}")
+    validate(cfg, where="config", origins=origins)
     if cfg.width % cfg.heads or cfg.heads % cfg.kv_heads:
         raise DataError("config: width must divide by heads, and heads by kv_heads")
-    validate_model_shape(cfg, where=str(path) if path else "config")
+    validate_model_shape(cfg, where="config", origins=origins)
     return cfg
 
 
-def validate_model_shape(cfg: "TrainConfig", where="config"):
+def validate_model_shape(cfg: "TrainConfig", where="config", origins=None):
     """Shapes the model cannot build or run, refused when the config is resolved rather than
     as a shape error inside the first forward pass."""
     gate = ModelConfig.ve_gate_channels  # the value-embedding gate reads this many channels of the input
     if cfg.width < gate:
-        raise DataError(f"{where} key 'width': {cfg.width} must be at least {gate} (the value-embedding gate's "
-                        f"input channels)")
+        raise DataError(f"{origin(where, origins, 'width')} key 'width': {cfg.width} must be at least {gate} (the "
+                        f"value-embedding gate's input channels)")
     head_dim = cfg.width // cfg.heads
     if head_dim % 2:
-        raise DataError(f"{where} keys 'width'/'heads': head dimension {cfg.width}/{cfg.heads} = {head_dim} must be "
-                        f"even (rotary embeddings rotate pairs of channels)")
+        raise DataError(f"{origin(where, origins, 'width', 'heads')} keys 'width'/'heads': head dimension "
+                        f"{cfg.width}/{cfg.heads} = {head_dim} must be even (rotary embeddings rotate pairs of channels)")

@@ -24,7 +24,7 @@ from pathlib import Path
 import training.checkpoint as files  # the module, so a test can stand in changed code for code_sha256
 from corpus.atomic import atomic_write_text
 from errors import DataError
-from training.config import config_sha256, resume_differences
+from training.config import SCORE_KEYS, config_sha256, resume_differences
 
 RUN_FILES = ("train_log.jsonl", "summary.json", "official_rows.parquet")
 
@@ -140,7 +140,9 @@ def check_resumable(path, payload, cfg, ident, allow_code_change, log) -> list:
     allowed code changes so far (recorded in later checkpoints and the summary)."""
     diff = resume_differences(payload.get("config", {}), cfg)
     if diff:
-        raise DataError(f"{path}: written under another config; refusing to resume (differs in {', '.join(diff)})")
+        why = (f"; {', '.join(k for k in diff if k in SCORE_KEYS)} set the rows the official score is on, and a "
+               f"resumed run keeps its own" if set(diff) & set(SCORE_KEYS) else "")
+        raise DataError(f"{path}: written under another config; refusing to resume (differs in {', '.join(diff)}){why}")
     why = files.data_mismatch(payload.get("data"), ident)
     if why:
         raise DataError(f"{path}: written on another prepared corpus ({why}); refusing to resume")
