@@ -233,7 +233,8 @@ def evaluate(a, ctx, out):
     print(f"confirmation rows {pops['conf']['rows'][0]}:{pops['conf']['rows'][1]}: {len(ctx['dups'])} exact duplicates excluded")
     specs = {p: WindowSpec.for_context(cfg0.context, v["seed"], plan["per_stratum"]) for p, v in pops.items()}
     wins = {p: build_windows(ctx["streams"][p], specs[p]) for p in pops}
-    conf = score_checkpoints(runs, cfg0, wins, specs, ctx["streams"]["conf"], plan, ctx["tb"], out, a.device, status)
+    conf, rows = score_checkpoints(runs, cfg0, wins, specs, ctx["streams"]["conf"], plan, ctx["tb"], out, a.device, status)
+    write_confirmation_evidence(out / "confirmation_evidence.npz", conf, rows, status)
     fp_ok = fingerprints_agree(ctx["checks"], conf, runs)
     atomic_write_json(out / "stream_checks.json", {"status": status, "checks": ctx["checks"], "fingerprints": fp_ok})
     summaries = window_summaries(runs, wins, specs, pops, plan, ctx["dups"], out, status)
@@ -273,7 +274,8 @@ def _done(path, sha, fingerprint=None):
 
 
 def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, device, status):
-    """Per checkpoint: window statistics of both populations and the confirmation rows. Returns confirmation scores."""
+    """Per checkpoint: window statistics of both populations and the confirmation rows. Returns the confirmation
+    scores and, by the same (condition, seed) keys, the per-row statistics they are computed from."""
     import pyarrow.parquet as pq
 
     from console.progress import bar as tqdm
@@ -281,7 +283,7 @@ def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, devic
     from training.config import TrainConfig
     from training.trainer import bf16_enabled, build_model, maybe_compile
 
-    conf = {}
+    conf, rows = {}, {}
     for run_dir, res, ckpt in tqdm(runs, desc="checkpoints"):
         cfg = TrainConfig(**res.config)
         if cfg.context != cfg0.context or cfg.source != cfg0.source:
@@ -318,7 +320,21 @@ def score_checkpoints(runs, cfg0, wins, specs, conf_stream, plan, tb, out, devic
                                 device, ac, cfg.eval_buffer)
             write_stats(path, cs, {"checkpoint_sha256": sha, "condition": cond, "seed": cfg.seed, "status": status})
         conf[(cond, cfg.seed)] = {**scores(cs), "fingerprint": cs["fingerprint"], "run": run_dir.name}
-    return conf
+        rows[(cond, cfg.seed)] = cs
+    return conf, rows
+
+
+def write_confirmation_evidence(path, conf, rows, status):
+    """What each confirmation score is a function of (per-row nats, bytes, counted targets), one row of each
+    array per run: confirmation_rows.parquet's numbers for the numpy checker, which cannot read parquet."""
+    keys = list(conf)
+    buf = io.BytesIO()
+    np.savez(buf, runs=np.asarray([conf[k]["run"] for k in keys]), conditions=np.asarray([k[0] for k in keys]),
+             seeds=np.asarray([k[1] for k in keys], dtype=np.int64),
+             nats=np.stack([np.asarray(rows[k]["nats"], dtype=np.float64) for k in keys]),
+             bytes=np.stack([np.asarray(rows[k]["bytes"], dtype=np.int64) for k in keys]),
+             count=np.stack([np.asarray(rows[k]["count"], dtype=np.int64) for k in keys]), status=np.asarray(status))
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def fingerprints_agree(checks, conf, runs):

@@ -243,6 +243,10 @@ def test_checkers_pass_on_real_outputs_and_fail_on_altered_files(evaluated, tmp_
     assert r.returncode == 0 and "0 failed" in r.stdout, r.stdout + r.stderr
     r = _run("verify_evaluation_summary.py", out)
     assert r.returncode == 0 and "0 failed" in r.stdout, r.stdout + r.stderr
+    # the 5.4 scores recomputed from the per-row evidence, not only from confirmation.json's totals
+    r = _run("verify_confirmation.py", out)
+    assert r.returncode == 0 and "0 failed" in r.stdout and "NOTE" not in r.stdout, r.stdout + r.stderr
+    assert r.stdout.count("BPB") >= 3 * 4 and "recomputed from confirmation_evidence.npz" in r.stdout
     # an altered summary number
     s = json.loads((out / "window_summary_dev.json").read_text())
     s["cells"][0]["tail_delta"] += 1e-6

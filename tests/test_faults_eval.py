@@ -83,9 +83,9 @@ def test_partial_set_is_evaluated_as_found_absent_runs_named_every_output_unconf
         assert s["params"]["pairs"] == [["segmented", 43]]
         assert s["cells"] and {(c["condition"], c["seed"]) for c in s["cells"]} == {("segmented", 43)}
         assert any(c["tail_delta"] != 0 for c in s["cells"])  # two different models were compared
-    for chk in ("verify_window_evidence.py", "verify_evaluation_summary.py"):
+    for chk in ("verify_window_evidence.py", "verify_evaluation_summary.py", "verify_confirmation.py"):
         r = _checker(chk, out)
-        assert r.returncode == 0 and "0 failed" in r.stdout, r.stdout + r.stderr
+        assert r.returncode == 0 and "0 failed" in r.stdout and "NOTE" not in r.stdout, r.stdout + r.stderr
     # the default ranked set (seed 43), not the folder's contents: baseline_s44 is present but not ranked
     rk = json.loads((out / "rankings.json").read_text())
     assert rk["methods"] == ["baseline_s43", "segmented_s43"] and rk["missing"] == ["random_crop_s43"]
