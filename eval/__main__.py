@@ -163,6 +163,8 @@ def prepare(a, out):
         if changed:  # the judge changed after the freeze: allowed (a fix must stay possible), never clean
             status += (f"; NOT A CLEAN CONFIRMATION: {len(changed)} hashed files changed since the freeze "
                        f"({', '.join(changed)})")
+        if "judge_sha256" not in proto:  # frozen before the judge was hashed: its checkers were not held fixed
+            status += "; the protocol predates judge_sha256: only its code was compared, not the checkers and rules"
         absent = []  # the protocol's runs are all present, or check_before_confirmation refused
     else:
         check_matched(runs)

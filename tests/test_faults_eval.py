@@ -314,6 +314,16 @@ def test_code_or_judge_changed_since_the_freeze_is_recorded_as_not_a_clean_confi
                                  "(checkers/packing_checker.py, eval/official.py)")
     assert (out / "report.md").read_text().splitlines()[2] == f"Status: **{st['status']}**."
     assert json.loads((out / "confirmation.json").read_text())["status"] == st["status"]
+    # a protocol frozen before the judge was hashed: compared on its code alone, and said so
+    del p["judge_sha256"]
+    write_protocol(tmp_path / "old_protocol.json", p)
+    assert eval_main(["--runs", str(partial_runs), "--out", str(tmp_path / "ev_old"), "--protocol",
+                      str(tmp_path / "old_protocol.json"), "--device", "cpu", "--no-figures"]) == 0
+    st = json.loads((tmp_path / "ev_old" / "eval_status.json").read_text())
+    assert st["code_changed_since_freeze"] == ["eval/official.py"]
+    assert st["status"].endswith("; NOT A CLEAN CONFIRMATION: 1 hashed files changed since the freeze (eval/official.py)"
+                                 "; the protocol predates judge_sha256: only its code was compared, not the checkers "
+                                 "and rules")
 
 
 def test_the_frozen_judge_covers_what_the_readme_calls_the_fixed_judge():
