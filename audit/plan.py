@@ -11,6 +11,7 @@ from audit.libraries.args import loader_settings
 from audit.loader_presets import Pipeline, apply_pipeline
 from audit.pipeline import check_packers
 from audit.topology import parse_split, worker_streams
+from corpus.readers.sources import FORMATS
 from errors import DataError
 from loaders.core import PACKERS
 
@@ -182,6 +183,8 @@ def check_stream_flags(args):
                    if v is not None]
     if corpus_only and not args.corpus:
         raise DataError(f"{corpus_only[0]} applies to --corpus (your corpus where it lives) only")
+    if args.format is not None and args.format not in FORMATS:  # the reader's own line would not name the flag
+        raise DataError(f"--format {args.format}: expected one of {', '.join(FORMATS)}")
     if (args.lengths or args.corpus) and args.split != "train":
         raise DataError("--split applies to a prepared corpus, not to a --lengths file")
     if args.column is not None and not (args.corpus or (args.lengths or "").lower().endswith(".parquet")):

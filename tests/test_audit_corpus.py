@@ -119,7 +119,10 @@ DATASETS_REFUSED = ("error: my_dataset: a Hugging Face datasets folder (save_to_
     (["--corpus", "megatron", "--format", "jsonl", "--tokenizer", "tokenizer.json"],
      "error: megatron: no jsonl file in this folder, which holds megatron data; name the format megatron, or leave "
      "it out"),
-], ids=["megatron-as-jsonl", "megatron-as-parquet", "datasets-as-megatron", "datasets-as-jsonl", "folder-as-jsonl"])
+    (["--corpus", "my_dataset", "--format", "bogus"],
+     "error: --format bogus: expected one of datasets, parquet, arrow, jsonl, megatron, tokens"),
+], ids=["megatron-as-jsonl", "megatron-as-parquet", "datasets-as-megatron", "datasets-as-jsonl", "folder-as-jsonl",
+        "unknown"])
 def test_a_format_the_corpus_path_contradicts_is_one_line_and_nothing_written(fixtures, monkeypatch, capsys, args,
                                                                                line):
     folder, _ = fixtures
