@@ -134,3 +134,10 @@ def test_the_default_bins_are_maxtexts_per_host_batch_not_the_buffer(tmp_path):
     assert "per_device_batch_size 12" in s["loader"]["num_packing_bins_from"]
     given, _ = audit_run(audit_main, f, tmp_path / "g", "grain_first_fit", R, 8 * SEQ, "--loader-arg", "bins=8")
     assert given["sources_arrived"] == 9 and given["loader"]["num_packing_bins_from"] == "--loader-arg"
+
+
+def test_the_help_says_the_default_bins_and_that_buffer_does_not_set_them(capsys):
+    with pytest.raises(SystemExit):
+        audit_main(["--help"])
+    said = next(k for k in " ".join(capsys.readouterr().out.split()).split("; ") if k.startswith("bins (grain)"))
+    assert "default 96: per_device_batch_size 12 x 8 devices of one host, not --buffer" in said

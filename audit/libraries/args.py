@@ -74,8 +74,7 @@ KEYS = {
     "truncation": Key(_on_off, True, ("grain_",), "MaxText's use_truncation (on, its default: TokenizeAndTrim cuts "
                       "each document to max_target_length; off: TokenizeAndChunk splits it)"),
     "bins": Key(_positive(int), HOST_BINS, ("grain_",), "num_packing_bins, MaxText's per-host batch (default "
-                f"{HOST_BINS}: per_device_batch_size 12 x {HOST_DEVICES} devices of one host; --buffer does not "
-                "set it)"),
+                f"{HOST_BINS}: per_device_batch_size 12 x {HOST_DEVICES} devices of one host, not --buffer)"),
     "device_batch_size": Key(_positive(int), 8, ("foundry_binpack",),
                              "BinPackCollator's target_batch_size (default 8)"),
     "packing_ratio": Key(_at_least_one, 2.0, ("foundry_binpack",),
