@@ -8,6 +8,7 @@ read in that loader's code; TRL's pack_dataset is not here (a note in `LEFT_OUT`
 """
 from dataclasses import dataclass
 
+from audit.libraries.args import HOST_BINS, HOST_DEVICES
 from errors import DataError
 
 
@@ -42,13 +43,16 @@ PIPELINES = {
         "DistributedSampler deals its packs to ranks and DataLoader workers only read packs: one packing"),
     "megatron": Pipeline(
         "megatron_gpt", "document", 128, "stream",
-        "Megatron-Core's GPTDataset (megatron-core 0.16.1; NeMo 2, Megatron-LM, nanotron): one global sample index "
-        "built the same on every rank (BlendedMegatronDatasetBuilder, is_built_on_rank), each global batch cut "
-        "into the ranks' micro-batches by the sampler; DataLoader workers only read samples: one packing"),
+        "Megatron-Core's GPTDataset (megatron-core 0.16.1; Megatron-LM, NeMo 2; not nanotron's Nanoset): one "
+        "global sample index built the same on every rank (BlendedMegatronDatasetBuilder, is_built_on_rank), each "
+        "global batch cut into the ranks' micro-batches by the sampler; DataLoader workers only read samples: one "
+        "packing"),
     "grain": Pipeline(
         "grain_first_fit", "document", 128, "worker",
         "MaxText's Grain pipeline: each host reads every H-th record (dataset[host::hosts], "
-        "grain_data_processing.py get_datasets) and packs with its own num_packing_bins (the per-host batch); "
+        "grain_data_processing.py get_datasets) and packs with its own num_packing_bins (the per-host batch: "
+        f"default {HOST_BINS}, per_device_batch_size 12 x {HOST_DEVICES} devices a host; --loader-arg bins=N sets it, "
+        "--buffer does not); "
         "grain's mp_prefetch gives each worker process every W-th record of its host and its own packer"),
     "foundry": Pipeline(
         "foundry_concat", "document", 128, "worker",

@@ -119,3 +119,25 @@ def test_the_report_names_the_packers_own_row_capacity_where_it_counts_against_i
     said = re.findall(r"arrived sources longer than R = ([0-9,]+)", report)
     assert len(said) >= 2 and set(said) == {f"{own:,}"}, said  # the topology sentence and the verdict at least
     assert "arrived documents longer than R = " not in report  # arrivals are sources, not documents
+
+
+def test_the_default_bins_are_maxtexts_per_host_batch_not_the_buffer(tmp_path):
+    """Hand-worked: 100 documents of 63 tokens, each 64 with MaxText's EOS, fill a bin alone. At the default 96 bins
+    (per_device_batch_size 12 x 8 devices of one host) documents 0-95 fill them and document 96 fits none, so 97 have
+    arrived when the 96 rows come out; the budget's 8 rows train 8 whole, the 88 other rows' documents and document
+    96 wait, 3 never arrive. --buffer 8 is the audit's B, not MaxText's bins (it gave 9 arrived, 1 waiting)."""
+    f = tmp_path / "L.txt"
+    f.write_text("63\n" * 100)
+    s, _ = audit_run(audit_main, f, tmp_path / "o", "grain_first_fit", R, 8 * SEQ)  # --buffer 8
+    assert s["loader"]["num_packing_bins"] == 96 and s["sources_arrived"] == 97
+    assert s["documents"]["by_fate"] == {"dropped": 0, "not_arrived": 3, "partial": 0, "waiting": 89, "whole": 8}
+    assert "per_device_batch_size 12" in s["loader"]["num_packing_bins_from"]
+    given, _ = audit_run(audit_main, f, tmp_path / "g", "grain_first_fit", R, 8 * SEQ, "--loader-arg", "bins=8")
+    assert given["sources_arrived"] == 9 and given["loader"]["num_packing_bins_from"] == "--loader-arg"
+
+
+def test_the_help_says_the_default_bins_and_that_buffer_does_not_set_them(capsys):
+    with pytest.raises(SystemExit):
+        audit_main(["--help"])
+    said = next(k for k in " ".join(capsys.readouterr().out.split()).split("; ") if k.startswith("bins (grain)"))
+    assert "default 96: per_device_batch_size 12 x 8 devices of one host, not --buffer" in said

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from audit.__main__ import main as audit_main
+from audit.libraries import foundry
 from audit.libraries.about import RAN, RULES
+from audit.libraries.common import Plan
 from audit.libraries.registry import loader_specs
 from conftest import ROOT
 from loader_fates import account, audit_run, compare, cut
@@ -73,13 +75,14 @@ def ref_llamafactory(L, batch=1000):
 
 
 def ref_foundry_binpack(L, batch=8, ratio=2.0):
-    """packing.py:173-279 per collate call of int(batch * ratio) examples cut to max_seq_len: longest first, each
+    """packing.py:173-279 per collate call of int(batch * ratio) examples, each with the collator's EOS appended and
+    then cut to max_seq_len (collator.py:152-154, 349-352: min(n + 1, SEQ) tokens): longest first, each
     into the first bin with room (a bin taking one moves to the back), new bins while the examples left are just
     enough to give every missing bin one; the `batch` fullest bins out, the rest kept for the next call."""
     per = int(batch * ratio)
     rows, pulled, kept = [], [], []
     for c0 in range(0, len(L), per):
-        ex = [(min(int(L[d]), SEQ), d) for d in range(c0, min(len(L), c0 + per))]
+        ex = [(min(int(L[d]) + 1, SEQ), d) for d in range(c0, min(len(L), c0 + per))]
         ex = sorted(ex, key=lambda e: -e[0])  # stable: equal sizes keep their order
         bins = list(kept)
         if len(ex) < batch - len(bins):
@@ -141,10 +144,27 @@ def test_a_streaming_rule_gives_the_fates_its_library_lines_give(stream, tmp_pat
     fate, counts = account(L, rows, horizon, _arrived(pulled, horizon))
     compare(s, fates, fate, counts)
     # BinPackCollator re-pads every bin to max_seq_len (packing.py repad): the rest of each budget row is padding;
-    # the concatenating writers fill every row
-    pad = sum(SEQ - sum(b - a for _, a, b in row) for row in rows[:horizon]) if packer == "foundry_binpack" else 0
+    # the concatenating writers fill every row. A document shorter than the row keeps the collator's EOS after it
+    eos = [sum(1 for d, _, b in row if b == L[d] < SEQ) for row in rows[:horizon]]
+    pad = (sum(SEQ - e - sum(b - a for _, a, b in row) for e, row in zip(eos, rows))
+           if packer == "foundry_binpack" else 0)
     assert s["row_capacity"] == SEQ and s["trace"]["padding"] == pad and (pad > 0) == (packer == "foundry_binpack")
     assert s["padding_share"] == pytest.approx(pad / (horizon * SEQ))
+
+
+def test_binpack_appends_the_collators_eos_before_it_packs():
+    """Hand-worked, max_seq_len 8, one bin a call of two examples: d0 (4 tokens) and d1 (3) become 5 and 4 with their
+    EOS, too many for one bin (without the EOS they share one): d0's bin comes out, d1's is kept. The next call's d2
+    (5 with EOS) fits no kept bin and opens one; d3 (4) fills d1's bin to 8, which comes out; d2's is never
+    trained."""
+    docs = [np.arange(16, 20), np.arange(20, 23), np.arange(23, 27), np.arange(27, 30)]
+    plan = Plan(2, np.array([4, 3, 4, 3]), args={"device_batch_size": 1, "packing_ratio": 2.0})
+    rows = [r.tolist() for r in foundry.binpack(9, plan)(iter(docs))]
+    assert rows == [[16, 17, 18, 19, 2, 0, 0, 0], [20, 21, 22, 2, 27, 28, 29, 2]]
+    assert plan.facts["packing_ratio_from"] == "--loader-arg" and plan.facts["eos"] == "appended"
+    default = Plan(2, np.array([4, 3, 4, 3]))
+    foundry.binpack(9, default)
+    assert default.facts["packing_ratio"] == 2.0 and "not llm-foundry's" in default.facts["packing_ratio_from"]
 
 
 @pytest.mark.parametrize("world", [1, 3])

@@ -58,6 +58,11 @@ class Key:
 
 
 MEGATRON = ("megatron_gpt", "megatron_blend")
+# MaxText packs into num_packing_bins = the per-host batch, global_batch_size_to_load // process_count
+# (data_processing_utils.py:72, 100): per_device_batch_size 12.0 (configs/base.yml:731) times the host's devices.
+# MaxText cannot know the host, so the audit states one: 8 accelerators (a GPU host, a TPU v5e host).
+HOST_DEVICES = 8
+HOST_BINS = 12 * HOST_DEVICES
 KEYS = {
     "seed": Key(int, 1234, MEGATRON, "random_seed (Megatron-LM's --seed default 1234)"),
     "split": Key(str, "969,30,1", MEGATRON, "the train/valid/test split string (Megatron-LM's legacy default "
@@ -68,11 +73,13 @@ KEYS = {
                    "samples built per dataset than the blend draws)"),
     "truncation": Key(_on_off, True, ("grain_",), "MaxText's use_truncation (on, its default: TokenizeAndTrim cuts "
                       "each document to max_target_length; off: TokenizeAndChunk splits it)"),
-    "bins": Key(_positive(int), None, ("grain_",), "num_packing_bins, MaxText's per-host batch (default --buffer)"),
+    "bins": Key(_positive(int), HOST_BINS, ("grain_",), "num_packing_bins, MaxText's per-host batch (default "
+                f"{HOST_BINS}: per_device_batch_size 12 x {HOST_DEVICES} devices of one host, not --buffer)"),
     "device_batch_size": Key(_positive(int), 8, ("foundry_binpack",),
                              "BinPackCollator's target_batch_size (default 8)"),
     "packing_ratio": Key(_at_least_one, 2.0, ("foundry_binpack",),
-                         "raw examples per bin of a collate call (default 2.0)"),
+                         "raw examples per bin of a collate call (default 2.0, the audit's own: llm-foundry has "
+                         "none and does not pack without it)"),
     "leftover": Key(_leftover, None, ("foundry_binpack",), "max_leftover_bins_to_keep (default None: keep all)"),
     "map_batch": Key(_positive(int), 1000, ("llamafactory_pt",), "preprocessing_batch_size (default 1000)"),
     "add_bos_token": Key(_on_off, False, ("llamafactory_pt",), "the tokenizer's add_bos_token: each block's "

@@ -10,12 +10,16 @@ bos_text is empty (the document's own first token is its BOS) and eos_text one E
 --eos_text '<|endoftext|>' (convert_dataset_hf.py:206-217 refuses a run with neither).
 
 BinPackCollator (llmfoundry/data/packing.py:87-279; finetuning/dataloader.py:668-714), its on-the-fly packing:
-each collate call gets int(device_batch_size * packing_ratio) examples, each first cut to max_seq_len by the
-base collator (finetuning/collator.py:349-352), and packs them first-fit decreasing into the bins left over from
-the call before plus new ones; it returns the device_batch_size fullest bins, each padded to max_seq_len (repad,
-packing.py; on the right, the usual tokenizer's padding_side), and keeps the rest sorted by size,
-at most max_leftover_bins_to_keep of them (None: all); the bins still left when the data ends are never
-trained. The DataLoader's last, smaller batch is collated too (drop_last False, dataloader.py:61).
+each collate call gets int(device_batch_size * packing_ratio) examples; the base collator appends the tokenizer's
+EOS to each example whose last target lacks one (finetuning/collator.py:152-154, called at :335; a tracer document
+never ends in EOS, so every example gains one, a marker the packer added) and then cuts it to max_seq_len
+(collator.py:349-352: a document of max_seq_len or more loses its EOS with its tail). It packs them first-fit
+decreasing into the bins left over from the call before plus new ones; it returns the device_batch_size fullest
+bins, each padded to max_seq_len (repad, packing.py; on the right, the usual tokenizer's padding_side), and keeps
+the rest sorted by size, at most max_leftover_bins_to_keep of them (None: all); the bins still left when the data
+ends are never trained. The DataLoader's last, smaller batch is collated too (drop_last False, dataloader.py:61).
+llm-foundry has no default packing_ratio: without one it does not pack at all (dataloader.py:669-679), and 'auto'
+profiles the data first. The audit's default of 2.0 is its own choice, said so in the report's settings.
 """
 import numpy as np
 
@@ -24,6 +28,7 @@ from audit.libraries.common import EOS, PAD, take
 
 HOW = {"concat": "rule from llm-foundry 0.22.0 data.py:160-177, not its code",
        "binpack": "rule from llm-foundry 0.22.0 packing.py:87-279, not its code"}
+RATIO_DEFAULT = "the audit's default, not llm-foundry's (it has none: without packing_ratio it does not pack)"
 
 
 def concat(R, no_wrap):
@@ -70,12 +75,14 @@ def binpack(R, plan):
     keep = value(plan.args, "leftover")
     per_call = int(batch * ratio)
     plan.facts.update({"max_seq_len": max_seq_len, "device_batch_size": batch, "packing_ratio": ratio,
-                       "examples_per_call": per_call, "max_leftover_bins_to_keep": keep})
+                       "packing_ratio_from": "--loader-arg" if "packing_ratio" in (plan.args or {}) else RATIO_DEFAULT,
+                       "examples_per_call": per_call, "max_leftover_bins_to_keep": keep, "eos": "appended"})
 
     def run(docs):
         it, left = iter(docs), []
         while True:
-            examples = [d[:max_seq_len] for d in take(it, per_call)]
+            # the collator's EOS after the last target, then its cut to max_seq_len (collator.py:152-154, 349-352)
+            examples = [np.append(d, EOS)[:max_seq_len] for d in take(it, per_call)]
             if not examples:
                 return
             out, left = first_fit_decreasing(examples, left, batch, max_seq_len)

@@ -17,7 +17,9 @@ What MaxText does before packing (AI-Hypercomputer/maxtext at e591f30, src/maxte
 Grain's first fit and best fit keep num_packing_bins rows open; when an element fits none of them, all of them
 are emitted (shuffled: shuffle_bins defaults to True, seed 0) and a fresh set starts with that element
 (grain packing.py:180-262, 280). A row is
-max_target_length = R - 1 tokens, every one a target after MaxText's shift. Documents arrive in the stream's
+max_target_length = R - 1 tokens of inputs; MaxText shifts the targets left and pads the last one
+(input_pipeline_utils.py:997-1011, ShiftData), so a row trains max_target_length - 1 = R - 2 targets: its first
+token is never a target, as the audit counts every row (rows x (row capacity - 1)). Documents arrive in the stream's
 order (MaxText shuffles the source first by default, enable_data_shuffling: true, data_shuffle_seed 0: audit a
 shuffled stream for that).
 """
@@ -25,10 +27,12 @@ import logging
 
 import numpy as np
 
-from audit.libraries.args import value
+from audit.libraries.args import HOST_BINS, HOST_DEVICES, value
 from audit.libraries.common import BOS, EOS, require
 
 KINDS = ("first_fit", "best_fit", "concat_split")
+BINS_DEFAULT = (f"MaxText's per-host batch on the audit's stated host: per_device_batch_size 12 (base.yml:731) x "
+                f"{HOST_DEVICES} devices = {HOST_BINS}")
 
 
 def _no_jax_profiler_note(record):
@@ -75,13 +79,17 @@ def source(elements, dataset):
 
 def grain(kind, R, B, plan):
     """grain_<kind>: MaxText's pipeline at max_target_length = R - 1, num_packing_bins from --loader-arg bins
-    (default B), truncation from --loader-arg truncation (default on)."""
+    (default the per-host batch of the stated host, args.HOST_BINS; B, the audit's --buffer, is not MaxText's),
+    truncation from --loader-arg truncation (default on)."""
     logging.getLogger("absl").addFilter(_no_jax_profiler_note)  # adding the same filter twice keeps one
     exp = require("grain.experimental", f"grain_{kind}")
     dataset = require("grain._src.python.dataset.dataset", f"grain_{kind}")
-    seq, bins, trunc = R - 1, value(plan.args, "bins") or B, value(plan.args, "truncation")
+    seq, bins, trunc = R - 1, value(plan.args, "bins"), value(plan.args, "truncation")
+    given = "bins" in (plan.args or {})
     plan.facts.update({"library": "grain", "max_target_length": seq, "use_truncation": trunc,
                        "num_packing_bins": bins if kind != "concat_split" else None})
+    if kind != "concat_split":
+        plan.facts["num_packing_bins_from"] = "--loader-arg" if given else BINS_DEFAULT
 
     def run(docs):
         src = source(maxtext_elements(docs, seq, trunc), dataset)

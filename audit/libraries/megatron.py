@@ -1,5 +1,6 @@
-"""Megatron-Core's GPTDataset (megatron-core 0.16.1, what NeMo 2, Megatron-LM and nanotron train with), run
-over an indexed dataset (.bin/.idx) of tracer documents: its own builder, indices and samples.
+"""Megatron-Core's GPTDataset (megatron-core 0.16.1, what Megatron-LM and NeMo 2 train with; not nanotron, whose
+Nanoset slices windows per file with no document shuffle and no 80% rule, and repeats one permutation every epoch),
+run over an indexed dataset (.bin/.idx) of tracer documents: its own builder, indices and samples.
 
 What its code does with the documents (megatron/core/datasets/, megatron-core 0.16.1):
 - the train split is the first share of the documents by the split string

@@ -1,5 +1,6 @@
 """The loaders of this package as Specs: how each is built, its row capacity, settings and what the report says."""
 from audit.libraries import axolotl, foundry, grain, llamafactory, megatron
+from audit.libraries.args import HOST_BINS, HOST_DEVICES
 from audit.libraries.common import Spec
 from audit.libraries.megatron_blend import WHY_NOT as BLEND_WHY_NOT, blend_audit
 
@@ -48,7 +49,9 @@ def _megatron_specs():
 
 
 def _grain_specs():
-    gset = {"max_target_length": "R - 1", "num_packing_bins": "--loader-arg bins (default B, the per-host batch)",
+    gset = {"max_target_length": "R - 1",
+            "num_packing_bins": f"--loader-arg bins (default {HOST_BINS}: MaxText's per-host batch, "
+                                f"per_device_batch_size 12 x {HOST_DEVICES} devices of one host; not --buffer)",
             "use_truncation": "--loader-arg truncation (default on, MaxText's default)", "add_eos": "true (MaxText)"}
     horizon = {"first_fit": HORIZON["bins"], "best_fit": HORIZON["bins"], "concat_split": HORIZON["windows"]}
     why = {"first_fit": "first fit into a fixed set of bins, all emitted when an element fits none; long documents "
@@ -72,7 +75,9 @@ def _rule_specs():
              how=foundry.HOW["concat"]),
         Spec("foundry_binpack", lambda R, B, w, plan: foundry.binpack(R, plan), capacity=seq,
              settings={"max_seq_len": "R - 1", "device_batch_size": "--loader-arg device_batch_size (default 8)",
-                       "packing_ratio": "--loader-arg packing_ratio (default 2.0)",
+                       "packing_ratio": "--loader-arg packing_ratio (default 2.0, the audit's own: llm-foundry has "
+                                        "none and does not pack without it)",
+                       "eos": "appended to each example by the collator, then cut to max_seq_len",
                        "max_leftover_bins_to_keep": "--loader-arg leftover (default None)",
                        "at the horizon": HORIZON["binpack"]},
              why_not="first-fit decreasing per collate call after truncation to the row, leftover bins carried",
