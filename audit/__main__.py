@@ -18,8 +18,8 @@ same events (concat_chunk; trl_bfd, trl_bfd_split, trl_wrapped; olmo_truncate,
 olmo_fragment; torchtune_whole, torchtune_split; titan_concat, titan_first_fit: the real
 libraries, from the 'audit-libs' extra; and the loaders of --loader-arg below: megatron_gpt,
 megatron_blend, grain_first_fit, grain_best_fit, grain_concat_split, foundry_concat,
-foundry_no_wrap, foundry_binpack, llamafactory_pt, axolotl_multipack). 'all' is the four;
-'every' adds every installed one.
+foundry_no_wrap, foundry_binpack, llamafactory_pt, axolotl_completion,
+axolotl_chat_template). 'all' is the four; 'every' adds every installed one.
 
 Writes to --out: fates_<packer>.parquet (one row per document: its file, row, label, length and
 what the packer did with it), events_<packer>.parquet (CSV too with --csv), stream_lengths.txt (one

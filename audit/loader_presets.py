@@ -60,8 +60,10 @@ PIPELINES = {
         "LLaMA-Factory packs the dataset with datasets.map before training, the same on every rank; the Trainer's "
         "sampler deals the blocks to ranks and DataLoader workers only read them: one packing"),
     "axolotl": Pipeline(
-        "axolotl_multipack", "document", 128, "stream",
-        "axolotl's MultipackBatchSampler packs the whole epoch once, the same on every rank, and accelerate deals "
+        "axolotl_completion", "document", 128, "stream",
+        "axolotl's completion type (raw text, as a pretraining run gives it) cuts each document into sequence_len "
+        "pieces after truncating it at 64 x sequence_len (prompt_strategies/completion.py:57-58, 86); its "
+        "MultipackBatchSampler packs the whole epoch once, the same on every rank, and accelerate deals "
         "its bins to the ranks in turn, dropping the last round that cannot fill every rank (world_size is set "
         "to --ranks)", ranks_arg="world_size"),
 }

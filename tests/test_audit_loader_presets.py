@@ -97,5 +97,5 @@ def test_the_summary_records_the_preset_and_the_loader_args_it_set(lengths_file,
     p = s["pipeline"]
     assert (p["name"], p["owner"], p["ranks"], p["loader_workers"], p["worker_streams"]) == \
         ("axolotl", "stream", 3, 1, 1)
-    assert (p["packers"], p["split_by"], p["refill_docs"]) == ("axolotl_multipack", "document", 128)
-    assert p["loader_args"] == {"world_size": 3} and s["packers"]["axolotl_multipack"]["loader"]["world_size"] == 3
+    assert (p["packers"], p["split_by"], p["refill_docs"]) == ("axolotl_completion", "document", 128)
+    assert p["loader_args"] == {"world_size": 3} and s["packers"]["axolotl_completion"]["loader"]["world_size"] == 3
