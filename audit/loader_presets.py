@@ -37,8 +37,10 @@ PIPELINES = {
         "files when they divide evenly: give --split-by group:DOCS_PER_FILE) and a token buffer per copy of the "
         "dataset, so every DataLoader worker of every rank packs its own share"),
     "torchtune": Pipeline(
-        "torchtune_whole", "document", 128, "stream",
-        "torchtune's PackedDataset packs the whole dataset when it is built, the same on every rank; a "
+        "torchtune_text", "document", 128, "stream",
+        "torchtune's pretraining path, text_completion_dataset(packed=True) (torchtune 0.6.1): the tokenizer cuts each "
+        "document to max_seq_len - 1 (datasets/_text_completion.py:71-72), and PackedDataset, split_across_pack=True "
+        "by default (:86), packs the whole dataset when it is built, the same on every rank; a "
         "DistributedSampler deals its packs to ranks and DataLoader workers only read packs: one packing"),
     "megatron": Pipeline(
         "megatron_gpt", "document", 128, "stream",
