@@ -15,11 +15,11 @@ The paper's four packers (original, lossless, segment_first, random_span) are re
 lengths by the selection core that trains. Every other packer is traced: run on tracer
 documents whose token ids say where each token came from, its rows decoded back into the
 same events (concat_chunk; trl_bfd, trl_bfd_split, trl_wrapped; olmo_truncate,
-olmo_fragment; torchtune_whole, torchtune_split; titan_concat, titan_first_fit: the real
+olmo_fragment; torchtune_text, torchtune_chat; titan_concat, titan_first_fit: the real
 libraries, from the 'audit-libs' extra; and the loaders of --loader-arg below: megatron_gpt,
 megatron_blend, grain_first_fit, grain_best_fit, grain_concat_split, foundry_concat,
-foundry_no_wrap, foundry_binpack, llamafactory_pt, axolotl_multipack). 'all' is the four;
-'every' adds every installed one.
+foundry_no_wrap, foundry_binpack, llamafactory_pt, axolotl_completion,
+axolotl_chat_template). 'all' is the four; 'every' adds every installed one.
 
 Writes to --out: fates_<packer>.parquet (one row per document: its file, row, label, length and
 what the packer did with it), events_<packer>.parquet (CSV too with --csv), stream_lengths.txt (one

@@ -175,16 +175,37 @@ def _quiet_packing_bar(packed_module):
         packed_module.tqdm = quiet
 
 
-def torchtune(split, R):
-    """torchtune's PackedDataset(ds, max_seq_len=R, padding_idx=0, split_across_pack=split): greedy in
-    order, packed at construction. Without splitting it refuses a document longer than R, so those
-    are left out before packing (a caller has to), and count as arrived and never started."""
+def _text_completion_sample(doc, R):
+    """TextCompletionDataset: encode with add_eos (True by default), then cut to max_seq_len - 1 with no EOS put
+    back (torchtune 0.6.1 datasets/_text_completion.py:46, 68, 71-72); the tail is never seen by the packer."""
+    return (doc.tolist() + [EOS])[:R - 1]
+
+
+def _chat_sample(doc, R):
+    """The chat path: the end tokens appended, then cut to max_seq_len with the last token made EOS
+    (models/llama3/_tokenizer.py:320-328; data/_utils.py:41-43). The template's header tokens are left out."""
+    tokens = (doc.tolist() + [EOS])[:R]
+    tokens[-1] = EOS
+    return tokens
+
+
+# path -> (how its tokenizer cuts a sample, the split_across_pack PackedDataset gets on that path)
+TORCHTUNE_PATHS = {"text": (_text_completion_sample, True),  # text_completion_dataset default (:86, :166)
+                   "chat": (_chat_sample, False)}  # chat_dataset passes none: PackedDataset's default (_packed.py:90)
+
+
+def torchtune(path, R):
+    """torchtune's packed dataset with the tokenizer's max_seq_len = R, which packed=True requires
+    (_text_completion.py:160-165, _chat.py:181-186): every sample is cut by the tokenizer first (so PackedDataset's
+    refusal of a sample longer than R, _packed.py:130-133, is never reached), then the real
+    PackedDataset(max_seq_len=R, padding_idx=0) packs them greedily in order at construction."""
     logging.getLogger("torchao").addFilter(_skips_cpp_extensions)  # adding the same filter twice keeps one
-    packed = require("torchtune.datasets", f"torchtune_{'split' if split else 'whole'}")
+    packed = require("torchtune.datasets", f"torchtune_{path}")
     _quiet_packing_bar(importlib.import_module("torchtune.datasets._packed"))
+    cut, split = TORCHTUNE_PATHS[path]
 
     def run(docs):
-        samples = [{"tokens": d.tolist(), "labels": d.tolist()} for d in docs if split or len(d) <= R]
+        samples = [{"tokens": tokens, "labels": tokens} for tokens in (cut(d, R) for d in docs)]
         for pack in packed.PackedDataset(samples, max_seq_len=R, padding_idx=PAD, split_across_pack=split):
             yield pack["tokens"]
     return run
@@ -276,9 +297,18 @@ def _specs():
              why_not="best-fit decreasing over the whole source file after truncating long documents (pre-truncation)"),
         Spec("olmo_fragment", lambda R, B, w: olmo("fragment", R, w), "ai2-olmo-core", olmo_capacity, olmo_set,
              why_not="long documents are fragmented to the sequence length first (pre-segmentation)"),
-        Spec("torchtune_whole", lambda R, B, w: torchtune(False, R), "torchtune", settings=tune_set,
-             why_not="greedy in arrival order; documents longer than R are refused, so left out before packing"),
-        Spec("torchtune_split", lambda R, B, w: torchtune(True, R), "torchtune", settings=tune_set, why_not=no_sel),
+        Spec("torchtune_text", lambda R, B, w: torchtune("text", R), "torchtune",
+             settings={**tune_set, "dataset": "text_completion_dataset(packed=True), tokenizer max_seq_len = R",
+                       "sample": "document + EOS, cut to R - 1 tokens (the tail discarded)",
+                       "split_across_pack": "True (the default)"},
+             why_not="long documents truncated to R - 1 by the tokenizer (pre-truncation), then concatenated in "
+                     "arrival order and split across packs, so nothing waits by length"),
+        Spec("torchtune_chat", lambda R, B, w: torchtune("chat", R), "torchtune",
+             settings={**tune_set, "dataset": "chat_dataset(packed=True), tokenizer max_seq_len = R",
+                       "sample": "document + EOS, cut to R tokens, the last made EOS (no template headers)",
+                       "split_across_pack": "False (the default)"},
+             why_not="long documents truncated to R by the tokenizer (pre-truncation), then packed whole, greedy in "
+                     "arrival order"),
         Spec("titan_concat", lambda R, B, w: titan_concat(R), "torchtitan", lambda R: R - 1,
              {"seq_len": "R - 1 inputs (each document shifted within itself, EOS appended)"}, why_not=no_sel),
         Spec("titan_first_fit", lambda R, B, w: titan_first_fit(R), "torchtitan",

@@ -38,8 +38,10 @@ PIPELINES = {
         "files when they divide evenly: give --split-by group:DOCS_PER_FILE) and a token buffer per copy of the "
         "dataset, so every DataLoader worker of every rank packs its own share"),
     "torchtune": Pipeline(
-        "torchtune_whole", "document", 128, "stream",
-        "torchtune's PackedDataset packs the whole dataset when it is built, the same on every rank; a "
+        "torchtune_text", "document", 128, "stream",
+        "torchtune's pretraining path, text_completion_dataset(packed=True) (torchtune 0.6.1): the tokenizer cuts each "
+        "document to max_seq_len - 1 (datasets/_text_completion.py:71-72), and PackedDataset, split_across_pack=True "
+        "by default (:86), packs the whole dataset when it is built, the same on every rank; a "
         "DistributedSampler deals its packs to ranks and DataLoader workers only read packs: one packing"),
     "megatron": Pipeline(
         "megatron_gpt", "document", 128, "stream",
@@ -64,8 +66,10 @@ PIPELINES = {
         "LLaMA-Factory packs the dataset with datasets.map before training, the same on every rank; the Trainer's "
         "sampler deals the blocks to ranks and DataLoader workers only read them: one packing"),
     "axolotl": Pipeline(
-        "axolotl_multipack", "document", 128, "stream",
-        "axolotl's MultipackBatchSampler packs the whole epoch once, the same on every rank, and accelerate deals "
+        "axolotl_completion", "document", 128, "stream",
+        "axolotl's completion type (raw text, as a pretraining run gives it) cuts each document into sequence_len "
+        "pieces after truncating it at 64 x sequence_len (prompt_strategies/completion.py:57-58, 86); its "
+        "MultipackBatchSampler packs the whole epoch once, the same on every rank, and accelerate deals "
         "its bins to the ranks in turn, dropping the last round that cannot fill every rank (world_size is set "
         "to --ranks)", ranks_arg="world_size"),
 }

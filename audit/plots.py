@@ -24,8 +24,8 @@ PACKER_STYLES = {
     "trl_wrapped": dict(color="#8c564b", ls="-.", lw=1.6, hatch=".."),
     "olmo_truncate": dict(color="#bcbd22", ls="-", lw=1.6),
     "olmo_fragment": dict(color="#17becf", ls="--", lw=1.6, hatch="//"),
-    "torchtune_whole": dict(color="#7f7f7f", ls="-", lw=1.6),
-    "torchtune_split": dict(color="#e6ab02", ls="--", lw=1.6, hatch="//"),
+    "torchtune_chat": dict(color="#7f7f7f", ls="-", lw=1.6),
+    "torchtune_text": dict(color="#e6ab02", ls="--", lw=1.6, hatch="//"),
     "titan_concat": dict(color="#393b79", ls="--", lw=1.6),  # dashed: it runs on top of concat_chunk's black
     "titan_first_fit": dict(color="#ff9896", ls="--", lw=1.6, hatch="//"),
 }

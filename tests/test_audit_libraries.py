@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from audit.__main__ import main as audit_main
-from audit.adapters import BOS, FIRST_ID, PAD, SPECS, _skips_cpp_extensions, installed
+from audit.adapters import BOS, EOS, FIRST_ID, PAD, SPECS, _skips_cpp_extensions, installed
 from audit.compute import trace_packer
 from audit.events import EventSink, read_events
 from audit.feed import PassRefills
@@ -68,15 +68,29 @@ def test_olmo_at_the_default_capacity_packs_instances_of_2048_and_no_row_longer_
     assert s["trace"]["padding"] == 3 * 2048 - want["emitted"] and s["trace"]["row_tokens"] == 3 * 2048
 
 
-def test_torchtune_whole_packs_a_document_of_exactly_r_and_leaves_out_only_longer_ones(tmp_path):
-    # torchtune refuses a sample only if len > max_seq_len, so at R = 8 the adapter leaves out s2 (9) alone;
-    # greedy in order: [s0 + 5 pad] (s1 does not fit after it), [s1, all 8], [s3 + 6 pad]
+@pytest.mark.parametrize("name, rows, want", [
+    # text completion at R = 8: each document + EOS cut to 7 tokens, so s1 (8) and s2 (9) train their first 7 and
+    # lose the rest (1 + 2 tokens); split across packs of 8:
+    # [s0 0-2 E, s1 0-3], [s1 4-6, s2 0-4], [s2 5-6, s3 0-1 E, 3 pad]
+    ("torchtune_text", [[0, 1, 2, "E", 3, 4, 5, 6], [7, 8, 9, 11, 12, 13, 14, 15], [16, 17, 20, 21, "E", "P", "P", "P"]],
+     dict(rows=3, emitted=3 + 7 + 7 + 2, discarded=1 + 2, buffered=0, padding=3, started=4, whole=2)),
+    # chat: each document + EOS cut to 8 tokens, the last made EOS (s1, s2 keep 7), packed whole:
+    # [s0 0-2 E, 4 pad], [s1 0-6 E], [s2 0-6 E], [s3 0-1 E, 5 pad]
+    ("torchtune_chat", [[0, 1, 2, "E", "P", "P", "P", "P"], [3, 4, 5, 6, 7, 8, 9, "E"], [11, 12, 13, 14, 15, 16, 17, "E"],
+                        [20, 21, "E", "P", "P", "P", "P", "P"]],
+     dict(rows=4, emitted=3 + 7 + 7 + 2, discarded=1 + 2, buffered=0, padding=4 + 5, started=4, whole=2)),
+])
+def test_torchtune_trains_the_head_of_a_long_document_as_its_tokenizer_cuts_it(tmp_path, name, rows, want):
+    # lengths 3, 8, 9, 2: tracer tokens 0-2, 3-10, 11-19, 20-21 (written above as offsets from FIRST_ID), E = EOS,
+    # P = padding
     lengths = np.array([3, 8, 9, 2])
-    assert [len(r) for r in _library_rows("torchtune_whole", lengths, 8, tmp_path)] == [8, 8, 8]
-    s = _trace("torchtune_whole", lengths, 3, 8, tmp_path)
-    assert s["partition_holds"]
-    assert (s["sources_started"], s["sources_never_started"], s["sources_fully_emitted"]) == (3, 1, 3)
-    assert (s["emitted"], s["discarded"], s["buffered"], s["trace"]["padding"]) == (3 + 8 + 2, 9, 0, 5 + 6)
+    ids = [[{"E": EOS, "P": PAD}[v] if isinstance(v, str) else FIRST_ID + v for v in row] for row in rows]
+    assert [r.tolist() for r in _library_rows(name, lengths, 8, tmp_path)] == ids
+    s = _trace(name, lengths, want["rows"], 8, tmp_path)
+    assert s["partition_holds"] and s["sources_never_started"] == 0
+    got = dict(rows=s["rows"], emitted=s["emitted"], discarded=s["discarded"], buffered=s["buffered"],
+               padding=s["trace"]["padding"], started=s["sources_started"], whole=s["sources_fully_emitted"])
+    assert got == want
 
 
 def _library_rows(name, lengths, R, tmp_path):
@@ -123,7 +137,7 @@ def test_only_torchaos_note_on_its_cpp_extensions_is_dropped():
     assert _skips_cpp_extensions(rec("any other warning"))
 
 
-@pytest.mark.parametrize("name", ["torchtune_whole", "titan_concat"])
+@pytest.mark.parametrize("name", ["torchtune_text", "titan_concat"])
 def test_the_libraries_own_bar_and_end_of_data_warning_stay_out_of_the_audits_output(tmp_path, capfd, caplog, name):
     # torchtune draws "Packing dataset" with tqdm on stderr; torchtitan warns on the root logger at the stream's end
     caplog.set_level(logging.WARNING)

@@ -43,7 +43,7 @@ def test_nanochat_strides_row_groups_of_1024_by_rank(lengths_file, tmp_path):
     assert plain["topology"]["packers"] == topo["packers"]
 
 
-@pytest.mark.parametrize("preset, packer", [("project", "original"), ("torchtune", "torchtune_whole")])
+@pytest.mark.parametrize("preset, packer", [("project", "original"), ("torchtune", "torchtune_text")])
 def test_one_packing_for_the_run_whatever_the_ranks(lengths_file, tmp_path, preset, packer):
     # this repository's loader and torchtune's PackedDataset pack once; ranks only take turns at the rows
     s, md = _audit(lengths_file, tmp_path / preset, "--pipeline", preset, "--ranks", "8", "--loader-workers", "2")
@@ -83,7 +83,7 @@ def test_bad_pipeline_is_one_line_and_nothing_written(lengths_file, tmp_path, ca
     # a preset fills in what is left out and keeps what is given (--refill-docs here)
     (["--pipeline", "nanochat", "--ranks", "2", "--refill-docs", "7"], ("original", "group:1024", 7, 2, 1)),
     (["--pipeline", "torchtitan", "--ranks", "2", "--loader-workers", "3"], ("titan_concat", "document", 128, 2, 3)),
-    (["--pipeline", "torchtune", "--ranks", "8", "--loader-workers", "2"], ("torchtune_whole", "document", 128, 1, 1)),
+    (["--pipeline", "torchtune", "--ranks", "8", "--loader-workers", "2"], ("torchtune_text", "document", 128, 1, 1)),
 ], ids=["no preset", "nanochat, refill given", "torchtitan", "torchtune"])
 def test_what_a_preset_fills_in_and_the_worker_streams_it_makes(lengths_file, argv, want):
     plan = plan_of(parse_args(["--lengths", str(lengths_file), *argv]))
@@ -97,5 +97,5 @@ def test_the_summary_records_the_preset_and_the_loader_args_it_set(lengths_file,
     p = s["pipeline"]
     assert (p["name"], p["owner"], p["ranks"], p["loader_workers"], p["worker_streams"]) == \
         ("axolotl", "stream", 3, 1, 1)
-    assert (p["packers"], p["split_by"], p["refill_docs"]) == ("axolotl_multipack", "document", 128)
-    assert p["loader_args"] == {"world_size": 3} and s["packers"]["axolotl_multipack"]["loader"]["world_size"] == 3
+    assert (p["packers"], p["split_by"], p["refill_docs"]) == ("axolotl_completion", "document", 128)
+    assert p["loader_args"] == {"world_size": 3} and s["packers"]["axolotl_completion"]["loader"]["world_size"] == 3

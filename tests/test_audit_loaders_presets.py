@@ -55,7 +55,7 @@ def test_per_worker_presets_equal_one_stream_audits_of_the_shares(lengths, tmp_p
 
 @pytest.mark.parametrize("preset, packer, extra", [
     ("llamafactory", "llamafactory_pt", []),
-    ("axolotl", "axolotl_multipack", ["--loader-arg", "world_size=2"]),
+    ("axolotl", "axolotl_completion", ["--loader-arg", "world_size=2"]),
 ])
 def test_one_packing_presets_are_the_one_stream_audit(lengths, tmp_path, preset, packer, extra):
     _L, d = lengths

@@ -106,24 +106,37 @@ def ref_foundry_binpack(L, batch=8, ratio=2.0):
     return rows, pulled
 
 
-def ref_axolotl(L, horizon, world=1):
-    """Per epoch: documents of 2..sequence_len tokens kept (trainer.py:200-230), first fit in order into open bins
-    of at most 200 documents (multipack.py:60-112), the last len(bins) mod world bins dropped; epochs until the
-    budget's rows are made."""
+def ref_chat_template_samples(n):
+    """utils/data/utils.py:314-350, trainer.py:200-230: the document whole if 2 <= n <= sequence_len, else none.
+    Each sample as (its size, its span of the document)."""
+    return [(n, (0, n))] if 2 <= n <= SEQ else []
+
+
+def ref_completion_samples(n):
+    """completion.py:57-58, 86 and prompt_tokenizers.py:81-98: the first 64 x sequence_len tokens, one EOS after
+    them when the document is shorter, cut into pieces of sequence_len; a piece of fewer than 2 tokens (a lone
+    EOS) dropped by trainer.py:200-230."""
+    kept = min(n, 64 * SEQ)
+    size = kept + (n < 64 * SEQ)
+    return [(min(SEQ, size - i), (i, min(i + SEQ, kept))) for i in range(0, size, SEQ) if size - i >= 2]
+
+
+def ref_axolotl(L, horizon, world=1, samples=ref_chat_template_samples):
+    """Per epoch: each document's samples, first fit in order into open bins of at most 200 samples
+    (multipack.py:60-112), the last len(bins) mod world bins dropped; epochs until the budget's rows are made."""
     n, rows, pulled, e = len(L), [], [], 0
     while len(rows) < horizon:
-        bins = []  # [room, [docs]]
+        bins = []  # [room, [(document, span)]]
         for d in range(n):
-            if not 2 <= L[d] <= SEQ:
-                continue
-            b = next((b for b in bins if b[0] >= L[d] and len(b[1]) < 200), None)
-            if b is None:
-                bins.append([SEQ - int(L[d]), [d]])
-            else:
-                b[0] -= int(L[d])
-                b[1].append(d)
+            for size, span in samples(int(L[d])):
+                b = next((b for b in bins if b[0] >= size and len(b[1]) < 200), None)
+                if b is None:
+                    bins.append([SEQ - size, [(d, span)]])
+                else:
+                    b[0] -= size
+                    b[1].append((d, span))
         usable = len(bins) // world * world
-        rows += [[(e * n + d, 0, int(L[d])) for d in b[1]] for b in bins[:usable]]
+        rows += [[(e * n + d, a, b) for d, (a, b) in b[1] if b > a] for b in bins[:usable]]
         pulled += [(e + 1) * n] * usable
         e += 1
     return rows, pulled, e
@@ -168,16 +181,33 @@ def test_binpack_appends_the_collators_eos_before_it_packs():
 
 
 @pytest.mark.parametrize("world", [1, 3])
-def test_axolotl_drops_long_documents_and_the_bins_short_of_the_ranks(stream, tmp_path, world):
+@pytest.mark.parametrize("packer", ["axolotl_chat_template", "axolotl_completion"])
+def test_axolotl_packs_its_samples_and_drops_the_bins_short_of_the_ranks(stream, tmp_path, world, packer):
     L, f = stream
-    horizon = len(ref_axolotl(L, 1, world)[0]) * 3 // 2  # half into a second epoch, packed again
-    rows, pulled, epochs = ref_axolotl(L, horizon, world)
-    s, fates = audit_run(audit_main, f, tmp_path / "ax", "axolotl_multipack", R, horizon * SEQ,
-                         "--loader-arg", f"world_size={world}")
+    samples = ref_completion_samples if packer == "axolotl_completion" else ref_chat_template_samples
+    horizon = len(ref_axolotl(L, 1, world, samples)[0]) * 3 // 2  # half into a second epoch, packed again
+    rows, pulled, epochs = ref_axolotl(L, horizon, world, samples)
+    s, fates = audit_run(audit_main, f, tmp_path / "ax", packer, R, horizon * SEQ, "--loader-arg", f"world_size={world}")
     assert epochs == 2 and s["passes_started"] == 2 and s["loader"]["epochs"] == 2
     fate, counts = account(L, rows, horizon, _arrived(pulled, horizon), passes=2)
     compare(s, fates, fate, counts)
-    assert (fate[L > SEQ] == "dropped").all()  # drop_long_seq: never packed, in any epoch
+    if packer == "axolotl_chat_template":
+        assert (fate[L > SEQ] == "dropped").all()  # drop_long_seq: never packed, in any epoch
+
+
+def test_axolotl_completion_cuts_raw_text_into_pieces_by_hand(tmp_path):
+    # sequence_len 4 (R = 5), so raw text is truncated at 64 x 4 = 256 tokens. The samples, in order:
+    # d0 (6): [0-3], [4 5 EOS]; d1 (3): [0 1 2 EOS]; d2 (258): 64 pieces of 4 (no EOS: it reached 256), 2 tokens
+    # lost; d3 (4): [0-3] and a lone EOS, which the length filter (>= 2) drops; d4 (1): [0 EOS].
+    # First fit: [d0 0-3], [d0 4-5 EOS] (room 1), [d1 EOS], 64 bins of d2, [d3], and d4's 2 fit no open bin: 69 rows
+    L = np.array([6, 3, 258, 4, 1])
+    f = tmp_path / "L.txt"
+    f.write_text("\n".join(map(str, L)) + "\n")
+    s, fates = audit_run(audit_main, f, tmp_path / "ax", "axolotl_completion", 5, 69 * 4, "--passes", "1")
+    assert s["rows"] == 69 and s["tokens_arrived"] == 272
+    assert (s["emitted"], s["discarded"], s["buffered"]) == (270, 2, 0)
+    assert (s["sources_started"], s["sources_never_started"]) == (5, 0)
+    assert list(fates["fate"]) == ["whole", "whole", "partial", "whole", "whole"]
 
 
 def test_the_help_and_the_lock_name_each_librarys_version(capsys):
@@ -192,5 +222,6 @@ def test_the_help_and_the_lock_name_each_librarys_version(capsys):
     assert "run a rule written here from that code, not the code" in text
     specs = loader_specs()
     rules = [n for n, s in specs.items() if not s.library]
-    assert rules == ["foundry_concat", "foundry_no_wrap", "foundry_binpack", "llamafactory_pt", "axolotl_multipack"]
+    assert rules == ["foundry_concat", "foundry_no_wrap", "foundry_binpack", "llamafactory_pt", "axolotl_completion",
+                     "axolotl_chat_template"]
     assert all(specs[n].how.startswith("rule from ") and specs[n].how.endswith("not its code") for n in rules)

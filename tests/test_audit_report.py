@@ -266,16 +266,16 @@ def test_the_comparison_ranks_by_documents_names_a_tie_and_says_the_rows_hold_un
     one pass, 106 arrivals. Both never start any of the 106: a tie in documents, where arrivals would rank the
     wrapped one first. The padded packer emits 468 tokens against 1,130: equal rows, unequal tokens."""
     rows = {"original": _row(106, 106, 106, 106, emitted=1130),
-            "axolotl_multipack": _row(212, 212, 106, 106, emitted=1130),
+            "axolotl_chat_template": _row(212, 212, 106, 106, emitted=1130),
             "foundry_binpack": _row(40, 106, 40, 106, emitted=468, padding=0.5877, R=9)}
     said = sentence(rows, {"targets": 80})
-    assert said.startswith("Across 3 packers asked for 10 rows, original and axolotl_multipack leave the most "
+    assert said.startswith("Across 3 packers asked for 10 rows, original and axolotl_chat_template leave the most "
                            "documents longer than R unstarted (106 of 106 each), original discards the most")
     assert said.endswith(" The rows do not hold equal tokens: foundry_binpack emitted 468 (padding 58.77%, rows of "
                          "R = 9), original 1,130; compare shares, not counts, across them.")
     # one packer without a fate table: every packer is ranked by its arrivals, and said to be
     rows["original"]["long_documents_never_started"] = None
-    assert "axolotl_multipack leaves the most arrived sources longer than R unstarted (212 of 212)" in sentence(
+    assert "axolotl_chat_template leaves the most arrived sources longer than R unstarted (212 of 212)" in sentence(
         rows, {"targets": 80})
 
 

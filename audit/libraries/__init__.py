@@ -11,7 +11,8 @@ this project's torch and numpy, run a rule written here from their code, which t
     grain.py         grain_first_fit, grain_best_fit, grain_concat_split: MaxText's pipeline on grain's packers
     foundry.py       foundry_concat, foundry_no_wrap, foundry_binpack: llm-foundry's rules
     llamafactory.py  llamafactory_pt: LLaMA-Factory's per-map-batch pretraining packing, as a rule
-    axolotl.py       axolotl_multipack: axolotl's multipack sampler and drop_long_seq, as a rule
+    axolotl.py       axolotl_completion, axolotl_chat_template: axolotl's samples (raw text cut into pieces, or a
+                     chat sample dropped when too long) and multipack sampler, as a rule
 
 Every loader here packs rows of seq_length = R - 1 tokens (the length each library is configured with: 2048 at
 the default R = 2049), which must be at least 2 (Megatron's build_sample_idx asserts seq_length > 1,

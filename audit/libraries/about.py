@@ -11,5 +11,5 @@ def help_line() -> str:
     return (f"megatron_gpt, megatron_blend (megatron-core {RAN['megatron-core']}) and grain_first_fit, grain_best_fit, "
             f"grain_concat_split (grain {RAN['grain']}, MaxText's pipeline) run their library's code; foundry_concat, "
             f"foundry_no_wrap, foundry_binpack (llm-foundry {RULES['llm-foundry']}), llamafactory_pt (llamafactory "
-            f"{RULES['llamafactory']}) and axolotl_multipack (axolotl {RULES['axolotl']}) run a rule written here from "
+            f"{RULES['llamafactory']}) and axolotl_completion, axolotl_chat_template (axolotl {RULES['axolotl']}) run a rule written here from "
             f"that code, not the code ({WHY_RULE})")

@@ -63,6 +63,7 @@ MEGATRON = ("megatron_gpt", "megatron_blend")
 # MaxText cannot know the host, so the audit states one: 8 accelerators (a GPU host, a TPU v5e host).
 HOST_DEVICES = 8
 HOST_BINS = 12 * HOST_DEVICES
+AXOLOTL = ("axolotl_completion", "axolotl_chat_template")
 KEYS = {
     "seed": Key(int, 1234, MEGATRON, "random_seed (Megatron-LM's --seed default 1234)"),
     "split": Key(str, "969,30,1", MEGATRON, "the train/valid/test split string (Megatron-LM's legacy default "
@@ -84,10 +85,10 @@ KEYS = {
     "map_batch": Key(_positive(int), 1000, ("llamafactory_pt",), "preprocessing_batch_size (default 1000)"),
     "add_bos_token": Key(_on_off, False, ("llamafactory_pt",), "the tokenizer's add_bos_token: each block's "
                          "first token replaced by BOS"),
-    "world_size": Key(_positive(int), 1, ("axolotl_multipack",), "ranks the packed bins are dealt to; the last "
+    "world_size": Key(_positive(int), 1, AXOLOTL, "ranks the packed bins are dealt to; the last "
                       "round that cannot fill every rank is dropped (--pipeline axolotl sets it to --ranks)"),
-    "group_size": Key(_positive(int), 100_000, ("axolotl_multipack",), "sample_packing_group_size"),
-    "bin_size": Key(_positive(int), 200, ("axolotl_multipack",), "sample_packing_bin_size (documents per bin)"),
+    "group_size": Key(_positive(int), 100_000, AXOLOTL, "sample_packing_group_size"),
+    "bin_size": Key(_positive(int), 200, AXOLOTL, "sample_packing_bin_size (documents per bin)"),
 }
 
 

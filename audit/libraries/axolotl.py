@@ -2,12 +2,22 @@
 beside this project's: it asks for numpy 2.3.5 and its own transformers, datasets and torchao). Not its code:
 the rule is tested against a reference written from the same lines in tests/test_audit_loaders_rules.py.
 
-- drop_long_seq: excess_length_strategy defaults to drop (axolotl/utils/data/utils.py:314-350), which keeps a
-  document only if 2 <= length <= sequence_len (utils/trainer.py:200-230, min_sequence_len 2);
+What becomes a sample depends on the dataset type (KINDS):
+- completion (raw text, a pretraining run; axolotl_completion): the text is tokenized with truncation at
+  max_length = 64 x sequence_len (prompt_strategies/completion.py:86; prompt_tokenizers.py:81-87), an EOS is
+  appended when the tokens end shorter than that (prompt_tokenizers.py:92-98), and the tokens are cut into
+  pieces of sequence_len (completion.py:57-58): a long document is split, its tail past 64 x sequence_len lost;
+- chat_template (and other already tokenized samples; axolotl_chat_template): the sample is whole, one token past
+  sequence_len at most (chat_template.py:1404-1405), and excess_length_strategy defaults to drop.
+Either way the prepared samples pass handle_long_seq_in_dataset (utils/data/sft.py:346-350; utils/data/utils.py:
+314-350), which keeps a sample only if 2 <= length <= sequence_len (utils/trainer.py:200-230, min_sequence_len 2):
+a completion piece is never too long, so only a lone last token is dropped; a long chat sample is dropped whole.
+The document's own first token stands for the tokenizer's BOS; the rule inserts EOS as the tracer's EOS id.
+
 - MultipackBatchSampler (utils/samplers/multipack.py:244-398; built in core/trainers/base.py:142-181 with
-  batch_size 1, batch_max_len = micro batch x sequence_len, drop_last=True): the epoch's documents are cut into
+  batch_size 1, batch_max_len = micro batch x sequence_len, drop_last=True): the epoch's samples are cut into
   groups of sample_packing_group_size (100,000) and each group is packed first fit in the sampler's order into
-  as many bins as it needs, at most sample_packing_bin_size (200) documents a bin (pack_group, multipack.py:60-112;
+  as many bins as it needs, at most sample_packing_bin_size (200) samples a bin (pack_group, multipack.py:60-112;
   pack_parallel, :125-190; the "decreasing" of its name is only in ffd_check, never called here);
 - the bins are dealt to the ranks in turn by accelerate's BatchSamplerShard, which with drop_last stops at the
   first round that cannot give every rank a bin (accelerate 1.15.0 data_loader.py:213-232): the epoch's last
@@ -19,9 +29,29 @@ packed again, and the loader stops at the end of the epoch that reaches the budg
 import numpy as np
 
 from audit.libraries.args import value
-from audit.libraries.common import take
+from audit.libraries.common import EOS, take
 
-HOW = "rule from axolotl 0.19.0 utils/samplers/multipack.py:60-190, 362-377, not its code"
+HOW = {"completion": "rule from axolotl 0.19.0 prompt_strategies/completion.py:42-86, prompt_tokenizers.py:73-98, "
+                     "utils/samplers/multipack.py:60-190, 362-377, not its code",
+       "chat_template": "rule from axolotl 0.19.0 utils/data/utils.py:314-350, utils/trainer.py:200-230, "
+                        "utils/samplers/multipack.py:60-190, 362-377, not its code"}
+MAX_LENGTH_TIMES = 64  # completion.py:86: the tokenizer truncates raw text at 64 x sequence_len
+MIN_LEN = 2  # filter_sequences_by_length's min_sequence_len when min_sample_len is unset (trainer.py:205-206)
+
+
+def completion_samples(doc, seq):
+    """type: completion: truncated at 64 x seq, EOS appended if that left it shorter, cut into pieces of seq."""
+    most = MAX_LENGTH_TIMES * seq
+    tokens = doc[:most] if len(doc) >= most else np.append(doc, EOS)
+    return [p for p in (tokens[i:i + seq] for i in range(0, len(tokens), seq)) if len(p) >= MIN_LEN]
+
+
+def chat_template_samples(doc, seq):
+    """A tokenized sample kept whole or dropped (excess_length_strategy drop, the default)."""
+    return [doc] if MIN_LEN <= len(doc) <= seq else []
+
+
+KINDS = {"completion": completion_samples, "chat_template": chat_template_samples}
 
 
 class OpenBins:
@@ -70,8 +100,9 @@ def pack_epoch(lengths, capacity, group, cap):
     return out
 
 
-def multipack(R, plan):
-    """axolotl_multipack: sequence_len = R - 1; world_size, group_size and bin_size from --loader-arg."""
+def multipack(kind, R, plan):
+    """axolotl_<kind>: sequence_len = R - 1; world_size, group_size and bin_size from --loader-arg."""
+    prepare = KINDS[kind]
     seq, world = R - 1, value(plan.args, "world_size")
     group, cap = value(plan.args, "group_size"), value(plan.args, "bin_size")
     plan.facts.update({"sequence_len": seq, "world_size": world, "sample_packing_group_size": group,
@@ -81,7 +112,7 @@ def multipack(R, plan):
         it, made = iter(docs), 0
         while plan.passes is None or plan.facts["epochs"] < plan.passes:
             epoch = take(it, plan.n)
-            kept = [d for d in epoch if 2 <= len(d) <= seq]  # drop_long_seq, and shorter than 2
+            kept = [p for d in epoch for p in prepare(d, seq)]
             bins = pack_epoch(np.fromiter((len(d) for d in kept), np.int64, len(kept)), seq, group, cap)
             usable = len(bins) // world * world
             plan.facts["epochs"] += 1

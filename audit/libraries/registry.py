@@ -22,8 +22,8 @@ HORIZON = {
     "binpack": "rows come out a collate call at a time; the bins carried to the next call are buffered",
     "map batch": "a map batch's remainder is discarded when the batch is packed; its blocks past the budget are "
                  "buffered",
-    "epoch": "the epoch is packed at once: its bins past the budget are buffered; documents longer than the row and "
-             "the bins short of the ranks are dropped",
+    "epoch": "the epoch is packed at once: its bins past the budget are buffered; the bins short of the ranks are "
+             "dropped",
 }
 
 
@@ -87,13 +87,24 @@ def _rule_specs():
                        "eos": "appended to every document", "at the horizon": HORIZON["map batch"]},
              why_not=_window("each map batch concatenated and cut, its remainder dropped"), how=llamafactory.HOW,
              planned=True),
-        Spec("axolotl_multipack", lambda R, B, w, plan: axolotl.multipack(R, plan), capacity=seq,
-             settings={"sequence_len": "R - 1", "world_size": "--loader-arg world_size (--pipeline axolotl: --ranks)",
-                       "sampler": "arrival order (its default RandomSampler shuffles)",
-                       "at the horizon": HORIZON["epoch"]},
-             why_not="first fit over open bins per group of 100,000 after dropping documents longer than the row; "
-                     "the epoch's last bins short of the ranks dropped",
-             how=axolotl.HOW, planned=True, indexed=True),
+        *_axolotl_specs(),
+    ]
+
+
+def _axolotl_specs():
+    aset = {"sequence_len": "R - 1", "world_size": "--loader-arg world_size (--pipeline axolotl: --ranks)",
+            "sampler": "arrival order (its default RandomSampler shuffles)", "at the horizon": HORIZON["epoch"]}
+    bins = "first fit over open bins per group of 100,000; the epoch's last bins short of the ranks dropped"
+    return [
+        Spec("axolotl_completion", lambda R, B, w, plan: axolotl.multipack("completion", R, plan), capacity=seq,
+             settings={**aset, "type": "completion (raw text): truncated at 64 x sequence_len, EOS appended, cut "
+                                       "into pieces of sequence_len"},
+             why_not=f"documents longer than the row are cut into row-sized pieces first (pre-segmentation), then "
+                     f"{bins}", how=axolotl.HOW["completion"], planned=True, indexed=True),
+        Spec("axolotl_chat_template", lambda R, B, w, plan: axolotl.multipack("chat_template", R, plan),
+             capacity=seq, settings={**aset, "type": "chat_template or pre-tokenized: excess_length_strategy drop"},
+             why_not=f"documents longer than the row are dropped (excess_length_strategy drop), then {bins}",
+             how=axolotl.HOW["chat_template"], planned=True, indexed=True),
     ]
 
 
