@@ -32,7 +32,8 @@ def trace(packer, lengths, row_capacity=2049, buffer=1000, targets=None, labels=
     targets: the budget (default: the paper's share of one pass); buffer: the B of the Proposition's
     protected set that the report counts. ranks x loader_workers > 1 adds 'topology': the same budget
     over that many worker streams, each its own packer (audit/topology.py; split_by as python -m audit's
-    --split-by). Raises DataError on bad input."""
+    --split-by, but these lengths come with no files: 'file-group:G' and 'file' are refused). Raises DataError on
+    bad input."""
     if isinstance(lengths, (str, Path)):
         L, refills, file_labels = read_stream(lengths)
         labels = file_labels if labels is None else labels

@@ -39,8 +39,9 @@ PIPELINES = {
         "files r, r+N, ... when the file count is a multiple of N, and inside a DataLoader worker the dataset hands "
         "worker k of M the rank's files k, k+M, ... (datasets 4.7.0 iterable_dataset.py:2510-2517, 2440-2450), "
         "so file f goes to worker stream f mod N*M (--split-by file; a worker with no file idles, which the audit "
-        "refuses); a token buffer per worker. The preset assumes the files divide by N: else each rank takes every "
-        "N-th document of its workers' files, which no --split-by gives"),
+        "refuses); a token buffer per worker. The preset assumes the files divide by N: else rank r takes every "
+        "N-th document, from r, of the files its worker reads (with one DataLoader worker, or one file: --split-by "
+        "document); other cases no --split-by gives"),
     "torchtune": Pipeline(
         "torchtune_text", "document", 128, "stream",
         "torchtune's pretraining path, text_completion_dataset(packed=True) (torchtune 0.6.1): the tokenizer cuts each "
