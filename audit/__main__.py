@@ -7,7 +7,7 @@
   python -m audit --lengths MY_LENGTHS.txt           # your own corpus: lengths in arrival order, one pass
   python -m audit --lengths F --packers original,lossless,concat_chunk,trl_bfd,olmo_truncate
   python -m audit --lengths F --trace mypackers:pack [--trace-arg k=v ...]   # your own packer
-  python -m audit --lengths F --ranks 2 --loader-workers 4 [--split-by group:G]  # one packer per worker stream
+  python -m audit --lengths F --ranks 2 --loader-workers 4 [--split-by group:G|file-group:G|file]  # a packer per worker stream
   python -m audit --lengths F --pipeline nanochat --ranks 8                       # a named loader's topology
   python -m audit --lengths F --ranks 8 --loader-workers 4 --engine ray [--ray-address HOST:PORT]  # streams on Ray
 
@@ -113,8 +113,11 @@ def parse_args(argv=None):
                          "report gives the merged answer beside the one-stream answer for the same budget")
     ap.add_argument("--split-by", default=None,
                     help="how documents are shared among the worker streams: 'document' (default: document i goes "
-                         "to worker stream i mod N*M, rank w mod N, worker w // N) or 'group:G' (consecutive groups "
-                         "of G documents, files or row groups, dealt round-robin)")
+                         "to worker stream i mod N*M, rank w mod N, worker w // N), 'group:G' (consecutive groups "
+                         "of G documents dealt round-robin across the whole stream), 'file-group:G' (the same, "
+                         "starting again at stream 0 in every file: group k of a file to stream k mod N*M, as "
+                         "row groups strided by rank in each parquet file) or 'file' (whole files: file f to stream "
+                         "f mod N*M; every stream needs a file). A length file is one file")
     ap.add_argument("--pipeline", metavar="NAME", help="a named loader: fills in --packers, --split-by and "
                     "--refill-docs where you leave them out, and says what owns a buffer (" + help_lines() + ")")
     add_engine_args(ap, "permutations (--permutations above 0, with the original packer) and worker streams' "

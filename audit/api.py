@@ -19,7 +19,7 @@ from audit.lengths_file import read_stream
 from audit.pipeline import StreamInput, audit_packer, horizon
 from audit.replay import PAPER_TARGETS
 from audit.report import verdict
-from audit.topology import audit_topology, check_topology, parse_split, worker_streams
+from audit.topology import audit_topology, check_topology, file_of, parse_split, worker_streams
 from errors import DataError
 
 PAPER_SHARE = PAPER_TARGETS / 631_241_817  # the paper's budget as a share of its corpus: one pass or less
@@ -32,7 +32,8 @@ def trace(packer, lengths, row_capacity=2049, buffer=1000, targets=None, labels=
     targets: the budget (default: the paper's share of one pass); buffer: the B of the Proposition's
     protected set that the report counts. ranks x loader_workers > 1 adds 'topology': the same budget
     over that many worker streams, each its own packer (audit/topology.py; split_by as python -m audit's
-    --split-by). Raises DataError on bad input."""
+    --split-by, but these lengths come with no files: 'file-group:G' and 'file' are refused). Raises DataError on
+    bad input."""
     if isinstance(lengths, (str, Path)):
         L, refills, file_labels = read_stream(lengths)
         labels = file_labels if labels is None else labels
@@ -54,7 +55,7 @@ def trace(packer, lengths, row_capacity=2049, buffer=1000, targets=None, labels=
         if v < 1:
             raise DataError(f"{what} {v}: must be positive")
     group, W = parse_split(split_by), worker_streams(ranks, loader_workers)
-    check_topology(stream.n, W, group)
+    check_topology(stream.n, W, group, file_of(stream))
     name = name or getattr(packer, "__name__", "packer")
     spec = Spec(name, lambda R_, B_, w: packer, why_not="its rule is unknown to the audit: the Proposition is not checked")
     with tempfile.TemporaryDirectory() as d:

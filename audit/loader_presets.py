@@ -28,15 +28,20 @@ PIPELINES = {
         "this repository's loader (loaders/batches.py): one packer over the whole stream, its microbatch m trained by "
         "rank m mod N; ranks and workers add no buffer"),
     "nanochat": Pipeline(
-        "original", "group:1024", 128, "rank",
-        "nanochat's bos_bestfit loader: rank r reads row groups r, r+N, ... of each parquet file (its repackaged data "
-        "has 1,024 documents per row group), tokenizes 128 documents per refill into its own 1,000-document "
-        "best-fit buffer; it has no DataLoader workers"),
+        "original", "file-group:1024", 128, "rank",
+        "nanochat's bos_bestfit loader: rank r reads row groups r, r+N, ... of each parquet file, starting again at "
+        "row group r in every file (dataloader.py:62-68; its repackaged data has 1,024 documents per row group: "
+        "file-group:1024), tokenizes 128 documents per refill into its own 1,000-document best-fit buffer; it has no "
+        "DataLoader workers"),
     "torchtitan": Pipeline(
-        "titan_concat", "document", 128, "worker",
-        "torchtitan's HuggingFaceTextDataset: split_dataset_by_node per data-parallel rank (every N-th example; whole "
-        "files when they divide evenly: give --split-by group:DOCS_PER_FILE) and a token buffer per copy of the "
-        "dataset, so every DataLoader worker of every rank packs its own share"),
+        "titan_concat", "file", 128, "worker",
+        "torchtitan's HuggingFaceTextDataset, a streaming HF IterableDataset: split_dataset_by_node gives rank r the "
+        "files r, r+N, ... when the file count is a multiple of N, and inside a DataLoader worker the dataset hands "
+        "worker k of M the rank's files k, k+M, ... (datasets 4.7.0 iterable_dataset.py:2510-2517, 2440-2450), "
+        "so file f goes to worker stream f mod N*M (--split-by file; a worker with no file idles, which the audit "
+        "refuses); a token buffer per worker. The preset assumes the files divide by N: else rank r takes every "
+        "N-th document, from r, of the files its worker reads (with one DataLoader worker, or one file: --split-by "
+        "document); other cases no --split-by gives"),
     "torchtune": Pipeline(
         "torchtune_text", "document", 128, "stream",
         "torchtune's pretraining path, text_completion_dataset(packed=True) (torchtune 0.6.1): the tokenizer cuts each "
@@ -58,9 +63,11 @@ PIPELINES = {
         "grain's mp_prefetch gives each worker process every W-th record of its host and its own packer"),
     "foundry": Pipeline(
         "foundry_concat", "document", 128, "worker",
-        "llm-foundry's ConcatTokensDataset is an IterableDataset: each DataLoader worker (of each rank) iterates its "
-        "own shard of the documents into its own buffer (whole files per worker when they divide evenly: give "
-        "--split-by group:DOCS_PER_FILE)"),
+        "llm-foundry's ConcatTokensDataset is an IterableDataset over an HF dataset: each DataLoader worker (of each "
+        "rank) packs into its own buffer. The preset assumes every N*M-th document reaches a worker stream; where the "
+        "HF dataset is a streaming IterableDataset (its MDS conversion), a worker gets whole files instead (datasets "
+        "4.7.0 iterable_dataset.py:2440-2450; not read in llm-foundry's code here): give --split-by file, and with one "
+        "file only worker 0 packs"),
     "llamafactory": Pipeline(
         "llamafactory_pt", "document", 128, "stream",
         "LLaMA-Factory packs the dataset with datasets.map before training, the same on every rank; the Trainer's "

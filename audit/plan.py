@@ -10,7 +10,7 @@ from audit.adapters import SPECS, installed, user_spec
 from audit.libraries.args import loader_settings
 from audit.loader_presets import Pipeline, apply_pipeline
 from audit.pipeline import check_packers
-from audit.topology import parse_split, worker_streams
+from audit.topology import Split, parse_split, worker_streams
 from corpus.readers.sources import FORMATS
 from errors import DataError
 from loaders.core import PACKERS
@@ -60,13 +60,13 @@ class StreamChoice:
 class LoaderTopology:
     """The loader the audit stands for: N ranks x M DataLoader workers (as given), of which streams_ranks x
     streams_workers run a packer and a buffer of their own (1 x 1 where one packer serves the run), each over
-    its share of the documents (consecutive groups of `group` dealt round-robin; split_by as given)."""
+    its share of the documents (split: split_by parsed, audit/topology.py Split)."""
     ranks: int
     loader_workers: int
     streams_ranks: int
     streams_workers: int
     split_by: str
-    group: int
+    split: Split
     refill_docs: int  # each worker stream's share refilled this many documents at a time
 
     @property
@@ -128,7 +128,7 @@ def plan_of(args, left_out=None) -> AuditPlan:
     check_numbers(args)
     check_stream_flags(args)
     thresholds = parse_thresholds(args.thresholds)
-    group = parse_split(loader.split_by)
+    split = parse_split(loader.split_by)
     user = user_spec(args.trace, trace_args(args.trace_arg)) if args.trace else None
     names = {"all": list(PACKERS), "every": list(PACKERS) + [n for n, s in SPECS.items() if installed(s)]}.get(
         loader.packers, [p.strip() for p in loader.packers.split(",") if p.strip()])
@@ -141,7 +141,7 @@ def plan_of(args, left_out=None) -> AuditPlan:
         stream=stream_choice(args, loader.refill_docs), packers=tuple(packers), packers_arg=loader.packers,
         user=user, loader_args=loader_args, pipeline_name=args.pipeline, pipeline=loader.preset,
         topology=LoaderTopology(args.ranks, args.loader_workers, streams_ranks, streams_workers, loader.split_by,
-                                group, loader.refill_docs),
+                                split, loader.refill_docs),
         row_capacity=args.row_capacity, buffer=args.buffer, updates=args.updates, targets=args.targets,
         permutations=args.permutations, thresholds=tuple(thresholds),
         engine=EngineChoice(args.engine, args.workers, args.ray_address, args.verbose), out=args.out,

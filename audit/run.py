@@ -25,7 +25,8 @@ from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from
 from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, rows_for_targets
 from audit.report import console_summary, report_md
 from audit.synthetic import paper_like_lengths
-from audit.topology import audit_topology, check_rows, check_topology, share_sizes, topology_ok
+from audit.topology import (audit_topology, check_rows, check_topology, file_of, share_sizes, split_note,
+                            topology_ok)
 from console.progress import bar
 from console.sizes import size
 from corpus.atomic import atomic_write_json, atomic_write_text
@@ -135,7 +136,7 @@ def check_buffer(plan, stream, flag="--buffer", smaller="a smaller --buffer"):
     if not paper:
         return
     B, streams = plan.buffer, plan.topology.worker_streams if plan.runs_worker_streams else 1
-    share = min(share_sizes(stream.n, streams, plan.topology.group))
+    share = min(share_sizes(stream.n, streams, plan.topology.split, file_of(stream)))
     given = share * stream.passes if stream.passes else None  # all the smallest stream gives, --passes ending it
     arrivals = min(B, given) if given else B  # the fill: B documents, or all the stream gives
     tasks = max(plan.permutations if plan.runs_permutations else 0, len(paper) * streams if streams > 1 else 0)
@@ -276,7 +277,7 @@ def compute(plan, stream, work, engine=None):
     if plan.runs_worker_streams:
         t = plan.topology
         summary["topology"] = audit_topology(stream, packers, rows, R, B, work, t.streams_ranks, t.streams_workers,
-                                             t.group, t.refill_docs, user, engine, plan.fates,
+                                             t.split, t.refill_docs, user, engine, plan.fates,
                                              replay_bytes(B, stream))
     summary["seconds"] = round(time.time() - t0, 2)
     return summary
@@ -364,7 +365,10 @@ def run_audit(plan) -> int:
         check_out(out, plan.stream)  # before the stream is read: a refused --out costs nothing
         stream = load_stream(plan)
         check_datasets(stream, plan.packers)
-        check_topology(stream.n, plan.topology.worker_streams, plan.topology.group)
+        check_topology(stream.n, plan.topology.worker_streams, plan.topology.split, file_of(stream))
+        note = split_note(stream, plan.topology.split) if plan.runs_worker_streams else None
+        if note:
+            print(note)
         check_buffer(plan, stream)
         out.parent.mkdir(parents=True, exist_ok=True)
         stack = contextlib.ExitStack()

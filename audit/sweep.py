@@ -51,7 +51,7 @@ from audit.fmt import table as md_table
 from audit.out_folder import FRONTIER_FILES as FILES, check_out, new_folder, replace_whole
 from audit.plan import SWEEP_KEYS as KEYS
 from audit.run import budget, check_buffer, load_stream
-from audit.topology import check_topology, rows_per_stream, shares, worker_streams
+from audit.topology import check_topology, file_of, rows_per_stream, shares, worker_streams
 from corpus.atomic import atomic_write_text
 from errors import DataError
 from loaders.core import PACKERS
@@ -73,7 +73,7 @@ def configurations(grid, current):
     return out
 
 
-def usable(cfgs, grid, current, targets, n_docs, group):
+def usable(cfgs, grid, current, targets, stream, group):
     """The configurations, each refused in one line when the budget gives one of its worker streams no row or
     the stream too few documents for them; the paper's, added beside the grid, is left out (with a note) instead."""
     out = []
@@ -83,7 +83,7 @@ def usable(cfgs, grid, current, targets, n_docs, group):
             if rows < W:
                 raise DataError(f"--sweep: {describe(cfg)}: the budget of {targets:,} targets makes {rows:,} rows of "
                                 f"{cfg['row_capacity'] - 1:,} targets, fewer than its {W} worker stream(s)")
-            check_topology(n_docs, W, group)
+            check_topology(stream.n, W, group, file_of(stream))
         except DataError:
             in_grid = cfg["loader_workers"] == current["loader_workers"] and all(
                 cfg[k] in grid.get(k, [current[k]]) for k in KEYS)
@@ -219,12 +219,12 @@ def largest_buffer(cfgs, grid, current):
 def run_sweep(plan) -> int:
     """--sweep, with the plan's grid (audit/plan.py: every bad value refused before the stream is read): the
     points and the three files."""
-    grid, group = plan.sweep, plan.topology.group
+    grid, group = plan.sweep, plan.topology.split
     current, out = current_of(plan), Path(plan.out)
     check_out(out, plan.stream, frontier=True)  # the audit's checks, before the stream is read
     stream = load_stream(plan)
     targets, reason = budget(plan, stream, plan.row_capacity)
-    ref, cfgs = plan.row_capacity, usable(configurations(grid, current), grid, current, targets, stream.n, group)
+    ref, cfgs = plan.row_capacity, usable(configurations(grid, current), grid, current, targets, stream, group)
     # its largest buffer, before anything is written; the points are replayed one at a time, in this process
     B, flag, smaller = largest_buffer(cfgs, grid, current)
     check_buffer(dataclasses.replace(plan, buffer=B, permutations=0,

@@ -10,6 +10,7 @@ independent: they go through the fan-out engine (fanout/: in this process by def
 Ray tasks), and come back in order.
 """
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,19 +32,40 @@ SUMMED = ("rows", "targets", "sources_arrived", "tokens_arrived", "bos_added", "
           "sources_started", "sources_never_started", "sources_longer_than_R_arrived", "sources_longer_than_R_started")
 
 
+@dataclass(frozen=True)
+class Split:
+    """--split-by parsed: groups of `group` documents dealt round-robin to the worker streams, either across the whole
+    stream or restarted at the first group of every file (per_file; group None: whole files, file f to stream f mod W,
+    f the file's place in the stream's list of files)."""
+    group: int | None = 1
+    per_file: bool = False
+
+    @property
+    def text(self):
+        if self.per_file:
+            return "file" if self.group is None else f"file-group:{self.group}"
+        return "document" if self.group == 1 else f"group:{self.group}"
+
+
+def as_split(split):
+    """A Split, from a Split or a group size (the callers that deal groups across the stream)."""
+    return split if isinstance(split, Split) else Split(int(split))
+
+
 def parse_split(text):
-    """--split-by: 'document' -> 1, 'group:G' -> G (documents per group)."""
-    if text == "document":
-        return 1
+    """--split-by: 'document', 'group:G', 'file-group:G' (G documents a group) or 'file' -> a Split."""
+    if text in ("document", "file"):
+        return Split(None if text == "file" else 1, text == "file")
     kind, sep, g = text.partition(":")
-    if kind == "group" and sep:
+    if kind in ("group", "file-group") and sep:
         try:
             G = int(g)
         except ValueError:
             G = 0
         if G >= 1:
-            return G
-    raise DataError(f"--split-by {text!r}: expected 'document' or 'group:G' with G a positive integer")
+            return Split(G, kind == "file-group")
+    raise DataError(f"--split-by {text!r}: expected 'document', 'group:G', 'file-group:G' (G a positive integer) "
+                    "or 'file'")
 
 
 def worker_of(n, W, group=1):
@@ -51,9 +73,37 @@ def worker_of(n, W, group=1):
     return (np.arange(n, dtype=np.int64) // group) % W
 
 
-def share_sizes(n, W, group=1):
+def place_in_file(file_of):
+    """Each document's place among its own file's documents, in stream order (a file's documents need not be
+    consecutive in the stream)."""
+    file_of = np.asarray(file_of, dtype=np.int64)
+    order = np.argsort(file_of, kind="stable")
+    f = file_of[order]
+    first = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])  # where each file's run starts in the sorted order
+    place = np.empty(len(f), np.int64)
+    place[order] = np.arange(len(f)) - np.repeat(first, np.diff(np.r_[first, len(f)]))
+    return place
+
+
+def streams_of(n, W, split=1, file_of=None):
+    """The worker stream of each document under a split: a per-file split reads the files (file_of, one per
+    document), as a loader that opens each file and deals its groups, or the files themselves, from the start."""
+    split = as_split(split)
+    if not split.per_file:
+        return worker_of(n, W, split.group)
+    file_of = np.asarray(file_of, dtype=np.int64)
+    if split.group is None:
+        return file_of % W
+    return (place_in_file(file_of) // split.group) % W
+
+
+def share_sizes(n, W, group=1, file_of=None):
     """The documents of each worker stream's share, as worker_of deals them, without a value per document: the full
-    groups round-robin, then the last, partial one to the next stream."""
+    groups round-robin, then the last, partial one to the next stream (a per-file split counts its deal)."""
+    split = as_split(group)
+    if split.per_file:
+        return np.bincount(streams_of(n, W, split, file_of), minlength=W).tolist()
+    group = split.group
     full, rest = divmod(n, group)
     return [full // W * group + group * (w < full % W) + rest * (w == full % W) for w in range(W)]
 
@@ -64,18 +114,46 @@ def worker_streams(ranks, workers):
     return ranks * workers
 
 
-def check_topology(n, W, group=1):
-    """Every worker stream needs at least one document of the pass."""
-    groups = -(-n // group)
+def check_topology(n, W, group=1, file_of=None):
+    """Every worker stream needs at least one document of the pass (a loader would leave the rest idle)."""
+    split = as_split(group)
+    if split.per_file and file_of is None:
+        raise DataError(f"--split-by {split.text}: this stream has no files to deal (lengths given as an array): "
+                        "use 'document' or 'group:G'")
+    if split.per_file:
+        reached = int(np.count_nonzero(share_sizes(n, W, split, file_of)))
+        if reached < W:
+            _, per = np.unique(file_of, return_counts=True)
+            what = (f"{len(per):,} file(s)" if split.group is None else
+                    f"{int((-(-per // split.group)).sum()):,} groups of {split.group} documents (counted in each file)")
+            raise DataError(f"--split-by {split.text}: {W} worker streams but {what} reach only {reached} of them: "
+                            "every worker stream needs a share")
+        return
+    groups = -(-n // split.group)
     if groups < W:
-        what = "documents" if group == 1 else f"groups of {group} documents"
+        what = "documents" if split.group == 1 else f"groups of {split.group} documents"
         raise DataError(f"{W} worker streams but only {groups:,} {what}: every worker stream needs a share")
+
+
+def split_note(stream, group):
+    """One line where a per-file split meets a stream of one file (a length file, a synthetic stream): the files
+    restart nothing, so file-group:G deals as group:G does."""
+    split = as_split(group)
+    if split.per_file and split.group is not None and stream.index is not None and len(stream.index.files) == 1:
+        return (f"note: --split-by {split.text} over one file ({stream.index.files[0]}): the whole stream is dealt "
+                f"as group:{split.group}")
+    return None
+
+
+def file_of(stream):
+    """The stream's file of each document (None where it has no index: a per-file split refuses it)."""
+    return None if stream.index is None else stream.index.file_of
 
 
 def shares(stream, W, group=1, refill_docs=128):
     """The W worker streams' shares, in arrival order, each refilled `refill_docs` documents at a time
     (the worker's own packer reads its own iterator; the stream's refill boundaries belong to the whole)."""
-    who = worker_of(stream.n, W, group)
+    who = streams_of(stream.n, W, group, file_of(stream))
     out = []
     for w in range(W):
         idx = np.flatnonzero(who == w)
@@ -219,7 +297,7 @@ def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, r
         if all(files):
             per[p]["fates_file"] = write_stream_fates(files, Path(work) / f"fates_{p}_streams.parquet").name
     return {"ranks": ranks, "loader_workers": workers, "worker_streams": W,
-            "split_by": "document" if group == 1 else f"group:{group}", "refill_docs": refill_docs,
+            "split_by": as_split(group).text, "refill_docs": refill_docs,
             "rows_per_stream": share_rows, "documents_per_stream": [int(s.n) for s in parts], "packers": per}
 
 

@@ -32,12 +32,12 @@ def _audit(f, out, *extra):
 def test_nanochat_strides_row_groups_of_1024_by_rank(lengths_file, tmp_path):
     s, md = _audit(lengths_file, tmp_path / "nano", "--pipeline", "nanochat", "--ranks", "2")
     topo = s["topology"]
-    # rank 0 reads row groups 0, 2, 4 (1,024 + 1,024 + 904 documents); rank 1 groups 1, 3 (2 x 1,024)
-    assert topo["split_by"] == "group:1024" and topo["documents_per_stream"] == [2952, 2048]
+    # one length file: rank 0 reads its row groups 0, 2, 4 (1,024 + 1,024 + 904 documents); rank 1 groups 1, 3
+    assert topo["split_by"] == "file-group:1024" and topo["documents_per_stream"] == [2952, 2048]
     assert list(topo["packers"]) == ["original"] and topo["rows_per_stream"] == [300, 300]
     assert s["pipeline"]["worker_streams"] == 2 and s["pipeline"]["owner"] == "rank"
     assert "Pipeline **nanochat** at 2 ranks x 1 DataLoader worker: 2 worker streams" in md
-    # the preset is the flags it fills in: the same counts from those flags by hand
+    # the preset is the flags it fills in: the same counts from those flags by hand (one file: as group:1024)
     plain, _ = _audit(lengths_file, tmp_path / "plain", "--packers", "original", "--ranks", "2",
                       "--split-by", "group:1024", "--refill-docs", "128")
     assert plain["topology"]["packers"] == topo["packers"]
@@ -67,7 +67,8 @@ def test_a_flag_given_overrides_the_preset(lengths_file, tmp_path):
 @pytest.mark.parametrize("extra, msg", [
     (["--pipeline", "fairseq"], "--pipeline 'fairseq': unknown (choose from project, nanochat, torchtitan"),
     (["--pipeline", "nanochat", "--loader-workers", "2"], "the loader has no DataLoader workers"),
-    (["--pipeline", "nanochat", "--ranks", "6"], "6 worker streams but only 5 groups of 1024 documents"),
+    (["--pipeline", "nanochat", "--ranks", "6"],
+     "--split-by file-group:1024: 6 worker streams but 5 groups of 1024 documents (counted in each file) reach only 5"),
 ])
 def test_bad_pipeline_is_one_line_and_nothing_written(lengths_file, tmp_path, capsys, extra, msg):
     out = tmp_path / "o"
@@ -81,8 +82,8 @@ def test_bad_pipeline_is_one_line_and_nothing_written(lengths_file, tmp_path, ca
     # no preset: the flags' own defaults, and every worker of every rank its own stream (2 x 3)
     (["--ranks", "2", "--loader-workers", "3"], ("all", "document", 128, 2, 3)),
     # a preset fills in what is left out and keeps what is given (--refill-docs here)
-    (["--pipeline", "nanochat", "--ranks", "2", "--refill-docs", "7"], ("original", "group:1024", 7, 2, 1)),
-    (["--pipeline", "torchtitan", "--ranks", "2", "--loader-workers", "3"], ("titan_concat", "document", 128, 2, 3)),
+    (["--pipeline", "nanochat", "--ranks", "2", "--refill-docs", "7"], ("original", "file-group:1024", 7, 2, 1)),
+    (["--pipeline", "torchtitan", "--ranks", "2", "--loader-workers", "3"], ("titan_concat", "file", 128, 2, 3)),
     (["--pipeline", "torchtune", "--ranks", "8", "--loader-workers", "2"], ("torchtune_text", "document", 128, 1, 1)),
 ], ids=["no preset", "nanochat, refill given", "torchtitan", "torchtune"])
 def test_what_a_preset_fills_in_and_the_worker_streams_it_makes(lengths_file, argv, want):

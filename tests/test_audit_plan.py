@@ -30,7 +30,7 @@ def _plan(f, *extra):
 @pytest.mark.parametrize("extra,streams,split,packers", [
     ([], (1, 1), "document", ("original", "lossless", "segment_first", "random_span")),
     (["--ranks", "2", "--loader-workers", "3"], (2, 3), "document", None),
-    (["--pipeline", "nanochat", "--ranks", "2"], (2, 1), "group:1024", ("original",)),
+    (["--pipeline", "nanochat", "--ranks", "2"], (2, 1), "file-group:1024", ("original",)),
     (["--pipeline", "project", "--ranks", "4", "--loader-workers", "2"], (1, 1), "document", ("original",)),
     (["--pipeline", "torchtitan", "--ranks", "2", "--loader-workers", "2", "--split-by", "group:7"], (2, 2),
      "group:7", ("titan_concat",)),
@@ -39,7 +39,7 @@ def test_the_plan_decides_the_topology_a_preset_makes_of_the_ranks(lengths_file,
     p = _plan(lengths_file, *extra)
     t = p.topology
     assert (t.streams_ranks, t.streams_workers) == streams and t.worker_streams == streams[0] * streams[1]
-    assert t.split_by == split and t.group == (1 if split == "document" else int(split.split(":")[1]))
+    assert t.split_by == split == t.split.text
     assert p.runs_worker_streams == (t.worker_streams > 1)
     if packers is not None:
         assert p.packers == packers
@@ -70,7 +70,7 @@ def test_the_stream_is_checked_for_its_worker_streams_once(lengths_file, tmp_pat
     plan = _plan(lengths_file, "--targets", str(300 * 64), "--ranks", "2", "--loader-workers", "2",
                  "--permutations", "0", "--no-figures", "--out", str(tmp_path / "o"))
     assert run_audit(plan) == 0
-    assert calls == [(2100, 4, 1)]
+    assert [c[:3] for c in calls] == [(2100, 4, audit.topology.Split(1))]  # and the stream's files
 
 
 @pytest.mark.parametrize("extra,needle", [

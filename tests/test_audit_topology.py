@@ -21,8 +21,8 @@ from audit.fate_table import FATES, DocumentIndex
 from audit.pipeline import StreamInput, audit_packer
 from audit.report import worker_stream_failures
 from audit.strata import stratum_labels, stratum_of
-from audit.topology import (SUMMED, audit_topology, merge, share_counts, share_sizes, shares, topology_ok,
-                            worker_counts, worker_of)
+from audit.topology import (SUMMED, Split, audit_topology, check_topology, merge, parse_split, share_counts,
+                            share_sizes, shares, streams_of, topology_ok, worker_counts, worker_of)
 from errors import DataError
 from findings.summary import Section, topology_rows
 from loaders.core import PACKERS
@@ -169,7 +169,62 @@ def test_a_group_split_deals_whole_groups_round_robin(tmp_path):
     assert topo["split_by"] == "group:2" and topo["documents_per_stream"] == [4, 2]
     t = pq.read_table(tmp_path / topo["packers"]["original"]["fates_file"]).to_pylist()
     assert [(r["doc"], r["worker_stream"]) for r in t] == [(0, 0), (1, 0), (2, 1), (3, 1), (4, 0), (5, 0)]
-    assert topology.parse_split("group:1") == topology.parse_split("document") == 1  # groups of one: documents
+    assert topology.parse_split("group:1") == topology.parse_split("document") == Split(1)  # groups of one: documents
+
+
+def _two_files(sizes):
+    """A stream of files of the given document counts, in order; document i has length i + 1."""
+    file_of = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
+    L = np.arange(1, len(file_of) + 1)
+    index = DocumentIndex([f"f{k}.parquet" for k in range(len(sizes))], file_of,
+                          np.concatenate([np.arange(k) for k in sizes]), L)
+    return StreamInput("files", "lengths", L, np.array([0, len(L)]), index=index)
+
+
+def test_a_file_group_split_starts_again_in_every_file():
+    # two files of 3 and 5 groups of 2 documents (documents 0-5, then 6-15) over 2 ranks. file-group:2: file 0's
+    # groups 0 1 2 go to streams 0 1 0 (documents 0 1 4 5 | 2 3), file 1 starts again at stream 0, its groups 0-4 to
+    # 0 1 0 1 0 (documents 6 7 10 11 14 15 | 8 9 12 13). group:2 deals the 8 groups on across the file edge: the
+    # second file's first group (documents 6, 7) goes to stream 1
+    stream = _two_files([6, 10])
+    split = parse_split("file-group:2")
+    got = [s.index.doc.tolist() for s in shares(stream, 2, split, refill_docs=4)]
+    assert got == [[0, 1, 4, 5, 6, 7, 10, 11, 14, 15], [2, 3, 8, 9, 12, 13]]
+    assert [s.lengths.tolist() for s in shares(stream, 2, split)][1] == [3, 4, 9, 10, 13, 14]
+    across = [s.index.doc.tolist() for s in shares(stream, 2, parse_split("group:2"))]
+    assert across == [[0, 1, 4, 5, 8, 9, 12, 13], [2, 3, 6, 7, 10, 11, 14, 15]]
+    assert share_sizes(16, 2, split, stream.index.file_of) == [10, 6] and split.text == "file-group:2"
+    # a file's documents need not be consecutive: each is placed among its own file's documents
+    assert streams_of(6, 2, Split(1, True), np.array([0, 1, 0, 1, 1, 0])).tolist() == [0, 0, 1, 1, 0, 0]
+
+
+def test_a_file_split_deals_whole_files_and_refuses_a_stream_left_empty():
+    # files of 2, 3 and 1 documents over 2 streams: files 0 and 2 (documents 0 1 5) to stream 0, file 1 (2 3 4) to 1
+    stream = _two_files([2, 3, 1])
+    assert [s.index.doc.tolist() for s in shares(stream, 2, parse_split("file"))] == [[0, 1, 5], [2, 3, 4]]
+    check_topology(6, 3, parse_split("file"), stream.index.file_of)  # three files reach three streams
+    with pytest.raises(DataError, match=r"^--split-by file: 4 worker streams but 3 file\(s\) reach only 3 of them"):
+        check_topology(6, 4, parse_split("file"), stream.index.file_of)
+    # file-group: two files of one group each over 2 streams both start at stream 0, though 2 groups >= 2 streams
+    with pytest.raises(DataError, match=r"2 worker streams but 2 groups of 3 documents \(counted in each file\) "
+                                        "reach only 1 of them"):
+        check_topology(6, 2, parse_split("file-group:3"), np.repeat([0, 1], 3))
+    with pytest.raises(DataError, match="no files to deal"):  # the Python API's arrays of lengths have no files
+        trace(empty_rows, np.array([3, 8, 2, 9]), row_capacity=5, targets=8, ranks=2, split_by="file")
+
+
+def test_file_group_on_a_length_file_deals_as_group_and_says_so(tmp_path, capsys):
+    f = tmp_path / "L.txt"
+    f.write_text("5\n9\n3\n4\n")
+    argv = ["--lengths", str(f), "--row-capacity", "4", "--buffer", "2", "--targets", "6", "--packers", "original",
+            "--permutations", "0", "--no-figures", "--ranks", "2"]
+    assert audit_main(argv + ["--split-by", "file-group:2", "--out", str(tmp_path / "a")]) == 0
+    assert "note: --split-by file-group:2 over one file (L.txt): the whole stream is dealt as group:2" in \
+        capsys.readouterr().out
+    assert audit_main(argv + ["--split-by", "group:2", "--out", str(tmp_path / "b")]) == 0
+    a, b = (json.loads((tmp_path / o / "summary.json").read_text())["topology"] for o in "ab")
+    assert a["split_by"] == "file-group:2" and b["split_by"] == "group:2"
+    assert a["documents_per_stream"] == b["documents_per_stream"] == [2, 2] and a["packers"] == b["packers"]
 
 
 def test_with_one_pass_no_worker_stream_reads_a_document_twice(tmp_path):
@@ -245,8 +300,11 @@ def test_the_command_line_writes_the_topology_into_summary_and_report(tmp_path):
     (["--ranks", "0"], "--ranks 0: must be positive"),
     (["--loader-workers", "-1"], "--loader-workers -1: must be positive"),
     (["--workers", "0"], "--workers 0: must be positive"),
-    (["--split-by", "group:0"], "--split-by 'group:0': expected 'document' or 'group:G'"),
-    (["--split-by", "file"], "--split-by 'file': expected"),
+    (["--split-by", "group:0"], "--split-by 'group:0': expected 'document', 'group:G', 'file-group:G'"),
+    (["--split-by", "file-group:0"], "--split-by 'file-group:0': expected"),
+    (["--split-by", "files"], "--split-by 'files': expected"),
+    # a length file is one file: whole files leave the second stream nothing
+    (["--ranks", "2", "--split-by", "file"], "--split-by file: 2 worker streams but 1 file(s) reach only 1 of them"),
     (["--split-by", "group:two"], "--split-by 'group:two': expected"),  # not a number: the same line, not a crash
     (["--split-by", "file:2"], "--split-by 'file:2': expected"),  # a size needs the word 'group'
     (["--ranks", "2", "--loader-workers", "2"], "4 worker streams but only 3 documents"),
