@@ -127,7 +127,9 @@ def check_topology(n, W, group=1, file_of=None):
             what = (f"{len(per):,} file(s)" if split.group is None else
                     f"{int((-(-per // split.group)).sum()):,} groups of {split.group} documents (counted in each file)")
             raise DataError(f"--split-by {split.text}: {W} worker streams but {what} reach only {reached} of them: "
-                            "every worker stream needs a share")
+                            "every worker stream needs a share; give --split-by document or group:G to deal "
+                            "documents (what HF's split_dataset_by_node does where the files do not divide by the "
+                            "ranks)")
         return
     groups = -(-n // split.group)
     if groups < W:

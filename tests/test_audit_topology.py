@@ -304,7 +304,8 @@ def test_the_command_line_writes_the_topology_into_summary_and_report(tmp_path):
     (["--split-by", "file-group:0"], "--split-by 'file-group:0': expected"),
     (["--split-by", "files"], "--split-by 'files': expected"),
     # a length file is one file: whole files leave the second stream nothing
-    (["--ranks", "2", "--split-by", "file"], "--split-by file: 2 worker streams but 1 file(s) reach only 1 of them"),
+    (["--ranks", "2", "--split-by", "file"], "--split-by file: 2 worker streams but 1 file(s) reach only 1 of them: "
+     "every worker stream needs a share; give --split-by document or group:G to deal documents"),
     (["--split-by", "group:two"], "--split-by 'group:two': expected"),  # not a number: the same line, not a crash
     (["--split-by", "file:2"], "--split-by 'file:2': expected"),  # a size needs the word 'group'
     (["--ranks", "2", "--loader-workers", "2"], "4 worker streams but only 3 documents"),
