@@ -20,6 +20,7 @@ class Pipeline:
     owner: str  # who runs a packer of their own: "stream" (one for the run), "rank", or "worker" (each of each rank)
     follows: str
     ranks_arg: str = ""  # a --loader-arg the preset sets to --ranks where one packing is dealt to the ranks
+    no_ranks: str = ""  # where the packing runs with no ranks at all: why (--ranks above 1 is refused with it)
 
 
 PIPELINES = {
@@ -62,12 +63,17 @@ PIPELINES = {
         "--buffer does not); "
         "grain's mp_prefetch gives each worker process every W-th record of its host and its own packer"),
     "foundry": Pipeline(
-        "foundry_concat", "document", 128, "worker",
-        "llm-foundry's ConcatTokensDataset is an IterableDataset over an HF dataset: each DataLoader worker (of each "
-        "rank) packs into its own buffer. The preset assumes every N*M-th document reaches a worker stream; where the "
-        "HF dataset is a streaming IterableDataset (its MDS conversion), a worker gets whole files instead (datasets "
-        "4.7.0 iterable_dataset.py:2440-2450; not read in llm-foundry's code here): give --split-by file, and with one "
-        "file only worker 0 packs"),
+        "foundry_concat", "file", 128, "worker",
+        "llm-foundry's ConcatTokensDataset (llm-foundry 0.22.0) packs only in its offline MDS conversion, "
+        "command_utils/data_prep/convert_dataset_hf.py: a streaming HF dataset (:191-196) wrapped in "
+        "ConcatTokensDataset (:218) and read by a DataLoader with num_workers = cpu_count() by default "
+        "(:248-251); the training run reads the converted, already packed, MDS shards. The conversion has no "
+        "ranks (--ranks above 1 is refused); --loader-workers is its workers, each with its own buffer, and a "
+        "streaming dataset hands worker k of M the files k, k+M, ... (datasets 4.7.0 "
+        "iterable_dataset.py:2429-2450): file f to worker f mod M (--split-by file; a worker with no file idles, "
+        "which the audit refuses)",
+        no_ranks="the conversion that packs (convert_dataset_hf.py) has no ranks: training reads its packed MDS "
+                 "shards"),
     "llamafactory": Pipeline(
         "llamafactory_pt", "document", 128, "stream",
         "LLaMA-Factory packs the dataset with datasets.map before training, the same on every rank; the Trainer's "
@@ -106,13 +112,15 @@ class LoaderChoice:
         return 1 if self.owner == "stream" else ranks, loader_workers if self.owner == "worker" else 1
 
 
-def apply_pipeline(name, packers, split_by, refill_docs, loader_workers) -> LoaderChoice:
+def apply_pipeline(name, packers, split_by, refill_docs, loader_workers, ranks=1) -> LoaderChoice:
     """The preset's --packers, --split-by, --refill-docs where they were left out (None), else the defaults."""
     p = PIPELINES.get(name) if name else None
     if name and p is None:
         raise DataError(f"--pipeline {name!r}: unknown (choose from {', '.join(PIPELINES)})")
     if p and p.owner == "rank" and loader_workers > 1:
         raise DataError(f"--pipeline {name}: the loader has no DataLoader workers; leave out --loader-workers")
+    if p and p.no_ranks and ranks > 1:
+        raise DataError(f"--pipeline {name}: {p.no_ranks}; leave out --ranks")
     return LoaderChoice(p, packers or (p.packer if p else "all"), split_by or (p.split_by if p else "document"),
                         refill_docs if refill_docs is not None else (p.refill_docs if p else 128),
                         p.owner if p else "worker")

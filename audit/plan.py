@@ -124,7 +124,8 @@ def plan_of(args, left_out=None) -> AuditPlan:
     grid = parse_sweeps(args.sweep) if args.sweep else None
     if grid:
         check_sweep_flags(args)
-    loader = apply_pipeline(args.pipeline, args.packers, args.split_by, args.refill_docs, args.loader_workers)
+    loader = apply_pipeline(args.pipeline, args.packers, args.split_by, args.refill_docs, args.loader_workers,
+                            args.ranks)
     check_numbers(args)
     check_stream_flags(args)
     thresholds = parse_thresholds(args.thresholds)

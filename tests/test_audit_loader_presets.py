@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 from audit.__main__ import main as audit_main, parse_args
+from audit.fate_table import DocumentIndex
+from audit.pipeline import StreamInput
 from audit.plan import plan_of
+from audit.topology import shares
 
 R, B = 65, 16
 
@@ -67,6 +70,9 @@ def test_a_flag_given_overrides_the_preset(lengths_file, tmp_path):
 @pytest.mark.parametrize("extra, msg", [
     (["--pipeline", "fairseq"], "--pipeline 'fairseq': unknown (choose from project, nanochat, torchtitan"),
     (["--pipeline", "nanochat", "--loader-workers", "2"], "the loader has no DataLoader workers"),
+    # llm-foundry packs in its MDS conversion, which has no ranks
+    (["--pipeline", "foundry", "--ranks", "2"], "--pipeline foundry: the conversion that packs (convert_dataset_hf.py) "
+     "has no ranks: training reads its packed MDS shards; leave out --ranks"),
     (["--pipeline", "nanochat", "--ranks", "6"],
      "--split-by file-group:1024: 6 worker streams but 5 groups of 1024 documents (counted in each file) reach only 5"),
 ])
@@ -85,7 +91,8 @@ def test_bad_pipeline_is_one_line_and_nothing_written(lengths_file, tmp_path, ca
     (["--pipeline", "nanochat", "--ranks", "2", "--refill-docs", "7"], ("original", "file-group:1024", 7, 2, 1)),
     (["--pipeline", "torchtitan", "--ranks", "2", "--loader-workers", "3"], ("titan_concat", "file", 128, 2, 3)),
     (["--pipeline", "torchtune", "--ranks", "8", "--loader-workers", "2"], ("torchtune_text", "document", 128, 1, 1)),
-], ids=["no preset", "nanochat, refill given", "torchtitan", "torchtune"])
+    (["--pipeline", "foundry", "--loader-workers", "3"], ("foundry_concat", "file", 128, 1, 3)),
+], ids=["no preset", "nanochat, refill given", "torchtitan", "torchtune", "foundry"])
 def test_what_a_preset_fills_in_and_the_worker_streams_it_makes(lengths_file, argv, want):
     plan = plan_of(parse_args(["--lengths", str(lengths_file), *argv]))
     t = plan.topology
@@ -100,3 +107,19 @@ def test_the_summary_records_the_preset_and_the_loader_args_it_set(lengths_file,
         ("axolotl", "stream", 3, 1, 1)
     assert (p["packers"], p["split_by"], p["refill_docs"]) == ("axolotl_completion", "document", 128)
     assert p["loader_args"] == {"world_size": 3} and s["packers"]["axolotl_completion"]["loader"]["world_size"] == 3
+
+
+def test_foundry_deals_whole_files_to_the_conversion_workers(lengths_file):
+    # llm-foundry's MDS conversion, 2 DataLoader workers over a streaming dataset of two files (documents 0-2, then
+    # 3-6): worker 0 reads file 0 whole, worker 1 file 1 whole, each into its own ConcatTokensDataset buffer (not
+    # documents 0 2 4 6 | 1 3 5, every other document)
+    plan = plan_of(parse_args(["--lengths", str(lengths_file), "--pipeline", "foundry", "--loader-workers", "2"]))
+    t = plan.topology
+    assert (plan.packers_arg, t.split_by, t.streams_ranks, t.streams_workers) == ("foundry_concat", "file", 1, 2)
+    sizes = [3, 4]
+    file_of = np.repeat(np.arange(2, dtype=np.int32), sizes)
+    L = np.arange(1, 8)
+    index = DocumentIndex(["f0.parquet", "f1.parquet"], file_of, np.concatenate([np.arange(k) for k in sizes]), L)
+    stream = StreamInput("files", "lengths", L, np.array([0, 7]), index=index)
+    got = [s.index.doc.tolist() for s in shares(stream, t.worker_streams, t.split)]
+    assert got == [[0, 1, 2], [3, 4, 5, 6]]

@@ -1,7 +1,8 @@
-"""--pipeline grain, foundry, llamafactory, axolotl at 2 ranks x 2 DataLoader workers: Grain and llm-foundry give
+"""--pipeline grain, llamafactory, axolotl at 2 ranks x 2 DataLoader workers: Grain gives
 every worker of every rank its own packer, so each worker stream's counts equal a one-stream audit of its share
 (every fourth document); LLaMA-Factory and axolotl make one packing for the run, so the preset's audit is the
-one-stream audit (axolotl's with its bins dealt to the 2 ranks). --pipeline megatron is tested beside Megatron's
+one-stream audit (axolotl's with its bins dealt to the 2 ranks). --pipeline foundry, whose conversion has no ranks
+and deals whole files, is tested in tests/test_audit_loader_presets.py. --pipeline megatron is tested beside Megatron's
 loaders (tests/test_audit_loaders_megatron.py), where megatron-core is imported anyway."""
 import json
 
@@ -33,7 +34,6 @@ def _audit(f, out, rows, *extra):
 
 @pytest.mark.parametrize("preset, packer, extra", [
     ("grain", "grain_first_fit", ["--loader-arg", "bins=3", "--loader-arg", "truncation=off"]),  # each worker's own
-    ("foundry", "foundry_concat", []),
 ])
 def test_per_worker_presets_equal_one_stream_audits_of_the_shares(lengths, tmp_path, preset, packer, extra):
     L, d = lengths
