@@ -22,7 +22,7 @@ from errors import DataError
 from fanout.choose import ENGINES
 from fanout.probe import Needs
 from fanout.ray_connect import check_address, first_line, import_ray, start
-from fanout.ray_engine import LOST_S, ClusterWatch, head_of, probe_nodes
+from fanout.ray_engine import LOCAL_RAY, LOST_S, ClusterWatch, head_of, probe_nodes
 from fanout.task import ClusterLost
 
 LOG = logging.getLogger("ray.data")
@@ -69,7 +69,7 @@ class RayDataRunner:
 
     def __init__(self, ray, address=None):
         self.ray = ray
-        self.where = address or "a local Ray started here"
+        self.where = address or LOCAL_RAY
         self.watch = ClusterWatch(*head_of(ray, address))
 
     def lost(self):

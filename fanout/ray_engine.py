@@ -40,6 +40,7 @@ PULLED_AHEAD = 2  # elements ClusterWatch.iterate's thread holds ready beyond th
 PROBE_S = 120  # a node's probe must answer within this (a worker's start and imports, on a busy node)
 CARRIED = ("PACKAUDIT_SKIP_HASH",)  # the project's variables a task sees as the driver has them
 DATA_ENV = "PACKAUDIT_DATA"
+LOCAL_RAY = "a local Ray started here"  # where a RayEngine without an address runs
 NOT_READ = "/PACKAUDIT_DATA-is-not-read-on-a-Ray-worker:the-driver-passes-every-data-root"
 
 
@@ -311,12 +312,16 @@ class RayEngine:
         self.owned = not self.ray.is_initialized()  # a caller's own ray.init (the tests') is used and left running
         if self.owned:
             start(self.ray, address, flag, verbose)
-        self.where = address or "a local Ray started here"
-        self.cluster = f"the Ray cluster at {address}" if address else "the local Ray started here"  # for a line
+        self.where = address or LOCAL_RAY
         self.watch = ClusterWatch(*head_of(self.ray, address))
         self.remote = self.ray.remote(ray_batch)
         self.env = driver_env()
         self.probed = {"checkout": False, "reads": set(), "prepared": set(), "writes": set()}  # probed so far
+
+    @property
+    def cluster(self) -> str:
+        """The cluster as a line names it."""
+        return "the local Ray started here" if self.where == LOCAL_RAY else f"the Ray cluster at {self.where}"
 
     def in_process(self, n) -> bool:
         return False
