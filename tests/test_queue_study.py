@@ -692,6 +692,21 @@ def test_proxy64m_plan_is_within_five_percent_of_64m_parameters():
     assert pl["targets_per_update"] == 32768 and pl["shard_targets"] == 655_360_000
 
 
+def test_the_plan_counts_the_model_a_corpus_vocabulary_makes():
+    """A study on a corpus prepared with its own vocabulary trains a model of that vocabulary (run.with_corpus_vocab):
+    its plan counts that model's parameters and FLOPs, not the preset's 8,192-token one. The reference: the model
+    built from the run's config, its tensors counted."""
+    from shardqueue.study.presets import PRESETS, train_config
+    from training.trainer import build_model
+
+    setting = PRESETS["tiny"].with_vocab(400)
+    model = build_model(train_config(setting, 0), "cpu", seed=0)
+    own, preset = plan("tiny", setting), plan("tiny")
+    assert own["parameters"] == sum(t.numel() for t in model.parameters()) < preset["parameters"]
+    assert own["flops_per_target"] < preset["flops_per_target"] and own["total_flops"] < preset["total_flops"]
+    assert own["preset"] == "tiny" and own["shard_targets"] == preset["shard_targets"]
+
+
 def test_dry_run_prints_the_plan(capsys):
     # the script itself, as a user runs it from any folder, finds the package on its own (--help: no torch to import)
     r = subprocess.run([sys.executable, str(ROOT / "queue" / "study.py"), "--help"], capture_output=True, text=True,

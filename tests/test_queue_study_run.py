@@ -57,6 +57,11 @@ def test_the_summary_is_what_its_parts_compute(micro):
         assert min(c["L"][:-1]) <= lowest or c["stopped_covered"] is False
     report = (micro["out"] / "report.md").read_text()
     assert f"## Verdict: {s['adoption']['verdict']}" in report and "None" not in report
+    # the plan counts the model the runs trained: a run's saved parameters, counted
+    from training.checkpoint import load_checkpoint
+
+    saved = load_checkpoint(micro["out"] / "A_s43" / "final.pt")["trainer"]["model"]
+    assert s["plan"]["parameters"] == sum(t.numel() for t in saved.values())
     assert report.index("## Definitions") < report.index("## Verdict") < report.index("## Seeds: planned and used")
     assert s["efficiency_definition"] in report and s["axis_definition"] in report
     assert s["adoption"]["rule"] in report

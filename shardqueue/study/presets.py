@@ -152,12 +152,17 @@ BYTES_PER_TOKEN = 2
 CLIMBMIX_TOKENS_PER_FILE = 400e9 / 6543  # the dataset's nominal 400B tokens over 6,543 files (GPT-2 count)
 
 
+def setting_of(preset) -> StudyPreset:
+    """A preset by name, or a setting already made from one (with_vocab: a prepared corpus's vocabulary)."""
+    return preset if isinstance(preset, StudyPreset) else PRESETS[preset]
+
+
 def train_config(preset, seed, data_dir="", name="study"):
-    """The TrainConfig of one run of this preset."""
+    """The TrainConfig of one run of this preset (a name, or a setting made from one)."""
     # late: queue/study.py reads this module before parsing, and its --help needs no torch
     from training.config import resolve_config
 
-    p = PRESETS[preset]
+    p = setting_of(preset)
     ov = [f"{k}={v}" for k, v in p.model().items()] + [f"source={p.source}", f"seed={seed}", f"name={name}"]
     if data_dir:
         ov.append(f"data_dir={data_dir}")
@@ -165,7 +170,8 @@ def train_config(preset, seed, data_dir="", name="study"):
 
 
 def model_size(preset):
-    """(parameters, training FLOPs per target) of the preset's model, counted from its shapes."""
+    """(parameters, training FLOPs per target) of the preset's model (a name, or a setting made from one), counted
+    from its shapes: its vocabulary included, which sizes the embedding and the head."""
     # late: queue/study.py reads this module before parsing, and its --help needs no torch
     from training.trainer import model_config
 
@@ -195,7 +201,7 @@ def decay_updates(p, targets_per_update):
     return p.decay_shards * max(1, p.shard_targets // targets_per_update)
 
 
-def plan(preset):
+def plan(preset, setting=None):
     """Per arm and seed: planned shards, trained targets, updates, FLOPs; plus the study totals,
     GPU-hours, data, disk and peak host memory against NODE.
 
@@ -204,10 +210,11 @@ def plan(preset):
     is counted to its cap (it stops earlier once its curve covers every arm's loss).
     FLOPs: training 6N-style per target (the model's own estimate) plus forward passes
     (a third of that per token) for control measurements, screens and final scores.
+    `setting`, where given, is the one made from the preset for a run (with_vocab: its corpus's vocabulary).
     """
-    p = PRESETS[preset]
-    n_params, fpt = model_size(preset)
-    cfg = train_config(preset, 0)
+    p = setting or PRESETS[preset]
+    n_params, fpt = model_size(p)
+    cfg = train_config(p, 0)
     per_update = cfg.targets_per_update
     upd_per_shard = max(1, p.shard_targets // per_update)
     shard_t = upd_per_shard * per_update

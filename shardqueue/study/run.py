@@ -619,8 +619,9 @@ def assemble(res: StudyRuns) -> dict:
     axis_pl = polish_axis(validation_texts(world))
     measured = ad["intervals"].get("B-A", {}).get("sd")
     fr = calib
+    pl = plan(res.preset, p)  # the model as trained: the corpus's vocabulary sizes its embedding, head and FLOPs
     return {
-        "schema": "queue-study/4", "preset": res.preset, "plan": plan(res.preset), "setting": p.to_dict(),
+        "schema": "queue-study/4", "preset": res.preset, "plan": pl, "setting": p.to_dict(),
         "calibration": {"source": pool["calibration_source"], "sigma": calib["sigma"], "k": calib["k"],
                         "recovery": recovery_text(calib), "false_rejection": {
                             "rate kind": rate_kind(fr),
@@ -656,7 +657,7 @@ def assemble(res: StudyRuns) -> dict:
         "seed_effects": SEED_EFFECTS,
         "schedule": SCHEDULE_TEXT.format(U=U, W=calib.get("warmup_updates", 0)),
         "decisions_table": table,
-        "limits": limits_text(res.preset, p),
+        "limits": limits_text(res.preset, p, pl["parameters"]),
         "earlier_attempts": earlier_attempts(out),
         "provenance": {**json.loads((out / "provenance.json").read_text()), "report_built": provenance.study()},
     }
@@ -744,9 +745,10 @@ def recovery_text(calib):
             f"grid on transitions that did not set sigma_d)")
 
 
-def limits_text(preset, p):
+def limits_text(preset, p, n_params):
+    model = f"a {n_params / 1e6:.1f}M-parameter model"
     if preset == "tiny":
-        return ("Tiny setting: a 1.7M-parameter model, shards of "
+        return (f"Tiny setting: {model}, shards of "
                 f"{p.shard_targets:,}+ targets, a stable budget of {p.budget_shards} shards of the pool's mean size, "
                 f"{p.harmful_shards} harmful shards (the queue's corrupted source) in the pool, control and selection "
                 "windows of 128 tokens, the proposal's two seeds. What it measures: that every path of the study runs "
@@ -764,7 +766,7 @@ def limits_text(preset, p):
     if preset in ("small", "planned"):
         seeds = ("two seeds (the proposal's setting)" if not p.max_seeds else
                  f"the seeds planned from stage A's noise, at most {p.max_seeds}")
-        return ("Small CPU setting: the same 1.7M-parameter model as the tiny setting, shards of "
+        return (f"Small CPU setting: {model} (the tiny setting's shape), shards of "
                 f"{p.shard_targets:,}+ targets, a stable budget of {p.budget_shards} shards, a pool with "
                 f"{p.damaged_shards} shards of realistic damage at natural doses and {p.harmful_shards} cipher "
                 f"shards, control and selection windows of 128 tokens, {seeds}. The verdict holds for this setting "
