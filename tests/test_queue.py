@@ -461,11 +461,13 @@ def test_policies_share_one_code_path(calibrated, tmp_path):
     recs = read_log(tmp_path / "plain" / "decisions.jsonl")
     assert not plain.rejections and [r["shard"] for r in recs if r["event"] == "accept"] == plain.accepted
     r1 = _run(calibrated, tmp_path / "r1", policy="random", reject_rate=0.4, seed=5, report=True)
-    r2 = _run(calibrated, tmp_path / "r2", policy="random", reject_rate=0.4, seed=5)
-    pos = [[r["position"] for r in read_log(tmp_path / d / "decisions.jsonl") if r["event"] == "train" and r["flagged"]]
-           for d in ("r1", "r2")]
-    assert pos[0] == pos[1] and pos[0] and r1.rejections == r2.rejections
-    assert any(r["event"] == "rollback" for r in read_log(tmp_path / "r1" / "decisions.jsonl"))
+    log1 = read_log(tmp_path / "r1" / "decisions.jsonl")
+    trained = [r for r in log1 if r["event"] == "train" and r["role"] == "candidate"]
+    # the random policy's draw, written out: flagged where a generator seeded (seed, 7919, position) draws below the
+    # rate, so the same seed flags the same positions in any run
+    drawn = [r["position"] for r in trained if np.random.default_rng([5, 7919, r["position"]]).random() < 0.4]
+    assert [r["position"] for r in trained if r["flagged"]] == drawn and drawn
+    assert r1.rejections and any(r["event"] == "rollback" for r in log1)
     assert plain.final.control.keys() == r1.final.control.keys()
     # the queue's own report renders a random-policy rejection (a draw, not a measured domain)
     assert "drawn by the random policy" in (tmp_path / "r1" / "report.md").read_text()
