@@ -116,8 +116,10 @@ def parse_args(argv=None):
                          "to worker stream i mod N*M, rank w mod N, worker w // N), 'group:G' (consecutive groups "
                          "of G documents dealt round-robin across the whole stream), 'file-group:G' (the same, "
                          "starting again at stream 0 in every file: group k of a file to stream k mod N*M, as "
-                         "row groups strided by rank in each parquet file) or 'file' (whole files: file f to stream "
-                         "f mod N*M; every stream needs a file). A length file is one file")
+                         "row groups strided by rank in each parquet file), 'file' (whole files: file f to stream "
+                         "f mod N*M; every stream needs a file) or 'hf-iterable' (HF datasets' streaming deal under "
+                         "split_dataset_by_node: 'file' when the files divide by N, else worker k reads files k, k+M, "
+                         "... and rank r keeps every N-th of its documents). A length file is one file")
     ap.add_argument("--pipeline", metavar="NAME", help="a named loader: fills in --packers, --split-by and "
                     "--refill-docs where you leave them out, and says what owns a buffer (" + help_lines() + ")")
     add_engine_args(ap, "permutations (--permutations above 0, with the original packer) and worker streams' "

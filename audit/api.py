@@ -54,7 +54,7 @@ def trace(packer, lengths, row_capacity=2049, buffer=1000, targets=None, labels=
     for what, v in (("ranks", ranks), ("loader_workers", loader_workers)):
         if v < 1:
             raise DataError(f"{what} {v}: must be positive")
-    group, W = parse_split(split_by), worker_streams(ranks, loader_workers)
+    group, W = parse_split(split_by).for_ranks(ranks), worker_streams(ranks, loader_workers)
     check_topology(stream.n, W, group, file_of(stream))
     name = name or getattr(packer, "__name__", "packer")
     spec = Spec(name, lambda R_, B_, w: packer, why_not="its rule is unknown to the audit: the Proposition is not checked")

@@ -35,14 +35,13 @@ PIPELINES = {
         "file-group:1024), tokenizes 128 documents per refill into its own 1,000-document best-fit buffer; it has no "
         "DataLoader workers"),
     "torchtitan": Pipeline(
-        "titan_concat", "file", 128, "worker",
-        "torchtitan's HuggingFaceTextDataset, a streaming HF IterableDataset: split_dataset_by_node gives rank r the "
-        "files r, r+N, ... when the file count is a multiple of N, and inside a DataLoader worker the dataset hands "
-        "worker k of M the rank's files k, k+M, ... (datasets 4.7.0 iterable_dataset.py:2510-2517, 2440-2450), "
-        "so file f goes to worker stream f mod N*M (--split-by file; a worker with no file idles, which the audit "
-        "refuses); a token buffer per worker. The preset assumes the files divide by N: else rank r takes every "
-        "N-th document, from r, of the files its worker reads (with one DataLoader worker, or one file: --split-by "
-        "document); other cases no --split-by gives"),
+        "titan_concat", "hf-iterable", 128, "worker",
+        "torchtitan's HuggingFaceTextDataset, a streaming HF IterableDataset under split_dataset_by_node and a "
+        "DataLoader of M workers (--split-by hf-iterable, datasets 4.7.0 iterable_dataset.py): when the file count "
+        "is a multiple of N, rank r keeps files r, r+N, ... (:2510-2517) and its worker k the rank's files k, k+M, "
+        "... (:2440-2450), file f to worker stream f mod N*M; otherwise worker k reads files k, k+M, ... and rank r "
+        "keeps documents r, r+N, ... of that worker's stream (StepExamplesIterable, :2528, :647-652). A worker with "
+        "no file is stopped by HF, which the audit refuses; a token buffer per worker"),
     "torchtune": Pipeline(
         "torchtune_text", "document", 128, "stream",
         "torchtune's pretraining path, text_completion_dataset(packed=True) (torchtune 0.6.1): the tokenizer cuts each "

@@ -142,7 +142,7 @@ def plan_of(args, left_out=None) -> AuditPlan:
         stream=stream_choice(args, loader.refill_docs), packers=tuple(packers), packers_arg=loader.packers,
         user=user, loader_args=loader_args, pipeline_name=args.pipeline, pipeline=loader.preset,
         topology=LoaderTopology(args.ranks, args.loader_workers, streams_ranks, streams_workers, loader.split_by,
-                                split, loader.refill_docs),
+                                split.for_ranks(streams_ranks), loader.refill_docs),
         row_capacity=args.row_capacity, buffer=args.buffer, updates=args.updates, targets=args.targets,
         permutations=args.permutations, thresholds=tuple(thresholds),
         engine=EngineChoice(args.engine, args.workers, args.ray_address, args.verbose), out=args.out,

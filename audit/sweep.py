@@ -83,7 +83,7 @@ def usable(cfgs, grid, current, targets, stream, group):
             if rows < W:
                 raise DataError(f"--sweep: {describe(cfg)}: the budget of {targets:,} targets makes {rows:,} rows of "
                                 f"{cfg['row_capacity'] - 1:,} targets, fewer than its {W} worker stream(s)")
-            check_topology(stream.n, W, group, file_of(stream))
+            check_topology(stream.n, W, group.for_ranks(cfg["ranks"]), file_of(stream))
         except DataError:
             in_grid = cfg["loader_workers"] == current["loader_workers"] and all(
                 cfg[k] in grid.get(k, [current[k]]) for k in KEYS)
@@ -119,7 +119,7 @@ def measure(stream, cfg, targets, ref, group, refill_docs):
     disjoint, so their long documents add up too)."""
     R, W = cfg["row_capacity"], worker_streams(cfg["ranks"], cfg["loader_workers"])
     rows = targets // (R - 1)
-    parts = shares(stream, W, group, refill_docs) if W > 1 else [stream]
+    parts = shares(stream, W, group.for_ranks(cfg["ranks"]), refill_docs) if W > 1 else [stream]
     t0, tot = time.perf_counter(), dict.fromkeys(("tokens_arrived", "discarded", "bos_added"), 0)
     ref_tot = dict.fromkeys(("arrived", "started", "last_tenth_arrived", "last_tenth_emitted"), 0)
     docs = [0, 0]

@@ -10,7 +10,7 @@ independent: they go through the fan-out engine (fanout/: in this process by def
 Ray tasks), and come back in order.
 """
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,15 +36,24 @@ SUMMED = ("rows", "targets", "sources_arrived", "tokens_arrived", "bos_added", "
 class Split:
     """--split-by parsed: groups of `group` documents dealt round-robin to the worker streams, either across the whole
     stream or restarted at the first group of every file (per_file; group None: whole files, file f to stream f mod W,
-    f the file's place in the stream's list of files)."""
+    f the file's place in the stream's list of files). hf: HF datasets' streaming IterableDataset under
+    split_dataset_by_node and a DataLoader (hf_streams), whose deal depends on the ranks: bound with for_ranks."""
     group: int | None = 1
     per_file: bool = False
+    hf: bool = False
+    ranks: int = 1  # the ranks of the worker streams (only the hf deal reads it)
 
     @property
     def text(self):
+        if self.hf:
+            return "hf-iterable"
         if self.per_file:
             return "file" if self.group is None else f"file-group:{self.group}"
         return "document" if self.group == 1 else f"group:{self.group}"
+
+    def for_ranks(self, ranks):
+        """The split for worker streams of `ranks` ranks (stream w: rank w mod ranks, worker w // ranks)."""
+        return replace(self, ranks=ranks)
 
 
 def as_split(split):
@@ -53,9 +62,11 @@ def as_split(split):
 
 
 def parse_split(text):
-    """--split-by: 'document', 'group:G', 'file-group:G' (G documents a group) or 'file' -> a Split."""
+    """--split-by: 'document', 'group:G', 'file-group:G' (G documents a group), 'file' or 'hf-iterable' -> a Split."""
     if text in ("document", "file"):
         return Split(None if text == "file" else 1, text == "file")
+    if text == "hf-iterable":
+        return Split(None, True, hf=True)
     kind, sep, g = text.partition(":")
     if kind in ("group", "file-group") and sep:
         try:
@@ -64,8 +75,8 @@ def parse_split(text):
             G = 0
         if G >= 1:
             return Split(G, kind == "file-group")
-    raise DataError(f"--split-by {text!r}: expected 'document', 'group:G', 'file-group:G' (G a positive integer) "
-                    "or 'file'")
+    raise DataError(f"--split-by {text!r}: expected 'document', 'group:G', 'file-group:G' (G a positive integer), "
+                    "'file' or 'hf-iterable'")
 
 
 def worker_of(n, W, group=1):
@@ -92,9 +103,32 @@ def streams_of(n, W, split=1, file_of=None):
     if not split.per_file:
         return worker_of(n, W, split.group)
     file_of = np.asarray(file_of, dtype=np.int64)
+    if split.hf:
+        return hf_streams(file_of, split.ranks, W // split.ranks)
     if split.group is None:
         return file_of % W
     return (place_in_file(file_of) // split.group) % W
+
+
+def hf_streams(file_of, ranks, workers):
+    """The worker stream of each document as HF datasets deals a streaming IterableDataset's files (its shards) under
+    split_dataset_by_node(rank, ranks) and a DataLoader of `workers` workers (datasets 4.7.0 iterable_dataset.py):
+    - files a multiple of ranks: rank r keeps files r, r+N, ... (:2510-2517), and worker k of M the rank's files
+      k, k+M, ... (:2440-2450): file f to rank f mod N, worker (f // N) mod M, that is stream f mod N*M;
+    - otherwise every rank reads every file (StepExamplesIterable, :2518-2528) and the worker split goes through it
+      (:647-652): worker k reads files k, k+M, ..., and rank r keeps documents r, r+N, ... of that worker's stream.
+    Stream w is rank w mod N, worker w // N. The files are counted as those that hold a document (the largest
+    index + 1: a trailing empty file would count as a shard in HF's split and is not seen here)."""
+    f = np.asarray(file_of, dtype=np.int64)
+    files = int(f.max()) + 1 if len(f) else 0
+    if files % ranks == 0:
+        return f % (ranks * workers)
+    worker = f % workers
+    place = np.empty(len(f), np.int64)  # each document's place in its worker's stream (the stream is in file order)
+    for k in range(workers):
+        mine = np.flatnonzero(worker == k)
+        place[mine] = np.arange(len(mine))
+    return place % ranks + ranks * worker
 
 
 def share_sizes(n, W, group=1, file_of=None):
@@ -126,10 +160,11 @@ def check_topology(n, W, group=1, file_of=None):
             _, per = np.unique(file_of, return_counts=True)
             what = (f"{len(per):,} file(s)" if split.group is None else
                     f"{int((-(-per // split.group)).sum()):,} groups of {split.group} documents (counted in each file)")
+            fix = ("HF datasets stops the DataLoader workers that get no file: give fewer --loader-workers, or "
+                   "more files" if split.hf else
+                   "give --split-by document or group:G to deal documents, or hf-iterable for HF datasets' deal")
             raise DataError(f"--split-by {split.text}: {W} worker streams but {what} reach only {reached} of them: "
-                            "every worker stream needs a share; give --split-by document or group:G to deal "
-                            "documents (what HF's split_dataset_by_node does where the files do not divide by the "
-                            "ranks)")
+                            f"every worker stream needs a share; {fix}")
         return
     groups = -(-n // split.group)
     if groups < W:

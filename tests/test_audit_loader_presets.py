@@ -89,7 +89,7 @@ def test_bad_pipeline_is_one_line_and_nothing_written(lengths_file, tmp_path, ca
     (["--ranks", "2", "--loader-workers", "3"], ("all", "document", 128, 2, 3)),
     # a preset fills in what is left out and keeps what is given (--refill-docs here)
     (["--pipeline", "nanochat", "--ranks", "2", "--refill-docs", "7"], ("original", "file-group:1024", 7, 2, 1)),
-    (["--pipeline", "torchtitan", "--ranks", "2", "--loader-workers", "3"], ("titan_concat", "file", 128, 2, 3)),
+    (["--pipeline", "torchtitan", "--ranks", "2", "--loader-workers", "3"], ("titan_concat", "hf-iterable", 128, 2, 3)),
     (["--pipeline", "torchtune", "--ranks", "8", "--loader-workers", "2"], ("torchtune_text", "document", 128, 1, 1)),
     (["--pipeline", "foundry", "--loader-workers", "3"], ("foundry_concat", "file", 128, 1, 3)),
 ], ids=["no preset", "nanochat, refill given", "torchtitan", "torchtune", "foundry"])

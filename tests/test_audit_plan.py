@@ -70,7 +70,7 @@ def test_the_stream_is_checked_for_its_worker_streams_once(lengths_file, tmp_pat
     plan = _plan(lengths_file, "--targets", str(300 * 64), "--ranks", "2", "--loader-workers", "2",
                  "--permutations", "0", "--no-figures", "--out", str(tmp_path / "o"))
     assert run_audit(plan) == 0
-    assert [c[:3] for c in calls] == [(2100, 4, audit.topology.Split(1))]  # and the stream's files
+    assert [c[:3] for c in calls] == [(2100, 4, audit.topology.Split(1, ranks=2))]  # and the stream's files
 
 
 @pytest.mark.parametrize("extra,needle", [

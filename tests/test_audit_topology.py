@@ -213,6 +213,58 @@ def test_a_file_split_deals_whole_files_and_refuses_a_stream_left_empty():
         trace(empty_rows, np.array([3, 8, 2, 9]), row_capacity=5, targets=8, ranks=2, split_by="file")
 
 
+def _hf_deal(sizes, ranks, workers):
+    """HF datasets' own deal, the reference: a streaming IterableDataset of one shard per file (document j of file f
+    yields (f, j)), split_dataset_by_node(rank, ranks), read as DataLoader worker k of `workers` (the worker info its
+    iterator asks torch for, given here in this process). Returns {worker stream r + ranks * k: [(f, j), ...]}."""
+    import types
+
+    import torch.utils.data as tud
+    from datasets import IterableDataset
+    from datasets.distributed import split_dataset_by_node
+
+    def documents(files):
+        for f in files:
+            for j in range(sizes[f]):
+                yield {"f": f, "j": j}
+
+    ds = IterableDataset.from_generator(documents, gen_kwargs={"files": list(range(len(sizes)))})
+    out = {}
+    for r in range(ranks):
+        node = split_dataset_by_node(ds, rank=r, world_size=ranks)
+        for k in range(workers):
+            real = tud.get_worker_info
+            tud.get_worker_info = lambda: types.SimpleNamespace(id=k, num_workers=workers, seed=0, dataset=node)
+            try:
+                out[r + ranks * k] = [(x["f"], x["j"]) for x in node]
+            finally:
+                tud.get_worker_info = real
+    return out
+
+
+def test_the_hf_iterable_split_is_hf_datasets_own_deal():
+    """--split-by hf-iterable against the library itself (datasets, as pinned): files that divide by the ranks go
+    whole to ranks, then to workers; files that do not are read by every rank, each worker reading its files and
+    each rank keeping every N-th document of them. Each worker stream's documents, in order."""
+    rng = np.random.default_rng(11)
+    cases = [([2, 3, 1, 4, 2], 2, 2), ([2, 3, 1, 4, 2], 3, 2), ([2, 3, 1, 4, 2], 2, 1), ([2, 3, 1, 4, 2, 3], 3, 2),
+             ([1, 2, 3, 4], 2, 2), ([5], 3, 1)]
+    cases += [(rng.integers(1, 6, rng.integers(2, 9)).tolist(), int(rng.integers(1, 4)), int(rng.integers(1, 3)))
+              for _ in range(10)]
+    for sizes, N, M in cases:
+        if len(sizes) < M:
+            continue  # HF stops a worker with no file; the audit refuses it (below)
+        stream = _two_files(sizes)
+        split = parse_split("hf-iterable").for_ranks(N)
+        ours = {w: list(zip(s.index.file_of.tolist(), s.index.row_of.tolist()))
+                for w, s in enumerate(shares(stream, N * M, split))}
+        assert ours == _hf_deal(sizes, N, M), (sizes, N, M)
+    assert parse_split("hf-iterable").text == "hf-iterable"
+    with pytest.raises(DataError, match=r"^--split-by hf-iterable: 4 worker streams but 3 file\(s\) reach only 3 .*"
+                                        "HF datasets stops the DataLoader workers that get no file"):
+        check_topology(6, 4, parse_split("hf-iterable").for_ranks(1), np.repeat([0, 1, 2], 2))
+
+
 def test_file_group_on_a_length_file_deals_as_group_and_says_so(tmp_path, capsys):
     f = tmp_path / "L.txt"
     f.write_text("5\n9\n3\n4\n")
