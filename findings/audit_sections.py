@@ -232,6 +232,8 @@ def packers_section(d, out):
     for name, r in c.packers.items():
         lab = r.least_represented_label
         short = "" if r.budget_reached else f"stopped short: {r.rows:,} of {r.budget_rows:,} rows; "
+        if r.row_capacity not in (None, c.row_capacity):
+            short += f"rows of R = {r.row_capacity:,}; "
         sec.row(name, short + f"{pct(r.emitted_share)} / {pct(r.discarded_share)} / {pct(r.buffered_share)}; "
                       f"padding {pct(r.padding_share)}; > R never started {r.long_unstarted()}; first / last tenth {pct(r.long_first_tenth_exposed, 1)} / "
                       f"{pct(r.long_last_tenth_exposed, 1)}; least represented "
@@ -244,12 +246,13 @@ def packers_section(d, out):
         sec.row(name, f"left out of the main job: {why}; audit it alone with --packers {name}", "—")
     traced = sum(1 for r in c.packers.values() if r.how == "traced")
     rules = sum(1 for r in c.packers.values() if r.how.startswith("rule"))
+    replayed = len(c.packers) - traced - rules
     short = [n for n, r in c.packers.items() if not r.budget_reached]
     if short:
         sec.text.append(f"Not every packer reached the budget: {', '.join(short)} made fewer rows (their input ended "
                         "first) and are read at what they made.")
     orig = c.packers.get("original")
-    ours = f"{len(c.packers)} packers ({traced} traced, {rules} as rules from their code)" + (
+    ours = f"{len(c.packers)} packers ({replayed} replayed, {traced} traced, {rules} as rules from their code)" + (
         f"; original leaves {orig.long_unstarted()} longer than R unstarted" if orig else "")
     sec.score = ("packers audited by running them: sources > R never started", ours, "the paper's loader family only",
                  "extends the paper's audit (no paper value for the libraries)")
