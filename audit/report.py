@@ -419,7 +419,20 @@ def verdict(summary) -> str:
                  f"{one['sources_longer_than_R_arrived']:,})")
     return (f"Verdict: {when}, {name} emits {pct(s['emitted'] / max(s['tokens_arrived'] + s['bos_added'], 1))} of "
             f"the arrived tokens and never starts {long_never:,} of the {s['sources_longer_than_R_arrived']:,} arrived "
-            f"sources longer than R = {s.get('row_capacity', summary['row_capacity']):,}{alone}{held}{lab}.{short}")
+            f"sources longer than R = {s.get('row_capacity', summary['row_capacity']):,}{_long_documents(s)}{alone}"
+            f"{held}{lab}.{short}")
+
+
+def _long_documents(s):
+    """' (N of its M documents longer than R that arrived)': where the stream wrapped, the verdict's arrivals as
+    documents, each counted once (a wrapped stream brings a document back as a new source); '' where each arrival
+    is a document, or without a fate table."""
+    d = s.get("documents") or {}
+    lf = d.get("longer_than_R")
+    if not lf or d["arrivals"] == d["documents"] - d["by_fate"]["not_arrived"]:
+        return ""
+    return (f" ({sum(lf[k] for k in NEVER_STARTED):,} of its {sum(lf.values()) - lf['not_arrived']:,} documents longer "
+            "than R that arrived)")
 
 
 def report_md(summary) -> str:
