@@ -28,8 +28,9 @@ FIGURE_NOTES = {
     "position_exposure.png": "For each length stratum (rows) and tenth of the source's positions (columns), the share "
                              "of those tokens the rows contain: a dark right side is prefix bias.",
     "comparison.png": "Every packer at the audit's budget: where the arrived tokens went, the padding, and how many "
-                      "sources longer than R never started; a packer whose input ended before the budget is named in "
-                      "the title and its rows made are written in red above its bar.",
+                      "documents longer than R never started, of those that arrived (arrivals, where a packer has no "
+                      "per-document table: the title says which); a packer whose input ended before the budget is "
+                      "named in the title and its rows made are written in red above its bar.",
     "startup_delay.png": "Where the first long source is emitted under each arrival-order permutation: the spread is "
                          "the order's effect, the red line the corpus order (when none is emitted within the budget, "
                          "the figure says so in words).",
