@@ -269,9 +269,13 @@ def comparison(comp, path):
         ax.bar(x, v, 0.6, bottom=bottom, label=label, color=color)
         bottom += v
     ax.plot(x, [100 * r["padding_share"] for r in rows], "k^", label="padding (share of row capacity)")
+    docs = all(r.get("long_documents_never_started") is not None and r.get("long_documents_arrived") is not None
+               for r in rows)  # documents, each once; arrivals only where some packer has no fate table
     for xi, r in zip(x, rows):
         short = "" if r.get("budget_reached", True) else f"\n{r['rows']:,} rows!"
-        ax.text(xi, 101, f"{r['long_never_started']:,}/{r['long_arrived']:,}{short}", ha="center", va="bottom",
+        never, arrived = ((r["long_documents_never_started"], r["long_documents_arrived"]) if docs else
+                          (r["long_never_started"], r["long_arrived"]))
+        ax.text(xi, 101, f"{never:,}/{arrived:,}{short}", ha="center", va="bottom",
                 fontsize=7, color="black" if not short else "tab:red")
     ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
     spare = max(0, 3 - len(names)) / 2  # one or two packers: bars of the usual width, not the whole axis
@@ -281,7 +285,8 @@ def comparison(comp, path):
     short = [n for n, r in zip(names, rows) if not r.get("budget_reached", True)]
     title = (f"Packers at a budget of {budget:,} rows" if not short else
              f"Packers with a budget of {budget:,} rows; {', '.join(short)} stopped short (rows made in red)")
-    _save(fig, ax, title + "\n(above each bar: sources > R never started / arrived)", "packer",
+    what = "documents > R never started / arrived" if docs else "arrivals of sources > R never started / arrived"
+    _save(fig, ax, title + f"\n(above each bar: {what})", "packer",
           "share of arrived tokens (%)", path)
 
 

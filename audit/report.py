@@ -28,8 +28,9 @@ FIGURE_NOTES = {
     "position_exposure.png": "For each length stratum (rows) and tenth of the source's positions (columns), the share "
                              "of those tokens the rows contain: a dark right side is prefix bias.",
     "comparison.png": "Every packer at the audit's budget: where the arrived tokens went, the padding, and how many "
-                      "sources longer than R never started; a packer whose input ended before the budget is named in "
-                      "the title and its rows made are written in red above its bar.",
+                      "documents longer than R never started, of those that arrived (arrivals, where a packer has no "
+                      "per-document table: the title says which); a packer whose input ended before the budget is "
+                      "named in the title and its rows made are written in red above its bar.",
     "startup_delay.png": "Where the first long source is emitted under each arrival-order permutation: the spread is "
                          "the order's effect, the red line the corpus order (when none is emitted within the budget, "
                          "the figure says so in words).",
@@ -419,7 +420,20 @@ def verdict(summary) -> str:
                  f"{one['sources_longer_than_R_arrived']:,})")
     return (f"Verdict: {when}, {name} emits {pct(s['emitted'] / max(s['tokens_arrived'] + s['bos_added'], 1))} of "
             f"the arrived tokens and never starts {long_never:,} of the {s['sources_longer_than_R_arrived']:,} arrived "
-            f"sources longer than R = {s.get('row_capacity', summary['row_capacity']):,}{alone}{held}{lab}.{short}")
+            f"sources longer than R = {s.get('row_capacity', summary['row_capacity']):,}{_long_documents(s)}{alone}"
+            f"{held}{lab}.{short}")
+
+
+def _long_documents(s):
+    """' (N of its M documents longer than R that arrived)': where the stream wrapped, the verdict's arrivals as
+    documents, each counted once (a wrapped stream brings a document back as a new source); '' where each arrival
+    is a document, or without a fate table."""
+    d = s.get("documents") or {}
+    lf = d.get("longer_than_R")
+    if not lf or d["arrivals"] == d["documents"] - d["by_fate"]["not_arrived"]:
+        return ""
+    return (f" ({sum(lf[k] for k in NEVER_STARTED):,} of its {sum(lf.values()) - lf['not_arrived']:,} documents longer "
+            "than R that arrived)")
 
 
 def report_md(summary) -> str:

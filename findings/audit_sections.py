@@ -48,14 +48,17 @@ def coverage_section(s, rel_to, out):
     s51 = Section("s5_1", "5.1 Coverage at the horizon")
     share_arr = o.protected.share_of_arrived
     wrapped = (o.passes_started or 1) > 1
+    docs = long_documents(s.values["packers"]["original"])
+    docs = f"{docs}; " if docs else ""
     s51.headline = (f"At {s.targets:,} targets the original packer conserves mass exactly (arrived = emitted + discarded + "
                     f"buffered: {'holds' if o.partition_holds else 'FAILS'}), yet {n(o.protected.size)} protected "
                     f"sources hold {pct(share_arr)} of arrived tokens (paper {P1['protected_pct_of_arrived']}%), and "
                     f"{o.long_never_started:,} of "
                     f"{o.sources_longer_than_R_arrived:,} arrivals of sources longer than R never started"
-                    + (f" (the stream wrapped: {o.passes_started} passes started, so a document can arrive twice)."
-                       if wrapped else "."))
-    s51.row("sources arrived", n(o.sources_arrived), n(P1["sources_arrived"]))
+                    + (f" ({docs}the stream wrapped: {o.passes_started} passes started, so a document can arrive "
+                       "twice)." if wrapped else "."))
+    s51.row("sources arrived", n(o.sources_arrived) + (f" ({o.passes_started} passes started)" if wrapped else ""),
+            n(P1["sources_arrived"]))
     s51.row("tokens arrived = emitted + discarded + buffered",
             f"{o.tokens_arrived:,} = {o.emitted:,} + {o.discarded:,} + {o.buffered:,}",
             f"{P1['tokens_arrived']:,} = {P1['emitted']:,} + {P1['discarded']:,} + {P1['buffered']:,}")
@@ -111,6 +114,16 @@ def pass_bounds_section(s, rel_to, out):
     return s52
 
 
+def long_documents(packer):
+    """'N of M documents longer than R' never started, each document counted once, from a packer's (or a merge's)
+    documents in summary.json; '' where none were counted."""
+    lf = (packer.get("documents") or {}).get("longer_than_R")
+    if not lf:
+        return ""
+    never = sum(lf.get(k, 0) for k in ("waiting", "dropped"))  # arrived and never started (audit/fate_table.py)
+    return f"{never:,} of the {sum(lf.values()) - lf.get('not_arrived', 0):,} documents longer than R that arrived"
+
+
 def dev_stream_rows(sec, d, out):
     """The development (validation) stream's audit beside the paper's 20.86% and 13.9 M targets."""
     s = loaded(AuditSummary.load, d)
@@ -138,10 +151,13 @@ def topology_rows(sec, d, out):
         return  # the main job writes it; a page built from older folders simply has no such row
     m, one = topo.packers["original"].merged, s.packers["original"]
     M = topo.loader_workers
-    sec.row(f"{topo.ranks} ranks x {M} worker{'s' * (M > 1)}, a packer per worker stream: sources > R never "
-            "started, merged, beside one stream at the same budget",
-            f"{m.long_never_started:,} of {m.sources_longer_than_R_arrived:,} (one stream: {one.long_never_started:,} of "
-            f"{one.sources_longer_than_R_arrived:,})", "—")
+    docs = [long_documents(v) for v in (s.values["topology"]["packers"]["original"]["merged"],
+                                        s.values["packers"]["original"])]
+    docs = [f"; {x}" if x else "" for x in docs]
+    sec.row(f"{topo.ranks} ranks x {M} worker{'s' * (M > 1)}, a packer per worker stream: arrivals of sources > R "
+            "never started, merged, beside one stream at the same budget",
+            f"{m.long_never_started:,} of {m.sources_longer_than_R_arrived:,}{docs[0]} (one stream: "
+            f"{one.long_never_started:,} of {one.sources_longer_than_R_arrived:,}{docs[1]})", "—")
     sec.links.append(link(out, rel(d / "report.md", out), f"{topo.ranks}-rank audit"))
 
 
@@ -189,7 +205,7 @@ def frontier_section(d, out):
     sec.links = [link(out, rel(d / "frontier.md", out), "frontier/frontier.md")]
     now = next((p for p in f.points if p.current), None)
     starts_all = sum(1 for p in f.points if p.long_documents_never_started == 0)
-    sec.score = ("listed configurations that start every document longer than R",
+    sec.score = ("listed configurations that start every document longer than R that arrived by the horizon",
                  f"{starts_all} of {len(f.points)}" + (f"; the paper's leaves {now.long_documents_never_started:,}"
                                                        if now and now.paper else ""),
                  "B - 1 longest never start (section 3)", "extends the paper's audit (no paper value for the grid)")
@@ -216,6 +232,8 @@ def packers_section(d, out):
     for name, r in c.packers.items():
         lab = r.least_represented_label
         short = "" if r.budget_reached else f"stopped short: {r.rows:,} of {r.budget_rows:,} rows; "
+        if r.row_capacity not in (None, c.row_capacity):
+            short += f"rows of R = {r.row_capacity:,}; "
         sec.row(name, short + f"{pct(r.emitted_share)} / {pct(r.discarded_share)} / {pct(r.buffered_share)}; "
                       f"padding {pct(r.padding_share)}; > R never started {r.long_unstarted()}; first / last tenth {pct(r.long_first_tenth_exposed, 1)} / "
                       f"{pct(r.long_last_tenth_exposed, 1)}; least represented "
@@ -228,12 +246,13 @@ def packers_section(d, out):
         sec.row(name, f"left out of the main job: {why}; audit it alone with --packers {name}", "—")
     traced = sum(1 for r in c.packers.values() if r.how == "traced")
     rules = sum(1 for r in c.packers.values() if r.how.startswith("rule"))
+    replayed = len(c.packers) - traced - rules
     short = [n for n, r in c.packers.items() if not r.budget_reached]
     if short:
         sec.text.append(f"Not every packer reached the budget: {', '.join(short)} made fewer rows (their input ended "
                         "first) and are read at what they made.")
     orig = c.packers.get("original")
-    ours = f"{len(c.packers)} packers ({traced} traced, {rules} as rules from their code)" + (
+    ours = f"{len(c.packers)} packers ({replayed} replayed, {traced} traced, {rules} as rules from their code)" + (
         f"; original leaves {orig.long_unstarted()} longer than R unstarted" if orig else "")
     sec.score = ("packers audited by running them: sources > R never started", ours, "the paper's loader family only",
                  "extends the paper's audit (no paper value for the libraries)")

@@ -32,6 +32,7 @@ class ComparisonRow:
     # documents, each counted once (None: the packer has no fate table, or a file written before they were kept)
     long_documents_never_started: int | None = None
     long_documents_arrived: int | None = None
+    row_capacity: int | None = None  # the packer's own R (a library may pack to one token less); None: an older file
 
     def long_unstarted(self) -> str:
         """Sources longer than R never started, in documents where counted, else in arrivals."""

@@ -289,6 +289,21 @@ def test_every_packer_gets_its_own_colour_in_the_bar_figures(monkeypatch):
         assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
 
 
+def test_the_comparison_figure_counts_documents_where_every_packer_has_them(monkeypatch):
+    # the main job's torchtune_text: its wrapped stream never starts 633 of 1,522 arrivals, but none of its 761 documents
+    row = {"emitted_share": 0.4, "discarded_share": 0.2, "buffered_share": 0.4, "padding_share": 0.0, "rows": 10,
+           "long_never_started": 633, "long_arrived": 1522, "long_documents_never_started": 0,
+           "long_documents_arrived": 761}
+    fig = _drawn(monkeypatch, plots.comparison, {"packers": {"torchtune_text": row}})
+    ax = fig.axes[0]
+    title = ax.get_title().replace("\n", " ")
+    assert [t.get_text() for t in ax.texts] == ["0/761"] and "documents > R never started / arrived" in title
+    row["long_documents_never_started"] = None  # no fate table: arrivals, and the title says so
+    ax = _drawn(monkeypatch, plots.comparison, {"packers": {"torchtune_text": row}}).axes[0]
+    title = ax.get_title().replace("\n", " ")
+    assert [t.get_text() for t in ax.texts] == ["633/1,522"] and "arrivals of sources > R" in title
+
+
 def test_position_exposure_wraps_into_rows_of_at_most_five(monkeypatch):
     fig = _drawn(monkeypatch, plots.position_exposure, [_fake_summary(f"p{i}") for i in range(13)])
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.images]

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from audit.adapters import Spec
 from audit.fate_table import FATES, NEVER_STARTED, DocumentIndex
 from audit.pipeline import StreamInput, audit_packer, horizon, more_passes
+from audit.report import _long_documents
 from loaders.core import PACKERS
 
 COLUMNS = ("fate", "arrivals", "first_arrival", "last_arrival", "emitted", "discarded", "buffered", "first_target",
@@ -47,6 +48,8 @@ def test_a_stream_wrapped_into_its_second_pass_row_by_row(tmp_path):
     assert d["arrivals"] == 6 and d["by_fate"] == {"whole": 2, "partial": 2, "waiting": 0, "dropped": 0,
                                                    "not_arrived": 0}
     assert s["sources_arrived"] == 6 and s["passes_started"] == 2
+    # the verdict's arrivals of long sources, as documents: doc 1 (6 > R) arrived twice and was started
+    assert _long_documents(s) == " (0 of its 1 documents longer than R that arrived)"
 
 
 def test_a_budget_that_ends_with_a_document_waiting_and_two_never_reached(tmp_path):
@@ -63,6 +66,7 @@ def test_a_budget_that_ends_with_a_document_waiting_and_two_never_reached(tmp_pa
     by_label = {g["label"]: g for g in s["documents"]["by_label"]}
     assert (by_label["a"]["waiting"], by_label["a"]["not_arrived"], by_label["b"]["partial"]) == (1, 1, 1)
     assert s["documents"]["longer_than_R"] == {"whole": 0, "partial": 1, "waiting": 1, "dropped": 0, "not_arrived": 0}
+    assert _long_documents(s) == ""  # read once: each arrival is a document, the verdict's count says it already
 
 
 def _drop_long(R):

@@ -198,8 +198,16 @@ def test_the_main_jobs_packer_comparison_says_what_it_left_out(tmp_path, monkeyp
                           left_out={"slow_one": "minutes here"}) == 0
     assert json.loads((out / "comparison.json").read_text())["left_out"] == {"slow_one": "minutes here"}
     assert "- slow_one: not run here (minutes here); audit it alone with --packers slow_one" in (out / "report.md").read_text()
-    rows = packers_section(out, out).rows
-    assert rows[-1] == ("slow_one", "left out of the main job: minutes here; audit it alone with --packers slow_one", "—")
+    sec = packers_section(out, out)
+    assert sec.rows[-1] == ("slow_one", "left out of the main job: minutes here; audit it alone with --packers slow_one",
+                            "—")
+    assert sec.score[1].startswith("1 packers (1 replayed, 0 traced, 0 as rules from their code)")
+    assert "rows of R" not in sec.rows[0][1]  # its R is the budget's
+    # a packer whose rows hold one token less than the budget's R (a library's own capacity): its row says so
+    comp = json.loads((out / "comparison.json").read_text())
+    comp["packers"]["original"]["row_capacity"] = 32
+    (out / "comparison.json").write_text(json.dumps(comp))
+    assert packers_section(out, out).rows[0][1].startswith("rows of R = 32; ")
 
 
 # a hand-made labelled stream: lengths 2, 9, 4 (a), 7, 3 (b), 5 (c); the packer puts each document in a row

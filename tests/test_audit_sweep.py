@@ -86,9 +86,10 @@ def test_the_cheapest_change_on_a_stream_worked_by_hand(tmp_path, capsys):
     got = {(p["buffer"], p["packer"]): (p["crop_waste"], p["long_documents_never_started"]) for p in front["points"]}
     assert got == {(1, "original"): (1 / 13, 0), (1, "segment_first"): (0.0, 0), (2, "original"): (0.0, 1),
                    (2, "segment_first"): (0.0, 0)}
-    want = ("Cheapest listed change that starts every document longer than 4 tokens by the horizon (cheapest: fewest "
-            "settings changed, then least crop waste, then most last-tenth exposure): packer original -> "
-            "segment_first (crop waste 0.00% -> 0.00%; never started 1 -> 0; last-tenth exposure n/a -> n/a).")
+    want = ("Cheapest listed change that starts every document longer than 4 tokens that arrived by the horizon "
+            "(cheapest: fewest settings changed, then least crop waste, then most last-tenth exposure): packer original "
+            "-> segment_first (crop waste 0.00% -> 0.00%; never started 1 of 1 arrived -> 0 of 1 arrived; last-tenth "
+            "exposure n/a -> n/a).")
     assert front["cheapest_change"] == want and want in (out / "frontier.md").read_text()
     assert "left out: this budget gives it no row" in capsys.readouterr().out
 
@@ -115,9 +116,9 @@ def test_never_started_counts_documents_not_their_arrivals_worked_by_hand(tmp_pa
     assert [ln.split(" | ")[0] for ln in md.splitlines() if ln.startswith("| ") and "R 4," in ln] == ["| 1", "| 2"]
 
 
-def _point(buffer, packer, waste, never, exposure=0.5, per_pass=3000):
+def _point(buffer, packer, waste, never, exposure=0.5, per_pass=3000, arrived=200):
     return {"row_capacity": 9, "buffer": buffer, "packer": packer, "ranks": 1, "loader_workers": 1,
-            "crop_waste": waste, "long_documents_never_started": never, "long_documents": 7,
+            "crop_waste": waste, "long_documents_never_started": never, "long_documents": arrived,
             "last_tenth_exposure": exposure, "worker_streams": 1, "documents_per_pass": per_pass}
 
 
@@ -130,9 +131,15 @@ def test_the_cheapest_change_is_one_setting_before_two_even_at_more_waste():
     pts = [_point(1000, "original", 0.0083, 106, 0.0), _point(1000, "segment_first", 0.0037, 0, 0.8854),
            _point(10000, "segment_first", 0.0001, 0, 0.93), _point(10000, "original", 0.0005, 106, 0.0)]
     assert sweep.cheapest_change(pts, PAPERS, 2049) == (
-        "Cheapest listed change that starts every document longer than 2,049 tokens by the horizon (cheapest: fewest "
-        "settings changed, then least crop waste, then most last-tenth exposure): packer original -> segment_first "
-        "(crop waste 0.83% -> 0.37%; never started 106 -> 0; last-tenth exposure 0.00% -> 88.54%).")
+        "Cheapest listed change that starts every document longer than 2,049 tokens that arrived by the horizon "
+        "(cheapest: fewest settings changed, then least crop waste, then most last-tenth exposure): packer original -> "
+        "segment_first (crop waste 0.83% -> 0.37%; never started 106 of 200 arrived -> 0 of 200 arrived; last-tenth "
+        "exposure 0.00% -> 88.54%).")
+    # the main job's case: segment-first reaches fewer of the stream's long documents by the horizon (600 of 761),
+    # so its 0 is of another population than the original's 624, and the line says so
+    pts[1]["long_documents"] = 150
+    assert "never started 106 of 200 arrived -> 0 of 150 arrived, 50 of the stream's 200 never reached;" in \
+        sweep.cheapest_change(pts, PAPERS, 2049, in_stream=200)
 
 
 def test_the_cheapest_change_among_single_changes_is_the_least_waste_then_the_most_exposure_and_a_big_buffer_is_said():
@@ -142,24 +149,28 @@ def test_the_cheapest_change_among_single_changes_is_the_least_waste_then_the_mo
     pts = [now, _point(1000, "segment_first", 0.01, 0, 0.9), _point(100, "original", 0.01, 0, 0.8),
            _point(1000, "lossless", 0.02, 0, 1.0)]
     assert sweep.cheapest_change(pts, PAPERS, 9).endswith(
-        "exposure): packer original -> segment_first (crop waste 0.83% -> 1.00%; never started 5 -> 0; last-tenth "
-        "exposure 0.00% -> 90.00%).")
+        "exposure): packer original -> segment_first (crop waste 0.83% -> 1.00%; never started 5 of 200 arrived -> 0 "
+        "of 200 arrived; last-tenth exposure 0.00% -> 90.00%).")
     # the only change that starts them all: a buffer of 10,000 on a stream of 3,000 documents a pass
     pts = [now, _point(10000, "original", 0.001, 0, 0.5), _point(1000, "lossless", 0.0, 3, 1.0)]
     assert sweep.cheapest_change(pts, PAPERS, 9).endswith(
-        "exposure): buffer 1000 -> 10000 (crop waste 0.83% -> 0.10%; never started 5 -> 0; last-tenth exposure 0.00% "
-        "-> 50.00%; B 10,000 holds more documents than a pass of the stream (3,000)).")
+        "exposure): buffer 1000 -> 10000 (crop waste 0.83% -> 0.10%; never started 5 of 200 arrived -> 0 of 200 "
+        "arrived; last-tenth exposure 0.00% -> 50.00%; B 10,000 holds more documents than a pass of the stream "
+        "(3,000)).")
 
 
 def test_the_cheapest_change_line_when_the_current_one_starts_everything_and_when_none_does():
     cur = {"row_capacity": 9, "buffer": 5, "packer": "original", "ranks": 1, "loader_workers": 1}
     pts = [_point(5, "original", 0.2, 3), _point(50, "original", 0.1, 2), _point(5, "lossless", 0.0, 1)]
     line = sweep.cheapest_change(pts, cur, 9)
-    assert line.startswith("None of the 3 listed configurations starts every document longer than 9 tokens") \
-        and "the fewest never started is 1 of 7 arrived (R 9, B 5, lossless, 1 rank(s))" in line and line.endswith("leaves 3.")
+    assert line.startswith("None of the 3 listed configurations starts every document longer than 9 tokens that "
+                           "arrived") \
+        and "the fewest never started is 1 of 200 arrived (R 9, B 5, lossless, 1 rank(s))" in line \
+        and line.endswith("leaves 3 of 200 arrived.")
     pts[0]["long_documents_never_started"] = 0
     assert sweep.cheapest_change(pts, cur, 9).startswith("The current configuration (R 9, B 5, original, 1 rank(s)) "
-                                                         "already starts every document longer than 9 tokens")
+                                                         "already starts every document longer than 9 tokens that "
+                                                         "arrived by the horizon (0 of 200 arrived;")
 
 
 def test_the_pareto_set_is_every_point_no_other_beats_on_all_three():
@@ -259,6 +270,7 @@ def test_the_findings_page_shows_the_frontier_its_figure_and_the_cheapest_change
     f = json.loads((run / "frontier" / "frontier.json").read_text())
     sec = next(s for s in build(run) if s.key == "frontier")
     assert sec.headline == f["cheapest_change"] and len(sec.rows) == len(f["points"]) >= 6  # + the current, the paper's
+    assert sec.score[0].endswith("longer than R that arrived by the horizon")  # not every document: some never arrive
     assert [i for i, r in enumerate(sec.rows) if r[2] == "yes"] == f["pareto"]
     for r, p in zip(sec.rows, f["points"]):
         assert r[0].startswith(f"R {p['row_capacity']:,}, B {p['buffer']:,}, {p['packer']},")

@@ -401,11 +401,16 @@ def test_the_findings_page_says_how_the_never_started_set_changes(tmp_path):
     sec = Section("s5_1", "5.1")
     topology_rows(sec, d, tmp_path)
     (what, ours, ref), = sec.rows
-    assert what.startswith("3 ranks x 1 worker, a packer per worker stream") and ref == "—"
+    assert what.startswith("3 ranks x 1 worker, a packer per worker stream: arrivals of sources > R") and ref == "—"
+
+    def docs(v):  # documents, each once, beside the arrivals: the stream wraps here, so the two differ
+        lf = v["documents"]["longer_than_R"]
+        return (f"; {lf['waiting'] + lf['dropped']:,} of the {sum(lf.values()) - lf['not_arrived']:,} documents "
+                "longer than R that arrived")
     assert ours == (f"{m['sources_longer_than_R_arrived'] - m['sources_longer_than_R_started']:,} of "
-                    f"{m['sources_longer_than_R_arrived']:,} (one stream: "
+                    f"{m['sources_longer_than_R_arrived']:,}{docs(m)} (one stream: "
                     f"{one['sources_longer_than_R_arrived'] - one['sources_longer_than_R_started']:,} of "
-                    f"{one['sources_longer_than_R_arrived']:,})")
+                    f"{one['sources_longer_than_R_arrived']:,}{docs(one)})")
     empty = Section("s5_1", "5.1")
     topology_rows(empty, tmp_path / "missing", tmp_path)  # an older run folder: no row, no error
     assert not empty.rows

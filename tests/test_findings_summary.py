@@ -228,6 +228,20 @@ def test_permutations_that_emit_no_long_source_read_none_within_the_budget(tmp_p
     assert rows51["first long emission over 4 permutations (targets)"] == "none within the budget"
 
 
+def test_a_wrapped_stream_gives_its_documents_beside_its_arrivals(tmp_path):
+    # the main job's audit: 2 passes, 1,000 of 1,211 arrivals of long sources never started, but 624 of 761 documents
+    fake_run(tmp_path, random.Random(3))
+    s = json.loads((tmp_path / "audit" / "summary.json").read_text())
+    o = s["packers"]["original"]
+    o.update(passes_started=2, sources_longer_than_R_arrived=1211, sources_longer_than_R_started=211, documents={
+        "longer_than_R": {"whole": 0, "partial": 137, "waiting": 624, "dropped": 0, "not_arrived": 0}})
+    _write(tmp_path / "audit" / "summary.json", s)
+    sec = next(x for x in build(tmp_path) if x.key == "s5_1")
+    assert ("1,000 of 1,211 arrivals of sources longer than R never started (624 of the 761 documents longer than R "
+            "that arrived; the stream wrapped: 2 passes started") in sec.headline
+    assert sec.rows[0][:2] == ("sources arrived", f"{o['sources_arrived']:,} (2 passes started)")
+
+
 def test_a_results_file_of_another_version_is_named_on_the_page_not_called_not_run(tmp_path):
     # an audit folder whose summary.json another version wrote (no schema): its sections say why it was not read
     fake_run(tmp_path, random.Random(5))

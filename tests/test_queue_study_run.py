@@ -57,6 +57,9 @@ def test_the_summary_is_what_its_parts_compute(micro):
         assert min(c["L"][:-1]) <= lowest or c["stopped_covered"] is False
     report = (micro["out"] / "report.md").read_text()
     assert f"## Verdict: {s['adoption']['verdict']}" in report and "None" not in report
+    # the figure's dashed curve pools every seed; the caption does not call it the curve the runs are measured on
+    assert "the monotone fit of every seed's points pooled (dashed)" in report \
+        and "the fitted reference curve" not in report
     # the plan counts the model the runs trained: a run's saved parameters, counted
     from training.checkpoint import load_checkpoint
 

@@ -93,8 +93,10 @@ def reference_curve_lines(s):
             L.append(f"| {sd} | {tl} | {D:,} | {Lv:.4f} |")
     L += ["", "Monotone fit (every seed pooled, for the figure): " + ", ".join(f"{d:,.0f}: {v:.4f}" for d, v in zip(rc["D"], rc["L"])),
           "", "![selection loss against D](selection.png)", "",
-          "The figure shows each seed's raw branch points (hollow: later seeds), the fitted reference curve and "
-          "every run's final point; a final point left of or below the curve did better than plain training.", ""]
+          "The figure shows each seed's raw branch points (hollow: later seeds), the monotone fit of every seed's "
+          "points pooled (dashed) and every run's final point. The pooled fit is for orientation only: each run is "
+          "measured on the curve of arm A's other seeds (leave one out, the table of efficiency points above), so a "
+          "final point above or below the dashed line is not the verdict on that run.", ""]
     return L
 
 
