@@ -70,6 +70,17 @@ def add_corpus_args(ap):
                     help="--corpus: where the lengths are cached (default: OUT.lengths beside --out)")
 
 
+# --split-by's values, each the deal of a loader this audit models (audit/topology.py)
+SPLIT_HELP = ("how documents are shared among the worker streams: 'document' (default: document i goes "
+              "to worker stream i mod N*M, rank w mod N, worker w // N), 'group:G' (consecutive groups "
+              "of G documents dealt round-robin across the whole stream), 'file-group:G' (the same, "
+              "starting again at stream 0 in every file: group k of a file to stream k mod N*M, as "
+              "row groups strided by rank in each parquet file), 'file' (whole files: file f to stream "
+              "f mod N*M; every stream needs a file) or 'hf-iterable' (HF datasets' streaming deal under "
+              "split_dataset_by_node: 'file' when the files divide by N, else worker k reads files k, k+M, "
+              "... and rank r keeps every N-th of its documents). A length file is one file")
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog=prog_name("python -m audit"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -111,15 +122,7 @@ def parse_args(argv=None):
                          "its own packer and buffer over its own share, refilled --refill-docs documents at a time, for "
                          "an equal share of the budget's rows (the first rows mod N*M streams get one row more); the "
                          "report gives the merged answer beside the one-stream answer for the same budget")
-    ap.add_argument("--split-by", default=None,
-                    help="how documents are shared among the worker streams: 'document' (default: document i goes "
-                         "to worker stream i mod N*M, rank w mod N, worker w // N), 'group:G' (consecutive groups "
-                         "of G documents dealt round-robin across the whole stream), 'file-group:G' (the same, "
-                         "starting again at stream 0 in every file: group k of a file to stream k mod N*M, as "
-                         "row groups strided by rank in each parquet file), 'file' (whole files: file f to stream "
-                         "f mod N*M; every stream needs a file) or 'hf-iterable' (HF datasets' streaming deal under "
-                         "split_dataset_by_node: 'file' when the files divide by N, else worker k reads files k, k+M, "
-                         "... and rank r keeps every N-th of its documents). A length file is one file")
+    ap.add_argument("--split-by", default=None, help=SPLIT_HELP)
     ap.add_argument("--pipeline", metavar="NAME", help="a named loader: fills in --packers, --split-by and "
                     "--refill-docs where you leave them out, and says what owns a buffer (" + help_lines() + ")")
     add_engine_args(ap, "permutations (--permutations above 0, with the original packer) and worker streams' "

@@ -160,7 +160,8 @@ def changed(cfg, current):
 def cheapest_change(points, current, ref, in_stream=None):
     """The one line: the cheapest listed change that starts every document longer than ref that arrived by the
     horizon; each count is given of the documents that arrived, and where fewer than the stream's in_stream
-    arrived, how many were never reached (a configuration that reaches fewer is not judged on the same documents). Cheapest: the fewest settings changed from the current configuration, then the least crop waste, then
+    arrived, how many were never reached (a configuration that reaches fewer is not judged on the same documents).
+    Cheapest: the fewest settings changed from the current configuration, then the least crop waste, then
     the most last-tenth exposure, then the smaller buffer (CHEAPEST, said in the line). Changes come first because
     each is one more thing a researcher must justify and check; a lower waste that only a second change buys is a
     trade the table and the Pareto set show. A chosen buffer larger than a pass of its (smallest) worker stream is

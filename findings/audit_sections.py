@@ -120,7 +120,7 @@ def long_documents(packer):
     lf = (packer.get("documents") or {}).get("longer_than_R")
     if not lf:
         return ""
-    never = sum(lf.get(k, 0) for k in ("waiting", "dropped"))  # arrived and never started (audit/fate_table.py)
+    never = sum(lf.get(k, 0) for k in ("waiting", "dropped"))  # audit/fate_table.py's NEVER_STARTED (a level below)
     return f"{never:,} of the {sum(lf.values()) - lf.get('not_arrived', 0):,} documents longer than R that arrived"
 
 
