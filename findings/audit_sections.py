@@ -133,10 +133,12 @@ def dev_stream_rows(sec, d, out):
                 f"{P1['val_protected_pct_of_arrived']}%, {P1['val_first_long_emission_targets']:,} targets")
         return
     o = s.packers["original"]
+    # its own budget and passes: not the paper's validation budget, which the paper does not state beside these
+    passes = f", {o.passes_started} passes started" if (o.passes_started or 1) > 1 else ""
     sec.row("development stream (--split val): protected tokens (share of arrived), first emission of a source > R",
             f"{o.protected.tokens:,} ({pct(o.protected.share_of_arrived)}), "
             + (f"{o.startup_delay_targets:,} targets" if o.startup_delay_targets is not None
-               else "none within the budget"),
+               else "none within the budget") + f"; its budget {s.targets:,} targets{passes}",
             f"{P1['val_protected_tokens']:,} ({P1['val_protected_pct_of_arrived']}%), "
             f"{P1['val_first_long_emission_targets']:,} targets")
     sec.links.append(link(out, rel(d / "report.md", out), "development-stream audit"))

@@ -240,6 +240,11 @@ def test_a_wrapped_stream_gives_its_documents_beside_its_arrivals(tmp_path):
     assert ("1,000 of 1,211 arrivals of sources longer than R never started (624 of the 761 documents longer than R "
             "that arrived; the stream wrapped: 2 passes started") in sec.headline
     assert sec.rows[0][:2] == ("sources arrived", f"{o['sources_arrived']:,} (2 passes started)")
+    # the development stream's row says its own budget and passes (the main job's: 831,488 targets, 2 passes)
+    _write(tmp_path / "audit_val" / "summary.json", {**s, "targets": 831_488})
+    sec = next(x for x in build(tmp_path) if x.key == "s5_1")
+    dev = next(r for r in sec.rows if r[0].startswith("development stream"))
+    assert dev[1].endswith("; its budget 831,488 targets, 2 passes started"), dev
 
 
 def test_a_results_file_of_another_version_is_named_on_the_page_not_called_not_run(tmp_path):
