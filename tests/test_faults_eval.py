@@ -123,6 +123,9 @@ def test_confirmation_needs_a_protocol_which_decides_the_ranked_set(partial_runs
     capsys.readouterr()
     rc = eval_main(["--runs", str(partial_runs), "--out", str(out), "--exploratory", *FAST])
     _one_line_error(capsys, rc, "holds results of another pass")
+    # a mistyped --runs is named first, not the (default) --out beside it that holds another pass
+    rc = eval_main(["--runs", str(tmp_path / "nope"), "--out", str(out), "--exploratory", *FAST])
+    _one_line_error(capsys, rc, f"{tmp_path / 'nope'}: no such folder of runs")
 
 
 def test_stream_checks_match_the_independent_replay_and_refuse_before_scoring(partial_runs, small_corpus, tmp_path,
