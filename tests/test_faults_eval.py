@@ -367,6 +367,9 @@ def test_official_names_the_checkpoint_to_pass_for_a_run_folder_or_its_sidecar(p
     rc = official_main([str(run / "ckpt_000002.json"), "--device", "cpu"])
     _one_line_error(capsys, rc,
                     f"error: {run / 'ckpt_000002.json'}: a checkpoint's sidecar; pass the checkpoint {run / 'ckpt_000002.pt'}")
+    rc = official_main([str(run / "summary.json"), "--device", "cpu"])  # was "unreadable or truncated ... sidecar"
+    _one_line_error(capsys, rc, f"error: {run / 'summary.json'}: not a checkpoint; pass a ckpt_<updates>.pt, e.g. "
+                                f"{run / 'ckpt_000002.pt'}")
 
 
 def test_protocol_fixed_parameters_are_refused_and_the_last_line_counts_the_figures(partial_runs, small_corpus, tmp_path,
