@@ -56,8 +56,8 @@ def parse(argv):
     ap.add_argument("--out", default="runs/queue_study", help="results folder (default runs/queue_study)")
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
     ap.add_argument("--source", default=None, choices=("stdlib", "climbmix", "parquet"),
-                    help="prepared corpus to run on instead of the preset's (e.g. parquet: prepare.py --source parquet); "
-                         "with --dry-run, the plan is of the model that corpus gives (its vocabulary)")
+                    help="prepared corpus to run on instead of the preset's (e.g. parquet: prepare.py --source "
+                         "parquet); with --dry-run, the plan is of the model that corpus gives (its vocabulary)")
     ap.add_argument("--domains", default=None, metavar="FILE",
                     help="control and selection domains from a JSON file (see shardqueue/world/domains.py)")
     ap.add_argument("--dry-run", action="store_true", help="print each arm's planned shards, targets, updates, FLOPs")
