@@ -206,6 +206,14 @@ def verify(conf_path, report_path, evidence_path=None):
 USAGE = "give an eval folder, or CONFIRMATION.json REPORT.md [EVIDENCE.npz] (--help for more)"
 
 
+def usage_problem(args):  # the twin of the other verify_ checkers': each runs alone, importing no sibling
+    """One line for arguments that are neither an eval folder nor a confirmation and report pair."""
+    if len(args) == 1:
+        why = "not a folder" if os.path.exists(args[0]) else "no such folder"
+        return f"{args[0]}: {why}; {USAGE}"
+    return f"{len(args) or 'no'} arguments; {USAGE}"
+
+
 def main(argv=None):
     args = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in args):
@@ -214,10 +222,13 @@ def main(argv=None):
     if len(args) == 1 and os.path.isdir(args[0]):
         args = [os.path.join(args[0], "confirmation.json"), os.path.join(args[0], "report.md")]
     if len(args) not in (2, 3):
-        print(f"error: {len(args) or 'no'} arguments; {USAGE}", file=sys.stderr)
+        print(f"error: {usage_problem(args)}", file=sys.stderr)
         return 2
     try:
         return 0 if verify(*args) else 1
+    except FileNotFoundError as e:  # a missing file is not a truncated one
+        print(f"error: {e.filename}: no such file; {USAGE}", file=sys.stderr)
+        return 2
     except UNCHECKABLE as e:
         print(f"error: cannot be checked ({type(e).__name__}: {e}); a truncated or incomplete file?", file=sys.stderr)
         return 2

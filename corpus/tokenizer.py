@@ -54,7 +54,9 @@ def train_encoding(text_iter, vocab_size=8192, name="packaudit"):
     tok.train_from_iterator(training_texts(text_iter), n_merged, pattern=SPLIT_PATTERN)
     ranks = {bytes(k): v for k, v in tok.get_mergeable_ranks()}
     if len(ranks) != n_merged:
-        raise DataError(f"tokenizer training produced {len(ranks)} tokens, expected {n_merged}: corpus too small")
+        raise DataError(f"tokenizer training produced {len(ranks)} tokens, expected {n_merged}: corpus too small "
+                        f"for a vocabulary of {vocab_size}; prepare it with --vocab-size "
+                        f"{len(ranks) + len(SPECIAL_TOKENS)} or less")
     specials = {s: n_merged + i for i, s in enumerate(SPECIAL_TOKENS)}
     return tiktoken.Encoding(name=name, pat_str=SPLIT_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
 

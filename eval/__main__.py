@@ -136,9 +136,9 @@ def prepare(a, out):
     from loaders.stream import open_split
     from training.config import TrainConfig
 
+    runs, absent = survey_runs(a.runs)  # first: a mistyped --runs is named, not the default --out beside it
     if not a.protocol:
         check_folder_free(out, None)
-    runs, absent = survey_runs(a.runs)
     if not runs:
         raise DataError(f"{a.runs}: no finished runs (folders with summary.json and their final checkpoint)")
     try:

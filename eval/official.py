@@ -112,7 +112,8 @@ def evaluate_checkpoint(ckpt_path, data_dir=None, device="cpu", progress=False):
 
 
 def checkpoint_argument_problem(path) -> str:
-    """'' for a checkpoint file; for a run folder or a checkpoint's .json sidecar, which checkpoint to pass."""
+    """'' for a checkpoint file; for a run folder, a checkpoint's .json sidecar or another file, which checkpoint to
+    pass."""
     p = Path(path)
     if p.is_dir():
         found = sorted(p.glob("ckpt_*.pt"))
@@ -120,6 +121,9 @@ def checkpoint_argument_problem(path) -> str:
                 + (f", e.g. {found[-1]}" if found else " (ckpt_<updates>.pt; none there)"))
     if p.suffix == ".json" and p.with_suffix(".pt").exists():
         return f"{p}: a checkpoint's sidecar; pass the checkpoint {p.with_suffix('.pt')}"
+    if p.is_file() and p.suffix != ".pt":  # a run's summary.json or log, say: not read as a checkpoint's sidecar
+        found = sorted(p.parent.glob("ckpt_*.pt"))
+        return f"{p}: not a checkpoint; pass a ckpt_<updates>.pt" + (f", e.g. {found[-1]}" if found else "")
     return ""
 
 

@@ -46,8 +46,8 @@ from console.shutdown import skip_final_collections  # noqa: E402
 from fanout import add_engine_args  # noqa: E402
 from shardqueue.study.presets import PRESETS, format_plan, plan  # noqa: E402
 
-# Late imports: the study itself (shardqueue.study.run) and the memory footprint load torch and the queue; main()
-# imports them after parsing, so `--help` answers without them
+# Late imports: the study itself (shardqueue.study.run, whose corpus reading --dry-run --source uses) and the memory
+# footprint load torch and the queue; main() imports them after parsing, so `--help` answers without them
 
 
 def parse(argv):
@@ -55,8 +55,9 @@ def parse(argv):
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny", help="setting (default tiny)")
     ap.add_argument("--out", default="runs/queue_study", help="results folder (default runs/queue_study)")
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
-    ap.add_argument("--source", default=None,
-                    help="prepared corpus to run on instead of the preset's (e.g. parquet: prepare.py --source parquet)")
+    ap.add_argument("--source", default=None, choices=("stdlib", "climbmix", "parquet"),
+                    help="prepared corpus to run on instead of the preset's (e.g. parquet: prepare.py --source "
+                         "parquet); with --dry-run, the plan is of the model that corpus gives (its vocabulary)")
     ap.add_argument("--domains", default=None, metavar="FILE",
                     help="control and selection domains from a JSON file (see shardqueue/world/domains.py)")
     ap.add_argument("--dry-run", action="store_true", help="print each arm's planned shards, targets, updates, FLOPs")
@@ -77,16 +78,33 @@ def main(argv=None):
     skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     a = parse(argv)
     if a.dry_run:
-        pl = plan(a.preset)
-        print(format_plan(pl))
-        if pl.get("node"):  # a GPU plan: peak host memory and disk against the stated node
-            from shardqueue.study.footprint import format_footprint, host_footprint
-
-            print(format_footprint(host_footprint(a.preset)))
-        return 0
+        return dry_run(a)
     from shardqueue.study.run import run_study
 
     return run_study(a)
+
+
+def dry_run(a):
+    """The plan, printed. With --source, of the model a run would train: the preset on that corpus, with its
+    prepared tokenizer's vocabulary (read from prepared.json; nothing else of the data is touched)."""
+    setting = None
+    if a.source:
+        from errors import DataError
+        from shardqueue.study.run import calibration_dir, data_root, with_corpus_vocab
+
+        try:
+            setting = with_corpus_vocab(PRESETS[a.preset].with_source(a.source),
+                                        data_root(a, calibration_dir(a, Path(os.path.abspath(a.out)))), print)
+        except DataError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    pl = plan(a.preset, setting)
+    print(format_plan(pl))
+    if pl.get("node"):  # a GPU plan: peak host memory and disk against the stated node
+        from shardqueue.study.footprint import format_footprint, host_footprint
+
+        print(format_footprint(host_footprint(a.preset)))
+    return 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+from checkers.verify_confirmation import main as confirmation_main
 from checkers.verify_evaluation_summary import main as rankings_main
 from checkers.verify_window_evidence import main as windows_main
 from conftest import ROOT
@@ -91,12 +92,15 @@ def test_manifest_verify_hashes_only_regular_files_inside_its_folder(tmp_path, c
 
 
 def test_the_evidence_checkers_name_a_missing_folder_in_one_line(tmp_path, capsys):
-    for main in (windows_main, rankings_main):
+    for main in (windows_main, rankings_main, confirmation_main):
         for args, needle in (([str(tmp_path / "none")], f"{tmp_path / 'none'}: no such folder"),
                              ([str(ROOT / "README.md")], "README.md: not a folder"), ([], "no arguments")):
             assert main(args) == 2
             err = capsys.readouterr().err.strip()
             assert len(err.splitlines()) == 1 and err.startswith("error: ") and needle in err, err
+    # a folder without the eval's files (a run folder given for the eval folder): the file named, not "truncated"
+    assert confirmation_main([str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().startswith(f"error: {tmp_path / 'confirmation.json'}: no such file; ")
 
 
 def test_manifest_verify_names_a_few_unparsable_lines_and_refuses_a_non_manifest_in_one(tmp_path, capsys):

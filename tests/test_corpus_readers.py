@@ -274,6 +274,8 @@ def test_tiktoken_from_a_rank_file_and_the_projects_own_tokenizer(corpus, tmp_pa
     assert r.lengths.tolist() == [len(x) for x in enc.encode_ordinary_batch(corpus.texts)]
     assert r.provenance["tokenizer"]["kind"] == "tiktoken"
     own = train_encoding(iter(corpus.texts * 3), vocab_size=300)
+    with pytest.raises(DataError, match=r"too small for a vocabulary of 8192; prepare it with --vocab-size \d+ or l"):
+        train_encoding(iter(["a few words", "of text"]), vocab_size=8192)  # the size to give, not only "too small"
     save_encoding(own, tmp_path / "tokenizer")
     r = run([tmp_path / "t.parquet"], tmp_path / "tokenizer")
     assert r.lengths.tolist() == [len(x) + 1 for x in own.encode_ordinary_batch(corpus.texts)]

@@ -123,6 +123,9 @@ def test_confirmation_needs_a_protocol_which_decides_the_ranked_set(partial_runs
     capsys.readouterr()
     rc = eval_main(["--runs", str(partial_runs), "--out", str(out), "--exploratory", *FAST])
     _one_line_error(capsys, rc, "holds results of another pass")
+    # a mistyped --runs is named first, not the (default) --out beside it that holds another pass
+    rc = eval_main(["--runs", str(tmp_path / "nope"), "--out", str(out), "--exploratory", *FAST])
+    _one_line_error(capsys, rc, f"{tmp_path / 'nope'}: no such folder of runs")
 
 
 def test_stream_checks_match_the_independent_replay_and_refuse_before_scoring(partial_runs, small_corpus, tmp_path,
@@ -364,6 +367,9 @@ def test_official_names_the_checkpoint_to_pass_for_a_run_folder_or_its_sidecar(p
     rc = official_main([str(run / "ckpt_000002.json"), "--device", "cpu"])
     _one_line_error(capsys, rc,
                     f"error: {run / 'ckpt_000002.json'}: a checkpoint's sidecar; pass the checkpoint {run / 'ckpt_000002.pt'}")
+    rc = official_main([str(run / "summary.json"), "--device", "cpu"])  # was "unreadable or truncated ... sidecar"
+    _one_line_error(capsys, rc, f"error: {run / 'summary.json'}: not a checkpoint; pass a ckpt_<updates>.pt, e.g. "
+                                f"{run / 'ckpt_000002.pt'}")
 
 
 def test_protocol_fixed_parameters_are_refused_and_the_last_line_counts_the_figures(partial_runs, small_corpus, tmp_path,

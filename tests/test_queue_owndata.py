@@ -221,7 +221,7 @@ def test_the_study_calibrates_on_own_data_and_domains(own, tmp_path):
     assert set(world.labels) == {"docs", "tests"} and pool["calibration_source"] in {"docs", "tests"}
 
 
-def test_the_study_gives_its_model_and_harmful_shard_the_corpus_vocabulary(own, tmp_path):
+def test_the_study_gives_its_model_and_harmful_shard_the_corpus_vocabulary(own, tmp_path, capsys):
     """A corpus prepared with a small vocabulary (400) under a preset whose model has prepare.py's default 8,192:
     the study's model takes the corpus's vocabulary, and the planted cipher shard permutes that vocabulary, so every
     token of it has a byte length to score it with (before: ids up to 8,191, an IndexError at its first screen)."""
@@ -239,6 +239,13 @@ def test_the_study_gives_its_model_and_harmful_shard_the_corpus_vocabulary(own, 
     p = with_corpus_vocab(replace(MICRO, source="parquet", damaged_shards=0, train_overrides=(("muon_lr", 0.02),)),
                           own["data"], said.append)
     assert said == ["model vocabulary 400: the prepared corpus's tokenizer's (the preset's model has 8,192)"]
+    # --dry-run with --source plans that model too (before: --source was ignored, the plan the 8,192 model's)
+    from shardqueue.study.presets import PRESETS, model_size
+
+    assert queue_script("study").main(["--preset", "tiny", "--source", "parquet", "--data-dir", str(own["data"]),
+                                       "--out", str(tmp_path / "dry"), "--dry-run"]) == 0
+    n = model_size(PRESETS["tiny"].with_source("parquet").with_vocab(400))[0]
+    assert f"preset tiny: {n:,} parameters" in capsys.readouterr().out and not (tmp_path / "dry").exists()
     a = argparse.Namespace(calibration=None, data_dir=str(own["data"]), device="cpu", domains=None)
     cfg, world, pool, _, _ = stage_a(a, p, tmp_path, rq, lambda s: None)
     assert cfg.vocab == world.vocab == len(world.token_bytes) == 400
