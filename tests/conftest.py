@@ -142,7 +142,9 @@ def wait_for_unlock(path):
 
 def compile_loops():
     """Every compiled loop the tests run, each signature once: the selection core and its state, the audit's tallies,
-    the packers' token copy over the tests' int64 token lists and a prepared corpus's read-only uint16 files."""
+    the packers' token copy over the tests' int64 token lists (read-only, and writable as some tests make them) and a
+    prepared corpus's read-only uint16 files. A signature missing here is compiled again in every process that meets
+    it before one has cached it (a fresh clone's suite compiled the writable int64 copy beside the tests)."""
     import numpy as np
 
     from audit.compute import replay_packer
@@ -157,10 +159,10 @@ def compile_loops():
     PackerCore(s, "lossless", 17, 3).load_state_dict(core.state_dict())
     replay_packer(PassRefills(s.lengths, s.refills), "original", 5, 17, 3, ref_length=17)
     docs = [[0] + [1] * (n - 1) for n in (3, 5, 2, 4)]
-    for dtype in (np.int64, np.uint16):
+    for dtype, writable in ((np.int64, False), (np.uint16, False), (np.int64, True)):
         stream = DocumentStream.from_token_lists(docs, 2)
         flat = stream.tokens[0][0].astype(dtype)
-        flat.setflags(write=False)
+        flat.setflags(write=writable)
         stream.tokens = ([flat], *stream.tokens[1:])
         Packer(stream, "original", 4, 2).next_rows(2)
 
