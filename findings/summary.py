@@ -106,12 +106,15 @@ def main(argv=None):
     ap.add_argument("--corpus-source", default="stdlib", help="the prepared corpus the run read (default stdlib)")
     a = ap.parse_args(argv)
     out = Path(a.out)
+    given = (a.audit, a.train, a.eval, a.queue, a.study, a.audit_val, a.audit_packers, a.audit_ranks, a.frontier)
     if not out.is_dir():
-        print(f"error: {out}: no such run folder", file=sys.stderr)
-        return 2
+        if not any(given):  # nothing to read: a mistyped run folder, said so
+            print(f"error: {out}: no such run folder (give the main job's --out, or the result folders one by one "
+                  "with --audit, --train, ...)", file=sys.stderr)
+            return 2
+        out.mkdir(parents=True)  # the page of folders given one by one, written where it was asked for
     secs = build(out, a.audit, a.train, a.eval, a.queue, a.study, a.audit_val, a.audit_packers, a.audit_ranks,
                  a.frontier)
-    given = (a.audit, a.train, a.eval, a.queue, a.study, a.audit_val, a.audit_packers, a.audit_ranks, a.frontier)
     prov = collect(out, a.data_dir, a.corpus_source, [f for f in given if f])  # sized with the run: what the page reads
     atomic_write_text(out / "SUMMARY.md", render(secs, out, prov) + "\n")
     atomic_write_json(out / "findings.json", {"provenance": prov, "sections": [s.to_json() for s in secs],

@@ -142,7 +142,10 @@ def test_missing_stages_are_reported_not_filled_in(tmp_path, capsys):
     assert md.count("Not run: no results under") >= 7
     assert not re.search(r"\| [\d,.]+ \|", md.split("## Regime")[0])  # no number of ours where nothing ran
     assert "Read " in capsys.readouterr().out
-    assert main(["--out", str(tmp_path / "nowhere")]) == 2
+    assert main(["--out", str(tmp_path / "nowhere")]) == 2 and not (tmp_path / "nowhere").exists()
+    # folders given one by one: the page is written into a new --out (the --help's own example on a fresh checkout)
+    assert main(["--out", str(tmp_path / "page" / "paper"), "--audit", str(tmp_path / "run")]) == 0
+    assert (tmp_path / "page" / "paper" / "SUMMARY.md").is_file()
 
 
 def test_first_128_share_is_the_first_two_bins_together():
