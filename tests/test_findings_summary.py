@@ -120,6 +120,8 @@ def test_summary_numbers_are_the_result_files_numbers(tmp_path):
         rows55 = dict((q, ours) for q, ours, _ in _rows(md, "5.5 Source windows: beginnings against tails"))
         assert rows55["declared contrasts: negative interactions"] == f"{neg} of 8"
         assert rows55["intervals excluding zero (interval adjusted)"] == f"{excl} of 8"
+        # the text targets each checkpoint scored: confirmation.json's (the window summaries record none)
+        assert rows55["confirmation text targets per checkpoint"] == "8,192"
         rev = sum(len(p["reversals"]) for p in prefixes)
         outside = sum(c["outside"] for p in prefixes for c in p["contrasts"])
         rows56 = dict((q, ours) for q, ours, _ in _rows(md, "5.6 Prefix rankings"))
