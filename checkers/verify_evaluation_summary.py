@@ -77,6 +77,9 @@ def _main(args):
             print(f"PASS  {args[0]}: no ranking was made (reference or ranked set absent), nothing to recompute")
             return 0
         z = np.load(args[1], allow_pickle=False)
+    except FileNotFoundError as e:  # a missing file is named, as the confirmation checker names it
+        print(f"error: {e.filename}: no such file; {USAGE}", file=sys.stderr)
+        return 2
     except UNCHECKABLE as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

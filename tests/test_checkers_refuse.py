@@ -99,8 +99,9 @@ def test_the_evidence_checkers_name_a_missing_folder_in_one_line(tmp_path, capsy
             err = capsys.readouterr().err.strip()
             assert len(err.splitlines()) == 1 and err.startswith("error: ") and needle in err, err
     # a folder without the eval's files (a run folder given for the eval folder): the file named, not "truncated"
-    assert confirmation_main([str(tmp_path)]) == 2
-    assert capsys.readouterr().err.strip().startswith(f"error: {tmp_path / 'confirmation.json'}: no such file; ")
+    for main, name in ((confirmation_main, "confirmation.json"), (rankings_main, "rankings.json")):
+        assert main([str(tmp_path)]) == 2
+        assert capsys.readouterr().err.strip().startswith(f"error: {tmp_path / name}: no such file; ")
 
 
 def test_manifest_verify_names_a_few_unparsable_lines_and_refuses_a_non_manifest_in_one(tmp_path, capsys):
