@@ -79,7 +79,8 @@ def _write(fig, path):
 def _save(fig, ax, title, xlabel, ylabel, path):
     """Title (wrapped to the figure's width), axis labels, the legend right of the axes, written."""
     ax.set_title(_wrap(title, fig))
-    ax.set_xlabel(xlabel)
+    if xlabel:  # None: set by the caller (the lowest of several rows)
+        ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     _legend_outside(ax)
     _write(fig, path)
@@ -256,11 +257,33 @@ def position_exposure(summaries, path):
     _write(fig, path)
 
 
+PACKERS_PER_ROW = 12  # more packers than this: another row of bars, so the figure stays readable unzoomed
+
+
 def comparison(comp, path):
-    """Stacked shares per packer (emitted / discarded / buffered of arrived tokens) and padding."""
+    """Stacked shares per packer (emitted / discarded / buffered of arrived tokens) and padding; a row of at most
+    PACKERS_PER_ROW packers, one under another (the main job's 24 in one row made a figure 2,700 pixels wide)."""
     names = list(comp["packers"])
     rows = [comp["packers"][n] for n in names]
-    fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(names) + 3), 4.6), layout="constrained")
+    groups = [list(range(i, min(i + PACKERS_PER_ROW, len(names)))) for i in range(0, len(names), PACKERS_PER_ROW)] or [[]]
+    fig, axes = plt.subplots(len(groups), 1, squeeze=False, layout="constrained",
+                             figsize=(max(7, 0.9 * len(groups[0]) + 3), 4.6 * len(groups)))
+    docs = all(r.get("long_documents_never_started") is not None and r.get("long_documents_arrived") is not None
+               for r in rows)  # documents, each once; arrivals only where some packer has no fate table
+    for ax, group in zip(axes[:, 0], groups):
+        comparison_bars(ax, [names[i] for i in group], [rows[i] for i in group], docs)
+        ax.set_ylabel("share of arrived tokens (%)")
+    budget = rows[0].get("budget_rows", rows[0]["rows"]) if rows else 0
+    short = [n for n, r in zip(names, rows) if not r.get("budget_reached", True)]
+    title = (f"Packers at a budget of {budget:,} rows" if not short else
+             f"Packers with a budget of {budget:,} rows; {', '.join(short)} stopped short (rows made in red)")
+    what = "documents > R never started / arrived" if docs else "arrivals of sources > R never started / arrived"
+    axes[-1, 0].set_xlabel("packer")
+    _save(fig, axes[0, 0], title + f"\n(above each bar: {what})", None, "share of arrived tokens (%)", path)
+
+
+def comparison_bars(ax, names, rows, docs):
+    """One row of comparison's bars: the shares stacked, the padding, and the long documents' counts above."""
     x = np.arange(len(names))
     bottom = np.zeros(len(names))
     for key, label, color in (("emitted_share", "emitted", "tab:green"), ("discarded_share", "discarded", "tab:red"),
@@ -269,8 +292,6 @@ def comparison(comp, path):
         ax.bar(x, v, 0.6, bottom=bottom, label=label, color=color)
         bottom += v
     ax.plot(x, [100 * r["padding_share"] for r in rows], "k^", label="padding (share of row capacity)")
-    docs = all(r.get("long_documents_never_started") is not None and r.get("long_documents_arrived") is not None
-               for r in rows)  # documents, each once; arrivals only where some packer has no fate table
     for xi, r in zip(x, rows):
         short = "" if r.get("budget_reached", True) else f"\n{r['rows']:,} rows!"
         never, arrived = ((r["long_documents_never_started"], r["long_documents_arrived"]) if docs else
@@ -281,13 +302,6 @@ def comparison(comp, path):
     spare = max(0, 3 - len(names)) / 2  # one or two packers: bars of the usual width, not the whole axis
     ax.set_xlim(-0.5 - spare, len(names) - 0.5 + spare)
     ax.set_ylim(0, 118)
-    budget = rows[0].get("budget_rows", rows[0]["rows"]) if rows else 0
-    short = [n for n, r in zip(names, rows) if not r.get("budget_reached", True)]
-    title = (f"Packers at a budget of {budget:,} rows" if not short else
-             f"Packers with a budget of {budget:,} rows; {', '.join(short)} stopped short (rows made in red)")
-    what = "documents > R never started / arrived" if docs else "arrivals of sources > R never started / arrived"
-    _save(fig, ax, title + f"\n(above each bar: {what})", "packer",
-          "share of arrived tokens (%)", path)
 
 
 def startup_delay(perm, paper_range, path):

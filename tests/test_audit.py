@@ -302,6 +302,12 @@ def test_the_comparison_figure_counts_documents_where_every_packer_has_them(monk
     ax = _drawn(monkeypatch, plots.comparison, {"packers": {"torchtune_text": row}}).axes[0]
     title = ax.get_title().replace("\n", " ")
     assert [t.get_text() for t in ax.texts] == ["633/1,522"] and "arrivals of sources > R" in title
+    # the main job's 24 packers: two rows of 12 (in one row, 2,700 pixels wide), every packer once, in order
+    row["long_documents_never_started"] = 0
+    fig = _drawn(monkeypatch, plots.comparison, {"packers": {f"p{i}": row for i in range(24)}})
+    assert [[t.get_text() for t in ax.get_xticklabels()] for ax in fig.axes] == \
+        [[f"p{i}" for i in range(12)], [f"p{i}" for i in range(12, 24)]]
+    assert fig.get_figwidth() == 0.9 * 12 + 3 and fig.axes[1].get_xlabel() == "packer" == fig.axes[0].get_xlabel() + "packer"
 
 
 def test_position_exposure_wraps_into_rows_of_at_most_five(monkeypatch):
