@@ -1053,3 +1053,21 @@ def test_arm_a_costs_its_plain_training_to_the_budget_without_its_earlier_branch
     # two stable shards (2,000 targets, 4 s) and the decay branch's 300 targets and 1.5 s of training; wall:
     # 30 s to the second shard, less the 6 s earlier branch, plus the 5 s branch at the budget
     assert got == {"A_s43": {"arm": "A", "seed": 43, "trained_targets": 2300, "training_s": 5.5, "wall_s": 29.0}}
+
+
+def test_arms_ending_at_one_point_stay_visible_in_the_selection_figure(tmp_path, monkeypatch):
+    """Arms with no rejection end where plain training ends (the main job's A, B and C at seed 43): their final
+    points are drawn largest first, A's circle around B's square around C's triangle, none hidden."""
+    from shardqueue.study import figures
+
+    from matplotlib.figure import Figure
+
+    drawn = []
+    monkeypatch.setattr(figures.plt, "close", drawn.append)
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: None)  # the layout is what is read, not the file
+    curve = {"D": [500, 1000, 2000], "L": [2.8, 2.5, 2.3]}
+    runs = [{"arm": a, "seed": 43, "trained_targets": 1000, "final_selection": {"mean": 2.5}} for a in "CBA"]
+    figures.selection_figure({"adoption": {"seeds": [43]}, "runs": runs,
+                              "reference_curve": {**curve, "per_seed": {"43": curve}}}, tmp_path / "s.png")
+    finals = [ln for ln in drawn[0].axes[0].lines if len(ln.get_xdata()) == 1]
+    assert [(ln.get_marker(), ln.get_markersize()) for ln in finals] == [("o", 15), ("s", 11), ("^", 7)]

@@ -19,6 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 ARM_STYLE = {"A": ("tab:blue", "o"), "B": ("tab:red", "s"), "C": ("tab:green", "^")}
+# final points, largest drawn first: arms that end at the same point (no rejection: the same run) stay visible, nested
+ARM_SIZE = {"A": 15, "B": 11, "C": 7}
 SEED_FILL = ("full", "none")  # first seed filled, every other seed hollow
 SHAPES = {"flag": ("^", "flagged"), "recovered": ("D", "flag recovered, accepted"), "reject": ("X", "rejected"),
           "decay": ("*", "after decay")}
@@ -38,11 +40,11 @@ def selection_figure(summary, path):
                     label=f"A seed {s}: decay branches (raw points)" if i < 2 else None)
     ax.plot(ref["D"], ref["L"], color="navy", lw=2.2, ls="--", label="monotone fit of every seed's points")
     named = set()
-    for r in summary["runs"]:
+    for r in sorted(summary["runs"], key=lambda r: -ARM_SIZE[r["arm"]]):
         col, mk = ARM_STYLE[r["arm"]]
         i = min(seeds.index(r["seed"]), 1)
         lab = (r["arm"], i)
-        ax.plot([r["trained_targets"]], [r["final_selection"]["mean"]], marker=mk, ms=11, color=col,
+        ax.plot([r["trained_targets"]], [r["final_selection"]["mean"]], marker=mk, ms=ARM_SIZE[r["arm"]], color=col,
                 fillstyle=SEED_FILL[i], ls="none", markeredgewidth=1.5,
                 label=None if lab in named else f"{r['arm']} final, seed {r['seed']}" + ("" if i == 0 else " and later"))
         named.add(lab)
