@@ -19,7 +19,7 @@ from audit.lengths_file import read_stream
 from audit.pipeline import StreamInput, audit_packer, horizon
 from audit.replay import PAPER_TARGETS
 from audit.report import verdict
-from audit.topology import audit_topology, check_topology, file_of, parse_split, worker_streams
+from audit.topology import audit_topology, check_topology, file_count, file_of, parse_split, worker_streams
 from errors import DataError
 
 PAPER_SHARE = PAPER_TARGETS / 631_241_817  # the paper's budget as a share of its corpus: one pass or less
@@ -55,7 +55,7 @@ def trace(packer, lengths, row_capacity=2049, buffer=1000, targets=None, labels=
         if v < 1:
             raise DataError(f"{what} {v}: must be positive")
     group, W = parse_split(split_by).for_ranks(ranks), worker_streams(ranks, loader_workers)
-    check_topology(stream.n, W, group, file_of(stream))
+    check_topology(stream.n, W, group, file_of(stream), file_count(stream))
     name = name or getattr(packer, "__name__", "packer")
     spec = Spec(name, lambda R_, B_, w: packer, why_not="its rule is unknown to the audit: the Proposition is not checked")
     with tempfile.TemporaryDirectory() as d:

@@ -25,7 +25,7 @@ from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from
 from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, rows_for_targets
 from audit.report import console_summary, report_md
 from audit.synthetic import paper_like_lengths
-from audit.topology import (audit_topology, check_rows, check_topology, file_of, share_sizes, split_note,
+from audit.topology import (audit_topology, check_rows, check_topology, file_count, file_of, share_sizes, split_note,
                             topology_ok)
 from console.progress import bar
 from console.sizes import size
@@ -136,7 +136,7 @@ def check_buffer(plan, stream, flag="--buffer", smaller="a smaller --buffer"):
     if not paper:
         return
     B, streams = plan.buffer, plan.topology.worker_streams if plan.runs_worker_streams else 1
-    share = min(share_sizes(stream.n, streams, plan.topology.split, file_of(stream)))
+    share = min(share_sizes(stream.n, streams, plan.topology.split, file_of(stream), file_count(stream)))
     given = share * stream.passes if stream.passes else None  # all the smallest stream gives, --passes ending it
     arrivals = min(B, given) if given else B  # the fill: B documents, or all the stream gives
     tasks = max(plan.permutations if plan.runs_permutations else 0, len(paper) * streams if streams > 1 else 0)
@@ -365,7 +365,8 @@ def run_audit(plan) -> int:
         check_out(out, plan.stream)  # before the stream is read: a refused --out costs nothing
         stream = load_stream(plan)
         check_datasets(stream, plan.packers)
-        check_topology(stream.n, plan.topology.worker_streams, plan.topology.split, file_of(stream))
+        check_topology(stream.n, plan.topology.worker_streams, plan.topology.split, file_of(stream),
+                       file_count(stream))
         note = split_note(stream, plan.topology.split) if plan.runs_worker_streams else None
         if note:
             print(note)

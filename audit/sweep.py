@@ -51,7 +51,7 @@ from audit.fmt import table as md_table
 from audit.out_folder import FRONTIER_FILES as FILES, check_out, new_folder, replace_whole
 from audit.plan import SWEEP_KEYS as KEYS
 from audit.run import budget, check_buffer, load_stream
-from audit.topology import check_topology, file_of, rows_per_stream, shares, worker_streams
+from audit.topology import check_topology, file_count, file_of, rows_per_stream, shares, worker_streams
 from corpus.atomic import atomic_write_text
 from errors import DataError
 from loaders.core import PACKERS
@@ -83,7 +83,7 @@ def usable(cfgs, grid, current, targets, stream, group):
             if rows < W:
                 raise DataError(f"--sweep: {describe(cfg)}: the budget of {targets:,} targets makes {rows:,} rows of "
                                 f"{cfg['row_capacity'] - 1:,} targets, fewer than its {W} worker stream(s)")
-            check_topology(stream.n, W, group.for_ranks(cfg["ranks"]), file_of(stream))
+            check_topology(stream.n, W, group.for_ranks(cfg["ranks"]), file_of(stream), file_count(stream))
         except DataError:
             in_grid = cfg["loader_workers"] == current["loader_workers"] and all(
                 cfg[k] in grid.get(k, [current[k]]) for k in KEYS)

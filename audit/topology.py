@@ -96,31 +96,36 @@ def place_in_file(file_of):
     return place
 
 
-def streams_of(n, W, split=1, file_of=None):
+def streams_of(n, W, split=1, file_of=None, files=None):
     """The worker stream of each document under a split: a per-file split reads the files (file_of, one per
-    document), as a loader that opens each file and deals its groups, or the files themselves, from the start."""
+    document), as a loader that opens each file and deals its groups, or the files themselves, from the start.
+    files: the stream's count of files, those without a document included (file_count; the hf deal counts them)."""
     split = as_split(split)
     if not split.per_file:
         return worker_of(n, W, split.group)
     file_of = np.asarray(file_of, dtype=np.int64)
     if split.hf:
-        return hf_streams(file_of, split.ranks, W // split.ranks)
+        return hf_streams(file_of, split.ranks, W // split.ranks, files)
     if split.group is None:
         return file_of % W
     return (place_in_file(file_of) // split.group) % W
 
 
-def hf_streams(file_of, ranks, workers):
+def hf_streams(file_of, ranks, workers, files=None):
     """The worker stream of each document as HF datasets deals a streaming IterableDataset's files (its shards) under
     split_dataset_by_node(rank, ranks) and a DataLoader of `workers` workers (datasets 4.7.0 iterable_dataset.py):
     - files a multiple of ranks: rank r keeps files r, r+N, ... (:2510-2517), and worker k of M the rank's files
       k, k+M, ... (:2440-2450): file f to rank f mod N, worker (f // N) mod M, that is stream f mod N*M;
     - otherwise every rank reads every file (StepExamplesIterable, :2518-2528) and the worker split goes through it
       (:647-652): worker k reads files k, k+M, ..., and rank r keeps documents r, r+N, ... of that worker's stream.
-    Stream w is rank w mod N, worker w // N. The files are counted as those that hold a document (the largest
-    index + 1: a trailing empty file would count as a shard in HF's split and is not seen here)."""
+    Stream w is rank w mod N, worker w // N. files: the count of files (shards), an empty one included: a file of no
+    row is a shard to HF (one with no row group; pyarrow's write_table gives an empty table a row group of 0 rows,
+    which HF's streaming parquet reader refuses), and it moves the deal when it is last: files [3, 4, 0] rows over 2
+    ranks are 3 shards, not a multiple of 2, so each rank keeps every other document. Default: the largest index + 1
+    (a trailing empty file not seen)."""
     f = np.asarray(file_of, dtype=np.int64)
-    files = int(f.max()) + 1 if len(f) else 0
+    if files is None:
+        files = int(f.max()) + 1 if len(f) else 0
     if files % ranks == 0:
         return f % (ranks * workers)
     worker = f % workers
@@ -131,12 +136,12 @@ def hf_streams(file_of, ranks, workers):
     return place % ranks + ranks * worker
 
 
-def share_sizes(n, W, group=1, file_of=None):
+def share_sizes(n, W, group=1, file_of=None, files=None):
     """The documents of each worker stream's share, as worker_of deals them, without a value per document: the full
     groups round-robin, then the last, partial one to the next stream (a per-file split counts its deal)."""
     split = as_split(group)
     if split.per_file:
-        return np.bincount(streams_of(n, W, split, file_of), minlength=W).tolist()
+        return np.bincount(streams_of(n, W, split, file_of, files), minlength=W).tolist()
     group = split.group
     full, rest = divmod(n, group)
     return [full // W * group + group * (w < full % W) + rest * (w == full % W) for w in range(W)]
@@ -148,17 +153,18 @@ def worker_streams(ranks, workers):
     return ranks * workers
 
 
-def check_topology(n, W, group=1, file_of=None):
-    """Every worker stream needs at least one document of the pass (a loader would leave the rest idle)."""
+def check_topology(n, W, group=1, file_of=None, files=None):
+    """Every worker stream needs at least one document of the pass (a loader would leave the rest idle). files: the
+    stream's count of files (file_count), empty ones included."""
     split = as_split(group)
     if split.per_file and file_of is None:
         raise DataError(f"--split-by {split.text}: this stream has no files to deal (lengths given as an array): "
                         "use 'document' or 'group:G'")
     if split.per_file:
-        reached = int(np.count_nonzero(share_sizes(n, W, split, file_of)))
+        reached = int(np.count_nonzero(share_sizes(n, W, split, file_of, files)))
         if reached < W:
             _, per = np.unique(file_of, return_counts=True)
-            what = (f"{len(per):,} file(s)" if split.group is None else
+            what = (f"{max(len(per), files or 0):,} file(s)" if split.group is None else
                     f"{int((-(-per // split.group)).sum()):,} groups of {split.group} documents (counted in each file)")
             fix = ("HF datasets stops the DataLoader workers that get no file: give fewer --loader-workers, or "
                    "more files" if split.hf else
@@ -187,10 +193,15 @@ def file_of(stream):
     return None if stream.index is None else stream.index.file_of
 
 
+def file_count(stream):
+    """The stream's count of files, those that hold no document included (None where it has no index)."""
+    return None if stream.index is None else len(stream.index.files)
+
+
 def shares(stream, W, group=1, refill_docs=128):
     """The W worker streams' shares, in arrival order, each refilled `refill_docs` documents at a time
     (the worker's own packer reads its own iterator; the stream's refill boundaries belong to the whole)."""
-    who = streams_of(stream.n, W, group, file_of(stream))
+    who = streams_of(stream.n, W, group, file_of(stream), file_count(stream))
     out = []
     for w in range(W):
         idx = np.flatnonzero(who == w)

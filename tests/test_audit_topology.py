@@ -7,6 +7,7 @@ import json
 from collections import Counter
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -263,6 +264,32 @@ def test_the_hf_iterable_split_is_hf_datasets_own_deal():
     with pytest.raises(DataError, match=r"^--split-by hf-iterable: 4 worker streams but 3 file\(s\) reach only 3 .*"
                                         "HF datasets stops the DataLoader workers that get no file"):
         check_topology(6, 4, parse_split("hf-iterable").for_ranks(1), np.repeat([0, 1, 2], 2))
+
+
+def test_the_hf_iterable_split_counts_an_empty_last_file_as_a_shard(tmp_path, capsys):
+    """A last file of no row (a parquet file with no row group) is a shard to HF: files of 3, 4 and 0 rows are 3
+    shards, not a multiple of 2 ranks, so each rank keeps every other document (not a whole file). The deal recorded
+    from datasets 4.7.0 itself: load_dataset("parquet", data_files=[...], streaming=True), split_dataset_by_node, a
+    DataLoader of one worker process per rank."""
+    stream = _two_files([3, 4, 0])
+    hf2 = [[(0, 0), (0, 2), (1, 1), (1, 3)], [(0, 1), (1, 0), (1, 2)]]
+    split = parse_split("hf-iterable").for_ranks(2)
+    assert [list(zip(s.index.file_of.tolist(), s.index.row_of.tolist())) for s in shares(stream, 2, split)] == hf2
+    # counted from the documents alone (the largest file index + 1 = 2 files) the deal would be whole files
+    assert streams_of(7, 2, split, stream.index.file_of).tolist() == [0, 0, 0, 1, 1, 1, 1]
+    # over 3 ranks the empty file is rank 2's whole share: HF gives it nothing, the command line refuses
+    pq.write_table(pa.table({"input_ids": [[1, 2]] * 3}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3]] * 4}), tmp_path / "b.parquet")
+    pq.ParquetWriter(tmp_path / "c.parquet", pa.schema([("input_ids", pa.list_(pa.int64()))])).close()
+    argv = ["--corpus", str(tmp_path / "*.parquet"), "--column", "input_ids", "--bos", "none", "--workers", "1",
+            "--row-capacity", "4", "--buffer", "2", "--targets", "9", "--packers", "original", "--permutations", "0",
+            "--no-figures", "--split-by", "hf-iterable", "--ranks", "3", "--out", str(tmp_path / "o")]
+    capsys.readouterr()
+    assert audit_main(argv) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "error: --split-by hf-iterable: 3 worker streams but 3 file(s) reach only 2 of them: every worker stream "
+        "needs a share; HF datasets stops the DataLoader workers that get no file: give fewer --loader-workers, or "
+        "more files")
 
 
 def test_file_group_on_a_length_file_deals_as_group_and_says_so(tmp_path, capsys):
