@@ -383,6 +383,10 @@ def test_a_stage_a_of_another_setting_is_refused_naming_what_differs(micro):
     # the study folder's own stage A, made by an earlier run of another setting: moved aside, not --calibration
     with pytest.raises(DataError, match="move it aside \\(or give another --out\\) to calibrate again"):
         check_setting(cal, MICRO.with_vocab(300), cfg, calib, given=False)
+    # a rerun with --domains (or without the --domains stage A was made with) used stage A's domains silently
+    with pytest.raises(DataError, match=re.escape("(domains built-in (this command's from a file: x y)); give the "
+                                                  "--domains it was made with, or move it aside")):
+        check_setting(cal, MICRO, cfg, calib, given=False, domains={"control": {"x": {}}, "selection": {"y": {}}})
 
 
 def test_a_study_on_a_data_root_with_no_prepared_corpus_is_one_line_and_makes_no_folder(tmp_path, capsys,
