@@ -635,6 +635,11 @@ def test_the_script_run_as_a_process_refuses_in_one_line(tmp_path):
     (["run", "--calibration", "CAL", "--add-source", "new=NOWHERE.parquet"], "NOWHERE.parquet: file not found"),
     (["dose", "--calibration", "NONE"], "calibration.json: not found"),
     (["dose", "--calibration", "CAL", "--trials", "0"], "--trials 0"),
+    (["dose", "--calibration", "CAL", "--harm", "foo"], "--harm 'foo': not one of cipher, parquet"),
+    (["dose", "--calibration", "CAL", "--harm", "parquet"], "--harm parquet needs --harm-parquet PATH"),
+    (["dose", "--calibration", "CAL", "--harm", "parquet", "--harm-parquet", "NOWHERE.parquet"],
+     "NOWHERE.parquet: file not found (--harm-parquet)"),
+    (["calibrate", "--config", "NOWHERE.json", "--domains", "NOWHERE.json"], "NOWHERE.json: domains file not found"),
     (["return", "s001"], "decisions.jsonl: no decision log"),
 ])
 def test_a_refused_command_leaves_no_folder_or_lock_behind(tmp_path, capsys, argv, needle):
