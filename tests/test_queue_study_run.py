@@ -396,6 +396,15 @@ def test_a_study_on_a_data_root_with_no_prepared_corpus_is_one_line_and_makes_no
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "corpus not prepared" in err[0] and str(tmp_path / "no-data") in err[0], err
     assert not (tmp_path / "s").exists()  # no folder holding only provenance.json
+    # a --domains file that is not there: one line before anything is made (it left provenance.json alone there)
+    import argparse
+
+    from shardqueue.study.run import run_study
+
+    assert run_study(argparse.Namespace(preset="micro", out=str(tmp_path / "s"), data_dir=str(tmp_path / "no-data"),
+                                        domains=str(tmp_path / "d.json"), device="cpu")) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'd.json'}: domains file not found\n"
+    assert not (tmp_path / "s").exists()
 
 
 def test_the_prepare_command_a_missing_corpus_suggests_names_the_data_root_it_was_looked_for_in(tmp_path, capsys,

@@ -373,6 +373,8 @@ def run_study(a, log=print):
         print(f"error: --workers {a.workers}: must be at least 1", file=sys.stderr)
         return 2
     try:
+        if getattr(a, "domains", None):  # a missing or malformed domains file: one line, no --out behind
+            load_domains(a.domains)
         # the prepared corpus first, where this machine reads it: a missing data root leaves no --out behind
         if getattr(a, "engine", "local") == "local":
             Layout(data_root(a, calibration_dir(a, out)), p.source).prepared()
