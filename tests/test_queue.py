@@ -820,7 +820,7 @@ def test_resume_refuses_any_difference_from_the_start_record(calibrated, full_ru
     """Seed, policy, calibration (an edited k) and corpus are each refused, naming the field (issue 20)."""
     out = _unfinished_copy(full_run, tmp_path, "differs")
     before = (out / "decisions.jsonl").read_bytes()
-    with pytest.raises(DataError, match="another seed"):
+    with pytest.raises(DataError, match=re.escape("another seed (43 when the run started, 99 now)")):
         _run(calibrated, out, resume=True, seed=99)
     with pytest.raises(DataError, match="another policy"):
         _run(calibrated, out, resume=True, policy="plain")
