@@ -207,7 +207,9 @@ def check_reads(a, out):
     # late, as main()'s: these load torch through the queue's modules, and the parser's refusals come first
     from shardqueue.api import check_calibrated
     from shardqueue.calibration import load_config
+    from shardqueue.study.dose import check_harm
     from shardqueue.world.corpus_view import check_vocab
+    from shardqueue.world.domains import load_domains
     from shardqueue.world.sources import parse as parse_source
 
     if a.command == "run":
@@ -221,9 +223,12 @@ def check_reads(a, out):
             raise DataError("calibrate needs --config CFG.json, the training config (model shape, data root, source; "
                             "the main job writes one, runs/main/queue/config.json): without it stage A would train "
                             "the default, paper-scale model")
+        if a.domains:
+            load_domains(a.domains)  # a missing or malformed domains file
         check_vocab(load_config(a.config, a.set))  # a missing file, a bad --set, a corpus the model does not fit
     if a.command == "dose":
         check_calibrated(a.calibration or DEFAULT_FOLDER)
+        check_harm(a.harm, a.harm_parquet)  # a bad kind, or a missing --harm-parquet file
     if a.command == "return" and not (out / "decisions.jsonl").exists():
         raise DataError(f"{out / 'decisions.jsonl'}: no decision log")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from errors import DataError
 from records.queue_run import RuleCalibration, RunSummary, Scores, ScreenAgreement
 from shardqueue.calibration import open_calibration, start_state
-from shardqueue.checks.report import screen_agreement, write_report
+from shardqueue.checks.report import budget_shortfall, screen_agreement, write_report
 from shardqueue.engine.final_decay import final_decay
 from shardqueue.engine.log import DecisionLog, read_log, record_sha256, verify_chain
 from shardqueue.engine.plan import RunPlan
@@ -222,9 +222,21 @@ def describe_run(summary, out):
     report.md states first, not an error in its input."""
     line = (f"accepted {len(summary.accepted)} shards ({summary.accepted_tokens} targets), quarantined "
             f"{summary.quarantined}, rejections {summary.rejections}; report: {Path(out) / 'report.md'}")
+    short = budget_shortfall(_start_record(out).get("budget_targets"), summary)
+    if short:
+        line += f"\nthe {short}"
     through = None
     if summary.harmful_accepted and summary.policy == "queue":
         through = (f"result: harmful shard(s) {', '.join(summary.harmful_accepted)} ended accepted without a return: "
                    "the queue let a planted harmful shard through (report.md's first section; queue_summary.json "
                    "harmful_accepted)")
     return line, through
+
+
+def _start_record(out):
+    """The first record of the run's log (its plan), or {} where there is none."""
+    try:
+        with open(Path(out) / "decisions.jsonl", encoding="utf-8") as f:
+            return json.loads(f.readline() or "{}")
+    except (OSError, ValueError):
+        return {}

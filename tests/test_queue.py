@@ -598,6 +598,26 @@ def test_the_report_opens_with_what_became_of_the_planted_harmful_shards(full_ru
     assert harmful_lines(caught, {**pool, "roles": {"s0001": "candidate"}}) == []
 
 
+def test_a_run_that_ran_out_of_candidates_says_it_did_not_reach_its_budget(full_run):
+    """The strict run quarantines shards until its candidates run out, short of its budget; its report's header
+    named the budget alone and the console line only the targets accepted (as on a new user's corpus: 17,009 of
+    20,911), as if the budget had been trained."""
+    from dataclasses import replace
+
+    from shardqueue.runs import describe_run
+
+    out, summary = full_run[0], full_run[1]
+    budget = json.loads((out / "decisions.jsonl").read_text().splitlines()[0])["budget_targets"]
+    got = summary.accepted_tokens
+    assert got < budget and summary.quarantined
+    said = (f"budget was not reached: {got:,} of {budget:,} accepted targets ({got / budget:.0%}); the candidates "
+            f"ran out ({len(summary.quarantined)} quarantined, {len(summary.undecided)} undecided, "
+            f"{len(summary.deferred_pending)} deferred and pending)")
+    assert f"\n\n**The {said}.**\n\n" in (out / "report.md").read_text()
+    assert describe_run(summary, out)[0].endswith(f"\nthe {said}")
+    assert "not reached" not in describe_run(replace(summary, accepted_tokens=budget), out)[0]
+
+
 def test_the_script_run_as_a_process_refuses_in_one_line(tmp_path):
     """One refusal through a real `python queue/run_queue.py` (its exit status, and no import-time
     warning beside the line); the other messages are checked in-process above (each process pays
@@ -615,6 +635,11 @@ def test_the_script_run_as_a_process_refuses_in_one_line(tmp_path):
     (["run", "--calibration", "CAL", "--add-source", "new=NOWHERE.parquet"], "NOWHERE.parquet: file not found"),
     (["dose", "--calibration", "NONE"], "calibration.json: not found"),
     (["dose", "--calibration", "CAL", "--trials", "0"], "--trials 0"),
+    (["dose", "--calibration", "CAL", "--harm", "foo"], "--harm 'foo': not one of cipher, parquet"),
+    (["dose", "--calibration", "CAL", "--harm", "parquet"], "--harm parquet needs --harm-parquet PATH"),
+    (["dose", "--calibration", "CAL", "--harm", "parquet", "--harm-parquet", "NOWHERE.parquet"],
+     "NOWHERE.parquet: file not found (--harm-parquet)"),
+    (["calibrate", "--config", "NOWHERE.json", "--domains", "NOWHERE.json"], "NOWHERE.json: domains file not found"),
     (["return", "s001"], "decisions.jsonl: no decision log"),
 ])
 def test_a_refused_command_leaves_no_folder_or_lock_behind(tmp_path, capsys, argv, needle):
@@ -795,7 +820,7 @@ def test_resume_refuses_any_difference_from_the_start_record(calibrated, full_ru
     """Seed, policy, calibration (an edited k) and corpus are each refused, naming the field (issue 20)."""
     out = _unfinished_copy(full_run, tmp_path, "differs")
     before = (out / "decisions.jsonl").read_bytes()
-    with pytest.raises(DataError, match="another seed"):
+    with pytest.raises(DataError, match=re.escape("another seed (43 when the run started, 99 now)")):
         _run(calibrated, out, resume=True, seed=99)
     with pytest.raises(DataError, match="another policy"):
         _run(calibrated, out, resume=True, policy="plain")

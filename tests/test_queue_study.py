@@ -1071,3 +1071,6 @@ def test_arms_ending_at_one_point_stay_visible_in_the_selection_figure(tmp_path,
                               "reference_curve": {**curve, "per_seed": {"43": curve}}}, tmp_path / "s.png")
     finals = [ln for ln in drawn[0].axes[0].lines if len(ln.get_xdata()) == 1]
     assert [(ln.get_marker(), ln.get_markersize()) for ln in finals] == [("o", 15), ("s", 11), ("^", 7)]
+    # the legend beside the axes, not over them: inside at the upper right it hid a run's final point there
+    ax, r = drawn[0].axes[0], drawn[0].canvas.get_renderer()
+    assert ax.get_legend().get_window_extent(r).x0 > ax.get_window_extent(r).x1

@@ -97,6 +97,13 @@ def test_arm_c_rejects_as_often_as_b_and_compute_is_given_per_arm(micro):
                                                             rel=1e-4)
     report = (micro["out"] / "report.md").read_text()
     assert "**Compute per arm**" in report and "Overhead of B over A" in report and "Arm C's rejections" in report
+    # seconds to a tenth (whole seconds at this scale read 2 and 7 for a ratio of 2.80x), and arm A's row said to run
+    # past the budget (its kept updates outnumbered those of the same shards in an arm C without a rejection)
+    c = s["answers"]["compute"]["A_s43"]
+    row = (f"| A_s43 | {c['kept_updates']} | {c['wasted_updates']} | {c['screens']} | {c['train_kept_s']:.1f} | "
+           f"{c['train_wasted_s']:.1f} | {c['measure_screen_other_s']:.1f} | {c['reference_branches_s']:.1f} |")
+    assert row in report
+    assert "Arm A's rows are its whole run: its stable shards past the budget" in report
 
 
 def test_d_counts_targets_after_the_shared_start_and_budgets_are_equal(micro):
@@ -383,6 +390,10 @@ def test_a_stage_a_of_another_setting_is_refused_naming_what_differs(micro):
     # the study folder's own stage A, made by an earlier run of another setting: moved aside, not --calibration
     with pytest.raises(DataError, match="move it aside \\(or give another --out\\) to calibrate again"):
         check_setting(cal, MICRO.with_vocab(300), cfg, calib, given=False)
+    # a rerun with --domains (or without the --domains stage A was made with) used stage A's domains silently
+    with pytest.raises(DataError, match=re.escape("(domains built-in (this command's from a file: x y)); give the "
+                                                  "--domains it was made with, or move it aside")):
+        check_setting(cal, MICRO, cfg, calib, given=False, domains={"control": {"x": {}}, "selection": {"y": {}}})
 
 
 def test_a_study_on_a_data_root_with_no_prepared_corpus_is_one_line_and_makes_no_folder(tmp_path, capsys,
@@ -392,6 +403,15 @@ def test_a_study_on_a_data_root_with_no_prepared_corpus_is_one_line_and_makes_no
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "corpus not prepared" in err[0] and str(tmp_path / "no-data") in err[0], err
     assert not (tmp_path / "s").exists()  # no folder holding only provenance.json
+    # a --domains file that is not there: one line before anything is made (it left provenance.json alone there)
+    import argparse
+
+    from shardqueue.study.run import run_study
+
+    assert run_study(argparse.Namespace(preset="micro", out=str(tmp_path / "s"), data_dir=str(tmp_path / "no-data"),
+                                        domains=str(tmp_path / "d.json"), device="cpu")) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'd.json'}: domains file not found\n"
+    assert not (tmp_path / "s").exists()
 
 
 def test_the_prepare_command_a_missing_corpus_suggests_names_the_data_root_it_was_looked_for_in(tmp_path, capsys,

@@ -193,6 +193,9 @@ def write_report(out, recs, calib, pool, summary):
     L = ["# Queue report", "",
          f"Policy **{start['policy']}**, seed {start['seed']}, run `{start['run_id']}`; budget {start['budget_targets']} "
          f"accepted targets; a rotation boundary every {start['rotation_shards']} shards. Losses are control-set BPB.", ""]
+    short = budget_shortfall(start.get("budget_targets"), summary)
+    if short:
+        L += [f"**The {short}.**", ""]
     L += harmful_lines(summary, pool)
     if pool.get("reserve"):
         L += [f"A flag's recovery is tested on the reserve of calibration-source shards ({', '.join(pool['reserve'])}), "
@@ -221,6 +224,17 @@ def write_report(out, recs, calib, pool, summary):
           "exceeded its threshold most, in that domain's colour; dotted red lines are rollbacks (the next point is "
           "the restored state's next shard).", ""]
     atomic_write_text(out / "report.md", "\n".join(L))
+
+
+def budget_shortfall(budget, summary):
+    """What a run that ended short of its budget of accepted targets reached, or None: the queue stops when its
+    candidates run out (quarantined, undecided), and a header naming the budget alone reads as if it was trained."""
+    got = summary.accepted_tokens
+    if budget is None or got >= budget:
+        return None
+    return (f"budget was not reached: {got:,} of {budget:,} accepted targets ({got / budget:.0%}); the candidates "
+            f"ran out ({len(summary.quarantined)} quarantined, {len(summary.undecided)} undecided, "
+            f"{len(summary.deferred_pending)} deferred and pending)")
 
 
 def harmful_lines(summary, pool):

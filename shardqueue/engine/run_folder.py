@@ -102,10 +102,18 @@ def check_start_record(start, runner, log_path):
     now["calibration"] = {k: runner.calib.get(k) for k in ("k", "frac", "sigma")}
     now["pool_sha256"] = runner.pool["_sha256"]
     now["corpus"] = runner.corpus
-    diff = [k for k in now if start.get(k) != now[k]] + settings_differences(start, runner.cfg, runner.calib)
+    diff = [_then_now(k, start.get(k), now[k]) for k in now if start.get(k) != now[k]]
+    diff += settings_differences(start, runner.cfg, runner.calib)
     if diff:
         raise DataError(f"{log_path}: the run started with another {', '.join(diff)}; refusing to resume "
                         f"(resume with the start record's settings, or start a new run)")
+
+
+def _then_now(key, then, now):
+    """A differing plan field, with both values where they are short (a seed, a budget): `run --resume` without the
+    --budget-targets the run started with is refused, and the line says which budget to give."""
+    short = all(isinstance(v, (bool, int, float, str, type(None))) and len(repr(v)) <= 24 for v in (then, now))
+    return f"{key} ({then!r} when the run started, {now!r} now)" if short else key
 
 
 def check_finished_log(out, recs):

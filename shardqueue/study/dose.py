@@ -67,19 +67,16 @@ def exact_mix(harm_docs, clean_docs, total, fraction):
     return np.concatenate([h, c]), n_harm
 
 
-def harm_function(kind, world, seed, vocab, harm_parquet=None):
-    """(tokens, rng) -> a harmful document's tokens; for `parquet`, the list of the bad documents' tokens."""
+def check_harm(kind, harm_parquet=None):
+    """A harm the dose command can apply, else one line: run_queue.py checks it before making the --out folder."""
     if kind == "cipher":
-        perm = np.random.default_rng(seed).permutation(vocab)
-        return lambda t, rng: remapped(t, perm, world.bos)
+        return
     if kind == "parquet":
         if not harm_parquet:
             raise DataError("--harm parquet needs --harm-parquet PATH (a parquet file with a text column)")
-
-        texts = [t for _, batch in iter_row_group_texts(harm_parquet) for t in batch if t.strip()]
-        if not texts:
-            raise DataError(f"{harm_parquet}: no non-empty documents")
-        return [np.asarray([world.bos] + world.enc.encode_ordinary(t), dtype=np.int64) for t in texts]
+        if not Path(harm_parquet).is_file():
+            raise DataError(f"{harm_parquet}: file not found (--harm-parquet)")
+        return
     try:
         # late and guarded: a checkout without the text-damage kinds still runs the cipher and parquet harms
         from shardqueue.world.damage import DAMAGES
@@ -87,6 +84,21 @@ def harm_function(kind, world, seed, vocab, harm_parquet=None):
         raise DataError(f"--harm {kind}: the text-damage kinds (shardqueue/world/damage.py) are not in this checkout") from None
     if kind not in DAMAGES:
         raise DataError(f"--harm {kind!r}: not one of cipher, parquet, {', '.join(sorted(DAMAGES))}")
+
+
+def harm_function(kind, world, seed, vocab, harm_parquet=None):
+    """(tokens, rng) -> a harmful document's tokens; for `parquet`, the list of the bad documents' tokens."""
+    check_harm(kind, harm_parquet)
+    if kind == "cipher":
+        perm = np.random.default_rng(seed).permutation(vocab)
+        return lambda t, rng: remapped(t, perm, world.bos)
+    if kind == "parquet":
+        texts = [t for _, batch in iter_row_group_texts(harm_parquet) for t in batch if t.strip()]
+        if not texts:
+            raise DataError(f"{harm_parquet}: no non-empty documents")
+        return [np.asarray([world.bos] + world.enc.encode_ordinary(t), dtype=np.int64) for t in texts]
+    from shardqueue.world.damage import DAMAGES
+
     fn = DAMAGES[kind]
 
     def text_damage(t, rng):

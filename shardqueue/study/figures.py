@@ -29,7 +29,7 @@ KIND_COLOURS = {"clean": "tab:gray", "cipher": "black", "prose": "tab:purple", "
 
 
 def selection_figure(summary, path):
-    fig, ax = plt.subplots(figsize=(8.5, 5))
+    fig, ax = plt.subplots(figsize=(10.5, 5))
     seeds = summary["adoption"]["seeds"]
     ref = summary["reference_curve"]
     for i, s in enumerate(seeds):
@@ -52,7 +52,8 @@ def selection_figure(summary, path):
     ax.set_title("Selection axis after the final decay: loss against D")
     ax.set_xlabel("D: targets trained after the shared start (log scale)")
     ax.set_ylabel("selection loss (bits per byte, domain mean)")
-    ax.legend(fontsize=7, ncol=2, loc="upper right")
+    # beside the axes: inside, wherever it sat, it covered final points (a corpus whose runs end high and late)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -139,13 +139,16 @@ def questions_lines(s):
           "Measure, screen, checkpoints, setup (s) | Reference branches (s) | Overhead / kept training |",
           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for n, c in sorted(ans["compute"].items()):
-        L.append(f"| {n} | {c['kept_updates']} | {c['wasted_updates']} | {c['screens']} | {c['train_kept_s']:.0f} | "
-                 f"{c['train_wasted_s']:.0f} | {c['measure_screen_other_s']:.0f} | {c['reference_branches_s']:.0f} | "
+        L.append(f"| {n} | {c['kept_updates']} | {c['wasted_updates']} | {c['screens']} | {c['train_kept_s']:.1f} | "
+                 f"{c['train_wasted_s']:.1f} | {c['measure_screen_other_s']:.1f} | {c['reference_branches_s']:.1f} | "
                  f"{_times(c['overhead_vs_kept_training'])} |")
     L += ["", "![compute per run](compute.png)", "",
           "Overhead / kept training = (wasted training + measurement, screening, checkpoints) / kept training time. "
           "The measurement column also holds each run's setup: opening the frozen pool and, for each further seed's "
-          "first run (arm B), training that seed's start state on the shared stage-A shards.", ""]
+          "first run (arm B), training that seed's start state on the shared stage-A shards. Arm A's rows are its "
+          "whole run: its stable shards past the budget, to where its reference curve ends, and its own decay there "
+          "(an arm C with no rejection trains arm A's shards to the budget, and fewer updates); the compute per arm "
+          "below stops arm A at the budget.", ""]
     return L
 
 

@@ -124,7 +124,8 @@ def stage_a(a, p, out, rq, log, data=None):
         log(f"stage A: using the calibration in {cal}")
         # before the corpus is opened with it: a stage A of another model (vocabulary included) is named as such
         check_setting(cal, p, json.loads((cal / "config.json").read_text()), rq.check_calibrated(cal),
-                      given=bool(getattr(a, "calibration", None)))
+                      given=bool(getattr(a, "calibration", None)),
+                      domains=load_domains(a.domains) if getattr(a, "domains", None) else None)
     cfg, world, pool, calib = rq.open_calibration(cal, a.device, data)
     if calib["seed"] != p.seeds[0]:
         raise DataError(f"{cal / 'calibration.json'}: calibrated at seed {calib['seed']}, the preset's first seed is "
@@ -132,19 +133,29 @@ def stage_a(a, p, out, rq, log, data=None):
     return cfg, world, pool, calib, cal
 
 
-def check_setting(cal, p, have, calib, given=True):
-    """A stage A (--calibration, or the study folder's own) of this preset's setting: its model, batch, source and
-    shards, else one line naming what differs (the arms would train the other setting under this preset's name).
-    have: its config.json; given: named by --calibration (else the study folder's own, made by an earlier run)."""
+def check_setting(cal, p, have, calib, given=True, domains=None):
+    """A stage A (--calibration, or the study folder's own) of this preset's setting: its model, batch, source,
+    shards and control and selection domains, else one line naming what differs (the arms would train the other
+    setting under this preset's name). have: its config.json; given: named by --calibration (else the study
+    folder's own, made by an earlier run); domains: this command's --domains file, loaded (None: the built-in)."""
     settings = calib.get("plan", {}).get("settings", {})
     want = {**{k: (have.get(k), v) for k, v in {**p.model(), "source": p.source}.items()},
             **{k: (settings.get(k), v) for k, v in asdict(queue_settings(p)).items() if k in settings and k != "domains"}}
     differ = [f"{k} {got} (the preset's {v})" for k, (got, v) in want.items() if str(got) != str(v)]
+    same_domains = settings.get("domains") == domains  # another --domains, or none, used stage A's silently
+    if not same_domains:
+        differ.insert(0, f"domains {_domains_named(settings.get('domains'))} (this command's "
+                         f"{_domains_named(domains)})")
     if differ:
         todo = (f"give one made by this preset{' and --source' if p.source != 'stdlib' else ''}, or leave "
                 "--calibration out") if given else "move it aside (or give another --out) to calibrate again"
+        todo = todo if same_domains else f"give the --domains it was made with, or {todo}"
         raise DataError(f"{cal}: a stage A of another setting ({', '.join(differ[:4])}{', ...' if len(differ) > 4 else ''}); "
                         + todo)
+
+
+def _domains_named(spec):
+    return "built-in" if not spec else "from a file: " + " ".join(sorted(n for part in spec.values() for n in part))
 
 
 def stage_a_curves(rq, world, pool, calib, cfg):
@@ -362,6 +373,8 @@ def run_study(a, log=print):
         print(f"error: --workers {a.workers}: must be at least 1", file=sys.stderr)
         return 2
     try:
+        if getattr(a, "domains", None):  # a missing or malformed domains file: one line, no --out behind
+            load_domains(a.domains)
         # the prepared corpus first, where this machine reads it: a missing data root leaves no --out behind
         if getattr(a, "engine", "local") == "local":
             Layout(data_root(a, calibration_dir(a, out)), p.source).prepared()
