@@ -34,6 +34,7 @@ from shardqueue.calibration import calibrated_state, open_calibration
 from shardqueue.engine.packing import shard_rows, shard_tokens
 from shardqueue.engine.training import one_thread, train_rows
 from shardqueue.policy.rule import judge
+from shardqueue.world.damage import DAMAGES
 from shardqueue.world.domains import measure as measure_control
 from shardqueue.world.harmful import remapped
 from shardqueue.world.rotation import shard_docs
@@ -77,11 +78,6 @@ def check_harm(kind, harm_parquet=None):
         if not Path(harm_parquet).is_file():
             raise DataError(f"{harm_parquet}: file not found (--harm-parquet)")
         return
-    try:
-        # late and guarded: a checkout without the text-damage kinds still runs the cipher and parquet harms
-        from shardqueue.world.damage import DAMAGES
-    except ImportError:
-        raise DataError(f"--harm {kind}: the text-damage kinds (shardqueue/world/damage.py) are not in this checkout") from None
     if kind not in DAMAGES:
         raise DataError(f"--harm {kind!r}: not one of cipher, parquet, {', '.join(sorted(DAMAGES))}")
 
@@ -97,8 +93,6 @@ def harm_function(kind, world, seed, vocab, harm_parquet=None):
         if not texts:
             raise DataError(f"{harm_parquet}: no non-empty documents")
         return [np.asarray([world.bos] + world.enc.encode_ordinary(t), dtype=np.int64) for t in texts]
-    from shardqueue.world.damage import DAMAGES
-
     fn = DAMAGES[kind]
 
     def text_damage(t, rng):
