@@ -30,6 +30,7 @@ Config overrides are given to calibrate as `--set key=value` (never as bare word
 command has its own options: `python queue/run_queue.py COMMAND --help`.
 """
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -143,7 +144,8 @@ def main(argv=None):
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from shardqueue.api import RunPlan, calibrate, describe_calibration, describe_run, return_from_quarantine, run
+    from shardqueue.api import (RunPlan, calibrate, describe_calibration, describe_run, prose_note,
+                                return_from_quarantine, run)
     from shardqueue.checks.reexecute import reexecute_folder
     from shardqueue.checks.replay import reconstruct_folder
     from shardqueue.study.dose import dose_response
@@ -176,7 +178,9 @@ def main(argv=None):
                 if not rec["ok"]:
                     print(f"error: calibration failed: {rec['reason']}", file=sys.stderr)
                     return 1
-                print(describe_calibration(rec))
+                # the pool as written: its roles say whether the prose shard asked for was planted
+                pool = json.loads((out / "pool.json").read_text())
+                print(describe_calibration(rec, prose_note(QueueSettings.of(s), pool)))
                 return 0
             if a.command == "dose":
                 dose_response(out, a.calibration or DEFAULT_FOLDER, trials=a.trials, device=a.device, harm=a.harm,

@@ -11,13 +11,15 @@ its JSON files; nothing reads argv. The command lines over it are queue/run_queu
     return_from_quarantine()  one return of an inspected, cause-free shard to the next rotation (runs.py)
     score(), score_checkpoint()  official, control and selection BPB of a model or a queue checkpoint
     describe_calibration(), describe_run()  the one-line results the command line and the main job print
+    prose_note()              why a prose shard asked for was not planted, or of which register (calibration.py)
     candidates_for_budget()   how many candidate shards a budget needs (world/pool.py)
 """
-from shardqueue.calibration import calibrate, check_calibrated, describe_calibration, open_calibration
+from shardqueue.calibration import calibrate, check_calibrated, describe_calibration, open_calibration, prose_note
 from shardqueue.engine.plan import RunPlan
 from shardqueue.engine.scoring import score
 from shardqueue.runs import describe_run, return_from_quarantine, run, score_checkpoint
 from shardqueue.world.pool import candidates_for_budget
 
 __all__ = ["RunPlan", "calibrate", "candidates_for_budget", "check_calibrated", "describe_calibration",
-           "describe_run", "open_calibration", "return_from_quarantine", "run", "score", "score_checkpoint"]
+           "describe_run", "open_calibration", "prose_note", "return_from_quarantine", "run", "score",
+           "score_checkpoint"]

@@ -103,6 +103,20 @@ def plan_record(s, pool) -> dict:
             "reserve": pool["reserve"]}
 
 
+def prose_note(s, pool) -> str:
+    """'' where the prose shards asked for were planted; else why not, in one sentence. The prose shard is drawn from
+    documents labelled exactly 'prose' (pool.draw_documents): a corpus of other labels plants none, and a corpus
+    calibrated on prose plants a shard of the calibration source's own register, not another one."""
+    if not s.prose_shards:
+        return ""
+    if not any(r == "prose" for r in pool.get("roles", {}).values()):
+        return ("no document is labelled 'prose': the prose shard (a source in another register) is not planted "
+                "(--prose-shards 0 leaves it out knowingly)")
+    if pool["calibration_source"] == "prose":
+        return "the prose shard is of the calibration source's own register (calibrated on 'prose'), not another one"
+    return ""
+
+
 def train_stage_a(trainer, world, pool, s) -> dict:
     """The calibration shards trained in order, the control losses measured after the warm-up and after each
     shard (each sub-shard checkpoint of a held-out shard): {"states", "step", "targets", "branch" (the state
@@ -230,8 +244,8 @@ def start_state(cfg, world, pool, calib, calibration_dir, seed, out):
     return st
 
 
-def describe_calibration(rec):
-    """The one line `calibrate` prints on success."""
+def describe_calibration(rec, note=""):
+    """The one line `calibrate` prints on success, and a note under it where one is given (prose_note)."""
     return (f"calibrated: k={rec['k']} frac={rec['frac']} {rate_kind(rec)} false rejections "
             f"{rec['false_rejections']}/{rec['transitions']} (95% upper bound {rec['upper95']:.3f}); "
-            f"sigma {', '.join(f'{d}={v:.4f}' for d, v in rec['sigma'].items())}")
+            f"sigma {', '.join(f'{d}={v:.4f}' for d, v in rec['sigma'].items())}" + (f"\nnote: {note}" if note else ""))

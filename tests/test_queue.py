@@ -528,6 +528,26 @@ def test_cli_calibrate_failure_is_one_line_and_nonzero(calibrated, tmp_path, mon
     assert len(lines) == 1 and lines[0].startswith("error: calibration failed") and "Traceback" not in err
 
 
+def test_cli_calibrate_says_under_its_line_a_prose_shard_it_could_not_plant(calibrated, tmp_path, monkeypatch,
+                                                                             capsys):
+    """The command reads the pool it wrote: no shard of role 'prose' though one was asked for (the default) is a note
+    under the calibrated line (stage A itself replaced here: only the command's reading of its folder is tested)."""
+    from shardqueue import api
+
+    def stage_a(out, *a, **k):
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "pool.json").write_text(json.dumps({"roles": {"c0": "calibration"}, "calibration_source": "docs"}))
+        return {"ok": True, "k": 2.5, "frac": 0.5, "false_rejections": 0, "transitions": 12, "upper95": 0.2,
+                "sigma": {"docs": 0.01}}
+
+    monkeypatch.setattr(api, "calibrate", stage_a)
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({**CFG, "data_dir": str(calibrated["data"])}))
+    assert cli.main(["calibrate", "--config", str(cfg), "--out", str(tmp_path / "q")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-2].startswith("calibrated: k=2.5") and lines[-1].startswith("note: no document is labelled 'prose'")
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["reconstruct", "updates=5"], "--set key=value"),
     (["reconstruct"], "no such queue folder"),

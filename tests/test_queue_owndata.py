@@ -263,3 +263,20 @@ def test_calibrate_refuses_a_model_vocabulary_other_than_the_corpus_in_one_line_
                    f"data_dir={own['data']}", "vocab=8192", "--out", str(tmp_path / "q")])
     one_line_error(capsys, rc, "a vocabulary of 400, the model's config 8,192", "--set vocab=400")
     assert not (tmp_path / "q").exists()
+
+
+def test_a_prose_shard_that_cannot_be_planted_is_said_when_calibrating():
+    """The prose shard is drawn from documents labelled exactly 'prose': a corpus of other labels plants none, and one
+    calibrated on 'prose' plants its own register. Both are said under the calibrate line; a planted one is not."""
+    from shardqueue.calibration import describe_calibration, prose_note
+    from shardqueue.settings import QueueSettings
+
+    s = QueueSettings(prose_shards=1)
+    none = {"roles": {"c0": "calibration", "s0": "candidate"}, "calibration_source": "docs"}
+    planted = {"roles": {"c0": "calibration", "r0": "prose"}, "calibration_source": "docs"}
+    assert prose_note(s, none).startswith("no document is labelled 'prose': the prose shard")
+    assert "own register" in prose_note(s, {**planted, "calibration_source": "prose"})
+    assert prose_note(s, planted) == "" == prose_note(QueueSettings(prose_shards=0), none)
+    rec = {"k": 2.5, "frac": 0.5, "false_rejections": 0, "transitions": 12, "upper95": 0.221, "sigma": {"docs": 0.01}}
+    assert describe_calibration(rec, prose_note(s, none)).splitlines()[1] == f"note: {prose_note(s, none)}"
+    assert len(describe_calibration(rec, prose_note(s, planted)).splitlines()) == 1
