@@ -176,6 +176,22 @@ def test_dose_takes_the_damage_as_an_argument(calibrated, tmp_path, harm):
     assert f"harm: {harm}" in (tmp_path / "d" / "dose.md").read_text()
 
 
+def test_dose_md_calls_the_clean_doses_rejections_false_rejections():
+    """A helper's corpus of several registers: its 0% dose (clean shards) was rejected in every trial, where stage A
+    measured 0 of 12; dose.md now says that those are false rejections, beside stage A's rate."""
+    from shardqueue.study.dose import dose_md
+
+    def row(f, rejected):
+        return {"fraction": f, "realised_share": f, "flag_rate": rejected, "reject_rate": rejected,
+                "mean_max_rise_over_threshold": 1.0}
+
+    rec = {"harm": "cipher", "harm_parquet": None, "trials": 2, "rows": [row(0.0, 1.0), row(0.5, 1.0)]}
+    calib = {"k": 2.5, "frac": 0.5, "false_rejections": 0, "transitions": 12}
+    assert dose_md(rec, calib)[-1].startswith("At the 0% dose every trial is a clean shard: its rejection rate, 1.00, "
+                                              "is a false-rejection rate, against the 0/12 stage A measured")
+    assert dose_md({**rec, "rows": [row(0.0, 0.0), row(0.5, 1.0)]}, calib)[-1].startswith("| 50% |")
+
+
 def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, tmp_path, monkeypatch):
     from shardqueue.engine.runner import Runner
 

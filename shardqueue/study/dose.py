@@ -172,8 +172,21 @@ def dose_md(rec, calib):
           "(model and optimizer moments restored), followed by one clean recovery shard.", "",
           "| harmful fraction | realised share of targets | flag rate | rejection rate | mean largest rise / threshold |",
           "|---|---|---|---|---|"]
-    return md + [f"| {r['fraction']:.0%} | {r['realised_share']:.2%} | {r['flag_rate']:.2f} | {r['reject_rate']:.2f} | "
-                 f"{r['mean_max_rise_over_threshold']:.2f} |" for r in rec["rows"]]
+    md += [f"| {r['fraction']:.0%} | {r['realised_share']:.2%} | {r['flag_rate']:.2f} | {r['reject_rate']:.2f} | "
+           f"{r['mean_max_rise_over_threshold']:.2f} |" for r in rec["rows"]]
+    return md + clean_dose_lines(rec["rows"], calib)
+
+
+def clean_dose_lines(rows, calib):
+    """Under the table, where the 0% dose (clean shards) was rejected: those are false rejections, beside the rate
+    stage A measured (its calibration transitions), which they may not match on a corpus of several registers."""
+    clean = [r for r in rows if r["fraction"] == 0 and r["reject_rate"] > 0]
+    if not clean:
+        return []
+    return ["", f"At the 0% dose every trial is a clean shard: its rejection rate, {clean[0]['reject_rate']:.2f}, is a "
+                f"false-rejection rate, against the {calib['false_rejections']}/{calib['transitions']} stage A "
+                "measured on its calibration transitions (one source): a rate much above stage A's says the rule's "
+                "calibration does not carry over to these shards."]
 
 
 class DoseTrials:
