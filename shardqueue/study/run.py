@@ -373,6 +373,8 @@ def run_study(a, log=print):
         print(f"error: --workers {a.workers}: must be at least 1", file=sys.stderr)
         return 2
     try:
+        # the device first: a bad --device is refused whatever the data, before the corpus is looked for
+        a.device = resolve_device(a.device or "auto", "--device")
         if getattr(a, "domains", None):  # a missing or malformed domains file: one line, no --out behind
             load_domains(a.domains)
         # the prepared corpus first, where this machine reads it: a missing data root leaves no --out behind
@@ -403,8 +405,7 @@ def earlier_attempts(out):
 
 
 def _run(a, p, out, rq, log, engine):
-    a.device = resolve_device(a.device or "auto", "--device")
-    configure(a.device)
+    configure(a.device)  # resolved by run_study
     rot = p.rotation_shards
     t_all = time.time()
     data = probed_data_root(a, p, out, engine)
