@@ -32,10 +32,14 @@ stamp=".venv/.deps-$variant-$lock_hash"
 if [ ! -f "$stamp" ]; then
   read -r torch_req torch_index <<<"$("$PY" install/torch_requirement.py --choice "$variant" --probe)"
   echo "installing ${locks[*]} and $torch_req${torch_index:+ (from $torch_index)} into .venv (first run only)" >&2
-  # one pip call for the locks and torch: every version is pinned, so pip refuses a conflict rather than move torch or numpy
+  # one pip call for the locks and torch: every version is pinned, so pip refuses a conflict rather than move torch or numpy.
+  # One warning of pip's is left out, harmless and said once for each huggingface-hub release pip looks at (six
+  # lines on 2026-12-07): torchtune 0.6.1 asks for huggingface_hub[hf_transfer], an extra hub 1.x no longer has;
+  # the lock pins hub 1.33.0, and hf_transfer only speeds up downloads, which the audit never makes
   if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.lock -r requirements-audit.lock \
        -r requirements-ray.lock "$torch_req" \
-       ${torch_index:+--extra-index-url "$torch_index"}; then
+       ${torch_index:+--extra-index-url "$torch_index"} \
+       2> >(grep -v "does not provide the extra 'hf_transfer'" >&2); then
     echo "error: could not install $torch_req${torch_index:+ from $torch_index}; see pip's message above," \
          "or choose another build with PACKAUDIT_TORCH (cpu, cuda, cu126, ...)" >&2
     exit 1
