@@ -287,6 +287,17 @@ def test_the_comparison_ranks_by_documents_names_a_tie_and_says_the_rows_hold_un
         rows, {"targets": 80})
 
 
+def test_one_packer_says_arrived_once_with_or_without_a_fate_table():
+    """Hand-worked: one packer, 3 of 7 long documents never started (9 arrivals); without a fate table (--no-fates)
+    its arrivals are counted, and the sentence once said "arrived arrived sources"."""
+    assert sentence({"original": _row(4, 9, 3, 7)}, {"targets": 80}) == (
+        "At 80 targets, original leaves 3 of 7 arrived documents longer than R unstarted and discards 10.00% of "
+        "arrived tokens.")
+    assert sentence({"original": _row(4, 9)}, {"targets": 80}) == (
+        "At 80 targets, original leaves 4 of 9 arrived sources longer than R unstarted and discards 10.00% of arrived "
+        "tokens.")
+
+
 def test_a_refused_packer_is_named_where_the_rows_are_said_to_be_made():
     made = {"original": _row(1, 2)}
     assert rows_made_note({"packers": made}) == "Every packer made the budget's rows. "
