@@ -199,7 +199,8 @@ def horizon(targets, stream, started=1):
                         f"did).")
     if passes <= 1 and started > 1:
         return passes, (f"The budget is {passes:.1%} of one pass over this corpus, but the buffer reads ahead: "
-                        f"{started} passes began, so some sources arrived twice.")
+                        f"{started} passes began, so some sources arrived "
+                        f"{'twice' if started == 2 else f'up to {started} times'}.")
     if passes > 1:
         return passes, (f"The budget is {passes:,.1f} passes over this corpus ({targets:,} targets against "
                         f"{stream.tokens:,} tokens per pass); every source arrives repeatedly.")

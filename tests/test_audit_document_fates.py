@@ -163,6 +163,9 @@ def test_a_budget_past_the_passes_given_is_said_so_not_called_repeated_arrivals(
     assert passes == 1.5 and "but --passes 1 ends the stream first" in said and "repeatedly" not in said
     assert "only with padding or rows cut short" in said  # a padding packer still makes them (foundry_binpack)
     assert "every source arrives repeatedly" in horizon(21, _stream([3, 9, 2]))[1]  # a stream that wraps
+    # a budget under one pass whose buffer read ahead into later passes: as many arrivals as passes began
+    assert horizon(7, _stream([3, 9, 2]), started=2)[1].endswith("2 passes began, so some sources arrived twice.")
+    assert horizon(7, _stream([3, 9, 2]), started=4)[1].endswith("4 passes began, so some sources arrived up to 4 times.")
 
 
 def test_a_packer_traced_again_on_more_passes_only_while_it_makes_rows_and_at_most_8_times_as_many():
