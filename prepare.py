@@ -144,11 +144,18 @@ def _prepare(args, lay) -> dict:
     did = []  # the steps that did work: a step after one of them is redone too
     ident = _identity(args, sys.version)
     old = _read_json(lay.record)
-    if old is not None and old.get("arguments") != ident:
+
+    def invalidate():
         # another build starts here: no completion record may survive until it is complete
-        lay.record.unlink()
-        _log("arguments differ from the previous build: rebuilding what depends on them")
-    train_names, val_name = _step_shards(args, lay, ident, did)
+        if old is not None and old.get("arguments") != ident and lay.record.exists():
+            lay.record.unlink()
+            _log("arguments differ from the previous build: rebuilding what depends on them")
+
+    if args.source != "parquet":
+        invalidate()
+    # parquet: only once its inputs are read and good (a typo'd --text-column keeps the corpus prepared before)
+    train_names, val_name = _step_shards(args, lay, ident, did, invalidate)
+    invalidate()
     shard_sha = {n: sha256_file(lay.raw / n) for n in train_names + [val_name]}
     enc, tok_sha = _step_tokenizer(args, lay, train_names, shard_sha, did)
     names = train_names + [val_name]
@@ -160,7 +167,7 @@ def _prepare(args, lay) -> dict:
     return {"layout": lay, "census": summary, "did": did, "record": record}
 
 
-def _step_shards(args, lay, ident, did):
+def _step_shards(args, lay, ident, did, invalidate):
     """1. the parquet shards: built (stdlib, parquet) or downloaded (climbmix); (training names, validation name)."""
     if args.source not in ("stdlib", "parquet"):
         from corpus.download import BASE_URL, climbmix_files, download_all
@@ -183,12 +190,13 @@ def _step_shards(args, lay, ident, did):
                  and all((lay.raw / n).exists() and sha256_file(lay.raw / n) == have["shards_sha256"].get(n)
                          for n in man["train_shards"] + [man["val_shard"]]))
     if not shards_ok:
-        cfg_path.unlink(missing_ok=True)
         if args.source == "stdlib":
+            cfg_path.unlink(missing_ok=True)
             man = build_stdlib_corpus(lay.raw, args.shards, args.seed, args.row_group_size, args.max_files, log=_log)
         else:
             man = build_parquet_corpus(lay.raw, args.input, args.text_column, args.source_column, args.shards,
-                                       args.seed, args.row_group_size, log=_log)
+                                       args.seed, args.row_group_size, log=_log,
+                                       before_write=lambda: (invalidate(), cfg_path.unlink(missing_ok=True)))
         if man.get("duplicate_texts_dropped"):
             _log(f"dropped {man['duplicate_texts_dropped']:,} exact duplicate texts (each kept once)")
         names = man["train_shards"] + [man["val_shard"]]

@@ -126,6 +126,8 @@ def plan_of(args, left_out=None) -> AuditPlan:
         check_sweep_flags(args)
     loader = apply_pipeline(args.pipeline, args.packers, args.split_by, args.refill_docs, args.loader_workers,
                             args.ranks)
+    if grid:
+        check_sweep_packer(loader.packers, args.packers is None and args.pipeline)
     check_numbers(args)
     check_stream_flags(args)
     thresholds = parse_thresholds(args.thresholds)
@@ -232,6 +234,24 @@ def check_sweep_flags(args):
         raise DataError(f"--sweep: {', '.join(unused)} not used by the frontier (it replays the paper's packers here, "
                         f"each to the whole budget with the stream wrapping, and writes frontier.md, .json and .png); "
                         f"leave {them} out")
+
+
+def check_sweep_packer(packers, pipeline):
+    """The frontier's current configuration has one packer, the command line's, and replays only the paper's: a
+    --packers (or a --pipeline's packer) that names another, or several, is refused rather than replaced by
+    'original' without a word. `all` (the default) leaves the current packer the paper's, original."""
+    if packers == "all":
+        return
+    names = [p.strip() for p in packers.split(",") if p.strip()]
+    given = f"--pipeline {pipeline} (its packer {packers})" if pipeline else f"--packers {packers}"
+    others = [p for p in names if p not in PACKERS]
+    if others:
+        raise DataError(f"--sweep: {given}: the frontier replays the paper's packers ({', '.join(PACKERS)}), not "
+                        f"{', '.join(others)}; audit {'it' if len(others) == 1 else 'them'} without --sweep, or name "
+                        f"one of the paper's")
+    if len(names) > 1:
+        raise DataError(f"--sweep: {given}: the frontier's current configuration has one packer; list several as "
+                        f"--sweep packer={','.join(names)} (and name the current one alone in --packers)")
 
 
 def parse_sweeps(items) -> dict:

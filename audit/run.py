@@ -308,10 +308,13 @@ def write_figures(summary, work):
         main = next((s for s in per if s["packer"] == "original"), per[0])
         if main["plot"]["buffer_curve"]:
             fig("buffer_mass.png", plots.buffer_mass, main)
-        fig("length_histogram.png", plots.length_histogram, main, R)
+        if main["plot"]["length_counts"]:  # none where nothing arrived (a buffer the stream never fills: no row)
+            fig("length_histogram.png", plots.length_histogram, main, R)
         if len(main["by_label"]) > 1:  # one label (or none given): nothing to compare
             fig("label_coverage.png", plots.label_coverage, per)
-        fig("position_exposure.png", plots.position_exposure, per)
+        exposed = [s for s in per if s["position_exposure"]]  # a packer no source arrived at has no strata to draw
+        if exposed:
+            fig("position_exposure.png", plots.position_exposure, exposed)
         fig("comparison.png", plots.comparison, summary["comparison"])
     if summary.get("permutations"):
         fig("startup_delay.png", plots.startup_delay, summary["permutations"], PAPER_STARTUP_RANGE)

@@ -52,14 +52,12 @@ def read_documents(path, text_column="text", source_column=None):
 
 
 def build_parquet_corpus(out_dir, inputs, text_column="text", source_column=None, n_shards=8, seed=20261008,
-                         row_group_size=1000, log=print):
-    """Write the shards and manifest.json into out_dir; returns the manifest dict."""
+                         row_group_size=1000, log=print, before_write=None):
+    """Write the shards and manifest.json into out_dir; returns the manifest dict. Every input is read and checked
+    first: a bad input is refused before out_dir is touched (an earlier build's shards stay), and before_write
+    (prepare's: the earlier build's records removed) runs only once the inputs are good."""
     if not inputs:
         raise DataError("--source parquet needs --input PATH (one or more parquet files)")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for f in out_dir.glob("shard_*.parquet"):
-        f.unlink()  # shards of an earlier build are never mixed with this one's
     docs, record, dropped = [], [], 0
     for p in inputs:
         rows, d = read_documents(p, text_column, source_column)
@@ -70,6 +68,12 @@ def build_parquet_corpus(out_dir, inputs, text_column="text", source_column=None
     n_dup, docs = len(docs) - len(unique), unique
     if len(docs) < n_shards:
         raise DataError(f"{len(docs)} non-empty distinct documents in the input; at least --shards {n_shards} needed")
+    if before_write is not None:
+        before_write()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for f in out_dir.glob("shard_*.parquet"):
+        f.unlink()  # shards of an earlier build are never mixed with this one's
     random.Random(seed).shuffle(docs)
     per = -(-len(docs) // n_shards)
     shards = []

@@ -321,3 +321,20 @@ def test_your_own_packer_that_fails_on_the_stream_fails_the_audit_in_one_line(tm
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: your packer bad failed on this stream (ValueError: the packer yielded a row of ")
     assert "**Not every packer made the budget's rows:** bad refused this stream" in (tmp_path / "o" / "report.md").read_text()
+
+
+def test_one_pass_that_never_fills_the_buffer_draws_its_figures_and_says_so(tmp_path, capsys):
+    # found by a new user: `--passes 1` on 600 documents (fewer than B = 1000) ended in
+    # `error: not enough values to unpack (expected 2, got 0)` from the length histogram, with figures on: the
+    # paper's packers made no row and nothing arrived to draw; position exposure then raised a TypeError
+    f = tmp_path / "L.txt"
+    f.write_text("\n".join(map(str, np.random.default_rng(1).integers(1, 90, 30))) + "\n")
+    out = tmp_path / "out"
+    assert audit_main(["--lengths", str(f), "--row-capacity", "33", "--buffer", "40", "--passes", "1",
+                       "--packers", "original,concat_chunk", "--permutations", "0", "--out", str(out)]) == 0
+    assert "never fill it and make no row" in capsys.readouterr().out
+    s = json.loads((out / "summary.json").read_text())
+    assert s["packers"]["original"]["rows"] == 0 and s["packers"]["concat_chunk"]["rows"] > 0
+    drawn = sorted(p.name for p in out.glob("*.png"))
+    assert "length_histogram.png" not in drawn and {"position_exposure.png", "comparison.png"} <= set(drawn)
+    assert sorted(s["figures"]) == drawn

@@ -210,6 +210,34 @@ def test_a_flag_the_frontier_does_not_use_is_refused_not_ignored(tmp_path, capsy
     assert not out.exists()
 
 
+@pytest.mark.parametrize("extra,needle", [
+    (["--packers", "trl_bfd"], "--sweep: --packers trl_bfd: the frontier replays the paper's packers (original, "
+                               "lossless, segment_first, random_span), not trl_bfd"),
+    (["--pipeline", "torchtune"], "--sweep: --pipeline torchtune (its packer torchtune_text): the frontier replays "
+                                  "the paper's packers"),
+    (["--packers", "lossless,segment_first"], "--sweep: --packers lossless,segment_first: the frontier's current "
+                                              "configuration has one packer; list several as --sweep "
+                                              "packer=lossless,segment_first"),
+])
+def test_a_packer_the_frontier_cannot_make_current_is_refused_not_replaced_by_original(tmp_path, capsys, extra,
+                                                                                       needle):
+    # found by a new user: `--packers trl_bfd --sweep buffer=10,100` swept original and called it the current one
+    (tmp_path / "l.txt").write_text("5\n40\n3\n90\n7\n" * 4)
+    out = tmp_path / "never"
+    argv = ["--lengths", str(tmp_path / "l.txt"), "--row-capacity", "33", "--out", str(out), "--sweep", "buffer=1,2"]
+    one_line_error(capsys, audit_cli.main(argv + extra), needle)
+    assert not out.exists()
+
+
+def test_one_paper_packer_in_packers_is_the_frontiers_current_configuration(tmp_path):
+    (tmp_path / "l.txt").write_text("5\n40\n3\n90\n7\n" * 4)
+    argv = ["--lengths", str(tmp_path / "l.txt"), "--row-capacity", "33", "--sweep", "buffer=1,2", "--packers",
+            "lossless", "--out", str(tmp_path / "f")]
+    assert audit_cli.main(argv) == 0
+    points = json.loads((tmp_path / "f" / "frontier.json").read_text())["points"]
+    assert [p["packer"] for p in points if p["current"]] == ["lossless"]
+
+
 def test_a_sweep_whose_largest_buffer_the_memory_cannot_hold_is_one_line_and_writes_nothing(tmp_path, capsys,
                                                                                             monkeypatch):
     # 20 documents; the largest buffer, 2,000 places of 310 bytes and 2,000 arrivals of 320: 1.2 MB

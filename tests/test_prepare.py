@@ -162,3 +162,34 @@ def test_queue_folder_never_shadows_the_standard_library():
                                          (["--shards", "-1"], "--shards -1: must be at least 1")])
 def test_the_tokenizer_benchmark_refuses_bad_counts_in_one_line(tmp_path, capsys, args, needle):
     one_line_error(capsys, tokenizer_bench.main(args + ["--data-dir", str(tmp_path)]), needle)
+
+
+def _own_texts(n=120, seed=3):
+    """n distinct texts of made-up words: enough for a vocabulary of 300."""
+    rng = np.random.default_rng(seed)
+    words = ["".join(rng.choice(list("abcdefghijklmnop"), size=k)) for k in rng.integers(2, 9, size=400)]
+    return [" ".join(rng.choice(words, size=int(m))) for m in rng.integers(5, 80, size=n)]
+
+
+@pytest.mark.parametrize("bad,needle", [
+    (["--text-column", "txt"], "no column 'txt' (--text-column; columns: text, source)"),
+    (["--source-column", "src"], "no column 'src' (--source-column"),
+    (["--input", "EMPTY"], "0 non-empty distinct documents in the input; at least --shards 3 needed"),
+], ids=["text-column", "source-column", "no-documents"])
+def test_a_bad_parquet_input_leaves_the_corpus_prepared_before_it_as_it_was(tmp_path, capsys, bad, needle):
+    # found by a new user: a typo'd --text-column on a data root prepared before deleted its shards and its
+    # prepared.json (`corpus not prepared` for the audit after), where the error said only the column was wrong
+    good = _write(tmp_path / "docs.parquet", pa.table({"text": _own_texts(), "source": ["a", "b"] * 60}))
+    empty = _write(tmp_path / "empty.parquet", pa.table({"text": pa.array([], pa.string())}))
+    base = ["--source", "parquet", "--input", str(good), "--data-dir", str(tmp_path / "data"), "--shards", "3",
+            "--vocab-size", "300"]
+    assert prepare.main(base) == 0
+    root = tmp_path / "data" / "parquet"
+    before = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert (root / "prepared.json") in [root / p for p in before]
+    capsys.readouterr()
+    argv = base + [str(empty) if a == "EMPTY" else a for a in bad]
+    one_line_error(capsys, prepare.main(argv), needle)
+    after = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert after == before
+    assert prepare.main(base) == 0 and "nothing to do" in capsys.readouterr().out
