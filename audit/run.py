@@ -360,6 +360,19 @@ def interrupts(fn):
     return wrapped
 
 
+def check_plan_topology(plan, stream):
+    """check_topology for the plan's worker streams; a refused split that a --pipeline preset chose says so (a user
+    who never typed --split-by is told where it came from)."""
+    try:
+        check_topology(stream.n, plan.topology.worker_streams, plan.topology.split, file_of(stream), file_count(stream))
+    except DataError as e:
+        given = f"--split-by {plan.topology.split_by}: "
+        if plan.pipeline is None or plan.topology.split_by != plan.pipeline.split_by or not str(e).startswith(given):
+            raise
+        raise DataError(f"--split-by {plan.topology.split_by} (--pipeline {plan.pipeline_name}'s deal): "
+                        f"{str(e)[len(given):]}") from None
+
+
 @interrupts
 def run_audit(plan) -> int:
     """The audit of an AuditPlan (audit/plan.py) into its folder; the exit status (exit_status)."""
@@ -368,8 +381,7 @@ def run_audit(plan) -> int:
         check_out(out, plan.stream)  # before the stream is read: a refused --out costs nothing
         stream = load_stream(plan)
         check_datasets(stream, plan.packers)
-        check_topology(stream.n, plan.topology.worker_streams, plan.topology.split, file_of(stream),
-                       file_count(stream))
+        check_plan_topology(plan, stream)
         note = split_note(stream, plan.topology.split) if plan.runs_worker_streams else None
         if note:
             print(note)

@@ -164,8 +164,9 @@ def check_topology(n, W, group=1, file_of=None, files=None):
         reached = int(np.count_nonzero(share_sizes(n, W, split, file_of, files)))
         if reached < W:
             _, per = np.unique(file_of, return_counts=True)
+            groups = int((-(-per // split.group)).sum()) if split.group is not None else 0
             what = (f"{max(len(per), files or 0):,} file(s)" if split.group is None else
-                    f"{int((-(-per // split.group)).sum()):,} groups of {split.group} documents (counted in each file)")
+                    f"{groups:,} group{'s' if groups != 1 else ''} of {split.group} documents (counted in each file)")
             fix = ("HF datasets stops the DataLoader workers that get no file: give fewer --loader-workers, or "
                    "more files" if split.hf else
                    "give --split-by document or group:G to deal documents, or hf-iterable for HF datasets' deal")

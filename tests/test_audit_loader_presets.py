@@ -74,7 +74,12 @@ def test_a_flag_given_overrides_the_preset(lengths_file, tmp_path):
     (["--pipeline", "foundry", "--ranks", "2"], "--pipeline foundry: the conversion that packs (convert_dataset_hf.py) "
      "has no ranks: training reads its packed MDS shards; leave out --ranks"),
     (["--pipeline", "nanochat", "--ranks", "6"],
-     "--split-by file-group:1024: 6 worker streams but 5 groups of 1024 documents (counted in each file) reach only 5"),
+     # the preset's split, which the user never typed, is said to be the preset's
+     "--split-by file-group:1024 (--pipeline nanochat's deal): 6 worker streams but 5 groups of 1024 documents (counted "
+     "in each file) reach only 5"),
+    # given by the user, the same split is theirs
+    (["--pipeline", "nanochat", "--ranks", "6", "--split-by", "file-group:2000"],
+     "error: --split-by file-group:2000: 6 worker streams but 3 groups of 2000"),
 ])
 def test_bad_pipeline_is_one_line_and_nothing_written(lengths_file, tmp_path, capsys, extra, msg):
     out = tmp_path / "o"

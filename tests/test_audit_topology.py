@@ -210,6 +210,8 @@ def test_a_file_split_deals_whole_files_and_refuses_a_stream_left_empty():
     with pytest.raises(DataError, match=r"2 worker streams but 2 groups of 3 documents \(counted in each file\) "
                                         "reach only 1 of them"):
         check_topology(6, 2, parse_split("file-group:3"), np.repeat([0, 1], 3))
+    with pytest.raises(DataError, match=r"2 worker streams but 1 group of 3 documents \(counted in each file\) reach only 1"):
+        check_topology(3, 2, parse_split("file-group:3"), np.zeros(3, dtype=np.int64))
     with pytest.raises(DataError, match="no files to deal"):  # the Python API's arrays of lengths have no files
         trace(empty_rows, np.array([3, 8, 2, 9]), row_capacity=5, targets=8, ranks=2, split_by="file")
 
