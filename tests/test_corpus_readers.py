@@ -11,6 +11,7 @@ import random
 import shutil
 import sys
 import types
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -28,6 +29,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from corpus.readers import cache as cache_module
 from corpus.readers import corpus_lengths, jsonl, parallel
+from corpus.readers.encoders import tokenizer_spec
 from corpus.tokenizer import bos_id, save_encoding, train_encoding
 from errors import DataError
 
@@ -118,6 +120,24 @@ def test_a_token_column_gives_the_list_lengths_and_auto_adds_a_bos_only_where_no
         assert run([p], bos="add").lengths.tolist() == [len(x) + 1 for x in lists]
         assert run([p], bos="none").lengths.tolist() == [len(x) for x in lists]
         assert run([p], bos="none").labels.tolist() == ["a"] * 150 + ["b"] * 150
+
+
+def test_a_tokenizer_that_counts_no_text_and_gives_no_needed_bos_id_is_not_named_as_used(corpus, tmp_path):
+    """Token data with --tokenizer: the report's Corpus line named the tokenizer though it counted nothing. It is
+    used for text, or for its own BOS id under BOS auto; else left out of the provenance, and a note says so."""
+    pq.write_table(pa.table({"input_ids": token_lists(40, seed=4)}), tmp_path / "t.parquet")
+    for kw in ({"bos_id": BOS}, {"bos": "add"}, {"bos": "none"}):
+        r = run([tmp_path / "t.parquet"], corpus.tok, **kw)
+        assert r.provenance["tokenizer"] is None, kw
+        assert r.message.endswith(f"note: the tokenizer {corpus.tok} is not used: the inputs are token data, and the "
+                                  f"BOS policy needs no id of its"), r.message
+    own_bos = replace(tokenizer_spec(corpus.tok), bos_id=BOS)  # a tokenizer with a BOS of its own, under BOS auto
+    r = run([tmp_path / "t.parquet"], own_bos)
+    assert r.provenance["tokenizer"]["ref"] == corpus.tok and "not used" not in r.message
+    assert r.lengths.tolist() == bos_auto(token_lists(40, seed=4))
+    pq.write_table(pa.table({"text": corpus.texts[:20]}), tmp_path / "x.parquet")  # text: the tokenizer counts it
+    r = run([tmp_path / "x.parquet"], corpus.tok, bos_id=BOS)
+    assert r.provenance["tokenizer"]["ref"] == corpus.tok and "not used" not in r.message
 
 
 def test_parquet_and_arrow_files_in_the_order_given_labelled_by_their_names(corpus, tmp_path, hf_datasets):

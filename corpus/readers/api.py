@@ -1,6 +1,7 @@
 """corpus_lengths(): every document's length, read where the corpus lives, counted once and cached."""
 import os
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -28,6 +29,7 @@ def corpus_lengths(paths, tokenizer=None, *, format=None, column=None, label=Non
     process alone). runner: another engine (fanout/corpus_data.py's Ray Data runner). progress: the bars on
     stderr (SHA256 of new inputs; the pass: documents/s, tokens/s, time left)."""
     spec = tokenizer if isinstance(tokenizer, TokenizerSpec) or tokenizer is None else tokenizer_spec(tokenizer)
+    id_from_tokenizer = bos_id is None and spec is not None and spec.bos_id is not None
     if bos_id is None and spec is not None:
         bos_id = spec.bos_id
     settings = Settings(spec, bos, bos_id, column, label, separator, token_dtype, text_batch)
@@ -40,6 +42,7 @@ def corpus_lengths(paths, tokenizer=None, *, format=None, column=None, label=Non
     names = _label_names(srcs)
     units = [u for i, s in enumerate(srcs) for u in plan(s, i, settings, names[i])]
     _check_needs(units, settings, srcs)
+    settings, unused = _tokenizer_used(settings, units, id_from_tokenizer)
     memo = HashMemo(cache_dir)
     key = _key_fields(srcs, units, settings, format, memo, workers or cores(), progress)
     memo.save()
@@ -47,9 +50,22 @@ def corpus_lengths(paths, tokenizer=None, *, format=None, column=None, label=Non
     hit = cache.final()
     if hit is not None:
         hit.message = (f"corpus lengths: {len(hit):,} documents, {hit.tokens:,} tokens, from the cache "
-                       f"{hit.cache_dir} (inputs unchanged: nothing recomputed)")
+                       f"{hit.cache_dir} (inputs unchanged: nothing recomputed)" + unused)
         return hit
-    return _count(units, srcs, settings, cache, key, runner or local_runner(workers or cores()), progress)
+    out = _count(units, srcs, settings, cache, key, runner or local_runner(workers or cores()), progress)
+    out.message += unused
+    return out
+
+
+def _tokenizer_used(settings, units, id_from_tokenizer):
+    """(settings, note): a tokenizer that counts nothing (the inputs are token data) and gives no BOS id the policy
+    needs (one given, or BOS add or none) is left out of the settings, so the provenance and the report do not name
+    it as used; the note says so."""
+    tok = settings.tokenizer
+    if tok is None or any(u.role == "text" for u in units) or (id_from_tokenizer and settings.bos == "auto"):
+        return settings, ""
+    return replace(settings, tokenizer=None), (f"\nnote: the tokenizer {tok.identity()['ref']} is not used: the "
+                                               f"inputs are token data, and the BOS policy needs no id of its")
 
 
 def _label_names(srcs):
