@@ -412,8 +412,6 @@ def run_audit(plan) -> int:
         for tmp in work.glob(".*-work"):
             shutil.rmtree(tmp, ignore_errors=True)
         replace_whole(out, work)
-    except ValueError as e:
-        raise DataError(str(e)) from None
     finally:
         if "work" in locals() and work.exists():
             shutil.rmtree(work, ignore_errors=True)

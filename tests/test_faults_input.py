@@ -235,6 +235,21 @@ def test_ctrl_c_during_the_audit_is_one_line_and_leaves_no_output(tmp_path, caps
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+def test_an_error_of_the_audits_own_code_is_not_passed_off_as_bad_input(tmp_path, monkeypatch):
+    """A ValueError from inside the audit (a bug: the length histogram's unpacking once) propagates with its
+    traceback instead of becoming an `error:` line that blames the input; the temporary folder and the lock still go."""
+    common = _audit_inputs(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    def broken(*a, **k):
+        raise ValueError("not enough values to unpack (expected 2, got 0)")
+
+    monkeypatch.setattr(audit_run, "write_folder", broken)
+    with pytest.raises(ValueError, match="not enough values to unpack"):
+        audit_main(["--lengths", str(tmp_path / "ok.txt"), *common, "--out", str(tmp_path / "out")])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 def test_a_finished_audit_leaves_no_lock_beside_its_folder(tmp_path):
     common = _audit_inputs(tmp_path)
     assert audit_main(["--lengths", str(tmp_path / "ok.txt"), *common, "--out", str(tmp_path / "out")]) == 0
