@@ -151,12 +151,13 @@ def _prepare(args, lay) -> dict:
             lay.record.unlink()
             _log("arguments differ from the previous build: rebuilding what depends on them")
 
-    if args.source != "parquet":
+    if args.source == "climbmix":
         invalidate()
-    # parquet: only once its inputs are read and good (a typo'd --text-column keeps the corpus prepared before)
+    # stdlib, parquet: only once the documents are read and enough (a typo'd --text-column or --shards keeps the
+    # corpus prepared before)
     train_names, val_name = _step_shards(args, lay, ident, did, invalidate)
-    invalidate()
     shard_sha = {n: sha256_file(lay.raw / n) for n in train_names + [val_name]}
+    invalidate()
     enc, tok_sha = _step_tokenizer(args, lay, train_names, shard_sha, did)
     names = train_names + [val_name]
     _step_tokens(args, lay, names, enc, tok_sha, shard_sha, did)
@@ -190,13 +191,16 @@ def _step_shards(args, lay, ident, did, invalidate):
                  and all((lay.raw / n).exists() and sha256_file(lay.raw / n) == have["shards_sha256"].get(n)
                          for n in man["train_shards"] + [man["val_shard"]]))
     if not shards_ok:
-        if args.source == "stdlib":
+        def before_write():  # the earlier build's records go only once the new documents are read and enough
+            invalidate()
             cfg_path.unlink(missing_ok=True)
-            man = build_stdlib_corpus(lay.raw, args.shards, args.seed, args.row_group_size, args.max_files, log=_log)
+
+        if args.source == "stdlib":
+            man = build_stdlib_corpus(lay.raw, args.shards, args.seed, args.row_group_size, args.max_files, log=_log,
+                                      before_write=before_write)
         else:
             man = build_parquet_corpus(lay.raw, args.input, args.text_column, args.source_column, args.shards,
-                                       args.seed, args.row_group_size, log=_log,
-                                       before_write=lambda: (invalidate(), cfg_path.unlink(missing_ok=True)))
+                                       args.seed, args.row_group_size, log=_log, before_write=before_write)
         if man.get("duplicate_texts_dropped"):
             _log(f"dropped {man['duplicate_texts_dropped']:,} exact duplicate texts (each kept once)")
         names = man["train_shards"] + [man["val_shard"]]
