@@ -157,8 +157,9 @@ def _prepare(args, lay) -> dict:
     # corpus prepared before)
     train_names, val_name = _step_shards(args, lay, ident, did, invalidate)
     shard_sha = {n: sha256_file(lay.raw / n) for n in train_names + [val_name]}
+    # the tokenizer is trained before the earlier build's record goes (a --vocab-size the corpus cannot fill keeps it)
+    enc, tok_sha = _step_tokenizer(args, lay, train_names, shard_sha, did, invalidate)
     invalidate()
-    enc, tok_sha = _step_tokenizer(args, lay, train_names, shard_sha, did)
     names = train_names + [val_name]
     _step_tokens(args, lay, names, enc, tok_sha, shard_sha, did)
     shards, summary = _step_census(lay, [n[:-8] for n in names], did)
@@ -210,7 +211,7 @@ def _step_shards(args, lay, ident, did, invalidate):
     return man["train_shards"], man["val_shard"]
 
 
-def _step_tokenizer(args, lay, train_names, shard_sha, did):
+def _step_tokenizer(args, lay, train_names, shard_sha, did, invalidate):
     """2. the tokenizer, trained on the training shards only; reused only when its recorded SHA256 verifies.
     (encoding, SHA256 of its file)."""
     from corpus.shards import iter_row_group_texts
@@ -226,7 +227,6 @@ def _step_tokenizer(args, lay, train_names, shard_sha, did):
             _log(f"retraining the tokenizer: {e}")
             reuse = False
     if not reuse:
-        tok_cfg_path.unlink(missing_ok=True)
         t0 = time.time()
 
         def texts():
@@ -234,7 +234,9 @@ def _step_tokenizer(args, lay, train_names, shard_sha, did):
                 for _, batch in iter_row_group_texts(lay.raw / n):
                     yield from batch
 
-        enc = train_encoding(texts(), args.vocab_size)
+        enc = train_encoding(texts(), args.vocab_size)  # refuses a vocabulary the corpus cannot fill, before any write
+        invalidate()
+        tok_cfg_path.unlink(missing_ok=True)
         save_encoding(enc, lay.tokenizer)
         atomic_write_json(tok_cfg_path, tok_cfg)
         _log(f"tokenizer: vocab {enc.n_vocab} trained in {time.time() - t0:.1f}s -> {lay.tokenizer}")

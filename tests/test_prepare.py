@@ -214,3 +214,17 @@ def test_too_many_stdlib_shards_leave_the_corpus_prepared_before_it_as_it_was(tm
     one_line_error(capsys, prepare.main(argv), "non-empty distinct documents in the corpus; at least --shards 1000")
     assert _files(root) == before
     assert prepare.main(base) == 0 and "nothing to do" in capsys.readouterr().out
+
+
+def test_a_vocabulary_the_corpus_cannot_fill_leaves_the_corpus_prepared_before_it_as_it_was(tmp_path, capsys):
+    # a helper's rerun: --vocab-size 65536 on a small root prepared with 300 deleted prepared.json and the
+    # tokenizer's trained_on.json before training refused it, so the good command after retrained the tokenizer
+    base = ["--source", "stdlib", "--max-files", "20", "--data-dir", str(tmp_path), "--shards", "4",
+            "--vocab-size", "300"]
+    assert prepare.main(base) == 0
+    root = tmp_path / "stdlib"
+    before = _files(root)
+    capsys.readouterr()
+    one_line_error(capsys, prepare.main(base[:-1] + ["65536"]), "corpus too small for a vocabulary of 65536")
+    assert _files(root) == before
+    assert prepare.main(base) == 0 and "nothing to do" in capsys.readouterr().out
