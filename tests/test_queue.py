@@ -393,6 +393,20 @@ def test_calibrate_fresh_that_cannot_calibrate_leaves_the_earlier_calibration_in
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == before
 
 
+def test_run_fresh_with_a_bad_new_source_leaves_the_earlier_run_in_place(calibrated, full_run, tmp_path, capsys):
+    # a helper's rerun: run --fresh --add-source NEW=F with an unreadable F moved the finished run into previous/
+    # and then refused F; a --resume after it found nothing to resume
+    out = tmp_path / "used"
+    shutil.copytree(full_run[0], out)
+    junk = tmp_path / "junk.parquet"
+    junk.write_text("not parquet\n")
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"}
+    rc = cli.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"]), "--fresh",
+                   "--add-source", f"new={junk}"])
+    one_line_error(capsys, rc, f"{junk}: not a readable parquet file")
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == before
+
+
 def test_checkpoints_of_another_run_are_refused(calibrated, full_run, tmp_path):
     out = tmp_path / "other"
     shutil.copytree(full_run[0], out)
