@@ -151,13 +151,15 @@ def _prepare(args, lay) -> dict:
             lay.record.unlink()
             _log("arguments differ from the previous build: rebuilding what depends on them")
 
-    if args.source != "parquet":
+    if args.source == "climbmix":
         invalidate()
-    # parquet: only once its inputs are read and good (a typo'd --text-column keeps the corpus prepared before)
+    # stdlib, parquet: only once the documents are read and enough (a typo'd --text-column or --shards keeps the
+    # corpus prepared before)
     train_names, val_name = _step_shards(args, lay, ident, did, invalidate)
-    invalidate()
     shard_sha = {n: sha256_file(lay.raw / n) for n in train_names + [val_name]}
-    enc, tok_sha = _step_tokenizer(args, lay, train_names, shard_sha, did)
+    # the tokenizer is trained before the earlier build's record goes (a --vocab-size the corpus cannot fill keeps it)
+    enc, tok_sha = _step_tokenizer(args, lay, train_names, shard_sha, did, invalidate)
+    invalidate()
     names = train_names + [val_name]
     _step_tokens(args, lay, names, enc, tok_sha, shard_sha, did)
     shards, summary = _step_census(lay, [n[:-8] for n in names], did)
@@ -190,13 +192,16 @@ def _step_shards(args, lay, ident, did, invalidate):
                  and all((lay.raw / n).exists() and sha256_file(lay.raw / n) == have["shards_sha256"].get(n)
                          for n in man["train_shards"] + [man["val_shard"]]))
     if not shards_ok:
-        if args.source == "stdlib":
+        def before_write():  # the earlier build's records go only once the new documents are read and enough
+            invalidate()
             cfg_path.unlink(missing_ok=True)
-            man = build_stdlib_corpus(lay.raw, args.shards, args.seed, args.row_group_size, args.max_files, log=_log)
+
+        if args.source == "stdlib":
+            man = build_stdlib_corpus(lay.raw, args.shards, args.seed, args.row_group_size, args.max_files, log=_log,
+                                      before_write=before_write)
         else:
             man = build_parquet_corpus(lay.raw, args.input, args.text_column, args.source_column, args.shards,
-                                       args.seed, args.row_group_size, log=_log,
-                                       before_write=lambda: (invalidate(), cfg_path.unlink(missing_ok=True)))
+                                       args.seed, args.row_group_size, log=_log, before_write=before_write)
         if man.get("duplicate_texts_dropped"):
             _log(f"dropped {man['duplicate_texts_dropped']:,} exact duplicate texts (each kept once)")
         names = man["train_shards"] + [man["val_shard"]]
@@ -206,7 +211,7 @@ def _step_shards(args, lay, ident, did, invalidate):
     return man["train_shards"], man["val_shard"]
 
 
-def _step_tokenizer(args, lay, train_names, shard_sha, did):
+def _step_tokenizer(args, lay, train_names, shard_sha, did, invalidate):
     """2. the tokenizer, trained on the training shards only; reused only when its recorded SHA256 verifies.
     (encoding, SHA256 of its file)."""
     from corpus.shards import iter_row_group_texts
@@ -222,7 +227,6 @@ def _step_tokenizer(args, lay, train_names, shard_sha, did):
             _log(f"retraining the tokenizer: {e}")
             reuse = False
     if not reuse:
-        tok_cfg_path.unlink(missing_ok=True)
         t0 = time.time()
 
         def texts():
@@ -230,7 +234,9 @@ def _step_tokenizer(args, lay, train_names, shard_sha, did):
                 for _, batch in iter_row_group_texts(lay.raw / n):
                     yield from batch
 
-        enc = train_encoding(texts(), args.vocab_size)
+        enc = train_encoding(texts(), args.vocab_size)  # refuses a vocabulary the corpus cannot fill, before any write
+        invalidate()
+        tok_cfg_path.unlink(missing_ok=True)
         save_encoding(enc, lay.tokenizer)
         atomic_write_json(tok_cfg_path, tok_cfg)
         _log(f"tokenizer: vocab {enc.n_vocab} trained in {time.time() - t0:.1f}s -> {lay.tokenizer}")

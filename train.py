@@ -95,6 +95,7 @@ from training.resume import (  # noqa: E402
     Progress,
     check_resumable,
     finished_run,
+    holds_a_run,
     kept_log_lines,
     restore_run,
     save_run,
@@ -226,10 +227,23 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, c
         return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change, collect_garbage)
     try:
         with folder_lock(out, "a training run"):
+            if overwrite and not resume and holds_a_run(out):
+                check_start(cfg)  # a config that cannot start leaves the run it would replace where it is
             start_guard(out, resume, overwrite, log)
             return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change, collect_garbage)
     except FolderLocked as e:
         raise DataError(str(e)) from None
+
+
+def check_start(cfg):
+    """What a start refuses before its first update (the device, the prepared corpus against the config, the
+    training shards or documents), asked before --overwrite moves an earlier run aside: a typo'd data_dir, vocab or
+    train_shards is refused with the earlier run still in --out."""
+    cfg = world_config(cfg)
+    devices.resolve_device(cfg.device, "config key 'device'")
+    data_dir = cfg.data_dir or str(default_data_dir())
+    check_data(cfg, data_dir)
+    training_stream(cfg, data_dir)
 
 
 def curve_probe(cfg, data_dir, device, autocast, points=CURVE_POINTS):

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from corpus.atomic import atomic_write_bytes, atomic_write_json
 from corpus.disjoint import first_of_each_text
+from errors import DataError
 
 try:
     from pydoc_data.topics import topics as PYDOC_TOPICS
@@ -139,22 +140,29 @@ def write_parquet_shard(path, rows, row_group_size: int) -> None:
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
-def build_stdlib_corpus(out_dir, n_shards=8, seed=20261008, row_group_size=1000, max_files=None, log=print):
+def build_stdlib_corpus(out_dir, n_shards=8, seed=20261008, row_group_size=1000, max_files=None, log=print,
+                        before_write=None):
     """Write shard_00000..shard_{n-1}.parquet (the last one is validation) and manifest.json.
 
-    Same seed and same Python give byte-identical shards. Returns the manifest dict.
+    Same seed and same Python give byte-identical shards. Returns the manifest dict. The documents are collected
+    and counted first: too few for n_shards is refused before out_dir is touched (an earlier build's shards stay),
+    and before_write (prepare's: the earlier build's records removed) runs only once they are enough.
     """
     if n_shards < 2:
         raise ValueError("need at least 2 shards: one training and one validation")
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        for f in out_dir.glob("shard_*.parquet"):
-            f.unlink()  # shards of an earlier build are never mixed with this one's
     docs, sources, skipped = collect_documents(max_files=max_files)
     # exact duplicate texts (identical small functions, license headers) would sit on both
     # sides of the train/validation split; keep each text once, at its first occurrence
     unique = first_of_each_text(docs)
     n_dup, docs = len(docs) - len(unique), unique
+    if len(docs) < n_shards:
+        raise DataError(f"{len(docs)} non-empty distinct documents in the corpus; at least --shards {n_shards} needed")
+    if before_write is not None:
+        before_write()
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        for f in out_dir.glob("shard_*.parquet"):
+            f.unlink()  # shards of an earlier build are never mixed with this one's
     random.Random(seed).shuffle(docs)
     per = -(-len(docs) // n_shards)
     shards = []

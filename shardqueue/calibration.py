@@ -58,16 +58,17 @@ def calibrate(out, config=None, overrides=(), settings=None, device="cpu", fresh
 def _calibrate(out, config, overrides, settings, device, fresh):
     s = QueueSettings.of(settings)
     out = Path(out)
-    if (out / "calibration.json").exists() or (out / "decisions.jsonl").exists():
-        if not fresh:
-            raise DataError(f"{out}: holds an earlier calibration or run; use another folder or --fresh "
-                            f"(moves the old contents aside)")
-        move_aside(out, None)
+    earlier = (out / "calibration.json").exists() or (out / "decisions.jsonl").exists()
+    if earlier and not fresh:
+        raise DataError(f"{out}: holds an earlier calibration or run; use another folder or --fresh "
+                        f"(moves the old contents aside)")
     cfg = load_config(config, overrides)
     world = World(cfg, device, s.per_domain, domains=s.domains)
     n_cal = s.warmup_shards + s.sigma_shards + s.held_out_shards + 1
     pool = build_pool(world, s.shard_tokens, s.pool_seed, n_cal, s.candidates, s.decay_shards, s.harmful_shards,
                       s.prose_shards, n_late=s.late_shards, n_damaged=s.damaged_shards, n_reserve=s.reserve_shards)
+    if earlier:  # only once the config, its corpus and the pool are good: a refused --fresh keeps the folder as it was
+        move_aside(out, None)
     atomic_write_json(out / "config.json", cfg.to_dict())
     save_rotation(out / "pool.json", pool)
     plan = plan_record(s, pool)

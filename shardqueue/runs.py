@@ -51,8 +51,13 @@ def run(out, calibration_dir=None, plan=RunPlan(), resume=False, fresh=False, de
 
 def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observers, add_sources, data_dir=None):
     log_path = out / "decisions.jsonl"
-    _check_folder(out, resume, fresh, log)
+    earlier = _check_folder(out, resume, fresh)
     cfg, world, pool, calib = open_calibration(calibration_dir, device, data_dir)
+    if earlier:  # --fresh: the new sources read and checked first, so a refused one leaves the earlier run in place
+        for spec in add_sources or ():
+            sources.attach(world, pool, *sources.parse(spec), 1)
+        dest, moved = move_aside(out, "calibration")
+        log(f"moved the earlier run ({len(moved)} files) to {dest}")
     # new sources (add_sources: NAME=PATH) enter at the next rotation boundary; earlier ones are rebuilt
     nxt = 1
     if resume and add_sources:
@@ -93,8 +98,9 @@ def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observe
     return summary
 
 
-def _check_folder(out, resume, fresh, log):
-    """A resume needs a log; a fresh run an empty folder, or --fresh, which moves an earlier run aside."""
+def _check_folder(out, resume, fresh) -> bool:
+    """A resume needs a log; a fresh run an empty folder, or --fresh, which moves an earlier run aside (the caller,
+    once the calibration and the new sources are good): True when there is one to move."""
     log_path = out / "decisions.jsonl"
     if resume and not log_path.exists():
         raise DataError(f"{log_path}: nothing to resume")
@@ -102,8 +108,8 @@ def _check_folder(out, resume, fresh, log):
         if not fresh:
             raise DataError(f"{out}: holds an earlier run (decisions.jsonl); use --resume, another folder, or --fresh "
                             f"(moves the old run aside)")
-        dest, moved = move_aside(out, "calibration")
-        log(f"moved the earlier run ({len(moved)} files) to {dest}")
+        return True
+    return False
 
 
 def accepted_targets(recs) -> int:

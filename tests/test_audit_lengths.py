@@ -126,6 +126,25 @@ def test_bad_length_file_is_one_line_and_status_2(tmp_path, capsys, content, ext
     assert len(err.splitlines()) == 1 and msg in err and not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("budget, msg", [
+    (["--targets", str(150 * (R - 1) + 5)], f"--targets {150 * (R - 1) + 5}: not a whole number of rows of {R - 1} "
+                                           f"targets (--row-capacity {R}); give --targets {150 * (R - 1)} or"),
+    (["--updates", "1", "--row-capacity", "512"], "--updates 1 (524,288 targets): not a whole number of rows of 511 "
+                                                  "targets (--row-capacity 512); give --targets 524286 or 524797"),
+], ids=["targets", "updates"])
+def test_a_budget_of_no_whole_number_of_rows_is_one_line_and_keeps_the_earlier_output(own, capsys, budget, msg):
+    # a helper's rerun: --targets 200000 at R 512 ended in rows_for_targets's ValueError with its traceback
+    d, _ = own
+    before = {p.name: p.read_bytes() for p in (d / "out").iterdir()}
+    argv = _args(d / "lengths.txt", d / "out", "--packers", "original,lossless")
+    i = argv.index("--targets")
+    rc = audit_main(argv[:i] + argv[i + 2:] + budget)
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and err.strip().count("\n") == 0 and msg in err, err
+    assert {p.name: p.read_bytes() for p in (d / "out").iterdir()} == before
+    assert not list(d.glob(".out.*"))
+
+
 def test_an_out_folder_that_cannot_be_made_is_named_in_one_line(tmp_path, capsys):
     f = tmp_path / "l.txt"
     f.write_text("5\n7\n")

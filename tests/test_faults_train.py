@@ -77,6 +77,25 @@ def test_resume_under_another_config_is_refused_naming_the_keys(small_corpus, fi
     assert summary["config"]["checkpoint_every"] == 1 and summary["official"]["eval_targets"] == 2 * 4 * 32
 
 
+@pytest.mark.parametrize("bad,needle", [
+    (dict(data_dir="NODATA"), "corpus not prepared"),
+    (dict(vocab=500), "config vocab 500 != prepared tokenizer vocab 400"),
+    (dict(train_shards="nope"), "config key 'train_shards': nope not among the training shards"),
+], ids=["data_dir", "vocab", "train_shards"])
+def test_overwrite_with_a_config_that_cannot_start_leaves_the_earlier_run_in_place(small_corpus, finished, tmp_path,
+                                                                                    capsys, bad, needle):
+    # a helper's rerun: --overwrite with a typo'd data_dir moved the finished run aside to OUT.replaced-1, then
+    # refused the config; --out was left empty, and a --resume after it would have started again at update 0
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != ".lock"}
+    bad = {k: str(tmp_path / "nodata") if v == "NODATA" else v for k, v in bad.items()}
+    rc, _, err = run_cli(capsys, args(small_corpus, **bad) + ["--out", str(run), "--overwrite"])
+    one_line_error(rc, err, needle)
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != ".lock"} == before
+    assert not list(tmp_path.glob("run.replaced-*"))
+
+
 def test_ctrl_c_says_what_is_kept_and_how_to_resume(small_corpus, tmp_path, capsys, monkeypatch):
     real = train_cli.checkpoint
 

@@ -1,6 +1,7 @@
 """prepare.py: offline corpus, tokenizer, token files, census, bad input, determinism."""
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -192,4 +193,38 @@ def test_a_bad_parquet_input_leaves_the_corpus_prepared_before_it_as_it_was(tmp_
     one_line_error(capsys, prepare.main(argv), needle)
     after = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
     assert after == before
+    assert prepare.main(base) == 0 and "nothing to do" in capsys.readouterr().out
+
+
+def _files(root):
+    return {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_too_many_stdlib_shards_leave_the_corpus_prepared_before_it_as_it_was(tmp_path, capsys):
+    # a helper's rerun: --shards 1000 on a stdlib root prepared with 4 deleted its shards, build.json and
+    # prepared.json, then stopped at 'empty shard (0 documents)'; the document count is known before any write
+    base = ["--source", "stdlib", "--max-files", "20", "--data-dir", str(tmp_path), "--shards", "4",
+            "--vocab-size", "300"]
+    assert prepare.main(base) == 0
+    root = tmp_path / "stdlib"
+    before = _files(root)
+    assert Path("prepared.json") in before
+    capsys.readouterr()
+    argv = [a if a != "4" else "1000" for a in base]
+    one_line_error(capsys, prepare.main(argv), "non-empty distinct documents in the corpus; at least --shards 1000")
+    assert _files(root) == before
+    assert prepare.main(base) == 0 and "nothing to do" in capsys.readouterr().out
+
+
+def test_a_vocabulary_the_corpus_cannot_fill_leaves_the_corpus_prepared_before_it_as_it_was(tmp_path, capsys):
+    # a helper's rerun: --vocab-size 65536 on a small root prepared with 300 deleted prepared.json and the
+    # tokenizer's trained_on.json before training refused it, so the good command after retrained the tokenizer
+    base = ["--source", "stdlib", "--max-files", "20", "--data-dir", str(tmp_path), "--shards", "4",
+            "--vocab-size", "300"]
+    assert prepare.main(base) == 0
+    root = tmp_path / "stdlib"
+    before = _files(root)
+    capsys.readouterr()
+    one_line_error(capsys, prepare.main(base[:-1] + ["65536"]), "corpus too small for a vocabulary of 65536")
+    assert _files(root) == before
     assert prepare.main(base) == 0 and "nothing to do" in capsys.readouterr().out

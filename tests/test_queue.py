@@ -375,6 +375,38 @@ def test_fresh_run_refuses_a_used_folder_unless_fresh_which_moves_it_aside(calib
     assert not list(out.glob("ckpt_*.pt"))
 
 
+@pytest.mark.parametrize("bad,needle", [
+    ({"data_dir": "NODATA"}, "corpus not prepared"),
+    ({"candidates": 100000}, "reserve shards, 4 needed"),
+], ids=["data_dir", "candidates"])
+def test_calibrate_fresh_that_cannot_calibrate_leaves_the_earlier_calibration_in_place(calibrated, tmp_path, bad,
+                                                                                      needle):
+    # a helper's rerun: calibrate --fresh with a typo'd data_dir (or a pool the corpus cannot fill) moved the earlier
+    # calibration into previous/ and then refused, leaving a folder that a `run` could no longer use
+    out = tmp_path / "cal"
+    shutil.copytree(calibrated["dir"], out)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"}
+    cfg = {**CFG, "data_dir": str(tmp_path / "nodata") if bad.get("data_dir") else str(calibrated["data"])}
+    settings = {**SETTINGS, **{k: v for k, v in bad.items() if k != "data_dir"}}
+    with pytest.raises(DataError, match=re.escape(needle)):
+        rq.calibrate(out, None, [f"{k}={v}" for k, v in cfg.items()], settings, fresh=True)
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == before
+
+
+def test_run_fresh_with_a_bad_new_source_leaves_the_earlier_run_in_place(calibrated, full_run, tmp_path, capsys):
+    # a helper's rerun: run --fresh --add-source NEW=F with an unreadable F moved the finished run into previous/
+    # and then refused F; a --resume after it found nothing to resume
+    out = tmp_path / "used"
+    shutil.copytree(full_run[0], out)
+    junk = tmp_path / "junk.parquet"
+    junk.write_text("not parquet\n")
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"}
+    rc = cli.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"]), "--fresh",
+                   "--add-source", f"new={junk}"])
+    one_line_error(capsys, rc, f"{junk}: not a readable parquet file")
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == before
+
+
 def test_checkpoints_of_another_run_are_refused(calibrated, full_run, tmp_path):
     out = tmp_path / "other"
     shutil.copytree(full_run[0], out)
