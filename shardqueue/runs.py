@@ -54,8 +54,7 @@ def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observe
     earlier = _check_folder(out, resume, fresh)
     cfg, world, pool, calib = open_calibration(calibration_dir, device, data_dir)
     if earlier:  # --fresh: the new sources read and checked first, so a refused one leaves the earlier run in place
-        for spec in add_sources or ():
-            sources.attach(world, pool, *sources.parse(spec), 1)
+        sources.check_new(world, pool, add_sources)
         dest, moved = move_aside(out, "calibration")
         log(f"moved the earlier run ({len(moved)} files) to {dest}")
     # new sources (add_sources: NAME=PATH) enter at the next rotation boundary; earlier ones are rebuilt

@@ -222,6 +222,28 @@ def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, t
                add_sources=[f"later={own['dir'] / 'new.parquet'}"])
 
 
+def test_new_sources_checked_before_a_fresh_run_leave_the_world_for_the_real_attach(calibrated, own, tmp_path):
+    """run --fresh checks its --add-source files before it moves the earlier run aside (check_new), then attaches them
+    for real: the check must leave the world as it was, or the real attach refuses a second source of that name."""
+    from errors import DataError
+    from shardqueue.calibration import open_calibration
+    from shardqueue.world import sources
+
+    _, world, pool, _ = open_calibration(calibrated["strict"])
+    stream, labels = world.stream, world.labels_all
+    good = f"late={own['dir'] / 'new.parquet'}"
+    sources.check_new(world, pool, [good])
+    assert world.stream is stream and world.labels_all is labels
+    _, rec = sources.attach(world, pool, *sources.parse(good), 1)
+    assert rec["label"] == "late" and rec["documents"] > 0
+    junk = tmp_path / "junk.parquet"
+    junk.write_text("not parquet\n")
+    stream, labels = world.stream, world.labels_all
+    with pytest.raises(DataError, match="not a readable parquet file"):
+        sources.check_new(world, pool, [f"other={own['dir'] / 'new.parquet'}", f"junk={junk}"])
+    assert world.stream is stream and world.labels_all is labels  # the first, good one undone too
+
+
 def test_the_study_calibrates_on_own_data_and_domains(own, tmp_path):
     import argparse
     from dataclasses import replace

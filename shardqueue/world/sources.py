@@ -124,6 +124,18 @@ def read(folder):
     return load_protocol(p)["sources"] if p.exists() else []
 
 
+def check_new(world, pool, specs):
+    """Every new source (NAME=PATH) read and checked as attach() would, the world left as it was: a --fresh run asks
+    this before it moves an earlier run aside, then prepare() attaches them for real. attach() replaces
+    world.stream and world.labels_all (never changes them in place), so putting the two back undoes it."""
+    stream, labels = world.stream, world.labels_all
+    try:
+        for spec in specs or ():
+            pool, _ = attach(world, pool, *parse(spec), 1)
+    finally:
+        world.stream, world.labels_all = stream, labels
+
+
 def prepare(out, world, pool, specs, rotation, log=print):
     """Attach every earlier added source of the run folder, then the new ones (`specs`: NAME=PATH)
     entering at rotation `rotation`; write added_sources.json when something was added."""
