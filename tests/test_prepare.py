@@ -200,9 +200,14 @@ def _files(root):
     return {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-def test_too_many_stdlib_shards_leave_the_corpus_prepared_before_it_as_it_was(tmp_path, capsys):
-    # a helper's rerun: --shards 1000 on a stdlib root prepared with 4 deleted its shards, build.json and
-    # prepared.json, then stopped at 'empty shard (0 documents)'; the document count is known before any write
+def test_too_many_stdlib_shards_or_too_large_a_vocabulary_leave_the_corpus_prepared_before_it_as_it_was(tmp_path,
+                                                                                                        capsys):
+    """A helper's reruns on one small stdlib root prepared with 4 shards and a vocabulary of 300:
+    - --shards 1000 deleted its shards, build.json and prepared.json, then stopped at 'empty shard (0 documents)';
+      the document count is known before any write;
+    - --vocab-size 65536 deleted prepared.json and the tokenizer's trained_on.json before training refused it, so
+      the good command after retrained the tokenizer.
+    Each leaves every file as it was, and the good command after them does no work."""
     base = ["--source", "stdlib", "--max-files", "20", "--data-dir", str(tmp_path), "--shards", "4",
             "--vocab-size", "300"]
     assert prepare.main(base) == 0
@@ -210,21 +215,11 @@ def test_too_many_stdlib_shards_leave_the_corpus_prepared_before_it_as_it_was(tm
     before = _files(root)
     assert Path("prepared.json") in before
     capsys.readouterr()
-    argv = [a if a != "4" else "1000" for a in base]
-    one_line_error(capsys, prepare.main(argv), "non-empty distinct documents in the corpus; at least --shards 1000")
-    assert _files(root) == before
-    assert prepare.main(base) == 0 and "nothing to do" in capsys.readouterr().out
-
-
-def test_a_vocabulary_the_corpus_cannot_fill_leaves_the_corpus_prepared_before_it_as_it_was(tmp_path, capsys):
-    # a helper's rerun: --vocab-size 65536 on a small root prepared with 300 deleted prepared.json and the
-    # tokenizer's trained_on.json before training refused it, so the good command after retrained the tokenizer
-    base = ["--source", "stdlib", "--max-files", "20", "--data-dir", str(tmp_path), "--shards", "4",
-            "--vocab-size", "300"]
-    assert prepare.main(base) == 0
-    root = tmp_path / "stdlib"
-    before = _files(root)
-    capsys.readouterr()
-    one_line_error(capsys, prepare.main(base[:-1] + ["65536"]), "corpus too small for a vocabulary of 65536")
-    assert _files(root) == before
+    for flag, value, needle in (
+            ("--shards", "1000", "non-empty distinct documents in the corpus; at least --shards 1000"),
+            ("--vocab-size", "65536", "corpus too small for a vocabulary of 65536")):
+        argv = list(base)
+        argv[argv.index(flag) + 1] = value
+        one_line_error(capsys, prepare.main(argv), needle)
+        assert _files(root) == before, flag
     assert prepare.main(base) == 0 and "nothing to do" in capsys.readouterr().out
