@@ -20,7 +20,7 @@ from console.shutdown import skip_final_collections
 from console.usage import prog_name
 from corpus.atomic import atomic_write_bytes, sha256_file
 from corpus.layout import Layout, default_data_dir
-from errors import DataError, os_error_line
+from errors import DataError, check_out_file, os_error_line
 from loaders.packers import Packer
 
 # Late imports: torch, the model, pyarrow and tqdm load inside the functions that use them: `--help` answers
@@ -143,6 +143,8 @@ def main(argv=None):
     from training.device import configure, resolve_device
 
     try:
+        if a.out:  # before the evaluation: a folder there failed the write only after it, naming a temporary file
+            check_out_file(a.out)
         device = resolve_device(a.device, "--device")
         configure(device)
         stats, cfg = evaluate_checkpoint(a.checkpoint, a.data_dir, device, progress=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 from console.shutdown import skip_final_collections
 from console.usage import prog_name
 from corpus.atomic import atomic_write_text, sha256_file
-from errors import os_error_line
+from errors import DataError, check_out_file, os_error_line
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,6 +158,11 @@ def main(argv=None):
         return 0 if verify_manifest(Path(a.manifest), allow_extra=a.allow_extra) else 1
     files = code_files() if a.code else []
     out = Path(a.out or (ROOT / "manifests" / "code.sha256" if a.code else "manifest.sha256"))
+    try:  # before any file is hashed: a folder there failed the write only after, naming a temporary file
+        check_out_file(out)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     covers = []
     for p in map(Path, a.paths):
         if p.is_dir():

@@ -372,6 +372,21 @@ def test_official_names_the_checkpoint_to_pass_for_a_run_folder_or_its_sidecar(p
                                 f"{run / 'ckpt_000002.pt'}")
 
 
+def test_official_refuses_an_out_that_is_a_folder_before_it_evaluates(partial_runs, tmp_path, capsys, monkeypatch):
+    import eval.official as official
+
+    def never(*a, **k):
+        raise AssertionError("evaluated before --out was checked")
+
+    monkeypatch.setattr(official, "evaluate_checkpoint", never)
+    (tmp_path / "kept.parquet").write_bytes(b"an earlier result")
+    ckpt = partial_runs / "baseline_s43" / "ckpt_000002.pt"
+    rc = official.main([str(ckpt), "--device", "cpu", "--out", str(tmp_path)])
+    _one_line_error(capsys, rc, f"error: --out {tmp_path}: is a folder, not a file")
+    assert [p.name for p in tmp_path.iterdir()] == ["kept.parquet"]
+    assert (tmp_path / "kept.parquet").read_bytes() == b"an earlier result"
+
+
 def test_protocol_fixed_parameters_are_refused_and_the_last_line_counts_the_figures(partial_runs, small_corpus, tmp_path,
                                                                                    capsys):
     write_protocol(tmp_path / "protocol.json", _protocol(small_corpus, partial_runs))

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, one_line_error
 from errors import DataError
 from corpus.layout import Layout
 from eval.runs import find_runs
@@ -105,6 +105,16 @@ def test_manifest_round_trip_detects_changes_and_matches_sha256sum(tmp_path):
     assert any("MISMATCH  ckpt_1.pt" in m for m in msgs)
     (d / "ckpt_2.pt").unlink()
     assert manifest_main(["verify", str(d / "m.sha256")]) == 1
+
+
+def test_manifest_write_refuses_an_out_that_is_a_folder_before_hashing(tmp_path, capsys, monkeypatch):
+    import manifests.__main__ as manifests_cli
+
+    (tmp_path / "ckpt_0.pt").write_bytes(b"a checkpoint")
+    monkeypatch.setattr(manifests_cli, "sha256_file", lambda p: pytest.fail("hashed before --out was checked"))
+    rc = manifest_main(["write", str(tmp_path / "ckpt_0.pt"), "--out", str(tmp_path)])
+    one_line_error(capsys, rc, f"--out {tmp_path}: is a folder, not a file")
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt_0.pt"]
 
 
 def test_code_manifest_lists_tracked_code(tmp_path):
