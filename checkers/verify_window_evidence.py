@@ -11,7 +11,8 @@ contributions, that the bins add up to the window delta within 1e-7, and that by
 counted targets are whole non-negative numbers. Cells exist only for the (condition, seed)
 pairs whose same-seed baseline was evaluated (the evidence lists them). Prints one line
 per check; exits 1 on any difference beyond the tolerance or any non-finite saved value,
-2 on missing, unreadable, truncated or incomplete files.
+2 on missing, unreadable, truncated or incomplete files, or on a summary and an evidence file of two populations
+(the evidence names its population and stream fingerprint; files written before 2026-12-07 do not).
 """
 import glob
 import json
@@ -26,6 +27,13 @@ import numpy as np
 TOL = 1e-9
 BIN_TOL = 1e-7
 # what a truncated, empty or malformed file raises somewhere in the checks: never a PASS, never a traceback
+WHICH = ("population", "fingerprint")  # what the evidence says it is of (eval/compare.py write_evidence)
+
+
+class Mismatched(Exception):
+    """A summary and an evidence file of two populations: the arguments, not the evaluation, are wrong."""
+
+
 UNCHECKABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, EOFError, zipfile.BadZipFile,
                zlib.error)
 
@@ -81,7 +89,11 @@ def verify(summary_path, evidence_path):
     if not isinstance(summary, dict):
         raise ValueError(f"{summary_path} holds a {type(summary).__name__}, not a window summary")
     z = np.load(evidence_path, allow_pickle=False)
-    ev = {k: z[k] for k in z.files if k not in ("meta", "status")}
+    for k in WHICH:  # evidence written before 2026-12-07 holds neither: nothing to compare
+        if k in z.files and summary.get(k) is not None and str(z[k]) != str(summary[k]):
+            raise Mismatched(f"{summary_path} is of {k} {summary[k]}, {evidence_path} of {k} {z[k]}: give the summary "
+                             f"and the evidence of one population (window_summary_P.json with window_evidence_P.npz)")
+    ev = {k: z[k] for k in z.files if k not in ("meta", "status", *WHICH)}
     p = json.loads(str(z["meta"]))
     ok = True
 
@@ -146,6 +158,9 @@ def main(argv=None):
         return 2
     try:
         results = [verify(s, e) for s, e in pairs]
+    except Mismatched as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except UNCHECKABLE as e:
         print(f"error: cannot be checked ({type(e).__name__}: {e}); a truncated or incomplete file?", file=sys.stderr)
         return 2

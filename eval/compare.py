@@ -115,9 +115,12 @@ def compare_windows(paths, contrast_strata=(5, 6), baseline="baseline", replicat
 
 
 def write_evidence(path, ev, summary):
+    """The evidence file: the sums the cells are recomputed from, the parameters, and which population they are of
+    (its name and stream fingerprint), so that a checker given another population's summary says so."""
     buf = io.BytesIO()
     extra = {"status": np.asarray(summary["status"])} if "status" in summary else {}
-    np.savez(buf, meta=np.asarray(json.dumps(summary["params"])), **extra, **ev)
+    which = {k: np.asarray(str(summary[k])) for k in ("population", "fingerprint") if summary.get(k) is not None}
+    np.savez(buf, meta=np.asarray(json.dumps(summary["params"])), **which, **extra, **ev)
     atomic_write_bytes(path, buf.getvalue())
 
 

@@ -261,6 +261,10 @@ def test_checkers_pass_on_real_outputs_and_fail_on_altered_files(evaluated, tmp_
     np.savez(tmp_path / "e.npz", **z)
     r = _run("verify_window_evidence.py", out / "window_summary_dev.json", tmp_path / "e.npz")
     assert r.returncode == 1 and "FAIL" in r.stdout
+    # the two populations' files swapped: the arguments are wrong, not the evaluation (it once said FAIL deltas)
+    r = _run("verify_window_evidence.py", out / "window_summary_dev.json", out / "window_evidence_conf.npz")
+    assert r.returncode == 2 and "FAIL" not in r.stdout and r.stderr.count("\n") == 1, r.stdout + r.stderr
+    assert "window_summary_dev.json is of population dev" in r.stderr and "of population conf" in r.stderr
     rk = json.loads((out / "rankings.json").read_text())
     rk["prefixes"][1]["contrasts"][0]["interval95"][0] -= 1e-4
     (tmp_path / "r.json").write_text(json.dumps(rk))
