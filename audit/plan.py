@@ -10,6 +10,7 @@ from audit.adapters import SPECS, installed, user_spec
 from audit.libraries.args import loader_settings
 from audit.loader_presets import Pipeline, apply_pipeline
 from audit.pipeline import check_packers
+from audit.replay import TARGETS_PER_UPDATE
 from audit.topology import Split, parse_split, worker_streams
 from corpus.readers.sources import FORMATS
 from errors import DataError
@@ -129,6 +130,8 @@ def plan_of(args, left_out=None) -> AuditPlan:
     if grid:
         check_sweep_packer(loader.packers, args.packers is None and args.pipeline)
     check_numbers(args)
+    if not grid:  # a frontier keeps its budget in whole rows of each R it replays
+        check_whole_rows(args)
     check_stream_flags(args)
     thresholds = parse_thresholds(args.thresholds)
     split = parse_split(loader.split_by)
@@ -176,6 +179,22 @@ def check_numbers(args):
         raise DataError(f"--passes {args.passes}: must be positive (leave it out for a stream that wraps)")
     if args.max_length < 1:
         raise DataError(f"--max-length {args.max_length}: must be positive")
+
+
+def check_whole_rows(args):
+    """A budget given as --targets or --updates is a whole number of rows of R - 1 targets (the replay packs rows),
+    refused in one line naming the flag and the two nearest budgets that are, before the stream is read."""
+    R = args.row_capacity
+    if args.updates is not None:
+        targets = args.updates * TARGETS_PER_UPDATE
+        flag = f"--updates {args.updates} ({targets:,} targets)"
+    elif args.targets is not None:
+        targets, flag = args.targets, f"--targets {args.targets}"
+    else:
+        return
+    if targets % (R - 1):
+        raise DataError(f"{flag}: not a whole number of rows of {R - 1:,} targets (--row-capacity {R}); give "
+                        f"--targets {targets // (R - 1) * (R - 1) or R - 1} or {(targets // (R - 1) + 1) * (R - 1)}")
 
 
 def check_stream_flags(args):

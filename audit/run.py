@@ -241,10 +241,6 @@ def compute(plan, stream, work, engine=None):
     """Every packer's summary, the bounds, the permutations, the comparison, the regime: the summary."""
     R, B, packers, user = plan.row_capacity, plan.buffer, plan.packers, plan.user
     targets, reason = budget(plan, stream, R)
-    if targets % (R - 1):  # only a budget given in --targets or --updates can be no whole number of rows
-        flag = f"--updates {plan.updates} ({targets:,} targets)" if plan.updates is not None else f"--targets {targets}"
-        raise DataError(f"{flag}: not a whole number of rows of {R - 1:,} targets (--row-capacity {R}); give "
-                        f"--targets {targets // (R - 1) * (R - 1) or R - 1} or {(targets // (R - 1) + 1) * (R - 1)}")
     rows = rows_for_targets(targets, R)
     if rows < 1:
         raise DataError(f"budget of {targets} targets is less than one row of {R - 1}")
