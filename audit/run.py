@@ -363,14 +363,9 @@ def interrupts(fn):
 def check_plan_topology(plan, stream):
     """check_topology for the plan's worker streams; a refused split that a --pipeline preset chose says so (a user
     who never typed --split-by is told where it came from)."""
-    try:
-        check_topology(stream.n, plan.topology.worker_streams, plan.topology.split, file_of(stream), file_count(stream))
-    except DataError as e:
-        given = f"--split-by {plan.topology.split_by}: "
-        if plan.pipeline is None or plan.topology.split_by != plan.pipeline.split_by or not str(e).startswith(given):
-            raise
-        raise DataError(f"--split-by {plan.topology.split_by} (--pipeline {plan.pipeline_name}'s deal): "
-                        f"{str(e)[len(given):]}") from None
+    preset = plan.pipeline is not None and plan.topology.split_by == plan.pipeline.split_by
+    check_topology(stream.n, plan.topology.worker_streams, plan.topology.split, file_of(stream), file_count(stream),
+                   chosen_by=f" (--pipeline {plan.pipeline_name}'s deal)" if preset else "")
 
 
 @interrupts

@@ -153,12 +153,13 @@ def worker_streams(ranks, workers):
     return ranks * workers
 
 
-def check_topology(n, W, group=1, file_of=None, files=None):
+def check_topology(n, W, group=1, file_of=None, files=None, chosen_by=""):
     """Every worker stream needs at least one document of the pass (a loader would leave the rest idle). files: the
-    stream's count of files (file_count), empty ones included."""
+    stream's count of files (file_count), empty ones included. chosen_by: said after the split where the user did not
+    give it (" (--pipeline nanochat's deal)")."""
     split = as_split(group)
     if split.per_file and file_of is None:
-        raise DataError(f"--split-by {split.text}: this stream has no files to deal (lengths given as an array): "
+        raise DataError(f"--split-by {split.text}{chosen_by}: this stream has no files to deal (lengths given as an array): "
                         "use 'document' or 'group:G'")
     if split.per_file:
         reached = int(np.count_nonzero(share_sizes(n, W, split, file_of, files)))
@@ -170,7 +171,7 @@ def check_topology(n, W, group=1, file_of=None, files=None):
             fix = ("HF datasets stops the DataLoader workers that get no file: give fewer --loader-workers, or "
                    "more files" if split.hf else
                    "give --split-by document or group:G to deal documents, or hf-iterable for HF datasets' deal")
-            raise DataError(f"--split-by {split.text}: {W} worker streams but {what} reach only {reached} of them: "
+            raise DataError(f"--split-by {split.text}{chosen_by}: {W} worker streams but {what} reach only {reached} of them: "
                             f"every worker stream needs a share; {fix}")
         return
     groups = -(-n // split.group)
