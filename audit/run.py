@@ -365,7 +365,7 @@ def check_plan_topology(plan, stream):
     who never typed --split-by is told where it came from)."""
     preset = plan.pipeline is not None and plan.topology.split_by == plan.pipeline.split_by
     check_topology(stream.n, plan.topology.worker_streams, plan.topology.split, file_of(stream), file_count(stream),
-                   chosen_by=f" (--pipeline {plan.pipeline_name}'s deal)" if preset else "")
+                   f" (--pipeline {plan.pipeline_name}'s deal)" if preset else "")  # chosen_by
 
 
 @interrupts
