@@ -43,17 +43,23 @@ NO_POSITION = np.iinfo(np.int64).max  # the first exposed position of a source n
 # why the loop stopped
 DONE, NEED_WINDOW, NEED_ROOM, EVENTS_FULL, LOG_FULL = range(5)
 
-# Compiled once per machine and cached beside this file (a second process loads the machine code). Every helper
-# is inlined into the two entry points, and none uses numba's runtime (_nrt=False: the loop only reads and writes
-# arrays its caller made): its reference counts on the arrays each inlined helper names made the loop five times
-# slower (0.23 s of CPU against 0.043 s for the paper-scale replay, 2026-12-06). The loop lets go of the GIL, so
-# the audit's events file is written on another thread meanwhile.
+# Compiled once per machine and cached beside this file (a second process loads the machine code). None uses numba's
+# runtime (_nrt=False: the loop only reads and writes arrays its caller made): its reference counts on the arrays each
+# helper names made the loop five times slower (0.23 s of CPU against 0.043 s for the paper-scale replay, 2026-12-06).
+# The loop lets go of the GIL, so the audit's events file is written on another thread meanwhile. The loop's phases
+# (_refill, _select and the steps they take: _protect, _push, _emit, _release) are inlined into the entry points by
+# numba; the small leaf helpers (bit scans, bucket and heap operations) are compiled on their own and LLVM inlines
+# them when it links them into an entry point (its machine code calls none of them). Numba's own inlining copies the
+# callee's IR block by block at each call site: with the leaves inlined that way too, the compile took 1-2 s more of
+# CPU (7.6-7.9 s against 5.4-6.9 s for every loop the tests run) and the paper-scale replay was 7-10% slower (93-100
+# ms against 83-89 ms), 2026-12-07.
 _entry = njit(cache=True, _nrt=False, nogil=True)
 _inline = njit(cache=True, inline="always", _nrt=False)
+_leaf = njit(cache=True, _nrt=False)
 
 
 # ---- lengths <= R: buckets in sequence order, a bitmap of the non-empty ones (32 bits an int64 word) -------
-@_inline
+@_leaf
 def _msb32(m):
     b = 0
     if m >= 65536:
@@ -73,7 +79,7 @@ def _msb32(m):
     return b
 
 
-@_inline
+@_leaf
 def _highest_at_most(bits, x):
     """The largest non-empty length <= x (0: none)."""
     w = x >> 5
@@ -86,7 +92,7 @@ def _highest_at_most(bits, x):
     return (w << 5) + _msb32(m)
 
 
-@_inline
+@_leaf
 def _lowest(bits):
     for w in range(len(bits)):
         m = bits[w]
@@ -95,7 +101,7 @@ def _lowest(bits):
     return 0
 
 
-@_inline
+@_leaf
 def _bucket_append(sp, head, tail, bits, slot, L):
     """At the end of bucket L, which keeps its spans in sequence order: every insert is the newest of its bucket.
     A new span has the largest sequence number, and a lossless suffix, which keeps its older number, always enters
@@ -110,7 +116,7 @@ def _bucket_append(sp, head, tail, bits, slot, L):
     tail[L] = slot
 
 
-@_inline
+@_leaf
 def _bucket_pop(sp, head, tail, bits, L):
     slot = head[L]
     nxt = sp[slot, P_NEXT]
@@ -122,12 +128,12 @@ def _bucket_pop(sp, head, tail, bits, L):
 
 
 # ---- lengths > R: a min-heap of slots keyed (length, sequence) ------------------------------------------
-@_inline
+@_leaf
 def _before(sp, a, b):
     return sp[a, P_LEN] < sp[b, P_LEN] or (sp[a, P_LEN] == sp[b, P_LEN] and sp[a, P_SEQ] < sp[b, P_SEQ])
 
 
-@_inline
+@_leaf
 def _heap_push(heap, n, sp, slot):
     i = n
     heap[i] = slot
@@ -139,7 +145,7 @@ def _heap_push(heap, n, sp, slot):
         i = p
 
 
-@_inline
+@_leaf
 def _heap_pop(heap, n, sp):
     top = heap[0]
     n -= 1
@@ -158,7 +164,7 @@ def _heap_pop(heap, n, sp):
     return top
 
 
-@_inline
+@_leaf
 def _insert(st, sp, head, tail, bits, heap, slot):
     L = sp[slot, P_LEN]
     if L <= st[S_R]:
@@ -169,18 +175,18 @@ def _insert(st, sp, head, tail, bits, heap, slot):
 
 
 # ---- the protected set: min-heap ph[i] = (length, source id, source record) of capacity B - 1 ------------
-@_inline
+@_leaf
 def _ph_less(ph, i, j):
     return ph[i, 0] < ph[j, 0] or (ph[i, 0] == ph[j, 0] and ph[i, 1] < ph[j, 1])
 
 
-@_inline
+@_leaf
 def _ph_swap(ph, i, j):
     for c in range(3):
         ph[i, c], ph[j, c] = ph[j, c], ph[i, c]
 
 
-@_inline
+@_leaf
 def _ph_down(ph, n, i):
     while True:
         c = 2 * i + 1
@@ -232,7 +238,7 @@ def _push(st, sp, so, sp_free, head, tail, bits, heap, L, srec, start, lead):
     _insert(st, sp, head, tail, bits, heap, slot)
 
 
-@_inline
+@_leaf
 def _entries(L, R, seg):
     """Buffer entries of one source: segment-first cuts one longer than R into R, then BOS + at most R - 1."""
     return 1 + (L - R + R - 2) // (R - 1) if seg and L > R else 1
