@@ -48,11 +48,11 @@ DONE, NEED_WINDOW, NEED_ROOM, EVENTS_FULL, LOG_FULL = range(5)
 # helper names made the loop five times slower (0.23 s of CPU against 0.043 s for the paper-scale replay, 2026-12-06).
 # The loop lets go of the GIL, so the audit's events file is written on another thread meanwhile. The loop's phases
 # (_refill, _select and the steps they take: _protect, _push, _emit, _release) are inlined into the entry points by
-# numba; the small leaf helpers (bit scans, bucket and heap operations) are compiled on their own and LLVM inlines
-# them when it links them into an entry point (its machine code calls none of them). Numba's own inlining copies the
-# callee's IR block by block at each call site: with the leaves inlined that way too, the compile took 1-2 s more of
-# CPU (7.6-7.9 s against 5.4-6.9 s for every loop the tests run) and the paper-scale replay was 7-10% slower (93-100
-# ms against 83-89 ms), 2026-12-07.
+# numba; the small leaf helpers (bit scans, bucket and heap operations) are compiled on their own, and LLVM inlines
+# them when it links them into an entry point (its machine code calls none of them). Numba's own inlining copies a
+# callee's IR block by block at each call site: with the leaves inlined that way too, every loop the tests run took
+# 6.3-6.5 s of CPU to compile against 4.8-4.9 s, and the paper-scale replay 84-94 ms against 79-81 ms (three
+# alternating pairs, 2026-12-07).
 _entry = njit(cache=True, _nrt=False, nogil=True)
 _inline = njit(cache=True, inline="always", _nrt=False)
 _leaf = njit(cache=True, _nrt=False)
