@@ -331,11 +331,11 @@ MICRO_STUDY = study_presets.StudyPreset(
     reference_lowest=0.5, reference_cap=2.0, reference_per_doubling=1, seeds=(43, 44), pool_seed=7)
 
 
-def run_micro_study(out, data, engine="local"):
+def run_micro_study(out, data, engine="local", curve=False):
     """queue/study.py --preset micro (a preset the caller has put into the study's PRESETS)."""
     from shardqueue.study.run import run_study
 
-    return run_study(argparse.Namespace(preset="micro", out=str(out), data_dir=str(data), dry_run=False, curve=False,
+    return run_study(argparse.Namespace(preset="micro", out=str(out), data_dir=str(data), dry_run=False, curve=curve,
                                         calibration=None, device="cpu", workers=1, engine=engine, ray_address=None),
                      log=lambda s: None)
 

@@ -231,6 +231,32 @@ def test_an_interrupted_arm_is_redone_and_its_earlier_files_are_named_in_the_rep
     assert f"- `C_s43/previous/{kept[0].name}/` ({n} files)" in (out / "report.md").read_text()
 
 
+def test_a_finished_run_made_under_another_plan_is_refused_not_reported_as_this_studys(micro, tmp_path, monkeypatch,
+                                                                                         capsys):
+    """A rerun on the same --out with --curve added, where the first run used the basic rule: arm B's finished runs
+    were read back and reported as the curve variant's. Now: one line naming the run and what differs, and nothing
+    trained or moved. The micro setting's stage A fits no identifiable curve, so its fits are taken as good here."""
+    import shutil
+
+    from shardqueue.study import run as study_run
+
+    def identifiable(*args):
+        curves, D = real(*args)
+        return {d: {**c, "ok": True, **{k: c.get(k, 1.0) for k in ("a", "b", "c", "D0")}} for d, c in curves.items()}, D
+
+    real = study_run.stage_a_curves
+    monkeypatch.setattr(study_run, "stage_a_curves", identifiable)
+    out = tmp_path / "copy"
+    shutil.copytree(micro["out"], out)
+    before = _files(out)
+    assert study(out, micro["data"], curve=True) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"error: {out / 'B_s43'}: this run finished under another run plan: curves; this --out "
+                          "holds a study made with other settings: rerun it with those, or give another --out"), err
+    assert _files(out) == before
+
+
 def test_a_measured_verdict_renders_its_intervals_and_spreads_in_the_report_and_on_the_findings_page(micro, tmp_path):
     """The micro study's seeds may leave points refused; the report and the findings page are checked on its summary
     with the committed small study's points put in (their intervals are worked by hand in test_queue_study)."""

@@ -98,15 +98,20 @@ def check_start_record(start, runner, log_path):
     """Resume refuses any difference from the run's start record: the run plan (seed, policy, rate, budget,
     rotation length, branch check, and the in-queue decay, fixed positions and curves where set), calibration,
     pool, corpus, and each key of the calibration folder's config.json and calibration.json (named)."""
-    now = dict.fromkeys(RECORDED_WHEN_SET) | runner.plan.recorded()  # a field not set is absent from the record
-    now["calibration"] = {k: runner.calib.get(k) for k in ("k", "frac", "sigma")}
-    now["pool_sha256"] = runner.pool["_sha256"]
-    now["corpus"] = runner.corpus
-    diff = [_then_now(k, start.get(k), now[k]) for k in now if start.get(k) != now[k]]
+    now = {"calibration": {k: runner.calib.get(k) for k in ("k", "frac", "sigma")},
+           "pool_sha256": runner.pool["_sha256"], "corpus": runner.corpus}
+    diff = plan_differences(start, runner.plan) + [_then_now(k, start.get(k), now[k]) for k in now
+                                                   if start.get(k) != now[k]]
     diff += settings_differences(start, runner.cfg, runner.calib)
     if diff:
         raise DataError(f"{log_path}: the run started with another {', '.join(diff)}; refusing to resume "
                         f"(resume with the start record's settings, or start a new run)")
+
+
+def plan_differences(start, plan) -> list:
+    """The fields of a run plan that differ from those a start record holds, each named (_then_now)."""
+    now = dict.fromkeys(RECORDED_WHEN_SET) | plan.recorded()  # a field not set is absent from the record
+    return [_then_now(k, start.get(k), now[k]) for k in now if start.get(k) != now[k]]
 
 
 def _then_now(key, then, now):

@@ -30,7 +30,7 @@ from records.study import StudySummary
 from shardqueue import api as rq
 from shardqueue.engine.log import read_log
 from shardqueue.engine.packing import shard_rows, shard_tokens
-from shardqueue.engine.run_folder import copy_start_state
+from shardqueue.engine.run_folder import copy_start_state, plan_differences
 from shardqueue.policy.rule import rate_kind
 from shardqueue.study.accounting import accounting, control_trace, decision_rows, run_cost
 from shardqueue.study.adoption import adoption
@@ -184,6 +184,7 @@ def run_arm(rq, arm, out, cal, plan, log, device, observer=None, describe=None, 
     d = out / f"{arm}_s{plan.seed}"
     done = d / "study_run.json"
     if done.exists():
+        check_finished_plan(d, plan)
         log(f"{d.name}: already done")
         return json.loads(done.read_text())
     fresh = (d / "decisions.jsonl").exists() or bool(list(d.glob("ckpt_*.pt")))
@@ -214,6 +215,16 @@ def run_arm(rq, arm, out, cal, plan, log, device, observer=None, describe=None, 
         shutil.move(str(d / "start_state.pt"), str(keep))
     drop_rollback_points(d)
     return rec
+
+
+def check_finished_plan(d, plan):
+    """A finished run is taken as it is only if it ran under this plan. A study rerun on the same --out with other
+    settings (--curve added or dropped, another budget or decay in the preset) would otherwise report runs made
+    under the first settings as made under these."""
+    start = read_log(d / "decisions.jsonl", log=lambda s: None)[0]
+    if diff := plan_differences(start, plan):
+        raise DataError(f"{d}: this run finished under another run plan: {', '.join(diff)}; this --out holds a "
+                        f"study made with other settings: rerun it with those, or give another --out")
 
 
 @dataclass(frozen=True)
