@@ -33,7 +33,8 @@ say) or "not measurable" (with the reason). The report gives compute per arm and
 
 Writes OUT/summary.json, OUT/report.md, four figures (selection, control_b, screen_vs_rise,
 compute), OUT/decisions_B.parquet (+ .csv) and one folder per run. A finished run is not
-redone.
+redone; one made under another run plan (the first command without --curve, this one with it)
+is refused in one line rather than reported as this command's.
 """
 import argparse
 import os
