@@ -133,9 +133,23 @@ def prepare(args) -> dict:
     check_args(args)
     data_dir = args.data_dir or default_data_dir()
     lay = Layout(data_dir, args.source)
+    made = [p for p in (lay.root, *lay.root.parents) if not p.exists()]  # deepest first: the folders this run makes
     _make_root(lay)
-    with folder_lock(lay.root, "prepare"):
-        return _prepare(args, lay)
+    try:
+        with folder_lock(lay.root, "prepare"):
+            return _prepare(args, lay)
+    except BaseException:
+        remove_empty(made)  # a first prepare that failed (a typo'd --input or column) leaves no empty folder behind
+        raise
+
+
+def remove_empty(folders):
+    """Each folder removed while it is empty, deepest first; the first one that is not empty (or gone) stops it."""
+    for p in folders:
+        try:
+            p.rmdir()
+        except OSError:
+            return
 
 
 def _prepare(args, lay) -> dict:

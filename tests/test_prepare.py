@@ -184,12 +184,15 @@ def test_a_bad_parquet_input_leaves_the_corpus_prepared_before_it_as_it_was(tmp_
     empty = _write(tmp_path / "empty.parquet", pa.table({"text": pa.array([], pa.string())}))
     base = ["--source", "parquet", "--input", str(good), "--data-dir", str(tmp_path / "data"), "--shards", "3",
             "--vocab-size", "300"]
+    argv = base + [str(empty) if a == "EMPTY" else a for a in bad]
+    # the same mistake in a first prepare: no empty data root is left behind (it was: data/parquet/)
+    one_line_error(capsys, prepare.main(argv), needle)
+    assert not (tmp_path / "data").exists()
     assert prepare.main(base) == 0
     root = tmp_path / "data" / "parquet"
     before = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
     assert (root / "prepared.json") in [root / p for p in before]
     capsys.readouterr()
-    argv = base + [str(empty) if a == "EMPTY" else a for a in bad]
     one_line_error(capsys, prepare.main(argv), needle)
     after = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
     assert after == before
