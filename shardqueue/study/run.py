@@ -218,9 +218,9 @@ def run_arm(rq, arm, out, cal, plan, log, device, observer=None, describe=None, 
 
 
 def check_finished_plan(d, plan):
-    """A finished run is taken as it is only if it ran under this plan. A study rerun on the same --out with other
-    settings (--curve added or dropped, another budget or decay in the preset) would otherwise report runs made
-    under the first settings as made under these."""
+    """A finished run is taken as it is only if it ran under this plan. A study rerun on the same --out with --curve
+    added or dropped passes stage A's check (the preset's settings, not the rule the arms use) and would otherwise
+    report arm B's runs made under one rule as made under the other."""
     start = read_log(d / "decisions.jsonl", log=lambda s: None)[0]
     if diff := plan_differences(start, plan):
         raise DataError(f"{d}: this run finished under another run plan: {', '.join(diff)}; this --out holds a "
