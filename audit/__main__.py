@@ -49,7 +49,9 @@ def add_corpus_args(ap):
                     help="--corpus: the format of a file whose name and first bytes do not say it, or say it wrongly "
                          "(datasets, parquet, arrow, jsonl, megatron, tokens); in a folder, only that format's files "
                          "are read. A Megatron prefix takes only megatron, a datasets folder only datasets or arrow "
-                         "(each shard a file of its own): another format there is refused")
+                         "(each shard a file of its own): another format there is refused. A folder's files whose "
+                         "name and first bytes say no format (a README) are never read, nor its *.json files "
+                         "(metadata: dataset_info.json, tokenizer.json) unless the format is jsonl")
     ap.add_argument("--column", default=None, help="the length column of a --lengths .parquet file; with --corpus, "
                     "the text or token column (default: text, or input_ids / token_ids / tokens)")
     ap.add_argument("--label-column", default=None, help="the label column of a --lengths .parquet file (default: a "

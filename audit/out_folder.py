@@ -86,6 +86,9 @@ def _check_place(out, choice):
         if where == p.resolve() or where in p.resolve().parents:
             raise DataError(f"--out {out}: holds the input {p}, and the audit replaces its --out folder whole; give "
                             "another folder")
+        if p.is_dir() and p.resolve() in where.parents:  # the next run would read this audit's files as corpus
+            raise DataError(f"--out {out}: is inside the input folder {p}, every file of which is read as the corpus "
+                            "(a rerun would read this audit's output); give a folder outside it")
 
 
 def new_folder(out):

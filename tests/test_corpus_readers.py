@@ -182,6 +182,29 @@ def test_a_format_named_for_a_folder_leaves_out_a_datasets_folder_inside_it(corp
     assert shards.lengths.tolist() == [c + 1 for c in corpus.counts[5:9]]
 
 
+def test_a_folder_reads_only_its_corpus_files_not_its_card_or_metadata_json(corpus, tmp_path):
+    """A Hugging Face Hub snapshot: parquet shards beside a README.md, a dataset_info.json (pretty-printed) and a
+    tokenizer.json. The .json files start as JSON lines do, and were read as such ("line 1: not JSON"); with
+    --format parquet the README was read as parquet. Now only the parquet files are read, named or not; *.json
+    files of JSON lines are read when jsonl is named."""
+    for i in range(2):
+        pq.write_table(pa.table({"text": corpus.texts[i * 5:(i + 1) * 5]}), tmp_path / f"train-{i}.parquet")
+    (tmp_path / "README.md").write_text("---\nlicense: mit\n---\n# my corpus\n")
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"features": {"text": "string"}}, indent=2))
+    shutil.copy(corpus.tok, tmp_path / "tokenizer.json")
+    want = [c + 1 for c in corpus.counts[:10]]
+    for fmt in (None, "parquet"):
+        r = run([tmp_path], corpus.tok, format=fmt)
+        assert r.files == [str(tmp_path / f"train-{i}.parquet") for i in range(2)] and r.lengths.tolist() == want
+    lines = tmp_path / "lines"
+    lines.mkdir()
+    write_dolma(lines / "part.json", corpus.texts[:4], corpus.labels[:4], lambda p: open(p, "w", encoding="utf-8"))
+    with pytest.raises(DataError) as e:
+        run([lines], corpus.tok)
+    one_line(e, str(lines), "no corpus file", "*.json files are read as JSON lines only with --format jsonl")
+    assert run([lines], corpus.tok, format="jsonl").lengths.tolist() == [c + 1 for c in corpus.counts[:4]]
+
+
 def write_dolma(path, texts, labels, opener):
     with opener(path) as f:
         for i, (t, s) in enumerate(zip(texts, labels)):
@@ -252,6 +275,14 @@ def test_a_megatron_dataset_gives_its_documents_lengths_from_the_index(tmp_path)
         assert r.files == [str(tmp_path / "m_text_document")] and r.labels.tolist() == ["m_text_document"] * len(lists)
     none = run([tmp_path], bos="none")  # a folder: the .bin/.idx pair is one source
     assert none.lengths.tolist() == [len(x) for x in lists]
+    # and named by its two files, or by a glob that matches both (refused as "named twice" before)
+    for given in ([tmp_path / "m_text_document.bin", tmp_path / "m_text_document.idx"], [tmp_path / "m_text_*"]):
+        pair = run(given, bos="none")
+        assert pair.files == [str(tmp_path / "m_text_document")] and pair.lengths.tolist() == [len(x) for x in lists]
+    for twice in ([tmp_path / "m_text_document.bin"] * 2, [tmp_path, tmp_path / "m_text_document.idx"]):
+        with pytest.raises(DataError) as e:
+            run(twice, bos="none")
+        one_line(e, "m_text_document: named twice in the corpus")
     assert none.provenance["inputs"][0]["files"][1]["sha256"] is None  # the .bin, not read without BOS auto
     data = (tmp_path / "m_text_document.bin").read_bytes()
     (tmp_path / "m_text_document.bin").write_bytes(data[:-2])  # one token short

@@ -108,6 +108,9 @@ def _audit_inputs(tmp_path):
     ("the working folder as --out", ["--lengths", "ok.txt", "--out", "."], ["--out .: is the working folder"]),
     ("an --out above the working folder", ["--lengths", "ok.txt", "--out", ".."], ["--out ..: is the working folder or holds it"]),
     ("an --out holding the input", ["--lengths", "mine/L.txt", "--out", "mine"], ["--out mine: holds the input mine/L.txt"]),
+    # every file in a --corpus folder is read: a rerun would have read the first run's output as corpus
+    ("an --out inside a --corpus folder", ["--corpus", "mine", "--out", "mine/audit"],
+     ["--out mine/audit: is inside the input folder mine", "give a folder outside it"]),
 ])
 def test_the_audits_bad_inputs_are_one_line_writing_nothing_and_leaving_no_lock(tmp_path, capsys, monkeypatch,
                                                                                  case, args, needles):

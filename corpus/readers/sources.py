@@ -33,21 +33,21 @@ def sources(paths, fmt=None) -> list:
         raise DataError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    out = []
+    out, named = [], {}  # named: each source's path -> what the user named that gave it
     for p in map(str, paths):
+        matches = [p]
         if glob.has_magic(p) and not os.path.lexists(p):
             matches = sorted(glob.glob(p, recursive=True))
             if not matches:
                 raise DataError(f"{p}: no file matches this pattern")
-            for m in matches:
-                out += _of_path(m, fmt)
-        else:
-            out += _of_path(p, fmt)
-    seen = {}
-    for s in out:  # the same document twice would be audited twice: refuse it
-        if s.path in seen:
-            raise DataError(f"{s.path}: named twice in the corpus")
-        seen[s.path] = s
+        for m in (str(Path(x)) for x in matches):  # ./a.bin as a.bin: the pair below is found by name
+            for s in _of_path(m, fmt):
+                if s.path not in named:
+                    named[s.path] = m
+                    out.append(s)
+                elif not (s.fmt == "megatron" and {named[s.path], m} == {s.path + ".bin", s.path + ".idx"}):
+                    raise DataError(f"{s.path}: named twice in the corpus")  # its documents would be audited twice
+                # else: PREFIX.bin and PREFIX.idx both named (a glob matches both): one Megatron source
     return out
 
 
@@ -69,12 +69,13 @@ def _of_path(p, fmt):
 
 def _of_file(path, fmt, in_folder=False):
     kind = detect(path)
-    if in_folder and fmt and kind not in (None, fmt):
-        return None  # a format named for a folder: its files of another format are not part of it
+    if in_folder and (kind is None or kind != (fmt or kind) or (path.suffix == ".json" and fmt != "jsonl")):
+        # in a folder, only the files of a corpus format are read, and of the format named if one is: not a README
+        # or a dataset card; nor a *.json (a dataset_info.json, a tokenizer.json), though it starts as JSON lines do,
+        # unless the format named is jsonl
+        return None
     kind = fmt or kind
     if kind is None:
-        if in_folder:
-            return None
         raise DataError(f"{path}: unknown format (expected a datasets folder, parquet, arrow, jsonl[.gz|.zst], "
                         f"a Megatron .bin/.idx pair, or a .bin/.npy token file; or name the format)")
     if kind == "megatron":
@@ -149,7 +150,8 @@ def _no_corpus_file(path, fmt):
     if held:
         return (f"{path}: no {fmt} file in this folder, which holds {', '.join(held)} data; name the format "
                 f"{held[0] if len(held) == 1 else 'of the files to read'}, or leave it out")
-    return f"{path}: a folder with no corpus file in it (parquet, arrow, jsonl, .bin/.idx, .npy)"
+    hint = " (its *.json files are read as JSON lines only with --format jsonl)" if any(path.rglob("*.json")) else ""
+    return f"{path}: a folder with no corpus file in it (parquet, arrow, jsonl, .bin/.idx, .npy){hint}"
 
 
 def _splits(path):
