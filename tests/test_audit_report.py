@@ -338,3 +338,16 @@ def test_one_pass_that_never_fills_the_buffer_draws_its_figures_and_says_so(tmp_
     drawn = sorted(p.name for p in out.glob("*.png"))
     assert "length_histogram.png" not in drawn and {"position_exposure.png", "comparison.png"} <= set(drawn)
     assert sorted(s["figures"]) == drawn
+
+
+def test_the_corpus_line_says_how_many_documents_are_a_lone_bos():
+    """An empty text or token list under --bos auto or add is a document of one token, the BOS: the report said
+    nothing of them (found by a user's corpus with an empty row)."""
+    from audit.report import corpus_lines
+
+    c = {"documents": 1500, "tokens": 59006, "inputs": [{"files": [1, 2], "format": "jsonl"}],
+         "bos": {"policy": "auto", "id": 1}, "empty_documents": 3}
+    assert corpus_lines(c)[0].startswith("Corpus: 1,500 documents (3 of them a lone BOS: an empty text or token "
+                                         "list), 59,006 tokens, read from 2 files (jsonl); BOS policy auto")
+    for quiet in ({**c, "empty_documents": 0}, {k: v for k, v in c.items() if k != "empty_documents"}):
+        assert corpus_lines(quiet)[0].startswith("Corpus: 1,500 documents, 59,006 tokens")

@@ -220,6 +220,8 @@ def test_jsonl_plain_gzip_and_zstd_with_dolma_sources_as_labels(corpus, tmp_path
                 lambda p: zstandard.open(p, "wt", encoding="utf-8", cctx=zstandard.ZstdCompressor(level=3)))
     r = run([tmp_path / "*.js*"], corpus.tok)  # a glob: its files sorted
     assert r.lengths.tolist() == [c + 1 for c in corpus.counts[:3 * n]]
+    empty = sum(t == "" for t in corpus.texts[:3 * n])  # an empty text is a lone BOS, and said to be
+    assert empty > 0 and r.provenance["empty_documents"] == empty and f"({empty:,} of them a lone BOS" in r.message
     assert r.labels.tolist() == corpus.labels[:3 * n]
     assert r.doc_row.tolist() == list(range(n)) * 3 and r.doc_file.tolist() == [0] * n + [1] * n + [2] * n
     lang = run([tmp_path], corpus.tok, label="metadata.lang")  # a folder: its files sorted; a nested label field

@@ -49,12 +49,23 @@ def corpus_lengths(paths, tokenizer=None, *, format=None, column=None, label=Non
     cache = LengthCache(cache_dir, key)
     hit = cache.final()
     if hit is not None:
-        hit.message = (f"corpus lengths: {len(hit):,} documents, {hit.tokens:,} tokens, from the cache "
-                       f"{hit.cache_dir} (inputs unchanged: nothing recomputed)" + unused)
+        hit.provenance["empty_documents"] = lone_bos(hit.lengths, settings)  # a cache of 2026-12-07 counted 0s only
+        hit.message = (f"corpus lengths: {len(hit):,} documents{lone_note(hit, settings)}, {hit.tokens:,} tokens, from "
+                       f"the cache {hit.cache_dir} (inputs unchanged: nothing recomputed)" + unused)
         return hit
     out = _count(units, srcs, settings, cache, key, runner or local_runner(workers or cores()), progress)
     out.message += unused
     return out
+
+
+def lone_bos(lengths, settings) -> int:
+    """Documents with no token but the BOS counted for them (an empty text or token list; none with --bos none)."""
+    return int((lengths == 1).sum()) if settings.bos != "none" else int((lengths == 0).sum())
+
+
+def lone_note(out, settings) -> str:
+    n = out.provenance["empty_documents"] if settings.bos != "none" else 0
+    return f" ({n:,} of them a lone BOS: no token of their own)" if n else ""
 
 
 def _tokenizer_used(settings, units, id_from_tokenizer):
@@ -126,13 +137,14 @@ def _count(units, srcs, settings, cache, key, run, progress):
         raise DataError(f"the corpus holds no documents ({', '.join(s.path for s in srcs[:3])}"
                         f"{', ...' if len(srcs) > 3 else ''})")
     seconds = time.perf_counter() - t0
-    out.provenance = dict(key, documents=len(out), tokens=out.tokens, empty_documents=int((out.lengths == 0).sum()),
+    out.provenance = dict(key, documents=len(out), tokens=out.tokens, empty_documents=lone_bos(out.lengths, settings),
                           trailing_pieces=sum(r.trailing for r in ordered), seconds=round(seconds, 3),
                           workers=getattr(run, "workers", None))
     cache.save(out, [int(c) for c in np.bincount(out.doc_file, minlength=len(srcs))])
     out.resumed = resumed
     done = f"{resumed} of {len(units)} parts resumed from the cache; " if resumed else ""
-    out.message = (f"corpus lengths: {len(out):,} documents, {out.tokens:,} tokens, counted in {seconds:.1f} s "
+    out.message = (f"corpus lengths: {len(out):,} documents{lone_note(out, settings)}, {out.tokens:,} tokens, "
+                   f"counted in {seconds:.1f} s "
                    f"({done}{_where(run)}){f'; cached in {out.cache_dir}' if out.cache_dir else ''}")
     return out
 
