@@ -18,3 +18,21 @@ def pct(x):
 def table(header, rows):
     out = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     return out + ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+
+
+# a label column with a value per document (an id, a URL) would fill pages and draw a figure 150,000 pixels wide:
+# the tables and the figure show this many, the labels with the most documents; every label stays in summary.json
+LABELS_SHOWN = 30
+
+
+def shown_labels(rows, docs):
+    """(rows, how many are left out): every row where there are at most LABELS_SHOWN, else the LABELS_SHOWN with the
+    most documents (docs(row); the first on a tie), in their order."""
+    if len(rows) <= LABELS_SHOWN:
+        return list(rows), 0
+    keep = set(sorted(range(len(rows)), key=lambda i: -docs(rows[i]))[:LABELS_SHOWN])
+    return [r for i, r in enumerate(rows) if i in keep], len(rows) - LABELS_SHOWN
+
+
+def left_out_line(n, where):
+    return f"{n:,} more labels, none with more documents than those shown, are left out here; every label is in {where}."

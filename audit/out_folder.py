@@ -5,6 +5,7 @@ output, never a folder of other files, the working folder or one holding an inpu
 frontier is refused (replacing the folder would delete the frontier unsaid), and a frontier's --out holding an
 audit's output too (a later audit there would then delete the frontier); an earlier frontier's folder takes a new
 frontier."""
+import glob
 import json
 import os
 import shutil
@@ -86,9 +87,22 @@ def _check_place(out, choice):
         if where == p.resolve() or where in p.resolve().parents:
             raise DataError(f"--out {out}: holds the input {p}, and the audit replaces its --out folder whole; give "
                             "another folder")
-        if p.is_dir() and p.resolve() in where.parents:  # the next run would read this audit's files as corpus
+    for p in folders_read_whole(choice):  # the next run would read this audit's files as corpus
+        if p.resolve() in where.parents:
             raise DataError(f"--out {out}: is inside the input folder {p}, every file of which is read as the corpus "
                             "(a rerun would read this audit's output); give a folder outside it")
+
+
+def folders_read_whole(choice):
+    """The --corpus folders every file under which is read: a folder named, or the root of a recursive glob (**); a
+    glob of one folder's files (DIR/*.parquet) reads none of its subfolders."""
+    out = []
+    for p in map(str, choice.corpus.paths if choice.corpus is not None else ()):
+        if "**" in p:
+            out.append(Path(p.split("**")[0] or "."))
+        elif not glob.has_magic(p) and Path(p).is_dir():
+            out.append(Path(p))
+    return out
 
 
 def new_folder(out):

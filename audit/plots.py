@@ -7,6 +7,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from audit.fmt import shown_labels  # noqa: E402
+
 # ---- one colour per packer --------------------------------------------------------------
 # Every packer keeps one colour in every figure, and no two packers share one: the paper's four
 # keep tab10's first four colours and their line styles; the library packers get the rest of
@@ -211,7 +213,8 @@ def length_histogram(summary, R, path):
 
 def label_coverage(summaries, path):
     """Per label and packer: share of emitted tokens over share of arrived tokens (1 = as it arrived)."""
-    labels = [d["label"] for d in summaries[0]["by_label"]]
+    shown, more = shown_labels(summaries[0]["by_label"], lambda d: d["docs"])
+    labels = [d["label"] for d in shown]
     styles = packer_styles([s["packer"] for s in summaries])
     fig, ax = plt.subplots(figsize=(max(6, (0.8 + 0.12 * len(summaries)) * len(labels) + 2), 4.2), layout="constrained")
     w = 0.8 / len(summaries)
@@ -223,8 +226,9 @@ def label_coverage(summaries, path):
     ax.axhline(1, color="k", lw=1, ls="--")
     ax.set_xticks(x, labels, fontsize=8, rotation=20)
     ax.set_xlim(-0.5, len(labels) - 0.5)
-    _save(fig, ax, "Per-label representation: share of emitted over share of arrived tokens", "label",
-          "representation (1 = as arrived)", path)
+    _save(fig, ax, "Per-label representation: share of emitted over share of arrived tokens"
+          + (f" ({len(labels)} labels with the most documents; {more:,} more in summary.json)" if more else ""),
+          "label", "representation (1 = as arrived)", path)
 
 
 POSITION_PANELS_PER_ROW = 5

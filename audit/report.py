@@ -9,7 +9,7 @@ figures, the folder's size, and last the one-sentence verdict.
 """
 from audit.compare import comparison_table_md, shortfall
 from audit.fate_table import NEVER_STARTED
-from audit.fmt import fmt, pct, table
+from audit.fmt import fmt, left_out_line, pct, shown_labels, table
 from audit.regime import regime_table_md
 
 # The note under each figure in report.md: what to read in it (here, not beside the figures: a report written
@@ -149,7 +149,9 @@ def documents_section(summary, per):
     main = "original" if "original" in counted else next(iter(counted))
     d = counted[main]["documents"]
     if len(d["by_label"]) > 1:
-        out += [f"### {main}: by label", ""] + fate_table(d["by_label"], "label") + [""]
+        labels, more = shown_labels(d["by_label"], lambda g: sum(g[k] for k in FATE_KEYS))
+        out += [f"### {main}: by label", ""] + fate_table(labels, "label") + [""]
+        out += [left_out_line(more, f"summary.json and each document's in fates_{main}.parquet"), ""] if more else []
     out += [f"### {main}: by length (tokens)", ""] + fate_table(d["by_stratum"], "stratum") + [""]
     return out
 
@@ -180,8 +182,11 @@ def documents_sentence(name, s, summary):
     return out
 
 
+FATE_KEYS = ("whole", "partial", "waiting", "dropped", "not_arrived")
+
+
 def fate_table(groups, key):
-    rows = [[g[key], f"{sum(g[k] for k in ('whole', 'partial', 'waiting', 'dropped', 'not_arrived')):,}",
+    rows = [[g[key], f"{sum(g[k] for k in FATE_KEYS):,}",
              f"{g['whole']:,}", f"{g['partial']:,}", f"{g['waiting'] + g['dropped']:,}", f"{g['not_arrived']:,}"]
             for g in groups]
     return table([key, "documents", "trained whole", "in part", "never started", "not reached"], rows)
@@ -232,7 +237,9 @@ def label_section(per):
            "arrived tokens (representation 1.00: as it arrived; below 1: under-represented). A document without a "
            "label counts under \"(no label)\".", ""]
     for n in names:
-        out += [f"### {n}", ""] + label_table(per[n]["by_label"]) + [""]
+        labels, more = shown_labels(per[n]["by_label"], lambda d: d["docs"])
+        out += [f"### {n}", ""] + label_table(labels) + [""]
+        out += [left_out_line(more, "summary.json (by_label)"), ""] if more else []
     return out
 
 

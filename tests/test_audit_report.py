@@ -351,3 +351,31 @@ def test_the_corpus_line_says_how_many_documents_are_a_lone_bos():
                                          "list), 59,006 tokens, read from 2 files (jsonl); BOS policy auto")
     for quiet in ({**c, "empty_documents": 0}, {k: v for k, v in c.items() if k != "empty_documents"}):
         assert corpus_lines(quiet)[0].startswith("Corpus: 1,500 documents, 59,006 tokens")
+
+
+def test_the_label_tables_and_figure_show_the_thirty_labels_with_the_most_documents(tmp_path):
+    """A label column with a value per document (found with --label-column id: a 154 KB report, 1,592 console
+    lines and a label figure 152,025 pixels wide). 35 labels here: documents 1..35, label 'l{k}' with k + 1
+    documents: the tables keep the 30 with the most (l5..l34) and say that 5 are left out; the figure draws 30."""
+    from PIL import Image
+
+    from audit.plots import label_coverage
+
+    labels = [f"l{k:02d}" for k in range(35) for _ in range(k + 1)]
+    lengths = [40 + (i * 7) % 90 for i in range(len(labels))]
+    pq.write_table(pa.table({"length": lengths, "label": labels}), tmp_path / "l.parquet")
+    assert audit_main(["--lengths", str(tmp_path / "l.parquet"), "--column", "length", "--label-column", "label",
+                       "--row-capacity", "65", "--buffer", "8", "--packers", "original", "--permutations", "0",
+                       "--no-figures", "--out", str(tmp_path / "o")]) == 0
+    report = (tmp_path / "o" / "report.md").read_text()
+    for section in ("### original: by label", "## Per-label coverage"):
+        part = report[report.index(section):]
+        rows = re.findall(r"^\| (l\d\d) \|", part[:part.index("more labels")], re.M)
+        assert rows == [f"l{k:02d}" for k in range(5, 35)], (section, rows)
+        assert "5 more labels, none with more documents than those shown, are left out here" in part
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert len(summary["packers"]["original"]["by_label"]) == 35  # every label kept in the summary
+    wide = [{"packer": "original", "by_label": [{"label": f"id{i}", "docs": 1, "representation": 1.0}
+                                                 for i in range(1500)]}]
+    label_coverage(wide, tmp_path / "labels.png")
+    assert Image.open(tmp_path / "labels.png").size[0] < 4000  # 30 bars, not 1,500

@@ -111,6 +111,8 @@ def _audit_inputs(tmp_path):
     # every file in a --corpus folder is read: a rerun would have read the first run's output as corpus
     ("an --out inside a --corpus folder", ["--corpus", "mine", "--out", "mine/audit"],
      ["--out mine/audit: is inside the input folder mine", "give a folder outside it"]),
+    ("an --out under a --corpus recursive glob", ["--corpus", "mine/**/*.parquet", "--out", "mine/a/audit"],
+     ["--out mine/a/audit: is inside the input folder mine,", "give a folder outside it"]),
 ])
 def test_the_audits_bad_inputs_are_one_line_writing_nothing_and_leaving_no_lock(tmp_path, capsys, monkeypatch,
                                                                                  case, args, needles):
