@@ -237,18 +237,19 @@ def label_section(per):
            "arrived tokens (representation 1.00: as it arrived; below 1: under-represented). A document without a "
            "label counts under \"(no label)\".", ""]
     for n in names:
-        labels, more = shown_labels(per[n]["by_label"], lambda d: d["docs"])
-        out += [f"### {n}", ""] + label_table(labels) + [""]
-        out += [left_out_line(more, "summary.json (by_label)"), ""] if more else []
+        out += [f"### {n}", ""] + label_table(per[n]["by_label"]) + [""]
     return out
 
 
 def label_table(by_label):
+    """Per-label coverage, at most LABELS_SHOWN labels (audit/fmt.py), then a line saying how many are left out."""
+    shown, more = shown_labels(by_label, lambda d: d["docs"])
     rows = [[d["label"], f"{d['docs']:,}", f"{d['tokens']:,}", f"{d['emitted']:,}", f"{d['discarded']:,}",
              f"{d['buffered']:,}", f"{d['started']:,}", f"{d['never_started']:,}", pct(d["share_of_arrived"]),
-             pct(d["share_of_emitted"]), fmt(d["representation"]), fmt(d["longest_never_started"])] for d in by_label]
+             pct(d["share_of_emitted"]), fmt(d["representation"]), fmt(d["longest_never_started"])] for d in shown]
     return table(["label", "docs", "tokens", "emitted", "discarded", "buffered", "started", "never started",
-                  "share of arrived", "share of emitted", "representation", "longest never started"], rows)
+                  "share of arrived", "share of emitted", "representation", "longest never started"], rows) + (
+        ["", left_out_line(more, "summary.json (by_label)")] if more else [])
 
 
 def exposure_table(position_exposure):
