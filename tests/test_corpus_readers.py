@@ -169,6 +169,13 @@ def test_parquet_and_arrow_files_in_the_order_given_labelled_by_their_names(corp
     one_line(e, "docs.txt", "unknown format")
     named = run([tmp_path / "docs.txt"], corpus.tok, format="jsonl", bos="add")  # the format named
     assert named.lengths.tolist() == [c + 1 for c in corpus.counts[:9]] and named.provenance["format"] == "jsonl"
+    # a UTF-8 byte order mark before the first line (Windows tools write one), and before a line inside (cat of two
+    # such files): read, by name and by first bytes (it was "line 1: not JSON (Unexpected UTF-8 BOM ...)")
+    lines = [json.dumps({"text": t}) + "\n" for t in corpus.texts[:9]]
+    (tmp_path / "bom.jsonl").write_text("\ufeff" + "".join(lines[:4]) + "\ufeff" + "".join(lines[4:]), encoding="utf-8")
+    shutil.copy(tmp_path / "bom.jsonl", tmp_path / "bom")
+    for name in ("bom.jsonl", "bom"):
+        assert run([tmp_path / name], corpus.tok).lengths.tolist() == [c + 1 for c in corpus.counts[:9]], name
 
 
 def test_a_format_named_for_a_folder_leaves_out_a_datasets_folder_inside_it(corpus, tmp_path, hf_datasets):

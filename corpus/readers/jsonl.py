@@ -147,7 +147,7 @@ def _parse(line, path, n):
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: line {n}: not UTF-8 (byte {e.start} of the line)") from None
     try:
-        rec = json.loads(text)
+        rec = json.loads(text.removeprefix("\ufeff"))  # a byte order mark, as Windows tools write (at any line: cat)
     except ValueError as e:
         raise DataError(f"{path}: line {n}: not JSON ({str(e)[:60]})") from None
     if not isinstance(rec, dict):

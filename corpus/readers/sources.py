@@ -17,7 +17,8 @@ FORMATS = ("datasets", "parquet", "arrow", "jsonl", "megatron", "tokens")
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz", ".json.gz", ".jsonl.zst", ".ndjson.zst", ".json.zst")
 # first bytes of each format, for a file whose name says nothing (a gzip or zstd stream is taken as JSON lines)
 MAGIC = ((b"PAR1", "parquet"), (b"ARROW1", "arrow"), (b"\xff\xff\xff\xff", "arrow"), (b"\x93NUMPY", "tokens"),
-         (b"MMIDIDX", "megatron"), (b"\x1f\x8b", "jsonl"), (b"\x28\xb5\x2f\xfd", "jsonl"), (b"{", "jsonl"))
+         (b"MMIDIDX", "megatron"), (b"\x1f\x8b", "jsonl"), (b"\x28\xb5\x2f\xfd", "jsonl"), (b"{", "jsonl"),
+         (b"\xef\xbb\xbf{", "jsonl"))  # the last: JSON lines after a UTF-8 byte order mark
 
 
 @dataclass(frozen=True)
