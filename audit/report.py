@@ -93,6 +93,8 @@ def corpus_lines(c):
             + (f"tokenizer {tok['kind']} {tok['ref']} "
                f"(SHA256 {str(tok.get('sha256', ''))[:12]}); " if tok else "")
             + f"BOS policy {bos['policy']} ({how}" + (f"; id {bos['id']}" if bos["id"] is not None else "") + ")."
+            + (f" No document of the token data starts with id {bos['id']}, so one was counted for each: if its BOS "
+               "is another id, rerun with --bos-id." if c.get("bos_first") == 0 else "")
             + (" Lengths from the cache: the inputs were unchanged." if c.get("cached") else ""), ""]
 
 

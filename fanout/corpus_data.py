@@ -184,7 +184,7 @@ def _collect(batches, todo):
                     yield cur, _result(lengths, labels)
                     pending.remove(cur)
                 while pending and pending[0] != u:  # units before u that sent no rows
-                    yield pending.pop(0), UnitResult(np.zeros(0, np.int64))
+                    yield pending.pop(0), UnitResult(np.zeros(0, np.int64), bos_first=None)
                 cur, lengths, labels = u, [], LabelCodes()
             lengths.append(np.asarray(b["length"][a:z], np.int64))
             has = np.asarray(b["has_label"][a:z])
@@ -193,11 +193,11 @@ def _collect(batches, todo):
         yield cur, _result(lengths, labels)
         pending.remove(cur)
     for u in pending:
-        yield u, UnitResult(np.zeros(0, np.int64))
+        yield u, UnitResult(np.zeros(0, np.int64), bos_first=None)
 
 
 def _result(lengths, labels):
-    return UnitResult(np.concatenate(lengths), labels.result(), labels.names)
+    return UnitResult(np.concatenate(lengths), labels.result(), labels.names, bos_first=None)  # not counted on Ray
 
 
 def _data_error(e):

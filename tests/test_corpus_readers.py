@@ -281,7 +281,12 @@ def test_a_megatron_dataset_gives_its_documents_lengths_from_the_index(tmp_path)
     for given in ("m_text_document", "m_text_document.idx", "m_text_document.bin"):
         r = run([tmp_path / given], bos_id=BOS)
         assert r.lengths.tolist() == bos_auto(lists)
+        assert r.provenance["bos_first"] == sum(x[0] == BOS for x in lists) > 0 and "note:" not in r.message
         assert r.files == [str(tmp_path / "m_text_document")] and r.labels.tolist() == ["m_text_document"] * len(lists)
+    # a BOS id no document starts with (a tokenizer's id given for data made with another): counted, and said
+    other = run([tmp_path / "m_text_document"], bos_id=60000)
+    assert other.lengths.tolist() == [len(x) + 1 for x in lists] and other.provenance["bos_first"] == 0
+    assert "no document of the token data starts with the BOS id 60000, so one was counted for each" in other.message
     none = run([tmp_path], bos="none")  # a folder: the .bin/.idx pair is one source
     assert none.lengths.tolist() == [len(x) for x in lists]
     # and named by its two files, or by a glob that matches both (refused as "named twice" before)

@@ -51,7 +51,8 @@ def corpus_lengths(paths, tokenizer=None, *, format=None, column=None, label=Non
     if hit is not None:
         hit.provenance["empty_documents"] = lone_bos(hit.lengths, settings)  # a cache of 2026-12-07 counted 0s only
         hit.message = (f"corpus lengths: {len(hit):,} documents{lone_note(hit, settings)}, {hit.tokens:,} tokens, from "
-                       f"the cache {hit.cache_dir} (inputs unchanged: nothing recomputed)" + unused)
+                       f"the cache {hit.cache_dir} (inputs unchanged: nothing recomputed)" + bos_note(hit.provenance)
+                       + unused)
         return hit
     out = _count(units, srcs, settings, cache, key, runner or local_runner(workers or cores()), progress)
     out.message += unused
@@ -137,16 +138,28 @@ def _count(units, srcs, settings, cache, key, run, progress):
         raise DataError(f"the corpus holds no documents ({', '.join(s.path for s in srcs[:3])}"
                         f"{', ...' if len(srcs) > 3 else ''})")
     seconds = time.perf_counter() - t0
+    firsts = [r.bos_first for u, r in zip(units, ordered) if u.role == "tokens"]
     out.provenance = dict(key, documents=len(out), tokens=out.tokens, empty_documents=lone_bos(out.lengths, settings),
                           trailing_pieces=sum(r.trailing for r in ordered), seconds=round(seconds, 3),
-                          workers=getattr(run, "workers", None))
+                          workers=getattr(run, "workers", None),
+                          bos_first=None if not firsts or None in firsts or settings.bos != "auto" else sum(firsts))
     cache.save(out, [int(c) for c in np.bincount(out.doc_file, minlength=len(srcs))])
     out.resumed = resumed
     done = f"{resumed} of {len(units)} parts resumed from the cache; " if resumed else ""
     out.message = (f"corpus lengths: {len(out):,} documents{lone_note(out, settings)}, {out.tokens:,} tokens, "
                    f"counted in {seconds:.1f} s "
-                   f"({done}{_where(run)}){f'; cached in {out.cache_dir}' if out.cache_dir else ''}")
+                   f"({done}{_where(run)}){f'; cached in {out.cache_dir}' if out.cache_dir else ''}"
+                   + bos_note(out.provenance))
     return out
+
+
+def bos_note(prov) -> str:
+    """A note where BOS auto found the BOS id at the start of no document of the token data: most likely the id is
+    not this data's (a tokenizer's id given for data made with another), and a BOS was counted for every one."""
+    if prov.get("bos_first") != 0:
+        return ""
+    return (f"\nnote: no document of the token data starts with the BOS id {prov['bos']['id']}, so one was counted "
+            "for each; if this data has its BOS at another id, give it with --bos-id (or --bos none if it has none)")
 
 
 def _where(run):

@@ -152,7 +152,7 @@ class LengthCache:
             meta = json.loads((self.dir / "units" / f"{i}.json").read_text())
             lengths = _load(self.dir / "units" / f"{i}.npy")
             codes = _load(self.dir / "units" / f"{i}.codes.npy") if meta["has_codes"] else None
-            return UnitResult(lengths, codes, meta["names"], int(meta["trailing"]))
+            return UnitResult(lengths, codes, meta["names"], int(meta["trailing"]), bos_first=meta["bos_first"])
         except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
             return None
 
@@ -170,7 +170,7 @@ class LengthCache:
             if r.codes is not None:
                 _save_array(units / f"{i}.codes.npy", r.codes)
             atomic_write_json(units / f"{i}.json", {"has_codes": r.codes is not None, "names": r.names,
-                                                    "trailing": r.trailing})
+                                                    "trailing": r.trailing, "bos_first": r.bos_first})
 
     def save(self, result, per_file):
         """The whole result, then its provenance; the unit files are dropped once it is written."""

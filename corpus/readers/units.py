@@ -27,6 +27,7 @@ class UnitResult:
     names: list = field(default_factory=list)
     trailing: int = 0
     seconds: float = 0.0
+    bos_first: int | None = 0  # token data under BOS auto: documents whose first token is the BOS id (None: not counted)
 
     @property
     def tokens(self) -> int:
@@ -100,7 +101,7 @@ def count_unit(unit, settings, stop=None) -> UnitResult:
     batches: a thread cannot be interrupted, only asked."""
     t = time.perf_counter()
     encode = cached_encoder(settings.tokenizer) if unit.role == "text" else None
-    parts, labels, trailing = [], LabelCodes() if unit.label_column else None, 0
+    parts, labels, trailing, bos_first = [], LabelCodes() if unit.label_column else None, 0, 0
     for b in read_unit(unit, settings):
         if stop is not None and stop.is_set():
             raise Stopped(unit.path)
@@ -108,6 +109,8 @@ def count_unit(unit, settings, stop=None) -> UnitResult:
         if labels is not None:
             labels.add(b.labels)
         trailing += b.trailing
+        if b.texts is None and settings.bos == "auto":
+            bos_first += int((b.first == settings.bos_id).sum())
     lengths = joined(parts, np.int64)
     return UnitResult(lengths, labels.result() if labels else None, labels.names if labels else [], trailing,
-                      time.perf_counter() - t)
+                      time.perf_counter() - t, bos_first)
