@@ -233,6 +233,14 @@ def test_jsonl_plain_gzip_and_zstd_with_dolma_sources_as_labels(corpus, tmp_path
     assert r.doc_row.tolist() == list(range(n)) * 3 and r.doc_file.tolist() == [0] * n + [1] * n + [2] * n
     lang = run([tmp_path], corpus.tok, label="metadata.lang")  # a folder: its files sorted; a nested label field
     assert lang.labels.tolist() == [f"l{i % 2}" for i in range(n)] * 3
+    with open(tmp_path / "d.jsonl", "w", encoding="utf-8") as f:  # a key with a dot in it is a field of its own
+        f.write("".join(json.dumps({"text": t, "meta.lang": f"k{i}"}) + "\n" for i, t in enumerate(corpus.texts[:3])))
+    assert run([tmp_path / "d.jsonl"], corpus.tok, label="meta.lang").labels.tolist() == ["k0", "k1", "k2"]
+    os.mkfifo(tmp_path / "pipe")  # a named pipe: refused by name, passed over in a folder (both waited for ever)
+    with pytest.raises(DataError) as e:
+        run([tmp_path / "pipe"], corpus.tok)
+    one_line(e, "pipe: not a regular file")
+    assert len(run([tmp_path], corpus.tok)) == 3 * n + 3
 
 
 def test_a_plain_jsonl_split_in_byte_ranges_counts_every_line_once(corpus, tmp_path, monkeypatch):

@@ -82,7 +82,9 @@ def compressed(path):
 
 
 def lookup(record, dotted):
-    """record[a][b] for 'a.b', or a KeyError."""
+    """record[a][b] for 'a.b' (record['a.b'] where the record has that key itself), or a KeyError."""
+    if dotted in record:
+        return record[dotted]
     v = record
     for k in dotted.split("."):
         if not isinstance(v, dict) or k not in v:

@@ -65,6 +65,8 @@ def _of_path(p, fmt):
                                 f".bin and .idx); name the format megatron, or leave it out")
             return [megatron_source(p)]
         raise DataError(f"{p}: no such file or folder")
+    if not path.is_file():  # a named pipe would be waited on for ever; it cannot be read twice either
+        raise DataError(f"{p}: not a regular file (a pipe or a device): give a file")
     return [_of_file(path, fmt)]
 
 
@@ -137,6 +139,8 @@ def _folder_sources(path, fmt):
             subs[:] = []  # a datasets folder is one source, or none of the format named
             continue
         for name in sorted(f for f in files if not f.startswith(".")):
+            if not (Path(folder) / name).is_file():
+                continue  # a named pipe (its first bytes would be waited for), a socket, a broken link
             s = _of_file(Path(folder) / name, fmt, in_folder=True)
             if s is None or (s.fmt == "megatron" and s.path in prefixes):
                 continue  # a file of no corpus format (a README, metadata); a prefix's second file
