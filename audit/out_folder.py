@@ -46,6 +46,12 @@ def earlier_frontier(folder):
         return False
 
 
+def nested_outputs(folder):
+    """The subfolders of folder, at any depth, that hold an audit's or a frontier's output (relative paths)."""
+    found = {p.parent for name in ("summary.json", "frontier.json") for p in folder.rglob(name) if p.parent != folder}
+    return sorted(str(d.relative_to(folder)) for d in found if earlier_audit(d) or earlier_frontier(d))
+
+
 def _names(folder, only=None):
     names = sorted(p.name for p in folder.iterdir() if only is None or p.name in only)
     return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
@@ -59,6 +65,9 @@ def check_out(out, choice, frontier=False):
     _check_place(out, choice)
     if not (out.is_dir() and any(out.iterdir())):
         return
+    if inner := nested_outputs(out):
+        raise DataError(f"--out {out}: holds another run's output in {inner[0]}/ (an audit's or a frontier's), which "
+                        "replacing the folder whole would delete; give another folder, or move it")
     if frontier:
         if earlier_audit(out):
             raise DataError(f"--out {out}: holds an audit's output ({_names(out)}); the frontier goes to a folder of "

@@ -129,6 +129,9 @@ def plan_of(args, left_out=None) -> AuditPlan:
                             args.ranks)
     if grid:
         check_sweep_packer(loader.packers, args.packers is None and args.pipeline)
+        if "ranks" in grid and loader.owner == "stream":  # every point would be the same one packer
+            raise DataError(f"--sweep ranks: --pipeline {args.pipeline} runs one packer for the whole run, whatever "
+                            "its ranks; leave ranks out of the sweep")
     check_numbers(args)
     if not grid:  # a frontier keeps its budget in whole rows of each R it replays
         check_whole_rows(args)
@@ -282,9 +285,11 @@ def parse_sweeps(items) -> dict:
             raise DataError(f"--sweep {item!r}: expected KEY=V1,V2,... with KEY one of {', '.join(SWEEP_KEYS)}")
         if key in grid:
             raise DataError(f"--sweep {key}: given twice; list every value once (--sweep {key}=A,B,...)")
-        values = [v.strip() for v in text.split(",") if v.strip()]
-        if not values:
+        values = [v.strip() for v in text.split(",")]
+        if values == [""]:
             raise DataError(f"--sweep {key}=: no values; list at least one (--sweep {key}=A,B,...)")
+        if "" in values:  # buffer=1,,10: a value lost in typing, not a list of two
+            raise DataError(f"--sweep {key}={text}: an empty value between commas; list each value once")
         grid[key] = [_sweep_value(key, v) for v in values]
         if len(set(grid[key])) < len(grid[key]):
             raise DataError(f"--sweep {key}={text}: a value listed twice")

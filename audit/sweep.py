@@ -206,11 +206,12 @@ def describe(cfg):
 
 
 def current_of(plan):
-    """The command line's configuration: its R, B, ranks and loader workers, and its packer when it names one of
-    the paper's."""
+    """The command line's configuration: its R, B, the ranks and loader workers that run a packer of their own (a
+    --pipeline whose one packer serves the run: one stream, whatever --ranks says), and its packer when it names one
+    of the paper's."""
     named = [p for p in plan.packers_arg.split(",") if p in PACKERS]
     return {"row_capacity": plan.row_capacity, "buffer": plan.buffer, "packer": named[0] if len(named) == 1 else
-            "original", "ranks": plan.topology.ranks, "loader_workers": plan.topology.loader_workers}
+            "original", "ranks": plan.topology.streams_ranks, "loader_workers": plan.topology.streams_workers}
 
 
 def largest_buffer(cfgs, grid, current):

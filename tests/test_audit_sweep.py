@@ -2,6 +2,7 @@
 two ranks against the topology audit's merged totals); the cheapest-change line on a stream worked by hand, and
 in its other two forms; the Pareto set; bad input refused in one line with nothing written."""
 import json
+import shutil
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -66,6 +67,24 @@ def test_a_frontier_point_is_the_single_audit_of_its_configuration(tmp_path):
     assert got["long_arrivals_never_started"] == \
         merged["sources_longer_than_R_arrived"] - merged["sources_longer_than_R_started"]
     assert got["last_tenth_exposure"] == pytest.approx(_last_tenth(merged["position_exposure"]), rel=1e-12)
+
+
+def test_a_pipeline_with_one_packer_for_the_run_is_one_stream_in_the_frontier_too(tmp_path, capsys):
+    """--pipeline project runs one packer whatever --ranks says: the plain audit replays one stream, and the
+    frontier's current point was replayed as two (found by a user: another crop waste and never-started count than
+    the audit's). Sweeping ranks under such a pipeline is refused: every point would be the same packer."""
+    lengths = _lengths_file(tmp_path)
+    common = ["--lengths", str(lengths), "--row-capacity", str(R), "--targets", str(600 * (R - 1)), "--pipeline",
+              "project", "--ranks", "2", "--buffer", "40"]
+    assert audit_cli.main(common + ["--sweep", "buffer=3,40", "--out", str(tmp_path / "f")]) == 0
+    current = [p for p in json.loads((tmp_path / "f" / "frontier.json").read_text())["points"] if p["current"]]
+    one = _single(tmp_path, lengths, "one", *common[6:])
+    assert one["pipeline"]["worker_streams"] == 1 and len(current) == 1 and current[0]["ranks"] == 1
+    s = one["packers"]["original"]
+    assert (current[0]["discarded"], current[0]["tokens_arrived"]) == (s["discarded"], s["tokens_arrived"])
+    one_line_error(capsys, audit_cli.main(common + ["--sweep", "ranks=1,2", "--out", str(tmp_path / "g")]),
+                   "--sweep ranks: --pipeline project runs one packer for the whole run, whatever its ranks")
+    assert not (tmp_path / "g").exists()
 
 
 def test_the_cheapest_change_on_a_stream_worked_by_hand(tmp_path, capsys):
@@ -187,6 +206,7 @@ def test_the_pareto_set_is_every_point_no_other_beats_on_all_three():
     (["packer=original,shortest"], "--sweep packer=shortest: the frontier replays the paper's packers"),
     (["row_capacity=2049,x"], "--sweep row_capacity=x: expected integers"),
     (["ranks=0"], "--sweep ranks=0: ranks must be at least 1"),
+    (["buffer=1,,10"], "--sweep buffer=1,,10: an empty value between commas"),  # it swept 1 and 10
 ])
 def test_a_bad_sweep_is_one_line_and_writes_nothing(tmp_path, capsys, sweeps, needle):
     out = tmp_path / "never"
@@ -351,6 +371,17 @@ def test_an_audit_and_a_frontier_each_refuse_the_others_folder_and_replace_their
     assert audit_cli.main(common + ["--sweep", "buffer=2,4", "--out", str(front)]) == 0
     assert sorted(p.name for p in front.iterdir()) == sorted(sweep.FILES)
     assert not list(tmp_path.glob(".front.*"))  # no folder of the swap left beside it
+    # another run's output in a subfolder (a frontier inside an audit's folder, an audit inside a frontier's) was
+    # deleted with the folder: refused, naming it
+    shutil.copytree(front, both / "frontier")
+    for name in sweep.FILES:
+        (both / name).unlink()
+    shutil.copytree(both, front / "audit", ignore=shutil.ignore_patterns("frontier"))
+    for folder, argv, inner in ((both, audit, "frontier"), (front, common + ["--sweep", "buffer=2,4", "--out"], "audit")):
+        before = _tree(folder)
+        one_line_error(capsys, audit_cli.main(argv + [str(folder)]),
+                       f"--out {folder}: holds another run's output in {inner}/ (an audit's or a frontier's)")
+        assert _tree(folder) == before
 
 
 def test_the_figure_names_only_the_pareto_set_the_papers_and_the_current_and_joins_points_at_one_place():
