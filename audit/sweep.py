@@ -234,9 +234,13 @@ def run_sweep(plan) -> int:
     stream = load_stream(plan)
     targets, reason = budget(plan, stream, plan.row_capacity)
     ref, cfgs = plan.row_capacity, usable(configurations(grid, current), grid, current, targets, stream, group)
-    # its largest buffer, before anything is written; the points are replayed one at a time, in this process
+    # its largest buffer, before anything is written, with the worker streams of the point that has it (the most, on
+    # a tie: the smallest share); the points are replayed one at a time, in this process
     B, flag, smaller = largest_buffer(cfgs, grid, current)
-    check_buffer(dataclasses.replace(plan, buffer=B, permutations=0,
+    worst = max((c for c in cfgs if c["buffer"] == B), key=lambda c: worker_streams(c["ranks"], c["loader_workers"]))
+    topology = dataclasses.replace(plan.topology, streams_ranks=worst["ranks"], streams_workers=worst["loader_workers"],
+                                   split=group.for_ranks(worst["ranks"]))
+    check_buffer(dataclasses.replace(plan, buffer=B, permutations=0, topology=topology,
                                      packers=tuple(dict.fromkeys(c["packer"] for c in cfgs)),
                                      engine=dataclasses.replace(plan.engine, workers=1)), stream,
                  flag=flag, smaller=smaller)

@@ -87,6 +87,20 @@ def test_a_pipeline_with_one_packer_for_the_run_is_one_stream_in_the_frontier_to
     assert not (tmp_path / "g").exists()
 
 
+def test_the_buffer_note_is_of_the_worker_streams_of_the_point_with_the_largest_buffer(tmp_path, capsys):
+    """The paper's point (B 1,000, one stream) was checked with the command line's worker streams: a note said its
+    buffer held more than a pass of the smallest of 2 streams, though it runs one. Now the point that has the largest
+    buffer is checked with its own streams (the most of them on a tie)."""
+    lengths = _lengths_file(tmp_path)  # 3,000 documents
+    common = ["--lengths", str(lengths), "--row-capacity", str(R), "--targets", str(600 * (R - 1))]
+    assert audit_cli.main(common + ["--loader-workers", "2", "--sweep", "ranks=1,3", "--sweep", "buffer=4,8",
+                                    "--out", str(tmp_path / "f")]) == 0
+    assert "note:" not in capsys.readouterr().out
+    assert audit_cli.main(common + ["--sweep", "ranks=1,2", "--sweep", "buffer=4,2000", "--out", str(tmp_path / "g")]) == 0
+    assert "note: --sweep's largest buffer 2,000 holds more documents than a pass of the smallest of the 2 worker " \
+           "streams (1,500)" in capsys.readouterr().out
+
+
 def test_the_cheapest_change_on_a_stream_worked_by_hand(tmp_path, capsys):
     # R = 4, one document a refill: a source of 5 tokens, then eleven of 2; 3 rows (9 targets). The current
     # configuration, B = 2 original, always has a 2 that fits and never starts the 5 (waste 0). B = 1 original
