@@ -89,11 +89,11 @@ def test_a_pipeline_with_one_packer_for_the_run_is_one_stream_in_the_frontier_to
 
 def test_the_buffer_note_is_of_the_worker_streams_of_the_point_with_the_largest_buffer(tmp_path, capsys):
     """The paper's point (B 1,000, one stream) was checked with the command line's worker streams: a note said its
-    buffer held more than a pass of the smallest of 2 streams, though it runs one. Now the point that has the largest
+    buffer held more than a pass of the smallest of 4 streams (750 documents), though it runs one. Now the point that has the largest
     buffer is checked with its own streams (the most of them on a tie)."""
     lengths = _lengths_file(tmp_path)  # 3,000 documents
     common = ["--lengths", str(lengths), "--row-capacity", str(R), "--targets", str(600 * (R - 1))]
-    assert audit_cli.main(common + ["--loader-workers", "2", "--sweep", "ranks=1,3", "--sweep", "buffer=4,8",
+    assert audit_cli.main(common + ["--loader-workers", "4", "--sweep", "ranks=1,3", "--sweep", "buffer=4,8",
                                     "--out", str(tmp_path / "f")]) == 0
     assert "note:" not in capsys.readouterr().out
     assert audit_cli.main(common + ["--sweep", "ranks=1,2", "--sweep", "buffer=4,2000", "--out", str(tmp_path / "g")]) == 0
