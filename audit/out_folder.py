@@ -65,9 +65,6 @@ def check_out(out, choice, frontier=False):
     _check_place(out, choice)
     if not (out.is_dir() and any(out.iterdir())):
         return
-    if inner := nested_outputs(out):
-        raise DataError(f"--out {out}: holds another run's output in {inner[0]}/ (an audit's or a frontier's), which "
-                        "replacing the folder whole would delete; give another folder, or move it")
     if frontier:
         if earlier_audit(out):
             raise DataError(f"--out {out}: holds an audit's output ({_names(out)}); the frontier goes to a folder of "
@@ -75,13 +72,16 @@ def check_out(out, choice, frontier=False):
         if not earlier_frontier(out):
             raise DataError(f"--out {out}: holds files that are not an earlier frontier's output ({_names(out)}), and "
                             "the frontier replaces its --out folder whole; give a new or empty folder, or move them")
-        return
-    if any((out / name).exists() for name in FRONTIER_FILES):
-        raise DataError(f"--out {out}: holds a --sweep's frontier ({_names(out, FRONTIER_FILES)}), which the audit "
-                        "would delete with the folder it replaces whole; give another folder, or move them")
-    if not earlier_audit(out):
-        raise DataError(f"--out {out}: holds files that are not an earlier audit's output ({_names(out)}), and the "
-                        "audit replaces its --out folder whole; give a new or empty folder, or move them")
+    else:
+        if any((out / name).exists() for name in FRONTIER_FILES):
+            raise DataError(f"--out {out}: holds a --sweep's frontier ({_names(out, FRONTIER_FILES)}), which the audit "
+                            "would delete with the folder it replaces whole; give another folder, or move them")
+        if not earlier_audit(out):
+            raise DataError(f"--out {out}: holds files that are not an earlier audit's output ({_names(out)}), and the "
+                            "audit replaces its --out folder whole; give a new or empty folder, or move them")
+    if inner := nested_outputs(out):  # an earlier output's folder, searched only once it is one
+        raise DataError(f"--out {out}: holds another run's output in {inner[0]}/ (an audit's or a frontier's), which "
+                        "replacing the folder whole would delete; give another folder, or move it")
 
 
 def _check_place(out, choice):
