@@ -24,7 +24,7 @@ from audit.feed import StreamEnded
 from audit.libraries.common import BOS, EOS, EXTRA, FIRST_ID, PAD, Spec, require  # noqa: F401 - re-exported
 from audit.libraries.registry import LIBRARY_MODULES as LOADER_MODULES, loader_specs
 from errors import DataError
-from loaders.core import PackerCore
+from loaders.core import PACKERS, PackerCore
 
 
 # ---- ours ----------------------------------------------------------------------------
@@ -323,6 +323,15 @@ LIBRARY_MODULES = {"trl": "trl", "ai2-olmo-core": "olmo_core", "torchtune": "tor
                    **LOADER_MODULES}
 
 
+def check_own_name(name, where=""):
+    """A packer of the researcher's own under a name the audit has for one of its own (the paper's four, a library's)
+    would be replaced by that one, silently: refused."""
+    if name in PACKERS or name in SPECS:
+        whose = "the paper's" if name in PACKERS else "a library's"
+        raise DataError(f"{where}{name!r} is the name of a packer the audit has ({whose}): rename your packer, whose "
+                        "name names its rows in the report and files")
+
+
 def installed(spec) -> bool:
     """Whether the library a spec drives imports here (cheap: the module is found, not imported)."""
     return not spec.library or importlib.util.find_spec(LIBRARY_MODULES[spec.library]) is not None
@@ -345,9 +354,10 @@ def user_spec(target, args):
         raise DataError(f"--trace {target!r}: expected MODULE:CALLABLE (e.g. mypackers:pack)")
     try:
         f = getattr(importlib.import_module(mod), fn)
-    except (ImportError, AttributeError) as e:
+    except Exception as e:  # no such module or name, or the module's own error (a SyntaxError, a raise at import)
         raise DataError(f"--trace {target!r}: cannot load it ({type(e).__name__}: {e})") from None
     if not callable(f):  # refused here, not found while the stream is traced
         raise DataError(f"--trace {target!r}: {mod}.{fn} is a {type(f).__name__}, not a callable packer(docs, **args)")
+    check_own_name(fn, f"--trace {target!r}: ")
     return Spec(fn, lambda R, B, w: (lambda docs: f(docs, **args)), settings={k: repr(v) for k, v in args.items()},
                 why_not="its rule is unknown to the audit: the Proposition is not checked")

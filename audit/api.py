@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from audit.adapters import Spec
+from audit.adapters import Spec, check_own_name
 from audit.lengths_file import read_stream
 from audit.pipeline import StreamInput, audit_packer, horizon
 from audit.replay import PAPER_TARGETS
-from audit.report import verdict
+from audit.report import overdrawn, verdict
 from audit.topology import audit_topology, check_topology, file_count, file_of, parse_split, worker_streams
 from errors import DataError
 
@@ -57,6 +57,7 @@ def trace(packer, lengths, row_capacity=2049, buffer=1000, targets=None, labels=
     group, W = parse_split(split_by).for_ranks(ranks), worker_streams(ranks, loader_workers)
     check_topology(stream.n, W, group, file_of(stream), file_count(stream))
     name = name or getattr(packer, "__name__", "packer")
+    check_own_name(name, "trace: ")  # the audit's own packer of that name would be audited instead
     spec = Spec(name, lambda R_, B_, w: packer, why_not="its rule is unknown to the audit: the Proposition is not checked")
     with tempfile.TemporaryDirectory() as d:
         s = audit_packer(stream, name, rows, R, buffer, Path(d), user=spec)
@@ -64,6 +65,8 @@ def trace(packer, lengths, row_capacity=2049, buffer=1000, targets=None, labels=
                               spec) if W > 1 else None
     if "refused" in s:
         raise DataError(f"{name}: {s['refused']}")
+    if not s["partition_holds"]:  # its figures would be read as a finding about a packer that works
+        raise DataError(f"{name}: {overdrawn(s)}")
     passes, sentence = horizon(targets, stream)
     summary = {"targets": targets, "row_capacity": R, "horizon": {"passes": passes, "sentence": sentence},
                "packers": {name: s}}

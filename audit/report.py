@@ -158,10 +158,22 @@ def documents_section(summary, per):
     return out
 
 
+def why_short(summary) -> str:
+    """Why a packer made fewer rows than the budget: the input ended (--passes bounds it), or, the stream wrapping as
+    epochs do, the packer stopped yielding rows itself (a packer of one's own that returns early)."""
+    return "its input ended first" if summary.get("passes_limit") else "it stopped yielding rows, its input not ended"
+
+
+def overdrawn(s) -> str:
+    """Why a packer's partition does not add up, in words (a packer of one's own that emits a token twice)."""
+    return (f"the partition does not add up: {s['sources_overdrawn']:,} source(s) emitted more tokens than they hold, "
+            f"{s['buffered']:,} tokens buffered at the end (a token emitted twice, or given to another document)")
+
+
 def documents_sentence(name, s, summary):
     """One packer's horizon in words: rows made against the budget, documents whole / in part / not at all."""
     made = (f"made all {s['rows']:,} rows of the budget" if s.get("budget_reached", True) else
-            f"stopped after {s['rows']:,} of the {s['budget_rows']:,} rows the budget asks for: its input ended first")
+            f"stopped after {s['rows']:,} of the {s['budget_rows']:,} rows the budget asks for: {why_short(summary)}")
     if s.get("one_stream_only"):
         made += " (one stream: it refused a worker stream's share)"
     d = s.get("documents")
@@ -423,7 +435,7 @@ def verdict(summary) -> str:
                f"tokens against {pct(low['share_of_arrived'])} of arrived)")
     short = shortfall(summary["comparison"]["packers"]) if summary.get("comparison") else ""
     if not s.get("budget_reached", True):
-        when = (f"after {s['rows']:,} of the budget's {s['budget_rows']:,} rows (its input ended first; "
+        when = (f"after {s['rows']:,} of the budget's {s['budget_rows']:,} rows ({why_short(summary)}; "
                 f"{passes:.0%} of one pass asked for)")
     alone = ""
     if merged:

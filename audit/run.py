@@ -23,7 +23,7 @@ from audit.out_folder import check_out, clear_unfinished, new_folder, replace_wh
 from audit.pipeline import StreamInput, audit_packer, horizon, permutation_delays, stream_pass_bounds
 from audit.regime import PAPER_PASS_BOUNDS, PAPER_STARTUP_RANGE, indicators_from, tiny_training_column
 from audit.replay import PAPER_TARGETS, TARGETS_PER_UPDATE, rows_for_targets
-from audit.report import console_summary, report_md
+from audit.report import console_summary, overdrawn, report_md
 from audit.synthetic import paper_like_lengths
 from audit.topology import (audit_topology, check_rows, check_topology, file_count, file_of, share_sizes, split_note,
                             topology_ok)
@@ -428,9 +428,16 @@ def exit_status(summary, plan, out) -> int:
         print(f"error: every packer refused this stream ({why}); see {out / 'report.md'}", file=sys.stderr)
         return 1
     mine = summary["packers"].get(plan.user.name, {}) if plan.user is not None else {}
-    if "refused" in mine:
-        print(f"error: your packer {plan.user.name} failed on this stream ({mine['refused']}); see "
-              f"{out / 'report.md'}", file=sys.stderr)
+    if "refused" in mine or (mine and not mine["rows"]):
+        why = mine.get("refused") or "it yielded no row"
+        print(f"error: your packer {plan.user.name} failed on this stream ({why}); see {out / 'report.md'}",
+              file=sys.stderr)
         return 1
+    for s in ok:
+        if not s["partition_holds"]:
+            print(f"error: {s['packer']}: {overdrawn(s)}; see {out / 'report.md'}", file=sys.stderr)
+        elif s["protected"]["proposition_held"] is False:
+            print(f"error: {s['packer']}: the Proposition was violated (a protected source was selected); see "
+                  f"{out / 'report.md'}", file=sys.stderr)
     bad = [s for s in ok if not s["partition_holds"] or s["protected"]["proposition_held"] is False]
     return 1 if bad or not topology_ok(summary.get("topology")) else 0

@@ -323,6 +323,48 @@ def test_your_own_packer_that_fails_on_the_stream_fails_the_audit_in_one_line(tm
     assert "**Not every packer made the budget's rows:** bad refused this stream" in (tmp_path / "o" / "report.md").read_text()
 
 
+@pytest.mark.parametrize("code,name,rc,needle", [
+    # a name the audit has: its own packer was audited in the user's place
+    ("def original(docs):\n    for d in docs:\n        yield list(d)[:9]\n", "original", 2,
+     "error: --trace 'own_original:original': 'original' is the name of a packer the audit has (the paper's)"),
+    # the module's own error at import: a traceback, before
+    ("def pack(docs:\n", "pack", 2, "error: --trace 'own_pack:pack': cannot load it (SyntaxError: "),
+    # a token emitted twice: status 1 with no line, before
+    ("def dup(docs):\n    for d in docs:\n        d = list(d)\n        yield (d[:1] + d)[:9]\n", "dup", 1,
+     "error: dup: the partition does not add up: "),
+    # a packer that yields nothing: status 0, before
+    ("def nothing(docs):\n    return iter([])\n", "nothing", 1,
+     "error: your packer nothing failed on this stream (it yielded no row)"),
+], ids=["paper-name", "syntax-error", "token-twice", "no-row"])
+def test_a_packer_of_your_own_that_is_wrong_is_one_line_naming_what(tmp_path, monkeypatch, capsys, code, name, rc,
+                                                                    needle):
+    """Found by a user writing packers of their own (a helper's probe, 2026-12-07)."""
+    (tmp_path / f"own_{name}.py").write_text(code)  # a module each: one imported stays in sys.modules
+    monkeypatch.syspath_prepend(str(tmp_path))
+    f = tmp_path / "l.txt"
+    f.write_text("\n".join(map(str, [5, 12, 3, 20] * 10)) + "\n")
+    assert audit_main(["--lengths", str(f), "--row-capacity", "9", "--buffer", "2", "--targets", "80", "--packers",
+                       "lossless", "--trace", f"own_{name}:{name}", "--permutations", "0", "--no-figures", "--out",
+                       str(tmp_path / "o")]) == rc
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(needle), err
+    assert "Traceback" not in "\n".join(err)
+
+
+def test_a_packer_of_your_own_that_stops_early_is_said_to_stop_not_its_input(tmp_path, monkeypatch):
+    (tmp_path / "earlypackers.py").write_text("def early(docs):\n    for i, d in zip(range(3), docs):\n"
+                                              "        yield list(d)[:9]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    f = tmp_path / "l.txt"
+    f.write_text("\n".join(map(str, [5, 12, 3, 20] * 10)) + "\n")
+    assert audit_main(["--lengths", str(f), "--row-capacity", "9", "--buffer", "2", "--targets", "80", "--packers",
+                       "lossless", "--trace", "earlypackers:early", "--permutations", "0", "--no-figures", "--out",
+                       str(tmp_path / "o")]) == 0
+    report = (tmp_path / "o" / "report.md").read_text()
+    assert ("**early** stopped after 3 of the 10 rows the budget asks for: it stopped yielding rows, its input not "
+            "ended") in report and "its input ended first" not in report.split("**early**")[1].split("\n")[0]
+
+
 def test_one_pass_that_never_fills_the_buffer_draws_its_figures_and_says_so(tmp_path, capsys):
     # found by a new user: `--passes 1` on 600 documents (fewer than B = 1000) ended in
     # `error: not enough values to unpack (expected 2, got 0)` from the length histogram, with figures on: the
