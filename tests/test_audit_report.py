@@ -309,15 +309,22 @@ def test_a_refused_packer_is_named_where_the_rows_are_said_to_be_made():
         "why); the input of some ended first (see \"rows made\"): each is read at what it made. ")
 
 
-def test_your_own_packer_that_fails_on_the_stream_fails_the_audit_in_one_line(tmp_path, monkeypatch, capsys):
-    # rows longer than R: the researcher's code is wrong, which a library's refusal (a finding) is not
-    (tmp_path / "brokenpackers.py").write_text("def bad(docs):\n    for d in docs:\n        yield list(d) * 3\n")
+def _audit_own(tmp_path, monkeypatch, module, code, name, paper="original"):
+    """An audit of the packer `name` written in `module` (a module each: one imported stays in sys.modules) beside
+    one of the paper's, on forty documents at R = 9 and a budget of 10 rows: its exit status."""
+    (tmp_path / f"{module}.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
     f = tmp_path / "l.txt"
     f.write_text("\n".join(map(str, [5, 12, 3, 20] * 10)) + "\n")
-    assert audit_main(["--lengths", str(f), "--row-capacity", "9", "--buffer", "2", "--targets", "80", "--packers",
-                       "original", "--trace", "brokenpackers:bad", "--permutations", "0", "--no-figures", "--out",
-                       str(tmp_path / "o")]) == 1
+    return audit_main(["--lengths", str(f), "--row-capacity", "9", "--buffer", "2", "--targets", "80", "--packers",
+                       paper, "--trace", f"{module}:{name}", "--permutations", "0", "--no-figures", "--out",
+                       str(tmp_path / "o")])
+
+
+def test_your_own_packer_that_fails_on_the_stream_fails_the_audit_in_one_line(tmp_path, monkeypatch, capsys):
+    # rows longer than R: the researcher's code is wrong, which a library's refusal (a finding) is not
+    code = "def bad(docs):\n    for d in docs:\n        yield list(d) * 3\n"
+    assert _audit_own(tmp_path, monkeypatch, "brokenpackers", code, "bad") == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: your packer bad failed on this stream (ValueError: the packer yielded a row of ")
     assert "**Not every packer made the budget's rows:** bad refused this stream" in (tmp_path / "o" / "report.md").read_text()
@@ -339,27 +346,15 @@ def test_your_own_packer_that_fails_on_the_stream_fails_the_audit_in_one_line(tm
 def test_a_packer_of_your_own_that_is_wrong_is_one_line_naming_what(tmp_path, monkeypatch, capsys, code, name, rc,
                                                                     needle):
     """Found by a user writing packers of their own (a helper's probe, 2026-12-07)."""
-    (tmp_path / f"own_{name}.py").write_text(code)  # a module each: one imported stays in sys.modules
-    monkeypatch.syspath_prepend(str(tmp_path))
-    f = tmp_path / "l.txt"
-    f.write_text("\n".join(map(str, [5, 12, 3, 20] * 10)) + "\n")
-    assert audit_main(["--lengths", str(f), "--row-capacity", "9", "--buffer", "2", "--targets", "80", "--packers",
-                       "lossless", "--trace", f"own_{name}:{name}", "--permutations", "0", "--no-figures", "--out",
-                       str(tmp_path / "o")]) == rc
+    assert _audit_own(tmp_path, monkeypatch, f"own_{name}", code, name, paper="lossless") == rc
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(needle), err
     assert "Traceback" not in "\n".join(err)
 
 
 def test_a_packer_of_your_own_that_stops_early_is_said_to_stop_not_its_input(tmp_path, monkeypatch):
-    (tmp_path / "earlypackers.py").write_text("def early(docs):\n    for i, d in zip(range(3), docs):\n"
-                                              "        yield list(d)[:9]\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    f = tmp_path / "l.txt"
-    f.write_text("\n".join(map(str, [5, 12, 3, 20] * 10)) + "\n")
-    assert audit_main(["--lengths", str(f), "--row-capacity", "9", "--buffer", "2", "--targets", "80", "--packers",
-                       "lossless", "--trace", "earlypackers:early", "--permutations", "0", "--no-figures", "--out",
-                       str(tmp_path / "o")]) == 0
+    code = "def early(docs):\n    for i, d in zip(range(3), docs):\n        yield list(d)[:9]\n"
+    assert _audit_own(tmp_path, monkeypatch, "earlypackers", code, "early", paper="lossless") == 0
     report = (tmp_path / "o" / "report.md").read_text()
     assert ("**early** stopped after 3 of the 10 rows the budget asks for: it stopped yielding rows, its input not "
             "ended") in report and "its input ended first" not in report.split("**early**")[1].split("\n")[0]
