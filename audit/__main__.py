@@ -110,7 +110,9 @@ def parse_args(argv=None):
     ap.add_argument("--packers", default=None, help="comma list (see above), 'all' (the paper's four; the default) or 'every'")
     ap.add_argument("--trace", metavar="MODULE:CALLABLE", help="also trace your own packer: CALLABLE(docs, **args) "
                     "takes an iterator of token-id arrays and yields rows")
-    ap.add_argument("--trace-arg", action="append", default=[], metavar="K=V", help="a keyword argument for --trace")
+    ap.add_argument("--trace-arg", action="append", default=[], metavar="K=V",
+                    help="a keyword argument for --trace: True, False and None as Python's, an integer or a number as "
+                         "one, anything else as text")
     add_loader_args(ap)
     b = ap.add_mutually_exclusive_group()
     b.add_argument("--updates", type=int, help="budget in optimizer updates of 524,288 targets")

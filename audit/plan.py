@@ -226,13 +226,20 @@ def parse_thresholds(text) -> list:
     return thr
 
 
+# --trace-arg values that are Python's constants, not text: flag=False arrived as the text 'False', which is true
+CONSTANTS = {"True": True, "False": False, "None": None}
+
+
 def trace_args(pairs) -> dict:
-    """--trace-arg K=V pairs, each value an int, else a float, else the text."""
+    """--trace-arg K=V pairs, each value True, False or None as written, else an int, else a float, else the text."""
     out = {}
     for kv in pairs:
         k, sep, v = kv.partition("=")
         if not sep or not k:
             raise DataError(f"--trace-arg {kv!r}: expected KEY=VALUE")
+        if v in CONSTANTS:
+            out[k] = CONSTANTS[v]
+            continue
         for cast in (int, float):
             try:
                 v = cast(v)

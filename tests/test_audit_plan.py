@@ -10,7 +10,7 @@ import pytest
 import audit.run
 import audit.topology
 from audit.__main__ import parse_args
-from audit.plan import plan_of
+from audit.plan import plan_of, trace_args
 from audit.run import run_audit
 from errors import DataError
 
@@ -83,3 +83,10 @@ def test_the_stream_is_checked_for_its_worker_streams_once(lengths_file, tmp_pat
 def test_the_first_bad_value_is_the_one_named(lengths_file, extra, needle):
     with pytest.raises(DataError, match="^" + re.escape(needle)):
         _plan(lengths_file, *extra)
+
+
+def test_trace_args_take_pythons_constants_then_numbers_then_text():
+    # found by a user: flag=False arrived as the text 'False', which is true
+    got = trace_args(["flag=False", "on=True", "x=None", "n=8", "f=1e3", "s=abc", "t=false", "e="])
+    assert got == {"flag": False, "on": True, "x": None, "n": 8, "f": 1000.0, "s": "abc", "t": "false", "e": ""}
+    assert got["flag"] is False and got["x"] is None and type(got["n"]) is int
