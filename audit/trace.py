@@ -38,7 +38,12 @@ def row_tokens(row) -> np.ndarray:
         return row_tokens(row[0])
     if hasattr(row, "detach"):  # a torch tensor, without importing torch here
         row = row.detach().cpu().numpy()
-    return np.asarray(row, dtype=np.int64).reshape(-1)
+    a = np.asarray(row)
+    if a.ndim > 1 and sum(n > 1 for n in a.shape) > 1:  # (1, n) is one row; (2, n) is two, read as one long row before
+        raise ValueError(f"the packer yielded a batch of shape {a.shape}, not a row: yield one row (1-D) at a time")
+    if a.size and a.dtype.kind not in "iub":  # a float row's ids are cast, and above 2^24 (float32) not exact
+        raise ValueError(f"the packer yielded a row of {a.dtype} values: yield integer token ids")
+    return a.astype(np.int64, copy=False).reshape(-1)
 
 
 class TracerDocs:

@@ -342,7 +342,13 @@ def test_your_own_packer_that_fails_on_the_stream_fails_the_audit_in_one_line(tm
     # a packer that yields nothing: status 0, before
     ("def nothing(docs):\n    return iter([])\n", "nothing", 1,
      "error: your packer nothing failed on this stream (it yielded no row)"),
-], ids=["paper-name", "syntax-error", "token-twice", "no-row"])
+    # a batch of two rows: refused as one row of 18 tokens, before; a float row: cast silently
+    ("import numpy as np\ndef two(docs):\n    for d in docs:\n        yield np.resize(d, (2, 9))\n", "two", 1,
+     "error: your packer two failed on this stream (ValueError: the packer yielded a batch of shape (2, 9), not a row"),
+    ("import numpy as np\ndef floats(docs):\n    for d in docs:\n        yield np.asarray(d[:9], np.float32)\n",
+     "floats", 1, "error: your packer floats failed on this stream (ValueError: the packer yielded a row of float32 "
+                  "values: yield integer token ids"),
+], ids=["paper-name", "syntax-error", "token-twice", "no-row", "batch", "float-row"])
 def test_a_packer_of_your_own_that_is_wrong_is_one_line_naming_what(tmp_path, monkeypatch, capsys, code, name, rc,
                                                                     needle):
     """Found by a user writing packers of their own (a helper's probe, 2026-12-07)."""
