@@ -86,8 +86,8 @@ def corpus_lines(c):
     bos = c["bos"]
     how = {"auto": "a BOS counted for text, and for token data only where the first token is not the BOS id",
            "add": "a BOS counted for every document", "none": "no BOS counted"}[bos["policy"]]
-    lone = c.get("empty_documents", 0) if bos["policy"] != "none" else 0
-    lone = f" ({lone:,} of them a lone BOS: an empty text or token list)" if lone else ""
+    n_lone = c.get("empty_documents", 0) if bos["policy"] != "none" else 0
+    lone = f" ({n_lone:,} of them a lone BOS: an empty text or token list)" if n_lone else ""
     return [f"Corpus: {c['documents']:,} documents{lone}, {c['tokens']:,} tokens, read from {files:,} file"
             f"{'s' * (files != 1)} ({', '.join(sorted({i['format'] for i in c['inputs']}))}); "
             + (f"tokenizer {tok['kind']} {tok['ref']} "

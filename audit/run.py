@@ -433,11 +433,9 @@ def exit_status(summary, plan, out) -> int:
         print(f"error: your packer {plan.user.name} failed on this stream ({why}); see {out / 'report.md'}",
               file=sys.stderr)
         return 1
-    for s in ok:
-        if not s["partition_holds"]:
-            print(f"error: {s['packer']}: {overdrawn(s)}; see {out / 'report.md'}", file=sys.stderr)
-        elif s["protected"]["proposition_held"] is False:
-            print(f"error: {s['packer']}: the Proposition was violated (a protected source was selected); see "
-                  f"{out / 'report.md'}", file=sys.stderr)
     bad = [s for s in ok if not s["partition_holds"] or s["protected"]["proposition_held"] is False]
+    for s in bad:
+        why = (overdrawn(s) if not s["partition_holds"] else
+               "the Proposition was violated (a protected source was selected)")
+        print(f"error: {s['packer']}: {why}; see {out / 'report.md'}", file=sys.stderr)
     return 1 if bad or not topology_ok(summary.get("topology")) else 0

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from corpus.atomic import atomic_write_json, sha256_file
 from corpus.disjoint import first_of_each_text
-from corpus.stdlib_corpus import write_parquet_shard
+from corpus.stdlib_corpus import clear_for_build, write_parquet_shard
 from errors import DataError
 
 
@@ -68,12 +68,7 @@ def build_parquet_corpus(out_dir, inputs, text_column="text", source_column=None
     n_dup, docs = len(docs) - len(unique), unique
     if len(docs) < n_shards:
         raise DataError(f"{len(docs)} non-empty distinct documents in the input; at least --shards {n_shards} needed")
-    if before_write is not None:
-        before_write()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for f in out_dir.glob("shard_*.parquet"):
-        f.unlink()  # shards of an earlier build are never mixed with this one's
+    out_dir = clear_for_build(out_dir, before_write)
     random.Random(seed).shuffle(docs)
     per = -(-len(docs) // n_shards)
     shards = []

@@ -140,6 +140,18 @@ def write_parquet_shard(path, rows, row_group_size: int) -> None:
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
+def clear_for_build(out_dir, before_write=None) -> Path:
+    """out_dir made and emptied of an earlier build's shards, which are never mixed with this one's, after
+    before_write (prepare's: the earlier build's records removed); called once a build's documents are read and good."""
+    if before_write is not None:
+        before_write()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for f in out_dir.glob("shard_*.parquet"):
+        f.unlink()
+    return out_dir
+
+
 def build_stdlib_corpus(out_dir, n_shards=8, seed=20261008, row_group_size=1000, max_files=None, log=print,
                         before_write=None):
     """Write shard_00000..shard_{n-1}.parquet (the last one is validation) and manifest.json.
@@ -157,12 +169,7 @@ def build_stdlib_corpus(out_dir, n_shards=8, seed=20261008, row_group_size=1000,
     n_dup, docs = len(docs) - len(unique), unique
     if len(docs) < n_shards:
         raise DataError(f"{len(docs)} non-empty distinct documents in the corpus; at least --shards {n_shards} needed")
-    if before_write is not None:
-        before_write()
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        for f in out_dir.glob("shard_*.parquet"):
-            f.unlink()  # shards of an earlier build are never mixed with this one's
+    out_dir = clear_for_build(out_dir, before_write)
     random.Random(seed).shuffle(docs)
     per = -(-len(docs) // n_shards)
     shards = []
