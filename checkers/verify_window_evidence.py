@@ -26,7 +26,6 @@ import numpy as np
 
 TOL = 1e-9
 BIN_TOL = 1e-7
-# what a truncated, empty or malformed file raises somewhere in the checks: never a PASS, never a traceback
 WHICH = ("population", "fingerprint")  # what the evidence says it is of (eval/compare.py write_evidence)
 
 
@@ -34,6 +33,7 @@ class Mismatched(Exception):
     """A summary and an evidence file of two populations: the arguments, not the evaluation, are wrong."""
 
 
+# what a truncated, empty or malformed file raises somewhere in the checks: never a PASS, never a traceback
 UNCHECKABLE = (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, EOFError, zipfile.BadZipFile,
                zlib.error)
 
