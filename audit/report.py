@@ -170,6 +170,23 @@ def overdrawn(s) -> str:
             f"{s['buffered']:,} tokens buffered at the end (a token emitted twice, or given to another document)")
 
 
+def out_of_order(s) -> str:
+    """A traced packer whose rows hold a document's tokens out of its order, in words ('' for none)."""
+    n, f = s.get("rows_out_of_order", 0), s.get("out_of_order_first")
+    if not n:
+        return ""
+    where = f"worker stream {f['worker_stream']}'s row {f['row']:,}" if "worker_stream" in f else f"row {f['row']:,}"
+    return (f" **{n:,} of its rows hold a document's tokens out of their order** (first: {where}, counting from 0, "
+            f"has the token at position {f['position']:,} of the {ordinal(f['source'] + 1)} document it pulled after "
+            f"its position {f['after_position']:,}). Each in-order piece is counted as an emission of its own, so "
+            "these documents count as trained in that many pieces, each token once: a reversed or shuffled row is a "
+            "bug in the packer, a fill-in-the-middle transform reorders on purpose.")
+
+
+def ordinal(n) -> str:
+    return f"{n:,}" + ("th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th"))
+
+
 def documents_sentence(name, s, summary):
     """One packer's horizon in words: rows made against the budget, documents whole / in part / not at all."""
     made = (f"made all {s['rows']:,} rows of the budget" if s.get("budget_reached", True) else
@@ -179,7 +196,7 @@ def documents_sentence(name, s, summary):
     d = s.get("documents")
     if not d:
         return (f"**{name}** {made}; it started {s['sources_started']:,} of {s['sources_arrived']:,} arrived sources "
-                "(no per-document table: --no-fates, or a stream without document positions).")
+                "(no per-document table: --no-fates, or a stream without document positions)." + out_of_order(s))
     f, lf = d["by_fate"], d["longer_than_R"]
     never = sum(f[k] for k in NEVER_STARTED)
     out = (f"**{name}** {made}. Of your {d['documents']:,} documents it trained {f['whole']:,} whole, "
@@ -193,7 +210,7 @@ def documents_sentence(name, s, summary):
                 f"started, {lf['not_arrived']:,} never reached).")
     if d["arrivals"] != d["documents"] - f["not_arrived"]:
         out += f" The stream wrapped: {d['arrivals']:,} arrivals of {d['documents'] - f['not_arrived']:,} documents."
-    return out
+    return out + out_of_order(s)
 
 
 FATE_KEYS = ("whole", "partial", "waiting", "dropped", "not_arrived")

@@ -232,6 +232,8 @@ def worker_counts(s):
     out["proposition_held"] = s["protected"]["proposition_held"]
     out["protected_size"] = s["protected"]["size"]
     out["documents"] = s.get("documents")
+    if "rows_out_of_order" in s:  # a traced packer's (audit/trace.py out_of_order)
+        out["rows_out_of_order"], out["out_of_order_first"] = s["rows_out_of_order"], s["out_of_order_first"]
     return out
 
 
@@ -250,6 +252,10 @@ def merge(per_worker):
     # held only where every worker stream held it; a violation anywhere is the run's, even beside streams where
     # the Proposition does not apply (None)
     out["proposition_held"] = None if None in held and False not in held else all(held)
+    if any("rows_out_of_order" in c for c in per_worker):
+        out["rows_out_of_order"] = sum(c.get("rows_out_of_order", 0) for c in per_worker)
+        out["out_of_order_first"] = next(({**c["out_of_order_first"], "worker_stream": w}
+                                          for w, c in enumerate(per_worker) if c.get("out_of_order_first")), None)
     return out
 
 

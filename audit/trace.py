@@ -209,6 +209,7 @@ class RowDecoder:
         self.docs = TracerDocs(refills, first_id, folder)
         self.counts = {"pad": 0, "other_inserted": 0, "row_tokens": 0}
         self.n, self.ended, self.arrived = 0, False, 0  # rows yielded; the packer stopped; pulled by the horizon
+        self.out_of_order = {"rows": 0, "first": None}  # budget rows holding a document's tokens out of its order
 
     def batches(self):
         """(runs in emission order, first row, documents pulled as each of the batch's budget rows came out);
@@ -242,8 +243,33 @@ class RowDecoder:
 
     def _decode(self, rows_):
         ev = _decode_batch(rows_, self.n - len(rows_), self.rows, self.docs, self.bos_id, self.pad_id, self.counts)
+        rows, first = out_of_order(ev, self.rows)
+        self.out_of_order["rows"] += rows
+        self.out_of_order["first"] = self.out_of_order["first"] or first
         order = np.lexsort((ev["off"], ev["row"]))
         return {k: v[order] for k, v in ev.items()}
+
+
+def out_of_order(ev, horizon):
+    """(budget rows in which a document's tokens are out of its order, the first such place or None). The decoder
+    reads a row as in-order spans of documents, so a reversed or shuffled row would read as many one-token
+    emissions that still cover the document: counted here, to be said. A piece of a document that begins a sequence
+    (its position 0, or led by a BOS) may come anywhere (segment-first puts a tail, BOS-led, before the head);
+    a piece that continues without one is out of order where it starts before the end of the piece of that
+    document before it in the row. Pieces in different rows may come in any order (a packer that splits a
+    document), and a gap (a head, then a later span) is in order."""
+    m = (ev["b"] > ev["a"]) & (ev["row"] < horizon)  # tokens of a document (a lone BOS marker holds none)
+    row, src, off, a, b, lead = (ev[k][m] for k in ("row", "src", "off", "a", "b", "lead"))
+    o = np.lexsort((off, src, row))
+    row, src, off, a, b, lead = row[o], src[o], off[o], a[o], b[o], lead[o]
+    bad = np.flatnonzero((row[1:] == row[:-1]) & (src[1:] == src[:-1]) & (a[1:] < b[:-1]) & (a[1:] > 0)
+                         & (lead[1:] == 0)) + 1
+    if not len(bad):
+        return 0, None
+    in_first = bad[row[bad] == row[bad[0]]]
+    i = int(in_first[np.argmin(off[in_first])])  # the first place in the first such row
+    first = {"row": int(row[i]), "source": int(src[i]), "position": int(a[i]), "after_position": int(b[i - 1] - 1)}
+    return len(np.unique(row[bad])), first
 
 
 def run_trace(packer, refills, R, rows, first_id, bos_id=None, pad_id=None, drain_rows=None, batch_rows=None,

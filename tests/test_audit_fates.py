@@ -19,7 +19,7 @@ from audit.feed import PassRefills
 from audit.proposition import PropositionWatch
 from audit.spill import DocTable, KeyedSpill
 from audit.tally import Tally
-from audit.trace import run_trace
+from audit.trace import out_of_order, run_trace
 from loaders.core import CROP, FIT
 
 
@@ -53,6 +53,7 @@ def in_memory(packer_fn, refills, name, rows, R, B, drain_rows=None, label_names
                     "padding": tr.counts["pad"], "other_inserted": tr.counts["other_inserted"],
                     "row_tokens": tr.counts["row_tokens"], "unresolved_sources": 0 if tr.ended else len(ev["never"])}
     out["padding_share"] = tr.counts["pad"] / (made * R) if made else 0.0
+    out["rows_out_of_order"], out["out_of_order_first"] = out_of_order(tr.events, rows)  # all of them at once
     return out, rec, lab
 
 

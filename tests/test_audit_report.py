@@ -15,6 +15,7 @@ import audit.__main__ as audit_cli
 from audit.__main__ import main as audit_main
 from audit.compare import rows_made_note, sentence
 from audit.adapters import FIRST_ID
+from audit.api import trace
 from audit.compute import trace_packer
 from audit.feed import PassRefills
 from audit.report import bounds_section, documents_section, label_section, verdict
@@ -319,6 +320,25 @@ def _audit_own(tmp_path, monkeypatch, module, code, name, paper="original"):
     return audit_main(["--lengths", str(f), "--row-capacity", "9", "--buffer", "2", "--targets", "80", "--packers",
                        paper, "--trace", f"{module}:{name}", "--permutations", "0", "--no-figures", "--out",
                        str(tmp_path / "o")])
+
+
+def test_your_own_packer_that_reverses_its_rows_is_said_in_the_console_and_report_and_under_a_topology(
+        tmp_path, monkeypatch, capsys):
+    # each document a row of its own, its first nine tokens reversed: the first, of 5 tokens, reads 4 3 2 1 0
+    code = "def rev(docs):\n    for d in docs:\n        yield list(d)[:9][::-1]\n"
+    assert _audit_own(tmp_path, monkeypatch, "revpackers", code, "rev") == 0  # its tokens all add up: a finding
+    said = ("**10 of its rows hold a document's tokens out of their order** (first: row 0, counting from 0, has the "
+            "token at position 3 of the 1st document it pulled after its position 4)")
+    assert said in capsys.readouterr().out and said in (tmp_path / "o" / "report.md").read_text()
+    assert "out of their order" not in (tmp_path / "o" / "report.md").read_text().split("**original**")[1].split("\n")[0]
+    # two worker streams (documents dealt alternately): the rows summed, the first place named with its stream
+    import revpackers
+
+    two = trace(revpackers.rev, [5, 12, 3, 20] * 10, row_capacity=9, buffer=2, targets=80, loader_workers=2)
+    merged = two["topology"]["packers"]["rev"]["merged"]
+    assert merged["rows_out_of_order"] == 10
+    assert merged["out_of_order_first"] == {"row": 0, "source": 0, "position": 3, "after_position": 4,
+                                            "worker_stream": 0}
 
 
 def test_your_own_packer_that_fails_on_the_stream_fails_the_audit_in_one_line(tmp_path, monkeypatch, capsys):

@@ -16,7 +16,7 @@ from audit.compute import replay_packer, trace_packer
 from audit.events import EventSink, read_events, write_csv
 from audit.feed import PassRefills
 from audit.replay import Replay
-from audit.trace import TracerDocs, decode_rows, run_trace
+from audit.trace import RowDecoder, TracerDocs, decode_rows, run_trace
 from conftest import ROOT
 from errors import DataError
 from loaders.core import PACKERS
@@ -67,6 +67,7 @@ def test_trace_of_our_packers_equals_their_replay(tmp_path_factory, data):
         for k in TABLES:
             assert traced[k] == replayed[k], (packer, k)
         assert traced["protected"]["proposition_held"] == replayed["protected"]["proposition_held"]
+        assert traced["rows_out_of_order"] == 0, packer  # ours keep each document's order in a row
 
 
 @pytest.mark.parametrize("packer", PACKERS)
@@ -151,3 +152,77 @@ def test_a_packer_that_emits_a_document_twice_fails_the_partition():
                             "-7 tokens buffered at the end (a token emitted twice, or given to another document)")
     ok = trace(lambda docs: (list(d) for d in docs), [3, 4], row_capacity=8, buffer=1, targets=7 * 2, name="once")
     assert ok["partition_holds"] and ok["sources_overdrawn"] == 0
+
+
+def out_of_order_by_hand(rows, lengths, horizon, bos_id):
+    """(budget rows in which a document's tokens go back within a sequence, the first such token as (row, document,
+    position, the position before it)), a token at a time: a token that neither follows its predecessor in the
+    document nor begins a sequence (position 0, or a BOS or a marker naming it right before it) must come after
+    every earlier token of its document in the row."""
+    starts = np.cumsum([0, *lengths])
+    bad, first = set(), None
+    for r, row in enumerate(rows[:horizon]):
+        last = {}
+        for i, t in enumerate(row):
+            if t < FIRST_ID:
+                continue  # inserted by the packer
+            g = int(t) - FIRST_ID
+            d = int(np.searchsorted(starts, g, side="right")) - 1
+            pos = g - int(starts[d])
+            before = row[i - 1] if i else None
+            begins = pos == 0 or before in (bos_id, -t)
+            if not begins and before != t - 1 and d in last and pos <= last[d]:
+                bad.add(r)
+                first = first or (r, d, pos, last[d])
+            last[d] = pos
+    return len(bad), first
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_rows_holding_a_documents_tokens_out_of_order_are_counted_as_token_by_token(data):
+    """A packer that cuts each document into pieces, may reverse a piece, puts pieces in a random order within a
+    window, adds separators and cuts rows of R: the decoder's count of out-of-order rows and its first place equal
+    a token-by-token walk of the rows, across decode batches and the horizon."""
+    lengths = data.draw(st.lists(st.integers(1, 12), min_size=1, max_size=25))
+    R = data.draw(st.integers(2, 16))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1)))
+    p_reverse, window = data.draw(st.sampled_from([0.0, 0.1, 0.5])), data.draw(st.integers(1, 4))
+    made = []
+
+    def scrambler(docs):
+        pieces = []
+        for d in docs:
+            cuts = np.sort(rng.choice(np.arange(1, len(d)), size=rng.integers(0, len(d)), replace=False)) \
+                if len(d) > 1 else []
+            for p in np.split(np.asarray(d), cuts):
+                pieces.append(p[::-1] if rng.random() < p_reverse else p)
+                if rng.random() < 0.3:
+                    pieces.append(np.array([1]))  # a separator the packer adds
+        order = np.argsort(np.arange(len(pieces)) + rng.uniform(0, window, len(pieces)))
+        flat = np.concatenate([pieces[i] for i in order])
+        for i in range(0, len(flat), R):
+            made.append(flat[i:i + R].tolist())
+            yield made[-1]
+
+    horizon = data.draw(st.integers(1, 40))
+    dec = RowDecoder(scrambler, [(np.array(lengths), None)], R, horizon, FIRST_ID, bos_id=1,
+                     batch_rows=data.draw(st.integers(1, 5)), drain_rows=10)
+    for _ in dec.batches():
+        pass
+    dec.docs.table.close()
+    n, first = out_of_order_by_hand(made, lengths, horizon, bos_id=1)
+    assert dec.out_of_order["rows"] == n
+    got = dec.out_of_order["first"]
+    assert (got and (got["row"], got["source"], got["position"], got["after_position"])) == (first and first)
+
+
+def test_a_reversing_packer_is_said_and_its_counts_stay_those_of_its_tokens():
+    # lengths 3 and 4 at R = 8, each document a row of its own, reversed: ids 16-18 and 19-22 (FIRST_ID = 16)
+    rev = trace(lambda docs: (list(d)[::-1] for d in docs), [3, 4], row_capacity=8, buffer=1, targets=7 * 2,
+                name="rev")
+    assert (rev["rows_out_of_order"], rev["out_of_order_first"]) == (2, {"row": 0, "source": 0, "position": 1,
+                                                                           "after_position": 2})
+    assert rev["partition_holds"] and rev["emitted"] == 7  # each token once, in pieces of one token
+    fwd = trace(lambda docs: (list(d) for d in docs), [3, 4], row_capacity=8, buffer=1, targets=7 * 2, name="fwd")
+    assert (fwd["rows_out_of_order"], fwd["out_of_order_first"]) == (0, None)
