@@ -59,12 +59,24 @@ class TracerDocs:
         self.labels = Labels()  # label values -> ids, in order of first appearance
         self.labelled = False  # some refill carried labels
         self.pulled = 0
+        self.stream = None  # the one iterator over the documents, made at the first iter()
 
     @property
     def tokens(self):
         return self.table.tokens
 
     def __iter__(self):
+        """The documents as one stream, as a loader's iterator is: every iter() continues where the last left off,
+        so a packer that reads them through two names (zip(docs, docs)) gets consecutive documents. A fresh stream
+        per iter() read the refills again from where the other had left them: documents counted twice, or none."""
+        if self.stream is None:
+            self.stream = self._documents()
+        return self.stream
+
+    def __next__(self):
+        return next(iter(self))
+
+    def _documents(self):
         for batch in self._batches():
             for d in batch:
                 self.pulled += 1  # counted as each document is handed out

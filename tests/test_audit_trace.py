@@ -226,3 +226,30 @@ def test_a_reversing_packer_is_said_and_its_counts_stay_those_of_its_tokens():
     assert rev["partition_holds"] and rev["emitted"] == 7  # each token once, in pieces of one token
     fwd = trace(lambda docs: (list(d) for d in docs), [3, 4], row_capacity=8, buffer=1, targets=7 * 2, name="fwd")
     assert (fwd["rows_out_of_order"], fwd["out_of_order_first"]) == (0, None)
+
+
+def test_the_documents_are_one_stream_however_a_packer_reads_them():
+    """zip(docs, docs), iter() once, and next(docs): each row the first nine tokens of two consecutive documents.
+    zip(docs, docs) made no row before (each iter() read the refills again) and next(docs) raised TypeError."""
+    def pairs(docs):
+        for a, b in zip(docs, docs):
+            yield (list(a) + list(b))[:9]
+
+    def one_iterator(docs):
+        it = iter(docs)
+        for a, b in zip(it, it):
+            yield (list(a) + list(b))[:9]
+
+    def by_next(docs):
+        while True:
+            try:
+                a, b = next(docs), next(docs)
+            except StopIteration:
+                return
+            yield (list(a) + list(b))[:9]
+
+    for f in (pairs, one_iterator, by_next):
+        s = trace(f, [5, 12, 3, 20] * 10, row_capacity=9, buffer=2, targets=80, name=f.__name__)
+        # ten rows of nine tokens, two documents each: (5, 12) gives 5 + 4 tokens, (3, 20) 3 + 6
+        assert (s["rows"], s["sources_arrived"], s["emitted"], s["sources_started"]) == (10, 20, 90, 20), f.__name__
+        assert s["partition_holds"], f.__name__
