@@ -477,4 +477,13 @@ def test_each_bad_input_is_one_line_naming_the_file(corpus, tmp_path, hf_dataset
     lists = pa.table({"input_ids": pa.array([[1, 2]], pa.list_(pa.int32()))})
     pq.write_table(lists, tmp_path / "ids.parquet")
     refused([tmp_path / "ids.parquet"], "ids.parquet", "BOS id")  # BOS auto on tokens: which id?
+    # a null inside a token list, counted as a token before: the row (or line) and its index named. Parquet's
+    # second row group, and a table sliced into batches, so that the row is counted across both
+    nulls = pa.table({"input_ids": pa.array([[1, 2], [3], [4, 5, 6], [7, None, 9]], pa.list_(pa.int32()))})
+    pq.write_table(nulls, tmp_path / "nulls.parquet", row_group_size=2)
+    refused([tmp_path / "nulls.parquet"], "nulls.parquet", "row 3: 'input_ids' holds a null at index 1, not a token",
+            bos="none")
+    (tmp_path / "nulls.jsonl").write_text('{"input_ids": [1, 2]}\n{"input_ids": [3, 4, null]}\n')
+    refused([tmp_path / "nulls.jsonl"], "nulls.jsonl", "line 2: field 'input_ids' holds a null at index 2, not a token",
+            bos="none")
     refused([good], "cache", "is a file", tok=corpus.tok, cache_dir=good)

@@ -229,6 +229,9 @@ def _value(rec, unit, n, at):
     if unit.role == "tokens" and not isinstance(v, list):
         raise DataError(f"{unit.path}: line {_line(unit, n, at)}: field {unit.column!r} is {type(v).__name__}, "
                         f"not a token list")
+    if unit.role == "tokens" and None in v:  # it would count as a token
+        raise DataError(f"{unit.path}: line {_line(unit, n, at)}: field {unit.column!r} holds a null at index "
+                        f"{v.index(None)}, not a token id")
     return v
 
 

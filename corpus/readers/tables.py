@@ -166,6 +166,7 @@ def _batch(table, unit, row, want_first):
                 raise DataError(f"{unit.path}: label column {unit.label_column!r} is {labels.type}, which has "
                                 f"no text form") from None
     if unit.role == "tokens":
+        _no_null_token(col, unit, row)
         lengths = pc.list_value_length(col).to_numpy().astype(np.int64)
         first = None
         if want_first:
@@ -178,6 +179,19 @@ def _batch(table, unit, row, want_first):
     except UnicodeDecodeError:
         raise DataError(f"{unit.path}: rows {row}-{row + len(col) - 1}: text is not valid UTF-8") from None
     return Batch(texts=texts, labels=labels, n=len(texts))
+
+
+def _no_null_token(col, unit, row):
+    """A null inside a token list would count as a token: refused, naming the first (its row and index)."""
+    for chunk in col.chunks:
+        values = chunk.flatten()  # this chunk's tokens, its slice of the list values
+        if values.null_count:
+            j = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+            k = int(pc.list_parent_indices(chunk).to_numpy()[j])
+            index = j - int(np.asarray(chunk.offsets)[k] - np.asarray(chunk.offsets)[0])
+            raise DataError(f"{unit.path}: row {row + k}: {unit.column!r} holds a null at index {index}, not a "
+                            "token id")
+        row += len(chunk)
 
 
 def _first_tokens(arr):
