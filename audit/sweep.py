@@ -51,7 +51,8 @@ from audit.fmt import table as md_table
 from audit.out_folder import FRONTIER_FILES as FILES, check_out, new_folder, replace_whole
 from audit.plan import SWEEP_KEYS as KEYS
 from audit.run import budget, check_buffer, load_stream
-from audit.topology import check_topology, file_count, file_of, rows_per_stream, shares, worker_streams
+from audit.topology import (check_topology, file_count, file_of, rows_per_stream, share_sizes, shares,
+                            worker_streams)
 from corpus.atomic import atomic_write_text
 from errors import DataError
 from loaders.core import PACKERS
@@ -225,6 +226,19 @@ def largest_buffer(cfgs, grid, current):
     return B, "the paper's buffer (its configuration is a point of every sweep)", "a machine with more memory"
 
 
+def beyond_their_share(cfgs, stream, group, noted):
+    """The configurations, other than `noted` (B, ranks, loader workers: the one check_buffer spoke for), whose
+    buffer holds more documents than a pass of their smallest worker stream, each named: a smaller buffer at more
+    streams than the largest buffer's point can be one."""
+    out = []
+    for B, ranks, workers in sorted({(c["buffer"], c["ranks"], c["loader_workers"]) for c in cfgs} - {noted}):
+        W = worker_streams(ranks, workers)
+        share = min(share_sizes(stream.n, W, group.for_ranks(ranks), file_of(stream), file_count(stream)))
+        if B > share:
+            out.append(f"B={B:,} at {W} worker stream(s) ({share:,} documents in the smallest)")
+    return out
+
+
 def run_sweep(plan) -> int:
     """--sweep, with the plan's grid (audit/plan.py: every bad value refused before the stream is read): the
     points and the three files."""
@@ -244,6 +258,11 @@ def run_sweep(plan) -> int:
                                      packers=tuple(dict.fromkeys(c["packer"] for c in cfgs)),
                                      engine=dataclasses.replace(plan.engine, workers=1)), stream,
                  flag=flag, smaller=smaller)
+    overfull = beyond_their_share(cfgs, stream, group, (B, worst["ranks"], worst["loader_workers"]))
+    if overfull:
+        print(f"note: {len(overfull)} more configuration(s) hold more documents in a buffer than a pass of their "
+              f"smallest worker stream gives: {'; '.join(overfull)}. Their packers take in documents of more than "
+              "one pass before their first row")
     print(f"frontier of {stream.name}: {len(cfgs)} configurations, {targets:,} targets each ({reason}) -> {out}")
     points = []
     for cfg in cfgs:

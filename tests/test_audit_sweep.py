@@ -90,7 +90,8 @@ def test_a_pipeline_with_one_packer_for_the_run_is_one_stream_in_the_frontier_to
 def test_the_buffer_note_is_of_the_worker_streams_of_the_point_with_the_largest_buffer(tmp_path, capsys):
     """The paper's point (B 1,000, one stream) was checked with the command line's worker streams: a note said its
     buffer held more than a pass of the smallest of 4 streams (750 documents), though it runs one. Now the point that has the largest
-    buffer is checked with its own streams (the most of them on a tie)."""
+    buffer is checked with its own streams (the most of them on a tie), and one more note names every other point whose
+    buffer holds more than a pass of its smallest stream."""
     lengths = _lengths_file(tmp_path)  # 3,000 documents
     common = ["--lengths", str(lengths), "--row-capacity", str(R), "--targets", str(600 * (R - 1))]
     assert audit_cli.main(common + ["--loader-workers", "4", "--buffer", "8", "--sweep", "buffer=4",
@@ -99,6 +100,14 @@ def test_the_buffer_note_is_of_the_worker_streams_of_the_point_with_the_largest_
     assert audit_cli.main(common + ["--sweep", "ranks=2", "--sweep", "buffer=2000", "--out", str(tmp_path / "g")]) == 0
     assert "note: --sweep's largest buffer 2,000 holds more documents than a pass of the smallest of the 2 worker " \
            "streams (1,500)" in capsys.readouterr().out
+    # a smaller buffer at more streams than the largest buffer's point: 800 > 3,000 / 4 (said nowhere before)
+    assert audit_cli.main(common + ["--sweep", "ranks=1,4", "--sweep", "buffer=800,1000", "--out",
+                                    str(tmp_path / "h")]) == 0
+    out = capsys.readouterr().out
+    assert "note: --sweep's largest buffer 1,000 holds more documents than a pass of the smallest of the 4 worker " \
+           "streams (750)" in out
+    assert "note: 1 more configuration(s) hold more documents in a buffer than a pass of their smallest worker stream " \
+           "gives: B=800 at 4 worker stream(s) (750 documents in the smallest)." in out
 
 
 def test_the_cheapest_change_on_a_stream_worked_by_hand(tmp_path, capsys):
