@@ -175,12 +175,14 @@ def out_of_order(s) -> str:
     n, f = s.get("rows_out_of_order", 0), s.get("out_of_order_first")
     if not n:
         return ""
-    where = f"worker stream {f['worker_stream']}'s row {f['row']:,}" if "worker_stream" in f else f"row {f['row']:,}"
-    return (f" **{n:,} of its rows hold a document's tokens out of their order** (first: {where}, counting from 0, "
-            f"has the token at position {f['position']:,} of the {ordinal(f['source'] + 1)} document it pulled after "
-            f"its position {f['after_position']:,}). Each in-order piece is counted as an emission of its own, so "
-            "these documents count as trained in that many pieces, each token once: a reversed or shuffled row is a "
-            "bug in the packer, a fill-in-the-middle transform reorders on purpose.")
+    who = (f"the {ordinal(f['source'] + 1)} document worker stream {f['worker_stream']} pulled" if "worker_stream" in f
+           else f"the {ordinal(f['source'] + 1)} document it pulled")
+    return (f" **{n:,} of its {s['rows']:,} rows hold a document's tokens out of their order** (first: in row "
+            f"{f['row']:,}, counting from 0, {who} continues at its position {f['position']:,} without a BOS, with "
+            f"its position {f['other_position']:,} {'before' if f['other_before'] else 'after'} it). Each in-order "
+            "piece is counted as an emission of its own (in the selection and crop counts too), so those documents "
+            "count as trained in that many pieces, each token once: a reversed or shuffled row is a bug in the "
+            "packer; a fill-in-the-middle transform reorders on purpose.")
 
 
 def ordinal(n) -> str:

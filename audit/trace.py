@@ -266,21 +266,35 @@ def out_of_order(ev, horizon):
     """(budget rows in which a document's tokens are out of its order, the first such place or None). The decoder
     reads a row as in-order spans of documents, so a reversed or shuffled row would read as many one-token
     emissions that still cover the document: counted here, to be said. A piece of a document that begins a sequence
-    (its position 0, or led by a BOS) may come anywhere (segment-first puts a tail, BOS-led, before the head);
-    a piece that continues without one is out of order where it starts before the end of the piece of that
-    document before it in the row. Pieces in different rows may come in any order (a packer that splits a
-    document), and a gap (a head, then a later span) is in order."""
+    (its position 0, or led by a BOS) may come anywhere (segment-first puts a tail, BOS-led, before the head). A
+    piece that continues without one is out of order where the same row holds, before it, a token of that document
+    at or after its start, or, after it, one before its start (a rotated row: d[3:] then d[:3]). Pieces in different
+    rows may come in any order (a packer that splits a document), and a gap (a head, then a later span) is in order."""
     m = (ev["b"] > ev["a"]) & (ev["row"] < horizon)  # tokens of a document (a lone BOS marker holds none)
     row, src, off, a, b, lead = (ev[k][m] for k in ("row", "src", "off", "a", "b", "lead"))
     o = np.lexsort((off, src, row))
     row, src, off, a, b, lead = row[o], src[o], off[o], a[o], b[o], lead[o]
-    bad = np.flatnonzero((row[1:] == row[:-1]) & (src[1:] == src[:-1]) & (a[1:] < b[:-1]) & (a[1:] > 0)
-                         & (lead[1:] == 0)) + 1
+    if not len(row):
+        return 0, None
+    # each (row, document) a group, contiguous: within it, the largest end before each piece and the smallest start
+    # after it, by running max / min over values lifted by group (a group's values exceed every earlier group's)
+    new = np.r_[True, (row[1:] != row[:-1]) | (src[1:] != src[:-1])]
+    lift = (np.cumsum(new) - 1) * (int(b.max()) + 1)
+    before = np.maximum.accumulate(b + lift) - lift  # the largest end up to and including each piece
+    before = np.where(new, -1, np.r_[-1, before[:-1]])
+    after = np.minimum.accumulate((a + lift)[::-1])[::-1] - lift  # the smallest start from each piece on
+    last = np.r_[new[1:], True]
+    after = np.where(last, np.iinfo(np.int64).max, np.r_[after[1:], 0])
+    continues = (lead == 0) & (a > 0)
+    early, late = continues & (before > a), continues & (after < a)
+    bad = np.flatnonzero(early | late)
     if not len(bad):
         return 0, None
     in_first = bad[row[bad] == row[bad[0]]]
     i = int(in_first[np.argmin(off[in_first])])  # the first place in the first such row
-    first = {"row": int(row[i]), "source": int(src[i]), "position": int(a[i]), "after_position": int(b[i - 1] - 1)}
+    other, came_before = (int(before[i] - 1), True) if early[i] else (int(after[i]), False)
+    first = {"row": int(row[i]), "source": int(src[i]), "position": int(a[i]), "other_position": other,
+             "other_before": came_before}
     return len(np.unique(row[bad])), first
 
 

@@ -327,8 +327,8 @@ def test_your_own_packer_that_reverses_its_rows_is_said_in_the_console_and_repor
     # each document a row of its own, its first nine tokens reversed: the first, of 5 tokens, reads 4 3 2 1 0
     code = "def rev(docs):\n    for d in docs:\n        yield list(d)[:9][::-1]\n"
     assert _audit_own(tmp_path, monkeypatch, "revpackers", code, "rev") == 0  # its tokens all add up: a finding
-    said = ("**10 of its rows hold a document's tokens out of their order** (first: row 0, counting from 0, has the "
-            "token at position 3 of the 1st document it pulled after its position 4)")
+    said = ("**10 of its 10 rows hold a document's tokens out of their order** (first: in row 0, counting from 0, "
+            "the 1st document it pulled continues at its position 4 without a BOS, with its position 0 after it)")
     assert said in capsys.readouterr().out and said in (tmp_path / "o" / "report.md").read_text()
     assert "out of their order" not in (tmp_path / "o" / "report.md").read_text().split("**original**")[1].split("\n")[0]
     # two worker streams (documents dealt alternately): the rows summed, the first place named with its stream
@@ -337,8 +337,8 @@ def test_your_own_packer_that_reverses_its_rows_is_said_in_the_console_and_repor
     two = trace(revpackers.rev, [5, 12, 3, 20] * 10, row_capacity=9, buffer=2, targets=80, loader_workers=2)
     merged = two["topology"]["packers"]["rev"]["merged"]
     assert merged["rows_out_of_order"] == 10
-    assert merged["out_of_order_first"] == {"row": 0, "source": 0, "position": 3, "after_position": 4,
-                                            "worker_stream": 0}
+    assert merged["out_of_order_first"] == {"row": 0, "source": 0, "position": 4, "other_position": 0,
+                                            "other_before": False, "worker_stream": 0}
 
 
 def test_your_own_packer_that_fails_on_the_stream_fails_the_audit_in_one_line(tmp_path, monkeypatch, capsys):

@@ -155,26 +155,42 @@ def test_a_packer_that_emits_a_document_twice_fails_the_partition():
 
 
 def out_of_order_by_hand(rows, lengths, horizon, bos_id):
-    """(budget rows in which a document's tokens go back within a sequence, the first such token as (row, document,
-    position, the position before it)), a token at a time: a token that neither follows its predecessor in the
-    document nor begins a sequence (position 0, or a BOS or a marker naming it right before it) must come after
-    every earlier token of its document in the row."""
+    """(budget rows in which a document's tokens are out of order, the first place as (row, document, position, the
+    other position, whether it came before)), a token at a time. A token that neither follows its predecessor in the
+    document nor begins a sequence (position 0, or right after a BOS, a marker naming it, or its document's first
+    token moved before it as its BOS: the trace's decoding rules) must come after every earlier token of its document
+    in the row and before every later one of a smaller position. A moved first token is a BOS, not a position."""
     starts = np.cumsum([0, *lengths])
+
+    def where(t):
+        g = int(t) - FIRST_ID
+        d = int(np.searchsorted(starts, g, side="right")) - 1
+        return d, g - int(starts[d])
+
     bad, first = set(), None
     for r, row in enumerate(rows[:horizon]):
-        last = {}
+        toks = []  # (document, position, continues a piece without a BOS) of the row's document tokens
+        moved = False
         for i, t in enumerate(row):
             if t < FIRST_ID:
+                moved = False
                 continue  # inserted by the packer
-            g = int(t) - FIRST_ID
-            d = int(np.searchsorted(starts, g, side="right")) - 1
-            pos = g - int(starts[d])
+            d, pos = where(t)
             before = row[i - 1] if i else None
-            begins = pos == 0 or before in (bos_id, -t)
-            if not begins and before != t - 1 and d in last and pos <= last[d]:
+            led = before in (bos_id, -t) or moved
+            nxt = where(row[i + 1]) if i + 1 < len(row) and row[i + 1] >= FIRST_ID else None
+            moved = pos == 0 and not led and nxt is not None and nxt[0] == d and nxt[1] > 1
+            if moved:
+                continue  # its document's first token standing in for the BOS of the span after it
+            toks.append((d, pos, not led and pos > 0 and before != t - 1))
+        for k, (d, pos, cont) in enumerate(toks):
+            if not cont:
+                continue
+            earlier = [p for e, p, _ in toks[:k] if e == d and p >= pos]
+            later = [p for e, p, _ in toks[k + 1:] if e == d and p < pos]
+            if earlier or later:
                 bad.add(r)
-                first = first or (r, d, pos, last[d])
-            last[d] = pos
+                first = first or (r, d, pos, *((max(earlier), True) if earlier else (min(later), False)))
     return len(bad), first
 
 
@@ -214,15 +230,21 @@ def test_rows_holding_a_documents_tokens_out_of_order_are_counted_as_token_by_to
     n, first = out_of_order_by_hand(made, lengths, horizon, bos_id=1)
     assert dec.out_of_order["rows"] == n
     got = dec.out_of_order["first"]
-    assert (got and (got["row"], got["source"], got["position"], got["after_position"])) == (first and first)
+    assert (got and (got["row"], got["source"], got["position"], got["other_position"], got["other_before"])) == first
 
 
 def test_a_reversing_packer_is_said_and_its_counts_stay_those_of_its_tokens():
     # lengths 3 and 4 at R = 8, each document a row of its own, reversed: ids 16-18 and 19-22 (FIRST_ID = 16)
     rev = trace(lambda docs: (list(d)[::-1] for d in docs), [3, 4], row_capacity=8, buffer=1, targets=7 * 2,
                 name="rev")
-    assert (rev["rows_out_of_order"], rev["out_of_order_first"]) == (2, {"row": 0, "source": 0, "position": 1,
-                                                                           "after_position": 2})
+    # row 0 reads positions 2, 1, 0: the first piece, position 2, continues without a BOS and position 0 comes after
+    assert (rev["rows_out_of_order"], rev["out_of_order_first"]) == (2, {"row": 0, "source": 0, "position": 2,
+                                                                           "other_position": 0, "other_before": False})
+    # rotated (d[1:] then d[0]): the first piece continues without a BOS and its position 0 comes after it
+    rot = trace(lambda docs: (list(d)[1:] + list(d)[:1] for d in docs), [3, 4], row_capacity=8, buffer=1,
+                targets=7 * 2, name="rot")
+    assert (rot["rows_out_of_order"], rot["out_of_order_first"]) == (2, {"row": 0, "source": 0, "position": 1,
+                                                                           "other_position": 0, "other_before": False})
     assert rev["partition_holds"] and rev["emitted"] == 7  # each token once, in pieces of one token
     fwd = trace(lambda docs: (list(d) for d in docs), [3, 4], row_capacity=8, buffer=1, targets=7 * 2, name="fwd")
     assert (fwd["rows_out_of_order"], fwd["out_of_order_first"]) == (0, None)
