@@ -486,4 +486,10 @@ def test_each_bad_input_is_one_line_naming_the_file(corpus, tmp_path, hf_dataset
     (tmp_path / "nulls.jsonl").write_text('{"input_ids": [1, 2]}\n{"input_ids": [3, 4, null]}\n')
     refused([tmp_path / "nulls.jsonl"], "nulls.jsonl", "line 2: field 'input_ids' holds a null at index 2, not a token",
             bos="none")
+    # in the first record, which decides the field: it was no token field at all; after blank lines, its own line
+    (tmp_path / "null0.jsonl").write_text('\n{"input_ids": [null, 1]}\n{"input_ids": [2, 3]}\n')
+    refused([tmp_path / "null0.jsonl"], "null0.jsonl", "line 2: field 'input_ids' holds a null at index 0, not a token",
+            bos="none")
+    (tmp_path / "nofield.jsonl").write_text('\n\n{"ids": [1, 2]}\n')
+    refused([tmp_path / "nofield.jsonl"], "nofield.jsonl", "line 3: no text field", tok=corpus.tok)
     refused([good], "cache", "is a file", tok=corpus.tok, cache_dir=good)

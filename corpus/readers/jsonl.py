@@ -95,8 +95,8 @@ def lookup(record, dotted):
 
 def plan(source, index, settings, label_const):
     path = source.path
-    first = _first_record(path)
-    role, field = _choose_field(first, settings.column, path)
+    first, first_line = _first_record(path)
+    role, field = _choose_field(first, settings.column, path, first_line)
     label = settings.label
     if label is None and first is not None:
         label = next((c for c in LABEL_COLUMNS if isinstance(first.get(c), (str, int)) and not isinstance(
@@ -112,17 +112,18 @@ def plan(source, index, settings, label_const):
 
 
 def _first_record(path):
+    """(the file's first record, its line number), or (None, 0) for a file of blank lines."""
     try:
         with open_binary(path) as f:
             for n, line in enumerate(f, 1):
                 if line.strip():
-                    return _parse(line, path, n)
+                    return _parse(line, path, n), n
     except DAMAGED as e:
         raise DataError(f"{path}: cannot be read ({type(e).__name__}: {str(e)[:80]})") from None
-    return None
+    return None, 0
 
 
-def _choose_field(first, column, path):
+def _choose_field(first, column, path, line):
     if first is None:  # an empty file: no documents, whatever the field
         return "text", column or TEXT_COLUMNS[0]
     names = [column] if column else list(TEXT_COLUMNS) + list(TOKEN_COLUMNS)
@@ -133,13 +134,15 @@ def _choose_field(first, column, path):
             continue
         if isinstance(v, str):
             return "text", name
-        if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v[:100]):
+        # a null among the ids is still a token list: refused as such when the record is read, naming its index
+        if isinstance(v, list) and all(x is None or (isinstance(x, int) and not isinstance(x, bool)) for x in v[:100]):
             return "tokens", name
         if column:
-            raise DataError(f"{path}: line 1: field {column!r} is {type(v).__name__}, neither text nor a token list")
+            raise DataError(f"{path}: line {line}: field {column!r} is {type(v).__name__}, neither text nor a token "
+                            "list")
     if column:
-        raise DataError(f"{path}: line 1: no field {column!r} (fields: {', '.join(first)})")
-    raise DataError(f"{path}: line 1: no text field ({', '.join(TEXT_COLUMNS)}) and no token field "
+        raise DataError(f"{path}: line {line}: no field {column!r} (fields: {', '.join(first)})")
+    raise DataError(f"{path}: line {line}: no text field ({', '.join(TEXT_COLUMNS)}) and no token field "
                     f"({', '.join(TOKEN_COLUMNS)}): name the field (fields: {', '.join(first)})")
 
 
