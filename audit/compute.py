@@ -206,7 +206,8 @@ def trace_packer(packer_fn, refills, name, rows, R, B, first_id, bos_id=None, pa
                  applies=applies, budget_rows=rows, discarded=tot.discarded, why_not=why_not or NOT_THE_FAMILY)
     out["trace"] = {"rows_yielded": dec.n, "stream_ended": bool(dec.ended), "rows_reached": made,
                     "padding": dec.counts["pad"], "other_inserted": dec.counts["other_inserted"],
-                    "row_tokens": dec.counts["row_tokens"], "unresolved_sources": 0 if dec.ended else tot.never}
+                    "row_tokens": dec.counts["row_tokens"], "unresolved_sources": 0 if dec.ended else tot.never,
+                    "input_ended": dec.docs.exhausted}
     out["padding_share"] = dec.counts["pad"] / (made * R) if made else 0.0
     out["rows_out_of_order"], out["out_of_order_first"] = dec.out_of_order["rows"], dec.out_of_order["first"]
     return out

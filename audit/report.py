@@ -158,10 +158,12 @@ def documents_section(summary, per):
     return out
 
 
-def why_short(summary) -> str:
-    """Why a packer made fewer rows than the budget: the input ended (--passes bounds it), or, the stream wrapping as
-    epochs do, the packer stopped yielding rows itself (a packer of one's own that returns early)."""
-    return "its input ended first" if summary.get("passes_limit") else "it stopped yielding rows, its input not ended"
+def why_short(summary, s=None) -> str:
+    """Why a packer made fewer rows than the budget: the input ended (--passes bounds it, or a traced packer read to
+    the end of the passes the audit gives it), or the packer stopped yielding rows itself (one that returns early)."""
+    if summary.get("passes_limit") or ((s or {}).get("trace") or {}).get("input_ended"):
+        return "its input ended first"
+    return "it stopped yielding rows, its input not ended"
 
 
 def overdrawn(s) -> str:
@@ -192,7 +194,7 @@ def ordinal(n) -> str:
 def documents_sentence(name, s, summary):
     """One packer's horizon in words: rows made against the budget, documents whole / in part / not at all."""
     made = (f"made all {s['rows']:,} rows of the budget" if s.get("budget_reached", True) else
-            f"stopped after {s['rows']:,} of the {s['budget_rows']:,} rows the budget asks for: {why_short(summary)}")
+            f"stopped after {s['rows']:,} of the {s['budget_rows']:,} rows the budget asks for: {why_short(summary, s)}")
     if s.get("one_stream_only"):
         made += " (one stream: it refused a worker stream's share)"
     d = s.get("documents")
@@ -454,7 +456,7 @@ def verdict(summary) -> str:
                f"tokens against {pct(low['share_of_arrived'])} of arrived)")
     short = shortfall(summary["comparison"]["packers"]) if summary.get("comparison") else ""
     if not s.get("budget_reached", True):
-        when = (f"after {s['rows']:,} of the budget's {s['budget_rows']:,} rows ({why_short(summary)}; "
+        when = (f"after {s['rows']:,} of the budget's {s['budget_rows']:,} rows ({why_short(summary, s)}; "
                 f"{passes:.0%} of one pass asked for)")
     alone = ""
     if merged:

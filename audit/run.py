@@ -429,7 +429,9 @@ def exit_status(summary, plan, out) -> int:
         return 1
     mine = summary["packers"].get(plan.user.name, {}) if plan.user is not None else {}
     if "refused" in mine or (mine and not mine["rows"]):
-        why = mine.get("refused") or "it yielded no row"
+        why = mine.get("refused") or ("it yielded no row" + (
+            f", though it read its input to the end ({mine['sources_arrived']:,} documents): they come once, as a "
+            "loader's iterator gives them" if (mine.get("trace") or {}).get("input_ended") else ""))
         print(f"error: your packer {plan.user.name} failed on this stream ({why}); see {out / 'report.md'}",
               file=sys.stderr)
         return 1

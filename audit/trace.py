@@ -60,6 +60,7 @@ class TracerDocs:
         self.labelled = False  # some refill carried labels
         self.pulled = 0
         self.stream = None  # the one iterator over the documents, made at the first iter()
+        self.exhausted = False  # the packer read its input to the end
 
     @property
     def tokens(self):
@@ -81,6 +82,7 @@ class TracerDocs:
             for d in batch:
                 self.pulled += 1  # counted as each document is handed out
                 yield d
+        self.exhausted = True
 
     def refill_batches(self):
         """The same documents a refill at a time (lists), for a packer that refills as the stream is cut
@@ -88,6 +90,7 @@ class TracerDocs:
         for batch in self._batches():
             self.pulled += len(batch)
             yield batch
+        self.exhausted = True
 
     def _batches(self):
         for lengths, labels in self.refills:
@@ -315,7 +318,7 @@ def run_trace(packer, refills, R, rows, first_id, bos_id=None, pad_id=None, drai
     dec.docs.table.close()
     return Trace(events=ev, rows=min(dec.n, rows), rows_yielded=dec.n, ended=dec.ended, arrived=dec.arrived,
                  lengths=lengths, labels=labels, pulled_at_row=np.concatenate(pulled) if pulled else np.zeros(0, np.int64),
-                 counts=dec.counts, R=R)
+                 counts=dec.counts, R=R, input_ended=dec.docs.exhausted)
 
 
 def _decode_batch(rows_, first_row, horizon, docs, bos_id, pad_id, counts):

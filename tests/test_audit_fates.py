@@ -51,7 +51,8 @@ def in_memory(packer_fn, refills, name, rows, R, B, drain_rows=None, label_names
     out["protected"]["why_not"] = None if applies else "its rule is not the paper's family"
     out["trace"] = {"rows_yielded": tr.rows_yielded, "stream_ended": bool(tr.ended), "rows_reached": tr.rows,
                     "padding": tr.counts["pad"], "other_inserted": tr.counts["other_inserted"],
-                    "row_tokens": tr.counts["row_tokens"], "unresolved_sources": 0 if tr.ended else len(ev["never"])}
+                    "row_tokens": tr.counts["row_tokens"], "unresolved_sources": 0 if tr.ended else len(ev["never"]),
+                    "input_ended": tr.input_ended}
     out["padding_share"] = tr.counts["pad"] / (made * R) if made else 0.0
     out["rows_out_of_order"], out["out_of_order_first"] = out_of_order(tr.events, rows)  # all of them at once
     return out, rec, lab

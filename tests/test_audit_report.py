@@ -368,7 +368,11 @@ def test_your_own_packer_that_fails_on_the_stream_fails_the_audit_in_one_line(tm
     ("import numpy as np\ndef floats(docs):\n    for d in docs:\n        yield np.asarray(d[:9], np.float32)\n",
      "floats", 1, "error: your packer floats failed on this stream (ValueError: the packer yielded a row of float32 "
                   "values: yield integer token ids"),
-], ids=["paper-name", "syntax-error", "token-twice", "no-row", "batch", "float-row"])
+    # a packer that reads its input twice: the second read finds it ended, and the line said nothing of it
+    ("def twice(docs):\n    n = sum(1 for _ in docs)\n    for d in docs:\n        yield list(d)[:9]\n", "twice", 1,
+     "error: your packer twice failed on this stream (it yielded no row, though it read its input to the end (40 "
+     "documents): they come once, as a loader's iterator gives them)"),
+], ids=["paper-name", "syntax-error", "token-twice", "no-row", "batch", "float-row", "reads-twice"])
 def test_a_packer_of_your_own_that_is_wrong_is_one_line_naming_what(tmp_path, monkeypatch, capsys, code, name, rc,
                                                                     needle):
     """Found by a user writing packers of their own (a helper's probe, 2026-12-07)."""
@@ -384,6 +388,11 @@ def test_a_packer_of_your_own_that_stops_early_is_said_to_stop_not_its_input(tmp
     report = (tmp_path / "o" / "report.md").read_text()
     assert ("**early** stopped after 3 of the 10 rows the budget asks for: it stopped yielding rows, its input not "
             "ended") in report and "its input ended first" not in report.split("**early**")[1].split("\n")[0]
+    # one that reads all its input first, then packs a part of it: its input did end (the passes the audit gives it)
+    code = "def greedy(docs):\n    docs = list(docs)\n    for d in docs[:3]:\n        yield list(d)[:9]\n"
+    assert _audit_own(tmp_path, monkeypatch, "greedypackers", code, "greedy", paper="lossless") == 0
+    report = (tmp_path / "o" / "report.md").read_text()
+    assert "**greedy** stopped after 3 of the 10 rows the budget asks for: its input ended first" in report
 
 
 def test_one_pass_that_never_fills_the_buffer_draws_its_figures_and_says_so(tmp_path, capsys):
