@@ -43,6 +43,8 @@ def packer_row(s, R):
         "how": s["how"] if s["how"].startswith("rule") else s["how"].split(" ")[0], "row_capacity": s["row_capacity"],
         "rows": s["rows"],
         "budget_rows": s.get("budget_rows", s["rows"]), "budget_reached": s.get("budget_reached", True),
+        # why a packer made fewer rows: its input ended (a replay's: --passes), or it stopped yielding them (traced)
+        **({} if s.get("budget_reached", True) else {"input_ended": (s.get("trace") or {}).get("input_ended", True)}),
         "emitted_tokens": s["emitted"],
         "documents": None if docs is None else docs["documents"],
         "documents_never_started": None if docs is None else sum(docs["by_fate"][f] for f in NEVER_STARTED),
@@ -136,8 +138,16 @@ def unequal_tokens(rows) -> str:
 
 
 def _made(r):
+    why = "its input ended" if r.get("input_ended", True) else "it stopped yielding rows"
     return (f"{r['rows']:,} rows" if r["budget_reached"] else
-            f"{r['rows']:,} rows (its input ended: the budget asked for {r['budget_rows']:,})")
+            f"{r['rows']:,} rows ({why}: the budget asked for {r['budget_rows']:,})")
+
+
+def _why_short(rows, short) -> str:
+    """Why the packers in `short` made fewer rows, in one phrase."""
+    ended = {rows[n].get("input_ended", True) for n in short}
+    return ("its input ended first" if ended == {True} else "it stopped yielding rows, its input not ended"
+            if ended == {False} else "its input ended first, or it stopped yielding rows (each one's line says which)")
 
 
 def shortfall(rows) -> str:
@@ -146,7 +156,7 @@ def shortfall(rows) -> str:
     if not short:
         return ""
     what = ", ".join(f"{n} {rows[n]['rows']:,} ({rows[n]['rows'] / rows[n]['budget_rows']:.0%})" for n in short)
-    return (f" Not every packer reached the budget of {rows[short[0]]['budget_rows']:,} rows: its input ended first, "
+    return (f" Not every packer reached the budget of {rows[short[0]]['budget_rows']:,} rows: {_why_short(rows, short)}, "
             f"so these made fewer rows and are compared at what they emitted: {what}.")
 
 
@@ -173,8 +183,12 @@ def rows_made_note(comp) -> str:
     out = "**Not every packer made the budget's rows:** "
     if refused:
         out += f"{names(refused)} refused this stream and made none (its row says why)"
-    if not all(r["budget_reached"] for r in made):
-        out += ("; " if refused else "") + "the input of some ended first (see \"rows made\"): each is read at what it made"
+    short = [r for r in made if not r["budget_reached"]]
+    if short:
+        ended = {r.get("input_ended", True) for r in short}
+        why = ("the input of some ended first" if ended == {True} else "some stopped yielding rows, their input not "
+               "ended" if ended == {False} else "the input of some ended first, and some stopped yielding rows")
+        out += ("; " if refused else "") + why + " (see \"rows made\"): each is read at what it made"
     return out + ". "
 
 

@@ -388,6 +388,10 @@ def test_a_packer_of_your_own_that_stops_early_is_said_to_stop_not_its_input(tmp
     report = (tmp_path / "o" / "report.md").read_text()
     assert ("**early** stopped after 3 of the 10 rows the budget asks for: it stopped yielding rows, its input not "
             "ended") in report and "its input ended first" not in report.split("**early**")[1].split("\n")[0]
+    # and the notes across packers say the same, not "its input ended first" (a review's find)
+    assert "its input ended first" not in report and "the input of some ended first" not in report
+    assert ("**Not every packer made the budget's rows:** some stopped yielding rows, their input not ended" in report
+            and "budget of 10 rows: it stopped yielding rows, its input not ended, so these made fewer rows" in report)
     # one that reads all its input first, then packs a part of it: its input did end (the passes the audit gives it)
     code = "def greedy(docs):\n    docs = list(docs)\n    for d in docs[:3]:\n        yield list(d)[:9]\n"
     assert _audit_own(tmp_path, monkeypatch, "greedypackers", code, "greedy", paper="lossless") == 0
