@@ -143,11 +143,17 @@ def _made(r):
             f"{r['rows']:,} rows ({why}: the budget asked for {r['budget_rows']:,})")
 
 
-def _why_short(rows, short) -> str:
-    """Why the packers in `short` made fewer rows, in one phrase."""
-    ended = {rows[n].get("input_ended", True) for n in short}
-    return ("its input ended first" if ended == {True} else "it stopped yielding rows, its input not ended"
-            if ended == {False} else "its input ended first, or it stopped yielding rows (each one's line says which)")
+# why packers made fewer rows than the budget, by whether their input ended: (of them as "these", of "some of them")
+WHY_SHORT = {frozenset({True}): ("its input ended first", "the input of some ended first"),
+             frozenset({False}): ("it stopped yielding rows, its input not ended",
+                                  "some stopped yielding rows, their input not ended"),
+             frozenset({True, False}): ("its input ended first, or it stopped yielding rows (each one's line says "
+                                        "which)", "the input of some ended first, and some stopped yielding rows")}
+
+
+def why_short(short_rows):
+    """WHY_SHORT's pair for the rows of the packers short of the budget."""
+    return WHY_SHORT[frozenset(r.get("input_ended", True) for r in short_rows)]
 
 
 def shortfall(rows) -> str:
@@ -156,8 +162,9 @@ def shortfall(rows) -> str:
     if not short:
         return ""
     what = ", ".join(f"{n} {rows[n]['rows']:,} ({rows[n]['rows'] / rows[n]['budget_rows']:.0%})" for n in short)
-    return (f" Not every packer reached the budget of {rows[short[0]]['budget_rows']:,} rows: {_why_short(rows, short)}, "
-            f"so these made fewer rows and are compared at what they emitted: {what}.")
+    why = why_short([rows[n] for n in short])[0]
+    return (f" Not every packer reached the budget of {rows[short[0]]['budget_rows']:,} rows: {why}, so these made "
+            f"fewer rows and are compared at what they emitted: {what}.")
 
 
 def _count(v):
@@ -185,10 +192,7 @@ def rows_made_note(comp) -> str:
         out += f"{names(refused)} refused this stream and made none (its row says why)"
     short = [r for r in made if not r["budget_reached"]]
     if short:
-        ended = {r.get("input_ended", True) for r in short}
-        why = ("the input of some ended first" if ended == {True} else "some stopped yielding rows, their input not "
-               "ended" if ended == {False} else "the input of some ended first, and some stopped yielding rows")
-        out += ("; " if refused else "") + why + " (see \"rows made\"): each is read at what it made"
+        out += ("; " if refused else "") + why_short(short)[1] + " (see \"rows made\"): each is read at what it made"
     return out + ". "
 
 
