@@ -161,7 +161,11 @@ def documents_section(summary, per):
 def why_short(summary, s=None) -> str:
     """Why a packer made fewer rows than the budget: the input ended (--passes bounds it, or a traced packer read to
     the end of the passes the audit gives it), or the packer stopped yielding rows itself (one that returns early)."""
-    if summary.get("passes_limit") or ((s or {}).get("trace") or {}).get("input_ended"):
+    read_all = ((s or {}).get("trace") or {}).get("input_ended")
+    if read_all and not s["rows"]:  # a packer that reads its input twice finds nothing the second time
+        return "its input ended first, read to the end before any row (the documents come once, as a loader's " \
+               "iterator gives them)"
+    if summary.get("passes_limit") or read_all:
         return "its input ended first"
     return "it stopped yielding rows, its input not ended"
 

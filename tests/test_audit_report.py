@@ -380,6 +380,9 @@ def test_a_packer_of_your_own_that_is_wrong_is_one_line_naming_what(tmp_path, mo
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(needle), err
     assert "Traceback" not in "\n".join(err)
+    if name == "twice":  # the report says it too
+        assert ("**twice** stopped after 0 of the 10 rows the budget asks for: its input ended first, read to the end "
+                "before any row (the documents come once") in (tmp_path / "o" / "report.md").read_text()
 
 
 def test_a_packer_of_your_own_that_stops_early_is_said_to_stop_not_its_input(tmp_path, monkeypatch):
