@@ -179,15 +179,17 @@ SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_train.p
                  "test_loaders.py", "test_compiled_cpu.py", "test_loader_core.py", "test_queue_study.py")
 # Files that share a costly start go to one process together, at the first file's place in the order above: the
 # queue's files one stage-A calibration (`calibrated`, ~4 s), the study's files one micro study (`micro_study`,
-# ~6 s) that the fan-out test reruns on Ray, the audit's library files one import of TRL, OLMo-core and
-# torchtune (~8 s: TRL alone imports transformers), the files that compile or build flex attention's masks one
-# import of torch._dynamo (1.3 s).
+# ~6 s) that the fan-out test reruns on Ray, and the files that import torch._dynamo one import of it: those that
+# compile or build flex attention's masks, and those that drive TRL, torchtune, Megatron-Core or a Hugging Face
+# tokenizer, which import it with transformers, datasets and sympy (4.4 s of CPU on top of torch, 2026-12-07). Split
+# in two, as before, both processes imported torch._dynamo, inductor and datasets (checked with an import hook).
 SAME_PROCESS = (("test_fanout.py", "test_queue_study_run.py"),
                 ("test_queue.py", "test_queue_owndata.py", "test_queue_measurements.py", "test_queue_branch.py",
                  "test_queue_memory.py", "test_queue_reference.py"),
-                ("test_audit_topology.py", "test_audit_libraries.py", "test_audit_loader_presets.py"),
-                ("test_train.py", "test_cuda_path.py", "test_gpu_check.py", "test_model_safety.py",
-                 "test_compiled_cpu.py"))
+                ("test_train.py", "test_audit_topology.py", "test_audit_libraries.py", "test_audit_loader_presets.py",
+                 "test_cuda_path.py", "test_gpu_check.py", "test_model_safety.py", "test_compiled_cpu.py",
+                 "test_optim.py", "test_audit_corpus.py", "test_corpus_readers.py", "test_audit_loaders_megatron.py",
+                 "test_audit_loaders_presets.py"))
 UNIT_OF = {name: group[0] for group in SAME_PROCESS for name in group}
 
 
