@@ -202,7 +202,22 @@ def start(ray, address, flag, verbose=False):
             ray.init(**kw)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as e:
         where = f"{flag} {address}" if address else "a local Ray"
+        if isinstance(e, ConnectionAbortedError) and address and address.startswith("ray://"):
+            raise DataError(f"{where}: {client_session_refused(e)}") from None
         raise DataError(f"{where}: Ray could not start or connect ({type(e).__name__}: {first_line(e)})") from None
+
+
+def client_session_refused(e):
+    """What to say when the head's Ray Client server answered the hello but opened no session for this driver
+    (ConnectionAbortedError "Initialization failure from server:" and the server's message, often empty). Seen once,
+    2026-12-07: a study's ray.init through ray:// to the test cluster, 40 s after its start, refused after 30 s (the
+    proxy's wait for the session's own server process); the same command ran at once twice after, and the failure
+    could not be brought back."""
+    said = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()]
+    why = f" ({said[-1]})" if said else ""  # a traceback's last line names the error
+    return (f"the head's Ray Client server opened no session for this driver{why}; its logs say why "
+            "(ray_client_server*.err in the head's Ray session folder, /tmp/ray/session_latest/logs by default), and a "
+            "rerun may connect")
 
 
 @contextlib.contextmanager

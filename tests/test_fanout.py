@@ -596,6 +596,31 @@ def test_a_ray_client_that_gives_up_is_a_lost_cluster_in_seconds_and_starts_no_l
     assert got == [1]
 
 
+def test_a_ray_client_session_the_head_does_not_open_is_one_line_naming_its_logs(monkeypatch):
+    """ray.init through ray:// raises ConnectionAbortedError("Initialization failure from server:" and the server's
+    message, empty the time it was seen) when the head's Ray Client server opens no session for the driver: said as
+    that, with where the head logs why, not as Ray's words ending in a colon."""
+    def refusing(text):
+        def init(**kw):
+            raise ConnectionAbortedError(text)
+        return SimpleNamespace(init=init)
+
+    monkeypatch.delenv(ray_connect.FLUSH_ENV, raising=False)  # start() sets them: put back as they were after the test
+    monkeypatch.delenv(ray_connect.CLIENT_GRACE_ENV, raising=False)
+    for text, why in (("Initialization failure from server:\n", ""),
+                      ("Initialization failure from server:\nTraceback (most recent call last):\n  File \"x\"\n"
+                       "RuntimeError: runtime_env setup failed\n", " (RuntimeError: runtime_env setup failed)")):
+        with pytest.raises(DataError) as e:
+            ray_connect.start(refusing(text), "ray://10.0.0.1:10001", "--ray-address")
+        assert str(e.value) == (f"--ray-address ray://10.0.0.1:10001: the head's Ray Client server opened no session "
+                                f"for this driver{why}; its logs say why (ray_client_server*.err in the head's Ray "
+                                "session folder, /tmp/ray/session_latest/logs by default), and a rerun may connect")
+    with pytest.raises(DataError) as e:  # the same error from a cluster's own address is Ray's, as before
+        ray_connect.start(refusing("reset"), "10.0.0.1:6379", "--ray-address")
+    assert str(e.value) == ("--ray-address 10.0.0.1:6379: Ray could not start or connect (ConnectionAbortedError: "
+                            "reset)")
+
+
 def test_a_head_that_stops_answering_while_ray_data_reads_the_corpus_is_a_lost_cluster(monkeypatch, tmp_path):
     """The corpus length pass on Ray Data under the same watch: asking for the nodes, and awaiting each batch of the
     read. Ray Data's own iterator waited past 30 s after the test cluster was killed mid-read (2026-12-07); a batch
