@@ -208,16 +208,17 @@ def start(ray, address, flag, verbose=False):
 
 
 def client_session_refused(e):
-    """What to say when the head's Ray Client server answered the hello but opened no session for this driver
-    (ConnectionAbortedError "Initialization failure from server:" and the server's message, often empty). Seen once,
-    2026-12-07: a study's ray.init through ray:// to the test cluster, 40 s after its start, refused after 30 s (the
-    proxy's wait for the session's own server process); the same command ran at once twice after, and the failure
-    could not be brought back."""
+    """What to say when the head's Ray Client server answered the hello but opened no session for this driver:
+    ConnectionAbortedError("Initialization failure from server:" and the server's traceback). The proxy sends one
+    when it cannot reach the session's own server process (after 30 s; its last line names the logs) or the head's
+    runtime-env agent (six tries, about 31 s), the session's server when its ray.init fails. Seen once, 2026-12-07:
+    the micro study's ray.init through ray:// about 10 s after the test cluster started, refused 40 s later (the
+    line then showed only Ray's first line); it connected at once in every later try."""
     said = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()]
-    why = f" ({said[-1]})" if said else ""  # a traceback's last line names the error
-    return (f"the head's Ray Client server opened no session for this driver{why}; its logs say why "
-            "(ray_client_server*.err in the head's Ray session folder, /tmp/ray/session_latest/logs by default), and a "
-            "rerun may connect")
+    why = said[-1] if said else "it gave no reason"  # a traceback's last line names the error
+    logs = "" if ".err" in why else ("; the head's Ray logs say more (ray_client_server*.err in its session folder, "
+                                     "/tmp/ray/session_latest/logs by default)")
+    return f"the head's Ray Client server opened no session for this driver ({why}){logs}; a rerun may connect"
 
 
 @contextlib.contextmanager

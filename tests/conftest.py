@@ -172,17 +172,18 @@ def compile_loops():
 # on files of a second or less and neither process waits long for the other. xdist's own order, by number of tests,
 # left files like the torchrun pair (2 tests, 18 s) for the end, one process waiting; with only the 13 longest
 # listed, a 1.2 s file ran alone at the end (1.3 core-seconds idle).
-SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_train.py", "test_audit_topology.py",
-                 "test_host_memory.py", "test_cuda_path.py", "test_audit.py", "test_audit_lengths.py",
-                 "test_checkers_cost.py", "test_install.py", "test_eval.py", "test_gpu_check.py", "test_faults_data.py",
-                 "test_model_safety.py", "test_faults_eval.py", "test_audit_trace.py", "test_layout.py",
-                 "test_loaders.py", "test_compiled_cpu.py", "test_loader_core.py", "test_queue_study.py")
+# A file of a SAME_PROCESS group below sorts at its group's first file, so only that one is listed.
+SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_train.py", "test_host_memory.py",
+                 "test_audit.py", "test_audit_lengths.py", "test_checkers_cost.py", "test_install.py", "test_eval.py",
+                 "test_faults_data.py", "test_faults_eval.py", "test_audit_trace.py", "test_layout.py",
+                 "test_loaders.py", "test_loader_core.py", "test_queue_study.py")
 # Files that share a costly start go to one process together, at the first file's place in the order above: the
 # queue's files one stage-A calibration (`calibrated`, ~4 s), the study's files one micro study (`micro_study`,
-# ~6 s) that the fan-out test reruns on Ray, and the files that import torch._dynamo one import of it: those that
-# compile or build flex attention's masks, and those that drive TRL, torchtune, Megatron-Core or a Hugging Face
-# tokenizer, which import it with transformers, datasets and sympy (4.4 s of CPU on top of torch, 2026-12-07). Split
-# in two, as before, both processes imported torch._dynamo, inductor and datasets (checked with an import hook).
+# ~6 s) that the fan-out test reruns on Ray, and the files that import torch._dynamo or datasets one import of them:
+# those that compile or build flex attention's masks, the optimizer's references, and those that drive TRL,
+# torchtune or Megatron-Core (with transformers and sympy: 4.4 s of CPU on top of torch, 2026-12-07) or read a corpus
+# through datasets. When these were two groups, both processes imported torch._dynamo, inductor and datasets (an
+# import hook recorded each file's imports).
 SAME_PROCESS = (("test_fanout.py", "test_queue_study_run.py"),
                 ("test_queue.py", "test_queue_owndata.py", "test_queue_measurements.py", "test_queue_branch.py",
                  "test_queue_memory.py", "test_queue_reference.py"),
@@ -225,7 +226,7 @@ def freeze_survivors():
 
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    # stable: the rest keep pytest's order; a group's files right after its first
+    # stable: the rest keep pytest's order; a group's files at its first file's place, in pytest's order
     items.sort(key=lambda item: rank.get(UNIT_OF.get(item.path.name, item.path.name), len(rank)))
 
 

@@ -550,8 +550,9 @@ def test_a_ray_client_that_gives_up_is_a_lost_cluster_in_seconds_and_starts_no_l
         seen.append(os.environ.get(ray_connect.CLIENT_GRACE_ENV))
 
     seen, fake = [], SimpleNamespace(init=init)
-    monkeypatch.delenv(ray_connect.FLUSH_ENV, raising=False)  # start() sets it: put back as it was after the test
-    monkeypatch.delenv(ray_connect.CLIENT_GRACE_ENV, raising=False)
+    for name in (ray_connect.FLUSH_ENV, ray_connect.CLIENT_GRACE_ENV):  # start() sets them: as they were, after
+        monkeypatch.setenv(name, "")  # (delenv of an unset variable records nothing to put back)
+        monkeypatch.delenv(name)
     ray_connect.start(fake, "127.0.0.1:6379", "--ray-address")  # a driver of the cluster: Ray's own reconnects
     monkeypatch.delenv(ray_connect.CLIENT_GRACE_ENV, raising=False)
     ray_connect.start(fake, "ray://127.0.0.1:10001", "--ray-address")
@@ -598,23 +599,32 @@ def test_a_ray_client_that_gives_up_is_a_lost_cluster_in_seconds_and_starts_no_l
 
 def test_a_ray_client_session_the_head_does_not_open_is_one_line_naming_its_logs(monkeypatch):
     """ray.init through ray:// raises ConnectionAbortedError("Initialization failure from server:" and the server's
-    message, empty the time it was seen) when the head's Ray Client server opens no session for the driver: said as
-    that, with where the head logs why, not as Ray's words ending in a colon."""
+    traceback) when the head's Ray Client server opens no session for the driver: said as that, with the traceback's
+    last line and, where that does not name them, the head's logs; not as Ray's first line, which ends in a colon."""
     def refusing(text):
         def init(**kw):
             raise ConnectionAbortedError(text)
         return SimpleNamespace(init=init)
 
-    monkeypatch.delenv(ray_connect.FLUSH_ENV, raising=False)  # start() sets them: put back as they were after the test
-    monkeypatch.delenv(ray_connect.CLIENT_GRACE_ENV, raising=False)
-    for text, why in (("Initialization failure from server:\n", ""),
-                      ("Initialization failure from server:\nTraceback (most recent call last):\n  File \"x\"\n"
-                       "RuntimeError: runtime_env setup failed\n", " (RuntimeError: runtime_env setup failed)")):
+    for name in (ray_connect.FLUSH_ENV, ray_connect.CLIENT_GRACE_ENV):  # start() sets them: as they were, after
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    where = "ray://10.0.0.1:10001"
+    logs = ("; the head's Ray logs say more (ray_client_server*.err in its session folder, /tmp/ray/session_latest/logs "
+            "by default)")
+    proxy = ("RuntimeError: Proxy failed to Connect to backend! Check `ray_client_server.err` and "
+             "`ray_client_server_23000.err` on the head node of the cluster for the relevant logs. By default these "
+             "are located at /tmp/ray/session_latest/logs.")
+    for text, why, hint in (
+            ("Initialization failure from server:\n", "it gave no reason", logs),
+            ("Initialization failure from server:\r\n  \r\nTraceback (most recent call last):\r\n  File \"x\"\r\n"
+             "TimeoutError: runtime env agent\r\n \r\n", "TimeoutError: runtime env agent", logs),
+            ("Initialization failure from server:\nTraceback (most recent call last):\n  File \"proxier.py\"\n"
+             f"{proxy}\n", proxy, "")):  # the proxy's own line names the logs: not said twice
         with pytest.raises(DataError) as e:
-            ray_connect.start(refusing(text), "ray://10.0.0.1:10001", "--ray-address")
-        assert str(e.value) == (f"--ray-address ray://10.0.0.1:10001: the head's Ray Client server opened no session "
-                                f"for this driver{why}; its logs say why (ray_client_server*.err in the head's Ray "
-                                "session folder, /tmp/ray/session_latest/logs by default), and a rerun may connect")
+            ray_connect.start(refusing(text), where, "--ray-address")
+        assert str(e.value) == (f"--ray-address {where}: the head's Ray Client server opened no session for this "
+                                f"driver ({why}){hint}; a rerun may connect")
     with pytest.raises(DataError) as e:  # the same error from a cluster's own address is Ray's, as before
         ray_connect.start(refusing("reset"), "10.0.0.1:6379", "--ray-address")
     assert str(e.value) == ("--ray-address 10.0.0.1:6379: Ray could not start or connect (ConnectionAbortedError: "
