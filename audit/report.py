@@ -396,6 +396,25 @@ def worker_stream_failures(topo, names):
     return out
 
 
+def hf_later_passes(topo, names):
+    """Under --split-by hf-iterable, a line where a worker stream wrapped (more arrivals than documents): the audit
+    keeps each stream's first-pass share, in order, at every pass, where a loader that calls set_epoch at each pass,
+    as torchtitan 0.3.0 does, has HF datasets shuffle the files by the epoch before it deals them again (datasets
+    4.7.0 iterable_dataset.py:2503-2505)."""
+    if topo["split_by"] != "hf-iterable":
+        return []
+    docs = topo["documents_per_stream"]
+    wrapped = sorted({w for n in names for w, c in enumerate(topo["packers"][n]["workers"])
+                      if c["sources_arrived"] > docs[w]})
+    if not wrapped:
+        return []
+    return [f"**{len(wrapped)} of {topo['worker_streams']} worker streams wrapped** (worker streams "
+            f"{', '.join(map(str, wrapped))}: more arrivals than documents). The audit gives each of them its first "
+            "pass's documents again, in the same order; a loader that calls set_epoch at each pass, as torchtitan 0.3.0 "
+            "does, has HF datasets shuffle the files by the epoch and deal them again (datasets 4.7.0 "
+            "iterable_dataset.py:2503-2505), so from a stream's second pass on, its counts are not that loader's.", ""]
+
+
 def _docs_never(m):
     d = m.get("documents")
     if not d:
@@ -411,7 +430,7 @@ def topology_section(summary, per):
     names = [n for n in per if "refused" not in topo["packers"][n]["merged"]]
     for n in names:
         out += [topology_sentence(topo, per[n], n, summary["row_capacity"]), ""]
-    out += worker_stream_failures(topo, names)
+    out += worker_stream_failures(topo, names) + hf_later_passes(topo, names)
     header = ["packer", "stream (rank, worker)", "documents", "rows", "sources arrived", "never started",
               "> R arrived", "> R never started", "partition adds up", "Proposition held"]
     rows, N = [], topo["ranks"]

@@ -294,6 +294,31 @@ def test_the_hf_iterable_split_counts_an_empty_last_file_as_a_shard(tmp_path, ca
         "more files")
 
 
+def test_a_wrapped_worker_stream_under_the_hf_deal_is_said_to_leave_the_loaders_later_passes(tmp_path):
+    """--split-by hf-iterable keeps each worker stream's first-pass share at every pass; torchtitan's set_epoch has HF
+    deal shuffled files from the second pass on. Files of 3 documents of 2 tokens and 4 of 3 over 2 ranks: file f to
+    stream f. Three rows of capacity 4 give stream 0 two rows (8 tokens of its 6: it wraps), stream 1 one (4 of 12)."""
+    pq.write_table(pa.table({"input_ids": [[1, 2]] * 3}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3]] * 4}), tmp_path / "b.parquet")
+    argv = ["--corpus", str(tmp_path / "*.parquet"), "--column", "input_ids", "--bos", "none", "--workers", "1",
+            "--row-capacity", "4", "--buffer", "2", "--packers", "original", "--permutations", "0", "--no-figures",
+            "--ranks", "2"]
+    said = ("**1 of 2 worker streams wrapped** (worker streams 0: more arrivals than documents). The audit gives each "
+            "of them its first pass's documents again, in the same order; a loader that calls set_epoch at each pass, "
+            "as torchtitan 0.3.0 does, has HF datasets shuffle the files by the epoch and deal them again (datasets "
+            "4.7.0 iterable_dataset.py:2503-2505), so from a stream's second pass on, its counts are not that "
+            "loader's.")
+
+    def report(targets, split):
+        out = tmp_path / f"o-{targets}-{split}"
+        assert audit_main(argv + ["--targets", str(targets), "--split-by", split, "--out", str(out)]) == 0
+        return (out / "report.md").read_text()
+
+    assert said in report(9, "hf-iterable")
+    assert "worker streams wrapped" not in report(6, "hf-iterable")  # a row each: stream 0 reads 4 of its 6 tokens
+    assert "worker streams wrapped" not in report(9, "file")  # the same deal, but no loader of files reshuffles
+
+
 def test_file_group_on_a_length_file_deals_as_group_and_says_so(tmp_path, capsys):
     f = tmp_path / "L.txt"
     f.write_text("5\n9\n3\n4\n")
