@@ -43,9 +43,10 @@ PIPELINES = {
         "keeps documents r, r+N, ... of that worker's stream (StepExamplesIterable, :2528, :647-652). A worker with "
         "no file is stopped by HF, which the audit refuses; a token buffer per worker. The first pass only: for the "
         "next, torchtitan 0.3.0 calls set_epoch (hf_datasets/text_datasets.py:168-171, :183-184) and HF shuffles the "
-        "files by the epoch before dealing them (iterable_dataset.py:2503-2505), each worker at its own epoch when "
-        "M > 1; the audit's stream wraps in the first pass's order, and the report names the worker streams that "
-        "wrapped"),
+        "files by the epoch before dealing them (iterable_dataset.py:2503-2505), the M workers of a rank sharing one "
+        "epoch counter that each worker's re-loop advances; the audit's stream wraps in the first pass's order, and "
+        "the report names any worker stream that read past its first pass at an epoch whose shuffle moves the "
+        "files"),
     "torchtune": Pipeline(
         "torchtune_text", "document", 128, "stream",
         "torchtune's pretraining path, text_completion_dataset(packed=True) (torchtune 0.6.1): the tokenizer cuts each "

@@ -397,22 +397,22 @@ def worker_stream_failures(topo, names):
 
 
 def hf_later_passes(topo, names):
-    """Under --split-by hf-iterable, a line where a worker stream wrapped (more arrivals than documents): the audit
-    keeps each stream's first-pass share, in order, at every pass, where a loader that calls set_epoch at each pass,
-    as torchtitan 0.3.0 does, has HF datasets shuffle the files by the epoch before it deals them again (datasets
-    4.7.0 iterable_dataset.py:2503-2505)."""
-    if topo["split_by"] != "hf-iterable":
+    """Under --split-by hf-iterable, a line naming, per packer, the worker streams that read past their first pass
+    where HF datasets would deal the files anew (topology.hf_moved_streams): the audit repeats each stream's
+    first-pass share, in order."""
+    moved = topo.get("hf_later_passes", {})
+    said = [f"{n}: worker stream{'s' if len(moved[n]) > 1 else ''} {', '.join(map(str, moved[n]))}"
+            for n in names if moved.get(n)]
+    if not said:
         return []
-    docs = topo["documents_per_stream"]
-    wrapped = sorted({w for n in names for w, c in enumerate(topo["packers"][n]["workers"])
-                      if c["sources_arrived"] > docs[w]})
-    if not wrapped:
-        return []
-    return [f"**{len(wrapped)} of {topo['worker_streams']} worker streams wrapped** (worker streams "
-            f"{', '.join(map(str, wrapped))}: more arrivals than documents). The audit gives each of them its first "
-            "pass's documents again, in the same order; a loader that calls set_epoch at each pass, as torchtitan 0.3.0 "
-            "does, has HF datasets shuffle the files by the epoch and deal them again (datasets 4.7.0 "
-            "iterable_dataset.py:2503-2505), so from a stream's second pass on, its counts are not that loader's.", ""]
+    M = topo["loader_workers"]
+    shared = (f" (the {M} workers of a rank share one epoch counter, which each worker's re-loop advances)"
+              if M > 1 else "")
+    return [f"**Read past their first pass, where HF would deal the files anew:** {'; '.join(said)}. The audit repeats "
+            "each stream's first pass, in order; a loader that re-loops a streaming HF dataset with set_epoch, as "
+            "torchtitan 0.3.0 does, has HF shuffle the files by the epoch before dealing them again (datasets 4.7.0 "
+            f"iterable_dataset.py:2503-2505), and at the epochs these streams reach the shuffle moves them{shared}, so "
+            "their counts past the first pass may not be that loader's.", ""]
 
 
 def _docs_never(m):

@@ -352,9 +352,40 @@ def audit_topology(stream, packers, rows, R, B, work, ranks, workers, group=1, r
         files = [c.pop("fates_file", None) for c in counts]
         if all(files):
             per[p]["fates_file"] = write_stream_fates(files, Path(work) / f"fates_{p}_streams.parquet").name
+    docs = [int(s.n) for s in parts]
+    hf = {"hf_later_passes": hf_moved_streams(per, ranks, docs, file_count(stream))} if as_split(group).hf else {}
     return {"ranks": ranks, "loader_workers": workers, "worker_streams": W,
             "split_by": as_split(group).text, "refill_docs": refill_docs,
-            "rows_per_stream": share_rows, "documents_per_stream": [int(s.n) for s in parts], "packers": per}
+            "rows_per_stream": share_rows, "documents_per_stream": docs, **hf, "packers": per}
+
+
+def hf_moved_streams(per, ranks, docs, files):
+    """Per packer, the worker streams that read past their first pass where HF datasets would deal the files anew.
+    The audit repeats a stream's first-pass share, in order; a loader that re-loops a streaming HF dataset with
+    set_epoch (torchtitan 0.3.0) has HF shuffle the files by the epoch first (datasets 4.7.0
+    iterable_dataset.py:2503-2505). The epochs a rank reaches: its stream's re-loops with one loader worker; with
+    several, their re-loops added up, as they share one epoch counter that each advances (a tensor in shared memory,
+    iterable_dataset.py:2183-2192, set in place at :3500-3501): the most it can reach."""
+    moved = {}
+    for p, c in per.items():
+        if any("refused" in w for w in c["workers"]):  # a packer that refused the stream read nothing
+            continue
+        reloops = [-(-w["sources_arrived"] // n) - 1 for w, n in zip(c["workers"], docs)]
+        epochs = [sum(reloops[r::ranks]) for r in range(ranks)]
+        moved[p] = [w for w, k in enumerate(reloops) if k > 0 and reshuffles(files, epochs[w % ranks])]
+    return moved
+
+
+def reshuffles(files, epochs):
+    """Whether HF's re-loop moves any of `files` shards at one of epochs 1..epochs: it shuffles the list of files with
+    np.random.default_rng(epoch) (datasets 4.7.0 utils/sharding.py:76-92), which leaves one file as it is at every
+    epoch, and two to four files at some (two at epochs 1 and 2)."""
+    for e in range(1, epochs + 1):
+        order = list(range(files))
+        np.random.default_rng(e).shuffle(order)
+        if order != sorted(order):
+            return True
+    return False
 
 
 def write_stream_fates(files, path):

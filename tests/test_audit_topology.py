@@ -294,29 +294,62 @@ def test_the_hf_iterable_split_counts_an_empty_last_file_as_a_shard(tmp_path, ca
         "more files")
 
 
-def test_a_wrapped_worker_stream_under_the_hf_deal_is_said_to_leave_the_loaders_later_passes(tmp_path):
-    """--split-by hf-iterable keeps each worker stream's first-pass share at every pass; torchtitan's set_epoch has HF
-    deal shuffled files from the second pass on. Files of 3 documents of 2 tokens and 4 of 3 over 2 ranks: file f to
-    stream f. Three rows of capacity 4 give stream 0 two rows (8 tokens of its 6: it wraps), stream 1 one (4 of 12)."""
-    pq.write_table(pa.table({"input_ids": [[1, 2]] * 3}), tmp_path / "a.parquet")
-    pq.write_table(pa.table({"input_ids": [[1, 2, 3]] * 4}), tmp_path / "b.parquet")
-    argv = ["--corpus", str(tmp_path / "*.parquet"), "--column", "input_ids", "--bos", "none", "--workers", "1",
-            "--row-capacity", "4", "--buffer", "2", "--packers", "original", "--permutations", "0", "--no-figures",
-            "--ranks", "2"]
-    said = ("**1 of 2 worker streams wrapped** (worker streams 0: more arrivals than documents). The audit gives each "
-            "of them its first pass's documents again, in the same order; a loader that calls set_epoch at each pass, "
-            "as torchtitan 0.3.0 does, has HF datasets shuffle the files by the epoch and deal them again (datasets "
-            "4.7.0 iterable_dataset.py:2503-2505), so from a stream's second pass on, its counts are not that "
-            "loader's.")
+def test_streams_read_past_their_first_pass_are_named_where_hf_would_deal_the_files_anew(tmp_path):
+    """--split-by hf-iterable repeats each worker stream's first-pass share; torchtitan's set_epoch has HF shuffle the
+    files by the epoch before dealing them again. Files of 3 documents of 2 tokens over 2 ranks (file f to stream f
+    mod 2), rows of capacity 4: ten rows are 20 tokens a stream, past a pass of 3 files (18 tokens); two rows stay in
+    the first pass. Six files move at epoch 1; HF's shuffle leaves two files in place at epochs 1 and 2."""
+    def corpus(files):
+        d = tmp_path / f"files{files}"
+        d.mkdir()
+        for f in range(files):
+            pq.write_table(pa.table({"input_ids": [[1, 2]] * 3}), d / f"f{f}.parquet")
+        return d
 
-    def report(targets, split):
-        out = tmp_path / f"o-{targets}-{split}"
-        assert audit_main(argv + ["--targets", str(targets), "--split-by", split, "--out", str(out)]) == 0
+    def report(d, targets, split="hf-iterable"):
+        out = tmp_path / f"o-{d.name}-{targets}-{split}"
+        assert audit_main(["--corpus", str(d / "*.parquet"), "--column", "input_ids", "--bos", "none", "--workers", "1",
+                           "--row-capacity", "4", "--buffer", "2", "--packers", "original", "--permutations", "0",
+                           "--no-figures", "--ranks", "2", "--targets", str(targets), "--split-by", split,
+                           "--out", str(out)]) == 0
         return (out / "report.md").read_text()
 
-    assert said in report(9, "hf-iterable")
-    assert "worker streams wrapped" not in report(6, "hf-iterable")  # a row each: stream 0 reads 4 of its 6 tokens
-    assert "worker streams wrapped" not in report(9, "file")  # the same deal, but no loader of files reshuffles
+    six, two = corpus(6), corpus(2)
+    assert ("**Read past their first pass, where HF would deal the files anew:** original: worker streams 0, 1. The "
+            "audit repeats each stream's first pass, in order; a loader that re-loops a streaming HF dataset with "
+            "set_epoch, as torchtitan 0.3.0 does, has HF shuffle the files by the epoch before dealing them again "
+            "(datasets 4.7.0 iterable_dataset.py:2503-2505), and at the epochs these streams reach the shuffle moves "
+            "them, so their counts past the first pass may not be that loader's.") in report(six, 30)
+    assert "Read past their first pass" not in report(six, 6)  # a row each: 4 of a stream's 18 tokens
+    assert "Read past their first pass" not in report(six, 30, "file")  # the same deal; nothing reshuffles files
+    assert "Read past their first pass" not in report(two, 12)  # 8 tokens of 6: epoch 1 leaves two files in place
+
+
+def test_the_epochs_that_move_the_files_are_hf_datasets_own_and_a_ranks_workers_share_them():
+    """reshuffles against the library's own shuffle of a list of files (datasets as pinned), and the epoch counter of
+    a rank's loader workers, shared: two workers that re-loop once each bring it to epoch 2, twice and once to 3."""
+    from datasets.utils.sharding import _shuffle_gen_kwargs
+
+    for files in range(1, 9):
+        for epoch in range(1, 6):
+            theirs = _shuffle_gen_kwargs(np.random.default_rng(epoch), {"files": list(range(files))})["files"]
+            moved_by_then = any(_shuffle_gen_kwargs(np.random.default_rng(e), {"files": list(range(files))})["files"]
+                                != list(range(files)) for e in range(1, epoch + 1))
+            assert topology.reshuffles(files, epoch) == moved_by_then, (files, epoch, theirs)
+    assert not topology.reshuffles(2, 2) and topology.reshuffles(2, 3) and not topology.reshuffles(1, 50)
+
+    def per(arrived):
+        return {"p": {"workers": [{"sources_arrived": a} for a in arrived]}}
+
+    # one rank, two loader workers of 3 documents each; two files: epochs 1 and 2 leave them in place, 3 moves them
+    assert topology.hf_moved_streams(per([6, 6]), 1, [3, 3], 2) == {"p": []}
+    assert topology.hf_moved_streams(per([9, 6]), 1, [3, 3], 2) == {"p": [0, 1]}
+    assert topology.hf_moved_streams(per([12, 3]), 1, [3, 3], 2) == {"p": [0]}  # stream 1 never re-looped
+    # two ranks of one worker each: each rank's counter is its own stream's re-loops
+    assert topology.hf_moved_streams(per([9, 3]), 2, [3, 3], 2) == {"p": []}  # stream 0 at epoch 2
+    assert topology.hf_moved_streams(per([12, 3]), 2, [3, 3], 2) == {"p": [0]}  # at epoch 3
+    assert topology.hf_moved_streams(per([6, 4]), 2, [3, 3], 6) == {"p": [0, 1]}
+    assert topology.hf_moved_streams({"p": {"workers": [{"refused": "why"}] * 2}}, 2, [3, 3], 6) == {}
 
 
 def test_file_group_on_a_length_file_deals_as_group_and_says_so(tmp_path, capsys):
