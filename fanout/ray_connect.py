@@ -211,9 +211,9 @@ def client_session_refused(e):
     """What to say when the head's Ray Client server answered the hello but opened no session for this driver:
     ConnectionAbortedError("Initialization failure from server:" and the server's traceback). The proxy sends one
     when it cannot reach the session's own server process (after 30 s; its last line names the logs) or the head's
-    runtime-env agent (six tries, about 31 s), and the session's server sends one when its ray.init fails. Seen once, 2026-12-07:
-    the micro study's ray.init through ray:// about 10 s after the test cluster started, refused 40 s later (the
-    line then showed only Ray's first line); it connected at once in every later try."""
+    runtime-env agent (six tries, about 31 s), and the session's server sends one when its ray.init fails. Seen
+    once, 2026-12-07: the micro study's ray.init through ray:// about 10 s after the test cluster started, refused
+    40 s later (the line then showed only Ray's first line); it connected at once in every later try."""
     said = [ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()]
     why = said[-1] if said else "it gave no reason"  # a traceback's last line names the error
     logs = "" if ".err" in why else ("; the head's Ray logs say more (ray_client_server*.err in its session folder, "
