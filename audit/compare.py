@@ -17,16 +17,11 @@ from audit.fate_table import NEVER_STARTED
 from audit.fmt import pct
 
 
-def _long_exposure(s, R):
-    """Emitted share of the first and the last tenth of positions, over the length strata wholly above R."""
-    arr = [0] * 10
-    em = [0] * 10
-    for e in s["position_exposure"]:
-        lo = int(e["stratum"].lstrip(">").split("-")[0])
-        if lo > R or (e["stratum"].startswith(">") and lo >= R):
-            arr = [a + b for a, b in zip(arr, e["arrived_tokens"])]
-            em = [a + b for a, b in zip(em, e["emitted_tokens"])]
-    return [(em[d] / arr[d]) if arr[d] else None for d in (0, 9)]
+def long_tenths_exposed(s):
+    """Emitted share of the first and the last tenth of the positions of the sources longer than R (the tally's, by
+    the position exposure table's tenths; the table's strata are the paper's and need not start at R)."""
+    t = s["longer_than_R_tenths"]
+    return [(t[f"{d}_emitted"] / t[f"{d}_arrived"]) if t[f"{d}_arrived"] else None for d in ("first", "last")]
 
 
 def packer_row(s, R):
@@ -34,7 +29,7 @@ def packer_row(s, R):
     labs = [d for d in s["by_label"] if d["representation"] is not None]
     lo = min(labs, key=lambda d: d["representation"]) if labs else None
     hi = max(labs, key=lambda d: d["representation"]) if labs else None
-    first, last = _long_exposure(s, R)
+    first, last = long_tenths_exposed(s)
     p = s["protected"]
     prop = ("held" if p["proposition_held"] else "VIOLATED") if p["applies"] else f"n/a: {p['why_not']}"
     docs = s.get("documents")

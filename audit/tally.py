@@ -33,7 +33,8 @@ HIST_LENGTHS = 1 << 17  # source lengths below this are counted in an array; the
 _STRATA = np.asarray(STRATA, np.int64)
 _NONE = np.zeros(0, np.int64)
 # the event sums' counters (Tally.sums)
-N_EVENTS, N_EMITTED, N_DISCARDED, N_ADDED, N_EMITTED_LONG, N_CONT_ROWS, N_CONT_EVENTS, N_STARTUP, N_REF_LAST = range(9)
+(N_EVENTS, N_EMITTED, N_DISCARDED, N_ADDED, N_EMITTED_LONG, N_CONT_ROWS, N_CONT_EVENTS, N_STARTUP, N_REF_LAST,
+ N_LONG_FIRST, N_LONG_LAST, N_COUNTERS) = range(12)
 
 
 def decile_edges(L):
@@ -121,7 +122,9 @@ def _event_sums(L, a, em, disc, kind, lead, row, off, added, stands, R, ref, str
     """The sums over one chunk of events, into dec (tokens emitted by stratum and tenth of the source), whole
     (events that emit their whole source, by its length, when below len(whole)), crop (crops by tokens
     emitted) and n (the N_* counters; N_REF_LAST: tokens of the last tenth of sources longer than ref, when
-    ref >= 0). An event's own positions are [a, a + emitted - lead)."""
+    ref >= 0; N_LONG_FIRST and N_LONG_LAST: of the first and last tenth of sources longer than R, the tenths of the
+    position exposure table, its BOS standing in counted at position 0 as there). An event's own positions are
+    [a, a + emitted - lead)."""
     for i in range(len(L)):
         Li, ai = L[i], a[i]
         bi = ai + em[i] - lead[i]
@@ -139,6 +142,9 @@ def _event_sums(L, a, em, disc, kind, lead, row, off, added, stands, R, ref, str
             dec[s, 0] += 1  # the source's own BOS, moved in front of a later span
         if 0 <= ref < Li:
             n[N_REF_LAST] += max(bi - max(ai, (9 * Li + 9) // 10), 0)
+        if Li > R:
+            n[N_LONG_FIRST] += max(min(bi, (Li + 9) // 10) - ai, 0) + (stands[i] > 0)
+            n[N_LONG_LAST] += max(bi - max(ai, (9 * Li + 9) // 10), 0)
         if kind[i] == CROP and em[i] <= R:
             crop[em[i]] += 1
         n[N_EVENTS] += 1
@@ -158,12 +164,13 @@ def _event_sums(L, a, em, disc, kind, lead, row, off, added, stands, R, ref, str
 
 LABEL_COLS = ("docs", "tokens", "emitted", "discarded", "buffered", "started", "longest_never_started")
 STRATUM_COLS = ("sources", "started", "loaded", "emitted", "fully")
-F_LONG_ARRIVED, F_LONG_STARTED, F_REF_ARRIVED, F_REF_STARTED, F_REF_LAST = range(5)
+F_LONG_ARRIVED, F_LONG_STARTED, F_REF_ARRIVED, F_REF_STARTED, F_REF_LAST, F_LONG_FIRST, F_LONG_LAST, F_COUNTERS = range(8)
 
 
 @njit(cache=True, _nrt=False, nogil=True)  # only reads and writes the arrays it is given (see loaders/kernel.py)
 def _fold_sums(L, own, disc, nev, label, R, ref, strata, bs, f, lab, hist):
-    """Retired sources into bs (STRATUM_COLS by stratum), f (the F_* counters; the ref ones when ref >= 0), lab
+    """Retired sources into bs (STRATUM_COLS by stratum), f (the F_* counters, the tokens of the first and last
+    tenth of each source longer than R among them; the ref ones when ref >= 0), lab
     (LABEL_COLS by label id) and hist (sources by length, those below len(hist))."""
     for i in range(len(L)):
         Li, started = L[i], nev[i] > 0
@@ -180,6 +187,8 @@ def _fold_sums(L, own, disc, nev, label, R, ref, strata, bs, f, lab, hist):
         if Li > R:
             f[F_LONG_ARRIVED] += 1
             f[F_LONG_STARTED] += started
+            f[F_LONG_FIRST] += (Li + 9) // 10
+            f[F_LONG_LAST] += Li - (9 * Li + 9) // 10
         if 0 <= ref < Li:
             f[F_REF_ARRIVED] += 1
             f[F_REF_STARTED] += started
@@ -261,9 +270,9 @@ class Tally:
         self.whole_emitted = z(HIST_LENGTHS)  # events that emit their whole source, by its length (below HIST_LENGTHS)
         self.dec_emitted = z(self.S, DECILES)  # the spans of the other events, by stratum and tenth
         self.crop_hist = z(R + 1)
-        self.sums = z(9)  # the N_* counters of the events
+        self.sums = z(N_COUNTERS)  # the N_* counters of the events
         self.sums[N_STARTUP] = -1
-        self.folded = z(5)  # the F_* counters of the retired sources
+        self.folded = z(F_COUNTERS)  # the F_* counters of the retired sources
         self.curve_edges = np.linspace(0, max(targets, 1), CURVE_BINS + 1)
         self.curve_all, self.curve_long = z(CURVE_BINS), z(CURVE_BINS)
         self._zeros = z(0)
@@ -391,6 +400,9 @@ class Tally:
             "sources_never_started": n_arr - int(bs["started"].sum()),
             "sources_longer_than_R_arrived": int(self.folded[F_LONG_ARRIVED]),
             "sources_longer_than_R_started": int(self.folded[F_LONG_STARTED]),
+            # the first and last tenth of the positions of the sources longer than R: tokens arrived and emitted
+            "longer_than_R_tenths": {"first_arrived": int(self.folded[F_LONG_FIRST]), "first_emitted": n[N_LONG_FIRST],
+                                     "last_arrived": int(self.folded[F_LONG_LAST]), "last_emitted": n[N_LONG_LAST]},
             "retention_by_stratum": [
                 {"stratum": labels[k], "sources": int(bs["sources"][k]), "started": int(bs["started"][k]),
                  "loaded_tokens": int(bs["loaded"][k]), "emitted_tokens": int(bs["emitted"][k]),
