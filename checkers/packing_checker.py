@@ -15,7 +15,7 @@ self-test checks that the two agree on random streams.
 one pass of the stream; the stream repeats. Every column of every event is compared (the
 selection fields and the derived source_len, row, row_offset, target_offset); an empty or
 torn export is refused, and with --rows N or --summary runs/audit/summary.json the export
-must cover exactly the declared rows.
+must cover exactly the declared rows (a --summary also gives R and B, which a flag may only repeat).
 
 What it will allocate is bounded before the replay starts: an event emits 1..R tokens (so
 the rows replayed are at most the events in the file), B is at most MAX_BUFFER spans, a
@@ -455,15 +455,24 @@ def compare(events_csv, lengths_path, packer, R, B, rows=None):
     return 0
 
 
-def declared_rows(summary_path, packer):
+def declared(summary_path, packer):
+    """The audit's own rows, R and B for `packer` (summary.json's packers.PACKER)."""
     try:
         with open(summary_path, encoding="utf-8") as f:
-            s = json.load(f)
-        return int(s["packers"][packer]["rows"])
+            s = json.load(f)["packers"][packer]
+        return {"rows": int(s["rows"]), "row_capacity": int(s["row_capacity"]), "buffer": int(s["buffer"])}
     except OSError as e:
         raise InputError(f"{summary_path}: cannot read the audit summary ({e.strerror})")
     except (ValueError, KeyError, TypeError):  # UnicodeDecodeError is a ValueError
-        raise InputError(f"{summary_path}: not an audit summary with packers.{packer}.rows")
+        raise InputError(f"{summary_path}: not an audit summary with packers.{packer}: rows, row_capacity and buffer")
+
+
+def settled(flag, given, audit, default, summary_path):
+    """A setting: the flag's value, else the audit's (--summary), else the default; a flag that contradicts the
+    audit is refused (the replay would differ from the audit's at the first event and read as a MISMATCH)."""
+    if given is not None and audit is not None and given != audit:
+        raise InputError(f"{flag} {given}: the audit in {summary_path} ran at {audit}; give that, or leave {flag} out")
+    return given if given is not None else audit if audit is not None else default
 
 
 def main(argv=None):
@@ -472,27 +481,30 @@ def main(argv=None):
     ap.add_argument("--events", help="events CSV exported by the audit")
     ap.add_argument("--lengths", help="stream lengths file: one refill batch per line")
     ap.add_argument("--packer", choices=PACKERS, default="original", help="packer that produced the events")
-    ap.add_argument("--row-capacity", type=int, default=2049, help="R = context + 1 (default 2049)")
-    ap.add_argument("--buffer", type=int, default=1000, help="minimum buffered spans B (default 1000)")
+    ap.add_argument("--row-capacity", type=int, help="R = context + 1 (default: the --summary's, else 2049)")
+    ap.add_argument("--buffer", type=int, help="minimum buffered spans B (default: the --summary's, else 1000)")
     cov = ap.add_mutually_exclusive_group()
     cov.add_argument("--rows", type=int, help="rows the export must cover")
-    cov.add_argument("--summary", help="audit summary.json: the export must cover its declared rows")
+    cov.add_argument("--summary", help="audit summary.json: the export must cover its declared rows, at its R and B")
     a = ap.parse_args(argv)
     if a.self_test:
         return self_test()
     if not (a.events and a.lengths):
         ap.error("give --self-test, or both --events and --lengths")
     try:
-        if a.row_capacity < 2:
-            raise InputError(f"--row-capacity {a.row_capacity}: must be at least 2")
-        if not 1 <= a.buffer <= MAX_BUFFER:
-            raise InputError(f"--buffer {a.buffer}: must be between 1 and {MAX_BUFFER:,} (spans the checker holds)")
+        audit = declared(a.summary, a.packer) if a.summary else {}
+        R = settled("--row-capacity", a.row_capacity, audit.get("row_capacity"), 2049, a.summary)
+        B = settled("--buffer", a.buffer, audit.get("buffer"), 1000, a.summary)
+        if R < 2:
+            raise InputError(f"--row-capacity {R}: must be at least 2")
+        if not 1 <= B <= MAX_BUFFER:
+            raise InputError(f"--buffer {B}: must be between 1 and {MAX_BUFFER:,} (spans the checker holds)")
         if a.rows is not None and a.rows < 1:
             raise InputError(f"--rows {a.rows}: must be positive")
-        rows = declared_rows(a.summary, a.packer) if a.summary else a.rows
+        rows = audit.get("rows", a.rows)
         if rows is None:
             print("note: no --rows or --summary given: coverage of the declared budget is not checked", file=sys.stderr)
-        return compare(a.events, a.lengths, a.packer, a.row_capacity, a.buffer, rows)
+        return compare(a.events, a.lengths, a.packer, R, B, rows)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

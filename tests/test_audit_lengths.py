@@ -85,12 +85,19 @@ def test_own_lengths_audit_report_and_checker(own):
     # the file's own order, cut into refills of 16: the checker replays it independently
     lines = (out / "stream_lengths.txt").read_text().split("\n")
     assert [int(x) for x in lines[0].split()] == L[:16].tolist()
-    for packer in ("original", "lossless"):
+    # R and B are the audit's own, not the checker's defaults (2049, 1000): the summary gives them, a flag may repeat
+    # them, and one that contradicts the audit is refused rather than read as a mismatch of the events
+    for packer, flags in (("original", []), ("lossless", ["--row-capacity", str(R), "--buffer", str(B)]),
+                          ("original", ["--buffer", str(B + 1)])):
         r = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "checkers" / "packing_checker.py"),
                             "--events", str(out / f"events_{packer}.csv"), "--lengths", str(out / "stream_lengths.txt"),
-                            "--packer", packer, "--row-capacity", str(R), "--buffer", str(B),
-                            "--summary", str(out / "summary.json")], capture_output=True, text=True)
-        assert r.returncode == 0 and r.stdout.startswith("match:"), r.stdout + r.stderr
+                            "--packer", packer, *flags, "--summary", str(out / "summary.json")],
+                           capture_output=True, text=True)
+        if str(B + 1) in flags:
+            assert r.returncode == 2 and r.stderr == (f"error: --buffer {B + 1}: the audit in {out / 'summary.json'} "
+                                                      f"ran at {B}; give that, or leave --buffer out\n"), r.stderr
+        else:
+            assert r.returncode == 0 and r.stdout.startswith("match:") and f"R={R}, B={B})" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("form", ["npy", "parquet"])
