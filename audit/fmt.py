@@ -25,14 +25,14 @@ def table(header, rows):
 LABELS_SHOWN = 30
 
 
-def shown_labels(rows, docs):
+def shown_labels(rows, count):
     """(rows, how many are left out): every row where there are at most LABELS_SHOWN, else the LABELS_SHOWN with the
-    most documents (docs(row); the first on a tie), in their order."""
+    largest count(row) (documents, or arrivals; the first on a tie), in their order."""
     if len(rows) <= LABELS_SHOWN:
         return list(rows), 0
-    keep = set(sorted(range(len(rows)), key=lambda i: -docs(rows[i]))[:LABELS_SHOWN])
+    keep = set(sorted(range(len(rows)), key=lambda i: -count(rows[i]))[:LABELS_SHOWN])
     return [r for i, r in enumerate(rows) if i in keep], len(rows) - LABELS_SHOWN
 
 
-def left_out_line(n, where):
-    return f"{n:,} more labels, none with more documents than those shown, are left out here; every label is in {where}."
+def left_out_line(n, where, counted="documents"):
+    return f"{n:,} more labels, none with more {counted} than those shown, are left out here; every label is in {where}."

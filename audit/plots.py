@@ -230,7 +230,7 @@ def label_coverage(summaries, path):
     ax.set_xticks(x, labels, fontsize=8, rotation=20)
     ax.set_xlim(-0.5, len(labels) - 0.5)
     _save(fig, ax, "Per-label representation: share of emitted over share of arrived tokens"
-          + (f" ({len(labels)} labels with the most documents; {more:,} more in summary.json)" if more else ""),
+          + (f" ({len(labels)} labels with the most arrivals; {more:,} more in summary.json)" if more else ""),
           "label", "representation (1 = as arrived)", path)
 
 

@@ -272,23 +272,37 @@ def retention_section(per):
 def label_section(per):
     names = list(per)
     out = ["## Per-label coverage", "",
-           "Each label's documents and tokens at the horizon, and its share of emitted tokens against its share of "
-           "arrived tokens (representation 1.00: as it arrived; below 1: under-represented). A document without a "
-           "label counts under \"(no label)\".", ""]
+           "Each label's arrivals and their tokens at the horizon, and its share of emitted tokens against its share of "
+           "arrived tokens (representation 1.00: as it arrived; below 1: under-represented). A document arrives again "
+           "in each pass its stream wraps into: arrivals, started and never started count arrivals; documents and "
+           "documents never started count each document that arrived once (from the fate table; n/a without one). A "
+           "document without a label counts under \"(no label)\".", ""]
     for n in names:
-        out += [f"### {n}", ""] + label_table(per[n]["by_label"]) + [""]
+        out += [f"### {n}", ""] + label_table(per[n]["by_label"], (per[n].get("documents") or {}).get("by_label"))
+        out += [""]
     return out
 
 
-def label_table(by_label):
-    """Per-label coverage, at most LABELS_SHOWN labels (audit/fmt.py), then a line saying how many are left out."""
+def label_table(by_label, documents=None):
+    """Per-label coverage, at most LABELS_SHOWN labels (audit/fmt.py), the labels with the most arrivals, then a line
+    saying how many are left out. documents: the fate table's counts by label (each document once), or None."""
+    docs = {d["label"]: d for d in documents or ()}
     shown, more = shown_labels(by_label, lambda d: d["docs"])
-    rows = [[d["label"], f"{d['docs']:,}", f"{d['tokens']:,}", f"{d['emitted']:,}", f"{d['discarded']:,}",
-             f"{d['buffered']:,}", f"{d['started']:,}", f"{d['never_started']:,}", pct(d["share_of_arrived"]),
-             pct(d["share_of_emitted"]), fmt(d["representation"]), fmt(d["longest_never_started"])] for d in shown]
-    return table(["label", "docs", "tokens", "emitted", "discarded", "buffered", "started", "never started",
-                  "share of arrived", "share of emitted", "representation", "longest never started"], rows) + (
-        ["", left_out_line(more, "summary.json (by_label)")] if more else [])
+
+    def documents_of(label):
+        f = docs.get(label)
+        if f is None:
+            return ["n/a", "n/a"]
+        return [f"{sum(f[k] for k in FATE_KEYS) - f['not_arrived']:,}", f"{sum(f[k] for k in NEVER_STARTED):,}"]
+
+    rows = [[d["label"], *documents_of(d["label"]), f"{d['docs']:,}", f"{d['tokens']:,}", f"{d['emitted']:,}",
+             f"{d['discarded']:,}", f"{d['buffered']:,}", f"{d['started']:,}", f"{d['never_started']:,}",
+             pct(d["share_of_arrived"]), pct(d["share_of_emitted"]), fmt(d["representation"]),
+             fmt(d["longest_never_started"])] for d in shown]
+    return table(["label", "documents", "documents never started", "arrivals", "tokens", "emitted", "discarded",
+                  "buffered", "arrivals started", "arrivals never started", "share of arrived", "share of emitted",
+                  "representation", "longest never started"], rows) + (
+        ["", left_out_line(more, "summary.json (by_label)", "arrivals")] if more else [])
 
 
 def exposure_table(position_exposure):
@@ -447,7 +461,8 @@ def topology_section(summary, per):
     for n in names:
         m = topo["packers"][n]["merged"]
         out += [f"### {n}, merged over the {topo['worker_streams']} worker streams: per-label coverage", ""]
-        out += label_table(m["by_label"]) + ["", f"### {n}, merged: position exposure", ""]
+        out += label_table(m["by_label"], (m.get("documents") or {}).get("by_label"))
+        out += ["", f"### {n}, merged: position exposure", ""]
         out += exposure_table(m["position_exposure"]) + [""]
     return out + ["The sections below are the one-stream audit of the same budget.", ""]
 

@@ -116,6 +116,28 @@ def test_a_budget_past_one_pass_is_said_first(tmp_path, capsys):
     assert "\nAt 9,600 targets, original leaves " in printed and "Across 1 packers" not in printed
 
 
+def test_per_label_coverage_counts_documents_apart_from_their_arrivals(tmp_path):
+    """A budget of 3.3 passes brings each document back: the label table's arrivals are the tally's (three or four
+    per document), its documents each document once, from the fate table (worked by hand: label a holds the 40
+    documents of lengths 5 and 3, b the 60 of 40, 90 and 7; b's 20 of length 90 > R = 33 are cropped, never
+    dropped, so every document started)."""
+    pq.write_table(pa.table({"length": [5, 40, 3, 90, 7] * 20, "label": ["a", "b", "a", "b", "b"] * 20}),
+                   tmp_path / "l.parquet")
+    assert audit_main(["--lengths", str(tmp_path / "l.parquet"), "--column", "length", "--label-column", "label",
+                       "--row-capacity", "33", "--buffer", "4", "--targets", str(32 * 300), "--packers", "original",
+                       "--permutations", "0", "--no-figures", "--out", str(tmp_path / "o")]) == 0
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())["packers"]["original"]
+    arrivals = {d["label"]: d["docs"] for d in s["by_label"]}
+    assert arrivals["a"] > 80 and arrivals["b"] > 120  # more than two passes' arrivals
+    report = (tmp_path / "o" / "report.md").read_text()
+    part = report[report.index("## Per-label coverage"):]
+    header = next(ln for ln in part.splitlines() if ln.startswith("| label |"))
+    assert header.startswith("| label | documents | documents never started | arrivals | tokens |")
+    for label, docs in (("a", 40), ("b", 60)):
+        row = next(ln for ln in part.splitlines() if ln.startswith(f"| {label} |")).split(" | ")
+        assert row[1:4] == [str(docs), "0", f"{arrivals[label]:,}"], row
+
+
 def test_permutation_delays_read_when_no_long_source_is_emitted():
     def line(delays, unpermuted):
         got = [d for d in delays if d is not None]
@@ -447,11 +469,11 @@ def test_the_label_tables_and_figure_show_the_thirty_labels_with_the_most_docume
                        "--row-capacity", "65", "--buffer", "8", "--packers", "original", "--permutations", "0",
                        "--no-figures", "--out", str(tmp_path / "o")]) == 0
     report = (tmp_path / "o" / "report.md").read_text()
-    for section in ("### original: by label", "## Per-label coverage"):
+    for section, counted in (("### original: by label", "documents"), ("## Per-label coverage", "arrivals")):
         part = report[report.index(section):]
         rows = re.findall(r"^\| (l\d\d) \|", part[:part.index("more labels")], re.M)
         assert rows == [f"l{k:02d}" for k in range(5, 35)], (section, rows)
-        assert "5 more labels, none with more documents than those shown, are left out here" in part
+        assert f"5 more labels, none with more {counted} than those shown, are left out here" in part
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert len(summary["packers"]["original"]["by_label"]) == 35  # every label kept in the summary
     wide = [{"packer": "original", "by_label": [{"label": f"id{i}", "docs": 1, "representation": 1.0}
