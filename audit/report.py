@@ -388,9 +388,9 @@ def topology_sentence(topo, one, name, R):
     R = one.get("row_capacity", R)  # the packer's own: a library's row may hold one token more or less
     return (f"With {topology_words(topo)}, {name} never starts {never:,} of its "
             f"{m['sources_longer_than_R_arrived']:,} arrived sources longer than R = {R:,} "
-            f"({m['sources_never_started']:,} of {m['sources_arrived']:,} arrivals in all{_docs_never(m)}); one stream would leave "
-            f"{one_never:,} of {one['sources_longer_than_R_arrived']:,} ({one['sources_never_started']:,} of "
-            f"{one['sources_arrived']:,}).")
+            f"({m['sources_never_started']:,} of {m['sources_arrived']:,} arrivals in all{_docs_never(m)}); one stream "
+            f"would leave {one_never:,} of {one['sources_longer_than_R_arrived']:,} ({one['sources_never_started']:,} of "
+            f"{one['sources_arrived']:,} arrivals in all{_docs_never(one)}).")
 
 
 def worker_stream_failures(topo, names):

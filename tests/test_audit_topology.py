@@ -413,6 +413,10 @@ def test_the_command_line_writes_the_topology_into_summary_and_report(tmp_path):
     assert never != one_never  # else the checks below could not tell the two apart
     assert (f"With 2 ranks x 2 loader workers (4 worker streams, split by group:10), original never starts {never:,} "
             "of") in md
+    od = one["documents"]  # the one-stream part names its units as the merged part does
+    assert (f"one stream would leave {one_never:,} of {one['sources_longer_than_R_arrived']:,} "
+            f"({one['sources_never_started']:,} of {one['sources_arrived']:,} arrivals in all; "
+            f"{od['by_fate']['waiting'] + od['by_fate']['dropped']:,} of {od['documents']:,} documents never started).") in md
     assert md.index("## Loader topology") < md.index("## 5.1 Coverage")
     # the lead and the verdict are the loader asked for (merged), not one stream of the same budget
     docs, d = md.split("## What happened to your documents")[1].split("## ")[0], m["documents"]
