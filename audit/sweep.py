@@ -187,7 +187,21 @@ def cheapest_change(points, current, ref, in_stream=None):
     return (f"Cheapest listed change that starts every document longer than {ref:,} tokens that arrived by the "
             f"horizon (cheapest: {CHEAPEST}): {change} (crop waste {now['crop_waste']:.2%} -> {best['crop_waste']:.2%}; "
             f"never started {_of(now, in_stream)} -> {_of(best, in_stream)}; last-tenth exposure "
-            f"{_pct(now['last_tenth_exposure'])} -> {_pct(best['last_tenth_exposure'])}{big}).")
+            f"{_pct(now['last_tenth_exposure'])} -> {_pct(best['last_tenth_exposure'])}{big}).{_less_waste(ok, best, current)}")
+
+
+def _less_waste(ok, best, current):
+    """Where more settings changed buy less crop waste than the cheapest change: the least of it, so that the line
+    never shows the cheapest change's waste as the price of starting every document (a new user's probe: buffer
+    1000 -> 1 at 26.59% waste, beside segment_first at buffer 10 and 2.30%)."""
+    least = min(ok, key=lambda p: (p["crop_waste"], len(changed(_cfg(p), current)), -(p["last_tenth_exposure"] or 0.0),
+                                   p["buffer"]))
+    if least["crop_waste"] >= best["crop_waste"]:
+        return ""
+    keys = changed(_cfg(least), current)
+    return (f" The least crop waste that starts every document takes {len(keys)} settings changed: "
+            f"{', '.join(f'{k} {current[k]} -> {least[k]}' for k in keys)} (crop waste {least['crop_waste']:.2%}; "
+            f"last-tenth exposure {_pct(least['last_tenth_exposure'])}).")
 
 
 def _of(p, in_stream=None):

@@ -169,14 +169,23 @@ PAPERS = {"row_capacity": 9, "buffer": 1000, "packer": "original", "ranks": 1, "
 
 def test_the_cheapest_change_is_one_setting_before_two_even_at_more_waste():
     # the reviewer's corpus (3,000 documents a pass): segment-first alone starts every long document at 0.37% waste
-    # and 88.54% exposure; with B = 10,000 as well it wastes 0.01% at 93.0%. One change beats two, whatever the waste
+    # and 88.54% exposure; with B = 10,000 as well it wastes 0.01% at 93.0%. One change beats two, whatever the waste;
+    # the less wasteful pair is named after it, so the line never gives the one change's waste as the only price
     pts = [_point(1000, "original", 0.0083, 106, 0.0), _point(1000, "segment_first", 0.0037, 0, 0.8854),
            _point(10000, "segment_first", 0.0001, 0, 0.93), _point(10000, "original", 0.0005, 106, 0.0)]
     assert sweep.cheapest_change(pts, PAPERS, 2049) == (
         "Cheapest listed change that starts every document longer than 2,049 tokens that arrived by the horizon "
         "(cheapest: fewest settings changed, then least crop waste, then most last-tenth exposure): packer original -> "
         "segment_first (crop waste 0.83% -> 0.37%; never started 106 of 200 arrived -> 0 of 200 arrived; last-tenth "
-        "exposure 0.00% -> 88.54%).")
+        "exposure 0.00% -> 88.54%). The least crop waste that starts every document takes 2 settings changed: buffer "
+        "1000 -> 10000, packer original -> segment_first (crop waste 0.01%; last-tenth exposure 93.00%).")
+    # the probe's case: the one change (B 1000 -> 1) wastes far more than the current configuration, two changes less
+    probe = [_point(1000, "original", 0.0094, 40, 0.0), _point(1, "original", 0.2659, 0, 0.0183),
+             _point(10, "segment_first", 0.023, 0, 0.9755), _point(1, "segment_first", 0.05, 0, 0.99)]
+    assert sweep.cheapest_change(probe, PAPERS, 2049).endswith(
+        "buffer 1000 -> 1 (crop waste 0.94% -> 26.59%; never started 40 of 200 arrived -> 0 of 200 arrived; last-tenth "
+        "exposure 0.00% -> 1.83%). The least crop waste that starts every document takes 2 settings changed: buffer "
+        "1000 -> 10, packer original -> segment_first (crop waste 2.30%; last-tenth exposure 97.55%).")
     # the main job's case: segment-first reaches fewer of the stream's long documents by the horizon (600 of 761),
     # so its 0 is of another population than the original's 624, and the line says so
     pts[1]["long_documents"] = 150
