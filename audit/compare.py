@@ -24,6 +24,19 @@ def long_tenths_exposed(s):
     return [(t[f"{d}_emitted"] / t[f"{d}_arrived"]) if t[f"{d}_arrived"] else None for d in ("first", "last")]
 
 
+def empty_share(s):
+    """The share of the rows' capacity that holds no token (rows a packer left short; padding is apart): 0 for the
+    paper's packers, whose every row is full; a traced packer's from the rows it yielded; None where the audit does
+    not see the rows (a rule's)."""
+    if s["how"] == "replayed":
+        return 0.0
+    t = s.get("trace")
+    if not t or not t.get("rows_reached"):
+        return None
+    cap = t["rows_reached"] * s["row_capacity"]
+    return max(cap - t["row_tokens"], 0) / cap
+
+
 def packer_row(s, R):
     whole = s["tokens_arrived"] + s["bos_added"]
     labs = [d for d in s["by_label"] if d["representation"] is not None]
@@ -49,6 +62,7 @@ def packer_row(s, R):
         - docs["longer_than_R"]["not_arrived"],
         "emitted_share": s["emitted"] / whole if whole else 0.0, "discarded_share": s["discarded"] / whole if whole else 0.0,
         "buffered_share": s["buffered"] / whole if whole else 0.0, "padding_share": s.get("padding_share", 0.0),
+        "empty_share": empty_share(s),
         "sources_arrived": s["sources_arrived"], "sources_never_started": s["sources_never_started"],
         "long_arrived": s["sources_longer_than_R_arrived"],
         "long_never_started": s["sources_longer_than_R_arrived"] - s["sources_longer_than_R_started"],
@@ -128,7 +142,8 @@ def unequal_tokens(rows) -> str:
     if rows[hi]["emitted_tokens"] <= rows[lo]["emitted_tokens"] * 1.01:
         return ""
     return (f" The rows do not hold equal tokens: {lo} emitted {rows[lo]['emitted_tokens']:,} "
-            f"(padding {pct(rows[lo]['padding_share'])}, rows of R = {rows[lo]['row_capacity']:,}), {hi} "
+            f"(padding {pct(rows[lo]['padding_share'])}, empty {pct(rows[lo]['empty_share'])}, rows of R = "
+            f"{rows[lo]['row_capacity']:,}), {hi} "
             f"{rows[hi]['emitted_tokens']:,}; compare shares, not counts, across them.")
 
 
@@ -169,6 +184,7 @@ def _count(v):
 COLUMNS = (("how", "how", str), ("R", "row_capacity", "{:,}".format), ("rows made", "rows", "{:,}".format),
            ("tokens emitted", "emitted_tokens", "{:,}".format), ("emitted", "emitted_share", pct),
            ("discarded", "discarded_share", pct), ("buffered", "buffered_share", pct), ("padding", "padding_share", pct),
+           ("empty", "empty_share", pct),
            ("documents never started", "documents_never_started", _count),
            ("arrivals never started", "sources_never_started", "{:,}".format),
            ("> R never started", "long_never_started", "{:,}".format),
@@ -203,5 +219,6 @@ def comparison_table_md(comp) -> str:
         out.append(f"| {n} | refused: {why} |" + " |" * (len(COLUMNS) + 1))
     rows_note = rows_made_note(comp)
     return "\n".join(out) + "\n\n" + rows_note + "Shares of the arrived tokens (and the BOS markers a packer added); " \
-        "padding as a share of the rows' capacity; documents are counted once, arrivals (sources) each time a " \
+        "padding and empty (positions that hold no token: rows a packer left short) as shares of the rows' " \
+        "capacity; documents are counted once, arrivals (sources) each time a " \
         "wrapped stream brings a document back; \"> R\": sources longer than the row capacity."

@@ -228,7 +228,8 @@ def packers_section(d, out):
     sec.text = [f"Every packer asked for the same budget, {c.targets:,} targets in rows of R = {c.row_capacity:,}{passes} "
                 "(a library may pack to a capacity of its own, and padding or an input that ends first leaves fewer "
                 "tokens: the rows below say where): shares of the arrived "
-                "tokens emitted / discarded / still buffered, padding of the rows, sources longer than R never started, "
+                "tokens emitted / discarded / still buffered, padding and empty positions of the rows, sources longer than R "
+                "never started, "
                 "the emitted share of the first and last tenth of those sources' positions, the least represented label "
                 "(emitted share over arrived share), and the Proposition."]
     for name, r in c.packers.items():
@@ -237,7 +238,7 @@ def packers_section(d, out):
         if r.row_capacity not in (None, c.row_capacity):
             short += f"rows of R = {r.row_capacity:,}; "
         sec.row(name, short + f"{pct(r.emitted_share)} / {pct(r.discarded_share)} / {pct(r.buffered_share)}; "
-                      f"padding {pct(r.padding_share)}; > R never started {r.long_unstarted()}; first / last tenth {pct(r.long_first_tenth_exposed, 1)} / "
+                      f"padding {pct(r.padding_share)}; empty {pct(r.empty_share)}; > R never started {r.long_unstarted()}; first / last tenth {pct(r.long_first_tenth_exposed, 1)} / "
                       f"{pct(r.long_last_tenth_exposed, 1)}; least represented "
                       + (f"{lab[0]} ({lab[1]:.2f})" if lab and lab[1] is not None else "n/a")
                       + f"; Proposition {r.proposition}",

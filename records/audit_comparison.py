@@ -33,6 +33,7 @@ class ComparisonRow:
     long_documents_never_started: int | None = None
     long_documents_arrived: int | None = None
     row_capacity: int | None = None  # the packer's own R (a library may pack to one token less); None: an older file
+    empty_share: float | None = None  # the rows' capacity that holds no token (None: not seen, or an older file)
 
     def long_unstarted(self) -> str:
         """Sources longer than R never started, in documents where counted, else in arrivals."""

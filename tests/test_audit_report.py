@@ -201,6 +201,11 @@ def test_your_own_packer_from_the_command_line(tmp_path, monkeypatch):
     # 10 rows (80 targets / 8): documents 0..9, each cut to 8 tokens: 5 + 8 + 3 + 8 (+ 5 + 8 + 3 + 8 + 5 + 8)
     assert s["rows"] == 10 and s["emitted"] == 61 and s["sources_arrived"] == 10  # pulled one at a time
     assert s["discarded"] == 4 + 12 + 4 + 12 + 4 and s["buffered"] == 0 and s["settings"] == {"keep": "8"} and s["how"] == "traced"
+    # its rows are short, not padded: 61 of the 10 rows' 90 positions hold a token; the paper's packer fills its rows
+    comp = json.loads((tmp_path / "o" / "comparison.json").read_text())["packers"]
+    assert (comp["pack"]["padding_share"], comp["pack"]["empty_share"]) == (0.0, 29 / 90)
+    assert comp["original"]["empty_share"] == 0.0
+    assert "| padding | empty |" in (tmp_path / "o" / "report.md").read_text()
 
 
 def test_the_main_jobs_packer_comparison_says_what_it_left_out(tmp_path, monkeypatch, capsys):
@@ -285,10 +290,11 @@ def test_the_long_documents_sentence_and_table_count_the_same_documents():
     assert "| original | 5 | 20 | 2 | 6 | 6 | 3 of 7 arrived |" in text
 
 
-def _row(long_never, long_arrived, docs_never=None, docs_arrived=None, emitted=1000, padding=0.0, R=9, reached=True):
+def _row(long_never, long_arrived, docs_never=None, docs_arrived=None, emitted=1000, padding=0.0, R=9, reached=True,
+         empty=0.0):
     return {"long_never_started": long_never, "long_arrived": long_arrived, "long_documents_never_started": docs_never,
             "long_documents_arrived": docs_arrived, "sources_never_started": long_never, "emitted_tokens": emitted,
-            "padding_share": padding, "row_capacity": R, "discarded_share": 0.1, "continuation_rows": 0,
+            "padding_share": padding, "empty_share": empty, "row_capacity": R, "discarded_share": 0.1, "continuation_rows": 0,
             "rows": 10 if reached else 5, "budget_rows": 10, "budget_reached": reached}
 
 
@@ -302,8 +308,8 @@ def test_the_comparison_ranks_by_documents_names_a_tie_and_says_the_rows_hold_un
     said = sentence(rows, {"targets": 80})
     assert said.startswith("Across 3 packers asked for 10 rows, original and axolotl_chat_template leave the most "
                            "documents longer than R unstarted (106 of 106 each), original discards the most")
-    assert said.endswith(" The rows do not hold equal tokens: foundry_binpack emitted 468 (padding 58.77%, rows of "
-                         "R = 9), original 1,130; compare shares, not counts, across them.")
+    assert said.endswith(" The rows do not hold equal tokens: foundry_binpack emitted 468 (padding 58.77%, empty 0.00%, "
+                         "rows of R = 9), original 1,130; compare shares, not counts, across them.")
     # one packer without a fate table: every packer is ranked by its arrivals, and said to be
     rows["original"]["long_documents_never_started"] = None
     assert "axolotl_chat_template leaves the most arrived sources longer than R unstarted (212 of 212)" in sentence(
