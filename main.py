@@ -289,12 +289,13 @@ def run_queue_stage(qdir, data_dir, on_skip=lambda: None):
 
 
 def _held(path):
-    """Whether the re-execution's result file says it held (a rerun repeats a failed, missing or older one)."""
+    """Whether the re-execution's result file says it held for the whole log (a rerun repeats a failed, missing or
+    older one; a stretch's, --to-record or --from-checkpoint, is a file of its own and never counts)."""
     try:
         rx = Reexecution.load(Path(path).parent)
     except DataError:
         return False
-    return rx is not None and rx.held
+    return rx is not None and rx.held_for_the_whole_log
 
 
 def queue_stage(out, data_dir, clock):

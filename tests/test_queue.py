@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
+import main as main_job
 from conftest import QUEUE_CFG, QUEUE_SETTINGS, ROOT, one_line_error, queue_script
 
 from errors import DataError
@@ -1187,7 +1189,9 @@ def test_a_read_only_run_folder_still_gets_the_reexecutions_verdict(full_run, re
     monkeypatch.setattr(Reexecution, "write", read_only)
     assert reexecute_folder(full_run[0]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "reexecution.json not written, the verdict follows" in err[0], err
+    # that re-execution is a stretch of its log (to_record): its file is the stretch's
+    assert not reexecuted[0].whole_log
+    assert len(err) == 2 and "; reexecution_partial.json not written, the verdict follows" in err[0], err
     assert "needs a writable file system" in err[0] and err[1].startswith("error: re-execution of records 1-"), err
 
 
@@ -1224,7 +1228,9 @@ def test_reconstruct_execute_names_the_first_forged_record_in_one_line(calibrate
     assert rc == 1 and len(err) == 1, err
     assert f"record {target['seq']} (train): targets: logged {target['targets'] + 1}, re-executed {target['targets']}" \
         in err[0]
-    assert json.loads((run / "reexecution.json").read_text())["held"] is False
+    # a stretch (--to-record): its own file, which the main job never takes for the whole log's verdict
+    part = json.loads((run / "reexecution_partial.json").read_text())
+    assert part["held"] is False and part["whole_log"] is False and not (run / "reexecution.json").exists()
 
 
 def test_reconstruct_execute_from_a_checkpoint(calibrated, full_run, tmp_path, capsys):
@@ -1234,8 +1240,9 @@ def test_reconstruct_execute_from_a_checkpoint(calibrated, full_run, tmp_path, c
     n = len(full_run[2])
     assert cli.main(["reconstruct", "--execute", "--from-checkpoint", oldest.name, "--out", str(run)]) == 0
     assert f"re-executed records {C + 1}-{n} of the log" in capsys.readouterr().out
-    res = json.loads((run / "reexecution.json").read_text())
+    res = json.loads((run / "reexecution_partial.json").read_text())
     assert res["held"] and res["mode"] == "bitwise" and (res["first"], res["last"]) == (C + 1, n)
+    assert res["whole_log"] is False and not (run / "reexecution.json").exists()
     for name, needle in (("final.pt", "final.pt ends the run"), ("ckpt_000000.pt", "checkpoint not found")):
         one_line_error(capsys, reexecute_folder(run, from_checkpoint=name), needle)
     # a checkpoint whose records are not the log's does not anchor it
@@ -1277,7 +1284,25 @@ def test_a_run_whose_decay_ran_inside_the_queue_is_reexecuted_bitwise(decay_runs
     assert reexecute_folder(decay_runs[name]) == 0
     assert f"re-executed records 1-{len(recs)} of the log" in capsys.readouterr().out
     res = json.loads((decay_runs[name] / "reexecution.json").read_text())
-    assert res["held"] and res["mode"] == "bitwise" and res["parameter_hashes_compared"]
+    assert res["held"] and res["mode"] == "bitwise" and res["parameter_hashes_compared"] and res["whole_log"]
+
+
+def test_a_stretch_reexecuted_after_the_whole_log_leaves_its_verdict_and_the_main_job_skips_only_on_that(
+        calibrated, decay_runs, tmp_path, capsys):
+    """A new user's probe: after a failed whole-log check, `--to-record 10` that held overwrote reexecution.json, and
+    the main job then skipped the queue as done. A stretch now has a file of its own; the main job reads the whole
+    log's, and only a whole log that held is done."""
+    run = _beside_its_calibration(calibrated, (decay_runs["rule"],), tmp_path, files="all")
+    assert reexecute_folder(run) == 0
+    whole = json.loads((run / "reexecution.json").read_text())
+    assert reexecute_folder(run, to_record=3) == 0
+    assert "; a stretch, not the whole log: reexecution_partial.json" in capsys.readouterr().out
+    assert json.loads((run / "reexecution.json").read_text()) == whole  # the whole log's verdict, as it was
+    assert json.loads((run / "reexecution_partial.json").read_text())["last"] == 3
+    assert main_job._held(run / "reexecution.json")
+    for held, whole_log in ((False, True), (True, False), (True, None)):  # failed; a stretch; an older file
+        (run / "reexecution.json").write_text(json.dumps({**whole, "held": held, "whole_log": whole_log}))
+        assert not main_job._held(run / "reexecution.json"), (held, whole_log)
 
 
 def test_reconstruct_execute_from_a_checkpoint_inside_the_in_queue_decay(decay_runs, capsys):

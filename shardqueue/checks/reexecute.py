@@ -232,6 +232,7 @@ class Reexecuted:
     tolerance: float
     comparison: Comparison
     taken: list  # one line per decision taken from the log rather than re-executed (LogComparison)
+    whole_log: bool = False  # the stretch is the log from its start record to its last
 
     @property
     def hashes(self):
@@ -280,12 +281,13 @@ def reexecute(folder, device="cpu", from_checkpoint=None, to_record=None, tolera
             pass
     stretch = logged[first - 1: stop]
     return Reexecuted(stretch, seen.made, same, tol, compare_records(stretch, seen.made, tol, same and tol == 0.0),
-                      seen.taken)
+                      seen.taken, first == 1 and stop == len(logged))
 
 
 def reexecute_folder(folder, device="cpu", from_checkpoint=None, to_record=None, tolerance=None, out=print):
     """CLI body: 0 when every re-executed record agrees with the log (one line; reexecution.json in the
-    run folder), 1 naming the first difference, 2 on bad input (one line each)."""
+    run folder for the whole log, reexecution_partial.json for a stretch of it, which leaves the whole log's verdict
+    as it was), 1 naming the first difference, 2 on bad input (one line each)."""
     folder = Path(folder)
     t0 = time.time()
     try:
@@ -302,6 +304,7 @@ def reexecute_folder(folder, device="cpu", from_checkpoint=None, to_record=None,
     record = Reexecution(held=cmp.difference is None, mode=mode + taken, tolerance=rx.tolerance,
                          same_machine=rx.same_machine, parameter_hashes_compared=rx.hashes,
                          first=rx.logged[0]["seq"], last=rx.logged[-1]["seq"], records=len(rx.logged),
+                         whole_log=rx.whole_log,
                          from_checkpoint=from_checkpoint, seconds=seconds,
                          largest_float_difference=dict(zip(("value", "record", "field"), cmp.largest)),
                          difference=None if cmp.difference is None else {**cmp.difference.__dict__,
@@ -309,7 +312,7 @@ def reexecute_folder(folder, device="cpu", from_checkpoint=None, to_record=None,
     try:
         record.write(folder)
     except OSError as e:  # a read-only run folder: the verdict below is still the answer, only its file is missing
-        print(f"note: {os_error_line(e, folder)}; reexecution.json not written, the verdict follows",
+        print(f"note: {os_error_line(e, folder)}; {record.file_name} not written, the verdict follows",
               file=sys.stderr)
     for line in rx.taken:
         out(f"note: {line}")
@@ -318,6 +321,6 @@ def reexecute_folder(folder, device="cpu", from_checkpoint=None, to_record=None,
         return 1
     out(f"re-executed {span} ({len(rx.logged)} records, {seconds} s, {mode}"
         f"{'' if rx.same_machine else '; not the machine that made the run'}): every logged number is what training "
-        f"produces now" + ("; the parameter SHA256s of the start state, after each accept, each restore and the "
-                           "decay included" if rx.hashes else ""))
+        f"produces now" + ("; the parameter SHA256s these records log included" if rx.hashes else "")
+        + ("" if rx.whole_log else f"; a stretch, not the whole log: {record.file_name}"))
     return 0

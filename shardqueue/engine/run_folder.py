@@ -21,7 +21,8 @@ from training.config import config_sha256
 
 RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*", "final.*", "report.md",
              "decisions.parquet", "decisions.csv", "queue_summary.json", "control_curves.png", "inspection",
-             "start_state.pt", "start_state.json", "added_sources.json*", "reexecution.json")
+             "start_state.pt", "start_state.json", "added_sources.json*", "reexecution.json",
+             "reexecution_partial.json")
 START_KEY = "start_state.json"
 
 
