@@ -5,7 +5,7 @@ its keys. A record with a schema refuses another version in one line naming the 
                     (from_mapping) or at least them (picked); StageFile: load and write of one stage's file
     queue_run.py    RunSummary: a queue run's queue_summary.json (queue-run/1)
     reexecution.py  Reexecution: what `reconstruct --execute` found (reexecution.json)
-    study.py        StudySummary: the queue study's summary.json (queue-study/4) and its key schema
+    study.py        StudySummary: the queue study's summary.json (queue-study/5) and its key schema
     training.py     TrainedRun, SourceFilter: a training run's summary.json and the train stage's filter, as read
     evaluation.py   Confirmation, WindowSummary, Rankings: the evaluation's results, as read
     audit_summary.py  AuditSummary: an audit's summary.json (audit-summary/1), each packer's and a topology's

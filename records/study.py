@@ -1,4 +1,4 @@
-"""The queue study's summary (queue_study/summary.json, schema "queue-study/4"): every key the report, the
+"""The queue study's summary (queue_study/summary.json, schema "queue-study/5"): every key the report, the
 figures and the findings page read, with its type (SCHEMA), checked when the summary is built and when it is
 read back; typed where its readers look inside (the adoption rule's outcome, the seeds, each run).
 shardqueue/study/run.py builds it, shardqueue/study/report.py renders it."""
@@ -9,7 +9,11 @@ from corpus.atomic import atomic_write_json
 from errors import DataError
 from records.json_record import read_json
 
-VERSION = "queue-study/4"
+VERSION = "queue-study/5"
+# queue-study/4 named budget_check's verdict "equal", though it holds where the arms trained budgets up to a shard
+# apart (the report said "not equal" beside it); /5 names it "held". A /4 summary reads as /5 (upgraded below).
+UPGRADES = {"queue-study/4": lambda d: {**d, "schema": VERSION, "budget_check": {
+    ("held" if k == "equal" else k): v for k, v in d["budget_check"].items()}}}
 NUM = (int, float)
 OPT_NUM = (int, float, type(None))
 OPT_INT = (int, type(None))
@@ -34,7 +38,7 @@ SCHEMA = {
     "reference_curve": {"D": list, "L": list, "per_seed": dict, "cap": NUM, "fractions": list,
                         "coverage": {"ok": bool, "lowest": NUM, "highest": NUM, "below": list, "above": list}},
     "runs": [RUN_SCHEMA],
-    "budget_check": {"targets": dict, "equal": bool, "rule": str, "problems": list},
+    "budget_check": {"targets": dict, "held": bool, "rule": str, "problems": list},
     "adoption": {"rule": str, "seeds": list, "b_minus_a": dict, "b_minus_c": dict, "seed_spread": OPT_NUM,
                  "per_arm_spread": dict, "threshold": OPT_NUM, "threshold_if_largest_pairwise": OPT_NUM,
                  "rule_met": bool, "intervals": dict, "verdict": str, "reasons": list, "measured": bool},
@@ -147,6 +151,8 @@ class StudySummary:
     @classmethod
     def from_json(cls, d, where="summary") -> "StudySummary":
         """The record of a summary (SchemaError naming the first missing or mistyped key)."""
+        if d.get("schema") in UPGRADES:
+            d = UPGRADES[d["schema"]](d)
         validate(d, where=where)
         if d["schema"] != VERSION:
             raise SchemaError(f"{where}: schema {d['schema']!r}, expected {VERSION!r}")

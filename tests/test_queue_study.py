@@ -727,6 +727,21 @@ def test_schema_names_the_missing_key():
         validate({"schema": 3})
 
 
+def test_a_summary_of_the_schema_before_reads_with_its_budget_verdict_named_held():
+    """queue-study/4 called the budget check's verdict "equal" where the arms may train budgets a shard apart (a new
+    user's probe: "equal": true beside a report saying 24% apart); /5 says "held", and the committed study of /4 reads
+    as /5."""
+    from records.study import VERSION, StudySummary
+
+    old = json.loads((ROOT / "docs/results/queue_study_planned/summary.json").read_text())
+    assert old["schema"] == "queue-study/4" and "equal" in old["budget_check"]
+    s = StudySummary.load(ROOT / "docs/results/queue_study_planned/summary.json").values
+    assert s["schema"] == VERSION == "queue-study/5" and "equal" not in s["budget_check"]
+    assert s["budget_check"]["held"] is old["budget_check"]["equal"]
+    with pytest.raises(SchemaError, match="held"):
+        validate({**s, "budget_check": old["budget_check"]})
+
+
 # ---- budgets and accounting from the logs ------------------------------------------------------
 def _run(name, arm, stable, decay=512, start=10_000, decay_updates=4):
     D = start + stable + decay
@@ -742,18 +757,18 @@ def test_budget_check_accepts_equal_budgets_and_names_an_unequal_run():
     from shardqueue.study.run import budget_check
 
     ok = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4096), _run("C_s43", "C", 5000)], 4096, 1100)
-    assert ok["equal"] and ok["stable"] == {"A_s43": 4200, "B_s43": 4096, "C_s43": 5000}
+    assert ok["held"] and ok["stable"] == {"A_s43": 4200, "B_s43": 4096, "C_s43": 5000}
     short = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 3000)], 4096, 1100)
-    assert not short["equal"] and short["problems"] == ["B_s43: 3,000 stable-phase targets for a budget of 4,096 "
+    assert not short["held"] and short["problems"] == ["B_s43: 3,000 stable-phase targets for a budget of 4,096 "
                                                         "(short of it: its queue ran out of shards)"]
     over = budget_check([_run("A_s43", "A", 4200), _run("C_s43", "C", 5300)], 4096, 1100)
-    assert not over["equal"] and over["problems"] == ["C_s43: 5,300 stable-phase targets for a budget of 4,096 "
+    assert not over["held"] and over["problems"] == ["C_s43: 5,300 stable-phase targets for a budget of 4,096 "
                                                       "(1,204 past it, the largest candidate shard 1,100)"]
     # the decay's length is its updates (LR 1 -> 0); its targets may differ by the shards' masked padding
     pad = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4200, decay=600)], 4096, 1100)
-    assert pad["equal"]
+    assert pad["held"]
     dec = budget_check([_run("A_s43", "A", 4200), _run("B_s43", "B", 4200, decay_updates=5)], 4096, 1100)
-    assert not dec["equal"] and dec["problems"] == ["decay lengths differ: A_s43 4 updates, B_s43 5 updates"]
+    assert not dec["held"] and dec["problems"] == ["decay lengths differ: A_s43 4 updates, B_s43 5 updates"]
 
 
 def test_accounting_separates_accepted_from_wasted_work():

@@ -167,7 +167,7 @@ def runs_lines(s):
     bc = s["budget_check"]
     L += ["", "Arm A's D and losses are those of its decay branch at the budget; its decision counts cover its whole "
               "run (it continues to build the reference curve).", "",
-          f"Budget check ({bc['rule']}): " + (budget_held(bc, len(s["runs"])) if bc["equal"] else
+          f"Budget check ({bc['rule']}): " + (budget_held(bc, len(s["runs"])) if bc["held"] else
                                               "NOT met: " + "; ".join(bc["problems"])), ""]
     return L
 

@@ -26,7 +26,7 @@ from corpus.runlock import FolderLocked, folder_lock
 from errors import DataError, os_error_line
 from fanout import Engine, Task, gpus_for, open_engine
 from records import provenance
-from records.study import StudySummary
+from records.study import VERSION, StudySummary
 from shardqueue import api as rq
 from shardqueue.engine.log import read_log
 from shardqueue.engine.packing import shard_rows, shard_tokens
@@ -358,7 +358,7 @@ def budget_check(runs, budget, shard_max):
             f"of overshoot (shards are whole), and the decay has the same length, {next(iter(dec_u.values())):,} "
             "updates (LR 1 -> 0), in every run, on shards that run's own policy accepted (targets differ only by "
             "the masked padding of each shard's last row)")
-    return {"targets": targets, "stable": stable, "decay": decay, "decay_updates": dec_u, "equal": not problems,
+    return {"targets": targets, "stable": stable, "decay": decay, "decay_updates": dec_u, "held": not problems,
             "problems": problems, "rule": rule, "budget_targets": budget}
 
 
@@ -366,7 +366,7 @@ def checked_budgets(runs, budget, shard_max, cal):
     """budget_check's record when the arms trained equal budgets, else one line naming each run that did not and
     what to do (the same folder would read the same runs back)."""
     bc = budget_check(runs, budget, shard_max)
-    if not bc["equal"]:
+    if not bc["held"]:
         raise DataError("the arms did not train equal budgets: " + "; ".join(bc["problems"]) + "; no report written: "
                         f"train the runs again in another --out (--calibration {cal} keeps stage A)")
     return bc
@@ -646,7 +646,7 @@ def assemble(res: StudyRuns) -> dict:
     fr = calib
     pl = plan(res.preset, p)  # the model as trained: the corpus's vocabulary sizes its embedding, head and FLOPs
     return {
-        "schema": "queue-study/4", "preset": res.preset, "plan": pl, "setting": p.to_dict(),
+        "schema": VERSION, "preset": res.preset, "plan": pl, "setting": p.to_dict(),
         "calibration": {"source": pool["calibration_source"], "sigma": calib["sigma"], "k": calib["k"],
                         "recovery": recovery_text(calib), "false_rejection": {
                             "rate kind": rate_kind(fr),
