@@ -979,6 +979,7 @@ def test_reconstruct_rehashes_shards_checks_relative_paths_and_malformed_records
     (["calibrate"], "calibrate needs --config CFG.json"),  # not the default, paper-scale model on any machine
     (["calibrate", "--config", "no/such.json"], "no/such.json: config file not found"),  # and no folder left
     (["run", "--rotation-shards", "0"], "--rotation-shards"),
+    (["run", "--reject-rate", "0.5"], "a reject rate (0.5) is policy random's; policy queue takes none"),
     (["calibrate", "--per-domain", "0"], "--per-domain"),
     (["calibrate", "--sigma-shards", "0"], "--sigma-shards"),
     (["reconstruct", "--to-record", "0"], "--to-record"),

@@ -132,7 +132,10 @@ def test_a_domains_file_with_a_bad_rule_is_one_line(tmp_path):
     p = tmp_path / "d.json"
     for spec, needle in (({"control": {}}, "non-empty"), ({"control": {"a": {"labelz": ["x"]}}}, "keys among"),
                          ({"control": {"a": {}}, "selection": {"a": {}}}, "named twice"),
-                         ({"control": {"a": {"match": "("}}}, "regular expression")):
+                         ({"control": {"a": {"match": "("}}}, "regular expression"),
+                         # a string, which a rule would match as a substring ("l" in "legal" and "changelog")
+                         ({"control": {"a": {"labels": "code"}}}, 'labels must be a list of strings \\(got "code"\\)'),
+                         ({"control": {"a": {"registers": [1]}}}, "registers must be a list of strings")):
         p.write_text(json.dumps(spec))
         with pytest.raises(DataError, match=needle):
             load_domains(p)

@@ -172,6 +172,11 @@ def load_domains(path):
             if not isinstance(rule, dict) or set(rule) - RULE_KEYS:
                 raise DataError(f"{p}: {part} domain {name!r}: a rule is an object with keys among "
                                 f"{', '.join(sorted(RULE_KEYS))}")
+            for key in ("labels", "registers"):  # a string would be matched as a substring ("l" in "legal")
+                v = rule.get(key, [])
+                if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                    raise DataError(f"{p}: {part} domain {name!r}: {key} must be a list of strings "
+                                    f"(got {json.dumps(v)})")
             if rule.get("documents", "even") not in ("even", "odd", "all"):
                 raise DataError(f"{p}: {part} domain {name!r}: documents must be even, odd or all")
             if rule.get("extract", "text") not in EXTRACT:
