@@ -605,6 +605,29 @@ def test_arm_c_rejects_at_its_drawn_positions_and_the_other_arms_decide_as_their
     assert not a.budget_left()
 
 
+def test_the_reference_curves_table_says_where_each_branch_was_taken_and_which_thresholds_it_serves():
+    """A new user's probe: a branch taken at 6,805 accepted targets was shown as "branch at 4,584" (its threshold), and
+    the 0.707 threshold its shard also crossed was missing. Hand-worked: thresholds 100 and 141 crossed by one commit
+    at 180 (one branch), 200 by the commit at 230, then the own decay."""
+    from shardqueue.study.report import reference_curve_lines
+    from shardqueue.study.run import a_curves
+
+    sel = {"a": 3.0}
+    run = {"arm": "A", "seed": 43, "start_targets": 10, "accounting": {"trained_targets": 410},
+           "final": {"selection": {"a": 2.0}},
+           "branches": [{"threshold": 100, "accepted_targets": 180, "D": 200, "selection": sel},
+                        {"threshold": 141, "accepted_targets": 180, "D": 200, "selection": sel, "repeat_of": 100},
+                        {"threshold": 200, "accepted_targets": 230, "D": 260, "selection": {"a": 2.5}}]}
+    c = a_curves([run])["43"]
+    assert (c["D"], c["threshold"], c["accepted"], c["also_thresholds"]) == (
+        [190, 250, 400], [100, 200, "own decay"], [180, 230, None], [[141], [], []])
+    rc = {"fractions": [0.5, 0.707, 1.0], "cap": 1.5, "coverage_by_seed": {}, "per_seed": {"43": c}, "D": [], "L": []}
+    rows = [ln for ln in reference_curve_lines({"reference_curve": rc}) if ln.startswith("| 43 |")]
+    assert rows == ["| 43 | branch at 180 accepted targets (threshold 100; also threshold 141: one shard crossed them) "
+                    "| 190 | 3.0000 |", "| 43 | branch at 230 accepted targets (threshold 200) | 250 | 2.5000 |",
+                    "| 43 | own decay | 400 | 2.0000 |"]
+
+
 def test_arm_a_branches_at_each_threshold_once_and_ends_its_stable_phase_once_covered():
     # arm A's observer after each commit, on a stand-in runner, each branch's score scripted
     from types import SimpleNamespace

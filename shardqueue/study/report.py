@@ -79,7 +79,8 @@ def reference_curve_lines(s):
     """Arm A's reference curve: its points per seed and the monotone fit."""
     rc = s["reference_curve"]
     L = ["", "## The reference curve (arm A)", "",
-          f"Decay branches at {', '.join(f'{f:.3g}' for f in rc['fractions'])} x the budget, then arm A's own decay "
+          f"Decay branches at {', '.join(f'{f:.3g}' for f in rc['fractions'])} x the budget, each after the first "
+          "commit that reaches it (one branch serves every threshold a single shard crosses), then arm A's own decay "
           f"where it stopped (cap {rc['cap']:g} x the budget). The runs of each seed are measured on the curve of "
           "arm A's other seeds (leave one out): "
           + "; ".join(f"without seed {sd}, it spans {c['lowest']:.4f} to {c['highest']:.4f} BPB"
@@ -88,9 +89,8 @@ def reference_curve_lines(s):
                       for sd, c in rc["coverage_by_seed"].items()) + ".", "",
           "| Seed | Point | D | Selection BPB (raw) |", "|---:|---|---:|---:|"]
     for sd, c in rc["per_seed"].items():
-        for D, Lv, t in zip(c["D"], c["L"], c.get("threshold", [""] * len(c["D"]))):
-            tl = "own decay" if t == "own decay" else f"branch at {t:,} accepted targets"
-            L.append(f"| {sd} | {tl} | {D:,} | {Lv:.4f} |")
+        for D, Lv, t, acc, also in zip(c["D"], c["L"], c["threshold"], c["accepted"], c["also_thresholds"]):
+            L.append(f"| {sd} | {_branch_point(t, acc, also)} | {D:,} | {Lv:.4f} |")
     L += ["", "Monotone fit (every seed pooled, for the figure): " + ", ".join(f"{d:,.0f}: {v:.4f}" for d, v in zip(rc["D"], rc["L"])),
           "", "![selection loss against D](selection.png)", "",
           "The figure shows each seed's raw branch points (hollow: later seeds), the monotone fit of every seed's "
@@ -98,6 +98,17 @@ def reference_curve_lines(s):
           "measured on the curve of arm A's other seeds (leave one out, the table of efficiency points above), so a "
           "final point above or below the dashed line is not the verdict on that run.", ""]
     return L
+
+
+def _branch_point(threshold, accepted, also):
+    """Where a point of arm A's curve was taken: its own decay, or a branch at the accepted targets of the first
+    commit at or past its threshold (and the later thresholds that commit crossed too, which this branch serves)."""
+    if threshold == "own decay":
+        return "own decay"
+    out = f"branch at {accepted:,} accepted targets (threshold {threshold:,}"
+    if also:
+        out += f"; also threshold{'s' * (len(also) > 1)} {', '.join(f'{t:,}' for t in also)}: one shard crossed them"
+    return out + ")"
 
 
 def questions_lines(s):

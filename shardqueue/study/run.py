@@ -547,17 +547,25 @@ class StudyRuns:
 
 
 def a_curves(runs):
-    """{seed: {"D", "L", "threshold", "stopped_covered"}}: arm A's points at each seed (D after the shared start)."""
+    """{seed: {"D", "L", "threshold", "accepted", "also_thresholds", "stopped_covered"}}: arm A's points at each seed
+    (D after the shared start); each branch's threshold, the accepted targets where it was taken (the first commit at
+    or past the threshold), and the later thresholds the same shard crossed, which it serves too (one branch, not
+    trained twice)."""
     per_seed = {}
     for r in runs:
         if r["arm"] != "A":
             continue
         s0 = r["start_targets"]
-        pts = [(b["D"] - s0, mean(b["selection"]), b["threshold"]) for b in r["branches"] if "repeat_of" not in b]
-        pts.append((r["accounting"]["trained_targets"] - s0, mean(r["final"]["selection"]), "own decay"))
+        also = {}
+        for b in r["branches"]:
+            if "repeat_of" in b:
+                also.setdefault(b["repeat_of"], []).append(b["threshold"])
+        pts = [(b["D"] - s0, mean(b["selection"]), b["threshold"], b["accepted_targets"], also.get(b["threshold"], []))
+               for b in r["branches"] if "repeat_of" not in b]
+        pts.append((r["accounting"]["trained_targets"] - s0, mean(r["final"]["selection"]), "own decay", None, []))
         pts.sort(key=lambda t: t[0])
-        per_seed[str(r["seed"])] = {"D": [x for x, _, _ in pts], "L": [y for _, y, _ in pts],
-                                    "threshold": [t for _, _, t in pts], "stopped_covered": r.get("stopped_covered")}
+        per_seed[str(r["seed"])] = {**{k: [p[i] for p in pts] for i, k in enumerate(
+            ("D", "L", "threshold", "accepted", "also_thresholds"))}, "stopped_covered": r.get("stopped_covered")}
     return per_seed
 
 
