@@ -12,7 +12,7 @@ from conftest import run_micro_study as study
 
 from shardqueue.study import presets
 from shardqueue.study.power import seeds_to_use
-from shardqueue.study.report import seed_lines
+from shardqueue.study.report import seed_lines, verdict_lines
 from shardqueue.study.run import power_lines
 
 # summary.json of the micro study as the code before issue 54's move wrote it (tests/test_queue_reference.py
@@ -457,3 +457,17 @@ def test_the_prepare_command_a_missing_corpus_suggests_names_the_data_root_it_wa
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "default"))
     with pytest.raises(DataError, match=re.escape("(run `python prepare.py --source stdlib`)")):
         Layout(tmp_path / "default", "stdlib").prepared()
+
+
+def test_the_verdicts_bpb_gaps_say_why_they_are_not_given(micro):
+    """A new user's probe: the per-axis BPB gaps read n/a with their reason only in summary.json, and the setting's
+    limits said they were given either way."""
+    s = micro["summary"]
+    undefined = {**s, "per_axis": {"defined": False, "reason": "the selection loss does not fall clearly with D (t = "
+                                                              "-1.11)", "gaps_bpb": {}}}
+    lines = verdict_lines(undefined)
+    assert ("The BPB gaps are n/a: the per-axis reading is not defined here (the selection loss does not fall clearly "
+            "with D (t = -1.11)).") in lines
+    said = any(ln.startswith("The BPB gaps are n/a") for ln in verdict_lines(s))
+    assert said is not s["per_axis"]["defined"]  # the micro study's own: said exactly where they are not given
+    assert "given either way" not in (micro["out"] / "report.md").read_text()

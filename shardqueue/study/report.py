@@ -294,6 +294,8 @@ def verdict_lines(s):
         k = str(sd)
         L.append(f"| {sd} | {_pts(ad['b_minus_a'].get(k))} | {_pts(ad['b_minus_c'].get(k))} | "
                  + (f"{ax['b_minus_a_bpb'][k]:+.4f} | {ax['b_minus_c_bpb'][k]:+.4f} |" if ax["defined"] else "n/a | n/a |"))
+    if not ax["defined"]:
+        L += ["", f"The BPB gaps are n/a: the per-axis reading is not defined here ({ax['reason']})."]
     same = [r["seed"] for r in s["runs"] if r["arm"] == "B" and any(
         c["arm"] == "C" and c["seed"] == r["seed"] and c["final_selection"] == r["final_selection"] for c in s["runs"])]
     if same:  # identical final losses: C rejected exactly what B did (or neither rejected), so B - C is zero by accident

@@ -792,7 +792,8 @@ def limits_text(preset, p, n_params):
                 "(12.7 standard errors either side), so unless the rule itself is met the verdict is almost always "
                 "\"unresolved\", or \"not measurable\" when one seed's losses lie outside the other seed's curve "
                 "(each seed is measured on the other's alone, and a seed's initialisation can shift its whole curve "
-                "by more than arm A gains up to its cap); the per-axis gaps and their interval are given either way, "
+                "by more than arm A gains up to its cap); the per-axis gaps and their interval are given wherever arm A's "
+                "selection loss falls clearly with D (else the verdict says why not), "
                 "and the seed plan above says how many seeds the question would need; the harmful "
                 "shards are an easy, planted case. The verdict is the rule applied to these numbers, not evidence "
                 "about the 64M proxy.")
