@@ -126,7 +126,9 @@ def sentence(rows, summary) -> str:
     disc = max(rows, key=lambda n: rows[n]["discarded_share"])
     cont = sorted((n for n in rows if rows[n]["continuation_rows"]), key=lambda n: -rows[n]["continuation_rows"])
     budget = next(iter(rows.values()))["budget_rows"]
-    out = (f"Across {len(rows)} packers asked for {budget:,} rows, {names(most)} "
+    refused = sum("refused" in s for s in summary.get("packers", {}).values())  # in the table, said why; not ranked
+    but = f" that made rows ({refused} more refused the stream)" if refused else ""
+    out = (f"Across {len(rows)} packers{but} asked for {budget:,} rows, {names(most)} "
            f"{'leave' if len(most) > 1 else 'leaves'} the most {what} longer than R unstarted ({of}), {disc} discards "
            f"the most ({pct(rows[disc]['discarded_share'])} of arrived tokens)")
     if cont:

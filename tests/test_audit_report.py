@@ -308,6 +308,11 @@ def test_the_comparison_ranks_by_documents_names_a_tie_and_says_the_rows_hold_un
     said = sentence(rows, {"targets": 80})
     assert said.startswith("Across 3 packers asked for 10 rows, original and axolotl_chat_template leave the most "
                            "documents longer than R unstarted (106 of 106 each), original discards the most")
+    # a packer that refused the stream is in the table, not in the ranking, and the count says so (a new user's probe
+    # read "across 24 packers" under a progress bar of 25)
+    refused = {"packers": {**dict.fromkeys(rows, {}), "megatron_blend": {"refused": "one dataset"}}}
+    assert sentence(rows, {"targets": 80, **refused}).startswith(
+        "Across 3 packers that made rows (1 more refused the stream) asked for 10 rows, original and")
     assert said.endswith(" The rows do not hold equal tokens: foundry_binpack emitted 468 (padding 58.77%, empty 0.00%, "
                          "rows of R = 9), original 1,130; compare shares, not counts, across them.")
     # one packer without a fate table: every packer is ranked by its arrivals, and said to be
