@@ -8,9 +8,10 @@ import time
 from pathlib import Path
 
 from errors import DataError
-from records.queue_run import RuleCalibration, RunSummary, Scores, ScreenAgreement
+from records.queue_run import RunSummary
 from shardqueue.calibration import open_calibration, start_state
-from shardqueue.checks.report import budget_shortfall, screen_agreement, write_report
+from shardqueue.checks.report import budget_shortfall, write_report
+from shardqueue.checks.run_summary import SUMMARY, checked_summary, summarize
 from shardqueue.engine.final_decay import final_decay
 from shardqueue.engine.log import DecisionLog, read_log, record_sha256, verify_chain
 from shardqueue.engine.plan import RunPlan
@@ -27,15 +28,12 @@ from shardqueue.engine.runner import Runner
 from shardqueue.engine.scoring import final_score, score
 from shardqueue.engine.state import apply
 from shardqueue.engine.training import one_thread
-from shardqueue.policy.rule import rate_kind
 from shardqueue.world import sources
-from shardqueue.world.pool import pool_roles
 from training.checkpoint import load_checkpoint, save_checkpoint
 from training.resume import remove_torn_writes
 from training.trainer import build_model
 
 BUDGET_SHARE = 0.6  # a plan without a budget: this share of the candidate shards' tokens
-SUMMARY = "queue_summary.json"
 
 
 def run(out, calibration_dir=None, plan=RunPlan(), resume=False, fresh=False, device="cpu", log=print, report=True,
@@ -79,7 +77,7 @@ def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observe
             verify_chain(recs, log_path)
             if (out / SUMMARY).exists() and (not report or (out / "report.md").exists()):  # the report is last
                 log(f"{out}: this run has finished; nothing to resume")
-                return RunSummary.load(out / SUMMARY)
+                return checked_summary(out / SUMMARY, recs, calib, pool)  # the log's, never a file edited since
             # killed after "done" but before its summary or report: both are written from the log, nothing reruns
         else:
             resume_runner(runner)
@@ -109,56 +107,6 @@ def _check_folder(out, resume, fresh) -> bool:
                             f"(moves the old run aside)")
         return True
     return False
-
-
-def accepted_targets(recs) -> int:
-    """The targets of the trainings that were kept: each `accept` takes its shard's training just before it. An
-    earlier try of the shard (rolled back, deferred, accepted later) is spent, not accepted; a recovery shard
-    accepted twice (it goes back to the reserve) counts twice, as it trained twice."""
-    last, total = {}, 0
-    for r in recs:
-        if r["event"] == "train" and r["role"] != "branch":
-            last[r["shard"]] = r["targets"]
-        elif r["event"] == "accept":
-            total += last.get(r["shard"], 0)
-    return total
-
-
-def summarize(recs, calib, pool) -> RunSummary:
-    """The run's summary from its decision log, its calibration and its pool (whose roles say which shards
-    were harmful)."""
-    st = recs[-1]["queue"]
-    decay = [r for r in recs if r["event"] == "decay"]
-    trains = [r for r in recs if r["event"] == "train"]
-    shards, roles = {s["id"]: s for s in pool["shards"]}, pool_roles(pool)
-    acc_targets = accepted_targets(recs)
-    start = recs[0]
-    return RunSummary(
-        policy=start["policy"], seed=start["seed"], reject_rate=start["reject_rate"], run_id=start["run_id"],
-        accepted=st["accepted"], quarantined=st["quarantined"], deferred_pending=deferred_pending(recs),
-        undecided=st["undecided"], rejections=st["rejections"], returns=st["returns"], rotations=st["rotation"],
-        accepted_tokens=sum(shards[s]["tokens"] for s in st["accepted"]), spent=recs[-1].get("spent") or {},
-        final=Scores(**decay[-1]["scores"]) if decay else None, start_losses=start["losses"],
-        calibration=RuleCalibration(calib.get("k"), calib.get("frac"), calib.get("sigma"), calib.get("false_rejections"),
-                                    calib.get("transitions"), calib.get("upper95"), rate_kind(calib)),
-        curve=[{"shard": r["shard"], "role": r["role"], "history_targets": r["history_targets"],
-                "spent_targets": r["spent_targets"], "losses": r["losses"]} for r in trains],
-        screen=ScreenAgreement(**screen_agreement(recs)), accepted_records_targets=acc_targets,
-        harmful_accepted=[s for s in st["accepted"] if roles.get(s) == "harmful" and not st["returns"].get(s)],
-        harmful_quarantined=[s for s in st["quarantined"] if roles.get(s) == "harmful"],
-        confounded_recoveries=[list(x) for x in sorted({
-            (r["tested"], r["shard"]) for r in trains if r["role"] == "recovery" and r["tested"] in st["quarantined"]
-            and roles.get(r["tested"]) != "harmful" and roles.get(r["shard"]) == "harmful"})])
-
-
-def deferred_pending(recs):
-    """Every shard sent to a later rotation (deferred, returned by the branch check or from quarantine)
-    and not decided since, in queue order: those of the rotation the run stopped in, then those
-    waiting for the next one."""
-    st = recs[-1]["queue"]
-    sent = {r["shard"] for r in recs if r["event"] == "return"
-            or (r["event"] == "reject" and r["outcome"] in ("deferred", "returned"))}
-    return [s for s in st["pending"] + st["next_rotation"] if s in sent]
 
 
 def return_from_quarantine(out, shard, log=print):

@@ -179,7 +179,7 @@ def test_the_accepted_targets_are_those_of_the_trainings_kept(full_run):
 def test_accepted_targets_count_each_accept_once_with_its_shards_training_just_before_it():
     """Worked by hand: c1 flagged, r0 recovers it (both accepted); c2 flagged, r0 (back in the reserve) recovers it
     again (accepted twice: it trained twice); s5 tried, rolled back, tried again and accepted; a branch never counts."""
-    from shardqueue.runs import accepted_targets
+    from shardqueue.checks.run_summary import accepted_targets
 
     def t(shard, n, role="candidate"):
         return {"event": "train", "shard": shard, "targets": n, "role": role}
@@ -1223,6 +1223,7 @@ def test_reconstruct_execute_names_the_first_forged_record_in_one_line(calibrate
     run = _beside_its_calibration(calibrated, full_run, tmp_path, files="all")
     forged, target = _forged(full_run[2], "targets +1")
     _write_log(run, forged)
+    (run / "queue_summary.json").unlink()  # the plain check would name the forgery there first (the test below)
     end = next(r["seq"] for r in forged if r["event"] == "reject")
     rc = cli.main(["reconstruct", "--execute", "--to-record", str(end), "--out", str(run)])
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
@@ -1232,6 +1233,32 @@ def test_reconstruct_execute_names_the_first_forged_record_in_one_line(calibrate
     # a stretch (--to-record): its own file, which the main job never takes for the whole log's verdict
     part = json.loads((run / "reexecution_partial.json").read_text())
     assert part["held"] is False and part["whole_log"] is False and not (run / "reexecution.json").exists()
+
+
+def test_plain_reconstruct_checks_the_written_summary_and_with_it_the_logs_last_record(calibrated, full_run, tmp_path,
+                                                                                        capsys):
+    """A new user's probe: an edit of the log's last record (no later record chains it) and of queue_summary.json
+    passed `reconstruct`, and a resume of the finished run printed the edited summary's harmful shard. The summary is
+    now the one the log gives, checked field by field: so is a forgery of an earlier record, chain recomputed."""
+    run = _beside_its_calibration(calibrated, full_run, tmp_path, files="all")
+    assert cli.main(["reconstruct", "--out", str(run)]) == 0
+    assert "; queue_summary.json is the summary they give" in capsys.readouterr().out
+    summary = json.loads((run / "queue_summary.json").read_text())
+    recs = read_log(run / "decisions.jsonl")
+    last = dict(recs[-1], spent={**recs[-1]["spent"], "targets": 1})
+    for log, written, field in ((recs[:-1] + [last], summary, "spent"),
+                                (recs, {**summary, "harmful_accepted": ["h0000"]}, "harmful_accepted"),
+                                (_forged(full_run[2], "targets +1")[0], summary, "accepted_records_targets")):
+        _write_log(run, log)
+        (run / "queue_summary.json").write_text(json.dumps(written))
+        rc = cli.main(["reconstruct", "--out", str(run)])
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+        assert rc == 1 and len(err) == 1 and f"queue_summary.json: {field} is " in err[0], (field, err)
+    # the finished run resumed: the log's summary, never the edited file's
+    _write_log(run, recs)
+    (run / "queue_summary.json").write_text(json.dumps({**summary, "harmful_accepted": ["h0000"]}))
+    with pytest.raises(DataError, match="harmful_accepted is"):
+        rq.run(run, run.parent / calibrated["strict"].name, rq.RunPlan(), resume=True, log=lambda s: None)
 
 
 def test_reconstruct_execute_from_a_checkpoint(calibrated, full_run, tmp_path, capsys):

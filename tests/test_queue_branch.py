@@ -15,7 +15,7 @@ from shardqueue.engine import recovery as queue_recovery
 from shardqueue.engine.log import DecisionLog, read_log
 from shardqueue.engine.runner import Runner
 from shardqueue.engine.training import one_thread
-from shardqueue.runs import deferred_pending
+from shardqueue.checks.run_summary import deferred_pending
 from shardqueue.world.harmful import with_harmful_copies
 from shardqueue.world.rotation import main_source, shard_docs, shard_record
 

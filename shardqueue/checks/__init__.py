@@ -3,4 +3,5 @@
     replay.py     reconstruct: replay the log, check every record and manifest
     reexecute.py  reconstruct --execute: run the queue again, compare every logged number with the log
     report.py     report.md, decisions.parquet/.csv, the control-curve figure
+    run_summary.py  queue_summary.json from the log, and a written one checked against it
 """

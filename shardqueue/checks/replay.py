@@ -20,6 +20,7 @@ from pathlib import Path
 
 from errors import DataError
 from shardqueue.calibration import open_calibration
+from shardqueue.checks.run_summary import SUMMARY, checked_summary
 from shardqueue.engine.log import read_log, verify_chain
 from shardqueue.engine.run_folder import corpus_identity
 from shardqueue.engine.start_record import settings_differences
@@ -183,11 +184,15 @@ def reconstruct_folder(folder, out=print):
 
         pool = with_records(pool, read(folder))  # sources added to this run (run --add-source)
         st = check_records(recs, pool, calib, folder)
+        summary = folder / SUMMARY
+        if summary.exists():  # a finished run's: no record chains it, nor the log's last record
+            checked_summary(summary, recs, calib, pool)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     out(f"accepted {st['accepted']}\nnext rotation {st['next_rotation']}\nquarantined {st['quarantined']}\n"
         f"rejections {st['rejections']}\nreturns {st['returns']}")
     out(f"{len(recs)} records checked: every field agrees with the replay, the pool (re-hashed from the token "
-        f"files) and the rotation manifests; the records chain")
+        f"files) and the rotation manifests; the records chain"
+        + (f"; {SUMMARY} is the summary they give" if (folder / SUMMARY).exists() else ""))
     return 0
