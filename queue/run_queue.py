@@ -62,6 +62,27 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message}\n")
 
 
+# what each of stage A's counts is (QueueSettings; the pool is shardqueue/world/pool.py), for calibrate --help
+COUNT_HELP = {
+    "shard_tokens": "tokens a pool shard holds at least (every role's shards)",
+    "warmup_shards": "calibration-source shards stage A trains first, before any noise is measured",
+    "sigma_shards": "calibration-source shards whose transitions measure each domain's noise sigma",
+    "held_out_shards": "shards whose transitions, held out of sigma, choose k and the recovery fraction",
+    "candidates": "ordinary candidate shards in the pool, the queue's input",
+    "decay_shards": "shards kept for the final decay (learning rate to 0) after the queue",
+    "harmful_shards": "planted harmful candidate shards (remapped copies of training documents)",
+    "prose_shards": "candidate shards of a prose source: a change of domain, not harm",
+    "late_shards": "shards of a source that enters at a later rotation (its own calibration shards beside them)",
+    "per_domain": "documents in each control and selection domain's held-out set",
+    "pool_seed": "the seed of the pool's draws and order",
+    "damaged_shards": "candidate shards damaged on purpose (the study's dose; shardqueue/world/damaged_pool.py)",
+    "choose_transitions": "held-out transitions that choose k and the fraction; the rate is reported on the rest "
+                          "(0: chosen and reported on all, in-sample)",
+    "checkpoints_per_shard": "checkpoints inside each held-out shard, each a transition",
+    "reserve_shards": "calibration-source shards held back from stage A for recovery shards and clean branches",
+}
+
+
 def build_parser():
     """One parser per command, each with its own options and --help; --out and --device on all."""
     common = argparse.ArgumentParser(add_help=False)
@@ -72,14 +93,19 @@ def build_parser():
     sub = ap.add_subparsers(dest="command", required=True, metavar="{calibrate,run,dose,return,reconstruct}")
 
     cal = sub.add_parser("calibrate", parents=[common], help="stage A: freeze the pool, train warm-up and sigma "
-                         "shards, choose k and the recovery fraction on transitions held out of sigma")
+                         "shards, choose k and the recovery fraction on transitions held out of sigma",
+                         description="Stage A, once per pool: build and freeze the pool (pool.json and its SHA256), "
+                         "train the warm-up shards, measure each domain's noise sigma on the sigma shards, and choose "
+                         "k and the recovery fraction on transitions held out of sigma; `run` then trains on this "
+                         "folder. Needs --config, the training config (the main job writes one: runs/main/queue/"
+                         "config.json).")
     cal.add_argument("--config", default=None, help="training config JSON (needed: the model shape, data root and "
                      "source stage A trains with)")
     cal.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     defaults = QueueSettings()
     for k in QueueSettings.counts():
         cal.add_argument(f"--{k.replace('_', '-')}", type=int, default=getattr(defaults, k),
-                         help=f"{k.replace('_', ' ')} (default {getattr(defaults, k)})")
+                         help=f"{COUNT_HELP[k]} (default {getattr(defaults, k)})")
     cal.add_argument("--held-out-branch", default="false", metavar="true|false",
                      help="held-out transitions on a branch that is then discarded (default false)")
     cal.add_argument("--branch-check", default=defaults.branch_check, metavar="|".join(BRANCH_CHECKS),

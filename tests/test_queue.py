@@ -25,6 +25,7 @@ from shardqueue.engine.log import line_of, read_log, record_sha256
 from shardqueue.engine.packing import shard_rows, shard_tokens, update_batches
 from shardqueue.engine.branch_check import branch_check
 from shardqueue.engine.runner import Runner
+from shardqueue.settings import QueueSettings
 from shardqueue.engine.training import params_sha256
 from shardqueue.policy.rule import calibrate as calibrate_rule
 from shardqueue.policy.rule import clopper_pearson_upper, held_out_rate
@@ -1083,6 +1084,12 @@ def test_each_command_has_its_own_options_and_help(command, own, foreign, capsys
     assert e.value.code == 0 and text.startswith("usage: ") and f" {command} " in text.splitlines()[0]
     has = lambda o: re.search(rf"(?<![\w-]){o}(?![\w-])", text)  # noqa: E731 - --harm is not --harmful-shards
     assert all(has(o) for o in own + ["--out", "--device"]) and not [o for o in foreign if has(o)]
+    if command == "calibrate":  # a new user's probe: no description, and each count's help only its own name
+        assert "Stage A, once per pool" in text and "Needs --config" in text
+        flat = " ".join(text.split())
+        for k in QueueSettings.counts():
+            said = flat[flat.index(f"--{k.replace('_', '-')} {k.upper()} ") + len(k) * 2 + 4:].split(" (default")[0]
+            assert said.strip() and said.strip() != k.replace("_", " "), (k, said)
 
 
 # ---- re-execution: the log's numbers against what training produces now (issue 30) -----------------
