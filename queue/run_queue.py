@@ -155,7 +155,7 @@ def build_parser():
                      help="re-execute only the records after this checkpoint of the run folder (ckpt_<seq>.pt; "
                           "implies --execute)")
     rec.add_argument("--to-record", type=int, default=None, metavar="SEQ",
-                     help="end the re-executed stretch at this record (default: the log's last)")
+                     help="end the re-executed stretch at this record (default: the log's last; implies --execute)")
     rec.add_argument("--tolerance", type=float, default=None,
                      help="absolute tolerance on every float (default: 0, bitwise, on the machine that made the "
                           f"run; {DEFAULT_TOLERANCE:g} elsewhere, where parameter SHA256s are not compared)")
@@ -187,6 +187,7 @@ def main(argv=None):
                            rotation_shards=a.rotation_shards, branch_check=not a.no_branch_check)
         check_reads(a, out)
         if a.command == "reconstruct":
+            check_stretch(a, out)
             rc = reconstruct_folder(out)
             if rc or not (a.execute or a.from_checkpoint or a.to_record is not None):
                 return rc
@@ -278,6 +279,21 @@ def check_arguments(a, extra):
 
 # the least each count may be (the settings' own; a run of 0-shard rotations trains nothing)
 MINIMA = {**QueueSettings.MINIMA, "rotation_shards": 1, "budget_targets": 1, "to_record": 1, "tolerance": 0, "trials": 1}
+
+
+def check_stretch(a, out):
+    """reconstruct's --from-checkpoint and --to-record, refused before the replay prints its lines: a checkpoint that
+    is not there, a record past the log's last (the re-execution checks the rest: whether the checkpoint anchors)."""
+    if a.from_checkpoint:
+        path = Path(a.from_checkpoint) if Path(a.from_checkpoint).parent != Path(".") else out / a.from_checkpoint
+        if not path.is_file():
+            raise DataError(f"--from-checkpoint {a.from_checkpoint}: {path} not found")
+    log = out / "decisions.jsonl"
+    if a.to_record is not None and log.is_file():
+        with open(log, "rb") as f:
+            n = sum(1 for line in f if line.strip())
+        if a.to_record > n:
+            raise DataError(f"--to-record {a.to_record}: {log} holds {n} records")
 
 
 def check_counts(a):

@@ -1268,6 +1268,18 @@ def test_plain_reconstruct_checks_the_written_summary_and_with_it_the_logs_last_
         rq.run(run, run.parent / calibrated["strict"].name, rq.RunPlan(), resume=True, log=lambda s: None)
 
 
+def test_a_stretch_that_cannot_be_is_refused_before_the_replay_prints(calibrated, full_run, tmp_path, capsys):
+    """A new user's probe: `--to-record 999` and `--from-checkpoint nosuch.pt` were refused only after the replay's
+    lines. Now before them, in one line each."""
+    run = _beside_its_calibration(calibrated, full_run, tmp_path)
+    n = len(full_run[2])
+    for argv, needle in ((["--to-record", str(n + 1)], f"--to-record {n + 1}: {run / 'decisions.jsonl'} holds {n} records"),
+                         (["--from-checkpoint", "nosuch.pt"], f"--from-checkpoint nosuch.pt: {run / 'nosuch.pt'} not found")):
+        rc = cli.main(["reconstruct", *argv, "--out", str(run)])
+        out, err = capsys.readouterr()
+        assert rc == 2 and out == "" and err == f"error: {needle}\n", (out, err)
+
+
 def test_reconstruct_execute_from_a_checkpoint(calibrated, full_run, tmp_path, capsys):
     run = _beside_its_calibration(calibrated, full_run, tmp_path, files="all")
     oldest = sorted(run.glob("ckpt_*.pt"))[0]
