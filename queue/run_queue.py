@@ -179,6 +179,7 @@ def main(argv=None):
     from training.device import configure, resolve_device
 
     out = Path(a.out)
+    made = not out.exists()  # a refusal leaves no folder of its own making (one found in stage A: a domain of no text)
     try:
         a.device = resolve_device(a.device, "--device")
         configure(a.device)
@@ -221,6 +222,8 @@ def main(argv=None):
             return 0
     except (DataError, FolderLocked) as e:
         print(f"error: {e}", file=sys.stderr)
+        if made and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
         return 2
     except OSError as e:
         print(f"error: {os_error_line(e, out)}", file=sys.stderr)

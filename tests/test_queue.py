@@ -563,6 +563,19 @@ def test_cli_calibrate_failure_is_one_line_and_nonzero(calibrated, tmp_path, mon
     assert len(lines) == 1 and lines[0].startswith("error: calibration failed") and "Traceback" not in err
 
 
+def test_a_domain_stage_a_finds_no_text_for_is_one_line_and_leaves_no_folder(calibrated, tmp_path, capsys):
+    """A new user's probe: a domains file whose rule matches no validation document was refused in stage A, after the
+    command had made its --out folder, which it left behind, empty."""
+    cfg, dom = tmp_path / "cfg.json", tmp_path / "d.json"
+    cfg.write_text(json.dumps({**CFG, "data_dir": str(calibrated["data"])}))
+    dom.write_text(json.dumps({"control": {"nothing": {"labels": ["no-such-label"]}}}))
+    args = ["calibrate", "--config", str(cfg), "--domains", str(dom), "--out", str(tmp_path / "q")] + \
+           [x for k, v in SETTINGS.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+    assert cli.main(args) == 2
+    assert capsys.readouterr().err.strip().endswith("control domain 'nothing' matches no validation document")
+    assert not (tmp_path / "q").exists()
+
+
 def test_cli_calibrate_says_under_its_line_a_prose_shard_it_could_not_plant(calibrated, tmp_path, monkeypatch,
                                                                              capsys):
     """The command reads the pool it wrote: no shard of role 'prose' though one was asked for (the default) is a note
