@@ -78,11 +78,25 @@ def parse(argv):
 def main(argv=None):
     skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     a = parse(argv)
+    bad = options_refused(a)
+    if bad:  # --dry-run too: a plan printed for options the run would refuse reads as a plan that would run
+        print(f"error: {bad}", file=sys.stderr)
+        return 2
     if a.dry_run:
         return dry_run(a)
     from shardqueue.study.run import run_study
 
     return run_study(a)
+
+
+def options_refused(a):
+    """The line refusing the options that need no data: a count under its least, Ray's address without --engine ray
+    (the run checks these too, and the data after them)."""
+    if a.workers < 1:
+        return f"--workers {a.workers}: must be at least 1"
+    if a.ray_address and a.engine != "ray":
+        return f"--ray-address {a.ray_address}: applies to --engine ray only"
+    return None
 
 
 def dry_run(a):

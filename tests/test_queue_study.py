@@ -946,6 +946,16 @@ def test_schedule_keeps_weight_decay_constant_and_warms_up():
         assert all(g["weight_decay"] == cfg.weight_decay for g in tr.muon.param_groups)
 
 
+@pytest.mark.parametrize("argv, line", [
+    (["--workers", "0"], "error: --workers 0: must be at least 1"),
+    (["--ray-address", "10.0.0.1:6379"], "error: --ray-address 10.0.0.1:6379: applies to --engine ray only")])
+def test_a_dry_run_refuses_what_the_run_would(argv, line, capsys):
+    """A new user's probe: --dry-run printed a plan for --workers 0, and for a Ray address without --engine ray."""
+    assert queue_script("study").main(["--preset", "tiny", "--dry-run", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == line + "\n"
+
+
 def test_proxy64m_stage_a_is_ten_shards_and_its_dry_run_states_the_node():
     from shardqueue.study.presets import PRESETS, SUB_SHARD_NOTE
 
