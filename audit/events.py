@@ -42,11 +42,28 @@ def records_from_columns(source_id, source_len, span_start, emitted, discarded, 
     return out
 
 
+# each column's meaning in the parquet file's own schema (field metadata), so that a file read without this code says
+# what its integers are (a new user's probe: kind 0/1 and an arrival index named source_id read as a document id)
+DESCRIPTIONS = {
+    "source_id": "the source's arrival index in the stream (from 0; a document that arrives again in a later pass is "
+                 "a new source; fates_<packer>.parquet names each document's arrivals)",
+    "source_len": "the source's tokens, a BOS included",
+    "span_start": "where in its source the emitted span starts (token position)",
+    "emitted": "tokens this event put in the row, a leading BOS included",
+    "discarded": "tokens of the span this selection dropped (a crop's rest)",
+    "row": "the row (from 0)", "row_offset": "where in its row the event starts",
+    "target_offset": "the targets of all rows before this event's first (row * (R - 1) + its offset's)",
+    "kind": f"{', '.join(f'{i} {n}' for i, n in enumerate(KIND_NAMES))} (fit: the whole current span; crop: cut)",
+    "lead_bos": "1 where the packer put a BOS before the span",
+    "label": "the source's label (--label-column), where the corpus has one"}
+
+
 def _table(cols, labels=None):
-    cols = {f: cols[f].astype(EVENT_DTYPE[f], copy=False) for f in EVENT_FIELDS}
+    arrays = {f: pa.array(cols[f].astype(EVENT_DTYPE[f], copy=False)) for f in EVENT_FIELDS}
     if labels is not None:
-        cols["label"] = pa.array(labels, type=pa.string())
-    return pa.table(cols)
+        arrays["label"] = pa.array(labels, type=pa.string())
+    return pa.table(arrays, schema=pa.schema([pa.field(f, a.type, metadata={"description": DESCRIPTIONS[f]})
+                                              for f, a in arrays.items()]))
 
 
 def _csv_table(cols):

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from matplotlib.colors import to_hex
 
@@ -18,7 +19,7 @@ from audit.replay import Replay, first_long_emission
 from checkers.packing_checker import replay as checker_replay
 from conftest import ROOT, one_line_error
 from loaders.core import PACKERS
-from loaders.packers import Packer
+from loaders.packers import EVENT_FIELDS, Packer
 from loaders.stream import DocumentStream, open_split
 
 
@@ -94,6 +95,12 @@ def test_report_partition_and_files(audit_out):
     for f in s["figures"]:
         assert (audit_out / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Proposition held" in (audit_out / "report.md").read_text()
+    # the events file says what its integers are, read without this code (a new user's probe read kind 0/1 and an
+    # arrival index as a document id): each column's description in the parquet schema, written by hand here
+    schema = pq.read_schema(audit_out / "events_original.parquet")
+    said = {f.name: f.metadata[b"description"].decode() for f in schema}
+    assert set(said) == {*EVENT_FIELDS, "label"} and said["kind"].startswith("0 fit, 1 crop")
+    assert said["source_id"].startswith("the source's arrival index") and "a new source" in said["source_id"]
 
 
 def test_each_permutation_delay_is_that_permutations_first_long_emission(audit_out, small_corpus):
