@@ -55,7 +55,7 @@ def add_corpus_args(ap):
     ap.add_argument("--column", default=None, help="the length column of a --lengths .parquet file; with --corpus, "
                     "the text or token column (default: text, or input_ids / token_ids / tokens)")
     ap.add_argument("--label-column", default=None, help="the label column of a --lengths .parquet file (default: a "
-                    "column named label or source); with --corpus, the label column or JSON field (a dotted path), "
+                    "column named label or source); with --corpus, the label column or JSON field (a dotted path: a JSON field, or a struct column's), "
                     "default source or label, else each file's name")
     ap.add_argument("--tokenizer", default=None, metavar="T",
                     help="--corpus with text: a tokenizers JSON file, a tiktoken encoding (NAME, or NAME:RANKFILE), or "

@@ -108,6 +108,18 @@ def test_a_datasets_folder_of_text_counts_as_encode_batch_with_a_bos_and_labels_
     assert r.provenance["bos"] == {"policy": "auto", "id": None} and r.provenance["columns"][0]["column"] == "text"
     none = run([tmp_path / "ds"], corpus.tok, bos="none")
     assert none.lengths.tolist() == corpus.counts
+    # a nested label, as a JSON file's is named (meta.lang): a struct column's field, in a datasets folder and in
+    # parquet (a new user's probe: "no label column 'meta.lang'", where the same flag worked on jsonl)
+    meta = [{"lang": f"l{i % 3}", "q": i} for i in range(len(corpus.texts))]
+    hf_datasets.Dataset.from_dict({"text": corpus.texts, "meta": meta}).save_to_disk(str(tmp_path / "nested"),
+                                                                                      num_shards=2)
+    pq.write_table(pa.table({"text": corpus.texts, "meta": meta}), tmp_path / "nested.parquet", row_group_size=50)
+    for where in (tmp_path / "nested", tmp_path / "nested.parquet"):
+        assert run([where], corpus.tok, label="meta.lang").labels.tolist() == [m["lang"] for m in meta], where
+    for bad in ("meta.nope", "meta.lang.x", "nope.lang"):
+        with pytest.raises(DataError) as e:
+            run([tmp_path / "nested.parquet"], corpus.tok, label=bad)
+        one_line(e, f"no label column {bad!r}", "a dotted name is a struct column's field")
 
 
 def test_a_token_column_gives_the_list_lengths_and_auto_adds_a_bos_only_where_none_starts(tmp_path, hf_datasets):

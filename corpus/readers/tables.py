@@ -76,11 +76,43 @@ def _role(t):
 
 
 def label_column(schema, label, where):
+    """The label column: the one named (a dotted name, meta.lang, a field of a struct column, as a JSON file's nested
+    field is named), else the first of LABEL_COLUMNS the table has, else None."""
     if label is not None:
-        if label not in schema.names:
-            raise DataError(f"{where}: no label column {label!r} (columns: {', '.join(schema.names)})")
+        if label not in schema.names and not _nested(schema, label):
+            raise DataError(f"{where}: no label column {label!r} (columns: {', '.join(schema.names)}; a dotted name "
+                            "is a struct column's field)")
         return label
     return next((c for c in LABEL_COLUMNS if c in schema.names), None)
+
+
+def _nested(schema, name):
+    """Whether the dotted name is a path of struct fields from one of the table's columns."""
+    head, *rest = name.split(".")
+    if not rest or head not in schema.names:
+        return False
+    t = schema.field(head).type
+    for f in rest:
+        if not pa.types.is_struct(t) or t.get_field_index(f) < 0:
+            return False
+        t = t.field(f).type
+    return True
+
+
+def _top(schema_names, label):
+    """The table column that holds the label: itself, or the struct column a dotted name starts in."""
+    return label if label in schema_names else label.split(".")[0]
+
+
+def _label_values(table, label):
+    """The label column's values, a struct column's field taken out where the name is dotted."""
+    if label in table.column_names:
+        return table.column(label)
+    head, *rest = label.split(".")
+    col = table.column(head)
+    for f in rest:
+        col = pc.struct_field(col, f)
+    return col
 
 
 def plan(source, index, settings, label_const):
@@ -95,7 +127,7 @@ def plan(source, index, settings, label_const):
     if fmt == "arrow":
         for f in source.files[1:]:  # every shard of a datasets folder has the first one's columns
             other = schema_of(fmt, f)
-            if col not in other.names or (lab is not None and lab not in other.names):
+            if col not in other.names or (lab is not None and _top(schema.names, lab) not in other.names):
                 raise DataError(f"{f}: lacks column {col if col not in other.names else lab!r}, which "
                                 f"{source.files[0]} has")
         return [Unit(part=i, path=f, nbytes=Path(f).stat().st_size, **common) for i, f in enumerate(source.files)]
@@ -120,7 +152,8 @@ def plan(source, index, settings, label_const):
 
 def read(unit, settings):
     """The unit's Batches in row order."""
-    cols = [unit.column] + ([unit.label_column] if unit.label_column and unit.label_column != unit.column else [])
+    lab = unit.label_column and _top(schema_of(unit.fmt, unit.path).names, unit.label_column)
+    cols = [unit.column] + ([lab] if lab and lab != unit.column else [])
     row = unit.first_row or 0
     for table in _tables(unit, cols, settings):
         yield _batch(table, unit, row, settings.bos == "auto")
@@ -158,7 +191,7 @@ def _batch(table, unit, row, want_first):
                         f"{unit.column!r})")
     labels = None
     if unit.label_column:
-        labels = table.column(unit.label_column)  # encoded to codes by the caller: no Python object per row
+        labels = _label_values(table, unit.label_column)  # encoded to codes by the caller: no Python object per row
         if not (pa.types.is_string(labels.type) or pa.types.is_large_string(labels.type)):
             try:
                 labels = labels.cast(pa.string())
