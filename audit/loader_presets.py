@@ -21,6 +21,10 @@ class Pipeline:
     follows: str
     ranks_arg: str = ""  # a --loader-arg the preset sets to --ranks where one packing is dealt to the ranks
     no_ranks: str = ""  # where the packing runs with no ranks at all: why (--ranks above 1 is refused with it)
+    # what the loader calls the N and the M of --ranks and --loader-workers (MaxText's Grain: hosts and their
+    # worker processes, not ranks and DataLoader workers)
+    rank_word: str = "rank"
+    worker_word: str = "DataLoader worker"
 
 
 PIPELINES = {
@@ -65,7 +69,9 @@ PIPELINES = {
         "grain_data_processing.py get_datasets) and packs with its own num_packing_bins (the per-host batch: "
         f"default {HOST_BINS}, per_device_batch_size 12 x {HOST_DEVICES} devices a host; --loader-arg bins=N sets it, "
         "--buffer does not); "
-        "grain's mp_prefetch gives each worker process every W-th record of its host and its own packer"),
+        "grain's mp_prefetch gives each worker process every W-th record of its host and its own packer "
+        "(--ranks: the hosts, --loader-workers: each host's worker processes)",
+        rank_word="host", worker_word="Grain worker process"),
     "foundry": Pipeline(
         "foundry_concat", "file", 128, "worker",
         "llm-foundry's ConcatTokensDataset (llm-foundry 0.22.0) packs only in its offline MDS conversion, "
@@ -137,4 +143,4 @@ def describe(plan) -> dict:
     return {"name": plan.pipeline_name, "follows": p.follows, "owner": p.owner, "ranks": topo.ranks,
             "loader_args": dict(plan.loader_args), "loader_workers": topo.loader_workers,
             "worker_streams": topo.worker_streams, "packers": plan.packers_arg, "split_by": topo.split_by,
-            "refill_docs": topo.refill_docs}
+            "refill_docs": topo.refill_docs, "rank_word": p.rank_word, "worker_word": p.worker_word}

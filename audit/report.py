@@ -376,8 +376,13 @@ def pipeline_lines(pl):
     who = ("one packer serves the whole run, so the one-stream audit below is the run's answer" if W == 1 and
            pl["owner"] == "stream" else f"{W:,} worker stream{'s' * (W > 1)}, each its own packer and buffer")
     how = f"split by {pl['split_by']}, " if W > 1 else ""
-    return [f"Pipeline **{pl['name']}** at {N} rank{'s' * (N > 1)} x {M} DataLoader worker{'s' * (M > 1)}: {who} "
+    return [f"Pipeline **{pl['name']}** at {_count(N, pl['rank_word'])} x {_count(M, pl['worker_word'])}: {who} "
             f"({pl['packers']}, {how}{pl['refill_docs']} documents per refill). It follows {pl['follows']}.", ""]
+
+
+def _count(n, word):
+    """'1 host', '4 hosts', '2 Grain worker processes'."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}{'es' if word.endswith('s') else 's'}"
 
 
 def topology_sentence(topo, one, name, R):
