@@ -528,7 +528,10 @@ def report_md(summary) -> str:
     per = {n: s for n, s in summary["packers"].items() if "refused" not in s}
     out = [f"**{summary['horizon']['sentence']}**", "", f"# Source audit: {summary['stream']}", "",
            f"Budget: {summary['targets']:,} targets = {summary['rows']:,} rows of R={summary['row_capacity']} "
-           f"({summary['budget_reason']}); buffer B={summary['buffer']}. The trainer's final unused prefetch is "
+           f"({summary['budget_reason']}); buffer B={summary['buffer']}"
+           + ("" if all(s.get("how") == "replayed" for s in per.values()) else
+              " (the paper's packers'; a library packer buffers as its own code does)")
+           + ". The trainer's final unused prefetch is "
            f"excluded. A traced packer's rows are its own (a library may pack to another capacity).", ""]
     if summary.get("corpus"):
         out += corpus_lines(summary["corpus"])

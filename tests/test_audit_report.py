@@ -110,6 +110,7 @@ def test_a_budget_past_one_pass_is_said_first(tmp_path, capsys):
                        "--packers", "original", "--permutations", "0", "--no-figures", "--out", str(tmp_path / "o")]) == 0
     first = (tmp_path / "o" / "report.md").read_text().splitlines()[0]
     assert first.startswith("**The budget is 3.3 passes over this corpus") and "arrives repeatedly" in first
+    assert "; buffer B=4. The trainer's" in (tmp_path / "o" / "report.md").read_text()
     printed = capsys.readouterr().out
     assert "note: The budget is 3.3 passes" in printed and printed.count("The budget is 3.3 passes") == 1
     # one packer: its own sentence, not a comparison "across 1 packers"
@@ -205,7 +206,11 @@ def test_your_own_packer_from_the_command_line(tmp_path, monkeypatch):
     comp = json.loads((tmp_path / "o" / "comparison.json").read_text())["packers"]
     assert (comp["pack"]["padding_share"], comp["pack"]["empty_share"]) == (0.0, 29 / 90)
     assert comp["original"]["empty_share"] == 0.0
-    assert "| padding | empty |" in (tmp_path / "o" / "report.md").read_text()
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "| padding | empty |" in md
+    # B is the paper's packers' buffer: a library or own packer keeps its own (a new user's probe read B=1000 on a
+    # Megatron report); with the paper's packers alone the header says B bare (the test below)
+    assert "buffer B=2 (the paper's packers'; a library packer buffers as its own code does)." in md
 
 
 def test_the_main_jobs_packer_comparison_says_what_it_left_out(tmp_path, monkeypatch, capsys):
