@@ -128,7 +128,8 @@ def parse_args(argv=None):
                          "report gives the merged answer beside the one-stream answer for the same budget")
     ap.add_argument("--split-by", default=None, help=SPLIT_HELP)
     ap.add_argument("--pipeline", metavar="NAME", help="a named loader: fills in --packers, --split-by and "
-                    "--refill-docs where you leave them out, and says what owns a buffer (" + help_lines() + ")")
+                    "--refill-docs where you leave them out, and says what owns a buffer (" + help_lines() + "); what "
+                    "each follows in its loader's code, file by file, heads the report (and summary.json's pipeline)")
     add_engine_args(ap, "permutations (--permutations above 0, with the original packer) and worker streams' "
                         "audits (--ranks / --loader-workers above 1)")
     ap.add_argument("--workers", type=int, default=None,

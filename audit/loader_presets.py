@@ -103,8 +103,14 @@ LEFT_OUT = {"trl": "pack_dataset already packs each map() batch of 1,000 documen
                    "of rows per worker stream does not describe"}
 
 
+OWNS = {"stream": "one packer for the run", "rank": "a packer per rank", "worker": "a packer per worker of each rank"}
+
+
 def help_lines() -> str:
-    return "; ".join(f"{n}: {p.follows}" for n, p in PIPELINES.items())
+    """Each preset in a few words for --help (the facts each follows, with their file:line, are the report's pipeline
+    line and summary.json's; the whole text here made --help's entry 100 lines long)."""
+    return "; ".join(f"{n}: {p.packer}, {OWNS[p.owner]}" + (f", split by {p.split_by}" if p.owner != "stream" else "")
+                     for n, p in PIPELINES.items())
 
 
 @dataclass(frozen=True)

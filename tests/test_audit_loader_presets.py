@@ -128,3 +128,19 @@ def test_foundry_deals_whole_files_to_the_conversion_workers(lengths_file):
     stream = StreamInput("files", "lengths", L, np.array([0, 7]), index=index)
     got = [s.index.doc.tolist() for s in shares(stream, t.worker_streams, t.split)]
     assert got == [[0, 1, 2], [3, 4, 5, 6]]
+
+
+def test_the_pipeline_help_names_each_preset_and_who_owns_a_buffer_in_a_few_lines(capsys):
+    """A new user's probe: --pipeline's --help entry was about 100 lines (every preset's facts); those head each
+    report now, and the entry names each preset's packer and who owns a buffer."""
+    from audit.loader_presets import PIPELINES
+
+    with pytest.raises(SystemExit):
+        audit_main(["--help"])
+    text = capsys.readouterr().out
+    entry = text[text.index("\n  --pipeline NAME"):].split("\n  --", 2)[1]
+    assert len(entry.splitlines()) <= 16, entry
+    flat = " ".join(entry.split())
+    for name, p in PIPELINES.items():
+        assert f"{name}: {p.packer}, " in flat, name
+    assert "nanochat: original, a packer per rank, split by file-group:1024;" in flat
