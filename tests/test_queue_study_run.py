@@ -422,6 +422,23 @@ def test_a_stage_a_of_another_setting_is_refused_naming_what_differs(micro):
         check_setting(cal, MICRO, cfg, calib, given=False, domains={"control": {"x": {}}, "selection": {"y": {}}})
 
 
+def test_a_study_refused_for_its_stage_a_leaves_no_file_of_its_own(micro, tmp_path, monkeypatch, capsys):
+    """A new user's probe: the refusal of a --calibration of another setting left OUT/provenance.json behind."""
+    import argparse
+    from dataclasses import replace
+
+    from shardqueue.study.run import run_study
+
+    monkeypatch.setitem(presets.PRESETS, "micro", replace(MICRO, micro_rows=8))
+    args = argparse.Namespace(preset="micro", out=str(tmp_path / "s"), data_dir=str(micro["data"]), dry_run=False,
+                              curve=False, calibration=str(micro["out"] / "stage_a"), device="cpu", workers=1,
+                              engine="local", ray_address=None)
+    assert run_study(args, log=lambda s: None) == 2
+    assert "a stage A of another setting (micro_rows 4 (the preset's 8))" in capsys.readouterr().err
+    left = sorted(p.name for p in (tmp_path / "s").iterdir()) if (tmp_path / "s").exists() else []
+    assert left == [], left
+
+
 def test_a_study_on_a_data_root_with_no_prepared_corpus_is_one_line_and_makes_no_folder(tmp_path, capsys,
                                                                                        monkeypatch):
     monkeypatch.setitem(presets.PRESETS, "micro", MICRO)

@@ -421,11 +421,13 @@ def _run(a, p, out, rq, log, engine):
     t_all = time.time()
     data = probed_data_root(a, p, out, engine)
     p = with_corpus_vocab(p, data, log)
-    prov = out / "provenance.json"  # the commit and machine the runs were made with (a rebuilt report keeps them)
-    if not prov.exists():
-        atomic_write_json(prov, provenance.study())
     made_a = not calibration_dir(a, out).joinpath("calibration.json").exists()
     cfg, world, pool, calib, cal = stage_a(a, p, out, rq, log, data)
+    # the commit and machine the runs were made with (a rebuilt report keeps them); after stage A, whose refusal
+    # (a stage A of another setting) leaves no file of this study behind
+    prov = out / "provenance.json"
+    if not prov.exists():
+        atomic_write_json(prov, provenance.study())
     # stage A's time, kept as soon as it is done: a study interrupted later and finished by another invocation
     # must not take that invocation's few seconds of opening stage A for it
     ta_file = out / "stage_a_seconds.json"
