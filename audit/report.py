@@ -79,17 +79,25 @@ TERMS = [
 ]
 
 
+def _read_from(inputs):
+    """'3 files', '1 Megatron prefix (its .bin and .idx)': a Megatron input is one dataset of two files."""
+    files = sum(len(i["files"]) for i in inputs if i["format"] != "megatron")
+    prefixes = sum(1 for i in inputs if i["format"] == "megatron")
+    said = ([f"{files:,} file{'s' * (files != 1)}"] if files or not prefixes else []) + (
+        [f"{prefixes:,} Megatron prefix{'es' * (prefixes != 1)} (each a .bin and its .idx)"] if prefixes else [])
+    return " and ".join(said)
+
+
 def corpus_lines(c):
     """Where a corpus read in place came from and how its lengths were counted (the BOS choice stated)."""
-    files = sum(len(i["files"]) for i in c["inputs"])
     tok = c.get("tokenizer")
     bos = c["bos"]
     how = {"auto": "a BOS counted for text, and for token data only where the first token is not the BOS id",
            "add": "a BOS counted for every document", "none": "no BOS counted"}[bos["policy"]]
     n_lone = c.get("empty_documents", 0) if bos["policy"] != "none" else 0
     lone = f" ({n_lone:,} of them a lone BOS: an empty text or token list)" if n_lone else ""
-    return [f"Corpus: {c['documents']:,} documents{lone}, {c['tokens']:,} tokens, read from {files:,} file"
-            f"{'s' * (files != 1)} ({', '.join(sorted({i['format'] for i in c['inputs']}))}); "
+    return [f"Corpus: {c['documents']:,} documents{lone}, {c['tokens']:,} tokens, read from {_read_from(c['inputs'])} "
+            f"({', '.join(sorted({i['format'] for i in c['inputs']}))}); "
             + (f"tokenizer {tok['kind']} {tok['ref']} "
                f"(SHA256 {str(tok.get('sha256', ''))[:12]}); " if tok else "")
             + f"BOS policy {bos['policy']} ({how}" + (f"; id {bos['id']}" if bos["id"] is not None else "") + ")."

@@ -468,6 +468,11 @@ def test_the_corpus_line_says_how_many_documents_are_a_lone_bos():
                                          "list), 59,006 tokens, read from 2 files (jsonl); BOS policy auto")
     for quiet in ({**c, "empty_documents": 0}, {k: v for k, v in c.items() if k != "empty_documents"}):
         assert corpus_lines(quiet)[0].startswith("Corpus: 1,500 documents, 59,006 tokens")
+    # a Megatron prefix is one dataset of two files (a new user's probe read "2 files" for one prefix)
+    mg = {**c, "inputs": [{"files": ["a.idx", "a.bin"], "format": "megatron"}, {"files": [1], "format": "jsonl"}]}
+    assert "read from 1 file and 1 Megatron prefix (each a .bin and its .idx) (jsonl, megatron);" in corpus_lines(mg)[0]
+    mg["inputs"] = mg["inputs"][:1] * 2
+    assert "read from 2 Megatron prefixes (each a .bin and its .idx) (megatron);" in corpus_lines(mg)[0]
 
 
 def test_the_label_tables_and_figure_show_the_thirty_labels_with_the_most_documents(tmp_path):
