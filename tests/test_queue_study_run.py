@@ -488,3 +488,17 @@ def test_the_verdicts_bpb_gaps_say_why_they_are_not_given(micro):
     said = any(ln.startswith("The BPB gaps are n/a") for ln in verdict_lines(s))
     assert said is not s["per_axis"]["defined"]  # the micro study's own: said exactly where they are not given
     assert "given either way" not in (micro["out"] / "report.md").read_text()
+
+
+def test_a_b_minus_a_of_identical_runs_is_said_to_measure_nothing(micro):
+    """A new user's probe: at a seed where B rejected nothing, A and B trained alike and B - A read +0.00 with no word,
+    where the same case for B - C was said. The micro study's B rejects nothing at either seed: A and B are alike."""
+    s = micro["summary"]
+    final = {r["name"]: r["final_selection"] for r in s["runs"]}
+    assert final["A_s43"] == final["B_s43"] and final["A_s44"] == final["B_s44"]  # the case is met
+    said = ("arm A ended with exactly B's selection losses (B rejected nothing, so it trained A's shards): B - A there "
+            "says nothing about choosing shards.")
+    assert f"At seeds 43, 44 {said}" in verdict_lines(s)
+    moved = {**final["A_s44"], "mean": final["A_s44"]["mean"] + 0.01}  # seed 44's A trained otherwise
+    runs = [dict(r, final_selection=moved) if r["name"] == "A_s44" else r for r in s["runs"]]
+    assert f"At seed 43 {said}" in verdict_lines({**s, "runs": runs})

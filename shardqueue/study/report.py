@@ -296,12 +296,14 @@ def verdict_lines(s):
                  + (f"{ax['b_minus_a_bpb'][k]:+.4f} | {ax['b_minus_c_bpb'][k]:+.4f} |" if ax["defined"] else "n/a | n/a |"))
     if not ax["defined"]:
         L += ["", f"The BPB gaps are n/a: the per-axis reading is not defined here ({ax['reason']})."]
-    same = [r["seed"] for r in s["runs"] if r["arm"] == "B" and any(
-        c["arm"] == "C" and c["seed"] == r["seed"] and c["final_selection"] == r["final_selection"] for c in s["runs"])]
-    if same:  # identical final losses: C rejected exactly what B did (or neither rejected), so B - C is zero by accident
-        L += ["", f"At seed{'s' if len(same) > 1 else ''} {', '.join(map(str, same))} arm C ended with exactly B's "
-                  "selection losses (neither rejected, or C's drawn rejections fell on the shards B rejected): B - C "
-                  "there says nothing about choosing shards."]
+    for other, why in (("C", "neither rejected, or C's drawn rejections fell on the shards B rejected"),
+                       ("A", "B rejected nothing, so it trained A's shards")):
+        same = [r["seed"] for r in s["runs"] if r["arm"] == "B" and any(
+            c["arm"] == other and c["seed"] == r["seed"] and c["final_selection"] == r["final_selection"]
+            for c in s["runs"])]
+        if same:  # identical final losses: the difference is zero by construction, not a measured tie
+            L += ["", f"At seed{'s' if len(same) > 1 else ''} {', '.join(map(str, same))} arm {other} ended with "
+                      f"exactly B's selection losses ({why}): B - {other} there says nothing about choosing shards."]
     if ad["intervals"]:
         L += ["", "Paired mean differences over the seeds, beside the rule (95% t interval, n - 1 degrees of freedom):",
               "", "| Comparison | Seeds | Mean (points) | SD | t | 95% interval | Against T | Against the floor 0.6 |",
