@@ -59,5 +59,7 @@ class Reexecution:
         d = read_json(Path(folder) / FILE)
         if d is None:
             return None
+        if isinstance(d, dict):  # a file written before whole_log was kept reads as one that does not say
+            d = {"whole_log": None, **d}
         rx = from_mapping(cls, d, where, SCHEMA)
         return rx if rx.difference is None else replace(rx, difference=from_mapping(Difference, rx.difference, where))

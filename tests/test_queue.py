@@ -16,6 +16,7 @@ import main as main_job
 from conftest import QUEUE_CFG, QUEUE_SETTINGS, ROOT, one_line_error, queue_script
 
 from errors import DataError
+from records.reexecution import Reexecution
 from shardqueue import api as rq
 from shardqueue import calibration
 from shardqueue.engine import run_folder
@@ -25,10 +26,10 @@ from shardqueue.engine.log import line_of, read_log, record_sha256
 from shardqueue.engine.packing import shard_rows, shard_tokens, update_batches
 from shardqueue.engine.branch_check import branch_check
 from shardqueue.engine.runner import Runner
-from shardqueue.settings import QueueSettings
 from shardqueue.engine.training import params_sha256
 from shardqueue.policy.rule import calibrate as calibrate_rule
 from shardqueue.policy.rule import clopper_pearson_upper, held_out_rate
+from shardqueue.settings import QueueSettings
 from shardqueue.world.rotation import shard_docs
 
 cli = queue_script("run_queue")  # the command line, called in-process
@@ -1199,7 +1200,6 @@ def test_an_untouched_log_is_reproduced_bitwise(full_run, reexecuted):
 def test_a_read_only_run_folder_still_gets_the_reexecutions_verdict(full_run, reexecuted, capsys, monkeypatch):
     import errno
 
-    from records.reexecution import Reexecution
     from shardqueue.checks import reexecute as rx_module
 
     def read_only(self, folder):
@@ -1363,6 +1363,10 @@ def test_a_stretch_reexecuted_after_the_whole_log_leaves_its_verdict_and_the_mai
     for held, whole_log in ((False, True), (True, False), (True, None)):  # failed; a stretch; an older file
         (run / "reexecution.json").write_text(json.dumps({**whole, "held": held, "whole_log": whole_log}))
         assert not main_job._held(run / "reexecution.json"), (held, whole_log)
+    # a file written before whole_log was kept: it loads (the findings page reads it), and the main job runs it again
+    (run / "reexecution.json").write_text(json.dumps({k: v for k, v in whole.items() if k != "whole_log"}))
+    old = Reexecution.load(run)
+    assert old.held and old.whole_log is None and not main_job._held(run / "reexecution.json")
 
 
 def test_reconstruct_execute_from_a_checkpoint_inside_the_in_queue_decay(decay_runs, capsys):
