@@ -1274,6 +1274,8 @@ def test_plain_reconstruct_checks_the_written_summary_and_with_it_the_logs_last_
         rc = cli.main(["reconstruct", "--out", str(run)])
         err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
         assert rc == 1 and len(err) == 1 and f"queue_summary.json: {field} is " in err[0], (field, err)
+        assert err[0].endswith("or the file was written by another version of this code; if the log is to be "
+                               "trusted, remove the file and `run --resume` writes it from the log")
     # the finished run resumed: the log's summary, never the edited file's
     _write_log(run, recs)
     (run / "queue_summary.json").write_text(json.dumps({**summary, "harmful_accepted": ["h0000"]}))

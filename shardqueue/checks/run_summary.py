@@ -1,17 +1,65 @@
 """A queue run's summary (queue_summary.json) from its decision log, its calibration and its pool (summarize), and a
 written summary checked against it (checked_summary): the run writes the first; `reconstruct` and a resume of a
-finished run check the file, which no record chains (nor the log's last record, which no later one does)."""
+finished run check the file, which no record chains (nor the log's last record, which no later one does). Here, not
+in checks/report.py, so that `reconstruct` loads no figure library."""
 import json
+
+import numpy as np
 
 from errors import DataError
 from records.queue_run import RuleCalibration, RunSummary, Scores, ScreenAgreement
-from shardqueue.checks.report import screen_agreement
 from shardqueue.policy.rule import rate_kind
 from shardqueue.world.pool import pool_roles
 
 SUMMARY = "queue_summary.json"
 
 
+# ---- the forward-only screen against the measured rise (the summary's screen agreement) ----------------------
+def _ranks(v):
+    v = np.asarray(v, dtype=float)
+    order = np.argsort(v, kind="mergesort")
+    r = np.empty(len(v))
+    r[order] = np.arange(len(v))
+    for x in np.unique(v):  # average ranks for ties
+        m = v == x
+        r[m] = r[m].mean()
+    return r
+
+
+def spearman(a, b):
+    if len(a) < 3:
+        return None
+    ra, rb = _ranks(a), _ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return None
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def auc(scores, labels):
+    """P(score of a positive > score of a negative), ties 1/2; None without both classes."""
+    pos = [s for s, l in zip(scores, labels) if l]
+    neg = [s for s, l in zip(scores, labels) if not l]
+    if not pos or not neg:
+        return None
+    return float(np.mean([1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg]))
+
+
+def max_rise(rec):
+    """The largest rise over the reference in units of the threshold's sigma (k * sigma_d / k)."""
+    thr = rec.get("thresholds") or {}
+    return max((rec["deltas"][d] / thr[d] for d in thr if thr[d] > 0), default=None)
+
+
+def screen_agreement(recs):
+    """How well the forward-only screen predicts the training-based measurement (candidate shards)."""
+    c = [r for r in recs if r["event"] == "train" and r["role"] == "candidate" and "screen" in r and max_rise(r) is not None]
+    s = [r["screen"]["score"] for r in c]
+    return {"n": len(c), "spearman_screen_vs_rise": spearman(s, [max_rise(r) for r in c]),
+            "auc_screen_flagged": auc(s, [bool(r["flagged"]) for r in c]), "flagged": sum(bool(r["flagged"]) for r in c),
+            "caveat": f"{len(c)} shards, {sum(bool(r['flagged']) for r in c)} flagged: a small sample; read as a sketch"}
+
+
+# ---- the summary -------------------------------------------------------------------------------------
 def accepted_targets(recs) -> int:
     """The targets of the trainings that were kept: each `accept` takes its shard's training just before it. An
     earlier try of the shard (rolled back, deferred, accepted later) is spent, not accepted; a recovery shard
@@ -74,7 +122,9 @@ def checked_summary(path, recs, calib, pool) -> RunSummary:
     for k, v in given.items():
         if written.get(k) != v:
             raise DataError(f"{path}: {k} is {_short(written.get(k))} where the decision log gives {_short(v)}: the "
-                            "file, or the log's last record, was changed after the run wrote them")
+                            "file or the log's last record was edited, or the file was written by another version of "
+                            "this code; if the log is to be trusted, remove the file and `run --resume` writes it from "
+                            "the log")
     return want
 
 
