@@ -184,6 +184,11 @@ def main(argv=None):
         a.device = resolve_device(a.device, "--device")
         configure(a.device)
         if a.command == "run":
+            # a new run's rate with another policy: else recorded, never used, and a resume refused on it (a run
+            # that recorded one before this check still resumes and re-executes: the plan takes its record as it is)
+            if a.policy != "random" and a.reject_rate != 0:
+                raise DataError(f"--reject-rate {a.reject_rate:g}: a reject rate is policy random's; policy {a.policy} "
+                                "takes none (--reject-rate goes with --policy random)")
             plan = RunPlan(policy=a.policy, seed=a.seed, reject_rate=a.reject_rate, budget_targets=a.budget_targets,
                            rotation_shards=a.rotation_shards, branch_check=not a.no_branch_check)
         check_reads(a, out)

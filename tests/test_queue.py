@@ -994,7 +994,7 @@ def test_reconstruct_rehashes_shards_checks_relative_paths_and_malformed_records
     (["calibrate"], "calibrate needs --config CFG.json"),  # not the default, paper-scale model on any machine
     (["calibrate", "--config", "no/such.json"], "no/such.json: config file not found"),  # and no folder left
     (["run", "--rotation-shards", "0"], "--rotation-shards"),
-    (["run", "--reject-rate", "0.5"], "a reject rate (0.5) is policy random's; policy queue takes none"),
+    (["run", "--reject-rate", "0.5"], "--reject-rate 0.5: a reject rate is policy random's; policy queue takes none"),
     (["calibrate", "--per-domain", "0"], "--per-domain"),
     (["calibrate", "--sigma-shards", "0"], "--sigma-shards"),
     (["reconstruct", "--to-record", "0"], "--to-record"),
@@ -1448,3 +1448,12 @@ def test_resume_and_reconstruct_refuse_an_edited_calibration_config_naming_each_
     assert reconstruct_folder(run, out=lambda s: None) == 1
     err = capsys.readouterr().err
     assert all(f"config.json {k}" in err for k in EDITS), err
+
+
+def test_a_start_record_with_a_rate_under_another_policy_still_rebuilds_its_plan():
+    """Runs recorded a --reject-rate under policy queue before the command line refused it (review): their plan is
+    rebuilt as recorded, so they resume and re-execute."""
+    start = {"policy": "queue", "seed": 3, "reject_rate": 0.5, "budget_targets": 600, "rotation_shards": 6,
+             "branch_check": True}
+    plan = rq.RunPlan.from_record(start)
+    assert (plan.policy, plan.reject_rate) == ("queue", 0.5) and plan.recorded()["reject_rate"] == 0.5

@@ -39,9 +39,6 @@ class RunPlan:
             raise DataError(f"policy {self.policy!r} is not one of {', '.join(POLICIES)}")
         if self.policy == "random" and not 0 < self.reject_rate < 1:
             raise DataError(f"policy random needs 0 < reject_rate < 1 (got {self.reject_rate})")
-        if self.policy != "random" and self.reject_rate != 0:  # else recorded, never used, and a resume refused on it
-            raise DataError(f"{WHAT}: a reject rate ({self.reject_rate:g}) is policy random's; policy {self.policy} "
-                            "takes none (--reject-rate goes with --policy random)")
         for k in ("rotation_shards", "budget_targets", "decay_updates"):
             v = getattr(self, k)
             if v is not None and not v >= 1:
