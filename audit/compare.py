@@ -26,8 +26,8 @@ def long_tenths_exposed(s):
 
 def empty_share(s):
     """The share of the rows' capacity that holds no token (rows a packer left short; padding is apart): 0 for the
-    paper's packers, whose every row is full; a traced packer's from the rows it yielded; None where the audit does
-    not see the rows (a rule's)."""
+    paper's packers, whose every row is full; a traced packer's (a library's, a rule's, your own) from the rows it
+    yielded; None where its trace made no row."""
     if s["how"] == "replayed":
         return 0.0
     t = s.get("trace")

@@ -125,17 +125,24 @@ def asked_counts(summary, per):
     return out
 
 
-def topology_words(topo) -> str:
-    N, M = topo["ranks"], topo["loader_workers"]
-    return (f"{N} rank{'s' * (N > 1)} x {M} loader worker{'s' * (M > 1)} ({topo['worker_streams']} worker streams, "
-            f"split by {topo['split_by']})")
+def loader_words(pl) -> tuple:
+    """What the loader calls the N of --ranks and the M of --loader-workers: a --pipeline's own words (MaxText's Grain:
+    hosts and worker processes), else ranks and loader workers."""
+    return (pl["rank_word"], pl["worker_word"]) if pl else ("rank", "loader worker")
+
+
+def topology_words(topo, pl=None) -> str:
+    rank, worker = loader_words(pl)
+    return (f"{_count(topo['ranks'], rank)} x {_count(topo['loader_workers'], worker)} ({topo['worker_streams']} "
+            f"worker streams, split by {topo['split_by']})")
 
 
 def documents_section(summary, per):
     """The first screen: what each packer did with the researcher's documents, in plain words (per: asked_counts)."""
     out = ["## What happened to your documents", ""]
     if summary.get("topology"):
-        out += [f"Under the loader topology asked for, {topology_words(summary['topology'])}: each packer's counts "
+        words = topology_words(summary["topology"], summary.get("pipeline"))
+        out += [f"Under the loader topology asked for, {words}: each packer's counts "
                 "merged over its worker streams, each of which packs its own share with a buffer of its own. One "
                 "stream of the same budget is in \"Loader topology\" and the sections after it.", ""]
     counted = {n: s for n, s in per.items() if s.get("documents")}
@@ -393,13 +400,13 @@ def _count(n, word):
     return f"{n} {word}" if n == 1 else f"{n} {word}{'es' if word.endswith('s') else 's'}"
 
 
-def topology_sentence(topo, one, name, R):
-    """The merged answer beside the one-stream answer for the same budget."""
+def topology_sentence(topo, one, name, R, pl=None):
+    """The merged answer beside the one-stream answer for the same budget (pl: the --pipeline, whose words it uses)."""
     m = topo["packers"][name]["merged"]
     never = m["sources_longer_than_R_arrived"] - m["sources_longer_than_R_started"]
     one_never = one["sources_longer_than_R_arrived"] - one["sources_longer_than_R_started"]
     R = one.get("row_capacity", R)  # the packer's own: a library's row may hold one token more or less
-    return (f"With {topology_words(topo)}, {name} never starts {never:,} of its "
+    return (f"With {topology_words(topo, pl)}, {name} never starts {never:,} of its "
             f"{m['sources_longer_than_R_arrived']:,} arrived sources longer than R = {R:,} "
             f"({m['sources_never_started']:,} of {m['sources_arrived']:,} arrivals in all{_docs_never(m)}); one stream "
             f"would leave {one_never:,} of {one['sources_longer_than_R_arrived']:,} ({one['sources_never_started']:,} of "
@@ -456,9 +463,10 @@ def topology_section(summary, per):
     out = ["## Loader topology", ""]
     names = [n for n in per if "refused" not in topo["packers"][n]["merged"]]
     for n in names:
-        out += [topology_sentence(topo, per[n], n, summary["row_capacity"]), ""]
+        out += [topology_sentence(topo, per[n], n, summary["row_capacity"], summary.get("pipeline")), ""]
     out += worker_stream_failures(topo, names) + hf_later_passes(topo, names)
-    header = ["packer", "stream (rank, worker)", "documents", "rows", "sources arrived", "never started",
+    rank, worker = loader_words(summary.get("pipeline"))
+    header = ["packer", f"stream ({rank}, {worker})", "documents", "rows", "sources arrived", "never started",
               "> R arrived", "> R never started", "partition adds up", "Proposition held"]
     rows, N = [], topo["ranks"]
     for n in names:
@@ -494,7 +502,7 @@ def verdict(summary) -> str:
             f"({passes:.0%} of one pass)")
     merged = summary.get("topology") and not s.get("one_stream_only")
     if merged:
-        when += f", with {topology_words(summary['topology'])}"
+        when += f", with {topology_words(summary['topology'], summary.get('pipeline'))}"
     prot = one["protected"]
     held = (f", the {prot['size']:,} longest of them buffered and unstarted as the Proposition says"
             if not merged and prot["applies"] and prot["proposition_held"] and prot["size"] else

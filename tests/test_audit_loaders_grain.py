@@ -121,6 +121,8 @@ def test_the_report_names_the_packers_own_row_capacity_where_it_counts_against_i
     assert "arrived documents longer than R = " not in report  # arrivals are sources, not documents
     # MaxText's Grain has hosts and worker processes, not ranks and DataLoader workers (a new user's probe)
     assert "Pipeline **grain** at 2 hosts x 1 Grain worker process: 2 worker streams" in report
+    assert "With 2 hosts x 1 Grain worker process (2 worker streams, split by document), grain_first_fit" in report
+    assert "| stream (host, Grain worker process) |" in report and " rank" not in report.replace("ranks x", "")
 
 
 def test_the_default_bins_are_maxtexts_per_host_batch_not_the_buffer(tmp_path):
