@@ -180,20 +180,26 @@ def cheapest_change(points, current, ref, in_stream=None):
     best = min(ok, key=lambda p: (len(changed(_cfg(p), current)), p["crop_waste"],
                                   -(p["last_tenth_exposure"] or 0.0), p["buffer"]))
     change = ", ".join(f"{k} {current[k]} -> {best[k]}" for k in changed(_cfg(best), current))
-    per_pass = best["documents_per_pass"]
-    big = "" if best["buffer"] <= per_pass else (
-        f"; B {best['buffer']:,} holds more documents than a pass of the "
-        f"{'stream' if best['worker_streams'] == 1 else 'smallest worker stream'} ({per_pass:,})")
     return (f"Cheapest listed change that starts every document longer than {ref:,} tokens that arrived by the "
             f"horizon (cheapest: {CHEAPEST}): {change} (crop waste {now['crop_waste']:.2%} -> {best['crop_waste']:.2%}; "
             f"never started {_of(now, in_stream)} -> {_of(best, in_stream)}; last-tenth exposure "
-            f"{_pct(now['last_tenth_exposure'])} -> {_pct(best['last_tenth_exposure'])}{big}).{_less_waste(ok, best, current)}")
+            f"{_pct(now['last_tenth_exposure'])} -> {_pct(best['last_tenth_exposure'])}{_big(best)})."
+            f"{_less_waste(ok, best, current, in_stream)}")
 
 
-def _less_waste(ok, best, current):
-    """Where more settings changed buy less crop waste than the cheapest change: the least of it, so that the line
-    never shows the cheapest change's waste as the price of starting every document (a new user's probe: buffer
-    1000 -> 1 at 26.59% waste, beside segment_first at buffer 10 and 2.30%)."""
+def _big(p):
+    """A chosen buffer larger than a pass of its (smallest) worker stream: said, as it holds several passes at once."""
+    if p["buffer"] <= p["documents_per_pass"]:
+        return ""
+    return (f"; B {p['buffer']:,} holds more documents than a pass of the "
+            f"{'stream' if p['worker_streams'] == 1 else 'smallest worker stream'} ({p['documents_per_pass']:,})")
+
+
+def _less_waste(ok, best, current, in_stream=None):
+    """Where more settings changed buy less crop waste than the cheapest change: the least of it, with the same
+    caveats (the documents it reached, a buffer past a pass), so that the line never shows the cheapest change's waste
+    as the price of starting every document (a new user's probe: buffer 1000 -> 1 at 26.59% waste, beside
+    segment_first at buffer 10 and 2.30%)."""
     least = min(ok, key=lambda p: (p["crop_waste"], len(changed(_cfg(p), current)), -(p["last_tenth_exposure"] or 0.0),
                                    p["buffer"]))
     if least["crop_waste"] >= best["crop_waste"]:
@@ -201,7 +207,8 @@ def _less_waste(ok, best, current):
     keys = changed(_cfg(least), current)
     return (f" The least crop waste that starts every document takes {len(keys)} settings changed: "
             f"{', '.join(f'{k} {current[k]} -> {least[k]}' for k in keys)} (crop waste {least['crop_waste']:.2%}; "
-            f"last-tenth exposure {_pct(least['last_tenth_exposure'])}).")
+            f"never started {_of(least, in_stream)}; last-tenth exposure {_pct(least['last_tenth_exposure'])}"
+            f"{_big(least)}).")
 
 
 def _of(p, in_stream=None):

@@ -178,18 +178,23 @@ def test_the_cheapest_change_is_one_setting_before_two_even_at_more_waste():
         "(cheapest: fewest settings changed, then least crop waste, then most last-tenth exposure): packer original -> "
         "segment_first (crop waste 0.83% -> 0.37%; never started 106 of 200 arrived -> 0 of 200 arrived; last-tenth "
         "exposure 0.00% -> 88.54%). The least crop waste that starts every document takes 2 settings changed: buffer "
-        "1000 -> 10000, packer original -> segment_first (crop waste 0.01%; last-tenth exposure 93.00%).")
+        "1000 -> 10000, packer original -> segment_first (crop waste 0.01%; never started 0 of 200 arrived; last-tenth "
+        "exposure 93.00%; B 10,000 holds more documents than a pass of the stream (3,000)).")
     # the probe's case: the one change (B 1000 -> 1) wastes far more than the current configuration, two changes less
     probe = [_point(1000, "original", 0.0094, 40, 0.0), _point(1, "original", 0.2659, 0, 0.0183),
              _point(10, "segment_first", 0.023, 0, 0.9755), _point(1, "segment_first", 0.05, 0, 0.99)]
     assert sweep.cheapest_change(probe, PAPERS, 2049).endswith(
         "buffer 1000 -> 1 (crop waste 0.94% -> 26.59%; never started 40 of 200 arrived -> 0 of 200 arrived; last-tenth "
         "exposure 0.00% -> 1.83%). The least crop waste that starts every document takes 2 settings changed: buffer "
-        "1000 -> 10, packer original -> segment_first (crop waste 2.30%; last-tenth exposure 97.55%).")
+        "1000 -> 10, packer original -> segment_first (crop waste 2.30%; never started 0 of 200 arrived; last-tenth "
+        "exposure 97.55%).")
     # the main job's case: segment-first reaches fewer of the stream's long documents by the horizon (600 of 761),
     # so its 0 is of another population than the original's 624, and the line says so
     pts[1]["long_documents"] = 150
     assert "never started 106 of 200 arrived -> 0 of 150 arrived, 50 of the stream's 200 never reached;" in \
+        sweep.cheapest_change(pts, PAPERS, 2049, in_stream=200)
+    pts[2]["long_documents"] = 120  # and the less wasteful pair's own population, said in its clause too (review)
+    assert "(crop waste 0.01%; never started 0 of 120 arrived, 80 of the stream's 200 never reached;" in \
         sweep.cheapest_change(pts, PAPERS, 2049, in_stream=200)
 
 
