@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 from console.shutdown import skip_final_collections  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from errors import DataError, os_error_line  # noqa: E402
+from shardqueue.engine.log import read_log  # noqa: E402
 from shardqueue.settings import BRANCH_CHECKS, DEFAULT_TOLERANCE, POLICIES, QueueSettings  # noqa: E402
 
 DEFAULT_FOLDER = "runs/queue"  # a queue's folder, and where dose looks for a calibration unless told
@@ -298,8 +299,7 @@ def check_stretch(a, out):
             raise DataError(f"--from-checkpoint {a.from_checkpoint}: {path} not found")
     log = out / "decisions.jsonl"
     if a.to_record is not None and log.is_file():
-        with open(log, "rb") as f:
-            n = sum(1 for line in f if line.strip())
+        n = len(read_log(log, log=lambda s: None))  # as the re-execution reads it: a torn last line is no record
         if a.to_record > n:
             raise DataError(f"--to-record {a.to_record}: {log} holds {n} records")
 

@@ -1293,6 +1293,11 @@ def test_a_stretch_that_cannot_be_is_refused_before_the_replay_prints(calibrated
         rc = cli.main(["reconstruct", *argv, "--out", str(run)])
         out, err = capsys.readouterr()
         assert rc == 2 and out == "" and err == f"error: {needle}\n", (out, err)
+    # a torn last line is no record, as the re-execution reads the log (review)
+    with open(run / "decisions.jsonl", "ab") as f:
+        f.write(b'{"seq": 9999, "event": "tor')
+    assert cli.main(["reconstruct", "--to-record", str(n + 1), "--out", str(run)]) == 2
+    assert f"--to-record {n + 1}: {run / 'decisions.jsonl'} holds {n} records" in capsys.readouterr().err
 
 
 def test_reconstruct_execute_from_a_checkpoint(calibrated, full_run, tmp_path, capsys):
