@@ -123,11 +123,13 @@ def plan(source, index, settings, label_const):
     schema = schema_of(fmt, source.files[0])
     role, col = choose_column(schema, settings.column, source.path)
     lab = label_column(schema, settings.label, source.path)
-    common = dict(source=index, fmt=fmt, role=role, column=col, label_column=lab, label_const=label_const)
+    # the table column that holds the label (a dotted name's struct column), named once here for every unit
+    common = dict(source=index, fmt=fmt, role=role, column=col, label_column=lab, label_const=label_const,
+                  extra={"label_top": None if lab is None else _top(schema.names, lab)})
     if fmt == "arrow":
         for f in source.files[1:]:  # every shard of a datasets folder has the first one's columns
             other = schema_of(fmt, f)
-            if col not in other.names or (lab is not None and _top(schema.names, lab) not in other.names):
+            if col not in other.names or (lab is not None and lab not in other.names and not _nested(other, lab)):
                 raise DataError(f"{f}: lacks column {col if col not in other.names else lab!r}, which "
                                 f"{source.files[0]} has")
         return [Unit(part=i, path=f, nbytes=Path(f).stat().st_size, **common) for i, f in enumerate(source.files)]
@@ -152,7 +154,7 @@ def plan(source, index, settings, label_const):
 
 def read(unit, settings):
     """The unit's Batches in row order."""
-    lab = unit.label_column and _top(schema_of(unit.fmt, unit.path).names, unit.label_column)
+    lab = unit.extra.get("label_top")
     cols = [unit.column] + ([lab] if lab and lab != unit.column else [])
     row = unit.first_row or 0
     for table in _tables(unit, cols, settings):
