@@ -15,9 +15,9 @@ def os_error_line(e: OSError, where=None) -> str:
     """One line for a failed read or write (full disk, read-only folder, no permission), naming
     the path and what is needed; a lost connection (ConnectionError is an OSError) as one, and a closed output
     (BrokenPipeError, a ConnectionError) as what it is."""
-    if isinstance(e, BrokenPipeError) and not e.filename:  # `command | head`: the reader ended, nothing is down
-        return ("its output was closed while it wrote (a pipe whose reader ended, as `| head` does); it stopped here: "
-                "send the output to a file, or read it with `less`")
+    if isinstance(e, BrokenPipeError) and not e.filename:  # a pipe's reader ended: `command | head`, or a worker
+        return ("a pipe it wrote to was closed (BrokenPipeError): its reader ended, as `| head` does to the output, or "
+                "a process it fed stopped; it stopped here (send the output to a file, or read it with `less`)")
     if isinstance(e, ConnectionError) and not e.filename:
         text = str(e).strip()
         said = e.strerror or (text.splitlines()[0] if text else "no reason given")

@@ -291,8 +291,8 @@ def test_a_file_where_a_folder_must_be_is_named_as_such():
     # a closed output is a ConnectionError too: said as a closed pipe, not as a connection to check (a new user's
     # probe piped a queue run into `head`)
     assert os_error_line(BrokenPipeError(errno.EPIPE, "Broken pipe")) == (
-        "its output was closed while it wrote (a pipe whose reader ended, as `| head` does); it stopped here: send "
-        "the output to a file, or read it with `less`")
+        "a pipe it wrote to was closed (BrokenPipeError): its reader ended, as `| head` does to the output, or a "
+        "process it fed stopped; it stopped here (send the output to a file, or read it with `less`)")
     assert os_error_line(ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")) == (
         "a connection failed (ConnectionResetError: Connection reset by peer); check that what it connects to is up "
         "and reachable")
