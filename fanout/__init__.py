@@ -9,11 +9,11 @@ engine.share() (on Ray one copy in the object store, for a local pool one file).
     probe.py       what every node must see as the driver does (checkout, corpus, --out), checked before a Ray run
     ray_connect.py joining a Ray cluster (its address, token and port checked first) or starting a local Ray
     ray_engine.py  the Ray engine: the nodes probed, small tasks batched, a lost cluster in one line
-    choose.py      the --engine / --ray-address flags and open_engine(), which the command lines share
+    choose.py      the --engine / --ray-address flags, check_engine() and open_engine(), which the command lines share
     corpus_data.py the corpus length pass (corpus/readers) on an engine: local processes, or Ray Data
 """
-from fanout.choose import ENGINES, add_engine_args, open_engine
+from fanout.choose import ENGINES, add_engine_args, check_engine, open_engine
 from fanout.engine import Engine
 from fanout.task import Task, TaskFailed, gpus_for
 
-__all__ = ["ENGINES", "Engine", "Task", "TaskFailed", "add_engine_args", "gpus_for", "open_engine"]
+__all__ = ["ENGINES", "Engine", "Task", "TaskFailed", "add_engine_args", "check_engine", "gpus_for", "open_engine"]

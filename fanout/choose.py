@@ -23,15 +23,23 @@ def add_engine_args(ap, what="tasks"):
                          "forwards it (default: Ray's warnings only)")
 
 
+def check_engine(kind="local", workers=1, address=None):
+    """The engine options in one line each, before anything starts: an unknown engine, a Ray address without --engine
+    ray, fewer than one worker (a --dry-run checks them too, so that a plan is never printed for a run refused)."""
+    if kind not in ENGINES:
+        raise DataError(f"--engine {kind}: expected one of {', '.join(ENGINES)}")
+    if kind == "local" and address:
+        raise DataError(f"--ray-address {address}: applies to --engine ray only")
+    if workers is not None and workers < 1:
+        raise DataError(f"--workers {workers}: must be at least 1")
+
+
 @contextlib.contextmanager
 def open_engine(kind="local", workers=1, address=None, verbose=False):
     """The engine (an Engine), closed at the end (a Ray started here is stopped). workers: the local engine's
     processes (1: in this process); a Ray takes its cluster's, or this machine's, cores. verbose: Ray's own
     logging and the workers' output (--verbose)."""
-    if kind not in ENGINES:
-        raise DataError(f"--engine {kind}: expected one of {', '.join(ENGINES)}")
-    if kind == "local" and address:
-        raise DataError(f"--ray-address {address}: applies to --engine ray only")
+    check_engine(kind, workers, address)
     engine: Engine = LocalEngine(workers) if kind == "local" else RayEngine(address, verbose)
     try:
         yield engine

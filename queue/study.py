@@ -44,7 +44,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: shardqueue, corpus, training
 
 from console.shutdown import skip_final_collections  # noqa: E402
-from fanout import add_engine_args  # noqa: E402
+from errors import DataError  # noqa: E402
+from fanout import add_engine_args, check_engine  # noqa: E402
 from shardqueue.study.presets import PRESETS, format_plan, plan  # noqa: E402
 
 # Late imports: the study itself (shardqueue.study.run, whose corpus reading --dry-run --source uses) and the memory
@@ -78,9 +79,10 @@ def parse(argv):
 def main(argv=None):
     skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     a = parse(argv)
-    bad = options_refused(a)
-    if bad:  # --dry-run too: a plan printed for options the run would refuse reads as a plan that would run
-        print(f"error: {bad}", file=sys.stderr)
+    try:  # --dry-run too: a plan printed for options the run would refuse reads as a plan that would run
+        check_engine(a.engine, a.workers, a.ray_address)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     if a.dry_run:
         return dry_run(a)
@@ -89,22 +91,11 @@ def main(argv=None):
     return run_study(a)
 
 
-def options_refused(a):
-    """The line refusing the options that need no data: a count under its least, Ray's address without --engine ray
-    (the run checks these too, and the data after them)."""
-    if a.workers < 1:
-        return f"--workers {a.workers}: must be at least 1"
-    if a.ray_address and a.engine != "ray":
-        return f"--ray-address {a.ray_address}: applies to --engine ray only"
-    return None
-
-
 def dry_run(a):
     """The plan, printed. With --source, of the model a run would train: the preset on that corpus, with its
     prepared tokenizer's vocabulary (read from prepared.json; nothing else of the data is touched)."""
     setting = None
     if a.source:
-        from errors import DataError
         from shardqueue.study.run import calibration_dir, data_root, with_corpus_vocab
 
         try:

@@ -24,7 +24,7 @@ from corpus.atomic import atomic_write_json
 from corpus.layout import Layout, default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
 from errors import DataError, os_error_line
-from fanout import Engine, Task, gpus_for, open_engine
+from fanout import Engine, Task, check_engine, gpus_for, open_engine
 from records import provenance
 from records.study import VERSION, StudySummary
 from shardqueue import api as rq
@@ -380,10 +380,9 @@ def run_study(a, log=print):
     out = Path(os.path.abspath(a.out))
     if getattr(a, "calibration", None):
         a.calibration = os.path.abspath(a.calibration)
-    if getattr(a, "workers", 1) < 1:  # refused before anything is made
-        print(f"error: --workers {a.workers}: must be at least 1", file=sys.stderr)
-        return 2
     try:
+        # the engine's options first, before anything is made (queue/study.py checks them before a --dry-run too)
+        check_engine(getattr(a, "engine", "local"), getattr(a, "workers", 1), getattr(a, "ray_address", None))
         # the device first: a bad --device is refused whatever the data, before the corpus is looked for
         a.device = resolve_device(a.device or "auto", "--device")
         if getattr(a, "domains", None):  # a missing or malformed domains file: one line, no --out behind
