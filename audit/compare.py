@@ -104,6 +104,7 @@ def names(ns):
 def sentence(rows, summary) -> str:
     if not rows:
         return "No packer produced rows for this stream."
+    refused = sum("refused" in s for s in summary.get("packers", {}).values())  # in the table, said why; not ranked
     if len(rows) == 1:  # nothing to compare: say what the one packer did
         (name, m), = rows.items()
         never, arrived, what = long_unstarted(m)
@@ -113,7 +114,7 @@ def sentence(rows, summary) -> str:
                 f"than R unstarted and "
                 f"discards {pct(m['discarded_share'])} of arrived tokens"
                 + (f"; {m['continuation_rows']:,} rows start mid-document without a BOS" if m["continuation_rows"] else "")
-                + ".")
+                + "." + (f" {refused} other packer{'s' * (refused > 1)} refused the stream." if refused else ""))
     counted = {n: long_unstarted(r) for n, r in rows.items()}
     what = "documents" if all(c[2] == "documents" for c in counted.values()) else "arrived sources"
     if what != "documents":  # one packer without a fate table: every packer is ranked by its arrivals
@@ -126,7 +127,6 @@ def sentence(rows, summary) -> str:
     disc = max(rows, key=lambda n: rows[n]["discarded_share"])
     cont = sorted((n for n in rows if rows[n]["continuation_rows"]), key=lambda n: -rows[n]["continuation_rows"])
     budget = next(iter(rows.values()))["budget_rows"]
-    refused = sum("refused" in s for s in summary.get("packers", {}).values())  # in the table, said why; not ranked
     but = f" that made rows ({refused} more refused the stream)" if refused else ""
     out = (f"Across {len(rows)} packers{but} asked for {budget:,} rows, {names(most)} "
            f"{'leave' if len(most) > 1 else 'leaves'} the most {what} longer than R unstarted ({of}), {disc} discards "

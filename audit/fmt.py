@@ -21,7 +21,8 @@ def table(header, rows):
 
 
 # a label column with a value per document (an id, a URL) would fill pages and draw a figure 150,000 pixels wide:
-# the tables and the figure show this many, the labels with the most documents; every label stays in summary.json
+# the tables and the figure show this many, the labels with the most documents (the first screen's) or arrivals (the
+# per-label coverage tables and figure); every label stays in summary.json
 LABELS_SHOWN = 30
 
 

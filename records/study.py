@@ -12,8 +12,9 @@ from records.json_record import read_json
 VERSION = "queue-study/5"
 # queue-study/4 named budget_check's verdict "equal", though it holds where the arms trained budgets up to a shard
 # apart (the report said "not equal" beside it); /5 names it "held". A /4 summary reads as /5 (upgraded below).
-UPGRADES = {"queue-study/4": lambda d: {**d, "schema": VERSION, "budget_check": {
-    ("held" if k == "equal" else k): v for k, v in d["budget_check"].items()}}}
+UPGRADES = {"queue-study/4": lambda d: {**d, "schema": VERSION, **({"budget_check": {
+    ("held" if k == "equal" else k): v for k, v in d["budget_check"].items()}} if isinstance(d.get("budget_check"), dict)
+    else {})}}  # a /4 file without its budget check is named by the schema check, not a KeyError
 NUM = (int, float)
 OPT_NUM = (int, float, type(None))
 OPT_INT = (int, type(None))

@@ -318,6 +318,8 @@ def test_the_comparison_ranks_by_documents_names_a_tie_and_says_the_rows_hold_un
     refused = {"packers": {**dict.fromkeys(rows, {}), "megatron_blend": {"refused": "one dataset"}}}
     assert sentence(rows, {"targets": 80, **refused}).startswith(
         "Across 3 packers that made rows (1 more refused the stream) asked for 10 rows, original and")
+    one = {"original": dict(rows["original"], budget_reached=True, discarded_share=0.1, continuation_rows=0)}
+    assert sentence(one, {"targets": 80, **refused}).endswith(" 1 other packer refused the stream.")  # review
     assert said.endswith(" The rows do not hold equal tokens: foundry_binpack emitted 468 (padding 58.77%, empty 0.00%, "
                          "rows of R = 9), original 1,130; compare shares, not counts, across them.")
     # one packer without a fate table: every packer is ranked by its arrivals, and said to be
