@@ -33,11 +33,11 @@ def calibration(**kw):
 
 
 def reexecution(**kw):
-    """What a re-execution found: by default it held, bitwise, on this machine."""
+    """What a re-execution of the whole log found: by default it held, bitwise, on this machine."""
     return Reexecution(**{"held": True, "mode": "bitwise", "tolerance": 0.0, "same_machine": True,
                           "parameter_hashes_compared": True, "first": 1, "last": 58, "records": 58,
                           "from_checkpoint": None, "seconds": 31.4, "largest_float_difference": {},
-                          "difference": None, **kw})
+                          "difference": None, "whole_log": True, **kw})
 
 
 def _packer(rng, name, applies=True):
