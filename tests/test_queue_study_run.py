@@ -502,3 +502,10 @@ def test_a_b_minus_a_of_identical_runs_is_said_to_measure_nothing(micro):
     moved = {**final["A_s44"], "mean": final["A_s44"]["mean"] + 0.01}  # seed 44's A trained otherwise
     runs = [dict(r, final_selection=moved) if r["name"] == "A_s44" else r for r in s["runs"]]
     assert f"At seed 43 {said}" in verdict_lines({**s, "runs": runs})
+
+
+def test_a_finished_run_keeps_no_checkpoint_nor_its_sidecar(micro):
+    """A new user's probe: the finished runs' ckpt_*.json sidecars outlived the checkpoints they describe."""
+    for r in micro["summary"]["runs"]:
+        d = micro["out"] / r["name"]
+        assert (d / "final.pt").exists() and not sorted(p.name for p in d.glob("ckpt_*")), r["name"]
