@@ -413,13 +413,14 @@ def topology_sentence(topo, one, name, R, pl=None):
             f"{one['sources_arrived']:,} arrivals in all{_docs_never(one)}).")
 
 
-def worker_stream_failures(topo, names):
+def worker_stream_failures(topo, names, pl=None):
     """A line naming each worker stream whose partition does not add up or whose Proposition was violated: the
-    per-worker table's NO, said where a reader of the lead (or the console) sees it."""
+    per-worker table's NO, said where a reader of the lead (or the console) sees it (pl: the --pipeline's words)."""
     out, N = [], topo["ranks"]
+    rank, worker = loader_words(pl)
     for n in names:
         for w, c in enumerate(topo["packers"][n]["workers"]):
-            where = f"{n}, worker stream {w} (rank {w % N}, worker {w // N})"
+            where = f"{n}, worker stream {w} ({rank} {w % N}, {worker} {w // N})"
             if not c["partition_holds"]:
                 out += [f"**{where}: the partition does not add up:** {c['tokens_arrived'] + c['bos_added']:,} tokens "
                         f"arrived (BOS markers included) against {c['emitted'] + c['discarded'] + c['buffered']:,} "
@@ -464,7 +465,7 @@ def topology_section(summary, per):
     names = [n for n in per if "refused" not in topo["packers"][n]["merged"]]
     for n in names:
         out += [topology_sentence(topo, per[n], n, summary["row_capacity"], summary.get("pipeline")), ""]
-    out += worker_stream_failures(topo, names) + hf_later_passes(topo, names)
+    out += worker_stream_failures(topo, names, summary.get("pipeline")) + hf_later_passes(topo, names)
     rank, worker = loader_words(summary.get("pipeline"))
     header = ["packer", f"stream ({rank}, {worker})", "documents", "rows", "sources arrived", "never started",
               "> R arrived", "> R never started", "partition adds up", "Proposition held"]

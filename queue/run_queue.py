@@ -185,13 +185,10 @@ def main(argv=None):
         a.device = resolve_device(a.device, "--device")
         configure(a.device)
         if a.command == "run":
-            # a new run's rate with another policy: else recorded, never used, and a resume refused on it (a run
-            # that recorded one before this check still resumes and re-executes: the plan takes its record as it is)
-            if a.policy != "random" and a.reject_rate != 0:
-                raise DataError(f"--reject-rate {a.reject_rate:g}: a reject rate is policy random's; policy {a.policy} "
-                                "takes none (--reject-rate goes with --policy random)")
             plan = RunPlan(policy=a.policy, seed=a.seed, reject_rate=a.reject_rate, budget_targets=a.budget_targets,
                            rotation_shards=a.rotation_shards, branch_check=not a.no_branch_check)
+            if not a.resume:  # before the reads below; a resume is held to its start record instead
+                plan.check_new()
         check_reads(a, out)
         if a.command == "reconstruct":
             check_stretch(a, out)
@@ -299,7 +296,10 @@ def check_stretch(a, out):
             raise DataError(f"--from-checkpoint {a.from_checkpoint}: {path} not found")
     log = out / "decisions.jsonl"
     if a.to_record is not None and log.is_file():
-        n = len(read_log(log, log=lambda s: None))  # as the re-execution reads it: a torn last line is no record
+        try:
+            n = len(read_log(log, log=lambda s: None))  # as the re-execution reads it: a torn last line is no record
+        except DataError:
+            return  # a damaged log: the replay names it, as a failed check (status 1)
         if a.to_record > n:
             raise DataError(f"--to-record {a.to_record}: {log} holds {n} records")
 

@@ -48,6 +48,8 @@ def run(out, calibration_dir=None, plan=RunPlan(), resume=False, fresh=False, de
 
 
 def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observers, add_sources, data_dir=None):
+    if not resume:
+        plan.check_new()
     log_path = out / "decisions.jsonl"
     earlier = _check_folder(out, resume, fresh)
     cfg, world, pool, calib = open_calibration(calibration_dir, device, data_dir)

@@ -567,11 +567,15 @@ def test_the_report_names_each_worker_stream_that_failed_a_check():
     # 2 ranks x 2 workers: stream w is rank w mod 2, worker w // 2
     topo = _topology([_worker(), _worker(None), _worker(False), _worker(None, partition=False, buffered=37)])
     assert worker_stream_failures(topo, ["p0"]) == [
-        "**p0, worker stream 2 (rank 0, worker 1): Proposition violated:** a protected source was selected from "
+        "**p0, worker stream 2 (rank 0, loader worker 1): Proposition violated:** a protected source was selected from "
         "this stream's buffer.", "",
-        "**p0, worker stream 3 (rank 1, worker 1): the partition does not add up:** 105 tokens arrived (BOS markers "
+        "**p0, worker stream 3 (rank 1, loader worker 1): the partition does not add up:** 105 tokens arrived (BOS markers "
         "included) against 112 emitted, discarded and buffered.", ""]
     assert worker_stream_failures(_topology([_worker(), _worker(None)]), ["p0"]) == []
+    # a --pipeline's own words (MaxText's Grain: hosts and worker processes; a review found ranks and workers here)
+    grain = {"rank_word": "host", "worker_word": "Grain worker process"}
+    assert worker_stream_failures(topo, ["p0"], grain)[0].startswith(
+        "**p0, worker stream 2 (host 0, Grain worker process 1): Proposition violated:**")
 
 
 def crop_longest(docs, R=5, B=2):
@@ -602,7 +606,7 @@ def test_a_traced_packer_that_crops_the_longest_fails_in_the_one_stream_with_lon
     topo = {"ranks": 2, "packers": {"crop_longest": {"workers": claimed, "merged": merge(claimed)}}}
     assert topo["packers"]["crop_longest"]["merged"]["proposition_held"] is False and not topology_ok(topo)
     assert worker_stream_failures(topo, ["crop_longest"])[0].startswith(
-        "**crop_longest, worker stream 1 (rank 1, worker 0): Proposition violated:**")
+        "**crop_longest, worker stream 1 (rank 1, loader worker 0): Proposition violated:**")
     # as `--trace` audits it: not checked, so nothing fails
     unclaimed = audited(False)
     assert [c["proposition_held"] for c in unclaimed] == [None, None] and merge(unclaimed)["proposition_held"] is None
@@ -639,10 +643,10 @@ def test_worker_counts_keep_the_one_stream_audits_verdicts():
 
 @pytest.mark.parametrize("hand, merged, code, line", [
     ({"proposition_held": False}, (False, True), 1,
-     "**lossless, worker stream 2 (rank 0, worker 1): Proposition violated:**"),
+     "**lossless, worker stream 2 (rank 0, loader worker 1): Proposition violated:**"),
     # one buffered token where the real audit has others: the stream's tokens no longer add up
     ({"partition_holds": False, "buffered": 1}, (True, False), 1,
-     "**lossless, worker stream 2 (rank 0, worker 1): the partition does not add up:**"),
+     "**lossless, worker stream 2 (rank 0, loader worker 1): the partition does not add up:**"),
     ({"proposition_held": None}, (None, True), 0, None),  # not checked in one stream: no failure, no line
 ], ids=["proposition violated", "partition does not add up", "not checked"])
 def test_the_command_line_exits_1_when_one_worker_stream_fails_a_check(tmp_path, monkeypatch, capsys, hand, merged,

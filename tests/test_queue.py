@@ -994,7 +994,7 @@ def test_reconstruct_rehashes_shards_checks_relative_paths_and_malformed_records
     (["calibrate"], "calibrate needs --config CFG.json"),  # not the default, paper-scale model on any machine
     (["calibrate", "--config", "no/such.json"], "no/such.json: config file not found"),  # and no folder left
     (["run", "--rotation-shards", "0"], "--rotation-shards"),
-    (["run", "--reject-rate", "0.5"], "--reject-rate 0.5: a reject rate is policy random's; policy queue takes none"),
+    (["run", "--reject-rate", "0.5"], "reject rate 0.5: a reject rate is policy random's; policy queue takes none"),
     (["calibrate", "--per-domain", "0"], "--per-domain"),
     (["calibrate", "--sigma-shards", "0"], "--sigma-shards"),
     (["reconstruct", "--to-record", "0"], "--to-record"),
@@ -1455,10 +1455,15 @@ def test_resume_and_reconstruct_refuse_an_edited_calibration_config_naming_each_
     assert all(f"config.json {k}" in err for k in EDITS), err
 
 
-def test_a_start_record_with_a_rate_under_another_policy_still_rebuilds_its_plan():
+def test_a_start_record_with_a_rate_under_another_policy_still_rebuilds_its_plan(tmp_path):
     """Runs recorded a --reject-rate under policy queue before the command line refused it (review): their plan is
     rebuilt as recorded, so they resume and re-execute."""
     start = {"policy": "queue", "seed": 3, "reject_rate": 0.5, "budget_targets": 600, "rotation_shards": 6,
              "branch_check": True}
     plan = rq.RunPlan.from_record(start)
     assert (plan.policy, plan.reject_rate) == ("queue", 0.5) and plan.recorded()["reject_rate"] == 0.5
+    with pytest.raises(DataError, match="reject rate 0.5: a reject rate is policy random's"):
+        plan.check_new()  # what a new run's start checks (the command line's and the library's run())
+    with pytest.raises(DataError, match="policy queue takes none"):
+        rq.run(tmp_path / "q", tmp_path / "no-calibration", rq.RunPlan(policy="queue", reject_rate=0.5))
+    assert not (tmp_path / "q").exists()

@@ -129,7 +129,8 @@ def plan(source, index, settings, label_const):
     if fmt == "arrow":
         for f in source.files[1:]:  # every shard of a datasets folder has the first one's columns
             other = schema_of(fmt, f)
-            if col not in other.names or (lab is not None and lab not in other.names and not _nested(other, lab)):
+            if col not in other.names or (lab is not None and (_top(other.names, lab) != common["extra"]["label_top"]
+                                                             or lab not in other.names and not _nested(other, lab))):
                 raise DataError(f"{f}: lacks column {col if col not in other.names else lab!r}, which "
                                 f"{source.files[0]} has")
         return [Unit(part=i, path=f, nbytes=Path(f).stat().st_size, **common) for i, f in enumerate(source.files)]

@@ -48,6 +48,14 @@ class RunPlan:
         if self.curves and self.policy != "queue":
             raise DataError(f"{WHAT}: reference curves are the rule's, a plan of policy queue (not {self.policy})")
 
+    def check_new(self):
+        """A new run's plan: a reject rate under a policy other than random is refused (it would be recorded and
+        never used, and a resume without it refused). Not in __post_init__: a run that recorded one before this
+        check still rebuilds its plan from its start record, resumes with it and re-executes."""
+        if self.policy != "random" and self.reject_rate != 0:
+            raise DataError(f"reject rate {self.reject_rate:g}: a reject rate is policy random's; policy {self.policy} "
+                            "takes none (--reject-rate goes with --policy random)")
+
     def resolved(self, seed, budget_targets) -> "RunPlan":
         """The plan with its seed and budget given where it left them to the calibration."""
         return replace(self, seed=seed if self.seed is None else self.seed,

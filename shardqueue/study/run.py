@@ -316,7 +316,8 @@ def seed_worker(fn, job, talk):
 def drop_rollback_points(d):
     """A finished run's decisions are all made: no rollback can need its checkpoints any more. Keep the
     decision log, manifests and final.pt/final.json; drop ckpt_*.pt with their sidecars (ckpt_*.json: a sidecar
-    without its checkpoint describes nothing; a new user's probe found them left) and a copied start state."""
+    without its checkpoint describes nothing; a new user's probe found them left) and a copied start state, whose
+    start_state.json stays: the key that names the start state the run began from."""
     for f in list(d.glob("ckpt_*.pt")) + list(d.glob("ckpt_*.json")) + [d / "start_state.pt"]:
         f.unlink(missing_ok=True)
 
