@@ -1298,6 +1298,10 @@ def test_a_stretch_that_cannot_be_is_refused_before_the_replay_prints(calibrated
         f.write(b'{"seq": 9999, "event": "tor')
     assert cli.main(["reconstruct", "--to-record", str(n + 1), "--out", str(run)]) == 2
     assert f"--to-record {n + 1}: {run / 'decisions.jsonl'} holds {n} records" in capsys.readouterr().err
+    # a damaged log is the replay's to name, as a failed check (status 1), not a usage error (review)
+    lines = (run / "decisions.jsonl").read_text().splitlines(keepends=True)
+    (run / "decisions.jsonl").write_text("".join(lines[:2] + ["not json\n"] + lines[2:-1]))
+    assert cli.main(["reconstruct", "--to-record", "1", "--out", str(run)]) == 1
 
 
 def test_reconstruct_execute_from_a_checkpoint(calibrated, full_run, tmp_path, capsys):
