@@ -120,6 +120,18 @@ def test_a_datasets_folder_of_text_counts_as_encode_batch_with_a_bos_and_labels_
         with pytest.raises(DataError) as e:
             run([tmp_path / "nested.parquet"], corpus.tok, label=bad)
         one_line(e, f"no label column {bad!r}", "a dotted name is a struct column's field")
+    # a later shard whose label is elsewhere (a literal 'meta.lang' column, a struct without the field): one line
+    # naming it, where reading it raised Arrow's KeyError (review)
+    n = len(corpus.texts)
+    for name, other in (("literal", {"text": corpus.texts, "meta.lang": [m["lang"] for m in meta]}),
+                        ("nofield", {"text": corpus.texts, "meta": [{"q": i} for i in range(n)]})):
+        hf_datasets.Dataset.from_dict(other).save_to_disk(str(tmp_path / name), num_shards=2)
+        mixed = tmp_path / f"mixed-{name}"
+        shutil.copytree(tmp_path / "nested", mixed)
+        shutil.copy(tmp_path / name / "data-00001-of-00002.arrow", mixed / "data-00001-of-00002.arrow")
+        with pytest.raises(DataError) as e:
+            run([mixed], corpus.tok, label="meta.lang")
+        one_line(e, "data-00001-of-00002.arrow: lacks column 'meta.lang'")
 
 
 def test_a_token_column_gives_the_list_lengths_and_auto_adds_a_bos_only_where_none_starts(tmp_path, hf_datasets):
