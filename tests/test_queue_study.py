@@ -898,7 +898,7 @@ def test_per_axis_equivalent_on_a_hand_worked_curve():
 
 # ---- the screen's agreement ----------------------------------------------------------------
 def test_spearman_and_auc_against_hand_worked_values():
-    from shardqueue.study.findings import auc, ranks, spearman
+    from shardqueue.checks.run_summary import auc, ranks, spearman
 
     assert list(ranks([10, 20, 20, 5])) == [2.0, 3.5, 3.5, 1.0]
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)

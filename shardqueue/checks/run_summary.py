@@ -15,33 +15,40 @@ SUMMARY = "queue_summary.json"
 
 
 # ---- the forward-only screen against the measured rise (the summary's screen agreement) ----------------------
-def _ranks(v):
+def ranks(v):
+    """Average ranks (1-based), ties sharing their mean rank."""
     v = np.asarray(v, dtype=float)
     order = np.argsort(v, kind="mergesort")
     r = np.empty(len(v))
-    r[order] = np.arange(len(v))
-    for x in np.unique(v):  # average ranks for ties
-        m = v == x
-        r[m] = r[m].mean()
+    i = 0
+    while i < len(v):
+        j = i
+        while j + 1 < len(v) and v[order[j + 1]] == v[order[i]]:
+            j += 1
+        r[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
     return r
 
 
-def spearman(a, b):
-    if len(a) < 3:
+def spearman(x, y):
+    """Spearman's rho (Pearson correlation of average ranks); None below 3 points or with a constant side."""
+    if len(x) < 3:
         return None
-    ra, rb = _ranks(a), _ranks(b)
-    if ra.std() == 0 or rb.std() == 0:
+    rx, ry = ranks(x), ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
         return None
-    return float(np.corrcoef(ra, rb)[0, 1])
+    return float(np.corrcoef(rx, ry)[0, 1])
 
 
 def auc(scores, labels):
-    """P(score of a positive > score of a negative), ties 1/2; None without both classes."""
-    pos = [s for s, l in zip(scores, labels) if l]
-    neg = [s for s, l in zip(scores, labels) if not l]
-    if not pos or not neg:
+    """P(score of a positive > score of a negative), ties counted half; None without both classes."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=bool)
+    pos, neg = y.sum(), (~y).sum()
+    if pos == 0 or neg == 0:
         return None
-    return float(np.mean([1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg]))
+    r = ranks(s)
+    return float((r[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
 
 
 def max_rise(rec):

@@ -22,49 +22,12 @@
 """
 import math
 
-import numpy as np
-
+from shardqueue.checks.run_summary import auc, spearman
 from shardqueue.engine.log import read_log
 from shardqueue.policy.rule import clopper_pearson_upper
 from shardqueue.study.accounting import decision_rows
 
 DOSE_BINS = ((0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.01))
-
-
-def ranks(v):
-    """Average ranks (1-based), ties sharing their mean rank."""
-    v = np.asarray(v, dtype=float)
-    order = np.argsort(v, kind="mergesort")
-    r = np.empty(len(v))
-    i = 0
-    while i < len(v):
-        j = i
-        while j + 1 < len(v) and v[order[j + 1]] == v[order[i]]:
-            j += 1
-        r[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    return r
-
-
-def spearman(x, y):
-    """Spearman's rho (Pearson correlation of average ranks); None below 3 points or with a constant side."""
-    if len(x) < 3:
-        return None
-    rx, ry = ranks(x), ranks(y)
-    if rx.std() == 0 or ry.std() == 0:
-        return None
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def auc(scores, labels):
-    """P(score of a positive > score of a negative), ties counted half; None without both classes."""
-    s = np.asarray(scores, dtype=float)
-    y = np.asarray(labels, dtype=bool)
-    pos, neg = y.sum(), (~y).sum()
-    if pos == 0 or neg == 0:
-        return None
-    r = ranks(s)
-    return float((r[y].sum() - pos * (pos + 1) / 2) / (pos * neg))
 
 
 def shard_kind(pool):
