@@ -431,3 +431,11 @@ def test_an_audit_without_figures_loads_no_matplotlib():
     assert "matplotlib" in loaded_with(ROOT, "audit.plots")  # the check sees it where it is
     for cli in ("audit.__main__", "audit.run", "audit.report"):
         assert "matplotlib" not in loaded_with(ROOT, cli), cli
+
+
+def test_the_queue_commands_api_loads_no_matplotlib():
+    """`queue/run_queue.py reconstruct` (the API, the replay, the re-execution) loads no figure library: a queue
+    run's report imports its figure module where it draws."""
+    assert "matplotlib" in loaded_with(ROOT, "shardqueue.checks.control_figure")
+    for module in ("shardqueue.api", "shardqueue.checks.replay", "shardqueue.checks.reexecute"):
+        assert "matplotlib" not in loaded_with(ROOT, module), module

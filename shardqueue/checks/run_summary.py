@@ -1,7 +1,7 @@
 """A queue run's summary (queue_summary.json) from its decision log, its calibration and its pool (summarize), and a
 written summary checked against it (checked_summary): the run writes the first; `reconstruct` and a resume of a
 finished run check the file, which no record chains (nor the log's last record, which no later one does). Here, not
-in checks/report.py, so that `reconstruct` loads no figure library."""
+in checks/report.py, which writes the report."""
 import json
 
 import numpy as np
