@@ -7,6 +7,7 @@ samples, each checked against the (document, offset) the audit assigns their tok
 import importlib.util
 import json
 import math
+import signal
 import sys
 from pathlib import Path
 
@@ -195,6 +196,11 @@ def test_the_megatron_preset_is_one_global_index_for_every_rank(stream, tmp_path
                                                            "least 2"),
     (["--packers", "megatron_gpt", "--loader-arg", "bins=4"], "--loader-arg bins: none of the audited packers "
                                                               "reads it"),
+    # a typo reached Megatron's normalisation as NaN, a zero train share built no train dataset: both were filed as
+    # findings about Megatron
+    (["--packers", "megatron_gpt", "--loader-arg", "split=abc"], "--loader-arg split=abc: expected up to three"),
+    (["--packers", "megatron_gpt", "--loader-arg", "split=0,100,0"], "with a positive train share"),
+    (["--packers", "megatron_gpt", "--loader-arg", "split=1e3,1"], "non-negative train,valid,test shares"),
 ])
 def test_bad_loader_input_is_one_line_and_nothing_written(stream, tmp_path, capsys, extra, msg):
     out = tmp_path / "o"
@@ -212,6 +218,30 @@ def test_a_blend_of_one_dataset_is_refused_alone(stream, tmp_path):
     s = json.loads((out / "summary.json").read_text())["packers"]
     assert "the stream has one dataset; a blend needs two or more" in s["megatron_blend"]["refused"]
     assert s["foundry_concat"]["rows"] == 50
+
+
+@pytest.mark.parametrize("packer, weights, split, where", [
+    ("megatron_blend", ["--loader-arg", "weights=1,1"], "969,30,1", "dataset 'a' has 5 documents, so its validation share"),
+    ("megatron_gpt", [], "1,1000", "the stream has 12 documents, so its train share"),
+])
+def test_a_split_megatron_would_build_empty_is_refused_not_built_for_ever(tmp_path, packer, weights, split, where):
+    """megatron-core's epoch loop never ends for an empty split asked for samples (a blend with weights asks every
+    split for some; the train split always): the audit says so instead of running that loop. An alarm turns a
+    regression into a failure, not a suite that never ends."""
+    n = 10 if packer == "megatron_blend" else 12  # two datasets of 5, or one of 12
+    pq.write_table(pa.table({"length": np.full(n, 40), "label": ["a"] * 5 + ["b"] * (n - 5)}), tmp_path / "L.parquet")
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("the audit ran Megatron's loop")))
+    signal.alarm(20)
+    try:
+        rc = audit_main(["--lengths", str(tmp_path / "L.parquet"), "--column", "length", "--label-column", "label",
+                         "--row-capacity", str(R), "--targets", str(4 * SEQ), "--packers", packer, *weights,
+                         "--loader-arg", f"split={split}", "--permutations", "0", "--no-figures",
+                         "--out", str(tmp_path / "o")])
+    finally:
+        signal.alarm(0)
+    refused = json.loads((tmp_path / "o" / "summary.json").read_text())["packers"][packer]["refused"]
+    assert rc != 0 or refused
+    assert where in refused and "gpt_dataset.py:634-636" in refused, refused
 
 
 def test_a_megatron_prefix_without_its_bin_is_one_line_and_nothing_written(stream, tmp_path, capsys):

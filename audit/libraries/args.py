@@ -5,6 +5,7 @@ Every key belongs to some loaders; a key none of the audited loaders reads is re
 otherwise audit the defaults and say nothing). Defaults are the library's own where it has one; the
 report's `settings` states each value used.
 """
+import re
 from dataclasses import dataclass
 
 from errors import DataError
@@ -38,6 +39,18 @@ def _at_least_one(v):
     return x
 
 
+def _split(v):
+    """Megatron-LM's --split as its parser reads it (blended_megatron_dataset_config.py:155-172: the numbers in the
+    string, up to three, normalised), checked here: a typo would otherwise reach its normalisation as NaN, and a zero
+    train share builds no train dataset."""
+    parts = [x.strip() for x in v.split(",")]
+    plain = all(re.fullmatch(r"\d+(\.\d*)?|\.\d+", x) for x in parts)  # what its parser's regex reads as one number
+    if not plain or len(parts) > 3 or float(parts[0]) <= 0:
+        raise ValueError("expected up to three non-negative train,valid,test shares with a positive train share "
+                         "(Megatron-LM's --split, e.g. 969,30,1 or 100,0,0)")
+    return ",".join(parts)
+
+
 def _leftover(v):
     return None if v.lower() == "none" else _nonnegative_int(v)
 
@@ -66,7 +79,7 @@ HOST_BINS = 12 * HOST_DEVICES
 AXOLOTL = ("axolotl_completion", "axolotl_chat_template")
 KEYS = {
     "seed": Key(int, 1234, MEGATRON, "random_seed (Megatron-LM's --seed default 1234)"),
-    "split": Key(str, "969,30,1", MEGATRON, "the train/valid/test split string (Megatron-LM's legacy default "
+    "split": Key(_split, "969,30,1", MEGATRON, "the train/valid/test split string (Megatron-LM's legacy default "
                  "'969, 30, 1'); documents outside the train share are never trained"),
     "weights": Key(_floats, None, ("megatron_blend",), "blend weights, one per dataset (label) in order of first "
                    "appearance (default: none, Megatron blends by dataset size, one epoch each)"),

@@ -60,7 +60,8 @@ def megatron():
             sys.modules[name] = stub
         importlib.import_module("megatron.core.parallel_state")  # first: its circle with core.utils then closes
     logging.getLogger("megatron.core").setLevel(logging.ERROR)  # its INFO lines narrate every index it builds
-    mods = ("gpt_dataset", "blended_megatron_dataset_builder", "indexed_dataset", "helpers", "blended_dataset")
+    mods = ("gpt_dataset", "blended_megatron_dataset_builder", "blended_megatron_dataset_config", "indexed_dataset",
+            "helpers", "blended_dataset")
     return types.SimpleNamespace(**{m: importlib.import_module(f"megatron.core.datasets.{m}") for m in mods})
 
 
@@ -97,6 +98,25 @@ def config(prefixes, weights, seq, args, surplus=None):
         random_seed=value(args, "seed"), sequence_length=seq, blend=(list(prefixes), weights),
         split=value(args, "split"), tokenizer=TracerTokenizer(), reset_position_ids=False, reset_attention_mask=False,
         eod_mask_loss=False, create_attention_mask=False, **kw)
+
+
+SPLITS = ("train", "validation", "test")
+
+
+def check_splits(n, split, sized, dataset=None):
+    """Refuses (ValueError) a split megatron-core would build with no document while asked for samples (`sized`:
+    which of train, validation, test get a sample count): its epoch loop (gpt_dataset.py:634-636) adds epochs of
+    no token until they cover the samples asked for (one token even for none), so the build never ends. The split's
+    documents are counted as its builder counts them (blended_megatron_dataset_builder.py:469-472)."""
+    c = megatron().blended_megatron_dataset_config
+    matrix = c.convert_split_vector_to_split_matrix(c.parse_and_normalize_split(split))
+    for name, span, asked in zip(SPLITS, matrix, sized):
+        if asked and span is not None and int(round(span[1] * n)) == int(round(span[0] * n)):
+            of = f"dataset {dataset!r}" if dataset is not None else "the stream"
+            raise ValueError(f"{of} has {n} documents, so its {name} share at split {split} holds none, and "
+                             f"megatron-core would never finish building it (its epoch loop, gpt_dataset.py:634-636, "
+                             f"waits for tokens an empty split never gives); a larger corpus or another "
+                             f"--loader-arg split (e.g. 100,0,0) avoids it")
 
 
 def build(cfg, samples):
@@ -177,6 +197,7 @@ def gpt(R, workdir, plan):
 
     def run(docs):
         it = iter(docs)
+        check_splits(plan.n, value(plan.args, "split"), (True, False, False))  # validation, test: built unsized
         prefix = write_dataset(Path(workdir) / "tracer_text_document", take(it, plan.n))
         cfg = config([prefix], None, seq, plan.args)
         ds, cap = build(cfg, plan.rows), None

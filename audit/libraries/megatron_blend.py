@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 from audit.fate_table import FateTable
 from audit.libraries.args import value
 from audit.libraries.common import FIRST_ID, Spec
-from audit.libraries.megatron import SampleIds, build, config, epochs, megatron, samples_in, write_dataset
+from audit.libraries.megatron import (SampleIds, build, check_splits, config, epochs, megatron, samples_in,
+                                     write_dataset)
 from audit.spill import Folder
 from audit.tally import NONE
 
@@ -88,12 +89,14 @@ def prepare(stream, rows, R, work):
     if len(names) < 2:
         raise ValueError("the stream has one dataset; a blend needs two or more (one per label: several --corpus "
                          "inputs, or a label column); audit one with megatron_gpt")
+    weights = value(stream.loader_args, "weights")
+    split = value(stream.loader_args, "split")
+    for name, m in zip(names, members) if weights else ():  # weights: every split asked for samples, 0 included
+        check_splits(len(m), split, (True, True, True), name)
     L = np.asarray(stream.lengths, np.int64)
     start = FIRST_ID + np.cumsum(L) - L
     prefixes = [write_dataset(work / f"d{j}_text_document", [np.arange(start[d], start[d] + L[d]) for d in m.tolist()])
                 for j, m in enumerate(members)]
-    weights = value(stream.loader_args, "weights")
-    split = value(stream.loader_args, "split")
     try:
         blend = build(config(prefixes, weights, R - 1, stream.loader_args, value(stream.loader_args, "surplus")), rows)
     except AssertionError:  # megatron-core asserts without a message; say which of its asserts a small corpus meets
