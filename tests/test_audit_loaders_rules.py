@@ -180,6 +180,21 @@ def test_binpack_appends_the_collators_eos_before_it_packs():
     assert default.facts["packing_ratio"] == 2.0 and "not llm-foundry's" in default.facts["packing_ratio_from"]
 
 
+def test_llamafactory_trains_the_same_blocks_every_epoch(stream, tmp_path):
+    """The dataset is mapped once: a second epoch is the first pass's blocks again, over the documents' second
+    arrivals. A map batch that ran on across the pass boundary (documents 2,000-2,399, then 0-599 of the next pass)
+    cut other blocks and lost other documents' tails."""
+    L, f = stream
+    one, pulled_one = ref_llamafactory(L)
+    n, horizon = len(L), len(one) + len(one) // 2  # half into the second epoch
+    rows = [[(e * n + d, a, b) for d, a, b in row] for e in range(2) for row in one]
+    pulled = [e * n + p for e in range(2) for p in pulled_one]
+    s, fates = audit_run(audit_main, f, tmp_path / "lf", "llamafactory_pt", R, horizon * SEQ)
+    assert s["rows"] == horizon and s["passes_started"] == 2
+    fate, counts = account(L, rows, horizon, _arrived(pulled, horizon), passes=2)
+    compare(s, fates, fate, counts)
+
+
 @pytest.mark.parametrize("world", [1, 3])
 @pytest.mark.parametrize("packer", ["axolotl_chat_template", "axolotl_completion"])
 def test_axolotl_packs_its_samples_and_drops_the_bins_short_of_the_ranks(stream, tmp_path, world, packer):

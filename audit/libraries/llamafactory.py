@@ -9,7 +9,11 @@ document's text gets the tokenizer's EOS appended (:29-30), the map batch's toke
 (:40-41), cut to (total // cutoff_len) * cutoff_len (:42-44) and split into blocks of cutoff_len (:45-48), so
 every map batch throws away its remainder: the tail of its last document, or whole short documents. With a
 tokenizer whose add_bos_token is set (Llama's), each block's first token is replaced by BOS (:49-51).
-Blocks are yielded in the order the map makes them (the Trainer's sampler shuffles them).
+The dataset is mapped once, so every epoch trains the same blocks: the audit packs each pass of the stream alike,
+its map batches starting again with the pass (a batch never spans two passes). Blocks are yielded in the order the
+map makes them; the Trainer's sampler shuffles them (transformers' RandomSampler; a SequentialSampler only with
+LLaMA-Factory's disable_shuffling, its trainers' _get_train_sampler), so past the budget the audit leaves the last
+blocks made untrained where a run leaves a random set of them.
 """
 import numpy as np
 
@@ -27,14 +31,19 @@ def pretrain(R, plan):
     def run(docs):
         it = iter(docs)
         while True:
-            batch = take(it, per_batch)
-            if not batch:
-                return
-            flat = np.concatenate([np.append(d, EOS) for d in batch])
-            total = len(flat) // block * block
-            for a in range(0, total, block):
-                out = flat[a:a + block].copy()
-                if bos:
-                    out[0] = BOS
-                yield out
+            for b0 in range(0, plan.n, per_batch):  # a pass: the dataset's map batches, the last one short
+                batch = take(it, min(per_batch, plan.n - b0))
+                if not batch:
+                    return
+                yield from blocks(batch, block, bos)
     return run
+
+
+def blocks(batch, block, bos):
+    """One map batch: its documents, each with EOS, concatenated and cut into whole blocks; the rest dropped."""
+    flat = np.concatenate([np.append(d, EOS) for d in batch])
+    for a in range(0, len(flat) // block * block, block):
+        out = flat[a:a + block].copy()
+        if bos:
+            out[0] = BOS
+        yield out
