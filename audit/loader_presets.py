@@ -25,6 +25,13 @@ class Pipeline:
     # worker processes, not ranks and DataLoader workers)
     rank_word: str = "rank"
     worker_word: str = "DataLoader worker"
+    order: str = ""  # where the loader shuffles what the audit reads in order (a sentence of the report)
+
+
+def rows_shuffled(who):
+    """The order sentence of a loader that trains its packed rows shuffled: the audit reads them as they are made."""
+    return (f"{who}, and the audit reads them in the order they are made: at a budget of whole epochs the fates are "
+            "the run's, within an epoch the audit leaves the last ones untrained where the run leaves a random set")
 
 
 PIPELINES = {
@@ -56,7 +63,9 @@ PIPELINES = {
         "torchtune's pretraining path, text_completion_dataset(packed=True) (torchtune 0.6.1): the tokenizer cuts each "
         "document to max_seq_len - 1 (datasets/_text_completion.py:71-72), and PackedDataset, split_across_pack=True "
         "by default (:86), packs the whole dataset when it is built, the same on every rank; a "
-        "DistributedSampler deals its packs to ranks and DataLoader workers only read packs: one packing"),
+        "DistributedSampler deals its packs to ranks and DataLoader workers only read packs: one packing",
+        order=rows_shuffled("Its recipes' DistributedSampler shuffles the packs when the config's shuffle is on (its "
+                            "shipped configs set it)")),
     "megatron": Pipeline(
         "megatron_gpt", "document", 128, "stream",
         "Megatron-Core's GPTDataset (megatron-core 0.16.1; Megatron-LM, NeMo 2; not nanotron's Nanoset): one "
@@ -83,18 +92,25 @@ PIPELINES = {
         "iterable_dataset.py:2429-2450): file f to worker f mod M (--split-by file; a worker with no file idles, "
         "which the audit refuses)",
         no_ranks="the conversion that packs (convert_dataset_hf.py) has no ranks: training reads its packed MDS "
-                 "shards"),
+                 "shards",
+        order=rows_shuffled("Training reads the packed samples through a StreamingDataset that shuffles them when "
+                            "the config's shuffle is on (its shipped configs set it)")),
     "llamafactory": Pipeline(
         "llamafactory_pt", "document", 128, "stream",
         "LLaMA-Factory packs the dataset with datasets.map before training, the same on every rank; the Trainer's "
-        "sampler deals the blocks to ranks and DataLoader workers only read them: one packing"),
+        "sampler deals the blocks to ranks and DataLoader workers only read them: one packing",
+        order=rows_shuffled("The Trainer shuffles the blocks (transformers' RandomSampler; a SequentialSampler only "
+                            "with LLaMA-Factory's disable_shuffling)")),
     "axolotl": Pipeline(
         "axolotl_completion", "document", 128, "stream",
         "axolotl's completion type (raw text, as a pretraining run gives it) cuts each document into sequence_len "
         "pieces after truncating it at 64 x sequence_len (prompt_strategies/completion.py:57-58, 86); its "
         "MultipackBatchSampler packs the whole epoch once, the same on every rank, and accelerate deals "
         "its bins to the ranks in turn, dropping the last round that cannot fill every rank (world_size is set "
-        "to --ranks)", ranks_arg="world_size"),
+        "to --ranks)", ranks_arg="world_size",
+        order="Its sampler shuffles the documents each epoch before it packs them (a RandomSampler; "
+              "curriculum_sampling keeps their order), and the audit packs them in the stream's order: its bins, and "
+              "which documents fall in a dropped last round or past the budget, are those of that one order"),
 }
 
 # why TRL's pack_dataset(num_proc=k) has no preset (a decision, kept with the presets)
@@ -149,4 +165,5 @@ def describe(plan) -> dict:
     return {"name": plan.pipeline_name, "follows": p.follows, "owner": p.owner, "ranks": topo.ranks,
             "loader_args": dict(plan.loader_args), "loader_workers": topo.loader_workers,
             "worker_streams": topo.worker_streams, "packers": plan.packers_arg, "split_by": topo.split_by,
-            "refill_docs": topo.refill_docs, "rank_word": p.rank_word, "worker_word": p.worker_word}
+            "refill_docs": topo.refill_docs, "rank_word": p.rank_word, "worker_word": p.worker_word,
+            **({"order": p.order} if p.order else {})}  # only where the loader shuffles what the audit reads in order

@@ -392,7 +392,8 @@ def pipeline_lines(pl):
            pl["owner"] == "stream" else f"{W:,} worker stream{'s' * (W > 1)}, each its own packer and buffer")
     how = f"split by {pl['split_by']}, " if W > 1 else ""
     return [f"Pipeline **{pl['name']}** at {_count(N, pl['rank_word'])} x {_count(M, pl['worker_word'])}: {who} "
-            f"({pl['packers']}, {how}{pl['refill_docs']} documents per refill). It follows {pl['follows']}.", ""]
+            f"({pl['packers']}, {how}{pl['refill_docs']} documents per refill). It follows {pl['follows']}."
+            + (f" {pl['order']}." if pl.get("order") else ""), ""]
 
 
 def _count(n, word):
