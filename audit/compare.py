@@ -52,7 +52,7 @@ def packer_row(s, R):
         "rows": s["rows"],
         "budget_rows": s.get("budget_rows", s["rows"]), "budget_reached": s.get("budget_reached", True),
         # why a packer made fewer rows: its input ended (a replay's: --passes), or it stopped yielding them (traced)
-        **({} if s.get("budget_reached", True) else {"input_ended": (s.get("trace") or {}).get("input_ended", True)}),
+        **({} if s.get("budget_reached", True) else {"input_ended": input_ended(s)}),
         "emitted_tokens": s["emitted"],
         "documents": None if docs is None else docs["documents"],
         "documents_never_started": None if docs is None else sum(docs["by_fate"][f] for f in NEVER_STARTED),
@@ -147,6 +147,13 @@ def unequal_tokens(rows) -> str:
             f"(padding {pct(rows[lo]['padding_share'])}, empty {pct(rows[lo]['empty_share'])}, rows of R = "
             f"{rows[lo]['row_capacity']:,}), {hi} "
             f"{rows[hi]['emitted_tokens']:,}; compare shares, not counts, across them.")
+
+
+def input_ended(s) -> bool:
+    """Whether a packer short of the budget ran out of input: a replay's passes (--passes), a traced packer that read
+    its documents to the end, or a loader that built its index for no more than the passes given (Megatron's epochs
+    under --passes, its iterator never read to the end)."""
+    return bool((s.get("trace") or {}).get("input_ended", True) or (s.get("loader") or {}).get("capped_by_passes"))
 
 
 def _made(r):

@@ -7,7 +7,7 @@ the paper's tables (5.1 coverage, retention by stratum, startup delay, 5.2 pass 
 per-label coverage, position exposure, the comparison across packers, the regime, the
 figures, the folder's size, and last the one-sentence verdict.
 """
-from audit.compare import comparison_table_md, shortfall
+from audit.compare import comparison_table_md, input_ended, shortfall
 from audit.fate_table import NEVER_STARTED
 from audit.fmt import fmt, left_out_line, pct, shown_labels, table
 from audit.regime import regime_table_md
@@ -173,16 +173,14 @@ def documents_section(summary, per):
     return out
 
 
-def why_short(summary, s=None) -> str:
-    """Why a packer made fewer rows than the budget: the input ended (--passes bounds it, or a traced packer read to
-    the end of the passes the audit gives it), or the packer stopped yielding rows itself (one that returns early)."""
-    read_all = ((s or {}).get("trace") or {}).get("input_ended")
-    if read_all and not s["rows"]:  # a packer that reads its input twice finds nothing the second time
+def why_short(s) -> str:
+    """Why a packer made fewer rows than the budget, as the comparison says it (compare.input_ended): the input ended
+    (--passes bounds it, or a traced packer read to the end of the passes the audit gives it), or the packer stopped
+    yielding rows itself (one that returns early)."""
+    if (s.get("trace") or {}).get("input_ended") and not s["rows"]:  # it read its input twice, nothing the second time
         return "its input ended first, read to the end before any row (the documents come once, as a loader's " \
                "iterator gives them)"
-    if summary.get("passes_limit") or read_all:
-        return "its input ended first"
-    return "it stopped yielding rows, its input not ended"
+    return "its input ended first" if input_ended(s) else "it stopped yielding rows, its input not ended"
 
 
 def overdrawn(s) -> str:
@@ -213,7 +211,7 @@ def ordinal(n) -> str:
 def documents_sentence(name, s, summary):
     """One packer's horizon in words: rows made against the budget, documents whole / in part / not at all."""
     made = (f"made all {s['rows']:,} rows of the budget" if s.get("budget_reached", True) else
-            f"stopped after {s['rows']:,} of the {s['budget_rows']:,} rows the budget asks for: {why_short(summary, s)}")
+            f"stopped after {s['rows']:,} of the {s['budget_rows']:,} rows the budget asks for: {why_short(s)}")
     if s.get("one_stream_only"):
         made += " (one stream: it refused a worker stream's share)"
     d = s.get("documents")
@@ -517,7 +515,7 @@ def verdict(summary) -> str:
                f"tokens against {pct(low['share_of_arrived'])} of arrived)")
     short = shortfall(summary["comparison"]["packers"]) if summary.get("comparison") else ""
     if not s.get("budget_reached", True):
-        when = (f"after {s['rows']:,} of the budget's {s['budget_rows']:,} rows ({why_short(summary, s)}; "
+        when = (f"after {s['rows']:,} of the budget's {s['budget_rows']:,} rows ({why_short(s)}; "
                 f"{passes:.0%} of one pass asked for)")
     alone = ""
     if merged:

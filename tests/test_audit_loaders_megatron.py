@@ -220,6 +220,20 @@ def test_a_blend_of_one_dataset_is_refused_alone(stream, tmp_path):
     assert s["foundry_concat"]["rows"] == 50
 
 
+def test_megatron_capped_at_the_passes_given_is_short_because_its_input_ended_in_every_line(stream, tmp_path):
+    """--passes 1 under a budget of two epochs: Megatron builds its index for one epoch and stops there, its
+    iterator never read to the end. The comparison said it "stopped yielding rows, its input not ended" where the
+    packer's own line said its input ended first."""
+    L, _labels, d = stream
+    one = (int(L[:int(round(0.969 * len(L)))].sum()) - 1) // SEQ
+    s, _ = audit_run(audit_main, d / "L.txt", tmp_path / "gpt", "megatron_gpt", R, 2 * one * SEQ, "--passes", "1")
+    assert s["rows"] == one and s["loader"]["capped_by_passes"] == 1 and not s["trace"]["input_ended"]
+    comparison = json.loads((tmp_path / "gpt" / "comparison.json").read_text())
+    row = comparison["packers"]["megatron_gpt"]
+    md = (tmp_path / "gpt" / "report.md").read_text()
+    assert row["input_ended"] and "its input ended first" in md and "stopped yielding rows" not in md
+
+
 @pytest.mark.parametrize("packer, weights, split, where", [
     ("megatron_blend", ["--loader-arg", "weights=1,1"], "969,30,1", "dataset 'a' has 5 documents, so its validation share"),
     ("megatron_gpt", [], "1,1000", "the stream has 12 documents, so its train share"),
