@@ -157,13 +157,16 @@ def sources_started(summaries, R, path):
                                                                if merged else ""), fig, share=0.5))
     axes[0].set_xlabel("target offset (millions)")
     axes[0].set_ylabel("original sources started")
-    axes[1].set_title(f"sources longer than R = {R:,} started")
+    caps = sorted({s.get("row_capacity", R) for s in summaries})  # a library loader's rows hold R - 1 tokens
+    R_is = (f"R = {caps[0]:,}" if len(caps) == 1 else
+            f"R (each packer's row capacity: {', '.join(f'{c:,}' for c in caps)})")
+    axes[1].set_title(_wrap(f"sources longer than {R_is} started", fig, share=0.5))
     if flat:
         arrived = sorted({s.get("sources_longer_than_R_arrived") for s in summaries} - {None})
         v = long_vals.pop() if long_vals else 0
         who = summaries[0]["packer"] if len(summaries) == 1 else "any packer"
-        _text_panel(axes[1], (f"No source longer than R = {R:,} started within the budget under {who}" if v == 0 else
-                              f"Under {who}, the count of sources longer than R = {R:,} started stays at {v:,} from the "
+        _text_panel(axes[1], (f"No source longer than {R_is} started within the budget under {who}" if v == 0 else
+                              f"Under {who}, the count of sources longer than {R_is} started stays at {v:,} from the "
                               "first point to the last")
                     + (f" ({', '.join(f'{a:,}' for a in arrived)} arrived)" if arrived else "")
                     + ".\nA flat line: nothing to plot.")

@@ -339,3 +339,9 @@ def test_identical_curves_are_named_together_and_a_flat_panel_says_so(monkeypatc
     perm = {"count": 3, "seeds": [0, 1, 2], "delays": [None, None, None], "unpermuted": None}
     _drawn(monkeypatch, plots.startup_delay, perm, (1e6, 2e6))
     assert len(said) == 2 and said[1].startswith("Nothing to plot")
+    # a library loader's rows hold R - 1 tokens: the panel names the R its count used, not the command line's
+    lib = {**_fake_summary("megatron_gpt", (0, 1, 2)), "row_capacity": 128}
+    fig = _drawn(monkeypatch, plots.sources_started, [lib], 129)
+    assert fig.axes[1].get_title().replace("\n", " ") == "sources longer than R = 128 started"
+    fig = _drawn(monkeypatch, plots.sources_started, [{**_fake_summary("original"), "row_capacity": 129}, lib], 129)
+    assert "R (each packer's row capacity: 128, 129)" in fig.axes[1].get_title().replace("\n", " ")
