@@ -266,7 +266,29 @@ def coverage_section(summary, per):
             lib = per[n].get("library") or {}
             out.append(f"- **{n}** ({lib.get('name', 'ours')} {lib.get('version') or ''}): "
                        + "; ".join(f"{k}: {v}" for k, v in per[n]["settings"].items()) + ".")
+        if per[n].get("loader"):
+            out.append(loader_line(n, per[n]["loader"]))
     return out + [""]
+
+
+def loader_line(name, facts) -> str:
+    """What an index-building loader decided (summary.json's 'loader': Megatron's epochs, its 80% rule, the held-out
+    split), its lists and tables left to summary.json."""
+    def value(k, v):
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        return f"{v:,}" if isinstance(v, int) and k != "seed" else str(v)
+
+    said = "; ".join(f"{k.replace('_', ' ')}: {value(k, v)}" for k, v in facts.items()
+                     if k != "library" and v is not None and not isinstance(v, (list, dict)))
+    out = f"- **{name}**'s own index, as the library built it: {said}"
+    if any(isinstance(v, (list, dict)) for v in facts.values()):
+        out += " (per dataset: summary.json's loader)"
+    if facts.get("held_out_documents"):
+        out += (f". Its {facts['held_out_documents']:,} held-out documents (the split's validation and test shares) "
+                "are never trained: the fate table counts them as dropped, and as arriving with every pass the "
+                "stream wraps into, as every document does")
+    return out + "."
 
 
 def retention_section(per):
