@@ -26,6 +26,7 @@ class Pipeline:
     rank_word: str = "rank"
     worker_word: str = "DataLoader worker"
     order: str = ""  # where the loader shuffles what the audit reads in order (a sentence of the report)
+    bos: str = ""  # the --bos it fills in where that is left out: what the loader's own tokenizing adds
 
 
 def rows_shuffled(who):
@@ -98,7 +99,10 @@ PIPELINES = {
     "llamafactory": Pipeline(
         "llamafactory_pt", "document", 128, "stream",
         "LLaMA-Factory packs the dataset with datasets.map before training, the same on every rank; the Trainer's "
-        "sampler deals the blocks to ranks and DataLoader workers only read them: one packing",
+        "sampler deals the blocks to ranks and DataLoader workers only read them: one packing. It tokenizes with "
+        "add_special_tokens=False (data/processor/pretrain.py, just before it concatenates at :40-41): no BOS is "
+        "counted per document unless --bos is given (a tokenizer with add_bos_token: --loader-arg add_bos_token=on)",
+        bos="none",
         order=rows_shuffled("The Trainer shuffles the blocks (transformers' RandomSampler; a SequentialSampler only "
                             "with LLaMA-Factory's disable_shuffling)")),
     "axolotl": Pipeline(

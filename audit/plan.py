@@ -147,7 +147,7 @@ def plan_of(args, left_out=None) -> AuditPlan:
     packers = check_packers(names, user)
     streams_ranks, streams_workers = loader.streams(args.ranks, args.loader_workers)
     return AuditPlan(
-        stream=stream_choice(args, loader.refill_docs), packers=tuple(packers), packers_arg=loader.packers,
+        stream=stream_choice(args, loader), packers=tuple(packers), packers_arg=loader.packers,
         user=user, loader_args=loader_args, pipeline_name=args.pipeline, pipeline=loader.preset,
         topology=LoaderTopology(args.ranks, args.loader_workers, streams_ranks, streams_workers, loader.split_by,
                                 split.for_ranks(streams_ranks), loader.refill_docs),
@@ -158,13 +158,15 @@ def plan_of(args, left_out=None) -> AuditPlan:
         left_out=dict(left_out or {}))
 
 
-def stream_choice(args, refill_docs) -> StreamChoice:
+def stream_choice(args, loader) -> StreamChoice:
+    """The stream the command line asks for; a --corpus's BOS policy --bos, else the --pipeline preset's, else auto."""
     kind = "corpus" if args.corpus else "lengths" if args.lengths else "synthetic" if args.synthetic else "prepared"
+    bos = args.bos or getattr(loader.preset, "bos", "") or "auto"
     corpus = None if not args.corpus else CorpusReading(
-        tuple(args.corpus), args.format, args.column, args.label_column, args.tokenizer, args.bos, args.bos_id,
+        tuple(args.corpus), args.format, args.column, args.label_column, args.tokenizer, bos, args.bos_id,
         args.separator, args.token_dtype, args.cache_dir or f"{Path(args.out)}.lengths")
     return StreamChoice(kind, args.source, args.split, args.data_dir, args.lengths, args.column, args.label_column,
-                        corpus, refill_docs, args.passes, args.max_length)
+                        corpus, loader.refill_docs, args.passes, args.max_length)
 
 
 def check_numbers(args):
@@ -204,7 +206,7 @@ def check_stream_flags(args):
     """The flags of one kind of input given only with it."""
     corpus_only = [f for f, v in (("--tokenizer", args.tokenizer), ("--bos-id", args.bos_id), ("--format", args.format),
                                   ("--separator", args.separator), ("--token-dtype", args.token_dtype),
-                                  ("--cache-dir", args.cache_dir), ("--bos", args.bos != "auto" or None))
+                                  ("--cache-dir", args.cache_dir), ("--bos", args.bos))
                    if v is not None]
     if corpus_only and not args.corpus:
         raise DataError(f"{corpus_only[0]} applies to --corpus (your corpus where it lives) only")

@@ -148,3 +148,15 @@ def test_the_pipeline_help_names_each_preset_and_who_owns_a_buffer_in_a_few_line
     for name, p in PIPELINES.items():
         assert f"{name}: {p.packer}, " in flat, name
     assert "nanochat: original, a packer per rank, split by file-group:1024;" in flat
+
+
+@pytest.mark.parametrize("argv, bos", [
+    (["--pipeline", "llamafactory"], "none"),  # its tokenizing adds no BOS (add_special_tokens=False)
+    (["--pipeline", "llamafactory", "--bos", "add"], "add"),  # what the command line gives stands
+    (["--pipeline", "megatron"], "auto"),
+    ([], "auto"),
+])
+def test_a_presets_bos_policy_is_used_where_bos_is_left_out(tmp_path, argv, bos):
+    (tmp_path / "c.jsonl").write_text('{"text": "a b"}\n')
+    plan = plan_of(parse_args(["--corpus", str(tmp_path / "c.jsonl"), "--tokenizer", "gpt2", *argv]))
+    assert plan.stream.corpus.bos == bos
