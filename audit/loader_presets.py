@@ -94,8 +94,14 @@ PIPELINES = {
         "which the audit refuses)",
         no_ranks="the conversion that packs (convert_dataset_hf.py) has no ranks: training reads its packed MDS "
                  "shards",
-        order=rows_shuffled("Training reads the packed samples through a StreamingDataset that shuffles them when "
-                            "the config's shuffle is on (its shipped configs set it)")),
+        order="The conversion writes every worker's files once, whatever the budget (its DataLoader takes batches "
+              "from the workers in turn until each is exhausted), and training reads the written samples through a "
+              "StreamingDataset that shuffles them when the config's shuffle is on (its shipped configs set it). The "
+              "audit instead gives each worker stream an equal share of the budget's rows, in the order they are "
+              "made: a worker with fewer files wraps into a second pass while the others stop short, so read its "
+              "per-worker fates as a budget's share, not as the MDS's contents. Your own JSON files go through "
+              "convert_dataset_json.py (convert_dataset_hf.py reads only the datasets it names): one "
+              "ConcatTokensDataset over the files in order, no workers, --loader-workers 1 here"),
     "llamafactory": Pipeline(
         "llamafactory_pt", "document", 128, "stream",
         "LLaMA-Factory packs the dataset with datasets.map before training, the same on every rank; the Trainer's "
