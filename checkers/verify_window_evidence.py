@@ -4,11 +4,12 @@
   python checkers/verify_window_evidence.py runs/main/eval            # every window_summary_*.json there
   python checkers/verify_window_evidence.py SUMMARY.json EVIDENCE.npz
 
-Checks, per cell (stratum x condition x seed): beginning and tail BPB deltas, the
+Checks, per cell (stratum x condition x seed): its sources, beginning and tail BPB deltas, the
 interaction, the exploratory 95% and the Bonferroni-adjusted bootstrap intervals (same
 generator, seed and draw order as stated in the evidence), the position-bin
 contributions, that the bins add up to the window delta within 1e-7, and that bytes and
-counted targets are whole non-negative numbers. Cells exist only for the (condition, seed)
+counted targets are whole non-negative numbers; per stratum, its sources and tail windows, and each window's
+stratum against its source's length and the stated bounds; the text targets per checkpoint. Cells exist only for the (condition, seed)
 pairs whose same-seed baseline was evaluated (the evidence lists them). Prints one line
 per check; exits 1 on any difference beyond the tolerance or any non-finite saved value,
 2 on missing, unreadable, truncated or incomplete files, or on a summary and an evidence file of two populations
@@ -106,6 +107,7 @@ def verify(summary_path, evidence_path):
           json.dumps(p, sort_keys=True) == json.dumps(summary["params"], sort_keys=True))
     check("bytes and counts are whole and non-negative",
           ev["bytes"].dtype.kind in "iu" and ev["count"].dtype.kind in "iu" and ev["bytes"].min() >= 0 and ev["count"].min() >= 0)
+    check_population(summary, ev, check)
     cells = recompute(ev, p)
     saved = {(c["stratum"], c["condition"], c["seed"]): c for c in summary["cells"]}
     check(f"{len(cells)} cells recomputed, {len(saved)} saved", len(cells) == len(saved))
@@ -115,6 +117,7 @@ def verify(summary_path, evidence_path):
         if s is None:
             check(f"cell {c['key']} present in the summary", False)
             continue
+        bins_ok &= s.get("sources") == c["sources"]
         for f in ("begin_delta", "tail_delta", "interaction"):
             worst = max(worst, gap(abs(s[f] - c[f])))
         for f in ("interval95", "interval_adjusted", "begin_bins", "tail_bins"):
@@ -125,8 +128,26 @@ def verify(summary_path, evidence_path):
     held = worst <= TOL  # the line states the comparison that was made: "<=" when it held, ">" when it failed
     check(f"deltas, interactions, intervals and bin contributions agree (largest difference {worst:.2e} "
           f"{'<=' if held else '>'} {TOL})", held)
-    check(f"position bins add up to the window deltas within {BIN_TOL} and declared contrasts match", bins_ok)
+    check(f"position bins add up to the window deltas within {BIN_TOL}; sources and declared contrasts match", bins_ok)
     return ok
+
+
+def check_population(summary, ev, check):
+    """The window population's own numbers: each window's stratum from its source's length and the summary's bounds
+    (a window counts in stratum k when its source is at most bound k long, above bound k - 1), the sources and
+    tail windows per stratum, and the text targets each checkpoint is scored on (every window's counted targets)."""
+    kind, strat = ev["kind"], ev["stratum"]
+    bounds = (summary.get("spec") or {}).get("strata")
+    if bounds is not None:
+        check("each window's stratum follows from its source's length",
+              np.array_equal(np.searchsorted(np.asarray(bounds), ev["source_len"], side="left"), strat))
+    per = summary.get("per_stratum")
+    if per is not None:
+        want = [(int(((kind == 0) & (strat == k)).sum()), int(((kind == 1) & (strat == k)).sum()))
+                for k in range(len(per))]
+        check("sources and tail windows per stratum", [(c.get("sources"), c.get("tail_windows")) for c in per] == want)
+    if "text_targets" in summary:  # summaries written before 2026-12-07 record none
+        check("text targets per checkpoint", summary["text_targets"] == int(ev["count"].sum()))
 
 
 USAGE = "give an eval folder, or SUMMARY.json EVIDENCE.npz (--help for more)"

@@ -110,7 +110,9 @@ def compare_windows(paths, contrast_strata=(5, 6), baseline="baseline", replicat
               "generator": "numpy.random.default_rng (PCG64)", "labels": spec["labels"], "bins": spec["bins"]}
     cells = window_cells(ev, conditions, baseline, seeds, strata, set(contrasts), replicates, alpha, seed)
     summary = {"population": meta.get("population"), "fingerprint": meta["fingerprint"], "spec": spec,
-               "params": params, "runs": runs, "cells": cells}
+               "params": params, "runs": runs, "cells": cells,
+               # the targets each checkpoint is scored on in this population's windows (one window sample for all)
+               "text_targets": int(ev["count"].sum())}
     return summary, ev
 
 

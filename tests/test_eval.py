@@ -261,6 +261,21 @@ def test_checkers_pass_on_real_outputs_and_fail_on_altered_files(evaluated, tmp_
     np.savez(tmp_path / "e.npz", **z)
     r = _run("verify_window_evidence.py", out / "window_summary_dev.json", tmp_path / "e.npz")
     assert r.returncode == 1 and "FAIL" in r.stdout
+    # the population's own numbers, each altered alone: once unchecked, each passed
+    for alter in (lambda s: s["cells"][0].update(sources=s["cells"][0]["sources"] + 1),
+                  lambda s: s["per_stratum"][-1].update(sources=s["per_stratum"][-1]["sources"] + 1),
+                  lambda s: s.update(text_targets=s["text_targets"] + 1)):
+        s = json.loads((out / "window_summary_dev.json").read_text())
+        alter(s)
+        (tmp_path / "s.json").write_text(json.dumps(s))
+        r = _run("verify_window_evidence.py", tmp_path / "s.json", out / "window_evidence_dev.npz")
+        assert r.returncode == 1 and r.stdout.count("FAIL") == 1, r.stdout
+    z = dict(np.load(out / "window_evidence_dev.npz"))
+    z["source_len"] = z["source_len"].copy()
+    z["source_len"][0] = 1 if z["stratum"][0] else 10 ** 9  # a length of another stratum than the window's
+    np.savez(tmp_path / "e.npz", **z)
+    r = _run("verify_window_evidence.py", out / "window_summary_dev.json", tmp_path / "e.npz")
+    assert r.returncode == 1 and "FAIL  each window's stratum follows from its source's length" in r.stdout, r.stdout
     # the two populations' files swapped: the arguments are wrong, not the evaluation (it once said FAIL deltas)
     r = _run("verify_window_evidence.py", out / "window_summary_dev.json", out / "window_evidence_conf.npz")
     assert r.returncode == 2 and "FAIL" not in r.stdout and r.stderr.count("\n") == 1, r.stdout + r.stderr

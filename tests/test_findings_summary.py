@@ -78,7 +78,8 @@ def fake_run(root, rng):
                       "interaction": rng.uniform(-0.1, 0.1), "tail_delta": rng.uniform(-0.1, 0.1),
                       "interval_adjusted": [lo, lo + rng.uniform(0, 0.1)], "tail_bins": [rng.uniform(-0.01, 0.01)] * 4})
     for p in ("dev", "conf"):
-        _write(root / "eval" / f"window_summary_{p}.json", {"cells": cells, "per_stratum": [{"sources": 11}, {"sources": 4}]})
+        _write(root / "eval" / f"window_summary_{p}.json", {"cells": cells, "per_stratum": [{"sources": 11}, {"sources": 4}],
+                                                            "text_targets": 75_691 if p == "conf" else 70_001})
     prefixes = [{"reversals": [["a", "b"]] * rng.randrange(3),
                  "contrasts": [{"outside": rng.random() < 0.3} for _ in range(2)]} for _ in range(3)]
     _write(root / "eval" / "rankings.json", {"prefixes": prefixes, "methods": ["a", "b", "c"]})
@@ -120,8 +121,9 @@ def test_summary_numbers_are_the_result_files_numbers(tmp_path):
         rows55 = dict((q, ours) for q, ours, _ in _rows(md, "5.5 Source windows: beginnings against tails"))
         assert rows55["declared contrasts: negative interactions"] == f"{neg} of 8"
         assert rows55["intervals excluding zero (interval adjusted)"] == f"{excl} of 8"
-        # the text targets each checkpoint scored: confirmation.json's (the window summaries record none)
-        assert rows55["confirmation text targets per checkpoint"] == "8,192"
+        # the text targets each checkpoint scored in the confirmation windows (the paper's 3,214,901), not those of
+        # the confirmation stream (confirmation.json's 8,192, section 5.4), which the row once showed
+        assert rows55["confirmation window text targets per checkpoint"] == "75,691"
         rev = sum(len(p["reversals"]) for p in prefixes)
         outside = sum(c["outside"] for p in prefixes for c in p["contrasts"])
         rows56 = dict((q, ours) for q, ours, _ in _rows(md, "5.6 Prefix rankings"))
