@@ -30,5 +30,6 @@ PAPER_REGIME = {
     "budget_share_of_corpus": _S["targets_per_run"] / _S["eligible_tokens"],
     "share_emitted_from_long_sources": _C["share_emitted_long_pct_original"] / 100,
     "sources_started_original": None,  # not stated in the paper
-    "sources_started_segment_first": _C["segment_first_sources"],
+    "sources_started_segment_first": None,  # nor this: it states what segment-first consumes (arrivals), below
+    "sources_arrived_segment_first": _C["segment_first_sources"],
 }

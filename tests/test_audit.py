@@ -206,6 +206,9 @@ def test_regime_indicators_match_the_paper_arithmetic_and_the_audit(small_corpus
     assert ind["passes_started"] == summ["passes_started"] and ind["sources_started_original"] == summ["sources_started"]
     seg = summarize_replay(Replay(s, "segment_first", 200, 129, 12))
     assert ind["sources_started_segment_first"] == seg["sources_started"]
+    # the paper's 702,208 is what segment-first consumes (its arrivals): the row it stands in, not the starts'
+    assert ind["sources_arrived_segment_first"] == seg["sources_arrived"] > seg["sources_started"]
+    assert PAPER["sources_arrived_segment_first"] == 702_208 and PAPER["sources_started_segment_first"] is None
     assert ind["longest_chunks"] == chunks_of(int(s.lengths.max()), 129)
 
 
