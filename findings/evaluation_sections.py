@@ -98,10 +98,14 @@ def confirmation_rows(s55, w):
                 f"{c.interaction:+.4f} [{lo:+.4f}, {hi:+.4f}]",
                 (f"{pc['prefix_delta']:+.4f} / {pc['tail_delta']:+.4f} / {pc['interaction']:+.4f} "
                  f"[{pc['interval'][0]:+.4f}, {pc['interval'][1]:+.4f}] ({pc['stratum']})") if pc else "—")
+    # the paper: every interaction and tail delta negative, every beginning delta positive (a tradeoff, not only a sum)
+    worse_begin = sum((c.begin_delta or 0) > 0 for c in declared)
     s55.score = ("declared tail-minus-beginning interactions", f"{neg} of {len(declared)} negative, {excl} intervals "
                  f"exclude zero", f"{P5['interactions_negative']} of {P5['contrasts']} negative, "
-                 f"{P5['intervals_excluding_zero']} exclude zero",
-                 f"direction agrees in {neg} of {len(declared)}; interval excludes zero in {excl} of {len(declared)}")
+                 f"{P5['intervals_excluding_zero']} exclude zero; every beginning delta positive",
+                 f"interaction's direction agrees in {neg} of {len(declared)}, interval excludes zero in {excl} of "
+                 f"{len(declared)}; beginnings worse (delta > 0) in {worse_begin} of {len(declared)}, tails better in "
+                 f"{tails_better} of {len(declared)} (paper: all of each)")
 
 
 def rankings_section(d, out):

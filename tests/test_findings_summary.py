@@ -76,7 +76,7 @@ def fake_run(root, rng):
         lo = rng.uniform(-0.1, 0.05)
         cells.append({"declared": True, "condition": "random_crop", "seed": 43, "stratum": i, "sources": 10,
                       "interaction": rng.uniform(-0.1, 0.1), "tail_delta": rng.uniform(-0.1, 0.1),
-                      "interval_adjusted": [lo, lo + rng.uniform(0, 0.1)], "tail_bins": [rng.uniform(-0.01, 0.01)] * 4})
+                      "begin_delta": rng.uniform(-0.1, 0.1), "interval_adjusted": [lo, lo + rng.uniform(0, 0.1)], "tail_bins": [rng.uniform(-0.01, 0.01)] * 4})
     for p in ("dev", "conf"):
         _write(root / "eval" / f"window_summary_{p}.json", {"cells": cells, "per_stratum": [{"sources": 11}, {"sources": 4}],
                                                             "text_targets": 75_691 if p == "conf" else 70_001})

@@ -42,8 +42,11 @@ def test_scorecard_rows(tmp_path):
     assert "segmented s44 +0.0109" in sc["5.3 Matched training runs"][2]  # the paper's, from paper_values.json
     neg = sum(c["interaction"] < 0 for c in cells)
     excl = sum(c["interval_adjusted"][1] < 0 or c["interval_adjusted"][0] > 0 for c in cells)
-    assert sc["5.5 Source windows: beginnings against tails"][3] == \
-        f"direction agrees in {neg} of 8; interval excludes zero in {excl} of 8"
+    worse = sum(c["begin_delta"] > 0 for c in cells)  # the paper's beginnings all worsen: the card says ours
+    better = sum(c["tail_delta"] < 0 for c in cells)
+    assert sc["5.5 Source windows: beginnings against tails"][3] == (
+        f"interaction's direction agrees in {neg} of 8, interval excludes zero in {excl} of 8; beginnings worse "
+        f"(delta > 0) in {worse} of 8, tails better in {better} of 8 (paper: all of each)")
     rev = sum(len(p["reversals"]) for p in prefixes)
     assert sc["5.6 Prefix rankings"][1:3] == (str(rev), "0")
     assert sc["5.6 Prefix rankings"][3].startswith("agrees" if rev == 0 else "DISAGREES")
