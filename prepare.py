@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from console.shutdown import skip_final_collections
+from console.usage import interrupted_line
 from corpus.atomic import atomic_write_json, sha256_file
 from corpus.layout import ENV_VAR, Layout, default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
@@ -357,6 +358,9 @@ def main(argv=None):
     except OSError as e:
         print(f"error: {os_error_line(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # its files are written whole, and a rerun skips what is finished
+        print(interrupted_line("python prepare.py", argv, "what was finished is kept"), file=sys.stderr)
+        return 130
     print_summary(out["census"])
     return 0
 

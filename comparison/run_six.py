@@ -22,7 +22,7 @@ from pathlib import Path
 from audit.regime import filter_counts, preset_setting, preset_stream, regime_indicators, regime_table_md
 from console.shutdown import skip_final_collections
 from console.terminal import for_terminal
-from console.usage import prog_name
+from console.usage import interrupted_line, prog_name
 from corpus.atomic import atomic_write_json, atomic_write_text
 from corpus.layout import default_data_dir
 from errors import DataError
@@ -186,6 +186,10 @@ def main(argv=None):
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a finished run is skipped on a rerun, one stopped mid-way resumes from its checkpoint
+        print(interrupted_line("python -m comparison.run_six", argv, f"the runs in {out} are kept, each finished or "
+                               "with its checkpoints"), file=sys.stderr)
+        return 130
     regime = regime_record(results[0]["config"])
     md = table(results) + regime_md(regime)
     atomic_write_text(out / "table.md", md)

@@ -37,7 +37,7 @@ import numpy as np
 
 from console.shutdown import skip_final_collections
 from console.terminal import for_terminal
-from console.usage import prog_name
+from console.usage import interrupted_line, prog_name
 from corpus.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, sha256_file
 from corpus.layout import Layout, default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
@@ -123,6 +123,9 @@ def main(argv=None):
     except OSError as e:
         print(f"error: {os_error_line(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # each run's statistics file is written whole, and a rerun reuses the finished ones
+        print(interrupted_line("python -m eval", argv, "the statistics scored so far are kept"), file=sys.stderr)
+        return 130
     print(f"({time.time() - t0:.0f}s)")
     return rc
 

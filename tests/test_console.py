@@ -191,3 +191,25 @@ def test_at_exit_what_is_alive_is_frozen_before_the_interpreters_last_collection
     assert called.stdout.split("\n")[:2] == ["registered: 1", "frozen at exit: True"], (called.stdout, called.stderr)
     plain = subprocess.run([sys.executable, "-c", probe, "no"], capture_output=True, text=True, cwd=ROOT)
     assert plain.stdout.strip() == "frozen at exit: False", (plain.stdout, plain.stderr)
+
+
+@pytest.mark.parametrize("module, inner, argv, kept", [
+    ("eval.__main__", "prepare", ["--runs", "R", "--exploratory", "--out", "E"], "the statistics scored so far"),
+    ("comparison.run_six", "train_all", ["--out", "S", "steps=2"], "each finished or with its checkpoints"),
+    ("prepare", "prepare", ["--data-dir", "D"], "what was finished is kept"),
+])
+def test_ctrl_c_on_a_resumable_command_is_one_line_naming_the_command_that_goes_on(module, inner, argv, kept,
+                                                                                   monkeypatch, capsys):
+    """Each picks up where it stopped when run again; a Ctrl-C printed Python's KeyboardInterrupt traceback."""
+    import importlib
+
+    mod = importlib.import_module(module)
+
+    def stop(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mod, inner, stop)
+    rc = mod.main(argv)
+    err = capsys.readouterr().err
+    assert rc == 130 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("interrupted: ") and kept in err and f" {' '.join(argv)}` to go on" in err, err
