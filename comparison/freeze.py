@@ -47,14 +47,15 @@ def main(argv=None):
         if v is not None and v < 1:
             print(f"error: {name} must be >= 1, got {v}", file=sys.stderr)
             return 2
-    if not a.overwrite and Path(a.out).exists():  # a confirmation pass may cite it by its SHA256
-        print(f"error: {a.out}: a protocol is already frozen there; pass --overwrite to replace it, "
-              "or choose another --out", file=sys.stderr)
-        return 2
     try:
         check_out_file(a.out)  # before the corpus is hashed (seconds): where the protocol goes must be writable
-    except DataError as e:
+    except DataError as e:  # a folder among them: a protocol is a file
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not a.overwrite and Path(a.out).exists():  # a confirmation pass may cite it by its SHA256
+        what = ("a protocol is already frozen there" if Path(f"{a.out}.sha256").exists() else
+                "another file is there (no .sha256 beside it: not a frozen protocol)")
+        print(f"error: {a.out}: {what}; pass --overwrite to replace it, or choose another --out", file=sys.stderr)
         return 2
     from corpus.verify import verify_prepared
     from eval.confirmation import confirmation_fingerprint

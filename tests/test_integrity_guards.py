@@ -105,6 +105,12 @@ def test_freeze_command_line_writes_a_protocol_that_verifies(small_corpus, tmp_p
     assert freeze_main(["--preset", "tiny", "--data-dir", str(small_corpus), "--out", str(out), "--replicates", "8",
                         "--overwrite"]) == 0
     assert json.loads(out.read_text())["evaluation"]["replicates"] == 8
+    # a folder, or another file, at --out: named as what it is, not as a frozen protocol (both once were)
+    rc = freeze_main(["--preset", "tiny", "--data-dir", str(small_corpus), "--out", str(tmp_path)])
+    assert rc == 2 and capsys.readouterr().err.strip() == f"error: --out {tmp_path}: is a folder, not a file"
+    (tmp_path / "table.md").write_text("| a |\n")
+    rc = freeze_main(["--preset", "tiny", "--data-dir", str(small_corpus), "--out", str(tmp_path / "table.md")])
+    assert rc == 2 and "another file is there (no .sha256 beside it: not a frozen protocol)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("module,args,needle", [
