@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 from console.shutdown import skip_final_collections
+from console.usage import interrupted_line
 from corpus.atomic import atomic_write_json
 from errors import DataError, check_out_folder
 from records.reexecution import Reexecution
@@ -84,6 +85,9 @@ def main(argv=None):
         title, run = STAGE_RUNS[name]
         print(f"{'' if name == 'prepare' else chr(10)}== stage: {name} ({title})", flush=True)
         rc = run(out, args.data_dir, clock)
+        if rc == 130:  # a stage's command line ended on Ctrl-C (its line said what it kept): the job goes on as a whole
+            print(interrupted_line("python main.py", argv, f"stopped in stage {name}; finished stages are skipped"),
+                  file=sys.stderr)
         if rc:
             return rc
         gc.collect()  # a stage's garbage goes before the next begins: a training run freezes what exists, uncollected

@@ -41,7 +41,7 @@ from console.usage import interrupted_line, prog_name
 from corpus.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, sha256_file
 from corpus.layout import Layout, default_data_dir
 from corpus.runlock import FolderLocked, folder_lock
-from errors import DataError, os_error_line
+from errors import DataError, check_out_folder, os_error_line
 from eval.official import row_statistics, scores, write_stats
 from eval.rankings import prefix_rows, rankings, rankings_md
 from eval.stream_checks import audit_streams, require
@@ -140,10 +140,14 @@ def prepare(a, out):
     from training.config import TrainConfig
 
     runs, absent = survey_runs(a.runs)  # first: a mistyped --runs is named, not the default --out beside it
+    if not runs:
+        one = (Path(a.runs) / "summary.json").is_file()  # a run's own folder, not the folder of runs
+        raise DataError(f"{a.runs}: no finished runs (folders with summary.json and their final checkpoint)"
+                        + (f"; it is one run's folder: give the folder that holds the runs, --runs "
+                           f"{Path(a.runs).absolute().parent}" if one else ""))
+    check_out_apart(out, a.runs, runs)
     if not a.protocol:
         check_folder_free(out, None)
-    if not runs:
-        raise DataError(f"{a.runs}: no finished runs (folders with summary.json and their final checkpoint)")
     try:
         cfg0 = TrainConfig(**runs[0][1].config)
     except TypeError as e:
@@ -204,6 +208,17 @@ def check_frozen_stream(plan, checks, conf_stream):
         raise DataError(f"{checks['conf']['stream']}: the confirmation stream's fingerprint "
                         f"{got[:16]}… is not the frozen {want[:16]}… (its documents "
                         f"differ from the protocol's); refusing to confirm")
+
+
+def check_out_apart(out, runs_dir, runs):
+    """--out a folder of its own, checked before the streams are (seconds): not the runs' folder nor inside a run,
+    whose folders would get the report, figures and per-run statistics beside their checkpoints."""
+    check_out_folder(out)
+    where = Path(out).resolve()
+    inside = [r[0] for r in runs if where == r[0].resolve() or r[0].resolve() in where.parents]
+    if where == Path(runs_dir).resolve() or inside:
+        raise DataError(f"--out {out}: is {'the runs folder' if not inside else f'inside the run {inside[0]}'}; an "
+                        f"evaluation writes a folder of its own (default: eval beside the runs)")
 
 
 def check_folder_free(out, protocol_sha256):
@@ -273,7 +288,11 @@ def _done(path, sha, fingerprint=None):
 
     if not path.exists():
         return False
-    meta = pq.read_schema(path).metadata or {}
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError: a file cut short is scored again
+        print(f"note: {path} is unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__}); scored again")
+        return False
     return meta.get(b"checkpoint_sha256", b"").decode() == sha and (
         fingerprint is None or meta.get(b"fingerprint", b"").decode() == fingerprint)
 

@@ -14,6 +14,7 @@ independently from the evidence file alone.
 import io
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -89,7 +90,8 @@ def load_window_runs(paths):
         name = f"{meta['condition']}_s{meta['seed']}"
         ev[f"{name}_nats"] = np.stack([t.column(f"nats_{b}").to_numpy() for b in range(int(meta["bins"]))], 1)
         runs.append({"name": name, "condition": meta["condition"], "seed": int(meta["seed"]),
-                     "checkpoint_sha256": meta.get("checkpoint_sha256"), "file": str(p)})
+                     # relative to the evaluation folder (RUN/windows_P.parquet): the summary stays true when it moves
+                     "checkpoint_sha256": meta.get("checkpoint_sha256"), "file": f"{Path(p).parent.name}/{Path(p).name}"})
     return ev, meta0, runs
 
 

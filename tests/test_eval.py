@@ -300,6 +300,25 @@ def test_a_second_evaluation_reuses_finished_statistics(evaluated):
     assert (out / "window_summary_dev.json").read_text() == summary
 
 
+def test_a_statistics_file_cut_short_is_scored_again_with_a_note(evaluated, tmp_path, capsys):
+    """A truncated per-run statistics file in --out (a disk that filled) once ended the rerun in pyarrow's
+    traceback; it is scored again, to the same bytes."""
+    import shutil
+
+    from eval.__main__ import main as eval_main
+
+    runs, out = evaluated
+    copy = tmp_path / "eval"
+    shutil.copytree(out, copy)
+    cut = copy / "baseline_s43" / "windows_dev.parquet"
+    whole = cut.read_bytes()
+    cut.write_bytes(whole[:len(whole) // 2])
+    assert eval_main(["--runs", str(runs), "--out", str(copy), "--replicates", "300", "--device", "cpu",
+                      "--exploratory", "--no-figures"]) == 0
+    assert f"note: {cut} is unreadable" in capsys.readouterr().out and cut.read_bytes() == whole
+    assert (copy / "window_summary_dev.json").read_text() == (out / "window_summary_dev.json").read_text()
+
+
 def test_checkers_and_official_have_working_help(capsys):
     for script in ("verify_window_evidence.py", "verify_evaluation_summary.py"):
         r = _run(script, "--help")

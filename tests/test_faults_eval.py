@@ -163,6 +163,21 @@ def test_a_locked_output_folder_is_refused_naming_the_holder(partial_runs, tmp_p
     assert sorted(p.name for p in out.iterdir()) == []  # nothing written, and the holder's lock file is gone with it
 
 
+def test_an_out_among_the_runs_and_a_run_folder_as_runs_are_one_line_and_write_nothing(partial_runs, capsys):
+    """An evaluation once wrote its report, figures and per-run statistics into the training runs' folders; and a
+    run's own folder as --runs said only "no finished runs"."""
+    before = sorted(str(p.relative_to(partial_runs)) for p in partial_runs.rglob("*"))
+    rc = eval_main(["--runs", str(partial_runs), "--out", str(partial_runs), "--exploratory", *FAST])
+    _one_line_error(capsys, rc, f"--out {partial_runs}: is the runs folder")
+    inside = partial_runs / "baseline_s43" / "ev"
+    rc = eval_main(["--runs", str(partial_runs), "--out", str(inside), "--exploratory", *FAST])
+    _one_line_error(capsys, rc, f"inside the run {partial_runs / 'baseline_s43'}")
+    assert sorted(str(p.relative_to(partial_runs)) for p in partial_runs.rglob("*")) == before
+    rc = eval_main(["--runs", str(partial_runs / "baseline_s43"), "--exploratory", *FAST])
+    _one_line_error(capsys, rc, "it is one run's folder: give the folder that holds the runs, "
+                                f"--runs {partial_runs}")
+
+
 def test_corrupt_summary_and_protocols_give_one_line(partial_runs, small_corpus, tmp_path, capsys):
     runs = tmp_path / "runs"
     shutil.copytree(partial_runs, runs)
@@ -259,7 +274,8 @@ def test_an_unwritable_or_full_output_folder_is_one_line_and_changes_nothing(par
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     rc = eval_main(["--runs", str(partial_runs), "--out", str(blocker / "ev"), "--exploratory", *FAST])
-    _one_line_error(capsys, rc, str(blocker / "ev"), "needs")  # a folder cannot be made inside a file
+    # a folder cannot be made inside a file: said before the runs are re-scored or the streams checked
+    _one_line_error(capsys, rc, str(blocker / "ev"), "cannot be made")
 
     out = tmp_path / "ev"
     out.mkdir()
