@@ -355,6 +355,9 @@ def resume_point(out, cfg, ident, resume, allow_code_change, log):
         return None, None, []
     path, payload = newest_good_checkpoint(out, log=log)
     if payload is None:
+        # a folder an earlier start left without a checkpoint (a run stopped early): said, not silent
+        if int(os.environ.get("RANK", 0)) == 0 and any(not p.name.startswith(".") for p in Path(out).iterdir()):
+            log(f"--resume: {out} holds no checkpoint yet (checkpoint_every); starting at update 0")
         return None, None, []
     return path, payload, check_resumable(path, payload, cfg, ident, allow_code_change, log)
 
@@ -502,7 +505,11 @@ def main(argv=None):
             return 0
         if not a.config and int(os.environ.get("RANK", 0)) == 0:
             print(defaults_line(cfg, a.overrides))
-        res = train(cfg, a.out or f"runs/{cfg.name}", resume=a.resume, curve_points=CURVE_POINTS, overwrite=a.overwrite,
+        out = a.out or f"runs/{cfg.name}"
+        if a.resume and not Path(out).is_dir():  # a mistyped --out would start a fresh run in a new folder
+            raise DataError(f"--resume: {out} does not exist, so there is no run to continue; check --out, or leave "
+                            "out --resume to start a run there")
+        res = train(cfg, out, resume=a.resume, curve_points=CURVE_POINTS, overwrite=a.overwrite,
                     allow_code_change=a.allow_code_change, collect_garbage=True)
     except (DataError, TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)

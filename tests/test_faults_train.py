@@ -115,6 +115,22 @@ def test_ctrl_c_says_what_is_kept_and_how_to_resume(small_corpus, tmp_path, caps
     rc, out, err = run_cli(capsys, again.split())  # the command it gives continues the run
     assert rc == 0 and f"resumed from {run / 'ckpt_000002.pt'} at update 2" in out, err
 
+def test_resume_into_a_folder_that_does_not_exist_is_one_line_and_an_empty_start_is_said(small_corpus, tmp_path,
+                                                                                          capsys):
+    """A mistyped --out with --resume once started a fresh run there without a word."""
+    rc, _, err = run_cli(capsys, args(small_corpus) + ["--out", str(tmp_path / "typo"), "--resume", "--dry-run"])
+    assert rc == 0  # a dry run builds nothing: not refused
+    rc, _, err = run_cli(capsys, args(small_corpus) + ["--out", str(tmp_path / "typo"), "--resume"])
+    assert rc == 2 and err.strip() == (f"error: --resume: {tmp_path / 'typo'} does not exist, so there is no run to "
+                                       "continue; check --out, or leave out --resume to start a run there")
+    assert not (tmp_path / "typo").exists()
+    started = tmp_path / "started"  # a run stopped before its first checkpoint left its log
+    started.mkdir()
+    (started / "train_log.jsonl").write_text("")
+    rc, out, err = run_cli(capsys, args(small_corpus) + ["--out", str(started), "--resume"])
+    assert rc == 0 and f"--resume: {started} holds no checkpoint yet (checkpoint_every); starting at update 0" in out
+
+
 def test_second_process_on_the_same_folder_is_refused(small_corpus, tmp_path, capsys):
     with folder_lock(tmp_path / "busy", "a test"):
         rc, _, err = run_cli(capsys, args(small_corpus) + ["--out", str(tmp_path / "busy")])
