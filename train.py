@@ -225,6 +225,7 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, c
     out = Path(out_dir)
     if rank != 0:
         return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change, collect_garbage)
+    made = not out.exists()
     try:
         with folder_lock(out, "a training run"):
             if overwrite and not resume and holds_a_run(out):
@@ -233,6 +234,10 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, c
             return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change, collect_garbage)
     except FolderLocked as e:
         raise DataError(str(e)) from None
+    except DataError:  # refused before it wrote anything (a data root not prepared): no empty folder left behind
+        if made and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
 
 
 def check_start(cfg):

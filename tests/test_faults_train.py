@@ -205,3 +205,10 @@ def test_truncated_checkpoint_sidecar_falls_back_to_the_previous_checkpoint(smal
     assert res["final_train_loss"] == strict_json(finished / "summary.json")["final_train_loss"]
     with pytest.raises(DataError):
         resolve_config(None, ["keep_checkpoints=0"])
+
+
+def test_a_run_refused_before_it_starts_leaves_no_empty_folder(tmp_path, capsys):
+    """run_six --data-dir <missing> once left an empty OUT/baseline_s43 behind."""
+    out = tmp_path / "six" / "baseline_s43"
+    rc, _, err = run_cli(capsys, args(tmp_path / "NODATA") + ["--out", str(out)])
+    assert rc == 2 and "corpus not prepared" in err and not out.exists()
