@@ -150,9 +150,13 @@ def window_table_md(summary, label="") -> str:
     cells = summary["cells"]
     declared = [c for c in cells if c.get("declared")]
     m = max(1, len(summary["params"]["contrasts"]))
+    # the paper declares its contrasts on confirmation; on development the same cells are exploratory
+    dev = "" if pop != "dev" else (" The paper declares these contrasts on confirmation only: on development they "
+                                   "are the same cells, exploratory, shown with the same adjustment for comparison.")
     out = [f"#### Declared contrasts ({pop}){label}: tail minus beginning, paired-source bootstrap", "",
            f"{len(summary['params']['contrasts'])} declared contrasts; Bonferroni-adjusted "
-           f"{100 * (1 - summary['params']['alpha'] / m):.3f}% quantiles of {summary['params']['replicates']:,} replicates.",
+           f"{100 * (1 - summary['params']['alpha'] / m):.3f}% quantiles of {summary['params']['replicates']:,} replicates."
+           + dev,
            "", "| Condition | Seed | Source length | Sources | Prefix delta | Tail delta | Tail minus prefix | "
            f"{100 * (1 - summary['params']['alpha'] / m):.3f}% interval |",
            "|---|---:|---|---:|---:|---:|---:|---|"]

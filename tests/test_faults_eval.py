@@ -100,6 +100,9 @@ def test_partial_set_is_evaluated_as_found_absent_runs_named_every_output_unconf
     assert len(headings) > 8 and all("(UNCONFIRMED)" in h for h in headings)
     for png in ("contrasts_forest.png", "bin_contributions.png", "prefix_rankings.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({png})" in report
+    # what the scaled prefixes stand for, and that development's "declared" cells are the paper's confirmation ones
+    assert "The prefixes stand for the declared 262,144 / 2,097,152 / 10,485,760 (the paper's)" in report
+    assert "The paper declares these contrasts on confirmation only: on development they are the same cells" in report
 
 
 def test_confirmation_needs_a_protocol_which_decides_the_ranked_set(partial_runs, small_corpus, tmp_path, capsys):

@@ -117,3 +117,8 @@ def test_rankings_table_is_rendered_line_by_line():
         "| b | 2 | +2.885390 | +0.721348 | [+0.000000, +2.885390] | no |\n"
         "| a | 8 | +0.721348 | +0.721348 | [+0.721348, +0.721348] | no |\n"
         "| b | 8 | +0.721348 | +0.721348 | [+0.721348, +0.721348] | no |\n")
+    # as eval records them: the paper's prefixes, scaled to this stream, are said to be
+    res["declared"] = {"paper_prefix_targets": [262_144, 2_097_152, 10_485_760]}
+    assert rankings_md(res, 2).splitlines()[0].endswith(
+        "The prefixes stand for the declared 262,144 / 2,097,152 / 10,485,760 (the paper's) of 20,971,520 targets, at "
+        "the same fractions of this stream.")
