@@ -33,7 +33,7 @@ import sys
 
 from audit.libraries.about import help_line as loaders_help
 from audit.libraries.args import help_line as keys_help
-from audit.loader_presets import help_lines
+from audit.loader_presets import help_lines, preset_help
 from console.shutdown import skip_final_collections
 from console.usage import prog_name
 from errors import DataError, check_out_folder, os_error_line
@@ -85,6 +85,11 @@ SPLIT_HELP = ("how documents are shared among the worker streams: 'document' (de
 
 
 def parse_args(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--pipeline" in argv and {"-h", "--help"} & set(argv):  # argparse would take --help for the missing NAME
+        after = argv[argv.index("--pipeline") + 1:]
+        print(preset_help(after[0] if after else None))
+        raise SystemExit(0)
     ap = argparse.ArgumentParser(prog=prog_name("python -m audit"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group()
@@ -130,7 +135,8 @@ def parse_args(argv=None):
     ap.add_argument("--split-by", default=None, help=SPLIT_HELP)
     ap.add_argument("--pipeline", metavar="NAME", help="a named loader: fills in --packers, --split-by and "
                     "--refill-docs where you leave them out, and says what owns a buffer (" + help_lines() + "); what "
-                    "each follows in its loader's code, file by file, heads the report (and summary.json's pipeline)")
+                    "each follows in its loader's code, file by file, heads the report (and summary.json's pipeline); "
+                    "--pipeline NAME --help prints it")
     add_engine_args(ap, "permutations (--permutations above 0, with the original packer) and worker streams' "
                         "audits (--ranks / --loader-workers above 1)")
     ap.add_argument("--workers", type=int, default=None,

@@ -139,6 +139,24 @@ def help_lines() -> str:
                      for n, p in PIPELINES.items())
 
 
+def preset_help(name=None) -> str:
+    """`--pipeline [NAME] --help`: one preset in full (what it fills in, who owns a buffer, the facts it follows, what
+    the audit reads in another order, its BOS policy), or every preset's name and few words."""
+    if name not in PIPELINES:
+        return ("--pipeline NAME, a named loader (--pipeline NAME --help: that one in full): "
+                + "; ".join(f"{n}: {p.packer}, {OWNS[p.owner]}" for n, p in PIPELINES.items()) + ".")
+    p = PIPELINES[name]
+    lines = [f"--pipeline {name}: --packers {p.packer}, --split-by {p.split_by}, --refill-docs {p.refill_docs} where you "
+             f"leave them out; {OWNS[p.owner]}.", "", f"It follows {p.follows}."]
+    if p.order:
+        lines.append(f"{p.order}.")
+    if p.bos:
+        lines.append(f"Its BOS policy where --bos is left out: {p.bos}.")
+    if p.no_ranks:
+        lines.append(f"--ranks above 1 is refused: {p.no_ranks}.")
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class LoaderChoice:
     """A --pipeline preset (or none) applied to the command line: the packers, the split and the refill it fills

@@ -160,3 +160,18 @@ def test_a_presets_bos_policy_is_used_where_bos_is_left_out(tmp_path, argv, bos)
     (tmp_path / "c.jsonl").write_text('{"text": "a b"}\n')
     plan = plan_of(parse_args(["--corpus", str(tmp_path / "c.jsonl"), "--tokenizer", "gpt2", *argv]))
     assert plan.stream.corpus.bos == bos
+
+
+def test_pipeline_name_help_prints_that_preset_in_full_and_pipeline_help_the_list(capsys):
+    """`--pipeline --help` was argparse's "expected one argument"; there was no help per preset."""
+    from audit.loader_presets import PIPELINES
+
+    with pytest.raises(SystemExit) as e:
+        audit_main(["--lengths", "L.txt", "--pipeline", "megatron", "--help"])
+    text = capsys.readouterr().out
+    assert e.value.code == 0 and text.startswith("--pipeline megatron: --packers megatron_gpt, --split-by document")
+    assert f"It follows {PIPELINES['megatron'].follows}." in text
+    with pytest.raises(SystemExit) as e:
+        audit_main(["--pipeline", "--help"])
+    text = capsys.readouterr().out
+    assert e.value.code == 0 and all(f"{n}: {p.packer}" in text for n, p in PIPELINES.items())
