@@ -79,7 +79,8 @@ def test_a_flag_given_overrides_the_preset(lengths_file, tmp_path):
     (["--pipeline", "nanochat", "--ranks", "6"],
      # the preset's split, which the user never typed, is said to be the preset's
      "--split-by file-group:1024 (--pipeline nanochat's deal): 6 worker streams but 5 groups of 1024 documents (counted "
-     "in each file) reach only 5"),
+     "in each file) reach only 5 of them: every worker stream needs a share; that is the loader's own deal: give "
+     "fewer worker streams (--ranks, --loader-workers), or more files"),
     # given by the user, the same split is theirs
     (["--pipeline", "nanochat", "--ranks", "6", "--split-by", "file-group:2000"],
      "error: --split-by file-group:2000: 6 worker streams but 3 groups of 2000"),

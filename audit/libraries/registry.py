@@ -31,8 +31,8 @@ def seq(R):
     return R - 1
 
 
-def _window(name):
-    return f"no buffered selection: {name}, in arrival order, so nothing waits by length"
+def _window(name, order="in arrival order"):
+    return f"no buffered selection: {name}, {order}, so nothing waits by length"
 
 
 def _megatron_specs():
@@ -42,7 +42,8 @@ def _megatron_specs():
             "at the horizon": HORIZON["megatron"]}
     return [
         Spec("megatron_gpt", lambda R, B, w, plan: megatron.gpt(R, w, plan), "megatron-core", seq, mset,
-             _window("windows of seq_length + 1 tokens over shuffled documents, never cropped"), planned=True,
+             _window("windows of seq_length + 1 tokens over shuffled documents, never cropped",
+                     "in its index's shuffled order"), planned=True,
              indexed=True),
         Spec("megatron_blend", None, "megatron-core", seq, mset, BLEND_WHY_NOT, audit=blend_audit),
     ]
