@@ -84,12 +84,17 @@ SPLIT_HELP = ("how documents are shared among the worker streams: 'document' (de
               "... and rank r keeps every N-th of its documents). A length file is one file")
 
 
-def parse_args(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if "--pipeline" in argv and {"-h", "--help"} & set(argv):  # argparse would take --help for the missing NAME
+def pipeline_help(argv):
+    """`--pipeline [NAME] --help`: the preset in full, or the list (argparse would take --help for a missing NAME)."""
+    if "--pipeline" in argv and {"-h", "--help"} & set(argv):
         after = argv[argv.index("--pipeline") + 1:]
         print(preset_help(after[0] if after else None))
         raise SystemExit(0)
+
+
+def parse_args(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    pipeline_help(argv)
     ap = argparse.ArgumentParser(prog=prog_name("python -m audit"), description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group()

@@ -23,8 +23,8 @@ def window_files(tmp_path, tail_delta):
              bytes=np.array([[8], [8]]), count=np.array([[8], [8]]),
              baseline_s1_nats=np.array([[8 * LN2], [8 * LN2]]), random_crop_s1_nats=np.array([[12 * LN2], [4 * LN2]]),
              meta=np.asarray(json.dumps(p)))
-    cell = {"stratum": 0, "condition": "random_crop", "seed": 1, "begin_delta": 0.5, "tail_delta": tail_delta,
-            "interaction": -1.0, "interval95": [-1.0, -1.0], "begin_bins": [0.5], "tail_bins": [-0.5], "declared": False}
+    cell = {"stratum": 0, "condition": "random_crop", "seed": 1, "sources": 1, "begin_delta": 0.5,
+            "tail_delta": tail_delta, "interaction": -1.0, "interval95": [-1.0, -1.0], "begin_bins": [0.5], "tail_bins": [-0.5], "declared": False}
     (tmp_path / "s.json").write_text(json.dumps({"params": p, "cells": [cell]}))
     return tmp_path / "s.json", tmp_path / "e.npz"
 
