@@ -84,7 +84,10 @@ def main(argv=None):
         clock.start(name)
         title, run = STAGE_RUNS[name]
         print(f"{'' if name == 'prepare' else chr(10)}== stage: {name} ({title})", flush=True)
-        rc = run(out, args.data_dir, clock)
+        try:
+            rc = run(out, args.data_dir, clock)
+        except KeyboardInterrupt:  # a stage without a Ctrl-C line of its own (freeze, the summary)
+            rc = 130
         if rc == 130:  # a stage's command line ended on Ctrl-C (its line said what it kept): the job goes on as a whole
             print(interrupted_line("python main.py", argv, f"stopped in stage {name}; finished stages are skipped"),
                   file=sys.stderr)

@@ -225,7 +225,7 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, c
     out = Path(out_dir)
     if rank != 0:
         return _train(cfg, out, resume, stop_after, log, curve_points, allow_code_change, collect_garbage)
-    made = not out.exists()
+    made = missing_top(out)  # the first folder this run would make on the way to out, or None
     try:
         with folder_lock(out, "a training run"):
             if overwrite and not resume and holds_a_run(out):
@@ -235,9 +235,30 @@ def train(cfg: TrainConfig, out_dir, resume=False, stop_after=None, log=print, c
     except FolderLocked as e:
         raise DataError(str(e)) from None
     except DataError:  # refused before it wrote anything (a data root not prepared): no empty folder left behind
-        if made and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()
+        remove_empty(out, made)
         raise
+
+
+def missing_top(out):
+    """The outermost folder on the way to out that does not exist yet (the lock makes it and those below), or None."""
+    top = None
+    for f in (out, *out.absolute().parents):
+        if f.exists():
+            return top
+        top = f
+    return top
+
+
+def remove_empty(out, top):
+    """The folders a refused start made, from out up to top, each only while empty."""
+    if top is None:
+        return
+    f = out.absolute()
+    while f.is_dir() and not any(f.iterdir()):
+        f.rmdir()
+        if f == top.absolute():
+            return
+        f = f.parent
 
 
 def check_start(cfg):
@@ -362,7 +383,7 @@ def resume_point(out, cfg, ident, resume, allow_code_change, log):
     if payload is None:
         # a folder an earlier start left without a checkpoint (a run stopped early): said, not silent
         if int(os.environ.get("RANK", 0)) == 0 and any(not p.name.startswith(".") for p in Path(out).iterdir()):
-            log(f"--resume: {out} holds no checkpoint yet (checkpoint_every); starting at update 0")
+            log(f"resume: {out} holds no usable checkpoint; starting at update 0")
         return None, None, []
     return path, payload, check_resumable(path, payload, cfg, ident, allow_code_change, log)
 
@@ -512,8 +533,9 @@ def main(argv=None):
             print(defaults_line(cfg, a.overrides))
         out = a.out or f"runs/{cfg.name}"
         if a.resume and not Path(out).is_dir():  # a mistyped --out would start a fresh run in a new folder
-            raise DataError(f"--resume: {out} does not exist, so there is no run to continue; check --out, or leave "
-                            "out --resume to start a run there")
+            what = "is not a folder" if Path(out).exists() else "does not exist"
+            raise DataError(f"--resume: {out} {what}, so there is no run to continue; check --out, or leave out "
+                            "--resume to start a run there")
         res = train(cfg, out, resume=a.resume, curve_points=CURVE_POINTS, overwrite=a.overwrite,
                     allow_code_change=a.allow_code_change, collect_garbage=True)
     except (DataError, TrainingDiverged) as e:

@@ -86,10 +86,13 @@ SPLIT_HELP = ("how documents are shared among the worker streams: 'document' (de
 
 def pipeline_help(argv):
     """`--pipeline [NAME] --help`: the preset in full, or the list (argparse would take --help for a missing NAME)."""
-    if "--pipeline" in argv and {"-h", "--help"} & set(argv):
-        after = argv[argv.index("--pipeline") + 1:]
-        print(preset_help(after[0] if after else None))
-        raise SystemExit(0)
+    if not {"-h", "--help"} & set(argv):
+        return
+    for i, a in enumerate(argv):
+        if a == "--pipeline" or a.startswith("--pipeline="):
+            name = a.partition("=")[2] or (argv[i + 1] if i + 1 < len(argv) else None)
+            print(preset_help(None if name in (None, "-h", "--help") else name))
+            raise SystemExit(0)
 
 
 def parse_args(argv=None):

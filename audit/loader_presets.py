@@ -143,8 +143,8 @@ def preset_help(name=None) -> str:
     """`--pipeline [NAME] --help`: one preset in full (what it fills in, who owns a buffer, the facts it follows, what
     the audit reads in another order, its BOS policy), or every preset's name and few words."""
     if name not in PIPELINES:
-        return ("--pipeline NAME, a named loader (--pipeline NAME --help: that one in full): "
-                + "; ".join(f"{n}: {p.packer}, {OWNS[p.owner]}" for n, p in PIPELINES.items()) + ".")
+        unknown = f"--pipeline {name}: unknown. " if name else ""
+        return f"{unknown}--pipeline NAME, a named loader (--pipeline NAME --help: that one in full): {help_lines()}."
     p = PIPELINES[name]
     lines = [f"--pipeline {name}: --packers {p.packer}, --split-by {p.split_by}, --refill-docs {p.refill_docs} where you "
              f"leave them out; {OWNS[p.owner]}.", "", f"It follows {p.follows}."]

@@ -267,13 +267,13 @@ def coverage_section(summary, per):
             out.append(f"- **{n}** ({lib.get('name', 'ours')} {lib.get('version') or ''}): "
                        + "; ".join(f"{k}: {v}" for k, v in per[n]["settings"].items()) + ".")
         if per[n].get("loader"):
-            out.append(loader_line(n, per[n]["loader"]))
+            out.append(loader_line(n, per[n]["loader"], per[n].get("how", "")))
     return out + [""]
 
 
-def loader_line(name, facts) -> str:
-    """What an index-building loader decided (summary.json's 'loader': Megatron's epochs, its 80% rule, the held-out
-    split), its lists and tables left to summary.json."""
+def loader_line(name, facts, how="") -> str:
+    """What a loader decided (summary.json's 'loader': Megatron's epochs, its 80% rule, the held-out split; a rule's
+    settings and what it counted), its lists and tables left to summary.json. how: the summary's, a rule's 'rule ...'."""
     def value(k, v):
         if isinstance(v, bool):
             return "yes" if v else "no"
@@ -281,7 +281,9 @@ def loader_line(name, facts) -> str:
 
     said = "; ".join(f"{k.replace('_', ' ')}: {value(k, v)}" for k, v in facts.items()
                      if k != "library" and v is not None and not isinstance(v, (list, dict)))
-    out = f"- **{name}**'s own index, as the library built it: {said}"
+    whose = ("the rule written from its code decided (the library itself did not run)" if how.startswith("rule") else
+             "its own index, as the library built it")
+    out = f"- **{name}**: {whose}: {said}"
     if any(isinstance(v, (list, dict)) for v in facts.values()):
         out += " (per dataset: summary.json's loader)"
     if facts.get("held_out_documents"):

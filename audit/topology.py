@@ -170,8 +170,7 @@ def check_topology(n, W, group=1, file_of=None, files=None, chosen_by=""):
                     f"{groups:,} group{'s' if groups != 1 else ''} of {split.group} documents (counted in each file)")
             fix = ("HF datasets stops the DataLoader workers that get no file: give fewer --loader-workers, or "
                    "more files" if split.hf else
-                   "that is the loader's own deal: give fewer worker streams (--ranks, --loader-workers), or more "
-                   "files" if chosen_by else
+                   "that is the loader's own deal: give fewer worker streams" if chosen_by else
                    "give --split-by document or group:G to deal documents, or hf-iterable for HF datasets' deal")
             raise DataError(f"--split-by {split.text}{chosen_by}: {W} worker streams but {what} reach only {reached} of them: "
                             f"every worker stream needs a share; {fix}")

@@ -142,9 +142,9 @@ def check_population(summary, ev, check):
         check("each window's stratum follows from its source's length",
               np.array_equal(np.searchsorted(np.asarray(bounds), ev["source_len"], side="left"), strat))
     per = summary.get("per_stratum")
-    if per is not None:
-        want = [(int(((kind == 0) & (strat == k)).sum()), int(((kind == 1) & (strat == k)).sum()))
-                for k in range(len(per))]
+    if per is not None:  # one row per stratum the spec names: a row left out fails too
+        k_all = len((summary.get("spec") or {}).get("labels") or per)
+        want = [(int(((kind == 0) & (strat == k)).sum()), int(((kind == 1) & (strat == k)).sum())) for k in range(k_all)]
         check("sources and tail windows per stratum", [(c.get("sources"), c.get("tail_windows")) for c in per] == want)
     if "text_targets" in summary:  # summaries written before 2026-12-07 record none
         check("text targets per checkpoint", summary["text_targets"] == int(ev["count"].sum()))

@@ -145,7 +145,7 @@ def prepare(a, out):
         raise DataError(f"{a.runs}: no finished runs (folders with summary.json and their final checkpoint)"
                         + (f"; it is one run's folder: give the folder that holds the runs, --runs "
                            f"{Path(a.runs).absolute().parent}" if one else ""))
-    check_out_apart(out, a.runs, runs)
+    check_out_apart(out, a.runs)
     if not a.protocol:
         check_folder_free(out, None)
     try:
@@ -210,14 +210,14 @@ def check_frozen_stream(plan, checks, conf_stream):
                         f"differ from the protocol's); refusing to confirm")
 
 
-def check_out_apart(out, runs_dir, runs):
-    """--out a folder of its own, checked before the streams are (seconds): not the runs' folder nor inside a run,
-    whose folders would get the report, figures and per-run statistics beside their checkpoints."""
+def check_out_apart(out, runs_dir):
+    """--out a folder of its own, checked before the streams are (seconds): not the runs' folder nor inside it, where
+    a run's folder (finished or not) would get the report, figures and per-run statistics beside its checkpoints, and
+    a later survey of the runs would meet the evaluation as one more folder."""
     check_out_folder(out)
-    where = Path(out).resolve()
-    inside = [r[0] for r in runs if where == r[0].resolve() or r[0].resolve() in where.parents]
-    if where == Path(runs_dir).resolve() or inside:
-        raise DataError(f"--out {out}: is {'the runs folder' if not inside else f'inside the run {inside[0]}'}; an "
+    where, runs = Path(out).resolve(), Path(runs_dir).resolve()
+    if where == runs or runs in where.parents:
+        raise DataError(f"--out {out}: is {'the runs folder' if where == runs else 'inside the runs folder'}; an "
                         f"evaluation writes a folder of its own (default: eval beside the runs)")
 
 

@@ -80,7 +80,7 @@ def test_a_flag_given_overrides_the_preset(lengths_file, tmp_path):
      # the preset's split, which the user never typed, is said to be the preset's
      "--split-by file-group:1024 (--pipeline nanochat's deal): 6 worker streams but 5 groups of 1024 documents (counted "
      "in each file) reach only 5 of them: every worker stream needs a share; that is the loader's own deal: give "
-     "fewer worker streams (--ranks, --loader-workers), or more files"),
+     "fewer worker streams"),
     # given by the user, the same split is theirs
     (["--pipeline", "nanochat", "--ranks", "6", "--split-by", "file-group:2000"],
      "error: --split-by file-group:2000: 6 worker streams but 3 groups of 2000"),
@@ -173,6 +173,12 @@ def test_pipeline_name_help_prints_that_preset_in_full_and_pipeline_help_the_lis
     assert e.value.code == 0 and text.startswith("--pipeline megatron: --packers megatron_gpt, --split-by document")
     assert f"It follows {PIPELINES['megatron'].follows}." in text
     with pytest.raises(SystemExit) as e:
+        audit_main(["--pipeline=grain", "-h"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith("--pipeline grain: --packers grain_first_fit")
+    with pytest.raises(SystemExit) as e:
         audit_main(["--pipeline", "--help"])
     text = capsys.readouterr().out
     assert e.value.code == 0 and all(f"{n}: {p.packer}" in text for n, p in PIPELINES.items())
+    with pytest.raises(SystemExit):
+        audit_main(["--pipeline", "fairseq", "--help"])
+    assert capsys.readouterr().out.startswith("--pipeline fairseq: unknown. --pipeline NAME, a named loader")

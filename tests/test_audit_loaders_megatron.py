@@ -100,7 +100,7 @@ def test_megatron_gpt_trains_the_windows_its_rule_gives(stream, tmp_path, share,
     assert (np.asarray(fates["fate"], object)[train:] == "dropped").all()  # the held-out split is never trained
     # the report, not only summary.json, says what Megatron built and that the held-out documents are those dropped
     md = (tmp_path / "gpt" / "report.md").read_text()
-    assert (f"**megatron_gpt**'s own index, as the library built it: seq length: {SEQ}; seed: {SEED}; split: 969,30,1; "
+    assert (f"**megatron_gpt**: its own index, as the library built it: seq length: {SEQ}; seed: {SEED}; split: 969,30,1; "
             f"train documents: {train:,}; held out documents: {len(L) - train:,};") in md
     assert f"epochs: {E}; " in md and f"final epoch shuffled alone: {'yes' if sep else 'no'}" in md
     assert f"Its {len(L) - train:,} held-out documents (the split's validation and test shares) are never trained" in md
@@ -250,7 +250,8 @@ def test_a_split_megatron_would_build_empty_is_refused_not_built_for_ever(tmp_pa
     regression into a failure, not a suite that never ends."""
     n = 10 if packer == "megatron_blend" else 12  # two datasets of 5, or one of 12
     pq.write_table(pa.table({"length": np.full(n, 40), "label": ["a"] * 5 + ["b"] * (n - 5)}), tmp_path / "L.parquet")
-    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("the audit ran Megatron's loop")))
+    before = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("the audit ran Megatron's "
+                                                                                           "loop")))
     signal.alarm(20)
     try:
         rc = audit_main(["--lengths", str(tmp_path / "L.parquet"), "--column", "length", "--label-column", "label",
@@ -259,6 +260,7 @@ def test_a_split_megatron_would_build_empty_is_refused_not_built_for_ever(tmp_pa
                          "--out", str(tmp_path / "o")])
     finally:
         signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
     refused = json.loads((tmp_path / "o" / "summary.json").read_text())["packers"][packer]["refused"]
     assert rc != 0 or refused
     assert where in refused and "gpt_dataset.py:634-636" in refused, refused

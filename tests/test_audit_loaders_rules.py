@@ -3,6 +3,7 @@ from their code (audit/libraries/foundry.py, llamafactory.py, axolotl.py). Each 
 of documents with long ones, and every partition count, the never-started set and every document's fate are
 compared with a reference loader written below from the same library lines, with the audit's accounting written
 again in tests/loader_fates.py. The help and the lock name each library's version."""
+import json
 import re
 
 import numpy as np
@@ -240,3 +241,18 @@ def test_the_help_and_the_lock_name_each_librarys_version(capsys):
     assert rules == ["foundry_concat", "foundry_no_wrap", "foundry_binpack", "llamafactory_pt", "axolotl_completion",
                      "axolotl_chat_template"]
     assert all(specs[n].how.startswith("rule from ") and specs[n].how.endswith("not its code") for n in rules)
+
+
+def test_axolotl_capped_at_the_passes_given_is_short_because_its_input_ended(stream, tmp_path):
+    """Under --passes its epochs stop at the passes given, its iterator never read to the end: every line says its
+    input ended (they once said it stopped yielding rows)."""
+    L, f = stream
+    one = len(ref_axolotl(L, 1, 1, ref_completion_samples)[0])
+    s, _ = audit_run(audit_main, f, tmp_path / "ax", "axolotl_completion", R, 3 * one * SEQ, "--passes", "1")
+    assert s["rows"] == one and s["loader"]["capped_by_passes"] == 1
+    row = json.loads((tmp_path / "ax" / "comparison.json").read_text())["packers"]["axolotl_completion"]
+    md = (tmp_path / "ax" / "report.md").read_text()
+    assert row["input_ended"] and "its input ended first" in md and "stopped yielding rows" not in md
+    # a rule's decisions are said to be the rule's: axolotl itself never ran
+    assert ("- **axolotl_completion**: the rule written from its code decided (the library itself did not run): "
+            f"sequence len: {SEQ}; world size: 1;") in md

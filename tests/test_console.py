@@ -2,6 +2,7 @@
 missing --config without it; progress bars stay quiet off a terminal; the main job's stage times; every
 command line's process ends without the interpreter's last scans of every object (console/shutdown.py)."""
 import ast
+import importlib
 import io
 import json
 import re
@@ -201,8 +202,6 @@ def test_at_exit_what_is_alive_is_frozen_before_the_interpreters_last_collection
 def test_ctrl_c_on_a_resumable_command_is_one_line_naming_the_command_that_goes_on(module, inner, argv, kept,
                                                                                    monkeypatch, capsys):
     """Each picks up where it stopped when run again; a Ctrl-C printed Python's KeyboardInterrupt traceback."""
-    import importlib
-
     mod = importlib.import_module(module)
 
     def stop(*_a, **_k):

@@ -1,6 +1,7 @@
 """Evaluation: windows, bins, padding, re-scoring, bootstrap, rankings, the numpy checkers."""
 import json
 import math
+import shutil
 import subprocess
 import sys
 
@@ -264,7 +265,8 @@ def test_checkers_pass_on_real_outputs_and_fail_on_altered_files(evaluated, tmp_
     # the population's own numbers, each altered alone: once unchecked, each passed
     for alter in (lambda s: s["cells"][0].update(sources=s["cells"][0]["sources"] + 1),
                   lambda s: s["per_stratum"][-1].update(sources=s["per_stratum"][-1]["sources"] + 1),
-                  lambda s: s.update(text_targets=s["text_targets"] + 1)):
+                  lambda s: s.update(text_targets=s["text_targets"] + 1),
+                  lambda s: s["per_stratum"].pop()):
         s = json.loads((out / "window_summary_dev.json").read_text())
         alter(s)
         (tmp_path / "s.json").write_text(json.dumps(s))
@@ -303,8 +305,6 @@ def test_a_second_evaluation_reuses_finished_statistics(evaluated):
 def test_a_statistics_file_cut_short_is_scored_again_with_a_note(evaluated, tmp_path, capsys):
     """A truncated per-run statistics file in --out (a disk that filled) once ended the rerun in pyarrow's
     traceback; it is scored again, to the same bytes."""
-    import shutil
-
     from eval.__main__ import main as eval_main
 
     runs, out = evaluated

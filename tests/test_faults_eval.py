@@ -172,9 +172,9 @@ def test_an_out_among_the_runs_and_a_run_folder_as_runs_are_one_line_and_write_n
     before = sorted(str(p.relative_to(partial_runs)) for p in partial_runs.rglob("*"))
     rc = eval_main(["--runs", str(partial_runs), "--out", str(partial_runs), "--exploratory", *FAST])
     _one_line_error(capsys, rc, f"--out {partial_runs}: is the runs folder")
-    inside = partial_runs / "baseline_s43" / "ev"
-    rc = eval_main(["--runs", str(partial_runs), "--out", str(inside), "--exploratory", *FAST])
-    _one_line_error(capsys, rc, f"inside the run {partial_runs / 'baseline_s43'}")
+    for inside in (partial_runs / "baseline_s43" / "ev", partial_runs / "random_crop_s43" / "ev"):  # finished or not
+        rc = eval_main(["--runs", str(partial_runs), "--out", str(inside), "--exploratory", *FAST])
+        _one_line_error(capsys, rc, f"--out {inside}: is inside the runs folder")
     assert sorted(str(p.relative_to(partial_runs)) for p in partial_runs.rglob("*")) == before
     rc = eval_main(["--runs", str(partial_runs / "baseline_s43"), "--exploratory", *FAST])
     _one_line_error(capsys, rc, "it is one run's folder: give the folder that holds the runs, "

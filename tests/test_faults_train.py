@@ -128,7 +128,7 @@ def test_resume_into_a_folder_that_does_not_exist_is_one_line_and_an_empty_start
     started.mkdir()
     (started / "train_log.jsonl").write_text("")
     rc, out, err = run_cli(capsys, args(small_corpus) + ["--out", str(started), "--resume"])
-    assert rc == 0 and f"--resume: {started} holds no checkpoint yet (checkpoint_every); starting at update 0" in out
+    assert rc == 0 and f"resume: {started} holds no usable checkpoint; starting at update 0" in out
 
 
 def test_second_process_on_the_same_folder_is_refused(small_corpus, tmp_path, capsys):
@@ -211,4 +211,4 @@ def test_a_run_refused_before_it_starts_leaves_no_empty_folder(tmp_path, capsys)
     """run_six --data-dir <missing> once left an empty OUT/baseline_s43 behind."""
     out = tmp_path / "six" / "baseline_s43"
     rc, _, err = run_cli(capsys, args(tmp_path / "NODATA") + ["--out", str(out)])
-    assert rc == 2 and "corpus not prepared" in err and not out.exists()
+    assert rc == 2 and "corpus not prepared" in err and not (tmp_path / "six").exists()  # nor the folder above it

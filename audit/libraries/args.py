@@ -40,12 +40,13 @@ def _at_least_one(v):
 
 
 def _split(v):
-    """Megatron-LM's --split as its parser reads it (blended_megatron_dataset_config.py:155-172: the numbers in the
-    string, up to three, normalised), checked here: a typo would otherwise reach its normalisation as NaN, and a zero
-    train share builds no train dataset."""
-    parts = [x.strip() for x in v.split(",")]
+    """Megatron-LM's --split: up to three train, valid, test shares, normalised by its parser (blended_megatron_dataset_
+    config.py:155-172, which reads every run of digits and dots), here each share a plain number between commas,
+    slashes or spaces ("969,30,1", "98/2/0", "99 1 0"). A typo would otherwise reach that normalisation as NaN, and a
+    zero train share builds no train dataset."""
+    parts = [x for x in re.split(r"[,/\s]+", v.strip()) if x]
     plain = all(re.fullmatch(r"\d+(\.\d*)?|\.\d+", x) for x in parts)  # what its parser's regex reads as one number
-    if not plain or len(parts) > 3 or float(parts[0]) <= 0:
+    if not parts or not plain or len(parts) > 3 or float(parts[0]) <= 0:
         raise ValueError("expected up to three non-negative train,valid,test shares with a positive train share "
                          "(Megatron-LM's --split, e.g. 969,30,1 or 100,0,0)")
     return ",".join(parts)

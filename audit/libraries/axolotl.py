@@ -122,4 +122,5 @@ def multipack(kind, R, plan):
             made += usable
             if made >= plan.rows or usable == 0:
                 return
+        plan.facts["capped_by_passes"] = plan.passes  # the passes given ran out before the budget: its input ended
     return run
