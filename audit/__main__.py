@@ -151,9 +151,12 @@ def parse_args(argv=None):
                     help="with --engine local: processes side by side for --corpus's length pass (default: the cores) "
                          "and for the permutations or worker streams (default 1: one after another in this process; "
                          "with --trace, everything runs here: your packer is called, not pickled)")
-    ap.add_argument("--permutations", type=int, default=20, help="seeded arrival-order permutations for the startup delay (default 20)")
-    ap.add_argument("--thresholds", default="16384,32768,65536,131072",
-                    help="length thresholds of the repeated-corpus table (the longest source is always added)")
+    # None where left out: a frontier (--sweep) refuses the ones it would ignore, and knows them by it
+    ap.add_argument("--permutations", type=int, default=None,
+                    help="seeded arrival-order permutations for the startup delay (default 20: plan.PERMUTATIONS)")
+    ap.add_argument("--thresholds", default=None,
+                    help="length thresholds of the repeated-corpus table (default 16384,32768,65536,131072: "
+                         "plan.THRESHOLDS; the longest source is always added)")
     ap.add_argument("--passes", type=int, default=None,
                     help="read the stream this many times and stop (default: it wraps, as a training loader that "
                          "cycles over epochs). With --passes 1 a budget past the corpus is not reached: each packer "

@@ -124,13 +124,14 @@ def sentence(rows, summary) -> str:
     each = " each" if len(most) > 1 and len({counted[n][1] for n in most}) == 1 else ""
     of = f"{top:,} of {counted[most[0]][1]:,}{each}" if each or len(most) == 1 else \
         "; ".join(f"{n}: {top:,} of {counted[n][1]:,}" for n in most)
-    disc = max(rows, key=lambda n: rows[n]["discarded_share"])
+    dtop = max(r["discarded_share"] for r in rows.values())
+    dmost = [n for n, r in rows.items() if r["discarded_share"] == dtop]
     cont = sorted((n for n in rows if rows[n]["continuation_rows"]), key=lambda n: -rows[n]["continuation_rows"])
     budget = next(iter(rows.values()))["budget_rows"]
     but = f" that made rows ({refused} more refused the stream)" if refused else ""
     out = (f"Across {len(rows)} packers{but} asked for {budget:,} rows, {names(most)} "
-           f"{'leave' if len(most) > 1 else 'leaves'} the most {what} longer than R unstarted ({of}), {disc} discards "
-           f"the most ({pct(rows[disc]['discarded_share'])} of arrived tokens)")
+           f"{'leave' if len(most) > 1 else 'leaves'} the most {what} longer than R unstarted ({of}), "
+           + discards(dmost, dtop, len(rows)))
     if cont:
         out += f", and {cont[0]} starts the most rows mid-document without a BOS ({rows[cont[0]]['continuation_rows']:,})"
     return out + "." + shortfall(rows) + unequal_tokens(rows)
@@ -147,6 +148,15 @@ def unequal_tokens(rows) -> str:
             f"(padding {pct(rows[lo]['padding_share'])}, empty {pct(rows[lo]['empty_share'])}, rows of R = "
             f"{rows[lo]['row_capacity']:,}), {hi} "
             f"{rows[hi]['emitted_tokens']:,}; compare shares, not counts, across them.")
+
+
+def discards(most, share, packers) -> str:
+    """Who discards the most arrived tokens, in words: a tie is named as one, and none at all said so."""
+    if share == 0:
+        return "no packer discards a token"
+    if len(most) == packers:
+        return f"{'both' if packers == 2 else 'each'} discard {pct(share)} of arrived tokens"
+    return f"{names(most)} {'discard' if len(most) > 1 else 'discards'} the most ({pct(share)} of arrived tokens)"
 
 
 def input_ended(s) -> bool:

@@ -16,6 +16,8 @@ from corpus.readers.sources import FORMATS
 from errors import DataError
 from loaders.core import PACKERS
 
+PERMUTATIONS = 20  # --permutations left out (its --help says so)
+THRESHOLDS = "16384,32768,65536,131072"  # --thresholds left out (its --help says so)
 SWEEP_KEYS = ("buffer", "packer", "row_capacity", "ranks")  # what --sweep KEY=V1,V2,... may vary (audit/sweep.py)
 
 
@@ -136,7 +138,7 @@ def plan_of(args, left_out=None) -> AuditPlan:
     if not grid:  # a frontier keeps its budget in whole rows of each R it replays
         check_whole_rows(args)
     check_stream_flags(args)
-    thresholds = parse_thresholds(args.thresholds)
+    thresholds = parse_thresholds(args.thresholds or THRESHOLDS)
     split = parse_split(loader.split_by)
     user = user_spec(args.trace, trace_args(args.trace_arg)) if args.trace else None
     names = {"all": list(PACKERS), "every": list(PACKERS) + [n for n, s in SPECS.items() if installed(s)]}.get(
@@ -152,7 +154,7 @@ def plan_of(args, left_out=None) -> AuditPlan:
         topology=LoaderTopology(args.ranks, args.loader_workers, streams_ranks, streams_workers, loader.split_by,
                                 split.for_ranks(streams_ranks), loader.refill_docs),
         row_capacity=args.row_capacity, buffer=args.buffer, updates=args.updates, targets=args.targets,
-        permutations=args.permutations, thresholds=tuple(thresholds),
+        permutations=PERMUTATIONS if args.permutations is None else args.permutations, thresholds=tuple(thresholds),
         engine=EngineChoice(args.engine, args.workers, args.ray_address, args.verbose), out=args.out,
         figures=not args.no_figures, csv=bool(args.csv), fates=not args.no_fates, sweep=grid,
         left_out=dict(left_out or {}))
@@ -239,6 +241,8 @@ def trace_args(pairs) -> dict:
         k, sep, v = kv.partition("=")
         if not sep or not k:
             raise DataError(f"--trace-arg {kv!r}: expected KEY=VALUE")
+        if k in out:  # the later would silently win
+            raise DataError(f"--trace-arg {k}: given twice; give it once")
         if v in CONSTANTS:
             out[k] = CONSTANTS[v]
             continue
@@ -258,7 +262,10 @@ def check_sweep_flags(args):
     be compared at fewer rows), and writes frontier.md, .json and .png, with no events, fate tables or traced packer."""
     unused = [flag for flag, given in (("--csv", args.csv), ("--no-fates", args.no_fates),
                                        ("--no-figures", args.no_figures), ("--trace", args.trace),
-                                       ("--engine ray", args.engine != "local"), ("--passes", args.passes is not None))
+                                       ("--engine ray", args.engine != "local"), ("--passes", args.passes is not None),
+                                       ("--permutations", bool(args.permutations)),  # 0 asks for nothing it ignores
+                                       ("--thresholds", args.thresholds is not None),
+                                       ("--ray-address", args.ray_address is not None))
               if given]
     if unused:
         them = "it" if len(unused) == 1 else "them"

@@ -264,7 +264,7 @@ def coverage_section(summary, per):
     for n in names:
         if per[n].get("settings"):
             lib = per[n].get("library") or {}
-            out.append(f"- **{n}** ({lib.get('name', 'ours')} {lib.get('version') or ''}): "
+            out.append(f"- **{n}** ({' '.join(x for x in (lib.get('name', 'ours'), lib.get('version')) if x)}): "
                        + "; ".join(f"{k}: {v}" for k, v in per[n]["settings"].items()) + ".")
         if per[n].get("loader"):
             out.append(loader_line(n, per[n]["loader"], per[n].get("how", "")))

@@ -90,3 +90,5 @@ def test_trace_args_take_pythons_constants_then_numbers_then_text():
     got = trace_args(["flag=False", "on=True", "x=None", "n=8", "f=1e3", "s=abc", "t=false", "e="])
     assert got == {"flag": False, "on": True, "x": None, "n": 8, "f": 1000.0, "s": "abc", "t": "false", "e": ""}
     assert got["flag"] is False and got["x"] is None and type(got["n"]) is int
+    with pytest.raises(DataError, match="^--trace-arg R: given twice; give it once$"):  # the later silently won
+        trace_args(["R=2049", "R=100"])

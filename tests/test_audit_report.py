@@ -303,6 +303,16 @@ def _row(long_never, long_arrived, docs_never=None, docs_arrived=None, emitted=1
             "rows": 10 if reached else 5, "budget_rows": 10, "budget_reached": reached}
 
 
+def test_who_discards_the_most_names_a_tie_and_says_when_none_does():
+    """It once named the first packer as discarding "the most (0.00% ...)" where none discarded a token."""
+    from audit.compare import discards
+
+    assert discards(["a", "b"], 0.0, 2) == "no packer discards a token"
+    assert discards(["a", "b"], 0.1, 2) == "both discard 10.00% of arrived tokens"
+    assert discards(["a", "b"], 0.1, 3) == "a and b discard the most (10.00% of arrived tokens)"
+    assert discards(["c"], 0.25, 3) == "c discards the most (25.00% of arrived tokens)"
+
+
 def test_the_comparison_ranks_by_documents_names_a_tie_and_says_the_rows_hold_unequal_tokens():
     """Hand-worked: one packer's stream wrapped, bringing its 106 long documents back as 212 arrivals; another read
     one pass, 106 arrivals. Both never start any of the 106: a tie in documents, where arrivals would rank the
@@ -312,7 +322,7 @@ def test_the_comparison_ranks_by_documents_names_a_tie_and_says_the_rows_hold_un
             "foundry_binpack": _row(40, 106, 40, 106, emitted=468, padding=0.5877, R=9)}
     said = sentence(rows, {"targets": 80})
     assert said.startswith("Across 3 packers asked for 10 rows, original and axolotl_chat_template leave the most "
-                           "documents longer than R unstarted (106 of 106 each), original discards the most")
+                           "documents longer than R unstarted (106 of 106 each), each discard 10.00% of arrived tokens")
     # a packer that refused the stream is in the table, not in the ranking, and the count says so (a new user's probe
     # read "across 24 packers" under a progress bar of 25)
     refused = {"packers": {**dict.fromkeys(rows, {}), "megatron_blend": {"refused": "one dataset"}}}

@@ -259,6 +259,10 @@ def test_a_bad_sweep_is_one_line_and_writes_nothing(tmp_path, capsys, sweeps, ne
     (["--trace", "mypackers:pack"], "--sweep: --trace not used by the frontier"),
     (["--passes", "1"], "--sweep: --passes not used by the frontier (it replays the paper's packers here, each to the "
                         "whole budget with the stream wrapping"),
+    # accepted and ignored before (a new user's probe); --permutations 0 asks for nothing and stays accepted
+    (["--permutations", "5"], "--sweep: --permutations not used by the frontier"),
+    (["--thresholds", "100,200"], "--sweep: --thresholds not used by the frontier"),
+    (["--ray-address", "127.0.0.1:1"], "--sweep: --ray-address not used by the frontier"),
 ])
 def test_a_flag_the_frontier_does_not_use_is_refused_not_ignored(tmp_path, capsys, extra, needle):
     out = tmp_path / "never"
