@@ -164,6 +164,12 @@ def parse_args(argv=None):
     ap.add_argument("--max-length", type=int, default=MAX_LENGTH,
                     help="refuse a document longer than this many tokens (default 2^31): a misread file, caught "
                          "before a huge audit starts")
+    add_output_args(ap)
+    return ap.parse_args(argv)
+
+
+def add_output_args(ap):
+    """What the audit writes, and where: its folder, fate tables, figures, CSV events; or a frontier (--sweep)."""
     ap.add_argument("--no-fates", action="store_true",
                     help="skip fates_<packer>.parquet, the one row per input document of what became of it "
                          "(written by default: a pass over the documents on disk after each packer)")
@@ -176,8 +182,8 @@ def parse_args(argv=None):
     ap.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
                     help="the frontier (audit/sweep.py): replay every combination of the listed buffer, packer, "
                          "row_capacity and ranks values and write frontier.md, .json and .png to --out (in this "
-                         "process: not with --csv, --no-fates, --no-figures, --trace or --engine ray)")
-    return ap.parse_args(argv)
+                         "process: not with --csv, --no-fates, --no-figures, --trace, --passes, --permutations, "
+                         "--thresholds or --engine ray)")
 
 
 def add_loader_args(ap):
