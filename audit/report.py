@@ -282,10 +282,10 @@ def loader_line(name, facts, how="") -> str:
     said = "; ".join(f"{k.replace('_', ' ')}: {value(k, v)}" for k, v in facts.items()
                      if k != "library" and v is not None and not isinstance(v, (list, dict)))
     whose = ("the rule written from its code decided (the library itself did not run)" if how.startswith("rule") else
-             "its own index, as the library built it")
+             "as the library itself ran")
     out = f"- **{name}**: {whose}: {said}"
     if any(isinstance(v, (list, dict)) for v in facts.values()):
-        out += " (per dataset: summary.json's loader)"
+        out += " (its tables: summary.json's loader)"
     if facts.get("held_out_documents"):
         out += (f". Its {facts['held_out_documents']:,} held-out documents (the split's validation and test shares) "
                 "are never trained: the fate table counts them as dropped, and as arriving with every pass the "

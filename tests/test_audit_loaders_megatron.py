@@ -100,7 +100,7 @@ def test_megatron_gpt_trains_the_windows_its_rule_gives(stream, tmp_path, share,
     assert (np.asarray(fates["fate"], object)[train:] == "dropped").all()  # the held-out split is never trained
     # the report, not only summary.json, says what Megatron built and that the held-out documents are those dropped
     md = (tmp_path / "gpt" / "report.md").read_text()
-    assert (f"**megatron_gpt**: its own index, as the library built it: seq length: {SEQ}; seed: {SEED}; split: 969,30,1; "
+    assert (f"**megatron_gpt**: as the library itself ran: seq length: {SEQ}; seed: {SEED}; split: 969,30,1; "
             f"train documents: {train:,}; held out documents: {len(L) - train:,};") in md
     assert f"epochs: {E}; " in md and f"final epoch shuffled alone: {'yes' if sep else 'no'}" in md
     assert f"Its {len(L) - train:,} held-out documents (the split's validation and test shares) are never trained" in md
