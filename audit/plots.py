@@ -158,9 +158,9 @@ def sources_started(summaries, R, path):
     axes[0].set_xlabel("target offset (millions)")
     axes[0].set_ylabel("original sources started")
     caps = sorted({s.get("row_capacity", R) for s in summaries})  # a library loader's rows hold R - 1 tokens
-    R_is = (f"R = {caps[0]:,}" if len(caps) == 1 else
-            f"R (each packer's row capacity: {', '.join(f'{c:,}' for c in caps)})")
-    axes[1].set_title(_wrap(f"sources longer than {R_is} started", fig, share=0.5))
+    R_is = f"R = {caps[0]:,}" if len(caps) == 1 else "R"
+    axes[1].set_title(f"sources longer than {R_is} started" + ("" if len(caps) == 1 else  # the legend sits beside it
+                      f"\n(R: each packer's row capacity, {' or '.join(f'{c:,}' for c in caps)})"))
     if flat:
         arrived = sorted({s.get("sources_longer_than_R_arrived") for s in summaries} - {None})
         v = long_vals.pop() if long_vals else 0
