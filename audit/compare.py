@@ -154,7 +154,7 @@ def discards(most, share, packers) -> str:
     """Who discards the most arrived tokens, in words: a tie is named as one, and none at all said so."""
     if share == 0:
         return "no packer discards a token"
-    if len(most) == packers:
+    if len(most) == packers > 1:
         return f"{'both' if packers == 2 else 'each'} discard {pct(share)} of arrived tokens"
     return f"{names(most)} {'discard' if len(most) > 1 else 'discards'} the most ({pct(share)} of arrived tokens)"
 

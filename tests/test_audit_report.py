@@ -311,6 +311,7 @@ def test_who_discards_the_most_names_a_tie_and_says_when_none_does():
     assert discards(["a", "b"], 0.1, 2) == "both discard 10.00% of arrived tokens"
     assert discards(["a", "b"], 0.1, 3) == "a and b discard the most (10.00% of arrived tokens)"
     assert discards(["c"], 0.25, 3) == "c discards the most (25.00% of arrived tokens)"
+    assert discards(["c"], 0.25, 1) == "c discards the most (25.00% of arrived tokens)"  # alone: no "each"
 
 
 def test_the_comparison_ranks_by_documents_names_a_tie_and_says_the_rows_hold_unequal_tokens():
