@@ -183,8 +183,14 @@ def cheapest_change(points, current, ref, in_stream=None):
     return (f"Cheapest listed change that starts every document longer than {ref:,} tokens that arrived by the "
             f"horizon (cheapest: {CHEAPEST}): {change} (crop waste {now['crop_waste']:.2%} -> {best['crop_waste']:.2%}; "
             f"never started {_of(now, in_stream)} -> {_of(best, in_stream)}; last-tenth exposure "
-            f"{_pct(now['last_tenth_exposure'])} -> {_pct(best['last_tenth_exposure'])}{_big(best)})."
+            f"{_pct(now['last_tenth_exposure'])} -> {_pct(best['last_tenth_exposure'])}{_big(best)}{_most_cut(best)})."
             f"{_less_waste(ok, best, current, in_stream)}")
+
+
+def _most_cut(p):
+    """A chosen configuration that crops away most of what arrives: said, as it starts every document by training
+    little of each (a new user's probe: row_capacity 2049 -> 2 at 99.64% crop waste, named without a word)."""
+    return "" if p["crop_waste"] <= 0.5 else "; it crops away most of the arrived tokens"
 
 
 def _big(p):
@@ -208,7 +214,7 @@ def _less_waste(ok, best, current, in_stream=None):
     return (f" The least crop waste that starts every document takes {len(keys)} settings changed: "
             f"{', '.join(f'{k} {current[k]} -> {least[k]}' for k in keys)} (crop waste {least['crop_waste']:.2%}; "
             f"never started {_of(least, in_stream)}; last-tenth exposure {_pct(least['last_tenth_exposure'])}"
-            f"{_big(least)}).")
+            f"{_big(least)}{_most_cut(least)}).")
 
 
 def _of(p, in_stream=None):

@@ -193,6 +193,10 @@ def test_the_cheapest_change_is_one_setting_before_two_even_at_more_waste():
     pts[1]["long_documents"] = 150
     assert "never started 106 of 200 arrived -> 0 of 150 arrived, 50 of the stream's 200 never reached;" in \
         sweep.cheapest_change(pts, PAPERS, 2049, in_stream=200)
+    # a change that crops away most of what arrives is named with that said (row_capacity 2049 -> 2: 99.64%)
+    cut = [_point(1000, "original", 0.0357, 40, 0.0), {**_point(1000, "original", 0.9964, 0, 0.0), "row_capacity": 2}]
+    assert sweep.cheapest_change(cut, PAPERS, 2049).endswith(
+        "last-tenth exposure 0.00% -> 0.00%; it crops away most of the arrived tokens).")
     pts[2]["long_documents"] = 120  # and the less wasteful pair's own population, said in its clause too (review)
     assert "(crop waste 0.01%; never started 0 of 120 arrived, 80 of the stream's 200 never reached;" in \
         sweep.cheapest_change(pts, PAPERS, 2049, in_stream=200)
