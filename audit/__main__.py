@@ -176,13 +176,14 @@ def add_output_args(ap):
     ap.add_argument("--out", default="runs/audit", help="output folder (default runs/audit), replaced whole at the "
                     "end: new, empty, or an earlier audit's output (with --sweep: an earlier frontier's; a folder of other "
                     "files, or of the other's output, is refused)")
-    ap.add_argument("--no-figures", action="store_true", help="tables only (report.md without figures): faster")
+    ap.add_argument("--no-figures", action="store_true", help="tables only (report.md without figures; with --sweep, "
+                    "frontier.md and .json without frontier.png): faster")
     ap.add_argument("--csv", action="store_true", help="also write the events as CSV (the standard-library checker's input)")
     ap.add_argument("--no-csv", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old callers
     ap.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
                     help="the frontier (audit/sweep.py): replay every combination of the listed buffer, packer, "
                          "row_capacity and ranks values and write frontier.md, .json and .png to --out (in this "
-                         "process: not with --csv, --no-fates, --no-figures, --trace, --passes, --permutations, "
+                         "process: not with --csv, --no-fates, --trace, --passes, --permutations, "
                          "--thresholds or --engine ray)")
 
 

@@ -259,9 +259,9 @@ def trace_args(pairs) -> dict:
 def check_sweep_flags(args):
     """A flag the frontier does not use, refused rather than ignored: it replays the paper's packers in this process,
     each configuration to the whole budget with the stream wrapping (a configuration whose stream ended first would
-    be compared at fewer rows), and writes frontier.md, .json and .png, with no events, fate tables or traced packer."""
-    unused = [flag for flag, given in (("--csv", args.csv), ("--no-fates", args.no_fates),
-                                       ("--no-figures", args.no_figures), ("--trace", args.trace),
+    be compared at fewer rows), and writes frontier.md, .json and .png (not the figure with --no-figures), with no
+    events, fate tables or traced packer."""
+    unused = [flag for flag, given in (("--csv", args.csv), ("--no-fates", args.no_fates), ("--trace", args.trace),
                                        ("--engine ray", args.engine != "local"), ("--passes", args.passes is not None),
                                        ("--permutations", bool(args.permutations)),  # 0 asks for nothing it ignores
                                        ("--thresholds", args.thresholds is not None),

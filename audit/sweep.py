@@ -308,9 +308,9 @@ def run_sweep(plan) -> int:
     summary = {"stream": stream.name, "targets": targets, "budget_reason": reason, "reference_length": ref,
                "long_documents_in_stream": in_stream, "grid": grid, "current": current,
                "paper": PAPER, "points": points, "pareto": front, "cheapest_change": line}
-    write_frontier(summary, out)
+    write_frontier(summary, out, figure=plan.figures)
     print(line)
-    print(f"wrote {out}: {', '.join(FILES)}")
+    print(f"wrote {out}: {', '.join(FILES if plan.figures else FILES[:2])}")
     return 0
 
 
@@ -326,21 +326,23 @@ def _arrivals(p):
     return f"{p['long_arrivals_never_started']:,} of {p['long_arrivals']:,}"
 
 
-def write_frontier(summary, out):
-    """The three files, written into a fresh folder beside out and swapped in whole, as the audit writes its own."""
+def write_frontier(summary, out, figure=True):
+    """The three files (frontier.png only with figure), written into a fresh folder beside out and swapped in whole,
+    as the audit writes its own."""
     out.parent.mkdir(parents=True, exist_ok=True)
     work = new_folder(out)
     try:
         Frontier.of(summary).write(work)
-        frontier_figure.frontier(summary["points"], summary["pareto"], summary["reference_length"],
-                                 work / "frontier.png")
-        atomic_write_text(work / "frontier.md", frontier_md(summary))
+        if figure:
+            frontier_figure.frontier(summary["points"], summary["pareto"], summary["reference_length"],
+                                     work / "frontier.png")
+        atomic_write_text(work / "frontier.md", frontier_md(summary, figure))
         replace_whole(out, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def frontier_md(s) -> str:
+def frontier_md(s, figure=True) -> str:
     ref, front = s["reference_length"], set(s["pareto"])
     rows = [[str(i + 1), ("**" if i in front else "") + describe(_cfg(p)) + ("**" if i in front else ""),
              "yes" if p["paper"] else "", "yes" if p["current"] else "", f"{p['crop_waste']:.2%}",
@@ -363,7 +365,8 @@ def frontier_md(s) -> str:
         f"of those documents' arrivals emitted, over those arrived.", "",
         table, "",
         f"Pareto set (bold): {len(front)} of {len(s['points'])} configurations, those no other one beats on all three "
-        f"measures at once. The figure numbers its points as the rows here (#) and names the Pareto set, the paper's "
-        f"and the current configuration.", "",
-        s["cheapest_change"], "", "![frontier](frontier.png)", ""])
+        f"measures at once." + (" The figure numbers its points as the rows here (#) and names the Pareto set, the "
+                                "paper's and the current configuration." if figure else
+                                " No figure: the frontier ran with --no-figures."), "",
+        s["cheapest_change"], "", *(["![frontier](frontier.png)", ""] if figure else [])])
 

@@ -77,7 +77,7 @@ def _audits(folder):
         "project": small + ["--pipeline", "project", "--ranks", "4", "--loader-workers", "2"],
         "read_once": base + ["--packers", "original,lossless,concat_chunk", "--passes", "1", "--targets",
                              str(3000 * (R - 1)), "--permutations", "0", "--no-fates"],
-        # the frontier always draws its figure (--no-figures is refused with --sweep); its json and md are compared
+        # the frontier with its figure, as the main job draws it; its json and md are compared
         "frontier": [a for a in base if a != "--no-figures"] + ["--sweep", "buffer=1,6,24", "--sweep", "ranks=1,2",
                                                                 "--permutations", "0"],
     }

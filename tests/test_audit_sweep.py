@@ -48,6 +48,7 @@ def test_a_frontier_point_is_the_single_audit_of_its_configuration(tmp_path):
                            "--out", str(out)]) == 0
     front = json.loads((out / "frontier.json").read_text())
     assert {p.name for p in out.iterdir()} == set(sweep.FILES)
+    assert "![frontier](frontier.png)" in (out / "frontier.md").read_text()
     point = {(p["buffer"], p["packer"], p["ranks"]): p for p in front["points"]}
     one = _single(tmp_path, lengths, "one", "--buffer", "40", "--packers", "lossless")["packers"]["lossless"]
     got = point[40, "lossless", 1]
@@ -76,7 +77,7 @@ def test_a_pipeline_with_one_packer_for_the_run_is_one_stream_in_the_frontier_to
     lengths = _lengths_file(tmp_path)
     common = ["--lengths", str(lengths), "--row-capacity", str(R), "--targets", str(600 * (R - 1)), "--pipeline",
               "project", "--ranks", "2", "--buffer", "40"]
-    assert audit_cli.main(common + ["--sweep", "buffer=3,40", "--out", str(tmp_path / "f")]) == 0
+    assert audit_cli.main(common + ["--sweep", "buffer=3,40", "--no-figures", "--out", str(tmp_path / "f")]) == 0
     current = [p for p in json.loads((tmp_path / "f" / "frontier.json").read_text())["points"] if p["current"]]
     one = _single(tmp_path, lengths, "one", *common[6:])
     assert one["pipeline"]["worker_streams"] == 1 and len(current) == 1 and current[0]["ranks"] == 1
@@ -93,7 +94,7 @@ def test_the_buffer_note_is_of_the_worker_streams_of_the_point_with_the_largest_
     buffer is checked with its own streams (the most of them on a tie), and one more note names every other point whose
     buffer holds more than a pass of its smallest stream."""
     lengths = _lengths_file(tmp_path)  # 3,000 documents
-    common = ["--lengths", str(lengths), "--row-capacity", str(R), "--targets", str(600 * (R - 1))]
+    common = ["--lengths", str(lengths), "--row-capacity", str(R), "--targets", str(600 * (R - 1)), "--no-figures"]
     assert audit_cli.main(common + ["--loader-workers", "4", "--buffer", "8", "--sweep", "buffer=4",
                                     "--out", str(tmp_path / "f")]) == 0
     assert "note:" not in capsys.readouterr().out
@@ -123,7 +124,7 @@ def test_the_cheapest_change_on_a_stream_worked_by_hand(tmp_path, capsys):
     out = tmp_path / "f"
     assert audit_cli.main(["--lengths", str(path), "--row-capacity", "4", "--buffer", "2", "--refill-docs", "1",
                            "--targets", "9", "--sweep", "buffer=1,2", "--sweep", "packer=original,segment_first",
-                           "--out", str(out)]) == 0
+                           "--no-figures", "--out", str(out)]) == 0
     front = json.loads((out / "frontier.json").read_text())
     got = {(p["buffer"], p["packer"]): (p["crop_waste"], p["long_documents_never_started"]) for p in front["points"]}
     assert got == {(1, "original"): (1 / 13, 0), (1, "segment_first"): (0.0, 0), (2, "original"): (0.0, 1),
@@ -132,8 +133,14 @@ def test_the_cheapest_change_on_a_stream_worked_by_hand(tmp_path, capsys):
             "(cheapest: fewest settings changed, then least crop waste, then most last-tenth exposure): packer original "
             "-> segment_first (crop waste 0.00% -> 0.00%; never started 1 of 1 arrived -> 0 of 1 arrived; last-tenth "
             "exposure n/a -> n/a).")
-    assert front["cheapest_change"] == want and want in (out / "frontier.md").read_text()
-    assert "left out: this budget gives it no row" in capsys.readouterr().out
+    md = (out / "frontier.md").read_text()
+    assert front["cheapest_change"] == want and want in md
+    said = capsys.readouterr().out
+    assert "left out: this budget gives it no row" in said
+    # --no-figures: the tables without the figure, and the page says so rather than link a missing file
+    assert sorted(p.name for p in out.iterdir()) == ["frontier.json", "frontier.md"]
+    assert "frontier.png" not in md and "No figure: the frontier ran with --no-figures." in md
+    assert f"wrote {out}: frontier.md, frontier.json\n" in said
 
 
 def test_never_started_counts_documents_not_their_arrivals_worked_by_hand(tmp_path):
@@ -145,7 +152,7 @@ def test_never_started_counts_documents_not_their_arrivals_worked_by_hand(tmp_pa
     path.write_text("5\n2\n2\n")
     out = tmp_path / "f"
     assert audit_cli.main(["--lengths", str(path), "--row-capacity", "4", "--buffer", "3", "--refill-docs", "1",
-                           "--targets", "6", "--sweep", "buffer=1,3", "--out", str(out)]) == 0
+                           "--targets", "6", "--sweep", "buffer=1,3", "--no-figures", "--out", str(out)]) == 0
     front = json.loads((out / "frontier.json").read_text())
     keys = ("long_documents", "long_documents_never_started", "long_arrivals", "long_arrivals_never_started")
     assert {p["buffer"]: tuple(p[k] for k in keys) for p in front["points"]} == {3: (1, 1, 2, 2), 1: (1, 0, 1, 0)}
@@ -258,7 +265,7 @@ def test_a_bad_sweep_is_one_line_and_writes_nothing(tmp_path, capsys, sweeps, ne
 
 @pytest.mark.parametrize("extra,needle", [
     (["--csv"], "--sweep: --csv not used by the frontier"),
-    (["--no-fates", "--no-figures"], "--sweep: --no-fates, --no-figures not used by the frontier"),
+    (["--no-fates", "--csv"], "--sweep: --csv, --no-fates not used by the frontier"),
     (["--engine", "ray"], "--sweep: --engine ray not used by the frontier"),
     (["--trace", "mypackers:pack"], "--sweep: --trace not used by the frontier"),
     (["--passes", "1"], "--sweep: --passes not used by the frontier (it replays the paper's packers here, each to the "
@@ -297,7 +304,7 @@ def test_a_packer_the_frontier_cannot_make_current_is_refused_not_replaced_by_or
 def test_one_paper_packer_in_packers_is_the_frontiers_current_configuration(tmp_path):
     (tmp_path / "l.txt").write_text("5\n40\n3\n90\n7\n" * 4)
     argv = ["--lengths", str(tmp_path / "l.txt"), "--row-capacity", "33", "--sweep", "buffer=1,2", "--packers",
-            "lossless", "--out", str(tmp_path / "f")]
+            "lossless", "--no-figures", "--out", str(tmp_path / "f")]
     assert audit_cli.main(argv) == 0
     points = json.loads((tmp_path / "f" / "frontier.json").read_text())["points"]
     assert [p["packer"] for p in points if p["current"]] == ["lossless"]
