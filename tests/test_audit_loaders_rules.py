@@ -122,20 +122,27 @@ def ref_completion_samples(n):
     return [(min(SEQ, size - i), (i, min(i + SEQ, kept))) for i in range(0, size, SEQ) if size - i >= 2]
 
 
-def ref_axolotl(L, horizon, world=1, samples=ref_chat_template_samples):
-    """Per epoch: each document's samples, first fit in order into open bins of at most 200 samples
-    (multipack.py:60-112), the last len(bins) mod world bins dropped; epochs until the budget's rows are made."""
+def ref_axolotl_bins(L, samples):
+    """One epoch: each document's samples, first fit in order into open bins of at most 200 samples
+    (multipack.py:60-112)."""
+    bins = []  # [room, [(document, span)]]
+    for d in range(len(L)):
+        for size, span in samples(int(L[d])):
+            b = next((b for b in bins if b[0] >= size and len(b[1]) < 200), None)
+            if b is None:
+                bins.append([SEQ - size, [(d, span)]])
+            else:
+                b[0] -= size
+                b[1].append((d, span))
+    return bins
+
+
+def ref_axolotl(L, horizon, world=1, samples=ref_chat_template_samples, bins=None):
+    """Per epoch the same bins (ref_axolotl_bins: every epoch packs the same documents), the last len(bins) mod world
+    dropped; epochs until the budget's rows are made."""
     n, rows, pulled, e = len(L), [], [], 0
+    bins = ref_axolotl_bins(L, samples) if bins is None else bins
     while len(rows) < horizon:
-        bins = []  # [room, [(document, span)]]
-        for d in range(n):
-            for size, span in samples(int(L[d])):
-                b = next((b for b in bins if b[0] >= size and len(b[1]) < 200), None)
-                if b is None:
-                    bins.append([SEQ - size, [(d, span)]])
-                else:
-                    b[0] -= size
-                    b[1].append((d, span))
         usable = len(bins) // world * world
         rows += [[(e * n + d, a, b) for d, (a, b) in b[1] if b > a] for b in bins[:usable]]
         pulled += [(e + 1) * n] * usable
@@ -201,8 +208,9 @@ def test_llamafactory_trains_the_same_blocks_every_epoch(stream, tmp_path):
 def test_axolotl_packs_its_samples_and_drops_the_bins_short_of_the_ranks(stream, tmp_path, world, packer):
     L, f = stream
     samples = ref_completion_samples if packer == "axolotl_completion" else ref_chat_template_samples
-    horizon = len(ref_axolotl(L, 1, world, samples)[0]) * 3 // 2  # half into a second epoch, packed again
-    rows, pulled, epochs = ref_axolotl(L, horizon, world, samples)
+    bins = ref_axolotl_bins(L, samples)  # the reference's first fit, once: its cost grows with documents x bins
+    horizon = len(ref_axolotl(L, 1, world, samples, bins)[0]) * 3 // 2  # half into a second epoch, packed again
+    rows, pulled, epochs = ref_axolotl(L, horizon, world, samples, bins)
     s, fates = audit_run(audit_main, f, tmp_path / "ax", packer, R, horizon * SEQ, "--loader-arg", f"world_size={world}")
     assert epochs == 2 and s["passes_started"] == 2 and s["loader"]["epochs"] == 2
     fate, counts = account(L, rows, horizon, _arrived(pulled, horizon), passes=2)
