@@ -11,7 +11,7 @@ import torch
 
 from fake_cuda import cuda_autocast, fake_cuda, no_integer_matmul
 from training.config import resolve_config
-from training.trainer import build_model
+from training.trainer import build_model, model_config
 
 SMALL = ["depth=4", "width=32", "heads=2", "kv_heads=2", "context=64", "short_window=16", "vocab=64"]
 
@@ -83,14 +83,19 @@ def test_the_fake_cuda_trace_sees_cuda_autocast_rules():
 
 
 def test_compiled_forward_has_no_graph_breaks_with_flex():
-    """The paper model's layer pattern (8 layers, SSSL, the last long; windows below the
-    context) with the flex path: masks are built before the compiled forward, so dynamo sees
-    one graph. Small width and context (the paper's shapes cost ~17 s of CPU here; the breaks
-    come from the layer pattern, not the width)."""
-    cfg = resolve_config(None, ["depth=8", "width=64", "heads=4", "kv_heads=4", "context=256", "short_window=128",
-                                "vocab=256", "attention=flex", "window_pattern=SSSL"])
+    """The paper model's layer pattern (SSSL, the last long; windows below the context) with the
+    flex path: masks are built before the compiled forward, so dynamo sees one graph. Small width
+    and context (the paper's shapes cost ~17 s of CPU here; the breaks come from the layer
+    pattern, not the width), and 4 layers, the pattern's unit: each kind of the paper's 8 layers
+    (short without and with value embeddings, sharing one mask; long with them, last) is among
+    them, and dynamo's time grows with the layers (8: ~0.5 s more of CPU)."""
+    shape = ["width=64", "heads=4", "kv_heads=4", "context=256", "short_window=128", "vocab=256", "attention=flex",
+             "window_pattern=SSSL"]
+    paper = model_config(resolve_config(None, ["depth=8", *shape]))
+    cfg = resolve_config(None, ["depth=4", *shape])
     m = build_model(cfg, "cpu", seed=0)
-    assert m.windows == [128, 128, 128, 256] * 2
+    assert m.windows == [128, 128, 128, 256] and paper.windows() == m.windows * 2
+    assert [paper.has_ve(i) for i in range(8)] == [m.cfg.has_ve(i) for i in range(4)] * 2
     x = torch.randint(0, 256, (1, 256))
     try:
         with torch.no_grad(), warnings.catch_warnings():
