@@ -238,7 +238,20 @@ def _run(script, *args):
                           text=True, timeout=300)
 
 
-def test_checkers_pass_on_real_outputs_and_fail_on_altered_files(evaluated, tmp_path):
+def _in_process(capsys, main_, *args):
+    """A checker's main() in this process, answered as _run answers: the altered-file cases test what the checks
+    find in the files named, and the command lines themselves ran on the real outputs (each ~0.15 s of CPU, most
+    of it numpy's import; tests/test_checkers_refuse.py calls main() the same way)."""
+    capsys.readouterr()
+    rc = main_([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, rc, out, err)
+
+
+def test_checkers_pass_on_real_outputs_and_fail_on_altered_files(evaluated, tmp_path, capsys):
+    from checkers.verify_evaluation_summary import main as rankings_main
+    from checkers.verify_window_evidence import main as windows_main
+
     _, out = evaluated
     r = _run("verify_window_evidence.py", out)
     assert r.returncode == 0 and "0 failed" in r.stdout, r.stdout + r.stderr
@@ -252,7 +265,7 @@ def test_checkers_pass_on_real_outputs_and_fail_on_altered_files(evaluated, tmp_
     s = json.loads((out / "window_summary_dev.json").read_text())
     s["cells"][0]["tail_delta"] += 1e-6
     (tmp_path / "s.json").write_text(json.dumps(s))
-    r = _run("verify_window_evidence.py", tmp_path / "s.json", out / "window_evidence_dev.npz")
+    r = _in_process(capsys, windows_main, tmp_path / "s.json", out / "window_evidence_dev.npz")
     assert r.returncode == 1 and "FAIL" in r.stdout
     # an altered statistic in the evidence
     z = dict(np.load(out / "window_evidence_dev.npz"))
@@ -260,7 +273,7 @@ def test_checkers_pass_on_real_outputs_and_fail_on_altered_files(evaluated, tmp_
     z[key] = z[key].copy()
     z[key][np.flatnonzero(z["kind"] == 1)[0], -1] += 0.5
     np.savez(tmp_path / "e.npz", **z)
-    r = _run("verify_window_evidence.py", out / "window_summary_dev.json", tmp_path / "e.npz")
+    r = _in_process(capsys, windows_main, out / "window_summary_dev.json", tmp_path / "e.npz")
     assert r.returncode == 1 and "FAIL" in r.stdout
     # the population's own numbers, each altered alone: once unchecked, each passed
     for alter in (lambda s: s["cells"][0].update(sources=s["cells"][0]["sources"] + 1),
@@ -270,22 +283,22 @@ def test_checkers_pass_on_real_outputs_and_fail_on_altered_files(evaluated, tmp_
         s = json.loads((out / "window_summary_dev.json").read_text())
         alter(s)
         (tmp_path / "s.json").write_text(json.dumps(s))
-        r = _run("verify_window_evidence.py", tmp_path / "s.json", out / "window_evidence_dev.npz")
+        r = _in_process(capsys, windows_main, tmp_path / "s.json", out / "window_evidence_dev.npz")
         assert r.returncode == 1 and r.stdout.count("FAIL") == 1, r.stdout
     z = dict(np.load(out / "window_evidence_dev.npz"))
     z["source_len"] = z["source_len"].copy()
     z["source_len"][0] = 1 if z["stratum"][0] else 10 ** 9  # a length of another stratum than the window's
     np.savez(tmp_path / "e.npz", **z)
-    r = _run("verify_window_evidence.py", out / "window_summary_dev.json", tmp_path / "e.npz")
+    r = _in_process(capsys, windows_main, out / "window_summary_dev.json", tmp_path / "e.npz")
     assert r.returncode == 1 and "FAIL  each window's stratum follows from its source's length" in r.stdout, r.stdout
     # the two populations' files swapped: the arguments are wrong, not the evaluation (it once said FAIL deltas)
-    r = _run("verify_window_evidence.py", out / "window_summary_dev.json", out / "window_evidence_conf.npz")
+    r = _in_process(capsys, windows_main, out / "window_summary_dev.json", out / "window_evidence_conf.npz")
     assert r.returncode == 2 and "FAIL" not in r.stdout and r.stderr.count("\n") == 1, r.stdout + r.stderr
     assert "window_summary_dev.json is of population dev" in r.stderr and "of population conf" in r.stderr
     rk = json.loads((out / "rankings.json").read_text())
     rk["prefixes"][1]["contrasts"][0]["interval95"][0] -= 1e-4
     (tmp_path / "r.json").write_text(json.dumps(rk))
-    r = _run("verify_evaluation_summary.py", tmp_path / "r.json", out / "ranking_evidence.npz")
+    r = _in_process(capsys, rankings_main, tmp_path / "r.json", out / "ranking_evidence.npz")
     assert r.returncode == 1 and "FAIL" in r.stdout
 
 
