@@ -185,6 +185,7 @@ SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_train.p
 # through datasets. When these were two groups, both processes imported torch._dynamo, inductor and datasets (an
 # import hook recorded each file's imports).
 SAME_PROCESS = (("test_fanout.py", "test_queue_study_run.py"),
+                ("test_layout.py", "test_presets.py"),  # one parse of every source file (test_layout.parsed), ~0.9 s
                 ("test_queue.py", "test_queue_owndata.py", "test_queue_measurements.py", "test_queue_branch.py",
                  "test_queue_memory.py", "test_queue_reference.py"),
                 ("test_train.py", "test_audit_topology.py", "test_audit_libraries.py", "test_audit_loader_presets.py",
