@@ -14,6 +14,7 @@ import torch
 
 import main as main_job
 from conftest import QUEUE_CFG, QUEUE_SETTINGS, ROOT, one_line_error, queue_script
+from test_queue_reference import CAL_NAME, reference_runs
 
 from errors import DataError
 from records.reexecution import Reexecution
@@ -125,30 +126,12 @@ def _run(calibrated, out, **kw):
 
 @pytest.fixture(scope="session")
 def full_run(calibrated, tmp_path_factory):
-    """The strict run, with a spy that keeps a copy of the parameters at every snapshot and
-    compares the model with that copy, tensor by tensor, after every rollback."""
-    out = tmp_path_factory.mktemp("qfull")
-    saved, restored = {}, []
-    snapshot, restore = Runner.snapshot, Runner.restore
-
-    def spy_snapshot(self):
-        snap = snapshot(self)
-        saved[snap["params_sha256"]] = {k: v.detach().clone() for k, v in self.trainer.model.state_dict().items()}
-        return snap
-
-    def spy_restore(self, snap):
-        got = restore(self, snap)
-        want = saved[snap["params_sha256"]]
-        now = self.trainer.model.state_dict()
-        restored.append((got, now.keys() == want.keys() and all(torch.equal(now[k], want[k]) for k in want)))
-        return got
-
-    Runner.snapshot, Runner.restore = spy_snapshot, spy_restore
-    try:
-        summary = _run(calibrated, out, report=True)
-    finally:
-        Runner.snapshot, Runner.restore = snapshot, restore
-    return out, summary, read_log(out / "decisions.jsonl"), restored
+    """The strict run, the one tests/test_queue_reference.py compares byte for byte (made once, its clock and run
+    id fixed), with a spy that keeps a copy of the parameters at every snapshot and compares the model with that
+    copy, tensor by tensor, after every rollback. Its calibration lies beside it, in CAL_NAME."""
+    made = reference_runs(calibrated, tmp_path_factory)
+    out = made["copy"] / "queue"
+    return out, made["summaries"]["queue"], read_log(out / "decisions.jsonl"), made["restored"]
 
 
 TIMING = ("time", "seq", "spent", "seconds", "calibration_dir", "run_id", "prev_sha256")  # the chain hashes times
@@ -416,7 +399,8 @@ def test_checkpoints_of_another_run_are_refused(calibrated, full_run, tmp_path):
     shutil.copytree(full_run[0], out)
     (out / "queue_summary.json").unlink()
     recs = read_log(out / "decisions.jsonl")
-    text = (out / "decisions.jsonl").read_text().replace(recs[0]["run_id"], "someoneelse0")
+    # the key with its value: the fixed run id (twelve zeros) also occurs inside floats
+    text = (out / "decisions.jsonl").read_text().replace(f'"run_id": "{recs[0]["run_id"]}"', '"run_id": "someoneelse0"')
     (out / "decisions.jsonl").write_text(text)
     with pytest.raises(DataError, match="belongs to run"):
         _run(calibrated, out, resume=True)
@@ -440,7 +424,7 @@ def test_return_needs_a_stopped_run_and_an_inspection_without_a_cause_happens_on
     """Refused on the finished run (no rotation is left: the shard would never train, yet read as returned). On the
     run stopped at its first training after a quarantine: refused without the inspection and with one that found a
     cause; then once, and the resumed run trains the shard in its next rotation, not before."""
-    shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)  # where the runs name it
+    shutil.copytree(calibrated["strict"], tmp_path / CAL_NAME)  # where the runs name it
     finished = tmp_path / "finished"
     shutil.copytree(full_run[0], finished)
     q = full_run[1].quarantined[0]
@@ -492,12 +476,15 @@ def test_return_needs_a_stopped_run_and_an_inspection_without_a_cause_happens_on
     assert reconstruct_folder(out, out=lambda s: None) == 0
 
 
-def test_policies_share_one_code_path(calibrated, tmp_path):
+def test_policies_share_one_code_path(calibrated, tmp_path, tmp_path_factory):
     plain = _run(calibrated, tmp_path / "plain", policy="plain")
     recs = read_log(tmp_path / "plain" / "decisions.jsonl")
     assert not plain.rejections and [r["shard"] for r in recs if r["event"] == "accept"] == plain.accepted
-    r1 = _run(calibrated, tmp_path / "r1", policy="random", reject_rate=0.4, seed=5, report=True)
-    log1 = read_log(tmp_path / "r1" / "decisions.jsonl")
+    # the random policy's run on the strict calibration, reject rate 0.4, seed 5: the reference's (made once)
+    made = reference_runs(calibrated, tmp_path_factory)
+    r1, r1_dir = made["summaries"]["random"], made["copy"] / "random"
+    assert (r1_dir / "decisions.jsonl").exists()
+    log1 = read_log(r1_dir / "decisions.jsonl")
     trained = [r for r in log1 if r["event"] == "train" and r["role"] == "candidate"]
     # the random policy's draw, written out: flagged where a generator seeded (seed, 7919, position) draws below the
     # rate, so the same seed flags the same positions in any run
@@ -506,7 +493,7 @@ def test_policies_share_one_code_path(calibrated, tmp_path):
     assert r1.rejections and any(r["event"] == "rollback" for r in log1)
     assert plain.final.control.keys() == r1.final.control.keys()
     # the queue's own report renders a random-policy rejection (a draw, not a measured domain)
-    assert "drawn by the random policy" in (tmp_path / "r1" / "report.md").read_text()
+    assert "drawn by the random policy" in (r1_dir / "report.md").read_text()
 
 
 def test_branch_check_returns_a_shard_when_a_clean_branch_rises_too(calibrated, tmp_path, monkeypatch):
@@ -910,7 +897,7 @@ def test_resume_refuses_any_difference_from_the_start_record(calibrated, full_ru
 
 def test_an_edited_early_record_breaks_the_chain(calibrated, full_run, tmp_path, capsys):
     out = _unfinished_copy(full_run, tmp_path, "edited")
-    shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)  # where the run names it
+    shutil.copytree(calibrated["strict"], tmp_path / CAL_NAME)  # where the run names it
     lines = (out / "decisions.jsonl").read_text().splitlines()
     i = next(j for j, ln in enumerate(lines) if json.loads(ln)["event"] == "train")
     rec = json.loads(lines[i])
@@ -962,7 +949,7 @@ def test_reconstruct_rehashes_shards_checks_relative_paths_and_malformed_records
     assert not Path(recs[0]["calibration_dir"]).is_absolute()
     # a copied run (with its calibration beside it, as before) checks against the copy, not the original
     moved = tmp_path / "moved"
-    run, cal = moved / full_run[0].name, moved / calibrated["strict"].name
+    run, cal = moved / full_run[0].name, moved / CAL_NAME
     shutil.copytree(full_run[0], run)
     shutil.copytree(calibrated["strict"], cal)
     assert reconstruct_folder(run, out=lambda s: None) == 0
@@ -1129,7 +1116,8 @@ def _beside_its_calibration(calibrated, full_run, tmp_path, files=("decisions.js
         run.mkdir(parents=True)
         for f in files:
             shutil.copy(full_run[0] / f, run / f)
-    shutil.copytree(calibrated["strict"], tmp_path / calibrated["strict"].name)
+    named = json.loads((full_run[0] / "decisions.jsonl").read_text().split("\n", 1)[0])["calibration_dir"]
+    shutil.copytree(calibrated["strict"], run / named)  # "../NAME"
     return run
 
 
@@ -1280,7 +1268,7 @@ def test_plain_reconstruct_checks_the_written_summary_and_with_it_the_logs_last_
     _write_log(run, recs)
     (run / "queue_summary.json").write_text(json.dumps({**summary, "harmful_accepted": ["h0000"]}))
     with pytest.raises(DataError, match="harmful_accepted is"):
-        rq.run(run, run.parent / calibrated["strict"].name, rq.RunPlan(), resume=True, log=lambda s: None)
+        rq.run(run, run.parent / CAL_NAME, rq.RunPlan(), resume=True, log=lambda s: None)
 
 
 def test_a_stretch_that_cannot_be_is_refused_before_the_replay_prints(calibrated, full_run, tmp_path, capsys):
@@ -1444,7 +1432,7 @@ def test_resume_and_reconstruct_refuse_an_edited_calibration_config_naming_each_
                                                                                     capsys):
     run = _beside_its_calibration(calibrated, full_run, tmp_path, files="all")
     (run / "queue_summary.json").unlink()
-    cal = tmp_path / calibrated["strict"].name
+    cal = tmp_path / CAL_NAME
     c = json.loads((cal / "config.json").read_text())
     assert all(c[k] == CFG[k] != v for k, v in EDITS.items())
     (cal / "config.json").write_text(json.dumps({**c, **EDITS}))

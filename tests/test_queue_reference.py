@@ -22,6 +22,7 @@ import time
 import uuid
 
 import pytest
+import torch
 from conftest import ROOT
 
 from errors import DataError
@@ -75,20 +76,62 @@ def run_files(out, root, data):
 # the runs: the rule's (every path of the mechanism) and the random policy's (its draws), which the study's
 # arms do not run (arm C rejects at fixed positions)
 RUNS = {"queue": {}, "random": {"policy": "random", "reject_rate": 0.4, "seed": 5}}
+CAL_NAME = "cal"  # the calibration's folder beside the runs: their start records name it "../cal"
+_MADE = {}  # strict calibration folder: what reference_runs made in this process
+
+
+def reference_runs(calibrated, tmp_path_factory):
+    """The runs of RUNS on the strict calibration, once per process, their clock and run id fixed: tests/test_queue.py
+    reads the same two runs (its `full_run`, the random policy's run) rather than running them again (about 3 CPU
+    seconds). {"root": the runs as made (CAL_NAME and one folder per run), "copy": a copy of root made before any
+    test reads it, for tests/test_queue.py (read it; copy a run before changing it), "summaries": {run: RunSummary},
+    "restored": the spy's (params_sha256, bitwise) of every restore in the rule's run}.
+
+    The spy keeps a copy of the parameters at every snapshot and compares the model with that copy, tensor by
+    tensor, after every restore; it changes no state and no random generator, so the records are the run's own."""
+    key = str(calibrated["strict"])
+    if key not in _MADE:
+        from shardqueue.engine.runner import Runner
+
+        root = tmp_path_factory.mktemp("qref")
+        shutil.copytree(calibrated["strict"], root / CAL_NAME)
+        saved, restored, summaries = {}, [], {}
+        snapshot, restore = Runner.snapshot, Runner.restore
+
+        def spy_snapshot(self):
+            snap = snapshot(self)
+            saved[snap["params_sha256"]] = {k: v.detach().clone() for k, v in self.trainer.model.state_dict().items()}
+            return snap
+
+        def spy_restore(self, snap):
+            got = restore(self, snap)
+            want = saved[snap["params_sha256"]]
+            now = self.trainer.model.state_dict()
+            restored.append((got, now.keys() == want.keys() and all(torch.equal(now[k], want[k]) for k in want)))
+            return got
+
+        for name, options in RUNS.items():
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(time, "time", lambda: FIXED_TIME)
+                mp.setattr(uuid, "uuid4", lambda: FIXED_RUN)
+                if name == "queue":
+                    mp.setattr(Runner, "snapshot", spy_snapshot)
+                    mp.setattr(Runner, "restore", spy_restore)
+                summaries[name] = rq.run(root / name, root / CAL_NAME, rq.RunPlan(**options), log=lambda s: None,
+                                         report=True)
+        copy = tmp_path_factory.mktemp("qrefcopy")
+        shutil.copytree(root, copy, dirs_exist_ok=True)
+        _MADE[key] = {"root": root, "copy": copy, "summaries": summaries, "restored": restored}
+    return _MADE[key]
 
 
 @pytest.fixture(scope="module")
 def reference_run(calibrated, tmp_path_factory):
-    """{run/file: text} of the runs, their clock and run id fixed; the calibration copied beside them so the
-    start record names it by the same relative path in every session."""
-    root = tmp_path_factory.mktemp("qref")
-    shutil.copytree(calibrated["strict"], root / "cal")
+    """{run/file: text} of the runs (reference_runs: their clock and run id fixed; the calibration copied beside
+    them so the start record names it by the same relative path in every session)."""
+    root = reference_runs(calibrated, tmp_path_factory)["root"]
     got = {}
-    for name, options in RUNS.items():
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(time, "time", lambda: FIXED_TIME)
-            mp.setattr(uuid, "uuid4", lambda: FIXED_RUN)
-            rq.run(root / name, root / "cal", rq.RunPlan(**options), log=lambda s: None, report=True)
+    for name in RUNS:
         got.update({f"{name}/{f}": text for f, text in run_files(root / name, root, calibrated["data"]).items()})
     return got
 
