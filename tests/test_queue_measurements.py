@@ -115,13 +115,16 @@ def test_a_measure_is_judged_against_the_clean_spread_not_a_fixed_limit():
     assert [g.tolist() for g in got] == [[True, False, False, False], [False, True, True], [True, False]]
 
 
-def test_a_run_to_the_end_of_its_pool_leaves_no_judged_shard_undecided(calibrated, tmp_path):
+def test_a_run_to_the_end_of_its_pool_leaves_no_judged_shard_undecided(calibrated, tmp_path_factory):
     from shardqueue.engine.log import read_log
+    from test_queue_reference import reference_runs
 
-    # the trigger-happy rule flags nearly every shard; an unlimited budget walks the pool to its end
-    summary = rq.run(tmp_path / "dry", calibrated["strict"], rq.RunPlan(budget_targets=10 ** 9), log=lambda s: None,
-                     report=False)
-    recs = read_log(tmp_path / "dry" / "decisions.jsonl")
+    # the trigger-happy rule flags nearly every shard and quarantines until the candidates run out: the strict run
+    # the reference keeps (made once per process) never reaches its budget, so it walks the pool to its end, and its
+    # decisions are those of an unlimited budget's run (the budget only ends a run)
+    made = reference_runs(calibrated, tmp_path_factory)
+    summary, recs = made["summaries"]["queue"], read_log(made["copy"] / "queue" / "decisions.jsonl")
+    assert summary.accepted_tokens < recs[0]["budget_targets"] and summary.quarantined
     assert not summary.undecided and not [r for r in recs if r["event"] == "undecided"]
     assert summary.accepted and summary.final.official > 0
 
