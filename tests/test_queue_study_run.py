@@ -216,9 +216,14 @@ def test_an_interrupted_arm_is_redone_and_its_earlier_files_are_named_in_the_rep
     names the folder they were moved to."""
     import shutil
 
+    from shardqueue.study import report as study_report
+
     assert micro["summary"]["earlier_attempts"] == []
     assert "## Earlier attempts kept aside\n\nFiles" in (micro["out"] / "report.md").read_text()
     monkeypatch.setitem(presets.PRESETS, "micro", MICRO)
+    for name in ("selection_figure", "control_figure", "screen_figure", "compute_figure"):
+        # not drawn again: this test reads report.md and summary.json (the four figures took 0.6 s of CPU)
+        monkeypatch.setattr(study_report, name, lambda summary, path: None)
     out = tmp_path / "copy"
     shutil.copytree(micro["out"], out)
     (out / "C_s43" / "study_run.json").unlink()  # as if killed after training, before its record was written
