@@ -198,8 +198,10 @@ def test_dose_md_calls_the_clean_doses_rejections_false_rejections():
     assert dose_md({**rec, "rows": [row(0.0, 0.0), row(0.5, 1.0)]}, calib)[-1].startswith("| 50% |")
 
 
-def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, tmp_path, monkeypatch):
+def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, tmp_path, tmp_path_factory,
+                                                              monkeypatch):
     from shardqueue.engine.runner import Runner
+    from test_queue_reference import reference_runs
 
     out, calls, real = tmp_path / "cut", {"n": 0}, Runner.train_shard
 
@@ -209,13 +211,21 @@ def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, t
             raise KeyboardInterrupt
         return real(self, sid, *a, **k)
 
+    def stopping(self, sid, *a, **k):
+        # the resumed run, stopped at its first training once the source's record is in the log: where the source
+        # entered is decided by then (run on, the strict rule quarantined the pool to its end: 29 more trainings)
+        if self.state["sources"] and not self._owed:
+            raise KeyboardInterrupt
+        return real(self, sid, *a, **k)
+
     monkeypatch.setattr(Runner, "train_shard", dying)
     with pytest.raises(KeyboardInterrupt):
         rq.run(out, calibrated["strict"], rq.RunPlan(rotation_shards=3), log=lambda s: None, report=False)
-    monkeypatch.setattr(Runner, "train_shard", real)
+    monkeypatch.setattr(Runner, "train_shard", stopping)
     at = read_log(out / "decisions.jsonl")[-1]["queue"]["rotation"]
-    rq.run(out, calibrated["strict"], rq.RunPlan(rotation_shards=3), resume=True, log=lambda s: None, report=False,
-           add_sources=[f"late={own['dir'] / 'new.parquet'}"])
+    with pytest.raises(KeyboardInterrupt):
+        rq.run(out, calibrated["strict"], rq.RunPlan(rotation_shards=3), resume=True, log=lambda s: None,
+               report=False, add_sources=[f"late={own['dir'] / 'new.parquet'}"])
     recs = read_log(out / "decisions.jsonl")
     src = next(r for r in recs if r["event"] == "source")
     before = [r for r in recs if r["event"] == "rotation" and r["seq"] < src["seq"]]
@@ -223,8 +233,11 @@ def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, t
     assert reconstruct_folder(out, out=lambda s: None) == 0
     from errors import DataError
 
+    # a finished run takes no new source: the strict run the queue's reference keeps (made once), copied
+    done = tmp_path / "done"
+    shutil.copytree(reference_runs(calibrated, tmp_path_factory)["copy"] / "queue", done)
     with pytest.raises(DataError, match="has finished"):
-        rq.run(out, calibrated["strict"], resume=True, log=lambda s: None, report=False,
+        rq.run(done, calibrated["strict"], resume=True, log=lambda s: None, report=False,
                add_sources=[f"later={own['dir'] / 'new.parquet'}"])
 
 
