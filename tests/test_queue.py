@@ -399,8 +399,9 @@ def test_checkpoints_of_another_run_are_refused(calibrated, full_run, tmp_path):
     shutil.copytree(full_run[0], out)
     (out / "queue_summary.json").unlink()
     recs = read_log(out / "decisions.jsonl")
-    # the key with its value: the fixed run id (twelve zeros) also occurs inside floats
-    text = (out / "decisions.jsonl").read_text().replace(f'"run_id": "{recs[0]["run_id"]}"', '"run_id": "someoneelse0"')
+    # the key with its value: the reference's fixed run id (twelve zeros) also occurs inside floats
+    run_id = f'"run_id": "{recs[0]["run_id"]}"'
+    text = (out / "decisions.jsonl").read_text().replace(run_id, '"run_id": "someoneelse0"')
     (out / "decisions.jsonl").write_text(text)
     with pytest.raises(DataError, match="belongs to run"):
         _run(calibrated, out, resume=True)
@@ -483,7 +484,6 @@ def test_policies_share_one_code_path(calibrated, tmp_path, tmp_path_factory):
     # the random policy's run on the strict calibration, reject rate 0.4, seed 5: the reference's (made once)
     made = reference_runs(calibrated, tmp_path_factory)
     r1, r1_dir = made["summaries"]["random"], made["copy"] / "random"
-    assert (r1_dir / "decisions.jsonl").exists()
     log1 = read_log(r1_dir / "decisions.jsonl")
     trained = [r for r in log1 if r["event"] == "train" and r["role"] == "candidate"]
     # the random policy's draw, written out: flagged where a generator seeded (seed, 7919, position) draws below the
@@ -1116,8 +1116,9 @@ def _beside_its_calibration(calibrated, full_run, tmp_path, files=("decisions.js
         run.mkdir(parents=True)
         for f in files:
             shutil.copy(full_run[0] / f, run / f)
+    # where the run's start record names it, relative to the run ("../NAME")
     named = json.loads((full_run[0] / "decisions.jsonl").read_text().split("\n", 1)[0])["calibration_dir"]
-    shutil.copytree(calibrated["strict"], run / named)  # "../NAME"
+    shutil.copytree(calibrated["strict"], run / named)
     return run
 
 
