@@ -33,7 +33,7 @@ does. Bad input (an unknown key or value, an empty list, a buffer under 1) is on
 before anything is read or written.
 
 Writes frontier.md (the definitions, the table, the Pareto set, the cheapest change), frontier.json (the same)
-and frontier.png into a fresh folder swapped in for --out, which the audit's checks hold to (audit/out_folder.py):
+and frontier.png (not with --no-figures) into a fresh folder swapped in for --out, which the audit's checks hold to (audit/out_folder.py):
 new, empty or an earlier frontier's, never an audit's output, the working folder or one holding an input.
 """
 import dataclasses
@@ -44,7 +44,6 @@ from pathlib import Path
 
 import numpy as np
 
-from audit import frontier_figure
 from audit.compute import replay_packer
 from audit.feed import PassRefills
 from audit.fmt import table as md_table
@@ -334,6 +333,9 @@ def write_frontier(summary, out, figure=True):
     try:
         Frontier.of(summary).write(work)
         if figure:
+            # late: the figure's module imports matplotlib (0.4 s), which a --no-figures frontier never loads
+            from audit import frontier_figure
+
             frontier_figure.frontier(summary["points"], summary["pareto"], summary["reference_length"],
                                      work / "frontier.png")
         atomic_write_text(work / "frontier.md", frontier_md(summary, figure))

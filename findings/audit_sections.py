@@ -195,10 +195,12 @@ def frontier_section(d, out):
     if not f:
         return missing(sec.key, sec.title, d, f)
     sec.headline = f.cheapest_change
+    figure = (f"![frontier]({rel(d / 'frontier.png', out)})" if (d / "frontier.png").exists()
+              else "No figure: the frontier ran with --no-figures.")
     sec.text = [f"Every listed configuration replayed at one budget ({f.targets:,} targets): crop waste is the "
                 f"share of arrived tokens discarded; long documents are those longer than {f.reference_length:,} "
                 f"tokens ({f.long_documents_in_stream:,} in the corpus; which of them arrive by the horizon depends on "
-                f"the configuration). ![frontier]({rel(d / 'frontier.png', out)})"]
+                f"the configuration). {figure}"]
     for i, p in enumerate(f.points):
         name = f"R {p.row_capacity:,}, B {p.buffer:,}, {p.packer}, {p.ranks} rank(s)" + (
             " (current)" if p.current else "") + (" (the paper's)" if p.paper else "")

@@ -376,6 +376,10 @@ def test_the_findings_page_shows_the_frontier_its_figure_and_the_cheapest_change
         assert r[0].startswith(f"R {p['row_capacity']:,}, B {p['buffer']:,}, {p['packer']},")
         assert f"/ {p['long_documents_never_started']:,} of {p['long_documents']:,} /" in r[1]
     assert "![frontier](frontier/frontier.png)" in render(build(run), run)
+    # a frontier run with --no-figures: the page says so rather than link a file that is not there
+    (run / "frontier" / "frontier.png").unlink()
+    page = render(build(run), run)
+    assert "frontier.png" not in page and "No figure: the frontier ran with --no-figures." in page
 
 
 def _tree(folder):

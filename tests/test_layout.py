@@ -426,10 +426,11 @@ def loaded_with(root, module):
 
 
 def test_an_audit_without_figures_loads_no_matplotlib():
-    """`python -m audit --no-figures` (and every command line that only reports) pays nothing for matplotlib's 0.4 s:
-    audit.run draws through audit.plots, imported where the figures are drawn."""
+    """`python -m audit --no-figures` (and every command line that only reports, and a --no-figures frontier) pays
+    nothing for matplotlib's 0.4 s: audit.run draws through audit.plots, audit.sweep through audit.frontier_figure,
+    each imported where the figures are drawn."""
     assert "matplotlib" in loaded_with(ROOT, "audit.plots")  # the check sees it where it is
-    for cli in ("audit.__main__", "audit.run", "audit.report"):
+    for cli in ("audit.__main__", "audit.run", "audit.report", "audit.sweep"):
         assert "matplotlib" not in loaded_with(ROOT, cli), cli
 
 

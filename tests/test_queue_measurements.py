@@ -120,8 +120,9 @@ def test_a_run_to_the_end_of_its_pool_leaves_no_judged_shard_undecided(calibrate
     from test_queue_reference import reference_runs
 
     # the trigger-happy rule flags nearly every shard and quarantines until the candidates run out: the strict run
-    # the reference keeps (made once per process) never reaches its budget, so it walks the pool to its end, and its
-    # decisions are those of an unlimited budget's run (the budget only ends a run)
+    # the reference keeps (made once per process) never reaches its budget (asserted first), so it walks the pool to
+    # its end as a run of unlimited budget would: the budget only ends a run (compared record for record with such a
+    # run when this test was moved onto the reference's run, 2026-12-07; only budget_targets differed)
     made = reference_runs(calibrated, tmp_path_factory)
     summary, recs = made["summaries"]["queue"], read_log(made["copy"] / "queue" / "decisions.jsonl")
     assert summary.accepted_tokens < recs[0]["budget_targets"] and summary.quarantined
@@ -184,3 +185,24 @@ def test_a_world_opened_again_reuses_its_sets_until_the_corpus_is_prepared_anew(
     monkeypatch.setattr(world_module.Layout, "prepared", lambda lay: {**real_prepared(lay), "build_id": "rebuilt"})
     rq.open_calibration(calibrated["dir"])
     assert len(built) == 2
+
+
+def test_the_screen_measures_the_pool_sample_once_per_parameter_state(monkeypatch):
+    """A rollback returns the model to parameters the pool sample was already measured at: its BPB is read back, not
+    measured again (states A, B, A, B, C: three measurements of the pool, five of the shards)."""
+    from shardqueue.engine import screen as screen_module
+
+    monkeypatch.setattr(screen_module, "params_sha256", lambda model: model)  # the trainer's "model" is its state
+    measured = []
+
+    def bpb(self, trainer, x, y):
+        measured.append((trainer.model, x))
+        return {"A": 1.0, "B": 2.0, "C": 3.0}[trainer.model] + (0.5 if x == "shard" else 0.0)
+
+    monkeypatch.setattr(screen_module.Screen, "_bpb", bpb)
+    monkeypatch.setattr(screen_module.Screen, "pool_rows", lambda self: ("pool", None))
+    screen = screen_module.Screen(world=None, pool=None, rows=lambda sid: ("shard", None))
+    got = [screen(type("Trainer", (), {"model": state})(), "s1") for state in "ABABC"]
+    assert [m for m in measured if m[1] == "pool"] == [("A", "pool"), ("B", "pool"), ("C", "pool")]
+    assert len([m for m in measured if m[1] == "shard"]) == 5
+    assert [g["pool_bpb"] for g in got] == [1.0, 2.0, 1.0, 2.0, 3.0] and all(g["score"] == 0.5 for g in got)

@@ -33,8 +33,9 @@ def test_a_large_shard_trains_in_bounded_memory(calibrated, tmp_path):
     cfg, world, pool, calib = rq.open_calibration(calibrated["dir"])
     cfg = type(cfg)(**{**cfg.to_dict(), "micro_rows": 128})  # few, wide updates: the test is about data, not steps
     r = Runner(cfg, world, pool, calib, tmp_path, log=lambda s: None)
-    # about 100,000 tokens: cached rows would take 1.6 MB, a streamed update's rows (128 x 32 tokens) ~66 KB, and the
-    # peak streamed was ~230 KB (2026-12-07), under the bound below; 200,000 tokens took twice the training for it
+    # about 100,000 tokens: cached rows would take 1.6 MB (a traced peak of 2.4-3.2 MB with the tokens they are cut
+    # from), a streamed update's rows (128 x 32 tokens) ~66 KB, and the peak streamed was ~230 KB (2026-12-07), under
+    # the bound below; 200,000 tokens took twice the training for it
     n = int(np.searchsorted(np.cumsum(world.stream.lengths), 100_000)) + 1
     tokens = int(world.stream.lengths[:n].sum())
     r.shards["big"] = {"id": "big", "docs": [[0, n]], "tokens": tokens}

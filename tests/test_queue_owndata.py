@@ -99,7 +99,7 @@ def test_the_queue_runs_on_own_data_with_own_domains_and_a_new_source(own, tmp_p
     out = tmp_path / "run"
     # a budget of four or five shards (300 to 450 targets each): the new source's shards come first at the first
     # boundary, and the trigger-happy rule rejects, defers and quarantines within the first two rotations; a budget
-    # of 10 ** 9 walked the whole pool (40 trainings where these checks need about 13)
+    # of 10 ** 9 walked the whole pool (40 trainings where this one makes 9)
     assert cli.main(["run", "--out", str(out), "--calibration", str(cal), "--rotation-shards", "3",
                      "--budget-targets", "1500", "--add-source", f"fresh={own['dir'] / 'new.parquet'}"]) in (0, 1)
     recs = read_log(out / "decisions.jsonl")
@@ -233,9 +233,16 @@ def test_a_source_added_on_resume_enters_at_the_next_boundary(calibrated, own, t
     assert reconstruct_folder(out, out=lambda s: None) == 0
     from errors import DataError
 
-    # a finished run takes no new source: the strict run the queue's reference keeps (made once), copied
+    # a finished run takes no new source, one added on an earlier resume beside it or not: the strict run the queue's
+    # reference keeps (made once), copied, then with the source this run attached
     done = tmp_path / "done"
     shutil.copytree(reference_runs(calibrated, tmp_path_factory)["copy"] / "queue", done)
+    with pytest.raises(DataError, match="has finished"):
+        rq.run(done, calibrated["strict"], resume=True, log=lambda s: None, report=False,
+               add_sources=[f"later={own['dir'] / 'new.parquet'}"])
+    for f in out.glob("added_sources.json*"):
+        shutil.copy(f, done / f.name)
+    assert (done / "added_sources.json").exists()
     with pytest.raises(DataError, match="has finished"):
         rq.run(done, calibrated["strict"], resume=True, log=lambda s: None, report=False,
                add_sources=[f"later={own['dir'] / 'new.parquet'}"])
