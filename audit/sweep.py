@@ -33,8 +33,9 @@ does. Bad input (an unknown key or value, an empty list, a buffer under 1) is on
 before anything is read or written.
 
 Writes frontier.md (the definitions, the table, the Pareto set, the cheapest change), frontier.json (the same)
-and frontier.png (not with --no-figures) into a fresh folder swapped in for --out, which the audit's checks hold to (audit/out_folder.py):
-new, empty or an earlier frontier's, never an audit's output, the working folder or one holding an input.
+and frontier.png (not with --no-figures) into a fresh folder swapped in for --out, which the audit's checks hold
+to (audit/out_folder.py): new, empty or an earlier frontier's, never an audit's output, the working folder or one
+holding an input.
 """
 import dataclasses
 import itertools
@@ -309,7 +310,7 @@ def run_sweep(plan) -> int:
                "paper": PAPER, "points": points, "pareto": front, "cheapest_change": line}
     write_frontier(summary, out, figure=plan.figures)
     print(line)
-    print(f"wrote {out}: {', '.join(FILES if plan.figures else FILES[:2])}")
+    print(f"wrote {out}: {', '.join(f for f in FILES if plan.figures or not f.endswith('.png'))}")
     return 0
 
 
