@@ -63,7 +63,8 @@ def add_corpus_args(ap):
     ap.add_argument("--bos", choices=("auto", "add", "none"), default=None,
                     help="--corpus: count a BOS per document? auto (default): yes for text, and for token data only "
                          "where the first token is not --bos-id; add: always; none: never (the default under "
-                         "--pipeline llamafactory, whose tokenizing adds none). The report states it")
+                         "--pipeline llamafactory, whose tokenizing adds none, and --pipeline megatron, which trains "
+                         "on the .bin as it is). The report states it")
     ap.add_argument("--bos-id", type=int, default=None, help="--corpus: the BOS token id (default: the tokenizer's own)")
     ap.add_argument("--separator", type=int, default=None,
                     help="--corpus with flat token files: the id that ends each document (an EOS)")

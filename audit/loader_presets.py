@@ -72,7 +72,10 @@ PIPELINES = {
         "Megatron-Core's GPTDataset (megatron-core 0.16.1; Megatron-LM, NeMo 2; not nanotron's Nanoset): one "
         "global sample index built the same on every rank (BlendedMegatronDatasetBuilder, is_built_on_rank), each "
         "global batch cut into the ranks' micro-batches by the sampler; DataLoader workers only read samples: one "
-        "packing"),
+        "packing. It trains on the documents as the .bin holds them (tools/preprocess_data.py wrote its tokenizer's "
+        "ids, and with --append-eod an EOD after each): no BOS is counted per document unless --bos is given (text "
+        "you tokenize here: --bos add where Megatron's tokenizer adds one, as Llama's do)",
+        bos="none"),
     "grain": Pipeline(
         "grain_first_fit", "document", 128, "worker",
         "MaxText's Grain pipeline: each host reads every H-th record (dataset[host::hosts], "

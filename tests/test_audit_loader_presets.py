@@ -154,7 +154,8 @@ def test_the_pipeline_help_names_each_preset_and_who_owns_a_buffer_in_a_few_line
 @pytest.mark.parametrize("argv, bos", [
     (["--pipeline", "llamafactory"], "none"),  # its tokenizing adds no BOS (add_special_tokens=False)
     (["--pipeline", "llamafactory", "--bos", "add"], "add"),  # what the command line gives stands
-    (["--pipeline", "megatron"], "auto"),
+    (["--pipeline", "megatron"], "none"),  # GPTDataset trains on the .bin's documents as they are
+    (["--pipeline", "megatron", "--bos", "auto"], "auto"),
     ([], "auto"),
 ])
 def test_a_presets_bos_policy_is_used_where_bos_is_left_out(tmp_path, argv, bos):

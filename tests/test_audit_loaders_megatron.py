@@ -292,3 +292,24 @@ def test_a_corpus_folder_named_megatron_in_the_working_folder_is_not_taken_for_t
     assert installed_root(found) == found[1] and (Path(found[1]) / "core" / "datasets").is_dir()
     with pytest.raises(ImportError, match="megatron/core/datasets"):
         installed_root(found[:1])
+
+
+def test_the_megatron_preset_counts_a_bin_s_documents_as_stored(tmp_path, capsys):
+    """GPTDataset trains on the documents as the .bin holds them: under --pipeline megatron a .bin/.idx whose documents
+    start with no BOS is audited at its stored lengths (it was refused, asking for a BOS id, unless --bos was given);
+    --bos auto with an id still counts one where a document does not start with it."""
+    m = megatron()
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(5, 300, 400)
+    b = m.indexed_dataset.IndexedDatasetBuilder(str(tmp_path / "c_text_document.bin"), dtype=np.uint16)
+    for n in lengths:
+        b.add_document(rng.integers(10, 900, n).astype(np.uint16), [int(n)])
+    b.finalize(str(tmp_path / "c_text_document.idx"))
+    common = ["--corpus", str(tmp_path / "c_text_document"), "--pipeline", "megatron", "--passes", "1",
+              "--permutations", "0", "--no-figures", "--no-fates"]
+    assert audit_main(common + ["--out", str(tmp_path / "as_stored")]) == 0
+    s = json.loads((tmp_path / "as_stored" / "summary.json").read_text())
+    assert s["corpus"]["bos"]["policy"] == "none" and s["corpus"]["tokens"] == int(lengths.sum())
+    assert audit_main(common + ["--bos", "auto", "--bos-id", "1", "--out", str(tmp_path / "auto")]) == 0
+    s = json.loads((tmp_path / "auto" / "summary.json").read_text())
+    assert s["corpus"]["tokens"] == int(lengths.sum()) + len(lengths)  # no document starts with id 1
