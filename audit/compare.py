@@ -104,6 +104,12 @@ def names(ns):
 def sentence(rows, summary) -> str:
     if not rows:
         return "No packer produced rows for this stream."
+    # a packer that made no row trained nothing: its zero unstarted of zero arrived is no result to rank
+    idle = [n for n, r in rows.items() if not r["rows"]]
+    if idle:
+        said = no_row(idle, rows)
+        rest = {n: r for n, r in rows.items() if r["rows"]}
+        return said if not rest else said + " " + sentence(rest, summary)
     refused = sum("refused" in s for s in summary.get("packers", {}).values())  # in the table, said why; not ranked
     if len(rows) == 1:  # nothing to compare: say what the one packer did
         (name, m), = rows.items()
@@ -129,12 +135,23 @@ def sentence(rows, summary) -> str:
     cont = sorted((n for n in rows if rows[n]["continuation_rows"]), key=lambda n: -rows[n]["continuation_rows"])
     budget = next(iter(rows.values()))["budget_rows"]
     but = f" that made rows ({refused} more refused the stream)" if refused else ""
-    out = (f"Across {len(rows)} packers{but} asked for {budget:,} rows, {names(most)} "
-           f"{'leave' if len(most) > 1 else 'leaves'} the most {what} longer than R unstarted ({of}), "
-           + discards(dmost, dtop, len(rows)))
+    leave = (f"{names(most)} {'leave' if len(most) > 1 else 'leaves'} the most {what} longer than R unstarted ({of})"
+             if top else f"none leaves any arrived {'document' if what == 'documents' else 'source'} longer than R unstarted")
+    out = f"Across {len(rows)} packers{but} asked for {budget:,} rows, {leave}, " + discards(dmost, dtop, len(rows))
     if cont:
         out += f", and {cont[0]} starts the most rows mid-document without a BOS ({rows[cont[0]]['continuation_rows']:,})"
     return out + "." + shortfall(rows) + unequal_tokens(rows)
+
+
+def no_row(idle, rows) -> str:
+    """The packers that made no row, in words: their input ended (or they stopped yielding rows) before they filled
+    one, so they trained nothing and started no document, whatever arrived into their buffers."""
+    one = len(idle) == 1
+    ended = all(rows[n].get("input_ended", True) for n in idle)
+    why = (f"{'its' if one else 'their'} input ended before {'it' if one else 'each'} filled one" if ended else
+           f"{'it' if one else 'they'} stopped yielding rows before filling one")
+    return (f"{names(idle)} made no row of the budget's {rows[idle[0]]['budget_rows']:,} ({why}), so "
+            f"{'it' if one else 'they'} trained nothing and started no document.")
 
 
 def unequal_tokens(rows) -> str:

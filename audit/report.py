@@ -538,6 +538,8 @@ def verdict(summary) -> str:
         lab = (f"; the most under-represented label is {low['label']!r} ({pct(low['share_of_emitted'])} of emitted "
                f"tokens against {pct(low['share_of_arrived'])} of arrived)")
     short = shortfall(summary["comparison"]["packers"]) if summary.get("comparison") else ""
+    if not s["rows"]:
+        return no_row_verdict(summary, name, s) + short
     if not s.get("budget_reached", True):
         when = (f"after {s['rows']:,} of the budget's {s['budget_rows']:,} rows ({why_short(s)}; "
                 f"{passes:.0%} of one pass asked for)")
@@ -550,6 +552,16 @@ def verdict(summary) -> str:
             f"the arrived tokens and never starts {long_never:,} of the {s['sources_longer_than_R_arrived']:,} arrived "
             f"sources longer than R = {s.get('row_capacity', summary['row_capacity']):,}{_long_documents(s)}{alone}"
             f"{held}{lab}.{short}")
+
+
+def no_row_verdict(summary, name, s) -> str:
+    """The verdict of a packer that made no row: it trained nothing, so none of the documents started (its zero
+    unstarted of zero arrived is no good news). The paper's packers never pack from fewer than B spans."""
+    docs = (s.get("documents") or {}).get("documents")
+    floor = (f"; {name} never packs from fewer than B = {summary['buffer']:,} spans"
+             if s.get("how") == "replayed" else "")
+    return (f"Verdict: {name} made no row of the budget's {s['budget_rows']:,} ({why_short(s)}{floor}), so it "
+            f"trained nothing and started none of the {f'{docs:,} ' if docs else ''}documents.")
 
 
 def _long_documents(s):

@@ -339,6 +339,24 @@ def test_the_comparison_ranks_by_documents_names_a_tie_and_says_the_rows_hold_un
         rows, {"targets": 80})
 
 
+def test_a_packer_that_made_no_row_is_said_to_start_nothing_not_ranked_on_zero_of_zero():
+    """A new user's probe: `--passes 1` on 5 documents at B = 2, where the paper's packer made no row, read "original
+    ... leave the most documents longer than R unstarted (original: 0 of 0; ...)" and a verdict "never starts 0 of
+    the 0 arrived sources longer than R", as if it were good news. Hand-worked: original made no row; two others
+    made rows and left none of their long documents unstarted."""
+    idle = dict(_row(0, 0, 0, 0, emitted=0, reached=False), rows=0)
+    rows = {"original": idle, "concat_chunk": _row(0, 1, 0, 1), "trl_bfd": _row(0, 1, 0, 1, reached=False)}
+    said = sentence(rows, {"targets": 80})
+    assert said.startswith("original made no row of the budget's 10 (its input ended before it filled one), so it "
+                           "trained nothing and started no document. Across 2 packers asked for 10 rows, none leaves "
+                           "any arrived document longer than R unstarted, both discard 10.00% of arrived tokens"), said
+    assert "0 of 0" not in said and "trl_bfd 5 (50%)" in said
+    both = {"original": idle, "lossless": dict(idle, input_ended=False)}
+    assert sentence(both, {"targets": 80}) == (
+        "original and lossless made no row of the budget's 10 (they stopped yielding rows before filling one), so "
+        "they trained nothing and started no document.")
+
+
 def test_one_packer_says_arrived_once_with_or_without_a_fate_table():
     """Hand-worked: one packer, 3 of 7 long documents never started (9 arrivals); without a fate table (--no-fates)
     its arrivals are counted, and the sentence once said "arrived arrived sources"."""
@@ -465,6 +483,10 @@ def test_one_pass_that_never_fills_the_buffer_draws_its_figures_and_says_so(tmp_
     assert "never fill it and make no row" in capsys.readouterr().out
     s = json.loads((out / "summary.json").read_text())
     assert s["packers"]["original"]["rows"] == 0 and s["packers"]["concat_chunk"]["rows"] > 0
+    report = (out / "report.md").read_text()  # no "never starts 0 of the 0 arrived" where nothing was trained
+    assert ("Verdict: original made no row of the budget's 34 (its input ended first; original never packs from "
+            "fewer than B = 40 spans), so it trained nothing and started none of the 30 documents.") in report
+    assert "of the 0 arrived" not in report
     drawn = sorted(p.name for p in out.glob("*.png"))
     assert "length_histogram.png" not in drawn and {"position_exposure.png", "comparison.png"} <= set(drawn)
     assert sorted(s["figures"]) == drawn
