@@ -476,6 +476,13 @@ def test_each_bad_input_is_one_line_naming_the_file(corpus, tmp_path, hf_dataset
     one_line(e, "tokdir", "is a folder")
     (tmp_path / "latin.jsonl").write_bytes(json.dumps({"text": "ok"}).encode() + b'\n{"text": "caf\xe9"}\n')
     refused([tmp_path / "latin.jsonl"], "latin.jsonl", "line 2", "not UTF-8", tok=corpus.tok)
+    # labels from a later line on, where the first had none (a new user's probe: dropped without a word); the
+    # reverse, a labelled file's line without one, is refused as it was
+    (tmp_path / "late.jsonl").write_text('{"text": "a"}\n{"text": "b"}\n{"text": "c", "label": "web"}\n')
+    refused([tmp_path / "late.jsonl"], "late.jsonl", "line 3: a label field 'label', which the file's first record "
+            "has not", "--label-column label", tok=corpus.tok)
+    (tmp_path / "early.jsonl").write_text('{"text": "a", "source": "web"}\n{"text": "b"}\n')
+    refused([tmp_path / "early.jsonl"], "early.jsonl", "line 2: no label field 'source'", tok=corpus.tok)
     (tmp_path / "half.jsonl").write_text('{"text": "ok"}\n{"text": "a\\ud800b"}\n')
     refused([tmp_path / "half.jsonl"], "half.jsonl", "line 2", "not valid Unicode", tok=corpus.tok)
     np.arange(10, dtype=np.uint16).tofile(tmp_path / "flat.bin")

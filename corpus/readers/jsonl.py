@@ -172,6 +172,8 @@ def read(unit, settings):
             texts.append(v)
             if unit.label_column:
                 labels.append(_label(rec, unit, n, at))
+            else:
+                _no_label_field(rec, unit, n, at)
             if len(texts) == settings.text_batch:
                 yield _batch(texts, labels, unit)
                 texts, labels = [], []
@@ -252,6 +254,18 @@ def _label(rec, unit, n, at):
     except KeyError:
         raise DataError(f"{unit.path}: line {_line(unit, n, at)}: no label field {unit.label_column!r}") from None
     return None if v is None else str(v)
+
+
+def _no_label_field(rec, unit, n, at):
+    """A file whose first record had no label field (source, label), so that its documents are labelled by its name,
+    has none later either: a label found from line 21 on was dropped without a word (a new user's probe), where a
+    labelled file's record without one is refused (_label)."""
+    name = next((c for c in LABEL_COLUMNS if isinstance(rec.get(c), (str, int)) and not isinstance(rec.get(c), bool)),
+                None)
+    if name is not None:
+        raise DataError(f"{unit.path}: line {_line(unit, n, at)}: a label field {name!r}, which the file's first record "
+                        f"has not, so its documents were labelled by the file's name; give --label-column {name} to "
+                        "label them by it (every record then needs it)")
 
 
 def _batch(values, labels, unit):
