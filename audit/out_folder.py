@@ -96,10 +96,15 @@ def _check_place(out, choice):
         if where == p.resolve() or where in p.resolve().parents:
             raise DataError(f"--out {out}: holds the input {p}, and the audit replaces its --out folder whole; give "
                             "another folder")
+    cache = Path(choice.corpus.cache_dir).resolve() if choice.corpus is not None else None
     for p in folders_read_whole(choice):  # the next run would read this audit's files as corpus
         if p.resolve() in where.parents:
             raise DataError(f"--out {out}: is inside the input folder {p}, every file of which is read as the corpus "
                             "(a rerun would read this audit's output); give a folder outside it")
+        if cache is not None and (cache == p.resolve() or p.resolve() in cache.parents):  # the same, for the cache
+            raise DataError(f"--cache-dir {choice.corpus.cache_dir}: is inside the input folder {p}, every file of "
+                            "which is read as the corpus (a rerun would read the cached lengths as documents); give "
+                            "a folder outside it")
 
 
 def folders_read_whole(choice):

@@ -113,6 +113,9 @@ def _audit_inputs(tmp_path):
      ["--out mine/audit: is inside the input folder mine", "give a folder outside it"]),
     ("an --out under a --corpus recursive glob", ["--corpus", "mine/**/*.parquet", "--out", "mine/a/audit"],
      ["--out mine/a/audit: is inside the input folder mine,", "give a folder outside it"]),
+    # the same for the lengths cache (a new user's probe: accepted once, then every rerun read it as corpus)
+    ("a --cache-dir inside a --corpus folder", ["--corpus", "mine", "--cache-dir", "mine/cache", "--out", "o"],
+     ["--cache-dir mine/cache: is inside the input folder mine", "give a folder outside it"]),
 ])
 def test_the_audits_bad_inputs_are_one_line_writing_nothing_and_leaving_no_lock(tmp_path, capsys, monkeypatch,
                                                                                  case, args, needles):
