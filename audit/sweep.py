@@ -345,6 +345,16 @@ def write_frontier(summary, out, figure=True):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _fewer_targets(s) -> str:
+    """Where R - 1 does not divide the budget, the targets its configurations reached (their last whole row below it):
+    the header once named the budget alone for every point (a new user's probe)."""
+    short = sorted({(p["row_capacity"], p["targets"]) for p in s["points"] if p["targets"] != s["targets"]})
+    if not short:
+        return ""
+    return (": where R - 1 does not divide the budget, to the last whole row below it ("
+            + "; ".join(f"R = {R:,}: {t:,}" for R, t in short) + ")")
+
+
 def frontier_md(s, figure=True) -> str:
     ref, front = s["reference_length"], set(s["pareto"])
     rows = [[str(i + 1), ("**" if i in front else "") + describe(_cfg(p)) + ("**" if i in front else ""),
@@ -359,8 +369,8 @@ def frontier_md(s, figure=True) -> str:
     table = "\n".join(lines)
     return "\n".join([
         f"# The frontier of {s['stream']}", "",
-        f"Every configuration replayed to {s['targets']:,} targets ({s['budget_reason']}), in whole rows of its own R. "
-        f"Crop waste: tokens discarded over tokens arrived. Never started: documents longer than {ref:,} tokens (the "
+        f"Every configuration replayed to {s['targets']:,} targets ({s['budget_reason']}), in whole rows of its own R"
+        f"{_fewer_targets(s)}. Crop waste: tokens discarded over tokens arrived. Never started: documents longer than {ref:,} tokens (the "
         f"command line's R, for every configuration) that arrived by the horizon and of which no arrival was started, "
         f"of those that arrived; the stream holds {s['long_documents_in_stream']:,}, and which of them arrive by the "
         f"horizon depends on the configuration (a larger buffer pulls in more, over more passes). Their arrivals: a "

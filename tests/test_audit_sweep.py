@@ -240,6 +240,15 @@ def test_the_cheapest_change_line_when_the_current_one_starts_everything_and_whe
                                                          "arrived by the horizon (0 of 200 arrived;")
 
 
+def test_the_header_names_the_targets_of_each_r_whose_rows_do_not_divide_the_budget():
+    """A new user's probe: frontier.md said every configuration replayed to 395,264 targets where its R = 4,097
+    points made 96 rows of 4,096 = 393,216 (395,264 / 4,096 = 96.5). Hand-worked."""
+    pts = [{"row_capacity": R, "targets": t} for R, t in ((2049, 395264), (4097, 393216), (1025, 395264))]
+    assert sweep._fewer_targets({"targets": 395264, "points": pts}) == (
+        ": where R - 1 does not divide the budget, to the last whole row below it (R = 4,097: 393,216)")
+    assert sweep._fewer_targets({"targets": 395264, "points": pts[::2]}) == ""
+
+
 def test_the_pareto_set_is_every_point_no_other_beats_on_all_three():
     pts = [_point(1, "a", 0.1, 5, 0.5), _point(2, "b", 0.2, 5, 0.5), _point(3, "c", 0.3, 0, 0.1),
            _point(4, "d", 0.1, 5, 0.5), _point(5, "e", 0.0, 9, 0.9)]
