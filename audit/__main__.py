@@ -197,12 +197,12 @@ def main(argv=None, left_out=None):
     """The command line; left_out ({packer: why}) names packers a caller chose not to run, for the comparison."""
     skip_final_collections()  # the interpreter's last scans of every object skipped at exit
     args = parse_args(argv)
-    # the plan's checks, the mechanism and the writers import numpy, pyarrow, matplotlib: after parsing, so --help
-    # is fast
-    from audit.plan import plan_of
-    from audit.run import run_audit
-
     try:
+        # the plan's checks, the mechanism and the writers import numpy, pyarrow, matplotlib: after parsing, so --help
+        # is fast; inside the try, so that Ctrl-C while they import is the one line below, not a traceback
+        from audit.plan import plan_of
+        from audit.run import run_audit
+
         check_out_folder(args.out)  # before the stream is read: where the audit goes must be a folder it can make
         plan = plan_of(args, left_out)  # every other bad value, one line, before anything is read or written
         if plan.sweep is not None:

@@ -4,6 +4,7 @@ overrides are accepted wherever they stand among train.py's options. The audit's
 (issue 50): each one line, nothing written, no lock left; Ctrl-C one line."""
 import json
 import shutil
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -125,6 +126,23 @@ def test_the_audits_bad_inputs_are_one_line_writing_nothing_and_leaving_no_lock(
     out = [] if "--out" in args else ["--out", "out"]
     one_line_error(capsys, audit_main(args + common + out), *needles)
     assert sorted(p.name for p in tmp_path.iterdir()) == before, case  # no output, no .new- folder, no lock
+
+
+def test_ctrl_c_while_the_audit_still_imports_is_its_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
+    """A new user's Ctrl-C in the first half second printed a 30-line KeyboardInterrupt traceback from the plan's
+    imports, which ran before the command's own handling. Here the interrupt arrives as audit.plan is imported."""
+    class CtrlC:  # asked first by the import system: the interrupt lands inside the import
+        def find_spec(self, name, path=None, target=None):
+            if name == "audit.plan":
+                raise KeyboardInterrupt
+
+    monkeypatch.delitem(sys.modules, "audit.plan", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [CtrlC(), *sys.meta_path])
+    out = tmp_path / "o"
+    assert audit_main(["--lengths", str(tmp_path / "L.txt"), "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted: nothing written; {out} is as it was" in err and "Traceback" not in err
+    assert not out.exists()
 
 
 def test_an_empty_folder_or_an_earlier_audits_output_is_replaced_and_a_refused_folder_keeps_its_files(tmp_path):
