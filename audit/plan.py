@@ -200,8 +200,10 @@ def check_whole_rows(args):
     else:
         return
     if targets % (R - 1):
+        below, above = targets // (R - 1) * (R - 1), (targets // (R - 1) + 1) * (R - 1)
+        give = f"{below} or {above}" if below else f"{above}"  # under one row: one row, said once
         raise DataError(f"{flag}: not a whole number of rows of {R - 1:,} targets (--row-capacity {R}); give "
-                        f"--targets {targets // (R - 1) * (R - 1) or R - 1} or {(targets // (R - 1) + 1) * (R - 1)}")
+                        f"--targets {give}")
 
 
 def check_stream_flags(args):

@@ -54,7 +54,9 @@ def load_stream(plan) -> StreamInput:
     stream = _read_stream(plan.stream, plan.engine)
     stream.passes = plan.stream.passes
     stream.loader_args = plan.loader_args
-    check_lengths(stream, plan.stream.max_length)
+    # a --lengths file's documents are its entries, counted from 1 as its other errors count them
+    flag = f"--lengths {plan.stream.lengths}" if stream.kind == "lengths" else None
+    check_lengths(stream, plan.stream.max_length, flag)
     return stream
 
 
@@ -113,12 +115,14 @@ def corpus_stream(c, refill_docs, engine) -> StreamInput:
     return stream
 
 
-def check_lengths(stream, bound):
+def check_lengths(stream, bound, lengths_flag=None):
     """Every length at most `bound` (--max-length): one length past it (a corrupt file, a token count read as a
-    byte count) would otherwise start an audit of millions of rows."""
+    byte count) would otherwise start an audit of millions of rows. lengths_flag: '--lengths PATH', whose entries
+    are named as its reader names them (from 1), not by the index's row (from 0)."""
     i = int(np.argmax(stream.lengths))
     if stream.lengths[i] > bound:
-        where = (f"{stream.index.files[stream.index.file_of[i]]} row {stream.index.row_of[i]:,}"
+        where = (f"{lengths_flag}: entry {i + 1:,}" if lengths_flag else
+                 f"{stream.index.files[stream.index.file_of[i]]} row {stream.index.row_of[i]:,}"
                  if stream.index is not None else f"document {i:,}")
         raise DataError(f"{where}: a document of {int(stream.lengths[i]):,} tokens, above --max-length {bound:,}; "
                         "check the input, or raise --max-length if it is real")

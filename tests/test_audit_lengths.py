@@ -138,7 +138,11 @@ def test_bad_length_file_is_one_line_and_status_2(tmp_path, capsys, content, ext
                                            f"targets (--row-capacity {R}); give --targets {150 * (R - 1)} or"),
     (["--updates", "1", "--row-capacity", "512"], "--updates 1 (524,288 targets): not a whole number of rows of 511 "
                                                   "targets (--row-capacity 512); give --targets 524286 or 524797"),
-], ids=["targets", "updates"])
+    # under one row: one row, said once (a new user's probe read "give --targets 2048 or 2048")
+    (["--targets", "100", "--row-capacity", "65"], "--targets 100: not a whole number of rows of 64 targets "
+                                                   "(--row-capacity 65); give --targets 64 or 128"),
+    (["--targets", "40", "--row-capacity", "65"], "(--row-capacity 65); give --targets 64\n"),
+], ids=["targets", "updates", "over one row", "under one row"])
 def test_a_budget_of_no_whole_number_of_rows_is_one_line_and_keeps_the_earlier_output(own, capsys, budget, msg):
     # a helper's rerun: --targets 200000 at R 512 ended in rows_for_targets's ValueError with its traceback
     d, _ = own

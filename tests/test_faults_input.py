@@ -95,7 +95,9 @@ def _audit_inputs(tmp_path):
 
 
 @pytest.mark.parametrize("case, args, needles", [
-    ("a length of 10^12", ["--lengths", "huge.txt"], ["huge.txt row 2", "1,000,000,000,000 tokens", "--max-length"]),
+    # the third entry, counted from 1 as the --lengths reader counts (it said "row 2", the index's count from 0)
+    ("a length of 10^12", ["--lengths", "huge.txt"],
+     ["--lengths huge.txt: entry 3", "1,000,000,000,000 tokens", "--max-length"]),
     ("--label-column with a text file", ["--lengths", "ok.txt", "--label-column", "source"],
      ["--label-column 'source'", "applies to a .parquet"]),
     ("a parquet without --column", ["--lengths", "l.parquet"], ["--column", "doc_id, tokens"]),
