@@ -116,13 +116,13 @@ def binpack_library(docs, R, batch, ratio, keep):
 @pytest.mark.filterwarnings("ignore:Truncating sequence:UserWarning")  # collator.py:368, for every long document
 @settings(max_examples=25, deadline=None)
 @given(lengths=LENGTHS, R=st.integers(3, 12), batch=st.integers(1, 4),
-       ratio=st.sampled_from([1.5, 2.0, 2.5, 4.0]),  # not 1.0: the rule packs where llm-foundry does not (:693)
-       keep=st.sampled_from([None, 0, 1, 3]))
+       ratio=st.sampled_from([1.0, 1.5, 2.0, 2.5, 4.0]), keep=st.sampled_from([None, 0, 1, 3]))
 @example(lengths=[4, 3, 4, 3], R=9, batch=1, ratio=2.0, keep=None)  # test_binpack_appends_the_collators_eos_...
 @example(lengths=[7, 8, 9, 2, 1, 6], R=9, batch=2, ratio=2.0, keep=1)  # max_seq_len - 1, max_seq_len, past it
 @example(lengths=[1] * 6, R=9, batch=2, ratio=1.5, keep=None)  # the third fits the first bin, yet opens the second
 @example(lengths=[4, 4, 1, 1], R=10, batch=1, ratio=4.0, keep=None)  # a bin that takes one moves behind the others
 @example(lengths=[7, 7, 7, 7, 1, 1, 1], R=9, batch=4, ratio=1.5, keep=None)  # last call: too few to pack, own bins
+@example(lengths=[1, 2], R=4, batch=2, ratio=1.0, keep=None)  # no packing: rows in arrival order, not by size
 def test_foundry_binpack_gives_the_batches_bin_pack_collator_gives(lengths, R, batch, ratio, keep):
     docs = stream(lengths)
     plan = Plan(1, np.array(lengths), args={"device_batch_size": batch, "packing_ratio": ratio, "leftover": keep})
