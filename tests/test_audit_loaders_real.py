@@ -17,6 +17,7 @@ Stand-ins (tests/real_libs.py), each for an import the functions run here never 
 - axolotl.utils.dict (axolotl/utils/trainer.py:20): DictDefault is only checked against a deepspeed config (:552,
   :680), never by filter_sequences_by_length (:200-241). The real dict.py subclasses addict's Dict, not installed.
 """
+import re
 from types import SimpleNamespace
 
 import datasets
@@ -30,8 +31,10 @@ from torch.utils.data import SequentialSampler
 from transformers import PreTrainedTokenizerFast
 
 from audit.libraries import axolotl, foundry, llamafactory
+from audit.libraries.about import RULES
 from audit.libraries.common import BOS, EOS, FIRST_ID, PAD, Plan
-from real_libs import load
+from conftest import ROOT
+from real_libs import REAL_LIBS, load
 
 VOCAB = 1 << 13
 WORDS = {"<pad>": PAD, "<bos>": BOS, "<eos>": EOS, **{f"t{i}": i for i in range(FIRST_ID, VOCAB)}}
@@ -47,6 +50,14 @@ AXOLOTL = load(["axolotl/utils/distributed.py", "axolotl/utils/logging.py", "axo
                 "axolotl/utils/trainer.py"],
                {"axolotl.prompters": {"Prompter": object},
                 "axolotl.utils.dict": {"DictDefault": type("DictDefault", (dict,), {})}})
+
+
+def test_the_code_run_is_the_version_each_rule_names():
+    """The lock pins, and the folder holds, the release each rule was written from (what --help names)."""
+    lock = (ROOT / "requirements-real-libs.lock").read_text()
+    for lib, v in RULES.items():
+        assert re.search(rf"^{lib}=={re.escape(v)} --hash=sha256:[0-9a-f]{{64}}$", lock, re.M), lib
+        assert (REAL_LIBS / f"{lib.replace('-', '_')}-{v}.dist-info").is_dir(), lib
 
 
 def tokenizer(**kw):
