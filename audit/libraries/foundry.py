@@ -1,6 +1,7 @@
 """llm-foundry's two packers, as rules written from its code (llm-foundry 0.22.0; the package's pins do not install
 beside this project's: it asks for torch 2.7.0 and numpy 2.1.3). Not its code: each rule is tested against a
-reference written from the same lines in tests/test_audit_loaders_rules.py.
+reference written from the same lines in tests/test_audit_loaders_rules.py, and against llm-foundry's own
+ConcatTokensDataset and BinPackCollator, installed apart, in tests/test_audit_loaders_real.py.
 
 ConcatTokensDataset (llmfoundry/data/data.py:160-177), the concatenating writer of its MDS pretraining data:
 each document's tokens, bos_tokens before and eos_tokens after, are appended to one buffer; while the buffer
