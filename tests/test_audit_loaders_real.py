@@ -17,39 +17,50 @@ Stand-ins (tests/real_libs.py), each for an import the functions run here never 
 - axolotl.utils.dict (axolotl/utils/trainer.py:20): DictDefault is only checked against a deepspeed config (:552,
   :680), never by filter_sequences_by_length (:200-241). The real dict.py subclasses addict's Dict, not installed.
 """
+import functools
 import re
 from types import SimpleNamespace
 
-import datasets
 import numpy as np
 import pytest
-from accelerate.data_loader import BatchSamplerShard
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from tokenizers import Tokenizer, models, pre_tokenizers
-from torch.utils.data import SequentialSampler
-from transformers import PreTrainedTokenizerFast
 
 from audit.libraries import axolotl, foundry, llamafactory
 from audit.libraries.about import RULES
 from audit.libraries.common import BOS, EOS, FIRST_ID, PAD, Plan
-from conftest import ROOT
+from conftest import ROOT, freeze_survivors
 from real_libs import REAL_LIBS, load
 
 VOCAB = 1 << 13
 WORDS = {"<pad>": PAD, "<bos>": BOS, "<eos>": EOS, **{f"t{i}": i for i in range(FIRST_ID, VOCAB)}}
 
-# loaded when the module is imported, so that conftest freezes them with the imports: axolotl's sampler runs
-# gc.collect() at every packing (multipack.py:385), which otherwise scans torch's, transformers' and datasets' heaps
-FOUNDRY = load(["llmfoundry/utils/consts.py", "llmfoundry/data/finetuning/collator.py", "llmfoundry/data/packing.py",
-                "llmfoundry/data/data.py"], {"composer.utils": {"dist": None}})
-LLAMAFACTORY = load(["llamafactory/data/processor/processor_utils.py", "llamafactory/data/processor/pretrain.py"])
-AXOLOTL = load(["axolotl/utils/distributed.py", "axolotl/utils/logging.py", "axolotl/prompt_tokenizers.py",
-                "axolotl/prompt_strategies/completion.py", "axolotl/utils/samplers/multipack.py",
-                "axolotl/utils/samplers/utils.py", "axolotl/utils/samplers/__init__.py", "axolotl/utils/environment.py",
-                "axolotl/utils/trainer.py"],
-               {"axolotl.prompters": {"Prompter": object},
-                "axolotl.utils.dict": {"DictDefault": type("DictDefault", (dict,), {})}})
+@functools.cache
+def real():
+    """The three libraries' files, the tokenizers and the classes the tests drive: loaded at the first test that needs
+    them, not when the file is collected (both test processes collect every file, and only one runs this one: at
+    collection, transformers, datasets and accelerate cost each process ~3 s). Then frozen out of the collector's reach
+    with the rest: axolotl's sampler runs gc.collect() at every packing (multipack.py:385), which would otherwise scan
+    their heaps."""
+    # late: see the docstring
+    import datasets
+    from accelerate.data_loader import BatchSamplerShard
+    from torch.utils.data import SequentialSampler
+
+    libs = SimpleNamespace(
+        datasets=datasets, BatchSamplerShard=BatchSamplerShard, SequentialSampler=SequentialSampler,
+        tok=tokenizer(), tok_bos=tokenizer(add_bos_token=True),
+        foundry=load(["llmfoundry/utils/consts.py", "llmfoundry/data/finetuning/collator.py",
+                      "llmfoundry/data/packing.py", "llmfoundry/data/data.py"], {"composer.utils": {"dist": None}}),
+        llamafactory=load(["llamafactory/data/processor/processor_utils.py", "llamafactory/data/processor/pretrain.py"]),
+        axolotl=load(["axolotl/utils/distributed.py", "axolotl/utils/logging.py", "axolotl/prompt_tokenizers.py",
+                      "axolotl/prompt_strategies/completion.py", "axolotl/utils/samplers/multipack.py",
+                      "axolotl/utils/samplers/utils.py", "axolotl/utils/samplers/__init__.py",
+                      "axolotl/utils/environment.py", "axolotl/utils/trainer.py"],
+                     {"axolotl.prompters": {"Prompter": object},
+                      "axolotl.utils.dict": {"DictDefault": type("DictDefault", (dict,), {})}}))
+    freeze_survivors()
+    return libs
 
 
 def test_the_code_run_is_the_version_each_rule_names():
@@ -64,13 +75,15 @@ def tokenizer(**kw):
     """A fast tokenizer whose words are the tracer's ids, its pad, BOS and EOS the tracer's. It adds no special token
     around a text, except a BOS with add_bos_token=True (the attribute LLaMA-Factory reads) where the caller asks for
     special tokens, which LLaMA-Factory's packing does not (pretrain.py:40)."""
+    # late: real() calls it; tokenizers and transformers load with the libraries, not at collection
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
     model = Tokenizer(models.WordLevel(WORDS, unk_token="<pad>"))
     model.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return PreTrainedTokenizerFast(tokenizer_object=model, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
                                    **kw)
 
-
-TOK, TOK_BOS = tokenizer(), tokenizer(add_bos_token=True)
 
 
 def stream(lengths):
@@ -101,8 +114,8 @@ LENGTHS = st.one_of(st.lists(st.one_of(st.integers(1, 4), st.integers(1, 40)), m
 @example(lengths=[3, 9, 1, 2], R=6, no_wrap=True)  # a tail thrown away, and a last buffer short of max_length
 def test_foundry_concat_writes_what_concat_tokens_dataset_writes(lengths, R, no_wrap):
     docs = stream(lengths)
-    ds = FOUNDRY["llmfoundry.data.data"].ConcatTokensDataset(
-        hf_dataset=[{"text": text(d)} for d in docs], tokenizer=TOK, max_length=R - 1, bos_text="", eos_text="<eos>",
+    ds = real().foundry["llmfoundry.data.data"].ConcatTokensDataset(
+        hf_dataset=[{"text": text(d)} for d in docs], tokenizer=real().tok, max_length=R - 1, bos_text="", eos_text="<eos>",
         no_wrap=no_wrap)  # convert_dataset_hf.py's --concat_tokens R-1 --eos_text (--no_wrap), no --bos_text
     assert rows(foundry.concat(R, no_wrap)(iter(docs))) == rows(s["tokens"] for s in ds)
 
@@ -112,13 +125,13 @@ def binpack_library(docs, R, batch, ratio, keep):
     then the DataLoader's batches of n_examples_to_pack examples, the last one shorter (drop_last False); each
     document one example, its tokens the target of one turn. The rows: each batch's input_ids."""
     seq = R - 1
-    collate = FOUNDRY["llmfoundry.data.finetuning.collator"].Seq2SeqFinetuningCollator(
-        tokenizer=TOK, max_seq_len=seq, decoder_only_format=True)
+    collate = real().foundry["llmfoundry.data.finetuning.collator"].Seq2SeqFinetuningCollator(
+        tokenizer=real().tok, max_seq_len=seq, decoder_only_format=True)
     per = batch
     if ratio != 1.0:  # :693-694: a ratio of 1.0 keeps the plain collator
-        collate = FOUNDRY["llmfoundry.data.packing"].BinPackCollator(
-            collator=collate, target_batch_size=batch, max_seq_len=seq, pad_token_id=TOK.pad_token_id,
-            padding_side=TOK.padding_side, max_leftover_bins_to_keep=keep)
+        collate = real().foundry["llmfoundry.data.packing"].BinPackCollator(
+            collator=collate, target_batch_size=batch, max_seq_len=seq, pad_token_id=real().tok.pad_token_id,
+            padding_side=real().tok.padding_side, max_leftover_bins_to_keep=keep)
         per = int(batch * ratio)
     examples = [{"turns": [{"input_ids": [], "labels": d.tolist()}]} for d in docs]
     return [r for c in range(0, len(examples), per) for r in rows(collate(examples[c:c + per])["input_ids"])]
@@ -146,10 +159,10 @@ def llamafactory_library(docs, R, map_batch, bos):
     """get_dataset's map (data/loader.py:255-261) of PretrainDatasetProcessor.preprocess_dataset over the documents'
     text; of DataArguments, the three fields it reads: packing (on for stage pt), cutoff_len, and a template other
     than llama3, whose EOS text is the tokenizer's (pretrain.py:29)."""
-    processor = LLAMAFACTORY["llamafactory.data.processor.pretrain"].PretrainDatasetProcessor(
-        template=None, tokenizer=TOK_BOS if bos else TOK, processor=None,
+    processor = real().llamafactory["llamafactory.data.processor.pretrain"].PretrainDatasetProcessor(
+        template=None, tokenizer=real().tok_bos if bos else real().tok, processor=None,
         data_args=SimpleNamespace(template="default", packing=True, cutoff_len=R - 1))
-    ds = datasets.Dataset.from_dict({"_prompt": [[{"role": "user", "content": text(d)}] for d in docs]})
+    ds = real().datasets.Dataset.from_dict({"_prompt": [[{"role": "user", "content": text(d)}] for d in docs]})
     out = ds.map(processor.preprocess_dataset, batched=True, batch_size=map_batch, remove_columns=["_prompt"])
     return rows(out["input_ids"]) if out.num_rows else []  # no block at all: no column either
 
@@ -177,12 +190,12 @@ def axolotl_samples(kind, docs, seq):
     handle_long_seq_in_dataset applies with the default drop strategy (utils/data/utils.py:290-297: batched,
     min_sample_len unset)."""
     if kind == "completion":
-        strategy = AXOLOTL["axolotl.prompt_strategies.completion"].load(
-            TOK, SimpleNamespace(train_on_inputs=False, sequence_len=seq))
+        strategy = real().axolotl["axolotl.prompt_strategies.completion"].load(
+            real().tok, SimpleNamespace(train_on_inputs=False, sequence_len=seq))
         samples = strategy.tokenize_prompt({"text": [text(d) for d in docs]})["input_ids"]
     else:
         samples = rows(docs)
-    keep = AXOLOTL["axolotl.utils.trainer"].filter_sequences_by_length(
+    keep = real().axolotl["axolotl.utils.trainer"].filter_sequences_by_length(
         {"input_ids": samples}, sequence_len=seq, min_sequence_len=None)
     return [s for s, k in zip(samples, keep) if k]
 
@@ -193,13 +206,13 @@ def axolotl_library(kind, docs, seq, world, group, cap):
     same order, multipack.py:176-188), its batches dealt by accelerate's BatchSamplerShard to `world` ranks, read back
     round by round: rank 0's bin, rank 1's, ... Returns (the rows, the number of bins the sampler made)."""
     samples = axolotl_samples(kind, docs, seq)
-    lengths = AXOLOTL["axolotl.utils.samplers.utils"].get_dataset_lengths(
-        datasets.Dataset.from_dict({"input_ids": samples}))
-    sampler = AXOLOTL["axolotl.utils.samplers.multipack"].MultipackBatchSampler(
-        SequentialSampler(samples), batch_size=1, batch_max_len=seq, lengths=lengths, group_size=group,
+    lengths = real().axolotl["axolotl.utils.samplers.utils"].get_dataset_lengths(
+        real().datasets.Dataset.from_dict({"input_ids": samples}))
+    sampler = real().axolotl["axolotl.utils.samplers.multipack"].MultipackBatchSampler(
+        real().SequentialSampler(samples), batch_size=1, batch_max_len=seq, lengths=lengths, group_size=group,
         bin_size=cap, drop_last=True, num_processes=1)
     made = len(sampler)
-    ranks = [list(BatchSamplerShard(sampler, num_processes=world, process_index=r)) for r in range(world)]
+    ranks = [list(real().BatchSamplerShard(sampler, num_processes=world, process_index=r)) for r in range(world)]
     assert len({len(r) for r in ranks}) == 1  # even: every rank gets a bin each round
     return [sum((samples[i] for i in batch[0]), []) for rnd in zip(*ranks) for batch in rnd], made
 
