@@ -6,7 +6,8 @@
 # from requirements.lock (the exact versions the tests passed with) and requirements-audit.lock
 # (the packing libraries the audit runs: TRL, OLMo-core, torchtune, torchtitan), requirements-ray.lock
 # (Ray core for --engine ray; the tests run it on a local instance), plus torch
-# 2.13.0 in the build that install/torch_requirement.py derives from the platform and PACKAUDIT_TORCH:
+# 2.13.0 in the build that install/torch_requirement.py derives from the platform and PACKAUDIT_TORCH
+# (and, apart, requirements-real-libs.lock into .venv/real-libs: see below):
 #   auto   (default) cuda on Linux when `nvidia-smi` lists a GPU, else cpu
 #   cpu    Linux: torch==2.13.0+cpu from PyTorch's CPU wheel index (no CUDA libraries);
 #          macOS: the default build
@@ -27,7 +28,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 locks=(requirements.lock requirements-audit.lock requirements-ray.lock)
-lock_hash=$("$PY" -c 'import hashlib, sys; print(hashlib.sha256(b"".join(open(f, "rb").read() for f in sys.argv[1:])).hexdigest()[:16])' "${locks[@]}")  # macOS has no sha256sum
+real_libs=requirements-real-libs.lock
+lock_hash=$("$PY" -c 'import hashlib, sys; print(hashlib.sha256(b"".join(open(f, "rb").read() for f in sys.argv[1:])).hexdigest()[:16])' "${locks[@]}" "$real_libs")  # macOS has no sha256sum
 stamp=".venv/.deps-$variant-$lock_hash"
 if [ ! -f "$stamp" ]; then
   read -r torch_req torch_index <<<"$("$PY" install/torch_requirement.py --choice "$variant" --probe)"
@@ -42,6 +44,14 @@ if [ ! -f "$stamp" ]; then
        2> >(grep -v "does not provide the extra 'hf_transfer'" >&2); then
     echo "error: could not install $torch_req${torch_index:+ from $torch_index}; see pip's message above," \
          "or choose another build with PACKAUDIT_TORCH (cpu, cuda, cu126, ...)" >&2
+    exit 1
+  fi
+  # llm-foundry, LLaMA-Factory and axolotl, whose packing code the tests check the audit's rules against: their pins
+  # would move torch or numpy, so their three wheels go alone, without dependencies, into a folder off the import path
+  rm -rf .venv/real-libs
+  if ! .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --only-binary :all: \
+       --target .venv/real-libs -r "$real_libs"; then
+    echo "error: could not install $real_libs into .venv/real-libs; see pip's message above" >&2
     exit 1
   fi
   rm -f .venv/.deps-* && touch "$stamp"

@@ -181,9 +181,10 @@ SLOWEST_FIRST = ("test_fanout.py", "test_queue.py", "test_ddp.py", "test_train.p
 # queue's files one stage-A calibration (`calibrated`, ~4 s), the study's files one micro study (`micro_study`,
 # ~6 s) that the fan-out test reruns on Ray, and the files that import torch._dynamo or datasets one import of them:
 # those that compile or build flex attention's masks, the optimizer's references, and those that drive TRL,
-# torchtune or Megatron-Core (with transformers and sympy: 4.4 s of CPU on top of torch, 2026-12-07) or read a corpus
-# through datasets. When these were two groups, both processes imported torch._dynamo, inductor and datasets (an
-# import hook recorded each file's imports).
+# torchtune or Megatron-Core (with transformers and sympy: 4.4 s of CPU on top of torch, 2026-12-07), read a corpus
+# through datasets or run llm-foundry's, LLaMA-Factory's and axolotl's packing code (transformers, datasets). When
+# these were two groups, both processes imported torch._dynamo, inductor and datasets (an import hook recorded each
+# file's imports).
 SAME_PROCESS = (("test_fanout.py", "test_queue_study_run.py"),
                 ("test_layout.py", "test_presets.py"),  # one parse of every source file (test_layout.parsed), ~0.9 s
                 ("test_queue.py", "test_queue_owndata.py", "test_queue_measurements.py", "test_queue_branch.py",
@@ -191,7 +192,7 @@ SAME_PROCESS = (("test_fanout.py", "test_queue_study_run.py"),
                 ("test_train.py", "test_audit_topology.py", "test_audit_libraries.py", "test_audit_loader_presets.py",
                  "test_cuda_path.py", "test_gpu_check.py", "test_model_safety.py", "test_compiled_cpu.py",
                  "test_optim.py", "test_audit_corpus.py", "test_corpus_readers.py", "test_audit_loaders_megatron.py",
-                 "test_audit_loaders_presets.py"))
+                 "test_audit_loaders_presets.py", "test_audit_loaders_real.py"))
 UNIT_OF = {name: group[0] for group in SAME_PROCESS for name in group}
 
 

@@ -3,7 +3,8 @@ apart so that --help imports nothing heavy; tests/test_audit_loaders_rules.py ch
 requirements-audit.lock)."""
 
 RAN = {"megatron-core": "0.16.1", "grain": "0.2.18"}  # installed, their code runs (requirements-audit.lock)
-RULES = {"llm-foundry": "0.22.0", "llamafactory": "0.9.5", "axolotl": "0.19.0"}  # read, not installed
+# the audit runs rules written from these; their code runs only in the tests (requirements-real-libs.lock)
+RULES = {"llm-foundry": "0.22.0", "llamafactory": "0.9.5", "axolotl": "0.19.0"}
 WHY_RULE = "their pins move this project's torch or numpy"
 
 

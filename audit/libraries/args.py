@@ -94,7 +94,7 @@ KEYS = {
                              "BinPackCollator's target_batch_size (default 8)"),
     "packing_ratio": Key(_at_least_one, 2.0, ("foundry_binpack",),
                          "raw examples per bin of a collate call (default 2.0, the audit's own: llm-foundry has "
-                         "none and does not pack without it)"),
+                         "none and does not pack without it, nor at 1.0)"),
     "leftover": Key(_leftover, None, ("foundry_binpack",), "max_leftover_bins_to_keep (default None: keep all)"),
     "map_batch": Key(_positive(int), 1000, ("llamafactory_pt",), "preprocessing_batch_size (default 1000)"),
     "add_bos_token": Key(_on_off, False, ("llamafactory_pt",), "the tokenizer's add_bos_token: each block's "

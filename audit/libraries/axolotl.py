@@ -1,6 +1,8 @@
 """axolotl's multipack sampler, as a rule written from its code (axolotl 0.19.0; the package's pins do not install
 beside this project's: it asks for numpy 2.3.5 and its own transformers, datasets and torchao). Not its code:
-the rule is tested against a reference written from the same lines in tests/test_audit_loaders_rules.py.
+the rule is tested against a reference written from the same lines in tests/test_audit_loaders_rules.py, and
+against axolotl's own completion strategy, length filter and MultipackBatchSampler, installed apart, in
+tests/test_audit_loaders_real.py.
 
 What becomes a sample depends on the dataset type (KINDS):
 - completion (raw text, a pretraining run; axolotl_completion): the text is tokenized with truncation at

@@ -1,6 +1,7 @@
 """llm-foundry's two packers, as rules written from its code (llm-foundry 0.22.0; the package's pins do not install
 beside this project's: it asks for torch 2.7.0 and numpy 2.1.3). Not its code: each rule is tested against a
-reference written from the same lines in tests/test_audit_loaders_rules.py.
+reference written from the same lines in tests/test_audit_loaders_rules.py, and against llm-foundry's own
+ConcatTokensDataset and BinPackCollator, installed apart, in tests/test_audit_loaders_real.py.
 
 ConcatTokensDataset (llmfoundry/data/data.py:160-177), the concatenating writer of its MDS pretraining data:
 each document's tokens, bos_tokens before and eos_tokens after, are appended to one buffer; while the buffer
@@ -19,7 +20,9 @@ bins, each padded to max_seq_len (repad, packing.py; on the right, the usual tok
 the rest sorted by size, at most max_leftover_bins_to_keep of them (None: all); the bins still left when the data
 ends are never trained. The DataLoader's last, smaller batch is collated too (drop_last False, dataloader.py:61).
 llm-foundry has no default packing_ratio: without one it does not pack at all (dataloader.py:669-679), and 'auto'
-profiles the data first. The audit's default of 2.0 is its own choice, said so in the report's settings.
+profiles the data first. The audit's default of 2.0 is its own choice, said so in the report's settings. At 1.0
+llm-foundry builds no BinPackCollator either (dataloader.py:693-694): each example is its own row, padded, in the
+order it came, none kept for later.
 """
 import numpy as np
 
@@ -85,8 +88,11 @@ def binpack(R, plan):
             examples = [np.append(d, EOS)[:max_seq_len] for d in take(it, per_call)]
             if not examples:
                 return
-            out, left = first_fit_decreasing(examples, left, batch, max_seq_len)
-            left = left if keep is None else left[:keep]
+            if ratio == 1.0:  # the plain collator (dataloader.py:693-694): no bins sorted by size, none left over
+                out = [[len(e), [e]] for e in examples]
+            else:
+                out, left = first_fit_decreasing(examples, left, batch, max_seq_len)
+                left = left if keep is None else left[:keep]
             for size, parts in out:  # re-padded to max_seq_len (packing.py repad), on the right: a batch is one shape
                 yield np.concatenate(parts + [np.full(max_seq_len - size, PAD, np.int64)])
     return run

@@ -1,6 +1,7 @@
 """LLaMA-Factory's pretraining packing, as a rule written from its code (llamafactory 0.9.5; the package's pins
 do not install beside this project's: it asks for torch 2.14.1). Not its code: the rule is tested against a
-reference written from the same lines in tests/test_audit_loaders_rules.py.
+reference written from the same lines in tests/test_audit_loaders_rules.py, and against LLaMA-Factory's own
+PretrainDatasetProcessor, installed apart, in tests/test_audit_loaders_real.py.
 
 PretrainDatasetProcessor.preprocess_dataset (llamafactory/data/processor/pretrain.py:27-53), run by
 datasets.map(batched=True, batch_size=preprocessing_batch_size) (data/loader.py:255-261; the batch size

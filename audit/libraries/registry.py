@@ -77,7 +77,7 @@ def _rule_specs():
         Spec("foundry_binpack", lambda R, B, w, plan: foundry.binpack(R, plan), capacity=seq,
              settings={"max_seq_len": "R - 1", "device_batch_size": "--loader-arg device_batch_size (default 8)",
                        "packing_ratio": "--loader-arg packing_ratio (default 2.0, the audit's own: llm-foundry has "
-                                        "none and does not pack without it)",
+                                        "none and does not pack without it, nor at 1.0)",
                        "eos": "appended to each example by the collator, then cut to max_seq_len",
                        "max_leftover_bins_to_keep": "--loader-arg leftover (default None)",
                        "at the horizon": HORIZON["binpack"]},
