@@ -461,6 +461,24 @@ def test_the_report_says_what_the_intervals_resolve_and_leave_open():
                       "**What it leaves open:** whether B beats C at all (the interval of B-C holds 0).")
 
 
+def test_the_runs_table_counts_a_branch_check_return_apart_from_the_rejections():
+    """A new user's probe: a shard the branch check returned (verdict "phase": no rejection) showed in the study's
+    table as a rejection that was neither deferred nor quarantined, while arm C's one random rejection showed as
+    deferred. Hand-worked: B rolled back two shards, one deferred and one returned; C rolled back two, deferred."""
+    from shardqueue.study.report import runs_lines
+
+    def run(name, **d):
+        return {"name": name, "trained_targets": 1000, "final_selection": {"mean": 2.0}, "final_control": {"x": 2.5},
+                "decisions": {"accept": 5, "flag": 2, **d}, "decay": {"updates": 1, "targets": 100}}
+
+    s = {"runs": [run("B_s43", reject=2, deferred=1, returned=1), run("C_s43", reject=2, deferred=2)],
+         "budget_check": {"rule": "r", "held": True}}
+    lines = runs_lines(s)
+    assert "| Accepted | Flagged | Rolled back | Deferred | Quarantined | Returned |" in lines[2]
+    assert "| 5 | 2 | 2 | 1 | 0 | 1 | 1, 100 |" in lines[4] and "| 5 | 2 | 2 | 2 | 0 | 0 | 1, 100 |" in lines[5]
+    assert any("returned by the branch check, which blamed the training phase (no rejection" in ln for ln in lines)
+
+
 # ---- intervals and the seed plan ---------------------------------------------------------
 @pytest.mark.parametrize("df,t", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423),
                                   (10 ** 6, 1.9600)])

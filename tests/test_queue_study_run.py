@@ -70,7 +70,7 @@ def test_the_summary_is_what_its_parts_compute(micro):
     assert s["adoption"]["rule"] in report
     same = [sd for sd in (43, 44) if next(r for r in s["runs"] if r["name"] == f"B_s{sd}")["final_selection"]
             == next(r for r in s["runs"] if r["name"] == f"C_s{sd}")["final_selection"]]
-    says = "B - C there says nothing about choosing shards" in report
+    says = "B - C there is zero by construction, not a measured tie, and says nothing about choosing shards" in report
     assert says == bool(same) and (not same or f"{', '.join(map(str, same))} arm C ended with exactly B's" in report)
 
 
@@ -502,7 +502,8 @@ def test_a_b_minus_a_of_identical_runs_is_said_to_measure_nothing(micro):
     final = {r["name"]: r["final_selection"] for r in s["runs"]}
     assert final["A_s43"] == final["B_s43"] and final["A_s44"] == final["B_s44"]  # the case is met
     said = ("arm A ended with exactly B's selection losses (B rejected nothing, so it trained A's shards): B - A there "
-            "says nothing about choosing shards.")
+            "is zero by construction, not a measured tie, and says nothing about choosing shards; where the verdict "
+            "reads B - A, it reads these zeros as they fell (more seeds could differ).")
     assert f"At seeds 43, 44 {said}" in verdict_lines(s)
     moved = {**final["A_s44"], "mean": final["A_s44"]["mean"] + 0.01}  # seed 44's A trained otherwise
     runs = [dict(r, final_selection=moved) if r["name"] == "A_s44" else r for r in s["runs"]]

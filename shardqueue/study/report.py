@@ -45,7 +45,8 @@ def header_lines(s):
     prov = s["provenance"]
     L = [f"# The queue study ({s['preset']} setting)", "",
          "Does a queue that rejects shards (arm B) beat plain training (A) and random rejection (C: as many "
-         "rejections as B made, at drawn positions) at the same budget of accepted targets, on a selection axis the queue never sees? "
+         "shards rolled back as B rolled back, its rejections and its branch-check returns alike, at drawn positions) "
+         "at the same budget of accepted targets, on a selection axis the queue never sees? "
          "(The proposal \"Can a model help choose its next training data?\", sections 2 and 4.)", "",
          f"Run {prov['date']} at commit `{prov['commit'][:12]}`" + (" (uncommitted changes)" if prov.get("dirty") else "")
          + f" on {prov['machine']}; stage A and the runs took {s['timing']['total']:.0f} s added up (stage A "
@@ -166,18 +167,21 @@ def questions_lines(s):
 def runs_lines(s):
     """Final losses, budgets and decisions per run."""
     L = ["## Runs: final losses, budgets, decisions", "",
-          "| Run | D | Selection BPB (mean) | Control BPB (mean) | Accepted | Flagged | Rejected | "
-          "Deferred | Quarantined | Decay (updates, targets) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+          "| Run | D | Selection BPB (mean) | Control BPB (mean) | Accepted | Flagged | Rolled back | "
+          "Deferred | Quarantined | Returned | Decay (updates, targets) |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in s["runs"]:
         d = r["decisions"]
         ctrl = r["final_control"]
         cm = sum(ctrl.values()) / len(ctrl) if ctrl else None
         L.append(f"| {r['name']} | {r['trained_targets']:,} | {_f(r['final_selection']['mean'])} | {_f(cm)} | "
                  f"{d.get('accept', 0)} | {d.get('flag', 0)} | {d.get('reject', 0)} | {d.get('deferred', 0)} | "
-                 f"{d.get('quarantined', 0)} | {r['decay']['updates']}, {r['decay']['targets']:,} |")
+                 f"{d.get('quarantined', 0)} | {d.get('returned', 0)} | {r['decay']['updates']}, {r['decay']['targets']:,} |")
     bc = s["budget_check"]
     L += ["", "Arm A's D and losses are those of its decay branch at the budget; its decision counts cover its whole "
-              "run (it continues to build the reference curve).", "",
+              "run (it continues to build the reference curve). Rolled back: the shards a decision undid, each deferred "
+              "or quarantined (a rejection) or returned by the branch check, which blamed the training phase (no "
+              "rejection: the shard comes back next rotation, as a deferred one does); arm C rolls back as many.", "",
           f"Budget check ({bc['rule']}): " + (budget_held(bc, len(s["runs"])) if bc["held"] else
                                               "NOT met: " + "; ".join(bc["problems"])), ""]
     return L
@@ -303,7 +307,9 @@ def verdict_lines(s):
             for c in s["runs"])]
         if same:  # identical final losses: the difference is zero by construction, not a measured tie
             L += ["", f"At seed{'s' if len(same) > 1 else ''} {', '.join(map(str, same))} arm {other} ended with "
-                      f"exactly B's selection losses ({why}): B - {other} there says nothing about choosing shards."]
+                      f"exactly B's selection losses ({why}): B - {other} there is zero by construction, not a measured "
+                      f"tie, and says nothing about choosing shards; where the verdict reads B - {other}, it reads "
+                      "these zeros as they fell (more seeds could differ)."]
     if ad["intervals"]:
         L += ["", "Paired mean differences over the seeds, beside the rule (95% t interval, n - 1 degrees of freedom):",
               "", "| Comparison | Seeds | Mean (points) | SD | t | 95% interval | Against T | Against the floor 0.6 |",
