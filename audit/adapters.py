@@ -10,10 +10,12 @@ naming the extra that installs it. Write your own the same way and pass it with
 Token ids: tracer documents start at FIRST_ID; 0 is padding, 1 BOS, 2 EOS (what an adapter
 gives a library as its special tokens).
 """
+import contextlib
 import gzip
 import importlib
 import importlib.util
 import logging
+import os
 from importlib.metadata import PackageNotFoundError, version
 from itertools import islice
 from pathlib import Path
@@ -151,10 +153,27 @@ def olmo(strategy, R, workdir):
                                       eos_token_id=EOS, vocab_size=2**62, dtype=np.uint64,
                                       long_doc_strategy=types.LongDocStrategy(strategy), use_array_if_local=False)
         ds.work_dir = d / "work"
-        ds.prepare()
+        with one_prep_worker():
+            ds.prepare()
         for i in range(len(ds)):
             yield ds[i]["input_ids"]
     return run
+
+
+@contextlib.contextmanager
+def one_prep_worker():
+    """OLMO_DATA_PREP_WORKERS=1 for the block, unless the user set it: OLMo-core packs each source file in a process
+    pool of one worker per core by default (numpy_dataset.py, _get_data_prep_max_workers), and the tracer writes one
+    file, so every other worker was a fork of this process that never ran a task (two here, 64 on a 64-core node)."""
+    key = "OLMO_DATA_PREP_WORKERS"
+    ours = key not in os.environ
+    if ours:
+        os.environ[key] = "1"
+    try:
+        yield
+    finally:
+        if ours:
+            os.environ.pop(key, None)
 
 
 # ---- torchtune ------------------------------------------------------------------------

@@ -4,6 +4,7 @@ TRL's pack_dataset and OLMo-core's packed dataset gives the events worked out by
 a larger stream every emission the trace reports is where the library's own rows hold it."""
 import json
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -171,3 +172,28 @@ def test_a_library_packer_that_stops_short_of_the_budget_is_said_so_everywhere(t
     comp = (out / "comparison.json").read_text()
     for text in (report, comp, capsys.readouterr().out):
         assert "same budget" not in text
+
+
+def test_olmo_packs_the_tracers_one_file_in_one_worker_and_keeps_a_users_setting(tmp_path, monkeypatch):
+    """OLMo-core packs each source file in a process pool of one worker per core unless OLMO_DATA_PREP_WORKERS says
+    otherwise; the tracer writes one file, so every other worker was a fork that ran nothing. The pool's size is
+    recorded as OLMo-core asks for it, and the variable is as it was afterwards."""
+    import concurrent.futures as futures
+
+    import audit.adapters as adapters
+
+    asked, real = [], futures.ProcessPoolExecutor
+
+    class Recording(real):
+        def __init__(self, max_workers=None, *args, **kwargs):
+            asked.append(max_workers)
+            super().__init__(max_workers, *args, **kwargs)
+
+    monkeypatch.setattr(futures, "ProcessPoolExecutor", Recording)
+    monkeypatch.delenv("OLMO_DATA_PREP_WORKERS", raising=False)
+    docs = [np.arange(FIRST_ID, FIRST_ID + n) for n in (5, 40, 3)]
+    rows = list(adapters.olmo("truncate", 17, tmp_path / "a")(iter(docs)))
+    assert asked == [1] and rows and "OLMO_DATA_PREP_WORKERS" not in os.environ
+    monkeypatch.setenv("OLMO_DATA_PREP_WORKERS", "2")  # the user's own choice is theirs
+    list(adapters.olmo("truncate", 17, tmp_path / "b")(iter(docs)))
+    assert asked == [1, 2] and os.environ["OLMO_DATA_PREP_WORKERS"] == "2"
