@@ -336,6 +336,25 @@ def test_torn_last_line_is_reported_saved_and_dropped(full_run, tmp_path):
     assert log.read_bytes() == good and (out / "decisions.jsonl.torn").read_bytes().startswith(b'{"seq": 999')
 
 
+def test_a_damaged_newest_checkpoint_is_named_with_what_to_do_not_blamed_on_the_log(calibrated, full_run, tmp_path,
+                                                                                      capsys):
+    """A new user's probe: the newest checkpoint truncated after an interrupted run, `run --resume` fell back to the
+    one before it and said the log and that checkpoint "do not belong together", which they do: the log is ahead of
+    any older checkpoint. Here the run's last checkpoint is cut short and its summary gone (a run killed at its end)."""
+    out = tmp_path / "damaged"
+    shutil.copytree(full_run[0], out)
+    (out / "queue_summary.json").unlink()
+    newest, older = sorted(out.glob("ckpt_*.pt"), reverse=True)[:2]
+    newest.write_bytes(newest.read_bytes()[:1000])
+    rc = cli.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"]), "--resume"])
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if not ln.startswith("warning:")]
+    assert rc == 2 and len(err) == 1 and "do not belong together" not in err[0], err
+    n = len(read_log(out / "decisions.jsonl"))
+    assert err[0].startswith(f"error: {newest}: damaged, and the newest checkpoint that verifies, {older.name}, was "
+                             "written at record ") and f"of the {n} decisions.jsonl holds" in err[0], err[0]
+    assert "restore the damaged checkpoint, or start the run again with --fresh" in err[0]
+
+
 def test_resume_refuses_a_log_that_does_not_match_the_checkpoint(calibrated, full_run, tmp_path, capsys):
     out = tmp_path / "mismatch"
     shutil.copytree(full_run[0], out)

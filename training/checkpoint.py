@@ -163,3 +163,27 @@ def newest_good_checkpoint(out_dir, log=print, skip=None):
             continue
         return path, payload
     return None, None
+
+
+def behind_damaged(path, log_seq, records, log_name):
+    """A newer checkpoint than `path` that did not verify (newest_good_checkpoint warned of it and passed it over)
+    leaves `path`, written at record log_seq, behind a log of `records` records: a resume from it would write again
+    records the log already holds. Said in one line, with what to do; it once read as a log and a checkpoint that
+    do not belong together, which they do (a new user's probe)."""
+    if log_seq is None or records <= log_seq:
+        return
+    newer = sorted(q for q in Path(path).parent.glob("ckpt_*.pt") if q.name > Path(path).name)
+    damaged = [q for q in newer if not _verifies(q)]  # not one passed over for another reason (a final decay's)
+    if damaged:
+        raise DataError(f"{damaged[-1]}: damaged, and the newest checkpoint that verifies, {Path(path).name}, was "
+                        f"written at record {log_seq} of the {records} {log_name} holds: a resume from it would write "
+                        f"records {log_seq + 1}-{records} again; restore the damaged checkpoint, or start the run "
+                        "again with --fresh (this run is moved aside, not deleted)")
+
+
+def _verifies(path):
+    try:
+        load_checkpoint(path)
+        return True
+    except DataError:
+        return False

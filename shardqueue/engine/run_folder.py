@@ -16,7 +16,7 @@ from errors import DataError
 from shardqueue.engine.plan import RECORDED_WHEN_SET
 from shardqueue.engine.start_record import settings_differences
 from shardqueue.world.rotation import load_rotation, save_rotation
-from training.checkpoint import checkpoint_bytes, data_identity, newest_good_checkpoint
+from training.checkpoint import behind_damaged, checkpoint_bytes, data_identity, newest_good_checkpoint
 from training.config import config_sha256
 
 RUN_FILES = ("decisions.jsonl", "decisions.jsonl.torn", "ckpt_*", "rotation_v*", "final.*", "report.md",
@@ -125,6 +125,8 @@ def _then_now(key, then, now):
 def check_finished_log(out, recs):
     """A log ending in "done" is complete only if the newest checkpoint holds that very record."""
     path, p = newest_good_checkpoint(out, log=lambda s: None)
+    if p is not None:
+        behind_damaged(path, p.get("log_seq"), len(recs), "decisions.jsonl")
     if p is not None and p.get("run_id") != recs[0].get("run_id"):
         raise DataError(f"{path}: belongs to run {p.get('run_id')}, but decisions.jsonl is run {recs[0].get('run_id')}")
     if p is None or p.get("log_seq") != len(recs) or (p.get("records") or [{}])[-1] != recs[-1]:

@@ -7,7 +7,7 @@ from shardqueue.engine.log import DecisionLog, line_of, read_log, record_sha256,
 from records.provenance import machine
 from shardqueue.engine.start_record import start_settings
 from shardqueue.engine.training import params_sha256
-from training.checkpoint import newest_good_checkpoint
+from training.checkpoint import behind_damaged, newest_good_checkpoint
 from training.resume import restore_trainer_state
 
 
@@ -56,6 +56,7 @@ def resume(runner):
     path, p = newest_good_checkpoint(runner.out, log=runner.log, skip=skip)
     if p is None:
         raise DataError(f"{runner.out}: no checkpoint to resume from")
+    behind_damaged(path, p.get("log_seq"), len(recs), log_path.name)
     full = _owed_appended(recs, p, path, log_path)
     runner.dlog = DecisionLog(log_path, seq=len(recs))
     for r in full[len(recs):]:
