@@ -41,7 +41,7 @@ from console.shutdown import skip_final_collections  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from errors import DataError, os_error_line  # noqa: E402
 from shardqueue.engine.log import read_log  # noqa: E402
-from shardqueue.settings import BRANCH_CHECKS, DEFAULT_TOLERANCE, POLICIES, QueueSettings  # noqa: E402
+from shardqueue.settings import BRANCH_CHECKS, DEFAULT_TOLERANCE, POLICIES, QueueSettings, check_seed  # noqa: E402
 
 DEFAULT_FOLDER = "runs/queue"  # a queue's folder, and where dose looks for a calibration unless told
 RUN_EXIT_STATUS = (
@@ -75,7 +75,7 @@ COUNT_HELP = {
     "prose_shards": "candidate shards of a prose source: a change of domain, not harm",
     "late_shards": "shards of a source that enters at a later rotation (its own calibration shards beside them)",
     "per_domain": "documents in each control and selection domain's held-out set",
-    "pool_seed": "the seed of the pool's draws and order",
+    "pool_seed": "the seed of the pool's draws and order (0 to 4,294,967,295)",
     "damaged_shards": "candidate shards damaged on purpose (the study's dose; shardqueue/world/damaged_pool.py)",
     "choose_transitions": "held-out transitions that choose k and the fraction; the rate is reported on the rest "
                           "(0: chosen and reported on all, in-sample)",
@@ -126,7 +126,8 @@ def build_parser():
                            "after its input checks and its own calibration; repeatable")
     run_.add_argument("--policy", choices=POLICIES, default="queue", help="queue (the rule), plain, random")
     run_.add_argument("--reject-rate", type=float, default=0.0, help="--policy random: rejection probability")
-    run_.add_argument("--seed", type=int, default=None, help="model init and in-rotation order (default: calibration's)")
+    run_.add_argument("--seed", type=int, default=None,
+                      help="model init and in-rotation order, 0 to 4,294,967,295 (default: calibration's)")
     run_.add_argument("--budget-targets", type=int, default=None, help="stop after this many accepted targets")
     run_.add_argument("--rotation-shards", type=int, default=6, help="a rotation boundary every N shards")
     run_.add_argument("--no-branch-check", action="store_true", help="skip the branch check of first-rotation rejections")
@@ -285,6 +286,7 @@ def check_arguments(a, extra):
 
 # the least each count may be (the settings' own; a run of 0-shard rotations trains nothing)
 MINIMA = {**QueueSettings.MINIMA, "rotation_shards": 1, "budget_targets": 1, "to_record": 1, "tolerance": 0, "trials": 1}
+SEEDS = ("seed", "pool_seed")  # run's and calibrate's seeds: in the range every generator they seed takes
 
 
 def check_stretch(a, out):
@@ -305,11 +307,14 @@ def check_stretch(a, out):
 
 
 def check_counts(a):
-    """The counts this command takes, each at least its minimum (in one line naming the option)."""
+    """The counts this command takes, each at least its minimum, and its seeds (in one line naming the option)."""
     for k, least in MINIMA.items():
         v = getattr(a, k, None)  # a command has only its own options
         if v is not None and not v >= least:  # NaN is no count either
             raise DataError(f"--{k.replace('_', '-')} {v}: must be at least {least}")
+    for k in SEEDS:
+        if getattr(a, k, None) is not None:
+            check_seed(getattr(a, k), f"--{k.replace('_', '-')}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from shardqueue.engine.schedule import warmup
 from shardqueue.engine.training import one_thread, train_rows
 from shardqueue.policy.rule import FRAC_GRID, K_GRID, TARGET, rate_kind
 from shardqueue.policy.rule import calibrate as calibrate_rule
-from shardqueue.settings import QueueSettings
+from shardqueue.settings import QueueSettings, check_seed
 from shardqueue.world.damaged_pool import reopen
 from shardqueue.world.domains import measure
 from shardqueue.world.harmful import with_harmful_copies
@@ -43,6 +43,7 @@ def load_config(config=None, overrides=()):
         if "=" not in ov:
             raise DataError(f"override {ov!r} is not of the form key=value")
     cfg = resolve_config(config, list(overrides))
+    check_seed(cfg.seed, "config key 'seed'")  # stage A's seed, and every run's that names none
     if cfg.data_dir and not os.path.isabs(cfg.data_dir):
         cfg.data_dir = os.path.abspath(cfg.data_dir)
     return cfg

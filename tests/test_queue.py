@@ -997,6 +997,33 @@ def test_queue_counts_below_their_minimum_are_one_line(tmp_path, capsys, argv, n
     assert not (tmp_path / "q").exists()
 
 
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--calibration", "CAL", "--seed", "-1"], "--seed -1: a seed is an integer from 0 to 4,294,967,295"),
+    (["run", "--calibration", "CAL", "--seed", str(2**64)], f"--seed {2**64}: a seed is an integer from 0"),
+    (["run", "--calibration", "NEGATIVE"], "calibration.json: seed -1: a seed is an integer from 0"),
+    (["calibrate", "--config", "CFG", "--pool-seed", "-1"], "--pool-seed -1: a seed is an integer from 0"),
+    (["calibrate", "--config", "CFG", "--set", "seed=-1"], "config key 'seed' -1: a seed is an integer from 0"),
+])
+def test_a_seed_out_of_range_is_one_line_before_anything_is_written(calibrated, tmp_path, capsys, argv, needle):
+    """A negative seed (numpy's generators take none) or one past torch's 2**64 - 1: before, `run --seed -1` wrote its
+    log, a checkpoint and a start state, then ended in a numpy traceback; a rerun said "holds an earlier run" and
+    --resume crashed again. Now one line, and no folder."""
+    negative = tmp_path / "negative"
+    shutil.copytree(calibrated["dir"], negative)
+    rec = json.loads((negative / "calibration.json").read_text())
+    (negative / "calibration.json").write_text(json.dumps({**rec, "seed": -1}))  # a calibration made before the check
+    (tmp_path / "cfg.json").write_text(json.dumps({**CFG, "data_dir": str(calibrated["data"])}))
+    argv = [a.replace("NEGATIVE", str(negative)).replace("CAL", str(calibrated["dir"]))
+            .replace("CFG", str(tmp_path / "cfg.json")) for a in argv]
+    one_line_error(capsys, cli.main(argv + ["--out", str(tmp_path / "q")]), needle)
+    assert not (tmp_path / "q").exists()
+    with pytest.raises(DataError, match="run seed -1: a seed"):  # the API's run, before its folder is made
+        rq.run(tmp_path / "api", calibrated["dir"], rq.RunPlan(seed=-1))
+    with pytest.raises(DataError, match="key 'pool_seed' -1: a seed"):
+        QueueSettings.of({"pool_seed": -1})
+    assert not (tmp_path / "api").exists()
+
+
 def test_ctrl_c_on_the_queue_command_line_is_one_line_naming_how_to_go_on(calibrated, tmp_path, capsys, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
