@@ -252,6 +252,8 @@ def check_reads(a, out):
 
     if a.command == "run":
         check_calibrated(a.calibration or out)
+        if not a.resume:  # a resume holds config.json to its start record's copy instead, naming each key
+            check_started_config(a.calibration or out)
         if a.resume and not (out / "decisions.jsonl").exists():
             raise DataError(f"{out / 'decisions.jsonl'}: nothing to resume")
         for spec in a.add_source:
@@ -266,9 +268,22 @@ def check_reads(a, out):
         check_vocab(load_config(a.config, a.set))  # a missing file, a bad --set, a corpus the model does not fit
     if a.command == "dose":
         check_calibrated(a.calibration or DEFAULT_FOLDER)
+        check_started_config(a.calibration or DEFAULT_FOLDER)
         check_harm(a.harm, a.harm_parquet)  # a bad kind, or a missing --harm-parquet file
     if a.command == "return" and not (out / "decisions.jsonl").exists():
         raise DataError(f"{out / 'decisions.jsonl'}: no decision log")
+
+
+def check_started_config(folder):
+    """config.json as stage A calibrated with it, for a command that starts from the calibrated state; a calibration
+    from before its config was recorded is used all the same (refusing it would retire every existing folder), and
+    the note says what goes unchecked."""
+    # late: the queue's modules load torch, which main() imports only once the arguments are good
+    from shardqueue.calibration import check_config
+
+    if not check_config(folder):
+        print(f"note: {folder} predates calibrated_config.json, the record of the config stage A calibrated with, "
+              "so an edit of its config.json cannot be caught (calibrate again to get it)")
 
 
 def check_arguments(a, extra):

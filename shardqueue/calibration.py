@@ -21,6 +21,7 @@ from shardqueue.engine.run_folder import (
     write_state,
 )
 from shardqueue.engine.schedule import warmup
+from shardqueue.engine.start_record import LOCATION_KEYS
 from shardqueue.engine.training import one_thread, train_rows
 from shardqueue.policy.rule import FRAC_GRID, K_GRID, TARGET, rate_kind
 from shardqueue.policy.rule import calibrate as calibrate_rule
@@ -34,6 +35,11 @@ from shardqueue.world.rotation import load_rotation, save_rotation, shard_docs
 from training.config import resolve_config
 from training.resume import restore_trainer_state, trainer_state
 from training.trainer import Trainer
+
+
+# the config stage A calibrated with (recorded_config), beside config.json: a file of its own, not a key of
+# calibration.json, whose keys a run's start record digests one by one (a new key would change every start record)
+CALIBRATED_CONFIG = "calibrated_config.json"
 
 
 def load_config(config=None, overrides=()):
@@ -50,7 +56,7 @@ def load_config(config=None, overrides=()):
 
 
 def calibrate(out, config=None, overrides=(), settings=None, device="cpu", fresh=False) -> dict:
-    """Stage A; writes config.json, pool.json, calibration_plan.json, calibration.json and
+    """Stage A; writes config.json, calibrated_config.json, pool.json, calibration_plan.json, calibration.json and
     calibrated_state.pt into `out`. Returns the calibration record (rec["ok"] False: failed)."""
     with one_thread():
         return _calibrate(out, config, overrides, settings, device, fresh)
@@ -71,6 +77,7 @@ def _calibrate(out, config, overrides, settings, device, fresh):
     if earlier:  # only once the config, its corpus and the pool are good: a refused --fresh keeps the folder as it was
         move_aside(out, None)
     atomic_write_json(out / "config.json", cfg.to_dict())
+    atomic_write_json(out / CALIBRATED_CONFIG, recorded_config(cfg.to_dict()))  # what check_config holds it to
     save_rotation(out / "pool.json", pool)
     plan = plan_record(s, pool)
     atomic_write_json(out / "calibration_plan.json", plan)
@@ -191,6 +198,44 @@ def check_calibrated(calibration_dir) -> dict:
         reason = calib.get("reason") if isinstance(calib, dict) else f"a {type(calib).__name__}, not a record"
         raise DataError(f"{p}: the calibration failed ({reason})")
     return calib
+
+
+def recorded_config(cfg: dict) -> dict:
+    """The config as CALIBRATED_CONFIG records it: every key but where the corpus lies (LOCATION_KEYS, as a run's
+    start record: a moved data folder holds the same corpus, which its identity and the pool's SHA256s check)."""
+    return {k: v for k, v in cfg.items() if k not in LOCATION_KEYS}
+
+
+def check_config(calibration_dir) -> bool:
+    """config.json as stage A calibrated with it (CALIBRATED_CONFIG), else one line naming each key edited since: a
+    wider model failed as a size mismatch, another learning rate ran unsaid under a rule calibrated on this one.
+    What starts from the calibrated state checks it (a fresh run, dose); a resume and a reconstruct hold the config
+    to the run's start record instead, which names each key against the run's own start. False for a calibration
+    from before the record was written (nothing to compare with)."""
+    d = Path(calibration_dir)
+    if not (d / CALIBRATED_CONFIG).exists():
+        return False
+    then, now = (_json_object(d / name) for name in (CALIBRATED_CONFIG, "config.json"))
+    now = recorded_config(now)
+    diff = [f"{k} {now.get(k)!r} (stage A calibrated with {then.get(k)!r})" for k in sorted(set(now) | set(then))
+            if now.get(k) != then.get(k)]
+    if diff:
+        raise DataError(f"{d / 'config.json'}: {', '.join(diff[:4])}{', ...' if len(diff) > 4 else ''}: edited since "
+                        "stage A, whose noise, rule and state are of the config it calibrated with; restore it, or "
+                        "calibrate again into another folder")
+    return True
+
+
+def _json_object(path) -> dict:
+    try:
+        d = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise DataError(f"{path}: not found") from None
+    except (ValueError, UnicodeDecodeError):
+        raise DataError(f"{path}: not valid JSON") from None
+    if not isinstance(d, dict):
+        raise DataError(f"{path}: a {type(d).__name__}, not a JSON object")
+    return d
 
 
 def open_calibration(calibration_dir, device="cpu", data_dir=None):

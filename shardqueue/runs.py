@@ -9,7 +9,7 @@ from pathlib import Path
 
 from errors import DataError
 from records.queue_run import RunSummary
-from shardqueue.calibration import open_calibration, start_state
+from shardqueue.calibration import check_calibrated, check_config, open_calibration, start_state
 from shardqueue.checks.report import budget_shortfall, write_report
 from shardqueue.checks.run_summary import SUMMARY, checked_summary, summarize
 from shardqueue.engine.final_decay import final_decay
@@ -51,6 +51,8 @@ def run(out, calibration_dir=None, plan=RunPlan(), resume=False, fresh=False, de
 def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observers, add_sources, data_dir=None):
     if not resume:
         plan.check_new()
+        check_calibrated(calibration_dir)
+        check_config(calibration_dir)  # before the world is built on it
     log_path = out / "decisions.jsonl"
     earlier = _check_folder(out, resume, fresh)
     cfg, world, pool, calib = open_calibration(calibration_dir, device, data_dir)

@@ -1024,6 +1024,40 @@ def test_a_seed_out_of_range_is_one_line_before_anything_is_written(calibrated, 
     assert not (tmp_path / "api").exists()
 
 
+def test_a_calibration_whose_config_was_edited_since_stage_a_is_refused_in_one_line(calibrated, tmp_path, capsys):
+    """calibrated_config.json records the config stage A calibrated with: a fresh run (and dose) refuses an edited
+    config.json by key, before its folder is made (before: a wider model ended in a size-mismatch traceback,
+    another learning rate ran unsaid under a rule calibrated on this one). A moved data folder is no edit; a record
+    from before the config was recorded has nothing to compare and is run, with a note saying so."""
+    import argparse
+
+    cfg = json.loads((calibrated["dir"] / "config.json").read_text())
+    for key, value in (("width", 64), ("muon_lr", 0.05)):
+        cal = tmp_path / f"cal_{key}"
+        shutil.copytree(calibrated["dir"], cal)
+        (cal / "config.json").write_text(json.dumps({**cfg, key: value}))
+        said = f"config.json: {key} {value!r} (stage A calibrated with {cfg[key]!r}): edited since stage A"
+        for command in ("run", "dose"):  # each starts from the calibrated state
+            rc = cli.main([command, "--calibration", str(cal), "--out", str(tmp_path / "q")])
+            one_line_error(capsys, rc, said, "restore it, or calibrate again into another folder")
+        with pytest.raises(DataError, match=re.escape(said)):  # the API's fresh run too
+            rq.run(tmp_path / "q", cal, log=lambda s: None)
+        assert not (tmp_path / "q").exists()
+    record = json.loads((calibrated["dir"] / "calibrated_config.json").read_text())
+    assert record == {k: v for k, v in cfg.items() if k != "data_dir"}
+    moved = tmp_path / "moved"
+    shutil.copytree(calibrated["dir"], moved)
+    (moved / "config.json").write_text(json.dumps({**cfg, "data_dir": str(tmp_path / "elsewhere")}))
+    assert calibration.check_config(moved) is True
+    old = tmp_path / "old"
+    shutil.copytree(calibrated["dir"], old)
+    (old / "calibrated_config.json").unlink()
+    (old / "config.json").write_text(json.dumps({**cfg, "muon_lr": 0.05}))
+    cli.check_reads(argparse.Namespace(command="run", calibration=str(old), resume=False, add_source=[]),
+                    tmp_path / "q")
+    assert capsys.readouterr().out.startswith(f"note: {old} predates calibrated_config.json, the record of the config")
+
+
 def test_ctrl_c_on_the_queue_command_line_is_one_line_naming_how_to_go_on(calibrated, tmp_path, capsys, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
