@@ -87,7 +87,9 @@ COUNT_HELP = {
 def build_parser():
     """One parser per command, each with its own options and --help; --out and --device on all."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--out", default=DEFAULT_FOLDER, help=f"queue folder (default {DEFAULT_FOLDER})")
+    common.add_argument("--out", default=DEFAULT_FOLDER,
+                        help=f"queue folder (default {DEFAULT_FOLDER}); run and calibrate take a new or empty one, or "
+                             "one holding only an earlier calibration's, run's or dose's output")
     common.add_argument("--device", default="auto",
                         help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -245,11 +247,17 @@ def check_reads(a, out):
     # late, as main()'s: these load torch through the queue's modules, and the parser's refusals come first
     from shardqueue.api import check_calibrated
     from shardqueue.calibration import load_config
+    from shardqueue.runs import QUEUE_FOLDER, check_out_folder
     from shardqueue.study.dose import check_harm
     from shardqueue.world.corpus_view import check_vocab
     from shardqueue.world.domains import load_domains
     from shardqueue.world.sources import parse as parse_source
 
+    # never a file of the user's written over, or beside a run's own; a resume continues the run its folder holds,
+    # writing only that run's names beside its log, so nothing of the user's is at risk and an interrupted run is
+    # not stranded by a file dropped beside it
+    if a.command == "calibrate" or (a.command == "run" and not a.resume):
+        check_out_folder(out, QUEUE_FOLDER, f"`{a.command}`")
     if a.command == "run":
         check_calibrated(a.calibration or out)
         if not a.resume:  # a resume holds config.json to its start record's copy instead, naming each key

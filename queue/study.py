@@ -55,7 +55,8 @@ from shardqueue.study.presets import PRESETS, format_plan, plan  # noqa: E402
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny", help="setting (default tiny)")
-    ap.add_argument("--out", default="runs/queue_study", help="results folder (default runs/queue_study)")
+    ap.add_argument("--out", default="runs/queue_study",
+                    help="results folder (default runs/queue_study): a new or empty one, or an earlier study's")
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
     ap.add_argument("--source", default=None, choices=("stdlib", "climbmix", "parquet"),
                     help="prepared corpus to run on instead of the preset's (e.g. parquet: prepare.py --source "
@@ -88,7 +89,22 @@ def main(argv=None):
         return dry_run(a)
     from shardqueue.study.run import run_study
 
+    out = Path(a.out)
+    try:
+        check_out(a, out)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return run_study(a)
+
+
+def check_out(a, out):
+    """What the study would write over, refused before its folder is made: --out holding files that are not an
+    earlier study's (shardqueue/runs.py STUDY)."""
+    # late: the queue's modules load torch, which --help and a --dry-run of a preset's own corpus do without
+    from shardqueue.runs import STUDY, check_out_folder
+
+    check_out_folder(out, (STUDY,), "the study")
 
 
 def dry_run(a):

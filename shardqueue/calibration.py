@@ -40,6 +40,9 @@ from training.trainer import Trainer
 # the config stage A calibrated with (recorded_config), beside config.json: a file of its own, not a key of
 # calibration.json, whose keys a run's start record digests one by one (a new key would change every start record)
 CALIBRATED_CONFIG = "calibrated_config.json"
+# what calibrate writes into its folder (pool.json's first: every partial stage A holds it or its sidecar)
+CALIBRATION_FILES = ("pool.json", "pool.json.sha256", "calibration_plan.json", "config.json", CALIBRATED_CONFIG,
+                     "calibrated_state.pt", "calibration.json")
 
 
 def load_config(config=None, overrides=()):
@@ -76,11 +79,13 @@ def _calibrate(out, config, overrides, settings, device, fresh):
                       s.prose_shards, n_late=s.late_shards, n_damaged=s.damaged_shards, n_reserve=s.reserve_shards)
     if earlier:  # only once the config, its corpus and the pool are good: a refused --fresh keeps the folder as it was
         move_aside(out, None)
-    atomic_write_json(out / "config.json", cfg.to_dict())
-    atomic_write_json(out / CALIBRATED_CONFIG, recorded_config(cfg.to_dict()))  # what check_config holds it to
+    # the pool first, the config after it: a folder a kill left with a config.json holds a pool.json beside it, which
+    # says the folder is an earlier calibration's (runs.QUEUE_FOLDER), not a user's config
     save_rotation(out / "pool.json", pool)
     plan = plan_record(s, pool)
     atomic_write_json(out / "calibration_plan.json", plan)
+    atomic_write_json(out / "config.json", cfg.to_dict())
+    atomic_write_json(out / CALIBRATED_CONFIG, recorded_config(cfg.to_dict()))  # what check_config holds it to
     trainer = Trainer(cfg, device)
     run = train_stage_a(trainer, world, pool, s)
     rec = choose_rule(run["states"], s)

@@ -2,6 +2,7 @@
 resume at four points, calibration that can fail, frozen manifests, inspection, the log."""
 import dataclasses
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -360,6 +361,63 @@ def test_fresh_run_refuses_a_used_folder_unless_fresh_which_moves_it_aside(calib
     dest, moved = run_folder.move_aside(out, "calibration")
     assert (dest / "decisions.jsonl").read_bytes() == old and "decisions.jsonl" in moved
     assert not list(out.glob("ckpt_*.pt"))
+
+
+def test_an_out_folder_holding_files_no_queue_command_wrote_is_refused_and_left_untouched(calibrated, tmp_path, capsys):
+    """Before, `run --out` wrote its report.md over a user's and `calibrate --out` its config.json over a user's,
+    exiting 0. A name of a command's own counts as its own only beside that command's earlier output (a report.md
+    beside no decision log is the user's); anything else in --out is refused in one line and nothing is written."""
+    import argparse
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.md").write_text("MY OWN REPORT\n")
+    rc = cli.main(["run", "--calibration", str(calibrated["dir"]), "--out", str(mine), "--budget-targets", "1"])
+    one_line_error(capsys, rc, f"--out {mine}: holds report.md, not an earlier calibration's, run's or dose's output,",
+                   "give a new or empty folder, or move them")
+    own = {k: v for k, v in CFG.items() if k != "width"}  # the user's own config: a key short of stage A's
+    (tmp_path / "config.json").write_text(json.dumps({**own, "data_dir": str(calibrated["data"])}))
+    rc = cli.main(["calibrate", "--config", str(tmp_path / "config.json"), "--out", str(tmp_path)])
+    one_line_error(capsys, rc, "holds config.json, mine, not an earlier calibration's")
+    beside = tmp_path / "beside"  # run's default --calibration is its --out: a file of the user's beside stage A's
+    shutil.copytree(calibrated["dir"], beside)
+    (beside / "notes.txt").write_text("mine\n")
+    one_line_error(capsys, cli.main(["run", "--out", str(beside)]), f"--out {beside}: holds notes.txt, not an earlier")
+    assert os.listdir(mine) == ["report.md"] and (mine / "report.md").read_text() == "MY OWN REPORT\n"
+    # a resume writes only its run's names beside its log: a file dropped beside an interrupted run does not strand it
+    shutil.copy(calibrated["dir"] / "calibration.json", tmp_path / "calibration.json")
+    (tmp_path / "decisions.jsonl").write_text("")
+    cli.check_reads(argparse.Namespace(command="run", calibration=None, resume=True, add_source=[]), tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text()) == {**own, "data_dir": str(calibrated["data"])}
+    assert sorted(os.listdir(beside)) == sorted(os.listdir(calibrated["dir"]) + ["notes.txt"])
+
+
+def test_a_queue_commands_own_earlier_output_is_its_own(calibrated, full_run, tmp_path):
+    """What calibrate, run and dose write, read from real folders: a run beside its calibration, a run apart, a
+    calibration a kill cut short after its first files, dose's results and a run moved aside by --fresh beside them,
+    a torn write and the lock. No name of theirs counts without its command's marker beside it."""
+    from shardqueue.runs import QUEUE_FOLDER, foreign_entries
+
+    assert foreign_entries(full_run[0], QUEUE_FOLDER) == [] and (full_run[0] / "inspection").is_dir()
+    assert foreign_entries(calibrated["dir"], QUEUE_FOLDER) == []
+    q = tmp_path / "q"
+    shutil.copytree(calibrated["dir"], q)
+    for f in full_run[0].iterdir():
+        (shutil.copytree if f.is_dir() else shutil.copy)(f, q / f.name)
+    for name in ("dose.json", "dose.md", ".report.md.x1y2.tmp", ".lock", "previous/20261208T000000/report.md"):
+        (q / name).parent.mkdir(parents=True, exist_ok=True)
+        (q / name).write_text("")
+    assert foreign_entries(q, QUEUE_FOLDER) == []
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    for name in ("pool.json", "pool.json.sha256", "calibration_plan.json", "config.json", "calibrated_config.json"):
+        shutil.copy(calibrated["dir"] / name, cut / name)
+    assert foreign_entries(cut, QUEUE_FOLDER) == []
+    for name in ("report.md", "config.json", "decisions.csv", "final.pt"):  # a name of theirs, no marker beside it
+        lone = tmp_path / f"lone_{name}"
+        lone.mkdir()
+        (lone / name).write_text("")
+        assert foreign_entries(lone, QUEUE_FOLDER) == [name]
 
 
 @pytest.mark.parametrize("bad,needle", [
@@ -1115,7 +1173,10 @@ def test_an_unwritable_or_full_queue_folder_is_one_line_naming_it(calibrated, tm
 
     out = tmp_path / "q"
     out.mkdir()
-    (out / "notes.txt").write_text("the user's own file")
+    # what was there before: an earlier dose's results (dose's default --out is the queue folder), which a run writes
+    # beside; a file of the user's own is refused before anything is written (test_an_out_folder_holding_files_...)
+    (out / "dose.json").write_text("{}")
+    (out / "dose.md").write_text("an earlier dose's report")
     before, cal_before = _files(out), _files(calibrated["strict"])
 
     def full(fd):  # what a full disk answers when the written data is flushed
