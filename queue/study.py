@@ -63,7 +63,9 @@ def parse(argv):
                          "parquet); with --dry-run, the plan is of the model that corpus gives (its vocabulary)")
     ap.add_argument("--domains", default=None, metavar="FILE",
                     help="control and selection domains from a JSON file (see shardqueue/world/domains.py)")
-    ap.add_argument("--dry-run", action="store_true", help="print each arm's planned shards, targets, updates, FLOPs")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print each arm's planned shards, targets, updates, FLOPs; with --source, whether the "
+                         "prepared corpus holds what stage A draws (status 2 where it does not)")
     ap.add_argument("--curve", action="store_true",
                     help="arm B uses the curve-guided residual rule (if the reference curves are identifiable)")
     ap.add_argument("--calibration", default=None,
@@ -109,14 +111,15 @@ def check_out(a, out):
 
 def dry_run(a):
     """The plan, printed. With --source, of the model a run would train: the preset on that corpus, with its
-    prepared tokenizer's vocabulary (read from prepared.json; nothing else of the data is touched)."""
+    prepared tokenizer's vocabulary (read from prepared.json), and whether the corpus holds what stage A draws (read
+    from its lengths and labels: sizes_line)."""
     setting = None
     if a.source:
         from shardqueue.study.run import calibration_dir, data_root, with_corpus_vocab
 
         try:
-            setting = with_corpus_vocab(PRESETS[a.preset].with_source(a.source),
-                                        data_root(a, calibration_dir(a, Path(os.path.abspath(a.out)))), print)
+            data = data_root(a, calibration_dir(a, Path(os.path.abspath(a.out))))
+            setting = with_corpus_vocab(PRESETS[a.preset].with_source(a.source), data, print)
         except DataError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -126,6 +129,30 @@ def dry_run(a):
         from shardqueue.study.footprint import format_footprint, host_footprint
 
         print(format_footprint(host_footprint(a.preset)))
+    return sizes_line(data, setting) if setting is not None else 0
+
+
+def sizes_line(data, setting):
+    """With --source: whether stage A's source holds what its calibration draws, read from the prepared corpus's
+    lengths and labels under the data root `data`: the run's first refusal of a corpus too small (before, the plan
+    was printed with status 0 and the run refused the corpus); status 2 where it does not. A corpus labelled by each
+    document's register (read from every text) is checked at the run."""
+    # late: the queue's modules load torch, which a --dry-run of a preset's own corpus does without
+    from shardqueue.calibration import calibration_need, calibration_shortfall, corpus_sizes
+    from shardqueue.study.presets import queue_settings
+
+    s = queue_settings(setting)
+    sizes = corpus_sizes(data, setting.source, s)
+    if sizes is None:
+        print("sizes: checked at the run (this corpus's labels are each document's register, read from every text)")
+        return 0
+    short = calibration_shortfall(sizes, s, exact=False)
+    if short:
+        print(f"error: {short}", file=sys.stderr)
+        return 2
+    print(f"sizes: stage A's source {sizes['source']!r} holds {sizes['tokens']:,} tokens in documents of at most half "
+          f"a shard, its calibration draws {calibration_need(s):,}; the pool's other shards, and the copies of "
+          "validation texts it leaves out, are checked at the run")
     return 0
 
 

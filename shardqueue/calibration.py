@@ -4,13 +4,20 @@ shards of one homogeneous source, k and the recovery fraction chosen on transiti
 its world rebuilt identically, a seed's start state (the calibrated one, or another seed's trained on the
 same shards)."""
 import json
+import math
 import os
 import sys
+from collections import Counter
 from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
 
 from console.progress import bar as progress_bar
 from corpus.atomic import atomic_write_json
+from corpus.layout import Layout
 from errors import DataError
+from loaders.stream import open_split
 from shardqueue.engine.packing import shard_rows, shard_tokens, update_batches
 from shardqueue.engine.run_folder import (
     START_KEY,
@@ -30,8 +37,8 @@ from shardqueue.world.damaged_pool import reopen
 from shardqueue.world.domains import measure
 from shardqueue.world.harmful import with_harmful_copies
 from shardqueue.world.corpus_view import World
-from shardqueue.world.pool import build_pool
-from shardqueue.world.rotation import load_rotation, save_rotation, shard_docs
+from shardqueue.world.pool import build_pool, eligible
+from shardqueue.world.rotation import LABEL_COLUMNS, load_rotation, save_rotation, shard_docs, source_labels
 from training.config import resolve_config
 from training.resume import restore_trainer_state, trainer_state
 from training.trainer import Trainer
@@ -58,6 +65,57 @@ def load_config(config=None, overrides=()):
     return cfg
 
 
+# the pool's calibration draw (world/pool.py build_pool): whole documents of the calibration source, at most half a
+# shard long, until they hold this many times its shards' nominal tokens; a source short of that is refused
+CALIBRATION_DRAW = 1.25
+
+
+def stage_a_shards(s) -> int:
+    """Stage A's calibration shards: warm-up, sigma and held-out shards, and one more to end the last transition."""
+    return s.warmup_shards + s.sigma_shards + s.held_out_shards + 1
+
+
+def source_sizes(lengths, labels, ok) -> dict:
+    """Stage A's source (the commonest label, as the pool picks it), its training documents, those the pool may draw
+    (ok: at most half a shard long, and no copy of a validation text where the caller knows them) and their tokens."""
+    src = Counter(labels).most_common(1)[0][0]
+    mine = np.array([lab == src for lab in labels], dtype=bool)
+    drawable = mine & np.asarray(ok, dtype=bool)
+    return {"source": src, "labels": len(set(labels)), "documents": int(mine.sum()), "drawable": int(drawable.sum()),
+            "tokens": int(np.asarray(lengths, dtype=np.int64)[drawable].sum())}
+
+
+def calibration_need(s) -> int:
+    """The tokens stage A's calibration draw takes from its source (CALIBRATION_DRAW x its shards' nominal tokens)."""
+    return math.ceil(stage_a_shards(s) * s.shard_tokens * CALIBRATION_DRAW)
+
+
+def calibration_shortfall(sizes, s, exact=True) -> str:
+    """'' where stage A's source holds the tokens its calibration draw takes; else one line saying what it has and
+    what the plan needs. exact: sizes left out copies of validation texts (else the run leaves them out too)."""
+    n, need = stage_a_shards(s), calibration_need(s)
+    if sizes["tokens"] >= need:
+        return ""
+    label = f"the commonest of {sizes['labels']} labels" if sizes["labels"] > 1 else "the corpus's one label"
+    return (f"source {sizes['source']!r} has too few documents for {n} calibration shards: stage A's source ({label}) "
+            f"has {sizes['documents']:,} training documents, {sizes['drawable']:,} of them at most half a shard long "
+            f"({s.shard_tokens // 2:,} tokens){' and no copy of a validation text' if exact else ''}, holding "
+            f"{sizes['tokens']:,} tokens; the calibration draws {need:,} ({n} shards of {s.shard_tokens:,} tokens, and "
+            "a quarter over, as whole documents); give more documents of that source, or fewer or smaller shards")
+
+
+def corpus_sizes(data_dir, source, s) -> dict | None:
+    """source_sizes of a prepared corpus from its files alone (its document lengths and the label column), for a
+    plan before anything trains, copies of validation texts not left out; None where the labels are each document's
+    register, which only reading every text gives."""
+    lay = Layout(data_dir, source)
+    shards = [lay.raw / n for n in lay.prepared()["train_shards"]]
+    if not all(any(c in pq.ParquetFile(p).schema_arrow.names for c in LABEL_COLUMNS) for p in shards):
+        return None
+    lengths = open_split(data_dir, source, "train").lengths
+    return source_sizes(lengths, source_labels(lay, "train"), lengths <= s.shard_tokens // 2)
+
+
 def calibrate(out, config=None, overrides=(), settings=None, device="cpu", fresh=False) -> dict:
     """Stage A; writes config.json, calibrated_config.json, pool.json, calibration_plan.json, calibration.json and
     calibrated_state.pt into `out`. Returns the calibration record (rec["ok"] False: failed)."""
@@ -74,7 +132,11 @@ def _calibrate(out, config, overrides, settings, device, fresh):
                         f"(moves the old contents aside)")
     cfg = load_config(config, overrides)
     world = World(cfg, device, s.per_domain, domains=s.domains)
-    n_cal = s.warmup_shards + s.sigma_shards + s.held_out_shards + 1
+    ok, _ = eligible(world, s.shard_tokens)  # the pool's own test: at most half a shard, no validation text
+    short = calibration_shortfall(source_sizes(world.train.lengths, world.labels, ok), s)
+    if short:  # before the pool's own refusal, which said neither what the source has nor what the plan needs
+        raise DataError(short)
+    n_cal = stage_a_shards(s)
     pool = build_pool(world, s.shard_tokens, s.pool_seed, n_cal, s.candidates, s.decay_shards, s.harmful_shards,
                       s.prose_shards, n_late=s.late_shards, n_damaged=s.damaged_shards, n_reserve=s.reserve_shards)
     if earlier:  # only once the config, its corpus and the pool are good: a refused --fresh keeps the folder as it was
