@@ -97,7 +97,11 @@ def main(argv=None):
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return run_study(a)
+    made = not out.exists()
+    rc = run_study(a)
+    if rc and made:  # a study refused (or stopped) before it wrote a file leaves no folder of its own making
+        remove_empty_folders(out)
+    return rc
 
 
 def check_out(a, out):
@@ -107,6 +111,15 @@ def check_out(a, out):
     from shardqueue.runs import STUDY, check_out_folder
 
     check_out_folder(out, (STUDY,), "the study")
+
+
+def remove_empty_folders(out):
+    """out and the folders under it, where they hold nothing (deepest first); a file keeps its folders."""
+    for d in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(d.iterdir()):
+            d.rmdir()
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
 
 
 def dry_run(a):

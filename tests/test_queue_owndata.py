@@ -392,6 +392,14 @@ def test_a_source_too_small_for_stage_a_says_what_it_has_and_what_the_plan_needs
     one_line_error(capsys, rc, said + " and no copy of a validation text, " + held)
 
 
+def test_a_study_refused_at_its_first_check_leaves_no_folder(short_own, tmp_path, capsys):
+    """A study refused once it had made its --out (stage A's refusal of the corpus) left that folder behind, empty."""
+    rc = queue_script("study").main(["--preset", "tiny", "--source", "parquet", "--data-dir", str(short_own),
+                                     "--out", str(tmp_path / "s")])
+    one_line_error(capsys, rc, "has too few documents for 21 calibration shards")
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_prose_shard_that_cannot_be_planted_is_said_when_calibrating():
     """The prose shard is drawn from documents labelled exactly 'prose': a corpus of other labels plants none, and one
     calibrated on 'prose' plants its own register. Both are said under the calibrate line; a planted one is not."""
