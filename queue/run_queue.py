@@ -38,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: shardqueue, corpus, training
 
 from console.shutdown import skip_final_collections  # noqa: E402
+from corpus.layout import default_data_dir  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from errors import DataError, os_error_line  # noqa: E402
 from shardqueue.engine.log import read_log  # noqa: E402
@@ -246,7 +247,7 @@ def check_reads(a, out):
     refusal, no empty folder)."""
     # late, as main()'s: these load torch through the queue's modules, and the parser's refusals come first
     from shardqueue.api import check_calibrated
-    from shardqueue.calibration import load_config
+    from shardqueue.calibration import check_prepared, load_config
     from shardqueue.runs import QUEUE_FOLDER, check_out_folder
     from shardqueue.study.dose import check_harm
     from shardqueue.world.corpus_view import check_vocab
@@ -273,7 +274,9 @@ def check_reads(a, out):
                             "the default, paper-scale model")
         if a.domains:
             load_domains(a.domains)  # a missing or malformed domains file
-        check_vocab(load_config(a.config, a.set))  # a missing file, a bad --set, a corpus the model does not fit
+        cfg = load_config(a.config, a.set)  # a missing file, a bad --set
+        check_prepared(cfg.data_dir or default_data_dir(), cfg.source, "--set source={}")  # another source there
+        check_vocab(cfg)  # a corpus the model does not fit
     if a.command == "dose":
         check_calibrated(a.calibration or DEFAULT_FOLDER)
         check_started_config(a.calibration or DEFAULT_FOLDER)

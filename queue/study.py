@@ -105,12 +105,24 @@ def main(argv=None):
 
 
 def check_out(a, out):
-    """What the study would write over, refused before its folder is made: --out holding files that are not an
-    earlier study's (shardqueue/runs.py STUDY)."""
+    """What the study would write over or read wrongly, refused before its folder is made: --out holding files
+    that are not an earlier study's (shardqueue/runs.py STUDY), and a data folder without the corpus asked for."""
     # late: the queue's modules load torch, which --help and a --dry-run of a preset's own corpus do without
+    from shardqueue.calibration import check_prepared
     from shardqueue.runs import STUDY, check_out_folder
+    from shardqueue.study.run import calibration_dir, data_root
+    from shardqueue.world.domains import load_domains
+    from training.device import resolve_device
 
     check_out_folder(out, (STUDY,), "the study")
+    # the study's own first checks, in its order (run_study), so that a bad --device or --domains file is named
+    # before the corpus, whatever the data
+    resolve_device(a.device or "auto", "--device")
+    if a.domains:
+        load_domains(a.domains)
+    if a.engine == "local":  # a Ray cluster's nodes read their own data root: the engine's probe checks it there
+        check_prepared(data_root(a, calibration_dir(a, Path(os.path.abspath(out)))), a.source or
+                       PRESETS[a.preset].source, "--source {}")
 
 
 def remove_empty_folders(out):
@@ -128,10 +140,12 @@ def dry_run(a):
     from its lengths and labels: sizes_line)."""
     setting = None
     if a.source:
+        from shardqueue.calibration import check_prepared
         from shardqueue.study.run import calibration_dir, data_root, with_corpus_vocab
 
         try:
             data = data_root(a, calibration_dir(a, Path(os.path.abspath(a.out))))
+            check_prepared(data, a.source, "--source {}")
             setting = with_corpus_vocab(PRESETS[a.preset].with_source(a.source), data, print)
         except DataError as e:
             print(f"error: {e}", file=sys.stderr)

@@ -52,6 +52,19 @@ CALIBRATION_FILES = ("pool.json", "pool.json.sha256", "calibration_plan.json", "
                      "calibrated_state.pt", "calibration.json")
 
 
+def check_prepared(data_dir, source, give):
+    """The prepared corpus a command reads, else one line; where the data folder holds another source's corpus, the
+    line names it and how to ask for it (give: the flag, a format of the source's name), rather than advise to
+    prepare a corpus the user never meant to use."""
+    lay = Layout(data_dir, source)
+    held = [s for s in ("stdlib", "climbmix", "parquet") if s != source and Layout(data_dir, s).record.exists()]
+    if lay.record.exists() or not held:
+        lay.prepared()  # a corpus there (checked), or none at all: the usual line, naming the prepare command
+        return
+    raise DataError(f"{lay.record}: no {source} corpus prepared; {data_dir} holds a prepared {' and a '.join(held)} "
+                    f"corpus: give {give.format(held[0])} to use it (or prepare this one: `{lay.prepare_command()}`)")
+
+
 def load_config(config=None, overrides=()):
     """The training config of stage A, its data root absolute: a run, a reconstruct or a re-execution reads it
     from any working folder (a relative one was read against the folder each was started from)."""

@@ -400,6 +400,22 @@ def test_a_study_refused_at_its_first_check_leaves_no_folder(short_own, tmp_path
     assert not (tmp_path / "s").exists()
 
 
+def test_a_data_folder_of_another_source_says_which_it_holds_and_the_flag_to_give(own, tmp_path, capsys):
+    """Before, a parquet study's data folder given without --source (the preset's stdlib) was answered with
+    `corpus not prepared (run prepare --source stdlib --data-dir ...)`: wrong advice for a folder holding a parquet
+    corpus. The line names the source it holds and the flag; calibrate names its --set."""
+    study = queue_script("study")
+    said = (f"{own['data'] / 'stdlib' / 'prepared.json'}: no stdlib corpus prepared; {own['data']} holds a prepared "
+            "parquet corpus: give")
+    for extra in ([], ["--dry-run", "--source", "stdlib"]):
+        rc = study.main(["--preset", "tiny", "--data-dir", str(own["data"]), "--out", str(tmp_path / "s"), *extra])
+        one_line_error(capsys, rc, said + " --source parquet to use it")
+    (tmp_path / "cfg.json").write_text(json.dumps({**CFG, "data_dir": str(own["data"])}))
+    rc = cli.main(["calibrate", "--config", str(tmp_path / "cfg.json"), "--out", str(tmp_path / "q")])
+    one_line_error(capsys, rc, said + " --set source=parquet to use it")
+    assert not (tmp_path / "s").exists() and not (tmp_path / "q").exists()
+
+
 def test_a_prose_shard_that_cannot_be_planted_is_said_when_calibrating():
     """The prose shard is drawn from documents labelled exactly 'prose': a corpus of other labels plants none, and one
     calibrated on 'prose' plants its own register. Both are said under the calibrate line; a planted one is not."""
