@@ -64,6 +64,30 @@ def test_prepare_refuses_bad_parquet_input_in_one_line(own, tmp_path, capsys):
         assert len(err) == 1 and needle in err[0], err
 
 
+def test_a_file_that_is_not_parquet_is_told_what_is_read_and_a_json_lines_file_how_to_convert_it(tmp_path, capsys):
+    """Before: `x.jsonl: not a readable parquet file (ArrowInvalid)`, and nothing said what to give instead."""
+    import shlex
+    import subprocess
+    import sys
+
+    import prepare
+
+    texts = ["first document", "second document"]
+    (tmp_path / "x.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    (tmp_path / "y.txt").write_text("plain text\n")
+    base = ["--source", "parquet", "--data-dir", str(tmp_path / "data")]
+    one_line_error(capsys, prepare.main(base + ["--input", str(tmp_path / "y.txt")]),
+                   "y.txt: not a readable parquet file (ArrowInvalid); the documents are read from parquet files (a "
+                   "table with a column of texts)")
+    rc = prepare.main(base + ["--input", str(tmp_path / "x.jsonl")])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1 and "; convert JSON lines first: python -c " in err, err
+    command = shlex.split(err.split("first: ", 1)[1])
+    subprocess.run([sys.executable, *command[1:]], check=True)  # the line's own command, as printed
+    assert pq.read_table(tmp_path / "x.parquet").column("text").to_pylist() == texts
+    assert not (tmp_path / "data" / "parquet" / "raw").exists()
+
+
 def test_a_parquet_corpus_keeps_its_labels_and_the_audit_and_training_accept_it(own, tmp_path):
     from audit.__main__ import main as audit_main
     from corpus.layout import Layout
