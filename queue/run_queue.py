@@ -248,7 +248,7 @@ def check_reads(a, out):
     # late, as main()'s: these load torch through the queue's modules, and the parser's refusals come first
     from shardqueue.api import check_calibrated
     from shardqueue.calibration import check_prepared, load_config
-    from shardqueue.runs import QUEUE_FOLDER, check_out_folder
+    from shardqueue.out_folder import QUEUE_FOLDER, refuse_foreign_files
     from shardqueue.study.dose import check_harm
     from shardqueue.world.corpus_view import check_vocab
     from shardqueue.world.domains import load_domains
@@ -258,7 +258,7 @@ def check_reads(a, out):
     # writing only that run's names beside its log, so nothing of the user's is at risk and an interrupted run is
     # not stranded by a file dropped beside it
     if a.command == "calibrate" or (a.command == "run" and not a.resume):
-        check_out_folder(out, QUEUE_FOLDER, f"`{a.command}`")
+        refuse_foreign_files(out, QUEUE_FOLDER, f"`{a.command}`")
     if a.command == "run":
         check_calibrated(a.calibration or out)
         if not a.resume:  # a resume holds config.json to its start record's copy instead, naming each key

@@ -106,15 +106,15 @@ def main(argv=None):
 
 def check_out(a, out):
     """What the study would write over or read wrongly, refused before its folder is made: --out holding files
-    that are not an earlier study's (shardqueue/runs.py STUDY), and a data folder without the corpus asked for."""
+    that are not an earlier study's (shardqueue/out_folder.py STUDY), and a data folder without the corpus asked for."""
     # late: the queue's modules load torch, which --help and a --dry-run of a preset's own corpus do without
     from shardqueue.calibration import check_prepared
-    from shardqueue.runs import STUDY, check_out_folder
+    from shardqueue.out_folder import STUDY, refuse_foreign_files
     from shardqueue.study.run import calibration_dir, data_root
     from shardqueue.world.domains import load_domains
     from training.device import resolve_device
 
-    check_out_folder(out, (STUDY,), "the study")
+    refuse_foreign_files(out, (STUDY,), "the study")
     # the study's own first checks, in its order (run_study), so that a bad --device or --domains file is named
     # before the corpus, whatever the data
     resolve_device(a.device or "auto", "--device")

@@ -396,7 +396,7 @@ def test_a_queue_commands_own_earlier_output_is_its_own(calibrated, full_run, tm
     """What calibrate, run and dose write, read from real folders: a run beside its calibration, a run apart, a
     calibration a kill cut short after its first files, dose's results and a run moved aside by --fresh beside them,
     a torn write and the lock. No name of theirs counts without its command's marker beside it."""
-    from shardqueue.runs import QUEUE_FOLDER, foreign_entries
+    from shardqueue.out_folder import QUEUE_FOLDER, foreign_entries
 
     assert foreign_entries(full_run[0], QUEUE_FOLDER) == [] and (full_run[0] / "inspection").is_dir()
     assert foreign_entries(calibrated["dir"], QUEUE_FOLDER) == []

@@ -451,7 +451,7 @@ def test_a_study_out_folder_holding_files_the_study_did_not_write_is_refused_unt
     import shutil
 
     from conftest import one_line_error, queue_script
-    from shardqueue.runs import STUDY, foreign_entries
+    from shardqueue.out_folder import STUDY, foreign_entries
 
     assert foreign_entries(micro["out"], (STUDY,)) == []
     mine = tmp_path / "mine"
