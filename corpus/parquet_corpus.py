@@ -7,7 +7,9 @@ corpus's schema (text, source, origin), the last shard being validation. Without
 source column a document's label is its input file's name (without .parquet), so two
 input files are two sources. Every bad input is one DataError line.
 """
+import json
 import random
+import shlex
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,7 +29,7 @@ def read_documents(path, text_column="text", source_column=None):
     try:
         pf = pq.ParquetFile(path)
     except Exception as e:  # pyarrow raises several types for a damaged footer
-        raise DataError(f"{path}: not a readable parquet file ({type(e).__name__})") from None
+        raise DataError(f"{path}: not a readable parquet file ({type(e).__name__}); {not_parquet_hint(path)}") from None
     names = pf.schema_arrow.names
     for col, what in ((text_column, "--text-column"), (source_column, "--source-column")):
         if col is not None and col not in names:
@@ -49,6 +51,21 @@ def read_documents(path, text_column="text", source_column=None):
                 continue
             out.append((x, "unlabeled" if lab is None else str(lab), f"{path.name}#{rg}:{i}"))
     return out, dropped
+
+
+# files a user may give for parquet: JSON lines, which pyarrow converts in one call
+JSON_LINES = (".jsonl", ".ndjson", ".json")
+
+
+def not_parquet_hint(path) -> str:
+    """What the input must be, and for a JSON-lines file the command that converts it (pyarrow reads one JSON
+    object a line, its keys the columns)."""
+    hint = "the documents are read from parquet files (a table with a column of texts)"
+    if Path(path).suffix.lower() not in JSON_LINES:
+        return hint
+    code = (f"import pyarrow.json as j, pyarrow.parquet as q; q.write_table(j.read_json({json.dumps(str(path))}), "
+            f"{json.dumps(str(Path(path).with_suffix('.parquet')))})")
+    return f"{hint}; convert JSON lines first: python -c {shlex.quote(code)}"
 
 
 def build_parquet_corpus(out_dir, inputs, text_column="text", source_column=None, n_shards=8, seed=20261008,

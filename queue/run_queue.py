@@ -38,10 +38,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: shardqueue, corpus, training
 
 from console.shutdown import skip_final_collections  # noqa: E402
+from corpus.layout import default_data_dir  # noqa: E402
 from corpus.runlock import FolderLocked, folder_lock  # noqa: E402
 from errors import DataError, os_error_line  # noqa: E402
 from shardqueue.engine.log import read_log  # noqa: E402
-from shardqueue.settings import BRANCH_CHECKS, DEFAULT_TOLERANCE, POLICIES, QueueSettings  # noqa: E402
+from shardqueue.settings import BRANCH_CHECKS, DEFAULT_TOLERANCE, POLICIES, QueueSettings, check_seed  # noqa: E402
 
 DEFAULT_FOLDER = "runs/queue"  # a queue's folder, and where dose looks for a calibration unless told
 RUN_EXIT_STATUS = (
@@ -75,7 +76,7 @@ COUNT_HELP = {
     "prose_shards": "candidate shards of a prose source: a change of domain, not harm",
     "late_shards": "shards of a source that enters at a later rotation (its own calibration shards beside them)",
     "per_domain": "documents in each control and selection domain's held-out set",
-    "pool_seed": "the seed of the pool's draws and order",
+    "pool_seed": "the seed of the pool's draws and order (0 to 4,294,967,295)",
     "damaged_shards": "candidate shards damaged on purpose (the study's dose; shardqueue/world/damaged_pool.py)",
     "choose_transitions": "held-out transitions that choose k and the fraction; the rate is reported on the rest "
                           "(0: chosen and reported on all, in-sample)",
@@ -87,7 +88,9 @@ COUNT_HELP = {
 def build_parser():
     """One parser per command, each with its own options and --help; --out and --device on all."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--out", default=DEFAULT_FOLDER, help=f"queue folder (default {DEFAULT_FOLDER})")
+    common.add_argument("--out", default=DEFAULT_FOLDER,
+                        help=f"queue folder (default {DEFAULT_FOLDER}); run and calibrate take a new or empty one, or "
+                             "one holding only an earlier calibration's, run's or dose's output")
     common.add_argument("--device", default="auto",
                         help="torch device: auto (cuda when available, else cpu), cpu, cuda or cuda:N")
     ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -126,7 +129,8 @@ def build_parser():
                            "after its input checks and its own calibration; repeatable")
     run_.add_argument("--policy", choices=POLICIES, default="queue", help="queue (the rule), plain, random")
     run_.add_argument("--reject-rate", type=float, default=0.0, help="--policy random: rejection probability")
-    run_.add_argument("--seed", type=int, default=None, help="model init and in-rotation order (default: calibration's)")
+    run_.add_argument("--seed", type=int, default=None,
+                      help="model init and in-rotation order, 0 to 4,294,967,295 (default: calibration's)")
     run_.add_argument("--budget-targets", type=int, default=None, help="stop after this many accepted targets")
     run_.add_argument("--rotation-shards", type=int, default=6, help="a rotation boundary every N shards")
     run_.add_argument("--no-branch-check", action="store_true", help="skip the branch check of first-rotation rejections")
@@ -243,14 +247,22 @@ def check_reads(a, out):
     refusal, no empty folder)."""
     # late, as main()'s: these load torch through the queue's modules, and the parser's refusals come first
     from shardqueue.api import check_calibrated
-    from shardqueue.calibration import load_config
+    from shardqueue.calibration import check_prepared, load_config
+    from shardqueue.out_folder import QUEUE_FOLDER, refuse_foreign_files
     from shardqueue.study.dose import check_harm
     from shardqueue.world.corpus_view import check_vocab
     from shardqueue.world.domains import load_domains
     from shardqueue.world.sources import parse as parse_source
 
+    # never a file of the user's written over, or beside a run's own; a resume continues the run its folder holds,
+    # writing only that run's names beside its log, so nothing of the user's is at risk and an interrupted run is
+    # not stranded by a file dropped beside it
+    if a.command == "calibrate" or (a.command == "run" and not a.resume):
+        refuse_foreign_files(out, QUEUE_FOLDER, f"`{a.command}`")
     if a.command == "run":
         check_calibrated(a.calibration or out)
+        if not a.resume:  # a resume holds config.json to its start record's copy instead, naming each key
+            check_started_config(a.calibration or out)
         if a.resume and not (out / "decisions.jsonl").exists():
             raise DataError(f"{out / 'decisions.jsonl'}: nothing to resume")
         for spec in a.add_source:
@@ -262,12 +274,27 @@ def check_reads(a, out):
                             "the default, paper-scale model")
         if a.domains:
             load_domains(a.domains)  # a missing or malformed domains file
-        check_vocab(load_config(a.config, a.set))  # a missing file, a bad --set, a corpus the model does not fit
+        cfg = load_config(a.config, a.set)  # a missing file, a bad --set
+        check_prepared(cfg.data_dir or default_data_dir(), cfg.source, "--set source={}")  # another source there
+        check_vocab(cfg)  # a corpus the model does not fit
     if a.command == "dose":
         check_calibrated(a.calibration or DEFAULT_FOLDER)
+        check_started_config(a.calibration or DEFAULT_FOLDER)
         check_harm(a.harm, a.harm_parquet)  # a bad kind, or a missing --harm-parquet file
     if a.command == "return" and not (out / "decisions.jsonl").exists():
         raise DataError(f"{out / 'decisions.jsonl'}: no decision log")
+
+
+def check_started_config(folder):
+    """config.json as stage A calibrated with it, for a command that starts from the calibrated state; a calibration
+    from before its config was recorded is used all the same (refusing it would retire every existing folder), and
+    the note says what goes unchecked."""
+    # late: the queue's modules load torch, which main() imports only once the arguments are good
+    from shardqueue.calibration import check_config
+
+    if not check_config(folder):
+        print(f"note: {folder} predates calibrated_config.json, the record of the config stage A calibrated with, "
+              "so an edit of its config.json cannot be caught (calibrate again to get it)")
 
 
 def check_arguments(a, extra):
@@ -285,6 +312,7 @@ def check_arguments(a, extra):
 
 # the least each count may be (the settings' own; a run of 0-shard rotations trains nothing)
 MINIMA = {**QueueSettings.MINIMA, "rotation_shards": 1, "budget_targets": 1, "to_record": 1, "tolerance": 0, "trials": 1}
+SEEDS = ("seed", "pool_seed")  # run's and calibrate's seeds: in the range every generator they seed takes
 
 
 def check_stretch(a, out):
@@ -305,11 +333,14 @@ def check_stretch(a, out):
 
 
 def check_counts(a):
-    """The counts this command takes, each at least its minimum (in one line naming the option)."""
+    """The counts this command takes, each at least its minimum, and its seeds (in one line naming the option)."""
     for k, least in MINIMA.items():
         v = getattr(a, k, None)  # a command has only its own options
         if v is not None and not v >= least:  # NaN is no count either
             raise DataError(f"--{k.replace('_', '-')} {v}: must be at least {least}")
+    for k in SEEDS:
+        if getattr(a, k, None) is not None:
+            check_seed(getattr(a, k), f"--{k.replace('_', '-')}")
 
 
 if __name__ == "__main__":

@@ -55,14 +55,17 @@ from shardqueue.study.presets import PRESETS, format_plan, plan  # noqa: E402
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny", help="setting (default tiny)")
-    ap.add_argument("--out", default="runs/queue_study", help="results folder (default runs/queue_study)")
+    ap.add_argument("--out", default="runs/queue_study",
+                    help="results folder (default runs/queue_study): a new or empty one, or an earlier study's")
     ap.add_argument("--data-dir", default=None, help="data root (default: $PACKAUDIT_DATA or ~/.cache/packing-audit)")
     ap.add_argument("--source", default=None, choices=("stdlib", "climbmix", "parquet"),
                     help="prepared corpus to run on instead of the preset's (e.g. parquet: prepare.py --source "
                          "parquet); with --dry-run, the plan is of the model that corpus gives (its vocabulary)")
     ap.add_argument("--domains", default=None, metavar="FILE",
                     help="control and selection domains from a JSON file (see shardqueue/world/domains.py)")
-    ap.add_argument("--dry-run", action="store_true", help="print each arm's planned shards, targets, updates, FLOPs")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print each arm's planned shards, targets, updates, FLOPs; with --source, whether the "
+                         "prepared corpus holds what stage A draws (status 2 where it does not)")
     ap.add_argument("--curve", action="store_true",
                     help="arm B uses the curve-guided residual rule (if the reference curves are identifiable)")
     ap.add_argument("--calibration", default=None,
@@ -88,19 +91,62 @@ def main(argv=None):
         return dry_run(a)
     from shardqueue.study.run import run_study
 
-    return run_study(a)
+    out = Path(a.out)
+    try:
+        check_out(a, out)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    made = not out.exists()
+    rc = run_study(a)
+    if rc and made:  # a study refused (or stopped) before it wrote a file leaves no folder of its own making
+        remove_empty_folders(out)
+    return rc
+
+
+def check_out(a, out):
+    """What the study would write over or read wrongly, refused before its folder is made: --out holding files
+    that are not an earlier study's (shardqueue/out_folder.py STUDY), and a data folder without the corpus asked for."""
+    # late: the queue's modules load torch, which --help and a --dry-run of a preset's own corpus do without
+    from shardqueue.calibration import check_prepared
+    from shardqueue.out_folder import STUDY, refuse_foreign_files
+    from shardqueue.study.run import calibration_dir, data_root
+    from shardqueue.world.domains import load_domains
+    from training.device import resolve_device
+
+    refuse_foreign_files(out, (STUDY,), "the study")
+    # the study's own first checks, in its order (run_study), so that a bad --device or --domains file is named
+    # before the corpus, whatever the data
+    resolve_device(a.device or "auto", "--device")
+    if a.domains:
+        load_domains(a.domains)
+    if a.engine == "local":  # a Ray cluster's nodes read their own data root: the engine's probe checks it there
+        check_prepared(data_root(a, calibration_dir(a, Path(os.path.abspath(out)))), a.source or
+                       PRESETS[a.preset].source, "--source {}")
+
+
+def remove_empty_folders(out):
+    """out and the folders under it, where they hold nothing (deepest first); a file keeps its folders."""
+    for d in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(d.iterdir()):
+            d.rmdir()
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
 
 
 def dry_run(a):
     """The plan, printed. With --source, of the model a run would train: the preset on that corpus, with its
-    prepared tokenizer's vocabulary (read from prepared.json; nothing else of the data is touched)."""
+    prepared tokenizer's vocabulary (read from prepared.json), and whether the corpus holds what stage A draws (read
+    from its lengths and labels: sizes_line)."""
     setting = None
     if a.source:
+        from shardqueue.calibration import check_prepared
         from shardqueue.study.run import calibration_dir, data_root, with_corpus_vocab
 
         try:
-            setting = with_corpus_vocab(PRESETS[a.preset].with_source(a.source),
-                                        data_root(a, calibration_dir(a, Path(os.path.abspath(a.out)))), print)
+            data = data_root(a, calibration_dir(a, Path(os.path.abspath(a.out))))
+            check_prepared(data, a.source, "--source {}")
+            setting = with_corpus_vocab(PRESETS[a.preset].with_source(a.source), data, print)
         except DataError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -110,6 +156,30 @@ def dry_run(a):
         from shardqueue.study.footprint import format_footprint, host_footprint
 
         print(format_footprint(host_footprint(a.preset)))
+    return sizes_line(data, setting) if setting is not None else 0
+
+
+def sizes_line(data, setting):
+    """With --source: whether stage A's source holds what its calibration draws, read from the prepared corpus's
+    lengths and labels under the data root `data`: the run's first refusal of a corpus too small (before, the plan
+    was printed with status 0 and the run refused the corpus); status 2 where it does not. A corpus labelled by each
+    document's register (read from every text) is checked at the run."""
+    # late: the queue's modules load torch, which a --dry-run of a preset's own corpus does without
+    from shardqueue.calibration import calibration_need, calibration_shortfall, corpus_sizes
+    from shardqueue.study.presets import queue_settings
+
+    s = queue_settings(setting)
+    sizes = corpus_sizes(data, setting.source, s)
+    if sizes is None:
+        print("sizes: checked at the run (this corpus's labels are each document's register, read from every text)")
+        return 0
+    short = calibration_shortfall(sizes, s, exact=False)
+    if short:
+        print(f"error: {short}", file=sys.stderr)
+        return 2
+    print(f"sizes: stage A's source {sizes['source']!r} holds {sizes['tokens']:,} tokens in documents of at most half "
+          f"a shard, its calibration draws {calibration_need(s):,}; the pool's other shards, and the copies of "
+          "validation texts it leaves out, are checked at the run")
     return 0
 
 

@@ -10,6 +10,7 @@ quarantined on a second rejection; every decision is logged so the run can be re
     engine/         the mechanism under every policy: train, measure, commit, roll back, resume (engine/__init__.py)
     calibration.py  stage A, and a calibration folder read back: its record, its world, a seed's start state
     checks/         reconstruct, re-execution, the run's report (see checks/__init__.py)
+    out_folder.py   what each command writes into its --out, and the refusal of a folder holding anything else
     runs.py         a run in its folder from start to summary; a return from quarantine; a checkpoint's scores
     api.py          the facade the command lines and the main job call: calibrate, RunPlan, run, return, score
     study/          the A/B/C experiment, dose-response, the footprint of a preset (see study/__init__.py)

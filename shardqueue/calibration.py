@@ -4,13 +4,20 @@ shards of one homogeneous source, k and the recovery fraction chosen on transiti
 its world rebuilt identically, a seed's start state (the calibrated one, or another seed's trained on the
 same shards)."""
 import json
+import math
 import os
 import sys
+from collections import Counter
 from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
 
 from console.progress import bar as progress_bar
 from corpus.atomic import atomic_write_json
+from corpus.layout import Layout
 from errors import DataError
+from loaders.stream import open_split
 from shardqueue.engine.packing import shard_rows, shard_tokens, update_batches
 from shardqueue.engine.run_folder import (
     START_KEY,
@@ -21,19 +28,41 @@ from shardqueue.engine.run_folder import (
     write_state,
 )
 from shardqueue.engine.schedule import warmup
+from shardqueue.engine.start_record import LOCATION_KEYS
 from shardqueue.engine.training import one_thread, train_rows
 from shardqueue.policy.rule import FRAC_GRID, K_GRID, TARGET, rate_kind
 from shardqueue.policy.rule import calibrate as calibrate_rule
-from shardqueue.settings import QueueSettings
+from shardqueue.settings import QueueSettings, check_seed
 from shardqueue.world.damaged_pool import reopen
 from shardqueue.world.domains import measure
 from shardqueue.world.harmful import with_harmful_copies
 from shardqueue.world.corpus_view import World
-from shardqueue.world.pool import build_pool
-from shardqueue.world.rotation import load_rotation, save_rotation, shard_docs
+from shardqueue.world.pool import build_pool, eligible
+from shardqueue.world.rotation import LABEL_COLUMNS, load_rotation, save_rotation, shard_docs, source_labels
 from training.config import resolve_config
 from training.resume import restore_trainer_state, trainer_state
 from training.trainer import Trainer
+
+
+# the config stage A calibrated with (recorded_config), beside config.json: a file of its own, not a key of
+# calibration.json, whose keys a run's start record digests one by one (a new key would change every start record)
+CALIBRATED_CONFIG = "calibrated_config.json"
+# what calibrate writes into its folder (pool.json's first: every partial stage A holds it or its sidecar)
+CALIBRATION_FILES = ("pool.json", "pool.json.sha256", "calibration_plan.json", "config.json", CALIBRATED_CONFIG,
+                     "calibrated_state.pt", "calibration.json")
+
+
+def check_prepared(data_dir, source, give):
+    """The prepared corpus a command reads, else one line; where the data folder holds another source's corpus, the
+    line names it and how to ask for it (give: the flag, a format of the source's name), rather than advise to
+    prepare a corpus the user never meant to use."""
+    lay = Layout(data_dir, source)
+    held = [s for s in ("stdlib", "climbmix", "parquet") if s != source and Layout(data_dir, s).record.exists()]
+    if lay.record.exists() or not held:
+        lay.prepared()  # a corpus there (checked), or none at all: the usual line, naming the prepare command
+        return
+    raise DataError(f"{lay.record}: no {source} corpus prepared; {data_dir} holds a prepared {' and a '.join(held)} "
+                    f"corpus: give {give.format(held[0])} to use it (or prepare this one: `{lay.prepare_command()}`)")
 
 
 def load_config(config=None, overrides=()):
@@ -43,13 +72,65 @@ def load_config(config=None, overrides=()):
         if "=" not in ov:
             raise DataError(f"override {ov!r} is not of the form key=value")
     cfg = resolve_config(config, list(overrides))
+    check_seed(cfg.seed, "config key 'seed'")  # stage A's seed, and every run's that names none
     if cfg.data_dir and not os.path.isabs(cfg.data_dir):
         cfg.data_dir = os.path.abspath(cfg.data_dir)
     return cfg
 
 
+# the pool's calibration draw (world/pool.py build_pool): whole documents of the calibration source, at most half a
+# shard long, until they hold this many times its shards' nominal tokens; a source short of that is refused
+CALIBRATION_DRAW = 1.25
+
+
+def stage_a_shards(s) -> int:
+    """Stage A's calibration shards: warm-up, sigma and held-out shards, and one more to end the last transition."""
+    return s.warmup_shards + s.sigma_shards + s.held_out_shards + 1
+
+
+def source_sizes(lengths, labels, ok) -> dict:
+    """Stage A's source (the commonest label, as the pool picks it), its training documents, those the pool may draw
+    (ok: at most half a shard long, and no copy of a validation text where the caller knows them) and their tokens."""
+    src = Counter(labels).most_common(1)[0][0]
+    mine = np.array([lab == src for lab in labels], dtype=bool)
+    drawable = mine & np.asarray(ok, dtype=bool)
+    return {"source": src, "labels": len(set(labels)), "documents": int(mine.sum()), "drawable": int(drawable.sum()),
+            "tokens": int(np.asarray(lengths, dtype=np.int64)[drawable].sum())}
+
+
+def calibration_need(s) -> int:
+    """The tokens stage A's calibration draw takes from its source (CALIBRATION_DRAW x its shards' nominal tokens)."""
+    return math.ceil(stage_a_shards(s) * s.shard_tokens * CALIBRATION_DRAW)
+
+
+def calibration_shortfall(sizes, s, exact=True) -> str:
+    """'' where stage A's source holds the tokens its calibration draw takes; else one line saying what it has and
+    what the plan needs. exact: sizes left out copies of validation texts (else the run leaves them out too)."""
+    n, need = stage_a_shards(s), calibration_need(s)
+    if sizes["tokens"] >= need:
+        return ""
+    label = f"the commonest of {sizes['labels']} labels" if sizes["labels"] > 1 else "the corpus's one label"
+    return (f"source {sizes['source']!r} has too few documents for {n} calibration shards: stage A's source ({label}) "
+            f"has {sizes['documents']:,} training documents, {sizes['drawable']:,} of them at most half a shard long "
+            f"({s.shard_tokens // 2:,} tokens){' and no copy of a validation text' if exact else ''}, holding "
+            f"{sizes['tokens']:,} tokens; the calibration draws {need:,} ({n} shards of {s.shard_tokens:,} tokens, and "
+            "a quarter over, as whole documents); give more documents of that source, or fewer or smaller shards")
+
+
+def corpus_sizes(data_dir, source, s) -> dict | None:
+    """source_sizes of a prepared corpus from its files alone (its document lengths and the label column), for a
+    plan before anything trains, copies of validation texts not left out; None where the labels are each document's
+    register, which only reading every text gives."""
+    lay = Layout(data_dir, source)
+    shards = [lay.raw / n for n in lay.prepared()["train_shards"]]
+    if not all(any(c in pq.ParquetFile(p).schema_arrow.names for c in LABEL_COLUMNS) for p in shards):
+        return None
+    lengths = open_split(data_dir, source, "train").lengths
+    return source_sizes(lengths, source_labels(lay, "train"), lengths <= s.shard_tokens // 2)
+
+
 def calibrate(out, config=None, overrides=(), settings=None, device="cpu", fresh=False) -> dict:
-    """Stage A; writes config.json, pool.json, calibration_plan.json, calibration.json and
+    """Stage A; writes config.json, calibrated_config.json, pool.json, calibration_plan.json, calibration.json and
     calibrated_state.pt into `out`. Returns the calibration record (rec["ok"] False: failed)."""
     with one_thread():
         return _calibrate(out, config, overrides, settings, device, fresh)
@@ -64,15 +145,22 @@ def _calibrate(out, config, overrides, settings, device, fresh):
                         f"(moves the old contents aside)")
     cfg = load_config(config, overrides)
     world = World(cfg, device, s.per_domain, domains=s.domains)
-    n_cal = s.warmup_shards + s.sigma_shards + s.held_out_shards + 1
+    ok, _ = eligible(world, s.shard_tokens)  # the pool's own test: at most half a shard, no validation text
+    short = calibration_shortfall(source_sizes(world.train.lengths, world.labels, ok), s)
+    if short:  # before the pool's own refusal, which said neither what the source has nor what the plan needs
+        raise DataError(short)
+    n_cal = stage_a_shards(s)
     pool = build_pool(world, s.shard_tokens, s.pool_seed, n_cal, s.candidates, s.decay_shards, s.harmful_shards,
                       s.prose_shards, n_late=s.late_shards, n_damaged=s.damaged_shards, n_reserve=s.reserve_shards)
     if earlier:  # only once the config, its corpus and the pool are good: a refused --fresh keeps the folder as it was
         move_aside(out, None)
-    atomic_write_json(out / "config.json", cfg.to_dict())
+    # the pool first, the config after it: a folder a kill left with a config.json holds a pool.json beside it, which
+    # says the folder is an earlier calibration's (runs.QUEUE_FOLDER), not a user's config
     save_rotation(out / "pool.json", pool)
     plan = plan_record(s, pool)
     atomic_write_json(out / "calibration_plan.json", plan)
+    atomic_write_json(out / "config.json", cfg.to_dict())
+    atomic_write_json(out / CALIBRATED_CONFIG, recorded_config(cfg.to_dict()))  # what check_config holds it to
     trainer = Trainer(cfg, device)
     run = train_stage_a(trainer, world, pool, s)
     rec = choose_rule(run["states"], s)
@@ -190,6 +278,44 @@ def check_calibrated(calibration_dir) -> dict:
         reason = calib.get("reason") if isinstance(calib, dict) else f"a {type(calib).__name__}, not a record"
         raise DataError(f"{p}: the calibration failed ({reason})")
     return calib
+
+
+def recorded_config(cfg: dict) -> dict:
+    """The config as CALIBRATED_CONFIG records it: every key but where the corpus lies (LOCATION_KEYS, as a run's
+    start record: a moved data folder holds the same corpus, which its identity and the pool's SHA256s check)."""
+    return {k: v for k, v in cfg.items() if k not in LOCATION_KEYS}
+
+
+def check_config(calibration_dir) -> bool:
+    """config.json as stage A calibrated with it (CALIBRATED_CONFIG), else one line naming each key edited since: a
+    wider model failed as a size mismatch, another learning rate ran unsaid under a rule calibrated on this one.
+    What starts from the calibrated state checks it (a fresh run, dose); a resume and a reconstruct hold the config
+    to the run's start record instead, which names each key against the run's own start. False for a calibration
+    from before the record was written (nothing to compare with)."""
+    d = Path(calibration_dir)
+    if not (d / CALIBRATED_CONFIG).exists():
+        return False
+    then, now = (_json_object(d / name) for name in (CALIBRATED_CONFIG, "config.json"))
+    now = recorded_config(now)
+    diff = [f"{k} {now.get(k)!r} (stage A calibrated with {then.get(k)!r})" for k in sorted(set(now) | set(then))
+            if now.get(k) != then.get(k)]
+    if diff:
+        raise DataError(f"{d / 'config.json'}: {', '.join(diff[:4])}{', ...' if len(diff) > 4 else ''}: edited since "
+                        "stage A, whose noise, rule and state are of the config it calibrated with; restore it, or "
+                        "calibrate again into another folder")
+    return True
+
+
+def _json_object(path) -> dict:
+    try:
+        d = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise DataError(f"{path}: not found") from None
+    except (ValueError, UnicodeDecodeError):
+        raise DataError(f"{path}: not valid JSON") from None
+    if not isinstance(d, dict):
+        raise DataError(f"{path}: a {type(d).__name__}, not a JSON object")
+    return d
 
 
 def open_calibration(calibration_dir, device="cpu", data_dir=None):

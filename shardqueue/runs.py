@@ -9,7 +9,7 @@ from pathlib import Path
 
 from errors import DataError
 from records.queue_run import RunSummary
-from shardqueue.calibration import open_calibration, start_state
+from shardqueue.calibration import check_calibrated, check_config, open_calibration, start_state
 from shardqueue.checks.report import budget_shortfall, write_report
 from shardqueue.checks.run_summary import SUMMARY, checked_summary, summarize
 from shardqueue.engine.final_decay import final_decay
@@ -28,6 +28,7 @@ from shardqueue.engine.runner import Runner
 from shardqueue.engine.scoring import final_score, score
 from shardqueue.engine.state import apply
 from shardqueue.engine.training import one_thread
+from shardqueue.settings import check_seed
 from shardqueue.world import sources
 from training.checkpoint import load_checkpoint, save_checkpoint
 from training.resume import remove_torn_writes
@@ -50,9 +51,14 @@ def run(out, calibration_dir=None, plan=RunPlan(), resume=False, fresh=False, de
 def _run(out, calibration_dir, plan, resume, fresh, device, log, report, observers, add_sources, data_dir=None):
     if not resume:
         plan.check_new()
+        check_calibrated(calibration_dir)
+        check_config(calibration_dir)  # before the world is built on it
     log_path = out / "decisions.jsonl"
     earlier = _check_folder(out, resume, fresh)
     cfg, world, pool, calib = open_calibration(calibration_dir, device, data_dir)
+    if not resume:  # before the folder is touched: a bad seed failed only once the run had written its first files
+        check_seed(calib["seed"] if plan.seed is None else plan.seed,
+                   "run seed" if plan.seed is not None else f"{calibration_dir / 'calibration.json'}: seed")
     if earlier:  # --fresh: the new sources read and checked first, so a refused one leaves the earlier run in place
         sources.check_new(world, pool, add_sources)
         dest, moved = move_aside(out, "calibration")

@@ -20,6 +20,16 @@ BRANCH_CHECKS = ("clean", "literal")
 POLICIES = ("queue", "plain", "random")
 # re-execution (reexecute.py) on another machine: absolute, on every float (BPB, nats per target)
 DEFAULT_TOLERANCE = 1e-3
+# every seed the queue takes (run --seed, calibrate --pool-seed, the training config's seed): numpy's generators
+# refuse a negative one and torch's one past 2**64 - 1, each after a run has written its first files; one range,
+# the usual 32-bit one, checked before anything is written
+SEED_MAX = 2**32 - 1
+
+
+def check_seed(value, what):
+    """DataError naming `what` unless value is a seed: an integer from 0 to SEED_MAX."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
+        raise DataError(f"{what} {value!r}: a seed is an integer from 0 to {SEED_MAX:,}")
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ class QueueSettings:
 
     def __post_init__(self):
         at_least(self, self.MINIMA, WHAT)
+        check_seed(self.pool_seed, f"{WHAT} key 'pool_seed'")
         if self.branch_check not in BRANCH_CHECKS:
             raise DataError(f"{WHAT} key 'branch_check': {self.branch_check!r} is not one of {', '.join(BRANCH_CHECKS)}")
 

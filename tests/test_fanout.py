@@ -332,7 +332,7 @@ def test_a_node_at_another_commit_is_refused_in_one_line_before_any_compute(clus
                            for node in _node_labels()), line
     assert f"is at {probe.described(real)}; the driver's is at {probe.described({**real, 'commit': '1' * 40})}: " \
         "check out the driver's commit" in line
-    assert not list(out.iterdir())  # no stage A, no run, no file: nothing computed or written
+    assert not out.exists()  # no stage A, no run, no file, no folder: nothing computed or written
 
 
 def _study_cli(out, *extra):

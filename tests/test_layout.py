@@ -38,7 +38,7 @@ QUEUE_LEVELS = (
     ("engine",),  # the mechanism under every policy
     ("calibration",),  # stage A, and a calibration folder read back
     ("checks",),  # reconstruct, re-execution, the run's report
-    ("runs",),  # a run in its folder from start to summary
+    ("runs", "out_folder"),  # a run in its folder from start to summary; what each command writes into its --out
     ("api",),  # the facade
     ("study",),  # the A/B/C experiment on top of it all
 )

@@ -2,6 +2,7 @@
 resume at four points, calibration that can fail, frozen manifests, inspection, the log."""
 import dataclasses
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -379,6 +380,63 @@ def test_fresh_run_refuses_a_used_folder_unless_fresh_which_moves_it_aside(calib
     dest, moved = run_folder.move_aside(out, "calibration")
     assert (dest / "decisions.jsonl").read_bytes() == old and "decisions.jsonl" in moved
     assert not list(out.glob("ckpt_*.pt"))
+
+
+def test_an_out_folder_holding_files_no_queue_command_wrote_is_refused_and_left_untouched(calibrated, tmp_path, capsys):
+    """Before, `run --out` wrote its report.md over a user's and `calibrate --out` its config.json over a user's,
+    exiting 0. A name of a command's own counts as its own only beside that command's earlier output (a report.md
+    beside no decision log is the user's); anything else in --out is refused in one line and nothing is written."""
+    import argparse
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.md").write_text("MY OWN REPORT\n")
+    rc = cli.main(["run", "--calibration", str(calibrated["dir"]), "--out", str(mine), "--budget-targets", "1"])
+    one_line_error(capsys, rc, f"--out {mine}: holds report.md, not an earlier calibration's, run's or dose's output,",
+                   "give a new or empty folder, or move them")
+    own = {k: v for k, v in CFG.items() if k != "width"}  # the user's own config: a key short of stage A's
+    (tmp_path / "config.json").write_text(json.dumps({**own, "data_dir": str(calibrated["data"])}))
+    rc = cli.main(["calibrate", "--config", str(tmp_path / "config.json"), "--out", str(tmp_path)])
+    one_line_error(capsys, rc, "holds config.json, mine, not an earlier calibration's")
+    beside = tmp_path / "beside"  # run's default --calibration is its --out: a file of the user's beside stage A's
+    shutil.copytree(calibrated["dir"], beside)
+    (beside / "notes.txt").write_text("mine\n")
+    one_line_error(capsys, cli.main(["run", "--out", str(beside)]), f"--out {beside}: holds notes.txt, not an earlier")
+    assert os.listdir(mine) == ["report.md"] and (mine / "report.md").read_text() == "MY OWN REPORT\n"
+    # a resume writes only its run's names beside its log: a file dropped beside an interrupted run does not strand it
+    shutil.copy(calibrated["dir"] / "calibration.json", tmp_path / "calibration.json")
+    (tmp_path / "decisions.jsonl").write_text("")
+    cli.check_reads(argparse.Namespace(command="run", calibration=None, resume=True, add_source=[]), tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text()) == {**own, "data_dir": str(calibrated["data"])}
+    assert sorted(os.listdir(beside)) == sorted(os.listdir(calibrated["dir"]) + ["notes.txt"])
+
+
+def test_a_queue_commands_own_earlier_output_is_its_own(calibrated, full_run, tmp_path):
+    """What calibrate, run and dose write, read from real folders: a run beside its calibration, a run apart, a
+    calibration a kill cut short after its first files, dose's results and a run moved aside by --fresh beside them,
+    a torn write and the lock. No name of theirs counts without its command's marker beside it."""
+    from shardqueue.out_folder import QUEUE_FOLDER, foreign_entries
+
+    assert foreign_entries(full_run[0], QUEUE_FOLDER) == [] and (full_run[0] / "inspection").is_dir()
+    assert foreign_entries(calibrated["dir"], QUEUE_FOLDER) == []
+    q = tmp_path / "q"
+    shutil.copytree(calibrated["dir"], q)
+    for f in full_run[0].iterdir():
+        (shutil.copytree if f.is_dir() else shutil.copy)(f, q / f.name)
+    for name in ("dose.json", "dose.md", ".report.md.x1y2.tmp", ".lock", "previous/20261208T000000/report.md"):
+        (q / name).parent.mkdir(parents=True, exist_ok=True)
+        (q / name).write_text("")
+    assert foreign_entries(q, QUEUE_FOLDER) == []
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    for name in ("pool.json", "pool.json.sha256", "calibration_plan.json", "config.json", "calibrated_config.json"):
+        shutil.copy(calibrated["dir"] / name, cut / name)
+    assert foreign_entries(cut, QUEUE_FOLDER) == []
+    for name in ("report.md", "config.json", "decisions.csv", "final.pt"):  # a name of theirs, no marker beside it
+        lone = tmp_path / f"lone_{name}"
+        lone.mkdir()
+        (lone / name).write_text("")
+        assert foreign_entries(lone, QUEUE_FOLDER) == [name]
 
 
 @pytest.mark.parametrize("bad,needle", [
@@ -1016,6 +1074,67 @@ def test_queue_counts_below_their_minimum_are_one_line(tmp_path, capsys, argv, n
     assert not (tmp_path / "q").exists()
 
 
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--calibration", "CAL", "--seed", "-1"], "--seed -1: a seed is an integer from 0 to 4,294,967,295"),
+    (["run", "--calibration", "CAL", "--seed", str(2**64)], f"--seed {2**64}: a seed is an integer from 0"),
+    (["run", "--calibration", "NEGATIVE"], "calibration.json: seed -1: a seed is an integer from 0"),
+    (["calibrate", "--config", "CFG", "--pool-seed", "-1"], "--pool-seed -1: a seed is an integer from 0"),
+    (["calibrate", "--config", "CFG", "--set", "seed=-1"], "config key 'seed' -1: a seed is an integer from 0"),
+])
+def test_a_seed_out_of_range_is_one_line_before_anything_is_written(calibrated, tmp_path, capsys, argv, needle):
+    """A negative seed (numpy's generators take none) or one past torch's 2**64 - 1: before, `run --seed -1` wrote its
+    log, a checkpoint and a start state, then ended in a numpy traceback; a rerun said "holds an earlier run" and
+    --resume crashed again. Now one line, and no folder."""
+    negative = tmp_path / "negative"
+    shutil.copytree(calibrated["dir"], negative)
+    rec = json.loads((negative / "calibration.json").read_text())
+    (negative / "calibration.json").write_text(json.dumps({**rec, "seed": -1}))  # a calibration made before the check
+    (tmp_path / "cfg.json").write_text(json.dumps({**CFG, "data_dir": str(calibrated["data"])}))
+    argv = [a.replace("NEGATIVE", str(negative)).replace("CAL", str(calibrated["dir"]))
+            .replace("CFG", str(tmp_path / "cfg.json")) for a in argv]
+    one_line_error(capsys, cli.main(argv + ["--out", str(tmp_path / "q")]), needle)
+    assert not (tmp_path / "q").exists()
+    with pytest.raises(DataError, match="run seed -1: a seed"):  # the API's run, before its folder is made
+        rq.run(tmp_path / "api", calibrated["dir"], rq.RunPlan(seed=-1))
+    with pytest.raises(DataError, match="key 'pool_seed' -1: a seed"):
+        QueueSettings.of({"pool_seed": -1})
+    assert not (tmp_path / "api").exists()
+
+
+def test_a_calibration_whose_config_was_edited_since_stage_a_is_refused_in_one_line(calibrated, tmp_path, capsys):
+    """calibrated_config.json records the config stage A calibrated with: a fresh run (and dose) refuses an edited
+    config.json by key, before its folder is made (before: a wider model ended in a size-mismatch traceback,
+    another learning rate ran unsaid under a rule calibrated on this one). A moved data folder is no edit; a record
+    from before the config was recorded has nothing to compare and is run, with a note saying so."""
+    import argparse
+
+    cfg = json.loads((calibrated["dir"] / "config.json").read_text())
+    for key, value in (("width", 64), ("muon_lr", 0.05)):
+        cal = tmp_path / f"cal_{key}"
+        shutil.copytree(calibrated["dir"], cal)
+        (cal / "config.json").write_text(json.dumps({**cfg, key: value}))
+        said = f"config.json: {key} {value!r} (stage A calibrated with {cfg[key]!r}): edited since stage A"
+        for command in ("run", "dose"):  # each starts from the calibrated state
+            rc = cli.main([command, "--calibration", str(cal), "--out", str(tmp_path / "q")])
+            one_line_error(capsys, rc, said, "restore it, or calibrate again into another folder")
+        with pytest.raises(DataError, match=re.escape(said)):  # the API's fresh run too
+            rq.run(tmp_path / "q", cal, log=lambda s: None)
+        assert not (tmp_path / "q").exists()
+    record = json.loads((calibrated["dir"] / "calibrated_config.json").read_text())
+    assert record == {k: v for k, v in cfg.items() if k != "data_dir"}
+    moved = tmp_path / "moved"
+    shutil.copytree(calibrated["dir"], moved)
+    (moved / "config.json").write_text(json.dumps({**cfg, "data_dir": str(tmp_path / "elsewhere")}))
+    assert calibration.check_config(moved) is True
+    old = tmp_path / "old"
+    shutil.copytree(calibrated["dir"], old)
+    (old / "calibrated_config.json").unlink()
+    (old / "config.json").write_text(json.dumps({**cfg, "muon_lr": 0.05}))
+    cli.check_reads(argparse.Namespace(command="run", calibration=str(old), resume=False, add_source=[]),
+                    tmp_path / "q")
+    assert capsys.readouterr().out.startswith(f"note: {old} predates calibrated_config.json, the record of the config")
+
+
 def test_ctrl_c_on_the_queue_command_line_is_one_line_naming_how_to_go_on(calibrated, tmp_path, capsys, monkeypatch):
     def interrupted(*a, **k):
         raise KeyboardInterrupt
@@ -1073,7 +1192,10 @@ def test_an_unwritable_or_full_queue_folder_is_one_line_naming_it(calibrated, tm
 
     out = tmp_path / "q"
     out.mkdir()
-    (out / "notes.txt").write_text("the user's own file")
+    # what was there before: an earlier dose's results (dose's default --out is the queue folder), which a run writes
+    # beside; a file of the user's own is refused before anything is written (test_an_out_folder_holding_files_...)
+    (out / "dose.json").write_text("{}")
+    (out / "dose.md").write_text("an earlier dose's report")
     before, cal_before = _files(out), _files(calibrated["strict"])
 
     def full(fd):  # what a full disk answers when the written data is flushed

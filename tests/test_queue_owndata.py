@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import queue_script
+from conftest import one_line_error, queue_script
 from test_queue import CFG, SETTINGS
 
 from shardqueue import api as rq
@@ -62,6 +62,30 @@ def test_prepare_refuses_bad_parquet_input_in_one_line(own, tmp_path, capsys):
         assert prepare.main(base + extra) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and needle in err[0], err
+
+
+def test_a_file_that_is_not_parquet_is_told_what_is_read_and_a_json_lines_file_how_to_convert_it(tmp_path, capsys):
+    """Before: `x.jsonl: not a readable parquet file (ArrowInvalid)`, and nothing said what to give instead."""
+    import shlex
+    import subprocess
+    import sys
+
+    import prepare
+
+    texts = ["first document", "second document"]
+    (tmp_path / "x.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    (tmp_path / "y.txt").write_text("plain text\n")
+    base = ["--source", "parquet", "--data-dir", str(tmp_path / "data")]
+    one_line_error(capsys, prepare.main(base + ["--input", str(tmp_path / "y.txt")]),
+                   "y.txt: not a readable parquet file (ArrowInvalid); the documents are read from parquet files (a "
+                   "table with a column of texts)")
+    rc = prepare.main(base + ["--input", str(tmp_path / "x.jsonl")])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1 and "; convert JSON lines first: python -c " in err, err
+    command = shlex.split(err.split("first: ", 1)[1])
+    subprocess.run([sys.executable, *command[1:]], check=True)  # the line's own command, as printed
+    assert pq.read_table(tmp_path / "x.parquet").column("text").to_pylist() == texts
+    assert not (tmp_path / "data" / "parquet" / "raw").exists()
 
 
 def test_a_parquet_corpus_keeps_its_labels_and_the_audit_and_training_accept_it(own, tmp_path):
@@ -327,6 +351,93 @@ def test_calibrate_refuses_a_model_vocabulary_other_than_the_corpus_in_one_line_
                    f"data_dir={own['data']}", "vocab=8192", "--out", str(tmp_path / "q")])
     one_line_error(capsys, rc, "a vocabulary of 400, the model's config 8,192", "--set vocab=400")
     assert not (tmp_path / "q").exists()
+
+
+@pytest.fixture(scope="module")
+def short_own(small_corpus, tmp_path_factory):
+    """A researcher's corpus too small for the tiny preset's stage A: 400 documents in 4 equal labels, as a new user's
+    probe had it (each label holds about a quarter of what one source must)."""
+    import prepare
+
+    d = tmp_path_factory.mktemp("short_own")
+    texts = [t for t in _texts(small_corpus) if 200 < len(t) < 2000][:400]
+    labels = ["weather", "sport", "food", "news"] * (len(texts) // 4)
+    pq.write_table(pa.table({"text": texts[:len(labels)], "label": labels}), d / "four.parquet")
+    assert prepare.main(["--source", "parquet", "--input", str(d / "four.parquet"), "--source-column", "label",
+                         "--data-dir", str(d / "data"), "--shards", "3", "--vocab-size", "400"]) == 0
+    return d / "data"
+
+
+def _source_sizes_by_hand(data, shard_tokens):
+    """Stage A's source (the commonest label), its training documents, those at most half a shard, their tokens,
+    read here from the prepared files (the corpus holds no copy of a validation text: prepare keeps one of each)."""
+    from collections import Counter
+
+    from loaders.stream import open_split
+
+    rec = json.loads((data / "parquet" / "prepared.json").read_text())
+    labels = [x for n in rec["train_shards"]
+              for x in pq.read_table(data / "parquet" / "raw" / n, columns=["source"]).column("source").to_pylist()]
+    lengths = open_split(data, "parquet", "train").lengths
+    src = Counter(labels).most_common(1)[0][0]
+    mine = np.array(labels) == src
+    short = mine & (lengths <= shard_tokens // 2)
+    return src, int(mine.sum()), int(short.sum()), int(lengths[short].sum())
+
+
+def test_a_source_too_small_for_stage_a_says_what_it_has_and_what_the_plan_needs(short_own, tmp_path, capsys):
+    """Before: `source 'weather' has too few documents for 21 calibration shards`, and `study.py --dry-run --source
+    parquet` printed a plan with status 0. The line now gives the source's documents and tokens and the tokens stage
+    A draws; the dry run reads them from the prepared corpus and refuses the same plan (status 2, after the plan)."""
+    from shardqueue.study.presets import PRESETS, queue_settings
+
+    s = queue_settings(PRESETS["tiny"])
+    src, docs, short, tokens = _source_sizes_by_hand(short_own, s.shard_tokens)
+    n = s.warmup_shards + s.sigma_shards + s.held_out_shards + 1
+    need = -(-n * s.shard_tokens * 5 // 4)
+    assert tokens < need
+    said = (f"source {src!r} has too few documents for {n} calibration shards: stage A's source (the commonest of 4 "
+            f"labels) has {docs:,} training documents, {short:,} of them at most half a shard long "
+            f"({s.shard_tokens // 2:,} tokens)")
+    held = f"holding {tokens:,} tokens; the calibration draws {need:,} ({n} shards of {s.shard_tokens:,} tokens"
+    study = queue_script("study")
+    rc = study.main(["--preset", "tiny", "--source", "parquet", "--data-dir", str(short_own), "--dry-run"])
+    printed, err = capsys.readouterr()
+    assert rc == 2 and "preset tiny:" in printed and "Traceback" not in err, err
+    assert err.splitlines() == [f"error: {said}, {held}, and a quarter over, as whole documents); give more "
+                                "documents of that source, or fewer or smaller shards"], err
+    rc = study.main(["--preset", "tiny", "--source", "parquet", "--data-dir", str(short_own), "--out",
+                     str(tmp_path / "s")])
+    one_line_error(capsys, rc, said + " and no copy of a validation text, " + held)
+    (tmp_path / "cfg.json").write_text(json.dumps({**CFG, "source": "parquet", "data_dir": str(short_own)}))
+    rc = cli.main(["calibrate", "--config", str(tmp_path / "cfg.json"), "--out", str(tmp_path / "q"),
+                   *(f"--{k.replace('_', '-')}={getattr(s, k)}" for k in ("shard_tokens", "warmup_shards",
+                                                                          "sigma_shards", "held_out_shards"))])
+    one_line_error(capsys, rc, said + " and no copy of a validation text, " + held)
+
+
+def test_a_study_refused_at_its_first_check_leaves_no_folder(short_own, tmp_path, capsys):
+    """A study refused once it had made its --out (stage A's refusal of the corpus) left that folder behind, empty."""
+    rc = queue_script("study").main(["--preset", "tiny", "--source", "parquet", "--data-dir", str(short_own),
+                                     "--out", str(tmp_path / "s")])
+    one_line_error(capsys, rc, "has too few documents for 21 calibration shards")
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_data_folder_of_another_source_says_which_it_holds_and_the_flag_to_give(own, tmp_path, capsys):
+    """Before, a parquet study's data folder given without --source (the preset's stdlib) was answered with
+    `corpus not prepared (run prepare --source stdlib --data-dir ...)`: wrong advice for a folder holding a parquet
+    corpus. The line names the source it holds and the flag; calibrate names its --set."""
+    study = queue_script("study")
+    said = (f"{own['data'] / 'stdlib' / 'prepared.json'}: no stdlib corpus prepared; {own['data']} holds a prepared "
+            "parquet corpus: give")
+    for extra in ([], ["--dry-run", "--source", "stdlib"]):
+        rc = study.main(["--preset", "tiny", "--data-dir", str(own["data"]), "--out", str(tmp_path / "s"), *extra])
+        one_line_error(capsys, rc, said + " --source parquet to use it")
+    (tmp_path / "cfg.json").write_text(json.dumps({**CFG, "data_dir": str(own["data"])}))
+    rc = cli.main(["calibrate", "--config", str(tmp_path / "cfg.json"), "--out", str(tmp_path / "q")])
+    one_line_error(capsys, rc, said + " --set source=parquet to use it")
+    assert not (tmp_path / "s").exists() and not (tmp_path / "q").exists()
 
 
 def test_a_prose_shard_that_cannot_be_planted_is_said_when_calibrating():

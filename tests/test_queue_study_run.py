@@ -444,6 +444,31 @@ def test_a_study_refused_for_its_stage_a_leaves_no_file_of_its_own(micro, tmp_pa
     assert left == [], left
 
 
+def test_a_study_out_folder_holding_files_the_study_did_not_write_is_refused_untouched(micro, tmp_path, capsys):
+    """Before, the study wrote its report.md and summary.json over a user's. Its own earlier output (a finished study,
+    rerun to rebuild its report) is its own; a name of its own without the study's output beside it, or a file of
+    the user's inside stage A's folder, which stage A would write beside, is refused in one line."""
+    import shutil
+
+    from conftest import one_line_error, queue_script
+    from shardqueue.out_folder import STUDY, foreign_entries
+
+    assert foreign_entries(micro["out"], (STUDY,)) == []
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.md").write_text("MY OWN REPORT\n")
+    (mine / "summary.json").write_text("{}\n")
+    rc = queue_script("study").main(["--preset", "micro", "--out", str(mine), "--data-dir", str(micro["data"])])
+    one_line_error(capsys, rc, f"--out {mine}: holds report.md, summary.json, not an earlier study's output")
+    assert (mine / "report.md").read_text() == "MY OWN REPORT\n" and sorted(os.listdir(mine)) == ["report.md",
+                                                                                                "summary.json"]
+    copy = tmp_path / "copy"
+    shutil.copytree(micro["out"], copy)
+    (copy / "stage_a" / "notes.txt").write_text("mine\n")
+    (copy / "B_s43" / "notes.txt").write_text("mine\n")
+    assert foreign_entries(copy, (STUDY,)) == ["B_s43/notes.txt", "stage_a/notes.txt"]
+
+
 def test_a_study_on_a_data_root_with_no_prepared_corpus_is_one_line_and_makes_no_folder(tmp_path, capsys,
                                                                                        monkeypatch):
     monkeypatch.setitem(presets.PRESETS, "micro", MICRO)
