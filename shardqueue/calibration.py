@@ -37,7 +37,7 @@ from shardqueue.world.damaged_pool import reopen
 from shardqueue.world.domains import measure
 from shardqueue.world.harmful import with_harmful_copies
 from shardqueue.world.corpus_view import World
-from shardqueue.world.pool import build_pool, eligible
+from shardqueue.world.pool import CALIBRATION_DRAW, build_pool, eligible
 from shardqueue.world.rotation import LABEL_COLUMNS, load_rotation, save_rotation, shard_docs, source_labels
 from training.config import resolve_config
 from training.resume import restore_trainer_state, trainer_state
@@ -76,11 +76,6 @@ def load_config(config=None, overrides=()):
     if cfg.data_dir and not os.path.isabs(cfg.data_dir):
         cfg.data_dir = os.path.abspath(cfg.data_dir)
     return cfg
-
-
-# the pool's calibration draw (world/pool.py build_pool): whole documents of the calibration source, at most half a
-# shard long, until they hold this many times its shards' nominal tokens; a source short of that is refused
-CALIBRATION_DRAW = 1.25
 
 
 def stage_a_shards(s) -> int:
@@ -155,7 +150,7 @@ def _calibrate(out, config, overrides, settings, device, fresh):
     if earlier:  # only once the config, its corpus and the pool are good: a refused --fresh keeps the folder as it was
         move_aside(out, None)
     # the pool first, the config after it: a folder a kill left with a config.json holds a pool.json beside it, which
-    # says the folder is an earlier calibration's (runs.QUEUE_FOLDER), not a user's config
+    # says the folder is an earlier calibration's (out_folder.QUEUE_FOLDER), not a user's config
     save_rotation(out / "pool.json", pool)
     plan = plan_record(s, pool)
     atomic_write_json(out / "calibration_plan.json", plan)

@@ -26,6 +26,11 @@ from shardqueue.world.rotation import build_rotation, shard_docs
 ROLES = ("calibration", "reserve", "candidate", "decay", "harmful", "damaged", "prose", "late_calibration", "late")
 
 
+# the calibration draw: whole documents of the calibration source until they hold this many times its shards' nominal
+# tokens (a shard of whole documents runs past its nominal size); stage A's plan checks a source against it
+CALIBRATION_DRAW = 1.25
+
+
 def candidates_for_budget(budget_targets, shard_tokens, spare=3):
     """Candidate pool shards for a run whose budget is `budget_targets` accepted targets.
 
@@ -49,7 +54,7 @@ def build_pool(world, shard_tokens, seed, n_calibration, n_candidates, n_decay, 
     """
     ok, n_excluded = eligible(world, shard_tokens)
     src = calibration_source or Counter(world.labels).most_common(1)[0][0]
-    cal = calibration_documents(world, ok, src, seed, n_calibration, n_calibration * shard_tokens * 1.25)
+    cal = calibration_documents(world, ok, src, seed, n_calibration, n_calibration * shard_tokens * CALIBRATION_DRAW)
     draw = DocumentDraw(world.train, ok, set(cal), seed + 1)
     docs = draw_documents(draw, world.labels, src, shard_tokens, n_harmful, n_prose, n_candidates + n_decay, n_late,
                           n_reserve)
