@@ -33,7 +33,7 @@ from shardqueue.policy.rule import calibrate as calibrate_rule
 from shardqueue.policy.rule import clopper_pearson_upper, held_out_rate
 from shardqueue.settings import QueueSettings
 from shardqueue.world.rotation import shard_docs
-from training.checkpoint import checkpoint_step, load_checkpoint
+from training.checkpoint import checkpoint_step, load_checkpoint, save_checkpoint
 
 cli = queue_script("run_queue")  # the command line, called in-process
 CFG, SETTINGS = QUEUE_CFG, QUEUE_SETTINGS  # the `calibrated` fixture's (conftest.py)
@@ -1455,6 +1455,33 @@ def test_reconstruct_execute_names_the_first_forged_record_in_one_line(calibrate
     # a stretch (--to-record): its own file, which the main job never takes for the whole log's verdict
     part = json.loads((run / "reexecution_partial.json").read_text())
     assert part["held"] is False and part["whole_log"] is False and not (run / "reexecution.json").exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "sidecar deleted", "another state with its own sidecar"])
+def test_reconstruct_checks_the_final_state_the_decay_record_names(calibrated, full_run, tmp_path, capsys, damage):
+    """A new user's probe: `reconstruct` passed a run whose final.pt was cut short, which failed only when loaded.
+    It checks final.pt as the checkpoints are checked (its sidecar's SHA256 and size, a plain-tensor load), and
+    against the decay record (the parameters' SHA256): a file swapped in with a sidecar of its own is named too."""
+    run = _beside_its_calibration(calibrated, full_run, tmp_path, files="all")
+    final, decay = run / "final.pt", next(r for r in full_run[2] if r["event"] == "decay")
+    assert cli.main(["reconstruct", "--out", str(run)]) == 0
+    assert "; final.pt verifies and holds the parameters and scores the decay record logs" in capsys.readouterr().out
+    if damage == "truncated":
+        final.write_bytes(final.read_bytes()[:1000])
+        needle = f"{final}: corrupt or truncated checkpoint (1000 bytes, SHA256 does not match final.json)"
+    elif damage == "sidecar deleted":
+        (run / "final.json").unlink()
+        needle = f"{final}: no final.json beside it (incomplete write?)"
+    else:
+        p = load_checkpoint(final)
+        model = p["trainer"]["model"]
+        model[sorted(model)[0]] += 1.0  # a well-formed state, but not the one the run left
+        save_checkpoint(tmp_path, 1, p, keep=0).replace(final)
+        (tmp_path / "ckpt_000001.json").replace(run / "final.json")
+        needle = f"{final}: its parameters are not those record {decay['seq']} (decay) logs (params_sha256 differs)"
+    rc = cli.main(["reconstruct", "--out", str(run)])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln]
+    assert rc == 1 and err == [f"error: {needle}"], err
 
 
 def test_plain_reconstruct_checks_the_written_summary_and_with_it_the_logs_last_record(calibrated, full_run, tmp_path,
