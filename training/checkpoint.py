@@ -5,7 +5,8 @@ config, the prepared corpus's identity and the SHA256 of the code files;
 ckpt_{step:06d}.json (written after it) holds the checkpoint's own SHA256 and the run-time
 facts that differ between equal runs (wall-clock times), so equal runs write equal .pt
 files. A checkpoint whose bytes or sidecar do not verify is reported in one line and
-`--resume` falls back to the previous good one. Pruning keeps the newest `keep`
+`--resume` falls back to the previous good one (the queue, whose log has gone on past it,
+re-executes the logged records after it: shardqueue/engine/starts.py). Pruning keeps the newest `keep`
 checkpoints plus any step named in `protect` (train.py protects the final one).
 
 Loading never runs code: everything is stored as tensors and plain Python values (numpy
