@@ -24,7 +24,7 @@ from shardqueue import calibration
 from shardqueue.engine import run_folder
 from shardqueue.checks.reexecute import compare_records, reexecute, reexecute_folder
 from shardqueue.checks.replay import reconstruct_folder
-from shardqueue.engine.log import line_of, read_log, record_sha256
+from shardqueue.engine.log import line_of, read_log, record_sha256, verify_chain
 from shardqueue.engine.packing import shard_rows, shard_tokens, update_batches
 from shardqueue.engine.branch_check import branch_check
 from shardqueue.engine.runner import Runner
@@ -33,6 +33,7 @@ from shardqueue.policy.rule import calibrate as calibrate_rule
 from shardqueue.policy.rule import clopper_pearson_upper, held_out_rate
 from shardqueue.settings import QueueSettings
 from shardqueue.world.rotation import shard_docs
+from training.checkpoint import checkpoint_step, load_checkpoint, save_checkpoint
 
 cli = queue_script("run_queue")  # the command line, called in-process
 CFG, SETTINGS = QUEUE_CFG, QUEUE_SETTINGS  # the `calibrated` fixture's (conftest.py)
@@ -354,6 +355,77 @@ def test_a_damaged_newest_checkpoint_is_named_with_what_to_do_not_blamed_on_the_
     assert err[0].startswith(f"error: {newest}: damaged, and the newest checkpoint that verifies, {older.name}, was "
                              "written at record ") and f"of the {n} decisions.jsonl holds" in err[0], err[0]
     assert "restore the damaged checkpoint, or start the run again with --fresh" in err[0]
+
+
+def _killed_with_its_newest_checkpoint_damaged(calibrated, full_run, tmp_path, cut, damage):
+    """A copy of the strict run as a kill during the commit after its second newest checkpoint left it (its last
+    checkpoint, final.pt and summary not written; `cut` of that commit's records not yet in the log), that
+    checkpoint then damaged (the probe's `truncate -s 1000`, or its sidecar deleted); its calibration where the run
+    names it. Returns (folder, damaged checkpoint, the one before it)."""
+    out = _unfinished_copy(full_run, tmp_path, "damaged")
+    shutil.copytree(calibrated["strict"], tmp_path / CAL_NAME)
+    last, newest, older = sorted(out.glob("ckpt_*.pt"), reverse=True)[:3]
+    for f in (last, last.with_suffix(".json"), out / "final.pt", out / "final.json"):
+        f.unlink()
+    lines = (out / "decisions.jsonl").read_text().splitlines(keepends=True)
+    (out / "decisions.jsonl").write_text("".join(lines[:checkpoint_step(newest) - cut]))
+    if damage == "truncated":
+        newest.write_bytes(newest.read_bytes()[:1000])
+    else:
+        newest.with_suffix(".json").unlink()
+    return out, newest, older
+
+
+@pytest.mark.parametrize("cut,damage", [(0, "truncated"), (2, "sidecar deleted")])
+def test_a_damaged_newest_checkpoint_is_resumed_by_re_executing_the_records_after_the_one_before(
+        calibrated, full_run, tmp_path, capsys, cut, damage):
+    """A new user's probe: an interrupted run whose newest checkpoint was damaged could not be resumed (the older
+    checkpoint is always behind the log). The resume goes back to the older checkpoint, re-executes the log's
+    records after it, each checked against the logged one and none appended again, and goes on: the log and the
+    model are the uninterrupted run's, the log still one chain that re-executes bitwise. cut 2: the kill came
+    inside the commit's log writes, so the damaged checkpoint also held two records the log lacks: made anew."""
+    out, newest, older = _killed_with_its_newest_checkpoint_damaged(calibrated, full_run, tmp_path, cut, damage)
+    log = out / "decisions.jsonl"
+    before, held, C = log.read_bytes(), len(read_log(log)), checkpoint_step(older)
+    rc = cli.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"]), "--resume"])
+    said = capsys.readouterr()
+    assert rc == 0, said.err
+    assert f"note: {newest.name} did not verify; resuming from {older.name} (record {C}) by re-executing records " \
+           f"{C + 1}-{held} of decisions.jsonl, each checked against the log" in said.out
+    assert log.read_bytes().startswith(before)  # appended to, the re-executed records not written twice
+    recs = read_log(log)
+    verify_chain(recs, log)
+    assert _strip(recs) == _strip(full_run[2])
+    resumed = [r for r in recs if r["event"] == "resumed"]
+    assert [(r["seq"], r["checkpoint"], r["log_seq"], r["reexecuted"], r["damaged"]) for r in resumed] == \
+        [(checkpoint_step(newest) + 1, older.name, C, [C + 1, held], [newest.name])]
+    assert load_checkpoint(newest)["records"] == recs[C:checkpoint_step(newest)]  # written again: the log's records
+    pa = torch.load(full_run[0] / "final.pt", weights_only=True)["trainer"]["model"]
+    pb = torch.load(out / "final.pt", weights_only=True)["trainer"]["model"]
+    assert _equal(pa, pb)
+    if cut:  # the whole log, the `resumed` record taken from it at its place, re-executes bitwise (3 s)
+        assert reexecute(out).comparison.difference is None
+
+
+def test_a_log_the_re_execution_after_a_damaged_checkpoint_does_not_reproduce_is_refused_in_one_line(
+        calibrated, full_run, tmp_path, capsys):
+    """The log's records after the older checkpoint, one edited and rechained as a forger would: the resume that
+    re-executes them names the first that differs, and leaves the log and the damaged checkpoint as they were."""
+    out, newest, older = _killed_with_its_newest_checkpoint_damaged(calibrated, full_run, tmp_path, 0, "truncated")
+    recs = read_log(out / "decisions.jsonl")
+    target = next(r for r in recs[checkpoint_step(older):] if r["event"] == "train")
+    _write_log(out, _rechained([dict(r, train_loss=r["train_loss"] + 0.5) if r is target else r for r in recs]))
+    before, damaged = (out / "decisions.jsonl").read_bytes(), newest.read_bytes()
+    rc = cli.main(["run", "--out", str(out), "--calibration", str(calibrated["strict"]), "--resume"])
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if not ln.startswith("warning:")]
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith(f"error: {newest}: damaged, and re-executing decisions.jsonl's records "
+                             f"{checkpoint_step(older) + 1}-{len(recs)} from {older.name} (the newest checkpoint that "
+                             f"verifies) does not give the logged ones: record {target['seq']} (train): train_loss: "
+                             f"logged {target['train_loss'] + 0.5!r}, re-executed {target['train_loss']!r}"), err[0]
+    assert err[0].endswith("restore the damaged checkpoint, or start the run again with --fresh (this run is moved "
+                           "aside)")
+    assert (out / "decisions.jsonl").read_bytes() == before and newest.read_bytes() == damaged
 
 
 def test_resume_refuses_a_log_that_does_not_match_the_checkpoint(calibrated, full_run, tmp_path, capsys):
@@ -1383,6 +1455,33 @@ def test_reconstruct_execute_names_the_first_forged_record_in_one_line(calibrate
     # a stretch (--to-record): its own file, which the main job never takes for the whole log's verdict
     part = json.loads((run / "reexecution_partial.json").read_text())
     assert part["held"] is False and part["whole_log"] is False and not (run / "reexecution.json").exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "sidecar deleted", "another state with its own sidecar"])
+def test_reconstruct_checks_the_final_state_the_decay_record_names(calibrated, full_run, tmp_path, capsys, damage):
+    """A new user's probe: `reconstruct` passed a run whose final.pt was cut short, which failed only when loaded.
+    It checks final.pt as the checkpoints are checked (its sidecar's SHA256 and size, a plain-tensor load), and
+    against the decay record (the parameters' SHA256): a file swapped in with a sidecar of its own is named too."""
+    run = _beside_its_calibration(calibrated, full_run, tmp_path, files="all")
+    final, decay = run / "final.pt", next(r for r in full_run[2] if r["event"] == "decay")
+    assert cli.main(["reconstruct", "--out", str(run)]) == 0
+    assert "; final.pt verifies and holds the parameters and scores the decay record logs" in capsys.readouterr().out
+    if damage == "truncated":
+        final.write_bytes(final.read_bytes()[:1000])
+        needle = f"{final}: corrupt or truncated checkpoint (1000 bytes, SHA256 does not match final.json)"
+    elif damage == "sidecar deleted":
+        (run / "final.json").unlink()
+        needle = f"{final}: no final.json beside it (incomplete write?)"
+    else:
+        p = load_checkpoint(final)
+        model = p["trainer"]["model"]
+        model[sorted(model)[0]] += 1.0  # a well-formed state, but not the one the run left
+        save_checkpoint(tmp_path, 1, p, keep=0).replace(final)
+        (tmp_path / "ckpt_000001.json").replace(run / "final.json")
+        needle = f"{final}: its parameters are not those record {decay['seq']} (decay) logs (params_sha256 differs)"
+    rc = cli.main(["reconstruct", "--out", str(run)])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln]
+    assert rc == 1 and err == [f"error: {needle}"], err
 
 
 def test_plain_reconstruct_checks_the_written_summary_and_with_it_the_logs_last_record(calibrated, full_run, tmp_path,

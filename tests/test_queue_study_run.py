@@ -262,6 +262,30 @@ def test_a_finished_run_made_under_another_plan_is_refused_not_reported_as_this_
     assert _files(out) == before
 
 
+def test_a_finished_run_whose_log_was_edited_is_refused_naming_the_run_and_record(micro, tmp_path, capsys):
+    """A new user's probe: one target count in B_s44's log changed by hand, and the study rebuilt from the finished
+    runs took it (exit 0, arm B's compute changed). Its log's chain is checked before it is used: one line naming
+    the log and the record that no longer chains, nothing trained, moved or written."""
+    import shutil
+
+    out = tmp_path / "copy"
+    shutil.copytree(micro["out"], out)
+    log = out / "B_s44" / "decisions.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    n = next(i for i, ln in enumerate(lines) if '"targets": ' in ln and json.loads(ln)["event"] == "train")
+    rec = json.loads(lines[n])
+    lines[n] = lines[n].replace(f'"targets": {rec["targets"]}', f'"targets": {rec["targets"] - 1}')
+    log.write_text("".join(lines))
+    before = _files(out)
+    assert study(out, micro["data"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"error: {log}: record {n + 2} does not chain to record {n + 1} "), err
+    assert err.endswith(f"this study reuses a finished run only as it ran: restore the log, or remove {out / 'B_s44'} "
+                        "to run the arm again\n"), err
+    assert _files(out) == before
+
+
 def test_a_measured_verdict_renders_its_intervals_and_spreads_in_the_report_and_on_the_findings_page(micro, tmp_path):
     """The micro study's seeds may leave points refused; the report and the findings page are checked on its summary
     with the committed small study's points put in (their intervals are worked by hand in test_queue_study)."""

@@ -5,7 +5,8 @@ config, the prepared corpus's identity and the SHA256 of the code files;
 ckpt_{step:06d}.json (written after it) holds the checkpoint's own SHA256 and the run-time
 facts that differ between equal runs (wall-clock times), so equal runs write equal .pt
 files. A checkpoint whose bytes or sidecar do not verify is reported in one line and
-`--resume` falls back to the previous good one. Pruning keeps the newest `keep`
+`--resume` falls back to the previous good one (the queue, whose log has gone on past it,
+re-executes the logged records after it: shardqueue/engine/starts.py). Pruning keeps the newest `keep`
 checkpoints plus any step named in `protect` (train.py protects the final one).
 
 Loading never runs code: everything is stored as tensors and plain Python values (numpy
@@ -165,15 +166,19 @@ def newest_good_checkpoint(out_dir, log=print, skip=None):
     return None, None
 
 
+def damaged_after(path) -> list:
+    """The checkpoints newer than `path` (by step) that do not verify, oldest first: those newest_good_checkpoint
+    warned of and passed over, not one it passed over for another reason (a final decay's)."""
+    return sorted(q for q in Path(path).parent.glob("ckpt_*.pt") if q.name > Path(path).name and not _verifies(q))
+
+
 def behind_damaged(path, log_seq, records, log_name):
-    """A newer checkpoint than `path` that did not verify (newest_good_checkpoint warned of it and passed it over)
-    leaves `path`, written at record log_seq, behind a log of `records` records: a resume from it would write again
-    records the log already holds. Said in one line, with what to do; it once read as a log and a checkpoint that
-    do not belong together, which they do (a new user's probe)."""
+    """A newer checkpoint than `path` that did not verify leaves `path`, written at record log_seq, behind a log of
+    `records` records (a finished run's: nothing re-executes it). Said in one line, with what to do; it once read as
+    a log and a checkpoint that do not belong together, which they do (a new user's probe)."""
     if log_seq is None or records <= log_seq:
         return
-    newer = sorted(q for q in Path(path).parent.glob("ckpt_*.pt") if q.name > Path(path).name)
-    damaged = [q for q in newer if not _verifies(q)]  # not one passed over for another reason (a final decay's)
+    damaged = damaged_after(path)
     if damaged:
         raise DataError(f"{damaged[-1]}: damaged, and the newest checkpoint that verifies, {Path(path).name}, was "
                         f"written at record {log_seq} of the {records} {log_name} holds: a resume from it would write "

@@ -43,13 +43,12 @@ from pathlib import Path
 
 from errors import DataError, os_error_line
 from records.reexecution import FILE as RESULT
-from records.provenance import machine
 from records.reexecution import Reexecution
 from shardqueue.calibration import open_calibration, start_state
 from shardqueue.engine.final_decay import final_decay
-from shardqueue.engine.log import line_of, read_log, verify_chain
+from shardqueue.engine.log import Comparison, compare_records, line_of, read_log, verify_chain
 from shardqueue.engine.plan import RECORDED, RunPlan
-from shardqueue.engine.starts import continue_from
+from shardqueue.engine.starts import continue_from, made_on_this_machine, take_from_log
 from shardqueue.engine.run_folder import check_start_record, corpus_identity
 from shardqueue.engine.runner import Runner
 from shardqueue.engine.scoring import final_score
@@ -58,91 +57,6 @@ from shardqueue.settings import DEFAULT_TOLERANCE
 from shardqueue.world import sources
 from training.checkpoint import load_checkpoint
 
-# fields that legitimately differ between two executions of one run, at any depth of a record
-NOT_COMPARED = (
-    "time",  # the wall clock when a record was made
-    "seconds",  # wall seconds of training (a train record's, inside spent and the decay's trained list)
-    "prev_sha256",  # the SHA256 of the previous record's line, which holds its time
-    "machine",  # where a run (or its re-execution) ran; decides the mode, not a result
-)
-PARAMETER_HASHES = ("params_sha256",)  # bitwise only on the machine that made the run
-# records a resume or an operator wrote, not training: taken from the log at their place
-OUTSIDE_TRAINING = ("resumed", "return")
-# fields record() derives itself (an outside record's other fields are its arguments)
-DERIVED = ("seq", "event", "time", "run_id", "sha256", "sources", "queue", "prev_sha256")
-ABSENT = "<absent>"
-
-
-@dataclass
-class Difference:
-    seq: int
-    event: str
-    field: str
-    logged: object
-    made: object
-
-    def __str__(self):
-        return (f"record {self.seq} ({self.event}): {self.field}: logged {self.logged!r}, "
-                f"re-executed {self.made!r}")
-
-
-@dataclass
-class Comparison:
-    difference: Difference | None  # the first, in log order
-    largest: tuple  # (absolute difference, seq, field) of the floats compared: how close the numbers came
-
-
-def _walk(a, b, path, tol, hashes, note):
-    """The first differing field under path, as (field, logged, made), or None; note(gap, field) sees
-    every float difference."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b)):
-            if k in NOT_COMPARED or (not hashes and k in PARAMETER_HASHES):
-                continue
-            d = _walk(a.get(k, ABSENT), b.get(k, ABSENT), f"{path}.{k}" if path else k, tol, hashes, note)
-            if d:
-                return d
-        return None
-    if isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            return f"{path} (length)", len(a), len(b)
-        for i, (x, y) in enumerate(zip(a, b)):
-            d = _walk(x, y, f"{path}[{i}]", tol, hashes, note)
-            if d:
-                return d
-        return None
-    if isinstance(a, float) and isinstance(b, float):
-        note(abs(a - b), path)
-        return None if abs(a - b) <= tol else (path, a, b)
-    return None if type(a) is type(b) and a == b else (path, a, b)
-
-
-def compare_records(logged, made, tolerance=0.0, hashes=True) -> Comparison:
-    """Logged records against re-executed ones, pairwise in order: the first difference (a record the
-    other side lacks included) and the largest float difference. tolerance: absolute, on floats (0:
-    bitwise); hashes: compare parameter SHA256s."""
-    largest = (0.0, None, None)
-    for a, b in zip(logged, made):
-        def note(gap, field, seq=a.get("seq")):
-            nonlocal largest
-            if gap > largest[0]:
-                largest = (gap, seq, field)
-
-        d = _walk(a, b, "", tolerance, hashes, note)
-        if d:
-            return Comparison(Difference(a.get("seq"), a.get("event"), *d), largest)
-    n = min(len(logged), len(made))
-    if len(logged) > n:
-        a = logged[n]
-        return Comparison(Difference(a.get("seq"), a.get("event"), "(the whole record)", a.get("event"),
-                                     "none: the re-execution ended before it"), largest)
-    if len(made) > n:
-        b = made[n]
-        return Comparison(Difference(b.get("seq"), b.get("event"), "(the whole record)",
-                                     "none: the log ends before it", b.get("event")), largest)
-    return Comparison(None, largest)
-
-
 class _Stop(Exception):
     """The stretch is re-executed (or, stopping early, a record differs)."""
 
@@ -150,8 +64,9 @@ class _Stop(Exception):
 class LogComparison:
     """An observer of a re-executing runner's commits: each record, as the log holds it (floats through JSON,
     lists), is kept in `made`; the stretch ends at stop_seq, or at the first record that differs when given
-    `differs`. A record written outside training (OUTSIDE_TRAINING) is taken from the log at its place, and so
-    is a stable phase's end that an observer of the run decided (`taken`: one line each, for the verdict)."""
+    `differs`. A record written outside training (engine/starts.py OUTSIDE_TRAINING) is taken from the log at its
+    place, and so is a stable phase's end that an observer of the run decided (`taken`: one line each, for the
+    verdict)."""
 
     def __init__(self, logged, stop_seq, differs=None):
         self.logged, self.stop_seq, self.differs, self.made, self.taken = logged, stop_seq, differs, [], []
@@ -162,15 +77,9 @@ class LogComparison:
             seq = rec["seq"]
             if seq >= self.stop_seq or (self.differs and self.differs(self.logged[seq - 1], self.made[-1])):
                 raise _Stop
-        nxt = self.logged[records[-1]["seq"]] if records and records[-1]["seq"] < len(self.logged) else None
-        if nxt and nxt["event"] in OUTSIDE_TRAINING:
-            runner.record(nxt["event"], **{k: v for k, v in nxt.items() if k not in DERIVED})
-            runner.commit()
-        elif nxt and nxt["event"] == "decay_start" and nxt.get("stable_ended_by"):
-            runner.stable_ended = nxt["stable_ended_by"]
-            self.taken.append(f"record {nxt['seq']} (decay_start): where the stable phase ended is taken from the "
-                              f"log, not re-executed: an observer of the run ended it ({nxt['stable_ended_by']}), "
-                              f"and the log does not hold what it measured")
+        line = take_from_log(runner, self.logged, records[-1]["seq"]) if records else None
+        if line:
+            self.taken.append(line)
 
 
 def anchored_checkpoint(path, logged, log_path):
@@ -237,12 +146,6 @@ class Reexecuted:
     @property
     def hashes(self):
         return self.same_machine and self.tolerance == 0.0
-
-
-def made_on_this_machine(logged, device) -> bool:
-    """Whether every process that wrote the log (the start, each resume) ran where this one runs."""
-    here = machine(device)
-    return all(r.get("machine") == here for r in logged if r["event"] in ("start", "resumed"))
 
 
 def reexecute(folder, device="cpu", from_checkpoint=None, to_record=None, tolerance=None, stop_early=True,

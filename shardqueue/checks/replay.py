@@ -10,13 +10,17 @@ unrecovered domains are what the recovery criterion gives, and a recovery shard 
 without a rollback only for the candidate whose acceptance reaches the budget; a branch check's rises and
 verdict are what the rule gives for the run's kind of check, and a shard is returned
 exactly when the verdict blames the phase; a rollback restores the parameters recorded
-at the last accepted state. Prints one line per failure (the first is enough to fail) or
-a summary.
+at the last accepted state. The files the log vouches for are checked too: each rotation
+manifest against its .sha256, queue_summary.json against the summary the records give, and
+the final state (final.pt, named by the `decay` record) as checkpoints are: its sidecar's
+SHA256 and size and a plain-tensor load, then its parameters' SHA256, run id and scores
+against that record. Prints one line per failure (the first is enough to fail) or a summary.
 """
 import json
 import math
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from errors import DataError
 from shardqueue.calibration import open_calibration
@@ -25,9 +29,11 @@ from shardqueue.engine.log import read_log, verify_chain
 from shardqueue.engine.run_folder import corpus_identity
 from shardqueue.engine.start_record import settings_differences
 from shardqueue.engine.state import apply, initial_state
+from shardqueue.engine.training import params_sha256
 from shardqueue.policy.rule import branch_verdict, rises, unrecovered
 from shardqueue.world.rotation import load_rotation
 from shardqueue.world.sources import read, with_records
+from training.checkpoint import load_checkpoint
 
 
 def _close(a, b):
@@ -161,6 +167,31 @@ def rehashed_pool(cal_dir, start):
     return pool
 
 
+def check_final_state(folder, recs):
+    """The final state the log's `decay` record names (final.pt), checked as the checkpoints are (load_checkpoint:
+    the sidecar's SHA256 and size, a plain-tensor load) and tied to that record: its run id, its parameters'
+    SHA256 and its scores. A truncated final.pt passed reconstruct and failed only when loaded (a new user's probe).
+    Returns the file's name, or None for a run that has not reached its final decay."""
+    decay = next((r for r in recs if r["event"] == "decay" and r.get("checkpoint")), None)
+    if decay is None:
+        return None
+    path = Path(folder) / decay["checkpoint"]
+    p = load_checkpoint(path)
+    where = f"record {decay['seq']} (decay)"
+    try:
+        # params_sha256 reads a model's state_dict() only: the saved one hashes as the model that was saved
+        got = params_sha256(SimpleNamespace(state_dict=lambda: p["trainer"]["model"]))
+    except (KeyError, TypeError, AttributeError) as e:
+        raise DataError(f"{path}: malformed ({type(e).__name__}: {e}); not a final state") from None
+    if p.get("run_id") != decay["run_id"]:
+        raise DataError(f"{path}: belongs to run {p.get('run_id')}, but the log is run {decay['run_id']}")
+    if got != decay.get("params_sha256"):
+        raise DataError(f"{path}: its parameters are not those {where} logs (params_sha256 differs)")
+    if p.get("scores") != decay.get("scores"):
+        raise DataError(f"{path}: its scores are not those {where} logs")
+    return path.name
+
+
 def reconstruct_folder(folder, out=print):
     """CLI body: 0 when every check passes; 1 with one line otherwise; 2 (the command lines' usage error, as
     `return` gives for the same folder) when there is nothing to check: no such folder or no decision log."""
@@ -187,6 +218,7 @@ def reconstruct_folder(folder, out=print):
         summary = folder / SUMMARY
         if summary.exists():  # a finished run's: no record chains it, nor the log's last record
             checked_summary(summary, recs, calib, pool)
+        final = check_final_state(folder, recs)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -194,5 +226,6 @@ def reconstruct_folder(folder, out=print):
         f"rejections {st['rejections']}\nreturns {st['returns']}")
     out(f"{len(recs)} records checked: every field agrees with the replay, the pool (re-hashed from the token "
         f"files) and the rotation manifests; the records chain"
-        + (f"; {SUMMARY} is the summary they give" if (folder / SUMMARY).exists() else ""))
+        + (f"; {SUMMARY} is the summary they give" if (folder / SUMMARY).exists() else "")
+        + (f"; {final} verifies and holds the parameters and scores the decay record logs" if final else ""))
     return 0

@@ -12,11 +12,14 @@ so an edit of any earlier record (a loss, a target count) breaks the chain at th
 after it; resume and `reconstruct` check the whole chain.
 
 `reconstruct` replays the queue from the rotation manifests and the records alone and
-checks every field of every record against the replay.
+checks every field of every record against the replay. compare_records compares logged records with
+re-executed ones (`reconstruct --execute`, and a resume that re-executes the records after an older
+checkpoint when the newest is damaged).
 """
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from errors import DataError
@@ -73,20 +76,106 @@ def verify_chain(recs, path):
 
 
 class DecisionLog:
-    """Append-only writer; `seq` is the number of records in the file."""
+    """Append-only writer; `seq` is the number of records written or passed over. held: the records the file
+    already holds past `seq` (a resume re-executing them from an older checkpoint): written again, each is passed
+    over, never appended twice; the caller has checked it equals the file's."""
 
-    def __init__(self, path, seq=0):
-        self.path, self.seq = Path(path), seq
+    def __init__(self, path, seq=0, held=0):
+        self.path, self.seq, self.held = Path(path), seq, held
 
     def write(self, rec: dict):
         if rec.get("seq") != self.seq + 1:
             raise RuntimeError(f"record seq {rec.get('seq')} written after {self.seq}")
+        if rec["seq"] <= self.held:
+            self.seq = rec["seq"]
+            return rec
         with open(self.path, "a") as f:
             f.write(line_of(rec) + "\n")
             f.flush()
             os.fsync(f.fileno())
         self.seq = rec["seq"]
         return rec
+
+
+# fields that legitimately differ between two executions of one run, at any depth of a record
+NOT_COMPARED = (
+    "time",  # the wall clock when a record was made
+    "seconds",  # wall seconds of training (a train record's, inside spent and the decay's trained list)
+    "prev_sha256",  # the SHA256 of the previous record's line, which holds its time
+    "machine",  # where a run (or its re-execution) ran; decides the mode, not a result
+)
+PARAMETER_HASHES = ("params_sha256",)  # bitwise only on the machine that made the run
+ABSENT = "<absent>"
+
+
+@dataclass
+class Difference:
+    seq: int
+    event: str
+    field: str
+    logged: object
+    made: object
+
+    def __str__(self):
+        return (f"record {self.seq} ({self.event}): {self.field}: logged {self.logged!r}, "
+                f"re-executed {self.made!r}")
+
+
+@dataclass
+class Comparison:
+    difference: Difference | None  # the first, in log order
+    largest: tuple  # (absolute difference, seq, field) of the floats compared: how close the numbers came
+
+
+def _walk(a, b, path, tol, hashes, note):
+    """The first differing field under path, as (field, logged, made), or None; note(gap, field) sees
+    every float difference."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k in NOT_COMPARED or (not hashes and k in PARAMETER_HASHES):
+                continue
+            d = _walk(a.get(k, ABSENT), b.get(k, ABSENT), f"{path}.{k}" if path else k, tol, hashes, note)
+            if d:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{path} (length)", len(a), len(b)
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = _walk(x, y, f"{path}[{i}]", tol, hashes, note)
+            if d:
+                return d
+        return None
+    if isinstance(a, float) and isinstance(b, float):
+        note(abs(a - b), path)
+        return None if abs(a - b) <= tol else (path, a, b)
+    return None if type(a) is type(b) and a == b else (path, a, b)
+
+
+def compare_records(logged, made, tolerance=0.0, hashes=True) -> Comparison:
+    """Logged records against re-executed ones, pairwise in order: the first difference (a record the
+    other side lacks included) and the largest float difference. tolerance: absolute, on floats (0:
+    bitwise); hashes: compare parameter SHA256s."""
+    largest = (0.0, None, None)
+    for a, b in zip(logged, made):
+        def note(gap, field, seq=a.get("seq")):
+            nonlocal largest
+            if gap > largest[0]:
+                largest = (gap, seq, field)
+
+        d = _walk(a, b, "", tolerance, hashes, note)
+        if d:
+            return Comparison(Difference(a.get("seq"), a.get("event"), *d), largest)
+    n = min(len(logged), len(made))
+    if len(logged) > n:
+        a = logged[n]
+        return Comparison(Difference(a.get("seq"), a.get("event"), "(the whole record)", a.get("event"),
+                                     "none: the re-execution ended before it"), largest)
+    if len(made) > n:
+        b = made[n]
+        return Comparison(Difference(b.get("seq"), b.get("event"), "(the whole record)",
+                                     "none: the log ends before it", b.get("event")), largest)
+    return Comparison(None, largest)
 
 
 def describe(rec) -> str:

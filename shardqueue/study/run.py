@@ -28,7 +28,7 @@ from fanout import Engine, Task, check_engine, gpus_for, open_engine
 from records import provenance
 from records.study import VERSION, StudySummary
 from shardqueue import api as rq
-from shardqueue.engine.log import read_log
+from shardqueue.engine.log import read_log, verify_chain
 from shardqueue.engine.packing import shard_rows, shard_tokens
 from shardqueue.engine.run_folder import copy_start_state, plan_differences
 from shardqueue.policy.rule import rate_kind
@@ -218,10 +218,19 @@ def run_arm(rq, arm, out, cal, plan, log, device, observer=None, describe=None, 
 
 
 def check_finished_plan(d, plan):
-    """A finished run is taken as it is only if it ran under this plan. A study rerun on the same --out with --curve
-    added or dropped passes stage A's check (the preset's settings, not the rule the arms use) and would otherwise
-    report arm B's runs made under one rule as made under the other."""
-    start = read_log(d / "decisions.jsonl", log=lambda s: None)[0]
+    """A finished run is taken as it is only if its log chains (the check `reconstruct` makes first) and it ran under
+    this plan. A hand-edited log was read as it stood (a new user's probe: one target count changed, arm B's compute
+    changed, exit 0); it is refused, not run again: the log is the study's record of that run, and an edit to it is
+    for its owner to undo, not for a rerun to bury in previous/. A study rerun on the same --out with --curve added
+    or dropped passes stage A's check (the preset's settings, not the rule the arms use) and would otherwise report
+    arm B's runs made under one rule as made under the other."""
+    recs = read_log(d / "decisions.jsonl", log=lambda s: None)
+    try:
+        verify_chain(recs, d / "decisions.jsonl")
+    except DataError as e:
+        raise DataError(f"{e}; this study reuses a finished run only as it ran: restore the log, or remove {d} to run "
+                        f"the arm again") from None
+    start = recs[0]
     if diff := plan_differences(start, plan):
         raise DataError(f"{d}: this run finished under another run plan: {', '.join(diff)}; this --out holds a "
                         f"study made with other settings: rerun it with those, or give another --out")
