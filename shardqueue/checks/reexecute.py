@@ -210,8 +210,7 @@ def reexecute_folder(folder, device="cpu", from_checkpoint=None, to_record=None,
                          whole_log=rx.whole_log,
                          from_checkpoint=from_checkpoint, seconds=seconds,
                          largest_float_difference=dict(zip(("value", "record", "field"), cmp.largest)),
-                         difference=None if cmp.difference is None else {**cmp.difference.__dict__,
-                                                                         "line": str(cmp.difference)})
+                         difference=None if cmp.difference is None else cmp.difference.__dict__)
     try:
         record.write(folder)
     except OSError as e:  # a read-only run folder: the verdict below is still the answer, only its file is missing
@@ -220,7 +219,7 @@ def reexecute_folder(folder, device="cpu", from_checkpoint=None, to_record=None,
     for line in rx.taken:
         out(f"note: {line}")
     if cmp.difference is not None:
-        print(f"error: re-execution of {span} differs at {cmp.difference}", file=sys.stderr)
+        print(f"error: re-execution of {span} differs at {cmp.difference.line}", file=sys.stderr)
         return 1
     out(f"re-executed {span} ({len(rx.logged)} records, {seconds} s, {mode}"
         f"{'' if rx.same_machine else '; not the machine that made the run'}): every logged number is what training "

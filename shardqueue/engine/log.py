@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from errors import DataError
+from records.reexecution import Difference
 
 
 def read_log(path, repair=False, log=print):
@@ -108,17 +109,10 @@ PARAMETER_HASHES = ("params_sha256",)  # bitwise only on the machine that made t
 ABSENT = "<absent>"
 
 
-@dataclass
-class Difference:
-    seq: int
-    event: str
-    field: str
-    logged: object
-    made: object
-
-    def __str__(self):
-        return (f"record {self.seq} ({self.event}): {self.field}: logged {self.logged!r}, "
-                f"re-executed {self.made!r}")
+def difference(seq, event, field, logged, made) -> Difference:
+    """The first record that re-executed differently, as the re-execution record keeps it, with its one line."""
+    return Difference(seq, event, field, logged, made,
+                      f"record {seq} ({event}): {field}: logged {logged!r}, re-executed {made!r}")
 
 
 @dataclass
@@ -165,15 +159,15 @@ def compare_records(logged, made, tolerance=0.0, hashes=True) -> Comparison:
 
         d = _walk(a, b, "", tolerance, hashes, note)
         if d:
-            return Comparison(Difference(a.get("seq"), a.get("event"), *d), largest)
+            return Comparison(difference(a.get("seq"), a.get("event"), *d), largest)
     n = min(len(logged), len(made))
     if len(logged) > n:
         a = logged[n]
-        return Comparison(Difference(a.get("seq"), a.get("event"), "(the whole record)", a.get("event"),
+        return Comparison(difference(a.get("seq"), a.get("event"), "(the whole record)", a.get("event"),
                                      "none: the re-execution ended before it"), largest)
     if len(made) > n:
         b = made[n]
-        return Comparison(Difference(b.get("seq"), b.get("event"), "(the whole record)",
+        return Comparison(difference(b.get("seq"), b.get("event"), "(the whole record)",
                                      "none: the log ends before it", b.get("event")), largest)
     return Comparison(None, largest)
 

@@ -146,7 +146,7 @@ class LogReplay:
                 where = "" if self.same else " (the log was made on another machine, whose floats round differently)"
                 raise DataError(f"{self.damaged[-1]}: damaged, and re-executing {self.log_path.name}'s records "
                                 f"{self.first}-{len(self.logged)} from {self.path.name} (the newest checkpoint that "
-                                f"verifies) does not give the logged ones{where}: {d}; restore the damaged "
+                                f"verifies) does not give the logged ones{where}: {d.line}; restore the damaged "
                                 f"checkpoint, or start the run again with --fresh (this run is moved aside)")
             rec = self.logged[seq - 1]
         self.prev = record_sha256(rec)
